@@ -1,0 +1,58 @@
+package crewlet
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes. The api package maps each to one HTTP status.
+const (
+	ECONFLICT    = "conflict"
+	EFENCED      = "fenced"
+	EINTERNAL    = "internal"
+	EINVALID     = "invalid"
+	ENOTFOUND    = "not_found"
+	EUNAVAILABLE = "unavailable"
+)
+
+// Error is a failure a user can act on: Code says which kind, Message says what
+// was wrong and what to do. Messages never carry secrets.
+type Error struct {
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// Errorf returns an *Error with the given code and formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, EINTERNAL for
+// any other non-nil error and "" for nil.
+func ErrorCode(err error) string {
+	var e *Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &e):
+		return e.Code
+	default:
+		return EINTERNAL
+	}
+}
+
+// ErrorMessage returns the message of the first *Error in err's chain, or a
+// generic text for other errors so internal details do not leak to clients.
+func ErrorMessage(err error) string {
+	var e *Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &e):
+		return e.Message
+	default:
+		return "internal error; see the server log"
+	}
+}

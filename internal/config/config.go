@@ -1,0 +1,83 @@
+// Package config loads and validates the crewlet org file. It is the only
+// package besides cmd/ that uses viper.
+package config
+
+import "time"
+
+// Config is the whole org file: the company, where its services are, and its
+// roles, seats and model profiles.
+type Config struct {
+	Company  Company            `mapstructure:"company"`
+	Temporal Temporal           `mapstructure:"temporal"`
+	Postgres Store              `mapstructure:"postgres"`
+	Redis    Store              `mapstructure:"redis"`
+	API      API                `mapstructure:"api"`
+	Mailbox  Mailbox            `mapstructure:"mailbox"`
+	Profiles map[string]Profile `mapstructure:"profiles"`
+	Roles    map[string]Role    `mapstructure:"roles"`
+	Seats    []Seat             `mapstructure:"seats"`
+}
+
+// Company names the company.
+type Company struct {
+	Name     string `mapstructure:"name"`
+	Timezone string `mapstructure:"timezone"`
+}
+
+// Temporal says where the Temporal frontend is.
+type Temporal struct {
+	Address   string `mapstructure:"address"`
+	Namespace string `mapstructure:"namespace"`
+	TaskQueue string `mapstructure:"task_queue"`
+}
+
+// Store names the environment variable holding a connection URL. URLs carry
+// passwords, so the file never holds them.
+type Store struct {
+	URLEnv string `mapstructure:"url_env"`
+}
+
+// API is the REST listener.
+type API struct {
+	Listen string `mapstructure:"listen"`
+}
+
+// Mailbox tunes the Redis mailboxes.
+type Mailbox struct {
+	// KeyPrefix namespaces every Redis key crewlet writes.
+	KeyPrefix string `mapstructure:"key_prefix"`
+	// ReadBatch is the most entries one mailbox read hands to the seat.
+	ReadBatch int `mapstructure:"read_batch"`
+}
+
+// Profile is a model backend.
+type Profile struct {
+	Provider string `mapstructure:"provider"`
+	// Rules and Delay configure the scripted provider.
+	Rules []Rule `mapstructure:"rules"`
+	// Delay is written with a unit ("2s"); a bare number other than 0 is refused.
+	Delay time.Duration `mapstructure:"delay"`
+}
+
+// Rule is one scripted-provider rule: the first rule whose Match regexp
+// matches the incoming text produces Reply, a text/template executed with
+// .Text, .From, .Handle, .Role, .Conversation and .Groups (the submatches).
+type Rule struct {
+	Match string `mapstructure:"match"`
+	Reply string `mapstructure:"reply"`
+}
+
+// Role is a charter plus the profile that runs it.
+type Role struct {
+	Charter string `mapstructure:"charter"`
+	Profile string `mapstructure:"profile"`
+}
+
+// Seat is one position in the org chart.
+type Seat struct {
+	Handle string `mapstructure:"handle"`
+	// Role is required for an agent seat; a human seat may name one.
+	Role string `mapstructure:"role"`
+	// Kind is "agent" (the default) or "human".
+	Kind string `mapstructure:"kind"`
+}

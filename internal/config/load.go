@@ -1,0 +1,275 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/viper"
+
+	"github.com/crewlet/crewlet"
+)
+
+// EnvPrefix prefixes the environment variables that override config keys:
+// api.listen is overridden by CREWLET_API_LISTEN.
+const EnvPrefix = "CREWLET"
+
+// defaults holds every scalar key. viper's AutomaticEnv only feeds Unmarshal
+// keys it has seen, so a key missing here could not be set from the
+// environment.
+var defaults = map[string]any{
+	"company.name":        "",
+	"company.timezone":    "UTC",
+	"temporal.address":    "127.0.0.1:7233",
+	"temporal.namespace":  "default",
+	"temporal.task_queue": crewlet.TaskQueue,
+	"postgres.url_env":    "CREWLET_PG_URL",
+	"redis.url_env":       "CREWLET_REDIS_URL",
+	"api.listen":          "127.0.0.1:8080",
+	"mailbox.key_prefix":  "crewlet",
+	"mailbox.read_batch":  16,
+}
+
+// Load reads the YAML org file at path, applies defaults and CREWLET_*
+// environment overrides, and returns the config only if it is valid. A
+// validation error lists every problem, one per line.
+func Load(path string) (*Config, error) {
+	v := newViper()
+	v.SetConfigFile(path)
+	if err := v.ReadInConfig(); err != nil {
+		var pe viper.ConfigParseError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("config %s: not valid YAML: %w", path, pe.Unwrap())
+		}
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	c, err := build(v)
+	if err != nil {
+		return nil, fmt.Errorf("config %s is invalid:\n%w", path, err)
+	}
+	return c, nil
+}
+
+// Parse is Load for a YAML document already in memory.
+func Parse(yamlBytes []byte) (*Config, error) {
+	v := newViper()
+	if err := v.ReadConfig(bytes.NewReader(yamlBytes)); err != nil {
+		var pe viper.ConfigParseError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("config: not valid YAML: %w", pe.Unwrap())
+		}
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return build(v)
+}
+
+func newViper() *viper.Viper {
+	v := viper.New()
+	// The file is YAML whatever its name ends with.
+	v.SetConfigType("yaml")
+	for k, d := range defaults {
+		v.SetDefault(k, d)
+	}
+	v.SetEnvPrefix(EnvPrefix)
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	return v
+}
+
+// build decodes the merged settings and reports, in this order, unknown keys,
+// values of the wrong type, and what Validate finds.
+func build(v *viper.Viper) (*Config, error) {
+	raw := v.AllSettings()
+
+	var problems []*Problem
+	unknownKeys("", reflect.TypeFor[Config](), raw, &problems)
+
+	var c Config
+	bad := decodeProblems(decode(raw, &c))
+	problems = append(problems, bad...)
+	keepPartialEntries(raw, &c)
+	for i := range c.Seats {
+		if c.Seats[i].Kind == "" {
+			c.Seats[i].Kind = string(crewlet.SeatAgent)
+		}
+	}
+
+	// A value that did not decode is already reported; what Validate would
+	// say about its zero value is noise.
+	for _, p := range c.problems() {
+		if !under(p.Path, bad) {
+			problems = append(problems, p)
+		}
+	}
+	if len(problems) > 0 {
+		return nil, joinProblems(problems)
+	}
+	return &c, nil
+}
+
+func decode(in, out any) error {
+	d, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
+		WeaklyTypedInput: true,
+		DecodeHook:       durationHook,
+		Result:           out,
+	})
+	if err != nil {
+		return err
+	}
+	return d.Decode(in)
+}
+
+// durationHook accepts "2s"-style strings and a bare 0 for durations. Any
+// other bare number is refused: YAML "delay: 2" would otherwise mean 2ns.
+func durationHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeFor[time.Duration]() {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.String:
+		d, err := time.ParseDuration(data.(string))
+		if err != nil {
+			return nil, fmt.Errorf("invalid duration %q; write it with a unit, e.g. \"2s\" or \"500ms\"", data)
+		}
+		return d, nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		if reflect.ValueOf(data).IsZero() {
+			return time.Duration(0), nil
+		}
+		return nil, fmt.Errorf("invalid duration %v; write it with a unit, e.g. \"%vs\"", data, data)
+	}
+	return data, nil
+}
+
+// keepPartialEntries puts back profiles and roles that mapstructure dropped
+// because one of their fields failed to decode, so that seats and roles
+// naming them are not also reported as naming something unknown.
+func keepPartialEntries(raw map[string]any, c *Config) {
+	if m, ok := raw["profiles"].(map[string]any); ok {
+		for name, in := range m {
+			if _, ok := c.Profiles[name]; !ok {
+				var p Profile
+				_ = decode(in, &p) // already reported
+				if c.Profiles == nil {
+					c.Profiles = map[string]Profile{}
+				}
+				c.Profiles[name] = p
+			}
+		}
+	}
+	if m, ok := raw["roles"].(map[string]any); ok {
+		for name, in := range m {
+			if _, ok := c.Roles[name]; !ok {
+				var r Role
+				_ = decode(in, &r) // already reported
+				if c.Roles == nil {
+					c.Roles = map[string]Role{}
+				}
+				c.Roles[name] = r
+			}
+		}
+	}
+}
+
+// mapKeyInPath matches mapstructure's "roles[engineer]" spelling of a map key.
+var mapKeyInPath = regexp.MustCompile(`\[([^\]]*[^\]0-9][^\]]*)\]`)
+
+// decodeProblems turns mapstructure's errors into problems named by key path
+// in the same spelling as the others ("roles.engineer.profile").
+func decodeProblems(err error) []*Problem {
+	var out []*Problem
+	var walk func(error)
+	walk = func(err error) {
+		if err == nil {
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		var de *mapstructure.DecodeError
+		if !errors.As(err, &de) {
+			out = append(out, &Problem{Path: "(root)", Msg: err.Error()})
+			return
+		}
+		inner := de.Unwrap()
+		if _, ok := inner.(interface{ Unwrap() []error }); ok {
+			walk(inner)
+			return
+		}
+		if _, ok := inner.(*mapstructure.DecodeError); ok {
+			walk(inner)
+			return
+		}
+		path := mapKeyInPath.ReplaceAllString(de.Name(), ".$1")
+		out = append(out, &Problem{Path: path, Msg: decodeMessage(inner)})
+	}
+	walk(err)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+func decodeMessage(err error) string {
+	var pe *mapstructure.ParseError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("invalid value %s; want %s", show(pe.Value), describe(pe.Expected.Type()))
+	}
+	var ue *mapstructure.UnconvertibleTypeError
+	if errors.As(err, &ue) {
+		return fmt.Sprintf("want %s, got %s", describe(ue.Expected.Type()), describe(reflect.TypeOf(ue.Value)))
+	}
+	return err.Error()
+}
+
+func show(v any) string {
+	if s, ok := v.(string); ok {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprint(v)
+}
+
+// describe names a type the way a YAML author thinks of it.
+func describe(t reflect.Type) string {
+	if t == nil {
+		return "nothing"
+	}
+	if t == reflect.TypeFor[time.Duration]() {
+		return `a duration such as "2s"`
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Map, reflect.Struct:
+		return "a mapping"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	}
+	return t.String()
+}
+
+// under reports whether path is one of the bad paths or lies below one.
+func under(path string, bad []*Problem) bool {
+	for _, b := range bad {
+		if path == b.Path || strings.HasPrefix(path, b.Path+".") || strings.HasPrefix(path, b.Path+"[") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,298 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/crewlet/crewlet"
+)
+
+// providers are the model providers a profile may name.
+var providers = []string{"scripted"}
+
+// Bounds of mailbox.read_batch.
+const (
+	minReadBatch = 1
+	maxReadBatch = 1000
+)
+
+// Problem is one thing wrong with a config, at a key path such as
+// "seats[2].role" or "roles.engineer.profile".
+type Problem struct {
+	Path string
+	Msg  string
+}
+
+func (p *Problem) Error() string { return p.Path + ": " + p.Msg }
+
+// Validate reports every problem with c at once, joined with errors.Join, one
+// *Problem per line, in a fixed order; nil when there is none. Unknown keys
+// are found by Load and Parse, which see the file itself.
+func (c *Config) Validate() error { return joinProblems(c.problems()) }
+
+func joinProblems(ps []*Problem) error {
+	errs := make([]error, len(ps))
+	for i, p := range ps {
+		errs[i] = p
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) problems() []*Problem {
+	var ps []*Problem
+	add := func(path, format string, args ...any) {
+		ps = append(ps, &Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
+	}
+
+	if c.Company.Name == "" {
+		add("company.name", "required")
+	}
+	switch tz := c.Company.Timezone; tz {
+	case "":
+		add("company.timezone", `required, e.g. "UTC" or "Europe/Berlin"`)
+	case "Local":
+		add("company.timezone", `"Local" differs from host to host; name the zone, e.g. "Europe/Berlin"`)
+	default:
+		if _, err := time.LoadLocation(tz); err != nil {
+			add("company.timezone", "unknown time zone %q", tz)
+		}
+	}
+	for _, r := range []struct{ path, val string }{
+		{"temporal.address", c.Temporal.Address},
+		{"temporal.namespace", c.Temporal.Namespace},
+		{"temporal.task_queue", c.Temporal.TaskQueue},
+		{"postgres.url_env", c.Postgres.URLEnv},
+		{"redis.url_env", c.Redis.URLEnv},
+		{"api.listen", c.API.Listen},
+		{"mailbox.key_prefix", c.Mailbox.KeyPrefix},
+	} {
+		if r.val == "" {
+			add(r.path, "required")
+		}
+	}
+	if n := c.Mailbox.ReadBatch; n < minReadBatch || n > maxReadBatch {
+		add("mailbox.read_batch", "%d is out of range; must be between %d and %d", n, minReadBatch, maxReadBatch)
+	}
+
+	profiles := sortedKeys(c.Profiles)
+	for _, name := range profiles {
+		p, base := c.Profiles[name], "profiles."+name
+		if !crewlet.ValidName(name) {
+			add(base, "invalid profile name %q; names must be %s", name, crewlet.NamePattern)
+		}
+		switch {
+		case p.Provider == "":
+			add(base+".provider", "required; supported providers: %s", strings.Join(providers, ", "))
+		case !contains(providers, p.Provider):
+			add(base+".provider", "unsupported provider %q; supported providers: %s", p.Provider, strings.Join(providers, ", "))
+		}
+		for i, r := range p.Rules {
+			rp := fmt.Sprintf("%s.rules[%d]", base, i)
+			if _, err := regexp.Compile(r.Match); err != nil {
+				add(rp+".match", "%v", err)
+			}
+			if _, err := template.New("reply").Parse(r.Reply); err != nil {
+				add(rp+".reply", "%v", err)
+			}
+		}
+		if p.Delay < 0 {
+			add(base+".delay", "%s is negative; must be 0 or more", p.Delay)
+		}
+	}
+
+	roles := sortedKeys(c.Roles)
+	for _, name := range roles {
+		r, base := c.Roles[name], "roles."+name
+		if !crewlet.ValidName(name) {
+			add(base, "invalid role name %q; names must be %s", name, crewlet.NamePattern)
+		}
+		switch {
+		case r.Profile == "":
+			add(base+".profile", "required; known profiles: %s", list(profiles))
+		case !contains(profiles, r.Profile):
+			add(base+".profile", "unknown profile %q; known profiles: %s%s", r.Profile, list(profiles), didYouMean(r.Profile, profiles))
+		}
+	}
+
+	if len(c.Seats) == 0 {
+		add("seats", "at least one seat is required")
+	}
+	first := map[string]int{}
+	for i, s := range c.Seats {
+		base := fmt.Sprintf("seats[%d]", i)
+		switch {
+		case s.Handle == "":
+			add(base+".handle", "required")
+		case !crewlet.ValidName(s.Handle):
+			add(base+".handle", "invalid handle %q; names must be %s", s.Handle, crewlet.NamePattern)
+		}
+		if s.Handle != "" {
+			if j, dup := first[s.Handle]; dup {
+				add(base+".handle", "duplicate handle %q (also seats[%d])", s.Handle, j)
+			} else {
+				first[s.Handle] = i
+			}
+		}
+		kind := s.kind()
+		if kind != string(crewlet.SeatAgent) && kind != string(crewlet.SeatHuman) {
+			add(base+".kind", "unknown kind %q; must be one of: %s, %s", kind, crewlet.SeatAgent, crewlet.SeatHuman)
+		}
+		switch {
+		case s.Role == "" && kind == string(crewlet.SeatAgent):
+			add(base+".role", "required for an agent seat; known roles: %s", list(roles))
+		case s.Role != "" && !contains(roles, s.Role):
+			add(base+".role", "unknown role %q; known roles: %s%s", s.Role, list(roles), didYouMean(s.Role, roles))
+		}
+	}
+	return ps
+}
+
+// kind is the seat's kind with the default applied.
+func (s Seat) kind() string {
+	if s.Kind == "" {
+		return string(crewlet.SeatAgent)
+	}
+	return s.Kind
+}
+
+// unknownKeys walks raw, the settings as read, along the schema t by
+// mapstructure tags and reports every key t has no field for. Values of the
+// wrong shape are left to the decoder to report.
+func unknownKeys(path string, t reflect.Type, raw any, out *[]*Problem) {
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := raw.(map[string]any)
+		if !ok {
+			return
+		}
+		fields := map[string]reflect.Type{}
+		var names []string
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+			if name == "" || !f.IsExported() {
+				continue
+			}
+			fields[name] = f.Type
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, k := range sortedKeys(m) {
+			p := joinPath(path, k)
+			ft, ok := fields[strings.ToLower(k)]
+			if !ok {
+				msg := "unknown key"
+				if s, ok := nearest(k, names); ok {
+					msg += fmt.Sprintf("; did you mean %q?", s)
+				} else {
+					msg += "; valid keys: " + strings.Join(names, ", ")
+				}
+				*out = append(*out, &Problem{Path: p, Msg: msg})
+				continue
+			}
+			unknownKeys(p, ft, m[k], out)
+		}
+	case reflect.Map:
+		m, ok := raw.(map[string]any)
+		if !ok {
+			return
+		}
+		for _, k := range sortedKeys(m) {
+			unknownKeys(joinPath(path, k), t.Elem(), m[k], out)
+		}
+	case reflect.Slice:
+		l, ok := raw.([]any)
+		if !ok {
+			return
+		}
+		for i, e := range l {
+			unknownKeys(fmt.Sprintf("%s[%d]", path, i), t.Elem(), e, out)
+		}
+	}
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+func list(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+func didYouMean(s string, candidates []string) string {
+	if n, ok := nearest(s, candidates); ok {
+		return fmt.Sprintf("; did you mean %q?", n)
+	}
+	return ""
+}
+
+// nearest returns the candidate closest to s by edit distance, if it is close
+// enough to be a likely typo: at most one edit per three characters of s.
+// Ties go to the first candidate, so callers pass them sorted.
+func nearest(s string, candidates []string) (string, bool) {
+	limit := max(1, len([]rune(s))/3)
+	best, bestD := "", limit+1
+	for _, c := range candidates {
+		if d := editDistance(s, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best, bestD <= limit && bestD < len([]rune(s))
+}
+
+// editDistance is the optimal string alignment distance: insertions,
+// deletions, substitutions and swaps of adjacent characters each cost one.
+func editDistance(a, b string) int {
+	x, y := []rune(a), []rune(b)
+	d := make([][]int, len(x)+1)
+	for i := range d {
+		d[i] = make([]int, len(y)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(x); i++ {
+		for j := 1; j <= len(y); j++ {
+			cost := 1
+			if x[i-1] == y[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && x[i-1] == y[j-2] && x[i-2] == y[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(x)][len(y)]
+}

@@ -1,0 +1,261 @@
+// Package mailbox keeps each seat's mailbox in a Redis stream with one
+// consumer group per seat (DESIGN §5).
+package mailbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/crewlet/crewlet"
+)
+
+// Mailbox reads and writes seat mailboxes.
+type Mailbox struct {
+	rdb    *redis.Client
+	prefix string
+}
+
+// Open connects to Redis and checks the connection.
+func Open(ctx context.Context, url, prefix string) (*Mailbox, error) {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, errors.New("parse redis url: not a valid redis:// URL")
+	}
+	rdb := redis.NewClient(opts)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("connect redis at %s: %w", opts.Addr, err)
+	}
+	return &Mailbox{rdb: rdb, prefix: prefix}, nil
+}
+
+// Close closes the Redis client.
+func (m *Mailbox) Close() error { return m.rdb.Close() }
+
+// Ping checks that Redis answers.
+func (m *Mailbox) Ping(ctx context.Context) error { return m.rdb.Ping(ctx).Err() }
+
+// Stream is the Redis stream holding a seat's mailbox.
+func (m *Mailbox) Stream(handle string) string { return m.prefix + ":seat:" + handle + ":inbox" }
+
+// Group is the consumer group the seat reads its mailbox through.
+func (m *Mailbox) Group(handle string) string { return "seat-" + handle }
+
+func (m *Mailbox) awakeKey(handle string) string { return m.prefix + ":seat:" + handle + ":awake" }
+
+func (m *Mailbox) sentKey(eventID string) string { return m.prefix + ":sent:" + eventID }
+
+// Ensure creates the seat's stream and consumer group if they are missing.
+// The group starts at the beginning of the stream, so mail published before
+// the group existed is still delivered.
+func (m *Mailbox) Ensure(ctx context.Context, handle string) error {
+	err := m.rdb.XGroupCreateMkStream(ctx, m.Stream(handle), m.Group(handle), "0").Err()
+	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return fmt.Errorf("create mailbox for %s: %w", handle, err)
+	}
+	return nil
+}
+
+// awakeTTL bounds how long a stale "awake" flag can suppress wake signals if a
+// seat workflow vanished without clearing it; the seat's backstop timer and the
+// reconciler cover the same gap from the other side.
+const awakeTTL = 10 * time.Minute
+
+// sentTTL is how long a published event id is remembered, so re-publishing the
+// same event (a turn re-run after a crash) adds nothing. It outlives any
+// redelivery of the turn that produced the event.
+const sentTTL = 7 * 24 * time.Hour
+
+// publishScript appends an entry unless its event id was already published,
+// then raises the seat's awake flag. It runs atomically in Redis.
+// KEYS: stream, sent key, awake key. ARGV: sent ttl s, awake ttl s, fields...
+// Returns {stream id, 1 if this call raised the awake flag}.
+var publishScript = redis.NewScript(`
+local prev = redis.call('GET', KEYS[2])
+if prev then return {prev, 0} end
+local id = redis.call('XADD', KEYS[1], '*', unpack(ARGV, 3))
+redis.call('SET', KEYS[2], id, 'EX', ARGV[1])
+if redis.call('SET', KEYS[3], '1', 'NX', 'EX', ARGV[2]) then return {id, 1} end
+return {id, 0}
+`)
+
+// Publish appends msg to its recipient's mailbox, at most once per event id.
+// It reports whether the caller must signal wake: true only when this publish
+// found the seat asleep, so wake signals are bounded by sleep cycles.
+func (m *Mailbox) Publish(ctx context.Context, msg crewlet.Message) (streamID string, wake bool, err error) {
+	args := []any{int(sentTTL.Seconds()), int(awakeTTL.Seconds())}
+	args = append(args, encode(msg)...)
+	res, err := publishScript.Run(ctx, m.rdb,
+		[]string{m.Stream(msg.To), m.sentKey(msg.EventID), m.awakeKey(msg.To)}, args...).Slice()
+	if err != nil {
+		return "", false, fmt.Errorf("publish to %s: %w", msg.To, err)
+	}
+	id, _ := res[0].(string)
+	raised, _ := res[1].(int64)
+	return id, raised == 1, nil
+}
+
+// ReadResult is one mailbox read.
+type ReadResult struct {
+	Messages []crewlet.Message
+	// Lag is how many entries are still unread after this read.
+	Lag int64
+}
+
+// Read hands the seat up to max entries: first those still pending from
+// earlier reads that never acked (a crashed turn, an earlier tenure), then new
+// ones. When the mailbox is empty and clearAwake is set, it lowers the seat's
+// awake flag and reads once more, so mail published in between is not missed
+// and the next publish signals wake.
+func (m *Mailbox) Read(ctx context.Context, handle, consumer string, max int, clearAwake bool) (ReadResult, error) {
+	msgs, err := m.read(ctx, handle, consumer, max)
+	if err != nil {
+		return ReadResult{}, err
+	}
+	if len(msgs) == 0 && clearAwake {
+		if err := m.rdb.Del(ctx, m.awakeKey(handle)).Err(); err != nil {
+			return ReadResult{}, fmt.Errorf("clear awake flag of %s: %w", handle, err)
+		}
+		if msgs, err = m.read(ctx, handle, consumer, max); err != nil {
+			return ReadResult{}, err
+		}
+	}
+	var lag int64
+	groups, err := m.rdb.XInfoGroups(ctx, m.Stream(handle)).Result()
+	if err == nil {
+		for _, g := range groups {
+			if g.Name == m.Group(handle) {
+				lag = g.Lag
+			}
+		}
+	}
+	return ReadResult{Messages: msgs, Lag: lag}, nil
+}
+
+func (m *Mailbox) read(ctx context.Context, handle, consumer string, max int) ([]crewlet.Message, error) {
+	stream, group := m.Stream(handle), m.Group(handle)
+	claimed, _, err := m.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+		Stream: stream, Group: group, Consumer: consumer, MinIdle: 0, Start: "0-0", Count: int64(max),
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reclaim mail of %s: %w", handle, noGroup(err, handle))
+	}
+	msgs := decodeAll(claimed)
+	if len(msgs) >= max {
+		return msgs, nil
+	}
+	streams, err := m.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: group, Consumer: consumer, Streams: []string{stream, ">"}, Count: int64(max - len(msgs)), Block: -1,
+	}).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read mail of %s: %w", handle, noGroup(err, handle))
+	}
+	for _, s := range streams {
+		msgs = append(msgs, decodeAll(s.Messages)...)
+	}
+	return msgs, nil
+}
+
+func noGroup(err error, handle string) error {
+	if strings.HasPrefix(err.Error(), "NOGROUP") {
+		return crewlet.Errorf(crewlet.EUNAVAILABLE, "mailbox of %s does not exist yet; it is created when a node boots", handle)
+	}
+	return err
+}
+
+// Get returns the entries with the given stream ids, in the order asked.
+// Entries that no longer exist are left out.
+func (m *Mailbox) Get(ctx context.Context, handle string, streamIDs []string) ([]crewlet.Message, error) {
+	pipe := m.rdb.Pipeline()
+	cmds := make([]*redis.XMessageSliceCmd, len(streamIDs))
+	for i, id := range streamIDs {
+		cmds[i] = pipe.XRange(ctx, m.Stream(handle), id, id)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("fetch mail of %s: %w", handle, err)
+	}
+	var msgs []crewlet.Message
+	for _, c := range cmds {
+		msgs = append(msgs, decodeAll(c.Val())...)
+	}
+	return msgs, nil
+}
+
+// Ack marks entries handled; they are never delivered again.
+func (m *Mailbox) Ack(ctx context.Context, handle string, streamIDs []string) error {
+	if len(streamIDs) == 0 {
+		return nil
+	}
+	if err := m.rdb.XAck(ctx, m.Stream(handle), m.Group(handle), streamIDs...).Err(); err != nil {
+		return fmt.Errorf("ack mail of %s: %w", handle, err)
+	}
+	return nil
+}
+
+// Recent returns the newest n entries of a seat's mailbox, newest last. It is
+// how people read a human seat's mail.
+func (m *Mailbox) Recent(ctx context.Context, handle string, n int64) ([]crewlet.Message, error) {
+	entries, err := m.rdb.XRevRangeN(ctx, m.Stream(handle), "+", "-", n).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list mail of %s: %w", handle, err)
+	}
+	msgs := decodeAll(entries)
+	for i, j := 0, len(msgs)-1; i < j; i, j = i+1, j-1 {
+		msgs[i], msgs[j] = msgs[j], msgs[i]
+	}
+	return msgs, nil
+}
+
+// Pending returns how many entries the seat has read but not acked.
+func (m *Mailbox) Pending(ctx context.Context, handle string) (int64, error) {
+	p, err := m.rdb.XPending(ctx, m.Stream(handle), m.Group(handle)).Result()
+	if err != nil {
+		return 0, fmt.Errorf("count pending mail of %s: %w", handle, err)
+	}
+	return p.Count, nil
+}
+
+func encode(msg crewlet.Message) []any {
+	return []any{
+		"event_id", msg.EventID,
+		"type", msg.Type,
+		"from", msg.From,
+		"to", msg.To,
+		"conversation", msg.Conversation,
+		"in_reply_to", msg.InReplyTo,
+		"body", msg.Body,
+		"sent_at", msg.SentAt.UTC().Format(time.RFC3339Nano),
+	}
+}
+
+func decodeAll(entries []redis.XMessage) []crewlet.Message {
+	msgs := make([]crewlet.Message, 0, len(entries))
+	for _, e := range entries {
+		if e.Values == nil {
+			continue
+		}
+		msgs = append(msgs, decode(e))
+	}
+	return msgs
+}
+
+func decode(e redis.XMessage) crewlet.Message {
+	field := func(k string) string { s, _ := e.Values[k].(string); return s }
+	sentAt, _ := time.Parse(time.RFC3339Nano, field("sent_at"))
+	return crewlet.Message{
+		EventID:      field("event_id"),
+		StreamID:     e.ID,
+		Type:         field("type"),
+		From:         field("from"),
+		To:           field("to"),
+		Conversation: field("conversation"),
+		InReplyTo:    field("in_reply_to"),
+		Body:         field("body"),
+		SentAt:       sentAt,
+	}
+}

@@ -1,0 +1,112 @@
+// Package store is crewlet's Postgres access: seats and their epochs, the
+// transcript, the completion ledger and the mailbox registry.
+package store
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/migrations"
+)
+
+// Store wraps a pgx pool.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// Open connects to Postgres and checks the connection.
+func Open(ctx context.Context, url string) (*Store, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", redactURL(err, url))
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect postgres: %w", redactURL(err, url))
+	}
+	return &Store{pool: pool}, nil
+}
+
+// redactURL keeps a connection URL (which may hold a password) out of errors.
+func redactURL(err error, url string) error {
+	if url == "" || !strings.Contains(err.Error(), url) {
+		return err
+	}
+	return fmt.Errorf("%s", strings.ReplaceAll(err.Error(), url, "<url>"))
+}
+
+// Close releases the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that Postgres answers.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+// migrationLockKey is the advisory lock held while migrating, so two processes
+// starting at once apply each migration once.
+const migrationLockKey = 0x63726577 // "crew"
+
+// Migrate applies every embedded migration not yet applied, in name order,
+// each in its own transaction, under a Postgres advisory lock. It returns the
+// names it applied; re-running it applies nothing.
+func (s *Store) Migrate(ctx context.Context) ([]string, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLockKey); err != nil {
+		return nil, fmt.Errorf("migrate: take lock: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLockKey) //nolint:errcheck // the lock also ends with the session
+
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	names, err := fs.Glob(migrations.Files, "*.sql")
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	sort.Strings(names)
+	var applied []string
+	for _, name := range names {
+		var done bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE name = $1)`, name).Scan(&done); err != nil {
+			return applied, fmt.Errorf("migrate %s: %w", name, err)
+		}
+		if done {
+			continue
+		}
+		body, err := fs.ReadFile(migrations.Files, name)
+		if err != nil {
+			return applied, fmt.Errorf("migrate %s: %w", name, err)
+		}
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, string(body)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (name) VALUES ($1)`, name)
+			return err
+		})
+		if err != nil {
+			return applied, fmt.Errorf("migrate %s: %w", name, err)
+		}
+		applied = append(applied, name)
+	}
+	return applied, nil
+}
+
+// schemaMissing turns "relation does not exist" into an error that says what to do.
+func schemaMissing(err error) error {
+	if err != nil && strings.Contains(err.Error(), "does not exist") && strings.Contains(err.Error(), "relation") {
+		return crewlet.Errorf(crewlet.EUNAVAILABLE, "the database schema is missing; run `crewlet migrate` first")
+	}
+	return err
+}

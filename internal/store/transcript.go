@@ -1,0 +1,78 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/crewlet/crewlet"
+)
+
+// TranscriptEntry is one message of a conversation as recorded.
+type TranscriptEntry struct {
+	ID         string    `json:"id"`
+	Type       string    `json:"type"`
+	From       string    `json:"from"`
+	To         string    `json:"to"`
+	Body       string    `json:"body"`
+	InReplyTo  string    `json:"in_reply_to,omitempty"`
+	WorkKey    string    `json:"work_key,omitempty"`
+	SentAt     time.Time `json:"sent_at"`
+	RecordedAt time.Time `json:"recorded_at"`
+}
+
+// AppendMessages records messages in their conversations' transcripts in one
+// transaction. Messages are keyed by event id, so appending one twice (a turn
+// re-run after a crash) records it once.
+func (s *Store) AppendMessages(ctx context.Context, workKey string, msgs ...crewlet.Message) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		for _, m := range msgs {
+			if _, err := tx.Exec(ctx, `INSERT INTO conversations (id) VALUES ($1) ON CONFLICT DO NOTHING`, m.Conversation); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `
+				INSERT INTO messages (id, conversation_id, type, sender, recipient, body, in_reply_to, work_key, sent_at)
+				VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), NULLIF($8, ''), $9)
+				ON CONFLICT (id) DO NOTHING`,
+				m.EventID, m.Conversation, m.Type, m.From, m.To, m.Body, m.InReplyTo, workKey, m.SentAt)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("append transcript: %w", schemaMissing(err))
+	}
+	return nil
+}
+
+// Conversation returns a conversation's messages in the order they were recorded.
+func (s *Store) Conversation(ctx context.Context, id string) ([]TranscriptEntry, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, type, sender, recipient, body, COALESCE(in_reply_to, ''), COALESCE(work_key, ''), sent_at, recorded_at
+		FROM messages WHERE conversation_id = $1 ORDER BY seq`, id)
+	if err != nil {
+		return nil, fmt.Errorf("read conversation %s: %w", id, schemaMissing(err))
+	}
+	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TranscriptEntry, error) {
+		var e TranscriptEntry
+		err := r.Scan(&e.ID, &e.Type, &e.From, &e.To, &e.Body, &e.InReplyTo, &e.WorkKey, &e.SentAt, &e.RecordedAt)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read conversation %s: %w", id, err)
+	}
+	if len(entries) == 0 {
+		var exists bool
+		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conversations WHERE id = $1)`, id).Scan(&exists); err != nil {
+			return nil, fmt.Errorf("read conversation %s: %w", id, err)
+		}
+		if !exists {
+			return nil, crewlet.Errorf(crewlet.ENOTFOUND, "no conversation %q; ids are returned when a message is sent", id)
+		}
+	}
+	return entries, nil
+}

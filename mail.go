@@ -1,0 +1,40 @@
+package crewlet
+
+import "time"
+
+// Message types carried in a mailbox entry.
+const (
+	// MessageChat asks the seat for an answer.
+	MessageChat = "chat"
+	// MessageReply answers a message the seat sent. A reply is recorded in the
+	// transcript but never answered with another reply, so two agent seats
+	// cannot ping-pong forever.
+	MessageReply = "reply"
+)
+
+// ExternalSender is the sender recorded for mail that does not come from a seat
+// (a person using the API or CLI without naming their seat).
+const ExternalSender = "operator"
+
+// Message is one mailbox entry: a trigger for a turn.
+type Message struct {
+	EventID      string    `json:"event_id"`
+	StreamID     string    `json:"stream_id,omitempty"`
+	Type         string    `json:"type"`
+	From         string    `json:"from"`
+	To           string    `json:"to"`
+	Conversation string    `json:"conversation"`
+	InReplyTo    string    `json:"in_reply_to,omitempty"`
+	Body         string    `json:"body"`
+	SentAt       time.Time `json:"sent_at"`
+	// Deliveries is how many times the mailbox handed this entry out,
+	// including the current one; set on read.
+	Deliveries int64 `json:"deliveries,omitempty"`
+}
+
+// MailRef points at a mailbox entry without carrying its body, so workflow
+// history stays small.
+type MailRef struct {
+	StreamID string `json:"stream_id"`
+	EventID  string `json:"event_id"`
+}

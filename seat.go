@@ -1,0 +1,116 @@
+package crewlet
+
+import "time"
+
+// SeatKind says whether a seat runs turns (agent) or only has a mailbox read
+// by people (human).
+type SeatKind string
+
+const (
+	SeatAgent SeatKind = "agent"
+	SeatHuman SeatKind = "human"
+)
+
+// SeatStatus is where a seat workflow is in its life (DESIGN §3).
+type SeatStatus string
+
+const (
+	StatusEstablishing SeatStatus = "establishing"
+	StatusIdle         SeatStatus = "idle"
+	StatusRunning      SeatStatus = "running"
+	StatusPaused       SeatStatus = "paused"
+	StatusDraining     SeatStatus = "draining"
+	StatusDrained      SeatStatus = "drained"
+	StatusMoving       SeatStatus = "moving"
+	StatusStopped      SeatStatus = "stopped"
+)
+
+// Signal and query names of the seat workflow. Operators use them directly
+// with `temporal workflow signal|query`, so they are part of the interface.
+const (
+	SignalWake   = "wake"
+	SignalPause  = "pause"
+	SignalResume = "resume"
+	SignalDrain  = "drain"
+	QueryState   = "state"
+)
+
+// Search attributes the seat workflow upserts on every change. They must be
+// registered on the Temporal namespace (temporal-config/search-attributes.txt).
+const (
+	SAHandle = "CrewletHandle"
+	SARole   = "CrewletRole"
+	SAStatus = "CrewletStatus"
+	SANode   = "CrewletNode"
+	SAEpoch  = "CrewletEpoch"
+	SAPaused = "CrewletPaused"
+)
+
+// PauseRequest is the payload of the pause signal.
+type PauseRequest struct {
+	StopTurn bool   `json:"stop_turn"`
+	Reason   string `json:"reason"`
+	By       string `json:"by"`
+}
+
+// ResumeRequest is the payload of the resume signal.
+type ResumeRequest struct {
+	By string `json:"by"`
+}
+
+// DrainRequest is the payload of the drain signal.
+type DrainRequest struct {
+	Reason string `json:"reason"`
+	By     string `json:"by"`
+}
+
+// PauseHold records who paused a seat, when and why.
+type PauseHold struct {
+	By       string    `json:"by"`
+	Reason   string    `json:"reason"`
+	StopTurn bool      `json:"stop_turn"`
+	Since    time.Time `json:"since"`
+}
+
+// DrainHold records who asked a seat to drain, when and why.
+type DrainHold struct {
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"`
+}
+
+// CurrentTurn describes the turn a seat is running.
+type CurrentTurn struct {
+	ID        string    `json:"id"`
+	WorkKey   string    `json:"work_key"`
+	Triggers  int       `json:"triggers"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// SeatCounters are running totals carried across continue-as-new.
+type SeatCounters struct {
+	Turns         int64 `json:"turns"`
+	Triggers      int64 `json:"triggers"`
+	Skipped       int64 `json:"skipped"`
+	Failures      int64 `json:"failures"`
+	Establishes   int64 `json:"establishes"`
+	ContinuedRuns int64 `json:"continued_runs"`
+}
+
+// SeatState is the answer to the state query.
+type SeatState struct {
+	Handle    string       `json:"handle"`
+	Role      string       `json:"role"`
+	Status    SeatStatus   `json:"status"`
+	Epoch     int64        `json:"epoch"`
+	Node      string       `json:"node"`
+	HostQueue string       `json:"host_queue,omitempty"`
+	Pause     *PauseHold   `json:"pause,omitempty"`
+	Drain     *DrainHold   `json:"drain,omitempty"`
+	Turn      *CurrentTurn `json:"turn,omitempty"`
+	// QueuedMail is the number of entries the last mailbox read left unread;
+	// an estimate, refreshed on every read.
+	QueuedMail int64        `json:"queued_mail"`
+	LastError  string       `json:"last_error,omitempty"`
+	Counters   SeatCounters `json:"counters"`
+}

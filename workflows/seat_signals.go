@@ -1,0 +1,107 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/crewlet/crewlet"
+)
+
+// seatSignals are the seat's signal channels. One coroutine receives them for
+// the life of a run; before continue-as-new the main loop drains what is left.
+type seatSignals struct {
+	wake, pause, resume, drain workflow.ReceiveChannel
+}
+
+func newSeatSignals(ctx workflow.Context) *seatSignals {
+	return &seatSignals{
+		wake:   workflow.GetSignalChannel(ctx, crewlet.SignalWake),
+		pause:  workflow.GetSignalChannel(ctx, crewlet.SignalPause),
+		resume: workflow.GetSignalChannel(ctx, crewlet.SignalResume),
+		drain:  workflow.GetSignalChannel(ctx, crewlet.SignalDrain),
+	}
+}
+
+// receive blocks until one signal arrives and applies it.
+func (sg *seatSignals) receive(ctx workflow.Context, s *seat) {
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(sg.wake, func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, nil)
+		s.wakePending = true
+	})
+	sel.AddReceive(sg.pause, func(c workflow.ReceiveChannel, _ bool) {
+		var req crewlet.PauseRequest
+		c.Receive(ctx, &req)
+		s.applyPause(ctx, req)
+	})
+	sel.AddReceive(sg.resume, func(c workflow.ReceiveChannel, _ bool) {
+		var req crewlet.ResumeRequest
+		c.Receive(ctx, &req)
+		s.applyResume(ctx, req)
+	})
+	sel.AddReceive(sg.drain, func(c workflow.ReceiveChannel, _ bool) {
+		var req crewlet.DrainRequest
+		c.Receive(ctx, &req)
+		s.applyDrain(ctx, req)
+	})
+	sel.Select(ctx)
+}
+
+// drainPending applies every signal already delivered but not yet received.
+func (sg *seatSignals) drainPending(ctx workflow.Context, s *seat) {
+	for sg.wake.ReceiveAsync(nil) {
+		s.wakePending = true
+	}
+	for {
+		var req crewlet.PauseRequest
+		if !sg.pause.ReceiveAsync(&req) {
+			break
+		}
+		s.applyPause(ctx, req)
+	}
+	for {
+		var req crewlet.ResumeRequest
+		if !sg.resume.ReceiveAsync(&req) {
+			break
+		}
+		s.applyResume(ctx, req)
+	}
+	for {
+		var req crewlet.DrainRequest
+		if !sg.drain.ReceiveAsync(&req) {
+			break
+		}
+		s.applyDrain(ctx, req)
+	}
+}
+
+// applyPause holds the seat: it finishes the turn in flight, then reads
+// nothing until resumed. Pausing a paused seat changes nothing.
+func (s *seat) applyPause(ctx workflow.Context, req crewlet.PauseRequest) {
+	if s.state.Pause != nil {
+		return
+	}
+	s.state.Pause = &crewlet.PauseHold{By: req.By, Reason: req.Reason, StopTurn: req.StopTurn, Since: workflow.Now(ctx)}
+	s.logger.Info("seat_paused", "seat", s.in.Handle, "by", req.By, "reason", req.Reason)
+	s.upsert(ctx)
+}
+
+// applyResume lifts a pause and a drain.
+func (s *seat) applyResume(ctx workflow.Context, req crewlet.ResumeRequest) {
+	if s.state.Pause == nil && s.state.Drain == nil {
+		return
+	}
+	s.state.Pause = nil
+	s.state.Drain = nil
+	s.logger.Info("seat_resumed", "seat", s.in.Handle, "by", req.By)
+	s.upsert(ctx)
+}
+
+// applyDrain asks the seat to finish its turn, start no new one and release
+// its host until resumed.
+func (s *seat) applyDrain(ctx workflow.Context, req crewlet.DrainRequest) {
+	if s.state.Drain != nil {
+		return
+	}
+	s.state.Drain = &crewlet.DrainHold{By: req.By, Reason: req.Reason, Since: workflow.Now(ctx)}
+	s.logger.Info("seat_draining", "seat", s.in.Handle, "by", req.By, "reason", req.Reason)
+}
