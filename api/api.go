@@ -1,0 +1,112 @@
+// Package api is crewlet's REST API: a chi router over the org, its seats and
+// their conversations. Errors are JSON {error, detail}.
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"go.temporal.io/sdk/client"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/store"
+)
+
+// Server serves the API.
+type Server struct {
+	Org      *config.Config
+	Control  *control.Control
+	Store    *store.Store
+	Mailbox  *mailbox.Mailbox
+	Temporal client.Client
+	Log      *slog.Logger
+}
+
+// maxBody bounds a request body; mail and signals are small.
+const maxBody = 1 << 20
+
+// Handler returns the API's router.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, crewlet.Errorf(crewlet.ENOTFOUND, "no route %s %s", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Detail: fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)})
+	})
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	r.Route("/seats", func(r chi.Router) {
+		r.Get("/", s.listSeats)
+		r.Get("/{handle}", s.getSeat)
+		r.Post("/{handle}/messages", s.sendMessage)
+		r.Get("/{handle}/inbox", s.inbox)
+		r.Post("/{handle}/pause", s.pauseSeat)
+		r.Post("/{handle}/resume", s.resumeSeat)
+		r.Post("/{handle}/drain", s.drainSeat)
+	})
+	r.Get("/conversations/{id}", s.getConversation)
+	return r
+}
+
+type errorBody struct {
+	Error  string `json:"error"`
+	Detail string `json:"detail"`
+}
+
+// statusOf maps domain error codes to HTTP statuses, once for the whole API.
+var statusOf = map[string]int{
+	crewlet.ECONFLICT:    http.StatusConflict,
+	crewlet.EFENCED:      http.StatusConflict,
+	crewlet.EINVALID:     http.StatusBadRequest,
+	crewlet.ENOTFOUND:    http.StatusNotFound,
+	crewlet.EUNAVAILABLE: http.StatusServiceUnavailable,
+	crewlet.EINTERNAL:    http.StatusInternalServerError,
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	code := crewlet.ErrorCode(err)
+	writeJSON(w, statusOf[code], errorBody{Error: code, Detail: crewlet.ErrorMessage(err)})
+}
+
+// logError writes err to the response and, when it is not the client's
+// fault, to the log with its full text.
+func (s *Server) logError(w http.ResponseWriter, r *http.Request, err error) {
+	if code := crewlet.ErrorCode(err); code == crewlet.EINTERNAL || code == crewlet.EUNAVAILABLE {
+		s.Log.Error("api_error", "method", r.Method, "path", r.URL.Path, "error", err)
+	}
+	writeError(w, err)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// readJSON decodes a request body into v. An empty body leaves v as it is;
+// unknown fields, trailing data and malformed JSON are EINVALID.
+func readJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		return crewlet.Errorf(crewlet.EINVALID, "request body is not valid JSON for this call: %v", err)
+	}
+	if dec.More() {
+		return crewlet.Errorf(crewlet.EINVALID, "request body has data after the JSON object")
+	}
+	return nil
+}

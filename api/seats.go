@@ -1,0 +1,187 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/store"
+)
+
+// SeatSummary is one line of GET /seats.
+type SeatSummary struct {
+	Handle string `json:"handle"`
+	Role   string `json:"role,omitempty"`
+	Kind   string `json:"kind"`
+	// Status is the seat workflow's last published status; "absent" when no
+	// workflow is open, "human" for human seats.
+	Status string `json:"status"`
+	Epoch  int64  `json:"epoch"`
+	Node   string `json:"node,omitempty"`
+}
+
+// SeatDetail is GET /seats/{handle}: the org entry, the Postgres row and the
+// live state from the seat's state query.
+type SeatDetail struct {
+	Seat       config.Seat        `json:"seat"`
+	Row        *store.SeatRow     `json:"row,omitempty"`
+	State      *crewlet.SeatState `json:"state,omitempty"`
+	StateError string             `json:"state_error,omitempty"`
+}
+
+func (s *Server) listSeats(w http.ResponseWriter, r *http.Request) {
+	rows, err := s.Store.Seats(r.Context())
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	statuses, err := s.Control.Statuses(r.Context())
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	out := make([]SeatSummary, 0, len(s.Org.Seats))
+	for _, seat := range s.Org.Seats {
+		sum := SeatSummary{Handle: seat.Handle, Role: seat.Role, Kind: seat.Kind, Status: "absent"}
+		if seat.Kind == string(crewlet.SeatHuman) {
+			sum.Status = "human"
+		} else if st, ok := statuses[seat.Handle]; ok {
+			sum.Status = string(st)
+		}
+		if row, ok := rows[seat.Handle]; ok {
+			sum.Epoch, sum.Node = row.Epoch, row.Node
+		}
+		out = append(out, sum)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) orgSeat(w http.ResponseWriter, r *http.Request) (config.Seat, bool) {
+	handle := chi.URLParam(r, "handle")
+	seat, ok := s.Org.Seat(handle)
+	if !ok {
+		writeError(w, crewlet.Errorf(crewlet.ENOTFOUND, "no seat %q in company %s; GET /seats lists them", handle, s.Org.Company.Name))
+	}
+	return seat, ok
+}
+
+func (s *Server) getSeat(w http.ResponseWriter, r *http.Request) {
+	seat, ok := s.orgSeat(w, r)
+	if !ok {
+		return
+	}
+	detail := SeatDetail{Seat: seat}
+	if row, err := s.Store.Seat(r.Context(), seat.Handle); err == nil {
+		detail.Row = &row
+	} else if crewlet.ErrorCode(err) != crewlet.ENOTFOUND {
+		s.logError(w, r, err)
+		return
+	}
+	if seat.Kind == string(crewlet.SeatAgent) {
+		if st, err := s.Control.State(r.Context(), seat.Handle); err == nil {
+			detail.State = &st
+		} else {
+			detail.StateError = crewlet.ErrorMessage(err)
+		}
+	}
+	writeJSON(w, http.StatusOK, detail)
+}
+
+// SendMessageRequest is the body of POST /seats/{handle}/messages.
+type SendMessageRequest struct {
+	Text string `json:"text"`
+	// From is the sending seat's handle; empty sends as "operator".
+	From string `json:"from"`
+	// Conversation continues a conversation; empty starts a new one.
+	Conversation string `json:"conversation"`
+}
+
+func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) {
+	seat, ok := s.orgSeat(w, r)
+	if !ok {
+		return
+	}
+	var req SendMessageRequest
+	if err := readJSON(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.Text == "" {
+		writeError(w, crewlet.Errorf(crewlet.EINVALID, "text is required"))
+		return
+	}
+	msg, err := s.Control.Send(r.Context(), control.SendRequest{To: seat.Handle, From: req.From, Text: req.Text, Conversation: req.Conversation})
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, msg)
+}
+
+func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
+	seat, ok := s.orgSeat(w, r)
+	if !ok {
+		return
+	}
+	limit := int64(20)
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > 1000 {
+			writeError(w, crewlet.Errorf(crewlet.EINVALID, "limit must be a number from 1 to 1000, got %q", v))
+			return
+		}
+		limit = n
+	}
+	msgs, err := s.Mailbox.Recent(r.Context(), seat.Handle, limit)
+	if err != nil {
+		s.logError(w, r, crewlet.Errorf(crewlet.EUNAVAILABLE, "read mailbox of %s: %v", seat.Handle, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, msgs)
+}
+
+// SignalResponse answers pause, resume and drain: the signal was delivered;
+// the seat applies it at its next step (GET /seats/{handle} shows when).
+type SignalResponse struct {
+	Handle string `json:"handle"`
+	Signal string `json:"signal"`
+}
+
+func (s *Server) pauseSeat(w http.ResponseWriter, r *http.Request) {
+	var req crewlet.PauseRequest
+	s.signalSeat(w, r, crewlet.SignalPause, &req, func(h string) error { return s.Control.Pause(r.Context(), h, req) })
+}
+
+func (s *Server) resumeSeat(w http.ResponseWriter, r *http.Request) {
+	var req crewlet.ResumeRequest
+	s.signalSeat(w, r, crewlet.SignalResume, &req, func(h string) error { return s.Control.Resume(r.Context(), h, req) })
+}
+
+func (s *Server) drainSeat(w http.ResponseWriter, r *http.Request) {
+	var req crewlet.DrainRequest
+	s.signalSeat(w, r, crewlet.SignalDrain, &req, func(h string) error { return s.Control.Drain(r.Context(), h, req) })
+}
+
+func (s *Server) signalSeat(w http.ResponseWriter, r *http.Request, signal string, req any, send func(handle string) error) {
+	seat, ok := s.orgSeat(w, r)
+	if !ok {
+		return
+	}
+	if err := readJSON(r, req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if seat.Kind != string(crewlet.SeatAgent) {
+		writeError(w, crewlet.Errorf(crewlet.EINVALID, "%s is a human seat; only agent seats can be paused, resumed or drained", seat.Handle))
+		return
+	}
+	if err := send(seat.Handle); err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, SignalResponse{Handle: seat.Handle, Signal: signal})
+}

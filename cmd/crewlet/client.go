@@ -1,0 +1,251 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/api"
+)
+
+// apiClient calls the crewlet REST API.
+type apiClient struct {
+	base string
+	http *http.Client
+}
+
+func apiFlag(fs *flag.FlagSet) *string {
+	return fs.String("api", envOr("CREWLET_API", "http://127.0.0.1:8080"), "API base URL")
+}
+
+func newAPIClient(base string) *apiClient {
+	return &apiClient{base: strings.TrimRight(base, "/"), http: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// apiError is an error response from the API.
+type apiError struct {
+	Status int
+	Code   string `json:"error"`
+	Detail string `json:"detail"`
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%s (HTTP %d %s)", e.Detail, e.Status, e.Code) }
+
+func (c *apiClient) call(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return fmt.Errorf("bad --api URL %q: %w", c.base, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the crewlet API at %s (is `crewlet serve` running? set --api or CREWLET_API): %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("read API response: %w", err)
+	}
+	if resp.StatusCode >= 300 {
+		e := &apiError{Status: resp.StatusCode}
+		if json.Unmarshal(data, e) != nil || e.Detail == "" {
+			e.Code, e.Detail = http.StatusText(resp.StatusCode), strings.TrimSpace(string(data))
+		}
+		return e
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("decode API response from %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+func seatPath(handle string, rest ...string) string {
+	return "/seats/" + url.PathEscape(handle) + strings.Join(rest, "")
+}
+
+func runSeatsList(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("seats ls", flag.ContinueOnError)
+	base := apiFlag(fs)
+	if _, err := parseFlags(fs, args, 0, "crewlet seats ls [--api URL]"); err != nil {
+		return err
+	}
+	var seats []api.SeatSummary
+	if err := newAPIClient(*base).call(ctx, http.MethodGet, "/seats", nil, &seats); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HANDLE\tROLE\tKIND\tSTATUS\tEPOCH\tNODE")
+	for _, s := range seats {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.Handle, dash(s.Role), s.Kind, s.Status, s.Epoch, dash(s.Node))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func runSeatsShow(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("seats show", flag.ContinueOnError)
+	base := apiFlag(fs)
+	pos, err := parseFlags(fs, args, 1, "crewlet seats show HANDLE [--api URL]")
+	if err != nil {
+		return err
+	}
+	var detail api.SeatDetail
+	if err := newAPIClient(*base).call(ctx, http.MethodGet, seatPath(pos[0]), nil, &detail); err != nil {
+		return err
+	}
+	return printJSON(stdout, detail)
+}
+
+func runSend(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("send", flag.ContinueOnError)
+	base := apiFlag(fs)
+	wait := fs.Duration("wait", 30*time.Second, "how long to wait for the reply; 0 returns once the message is queued")
+	from := fs.String("from", "", "send as this seat (its mailbox gets the reply)")
+	conv := fs.String("conversation", "", "continue this conversation")
+	pos, err := parseFlags(fs, args, 2, "crewlet send HANDLE TEXT [--wait DURATION] [--from SEAT] [--conversation ID]")
+	if err != nil {
+		return err
+	}
+	c := newAPIClient(*base)
+	var msg crewlet.Message
+	req := api.SendMessageRequest{Text: pos[1], From: *from, Conversation: *conv}
+	if err := c.call(ctx, http.MethodPost, seatPath(pos[0], "/messages"), req, &msg); err != nil {
+		return err
+	}
+	if *wait <= 0 {
+		fmt.Fprintf(stdout, "queued %s in conversation %s\n", msg.EventID, msg.Conversation)
+		return nil
+	}
+	reply, err := waitForReply(ctx, c, msg, *wait)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %s\n", reply.From, reply.Body)
+	return nil
+}
+
+// waitForReply polls the conversation until the reply to msg is recorded.
+func waitForReply(ctx context.Context, c *apiClient, msg crewlet.Message, wait time.Duration) (crewlet.Message, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		var conv api.Conversation
+		err := c.call(ctx, http.MethodGet, "/conversations/"+url.PathEscape(msg.Conversation), nil, &conv)
+		if ae, ok := err.(*apiError); err != nil && !(ok && ae.Status == http.StatusNotFound) {
+			return crewlet.Message{}, err
+		}
+		for _, m := range conv.Messages {
+			if m.InReplyTo == msg.EventID {
+				return crewlet.Message{EventID: m.ID, From: m.From, Body: m.Body}, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return crewlet.Message{}, fmt.Errorf("no reply from %s within %s; the message is queued (event %s, conversation %s): `crewlet seats show %s` says what the seat is doing",
+				msg.To, wait, msg.EventID, msg.Conversation, msg.To)
+		}
+		select {
+		case <-ctx.Done():
+			return crewlet.Message{}, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func runInbox(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("inbox", flag.ContinueOnError)
+	base := apiFlag(fs)
+	limit := fs.Int("limit", 20, "how many of the newest messages to show")
+	pos, err := parseFlags(fs, args, 1, "crewlet inbox HANDLE [--limit N] [--api URL]")
+	if err != nil {
+		return err
+	}
+	var msgs []crewlet.Message
+	path := seatPath(pos[0], "/inbox") + fmt.Sprintf("?limit=%d", *limit)
+	if err := newAPIClient(*base).call(ctx, http.MethodGet, path, nil, &msgs); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		fmt.Fprintf(stdout, "%s  %s → %s  [%s]  %s\n", m.SentAt.Format(time.RFC3339), m.From, m.To, m.Type, m.Body)
+	}
+	return nil
+}
+
+func runConversation(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("conversation", flag.ContinueOnError)
+	base := apiFlag(fs)
+	pos, err := parseFlags(fs, args, 1, "crewlet conversation ID [--api URL]")
+	if err != nil {
+		return err
+	}
+	var conv api.Conversation
+	if err := newAPIClient(*base).call(ctx, http.MethodGet, "/conversations/"+url.PathEscape(pos[0]), nil, &conv); err != nil {
+		return err
+	}
+	for _, m := range conv.Messages {
+		fmt.Fprintf(stdout, "%s  %s → %s: %s\n", m.SentAt.Format(time.RFC3339), m.From, m.To, m.Body)
+	}
+	return nil
+}
+
+func runSignal(ctx context.Context, signal string, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet(signal, flag.ContinueOnError)
+	base := apiFlag(fs)
+	by := fs.String("by", envOr("USER", ""), "who is asking (recorded with the hold)")
+	var body func() any
+	synopsis := "crewlet " + signal + " HANDLE [--by NAME]"
+	switch signal {
+	case "pause":
+		stopTurn := fs.Bool("stop-turn", false, "stop the turn in flight at its next round boundary")
+		reason := fs.String("reason", "", "why the seat is paused")
+		synopsis = "crewlet pause HANDLE [--stop-turn] [--reason TEXT] [--by NAME]"
+		body = func() any { return crewlet.PauseRequest{StopTurn: *stopTurn, Reason: *reason, By: *by} }
+	case "resume":
+		body = func() any { return crewlet.ResumeRequest{By: *by} }
+	case "drain":
+		reason := fs.String("reason", "", "why the seat is drained")
+		synopsis = "crewlet drain HANDLE [--reason TEXT] [--by NAME]"
+		body = func() any { return crewlet.DrainRequest{Reason: *reason, By: *by} }
+	}
+	pos, err := parseFlags(fs, args, 1, synopsis)
+	if err != nil {
+		return err
+	}
+	var resp api.SignalResponse
+	if err := newAPIClient(*base).call(ctx, http.MethodPost, seatPath(pos[0], "/"+signal), body(), &resp); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %s sent\n", resp.Handle, resp.Signal)
+	return nil
+}

@@ -1,0 +1,134 @@
+// Command crewlet runs and operates a crewlet company: the server processes
+// (serve, worker, api, migrate), config checks, and client commands that talk
+// to the REST API.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `crewlet runs a company of AI agent seats.
+
+Server commands (read the org file; --config FILE, default $CREWLET_CONFIG or crewlet.yaml):
+  serve             run the API and a worker node in one process
+  worker            run a worker node
+  api               run the REST API
+  migrate           apply database migrations and exit
+  config check FILE validate an org file; lists every problem
+
+Client commands (talk to the API at --api URL, default $CREWLET_API or http://127.0.0.1:8080):
+  seats ls                      list every seat and its status
+  seats show HANDLE             show one seat: org entry, database row, live state
+  send HANDLE TEXT [--wait D] [--from SEAT] [--conversation ID]
+                                send a message and print the reply (--wait 0 returns at once)
+  inbox HANDLE [--limit N]      show a seat's newest mail (how people read a human seat)
+  conversation ID               print a conversation's transcript
+  pause HANDLE [--stop-turn] [--reason TEXT] [--by NAME]
+  resume HANDLE [--by NAME]
+  drain HANDLE [--reason TEXT] [--by NAME]
+`
+
+// exitUsage is the exit code for a command line crewlet cannot run.
+const exitUsage = 2
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(os.Stderr, "crewlet: %v\n\n%s", err, usage)
+			os.Exit(exitUsage)
+		}
+		fmt.Fprintf(os.Stderr, "crewlet: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// usageError is a command line that names no command crewlet knows, or has
+// the wrong arguments.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError{"no command given"}
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return runServer(ctx, rest, stderr, roleAPI|roleWorker)
+	case "worker":
+		return runServer(ctx, rest, stderr, roleWorker)
+	case "api":
+		return runServer(ctx, rest, stderr, roleAPI)
+	case "migrate":
+		return runMigrate(ctx, rest, stdout)
+	case "config":
+		if len(rest) == 0 || rest[0] != "check" {
+			return usageError{"usage: crewlet config check FILE"}
+		}
+		return runConfigCheck(rest[1:], stdout)
+	case "seats":
+		if len(rest) == 0 {
+			return usageError{"usage: crewlet seats ls | seats show HANDLE"}
+		}
+		switch rest[0] {
+		case "ls":
+			return runSeatsList(ctx, rest[1:], stdout)
+		case "show":
+			return runSeatsShow(ctx, rest[1:], stdout)
+		}
+		return usageError{fmt.Sprintf("unknown seats command %q; use ls or show", rest[0])}
+	case "send":
+		return runSend(ctx, rest, stdout)
+	case "inbox":
+		return runInbox(ctx, rest, stdout)
+	case "conversation":
+		return runConversation(ctx, rest, stdout)
+	case "pause", "resume", "drain":
+		return runSignal(ctx, cmd, rest, stdout)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	return usageError{fmt.Sprintf("unknown command %q", cmd)}
+}
+
+// parseFlags parses fs from args with flags allowed anywhere, before or after
+// the positional arguments, and checks the positional count.
+func parseFlags(fs *flag.FlagSet, args []string, positional int, synopsis string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, usageError{fmt.Sprintf("%v; usage: %s", err, synopsis)}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+	if len(pos) != positional {
+		return nil, usageError{"usage: " + synopsis}
+	}
+	return pos, nil
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}

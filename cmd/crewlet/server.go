@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/crewlet/crewlet/activities"
+	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/workers"
+)
+
+type serverRole int
+
+const (
+	roleAPI serverRole = 1 << iota
+	roleWorker
+)
+
+func configFlag(fs *flag.FlagSet) *string {
+	return fs.String("config", envOr("CREWLET_CONFIG", "crewlet.yaml"), "org file")
+}
+
+// deps are the clients a server process builds once and injects everywhere.
+type deps struct {
+	org      *config.Config
+	store    *store.Store
+	mailbox  *mailbox.Mailbox
+	temporal client.Client
+	control  *control.Control
+	log      *slog.Logger
+}
+
+func (d *deps) close() {
+	if d.temporal != nil {
+		d.temporal.Close()
+	}
+	if d.mailbox != nil {
+		_ = d.mailbox.Close()
+	}
+	if d.store != nil {
+		d.store.Close()
+	}
+}
+
+// storeURL reads a connection URL from the env var the config names.
+func storeURL(key, envName string) (string, error) {
+	v := os.Getenv(envName)
+	if v == "" {
+		return "", fmt.Errorf("%s.url_env names %s, which is not set; export it (the dev stack's values are in .dev/env)", key, envName)
+	}
+	return v, nil
+}
+
+// connect loads the org and connects to Postgres, Redis and Temporal. It
+// fails before anything starts if any of them is missing.
+func connect(ctx context.Context, path string, log *slog.Logger) (*deps, error) {
+	org, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	pgURL, pgErr := storeURL("postgres", org.Postgres.URLEnv)
+	redisURL, redisErr := storeURL("redis", org.Redis.URLEnv)
+	if err := errors.Join(pgErr, redisErr); err != nil {
+		return nil, err
+	}
+	d := &deps{org: org, log: log}
+	if d.store, err = store.Open(ctx, pgURL); err != nil {
+		return nil, err
+	}
+	if d.mailbox, err = mailbox.Open(ctx, redisURL, org.Mailbox.KeyPrefix); err != nil {
+		d.close()
+		return nil, err
+	}
+	d.temporal, err = client.DialContext(ctx, client.Options{
+		HostPort:  org.Temporal.Address,
+		Namespace: org.Temporal.Namespace,
+		Logger:    tlog.NewStructuredLogger(log),
+	})
+	if err != nil {
+		d.close()
+		return nil, fmt.Errorf("connect temporal at %s: %w", org.Temporal.Address, err)
+	}
+	d.control = control.New(d.temporal, d.mailbox, org, log)
+	return d, nil
+}
+
+func runServer(ctx context.Context, args []string, stderr io.Writer, role serverRole) error {
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	cfgPath := configFlag(fs)
+	nodeID := fs.String("node-id", envOr("CREWLET_NODE_ID", ""), "stable node id (default: host name)")
+	if _, err := parseFlags(fs, args, 0, "crewlet serve|worker|api [--config FILE] [--node-id ID]"); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	d, err := connect(ctx, *cfgPath, log)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	if applied, err := d.store.Migrate(ctx); err != nil {
+		return err
+	} else if len(applied) > 0 {
+		log.Info("migrations_applied", "names", applied)
+	}
+	// Every process makes sure every seat has its row and mailbox before it
+	// serves, so mail sent now waits for its seat instead of vanishing.
+	if err := d.control.Reconcile(ctx, d.store, false); err != nil {
+		return fmt.Errorf("prepare seats: %w", err)
+	}
+
+	errc := make(chan error, 2)
+	var w worker.Worker
+	if role&roleWorker != 0 {
+		node := workers.Incarnation(*nodeID)
+		turns, err := activities.NewTurns(d.org, d.store, d.mailbox, d.control, log)
+		if err != nil {
+			return err
+		}
+		w = worker.New(d.temporal, d.org.Temporal.TaskQueue, worker.Options{})
+		workers.Register(w, workers.Deps{
+			Seats: &activities.Seats{Store: d.store, Node: node, Log: log},
+			Mail:  &activities.Mail{Store: d.store, Mailbox: d.mailbox, Log: log},
+			Turns: turns,
+		})
+		if err := w.Start(); err != nil {
+			return fmt.Errorf("start worker: %w", err)
+		}
+		defer w.Stop()
+		if err := d.control.Reconcile(ctx, d.store, true); err != nil {
+			return fmt.Errorf("start seats: %w", err)
+		}
+		log.Info("worker_started", "node", node, "task_queue", d.org.Temporal.TaskQueue, "seats", len(d.org.AgentSeats()))
+	}
+	var srv *http.Server
+	if role&roleAPI != 0 {
+		ln, err := net.Listen("tcp", d.org.API.Listen)
+		if err != nil {
+			return fmt.Errorf("api: listen on %s: %w", d.org.API.Listen, err)
+		}
+		h := &api.Server{Org: d.org, Control: d.control, Store: d.store, Mailbox: d.mailbox, Temporal: d.temporal, Log: log}
+		srv = &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { errc <- srv.Serve(ln) }()
+		log.Info("api_listening", "addr", ln.Addr().String())
+	}
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting_down")
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("api: %w", err)
+		}
+	}
+	if srv != nil {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}
+	return nil
+}
+
+func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	cfgPath := configFlag(fs)
+	if _, err := parseFlags(fs, args, 0, "crewlet migrate [--config FILE]"); err != nil {
+		return err
+	}
+	org, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	url, err := storeURL("postgres", org.Postgres.URLEnv)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	applied, err := st.Migrate(ctx)
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintln(stdout, "migrations: up to date")
+	}
+	for _, name := range applied {
+		fmt.Fprintln(stdout, "migrations: applied", name)
+	}
+	return nil
+}
+
+func runConfigCheck(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("config check", flag.ContinueOnError)
+	pos, err := parseFlags(fs, args, 1, "crewlet config check FILE")
+	if err != nil {
+		return err
+	}
+	org, err := config.Load(pos[0])
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: ok (company %s, %d seats, %d agent)\n", pos[0], org.Company.Name, len(org.Seats), len(org.AgentSeats()))
+	return nil
+}

@@ -1,0 +1,291 @@
+// Package control drives seats from outside their workflows: it delivers mail
+// (publish + wake), starts seat workflows, sends pause/resume/drain signals and
+// asks seats for their state. The API, the CLI's server commands and the
+// activities that deliver replies all go through it.
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/workflows"
+)
+
+// Control is the outside handle on every seat of one org.
+type Control struct {
+	temporal client.Client
+	mailbox  *mailbox.Mailbox
+	org      *config.Config
+	log      *slog.Logger
+}
+
+// New returns a Control for org.
+func New(tc client.Client, mb *mailbox.Mailbox, org *config.Config, log *slog.Logger) *Control {
+	return &Control{temporal: tc, mailbox: mb, org: org, log: log}
+}
+
+// queryTimeout bounds a state query: it needs a live worker to answer.
+const queryTimeout = 5 * time.Second
+
+// seat returns the org's seat with handle, or ENOTFOUND.
+func (c *Control) seat(handle string) (config.Seat, error) {
+	s, ok := c.org.Seat(handle)
+	if !ok {
+		return config.Seat{}, crewlet.Errorf(crewlet.ENOTFOUND, "no seat %q in company %s; `crewlet seats ls` lists them", handle, c.org.Company.Name)
+	}
+	return s, nil
+}
+
+func (c *Control) startOptions(s config.Seat) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       crewlet.SeatWorkflowID(s.Handle),
+		TaskQueue:                c.org.Temporal.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes:    workflows.SeatSearchAttributes(s.Handle, s.Role),
+	}
+}
+
+func (c *Control) seatInput(s config.Seat) workflows.SeatInput {
+	return workflows.SeatInput{Handle: s.Handle, Role: s.Role, ReadBatch: c.org.Mailbox.ReadBatch}
+}
+
+// StartSeat starts the seat's workflow unless one is already open.
+func (c *Control) StartSeat(ctx context.Context, s config.Seat) error {
+	_, err := c.temporal.ExecuteWorkflow(ctx, c.startOptions(s), crewlet.SeatWorkflowType, c.seatInput(s))
+	if err != nil {
+		return fmt.Errorf("start seat %s: %w", s.Handle, err)
+	}
+	return nil
+}
+
+// SendRequest is mail to deliver to a seat.
+type SendRequest struct {
+	To   string
+	From string
+	Text string
+	// Conversation continues an existing conversation; empty starts one.
+	Conversation string
+}
+
+// Send validates a message from a person or a seat and delivers it.
+func (c *Control) Send(ctx context.Context, req SendRequest) (crewlet.Message, error) {
+	if _, err := c.seat(req.To); err != nil {
+		return crewlet.Message{}, err
+	}
+	if strings.TrimSpace(req.Text) == "" {
+		return crewlet.Message{}, crewlet.Errorf(crewlet.EINVALID, "text is empty; say something")
+	}
+	from := req.From
+	switch {
+	case from == "":
+		from = crewlet.ExternalSender
+	case from == crewlet.ExternalSender:
+	default:
+		if _, ok := c.org.Seat(from); !ok {
+			return crewlet.Message{}, crewlet.Errorf(crewlet.EINVALID, "from: no seat %q; leave it empty to send as %s", from, crewlet.ExternalSender)
+		}
+	}
+	conv := req.Conversation
+	if conv == "" {
+		conv = uuid.NewString()
+	}
+	msg := crewlet.Message{
+		EventID: uuid.NewString(), Type: crewlet.MessageChat, From: from, To: req.To,
+		Conversation: conv, Body: req.Text, SentAt: time.Now().UTC(),
+	}
+	return c.Deliver(ctx, msg)
+}
+
+// Deliver puts msg in its recipient's mailbox and wakes the seat if it was
+// asleep. Delivering an event id twice adds it once. The mail is durable once
+// Deliver returns; a failed wake is logged, not returned, because the seat's
+// backstop timer and the reconciler reach the mail anyway.
+func (c *Control) Deliver(ctx context.Context, msg crewlet.Message) (crewlet.Message, error) {
+	s, err := c.seat(msg.To)
+	if err != nil {
+		return crewlet.Message{}, err
+	}
+	streamID, wake, err := c.mailbox.Publish(ctx, msg)
+	if err != nil {
+		return crewlet.Message{}, crewlet.Errorf(crewlet.EUNAVAILABLE, "mailbox of %s is unreachable: %v", msg.To, err)
+	}
+	msg.StreamID = streamID
+	if wake && s.Kind == string(crewlet.SeatAgent) {
+		if err := c.wake(ctx, s); err != nil {
+			c.log.Warn("wake_failed", "seat", s.Handle, "event_id", msg.EventID, "error", err)
+		}
+	}
+	return msg, nil
+}
+
+// wake signals the seat, starting its workflow if none is open.
+func (c *Control) wake(ctx context.Context, s config.Seat) error {
+	_, err := c.temporal.SignalWithStartWorkflow(ctx, crewlet.SeatWorkflowID(s.Handle), crewlet.SignalWake, nil,
+		c.startOptions(s), crewlet.SeatWorkflowType, c.seatInput(s))
+	return err
+}
+
+// State asks the seat's workflow what it is doing.
+func (c *Control) State(ctx context.Context, handle string) (crewlet.SeatState, error) {
+	s, err := c.seat(handle)
+	if err != nil {
+		return crewlet.SeatState{}, err
+	}
+	if s.Kind != string(crewlet.SeatAgent) {
+		return crewlet.SeatState{}, crewlet.Errorf(crewlet.EINVALID, "%s is a human seat; it has a mailbox but no workflow", handle)
+	}
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	val, err := c.temporal.QueryWorkflow(ctx, crewlet.SeatWorkflowID(handle), "", crewlet.QueryState)
+	if err != nil {
+		return crewlet.SeatState{}, c.workflowError(handle, err)
+	}
+	var st crewlet.SeatState
+	if err := val.Get(&st); err != nil {
+		return crewlet.SeatState{}, fmt.Errorf("decode state of %s: %w", handle, err)
+	}
+	return st, nil
+}
+
+func (c *Control) workflowError(handle string, err error) error {
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return crewlet.Errorf(crewlet.EUNAVAILABLE, "seat %s has no running workflow; start `crewlet serve` or `crewlet worker`", handle)
+	case errors.Is(err, context.DeadlineExceeded):
+		return crewlet.Errorf(crewlet.EUNAVAILABLE, "seat %s did not answer within %s; is a worker running?", handle, queryTimeout)
+	default:
+		return crewlet.Errorf(crewlet.EUNAVAILABLE, "seat %s: temporal: %v", handle, err)
+	}
+}
+
+// Pause holds the seat. Pausing a paused seat is a conflict.
+func (c *Control) Pause(ctx context.Context, handle string, req crewlet.PauseRequest) error {
+	st, err := c.State(ctx, handle)
+	if err != nil {
+		return err
+	}
+	if st.Pause != nil {
+		return crewlet.Errorf(crewlet.ECONFLICT, "seat %s is already paused (by %s since %s); resume it first",
+			handle, orUnknown(st.Pause.By), st.Pause.Since.Format(time.RFC3339))
+	}
+	return c.signal(ctx, handle, crewlet.SignalPause, req)
+}
+
+// Resume lifts a pause or a drain. Resuming a seat that is neither is a conflict.
+func (c *Control) Resume(ctx context.Context, handle string, req crewlet.ResumeRequest) error {
+	st, err := c.State(ctx, handle)
+	if err != nil {
+		return err
+	}
+	if st.Pause == nil && st.Drain == nil {
+		return crewlet.Errorf(crewlet.ECONFLICT, "seat %s is neither paused nor drained; nothing to resume", handle)
+	}
+	return c.signal(ctx, handle, crewlet.SignalResume, req)
+}
+
+// Drain asks the seat to finish its turn and release its host until resumed.
+func (c *Control) Drain(ctx context.Context, handle string, req crewlet.DrainRequest) error {
+	st, err := c.State(ctx, handle)
+	if err != nil {
+		return err
+	}
+	if st.Drain != nil {
+		return crewlet.Errorf(crewlet.ECONFLICT, "seat %s is already %s; resume it first", handle, st.Status)
+	}
+	return c.signal(ctx, handle, crewlet.SignalDrain, req)
+}
+
+func (c *Control) signal(ctx context.Context, handle, name string, arg any) error {
+	if err := c.temporal.SignalWorkflow(ctx, crewlet.SeatWorkflowID(handle), "", name, arg); err != nil {
+		return c.workflowError(handle, err)
+	}
+	return nil
+}
+
+// Statuses returns the status each running seat workflow last published in
+// its search attributes, keyed by handle. Seats with no open workflow are
+// absent. It asks Temporal's visibility store, not the seats, so it answers
+// even when no worker runs.
+func (c *Control) Statuses(ctx context.Context) (map[string]crewlet.SeatStatus, error) {
+	out := map[string]crewlet.SeatStatus{}
+	req := &workflowservice.ListWorkflowExecutionsRequest{
+		Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", crewlet.SeatWorkflowType),
+	}
+	for {
+		resp, err := c.temporal.ListWorkflow(ctx, req)
+		if err != nil {
+			return nil, crewlet.Errorf(crewlet.EUNAVAILABLE, "list seat workflows: %v", err)
+		}
+		for _, ex := range resp.GetExecutions() {
+			handle, ok := crewlet.HandleFromWorkflowID(ex.GetExecution().GetWorkflowId())
+			if !ok {
+				continue
+			}
+			status := crewlet.StatusEstablishing
+			if p := ex.GetSearchAttributes().GetIndexedFields()[crewlet.SAStatus]; p != nil {
+				var v string
+				if err := converter.GetDefaultDataConverter().FromPayload(p, &v); err == nil && v != "" {
+					status = crewlet.SeatStatus(v)
+				}
+			}
+			out[handle] = status
+		}
+		if len(resp.GetNextPageToken()) == 0 {
+			return out, nil
+		}
+		req.NextPageToken = resp.GetNextPageToken()
+	}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "someone"
+	}
+	return s
+}
+
+// Reconcile makes the world match the org: every seat has a Postgres row and
+// a mailbox, and, when startSeats is set, every agent seat a running workflow.
+// Mailboxes come first, so mail sent before a seat attaches waits for it.
+func (c *Control) Reconcile(ctx context.Context, st *store.Store, startSeats bool) error {
+	org, mb := c.org, c.mailbox
+	var errs []error
+	for _, s := range org.Seats {
+		if err := st.EnsureSeat(ctx, s.Handle, s.Role, crewlet.SeatKind(s.Kind)); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := mb.Ensure(ctx, s.Handle); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := st.EnsureMailbox(ctx, s.Handle, mb.Stream(s.Handle), mb.Group(s.Handle)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if startSeats {
+		for _, s := range org.AgentSeats() {
+			if err := c.StartSeat(ctx, s); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

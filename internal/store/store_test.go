@@ -1,0 +1,169 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/testenv"
+)
+
+func setup(t *testing.T) (*store.Store, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	st, err := store.Open(ctx, testenv.Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return st, ctx
+}
+
+func TestMigrateIsRerunnable(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, testenv.Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	first, err := st.Migrate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first) == 0 {
+		t.Fatal("first migrate applied nothing")
+	}
+	second, err := st.Migrate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(second) != 0 {
+		t.Fatalf("second migrate applied %v, want nothing", second)
+	}
+}
+
+func TestConcurrentMigrateAppliesOnce(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.Database(t)
+	errs := make(chan error, 3)
+	applied := make(chan int, 3)
+	for range 3 {
+		go func() {
+			st, err := store.Open(ctx, url)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer st.Close()
+			names, err := st.Migrate(ctx)
+			applied <- len(names)
+			errs <- err
+		}()
+	}
+	total := 0
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		total += <-applied
+	}
+	st, _ := store.Open(ctx, url)
+	defer st.Close()
+	again, _ := st.Migrate(ctx)
+	if len(again) != 0 {
+		t.Fatalf("after concurrent migrates, another applied %v", again)
+	}
+	if total == 0 {
+		t.Fatal("no migrate applied anything")
+	}
+}
+
+func TestAttachBumpsEpochAndFencesStaleWrites(t *testing.T) {
+	st, ctx := setup(t)
+	if err := st.EnsureSeat(ctx, "cto", "executive", crewlet.SeatAgent); err != nil {
+		t.Fatal(err)
+	}
+	first, err := st.Attach(ctx, "cto", "n1:aa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := st.Attach(ctx, "cto", "n2:bb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Epoch != 1 || second.Epoch != 2 {
+		t.Fatalf("epochs = %d, %d; want 1, 2", first.Epoch, second.Epoch)
+	}
+	if second.Node != "n2:bb" || second.AcquiredAt == nil || second.AcquiredAt.Before(*first.AcquiredAt) {
+		t.Fatalf("second tenure = %+v; want node n2:bb and a later acquired_at than %v", second, first.AcquiredAt)
+	}
+
+	err = st.SetStatus(ctx, "cto", first.Epoch, "paused")
+	if got := crewlet.ErrorCode(err); got != crewlet.EFENCED {
+		t.Fatalf("stale SetStatus error code = %q (%v); want %q", got, err, crewlet.EFENCED)
+	}
+	if err := st.CheckEpoch(ctx, "cto", first.Epoch); crewlet.ErrorCode(err) != crewlet.EFENCED {
+		t.Fatalf("CheckEpoch(stale) = %v; want fenced", err)
+	}
+	row, err := st.Seat(ctx, "cto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Status != "active" {
+		t.Fatalf("status after stale write = %q; want unchanged %q", row.Status, "active")
+	}
+	if err := st.SetStatus(ctx, "cto", second.Epoch, "paused"); err != nil {
+		t.Fatalf("current-epoch SetStatus: %v", err)
+	}
+
+	// Refreshing the seat from the org never touches the tenure.
+	if err := st.EnsureSeat(ctx, "cto", "engineer", crewlet.SeatAgent); err != nil {
+		t.Fatal(err)
+	}
+	row, _ = st.Seat(ctx, "cto")
+	if row.Epoch != 2 || row.Role != "engineer" || !row.AcquiredAt.Equal(*second.AcquiredAt) {
+		t.Fatalf("after EnsureSeat row = %+v; want epoch 2, role engineer, acquired_at kept", row)
+	}
+}
+
+func TestLedgerAndTranscriptAreKeyedOnTheWork(t *testing.T) {
+	st, ctx := setup(t)
+	if err := st.LedgerRecord(ctx, "cto", "wk1", "turn/cto/wk1", []string{"e1", "e2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.LedgerRecord(ctx, "cto", "wk1", "turn/cto/wk1", []string{"e1", "e2"}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := st.LedgerCount(ctx, "cto")
+	if err != nil || n != 2 {
+		t.Fatalf("ledger rows = %d (%v); want 2", n, err)
+	}
+	done, err := st.LedgerRecorded(ctx, "cto", []string{"e1", "e3"})
+	if err != nil || !done["e1"] || done["e3"] {
+		t.Fatalf("recorded = %v (%v); want e1 only", done, err)
+	}
+
+	msg := crewlet.Message{EventID: "e1", Type: crewlet.MessageChat, From: "operator", To: "cto", Conversation: "c1", Body: "hi", SentAt: time.Now()}
+	reply := crewlet.Message{EventID: "r1", Type: crewlet.MessageReply, From: "cto", To: "operator", Conversation: "c1", InReplyTo: "e1", Body: "hello", SentAt: time.Now()}
+	for range 2 {
+		if err := st.AppendMessages(ctx, "wk1", msg, reply); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conv, err := st.Conversation(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(conv) != 2 || conv[0].ID != "e1" || conv[1].InReplyTo != "e1" {
+		t.Fatalf("conversation = %+v; want e1 then its reply, once each", conv)
+	}
+	if _, err := st.Conversation(ctx, "nope"); crewlet.ErrorCode(err) != crewlet.ENOTFOUND {
+		t.Fatalf("unknown conversation error = %v; want not found", err)
+	}
+}
