@@ -104,11 +104,7 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 		return fmt.Errorf("register state query: %w", err)
 	}
 	signals := newSeatSignals(ctx)
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		for {
-			signals.receive(ctx, s)
-		}
-	})
+	workflow.Go(ctx, func(ctx workflow.Context) { signals.run(ctx, s) })
 
 	for cycle := 0; ; cycle++ {
 		if err := ctx.Err(); err != nil {
@@ -337,7 +333,9 @@ func (s *seat) continueAsNew(ctx workflow.Context, signals *seatSignals) error {
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return err
 	}
-	signals.drainPending(ctx, s)
+	if err := signals.stop(ctx); err != nil {
+		return err
+	}
 	next := s.in
 	next.Carry = &SeatCarry{State: s.state, Attached: s.attached, WakePending: s.wakePending}
 	return workflow.NewContinueAsNewError(ctx, Seat, next)

@@ -7,21 +7,49 @@ import (
 )
 
 // seatSignals are the seat's signal channels. One coroutine receives them for
-// the life of a run; before continue-as-new the main loop drains what is left.
+// the life of a run; before continue-as-new the main loop asks that coroutine,
+// through handover, to apply what is left and stop.
+//
+// The hand-over must go through the receiving coroutine: a signal that arrives
+// while its Select is blocked is taken off the channel at once and held by the
+// Select until the coroutine next runs, so ReceiveAsync from the main loop
+// cannot see it. If the same workflow task also wakes the main loop (a timer,
+// an activity result), the main loop runs first and would continue as new
+// without that signal: a pause or drain would be lost.
 type seatSignals struct {
 	wake, pause, resume, drain workflow.ReceiveChannel
+	handover                   workflow.Channel
+	// stopped is set by the receiving coroutine once it has applied every
+	// signal delivered so far and will receive no more.
+	stopped bool
 }
 
 func newSeatSignals(ctx workflow.Context) *seatSignals {
 	return &seatSignals{
-		wake:   workflow.GetSignalChannel(ctx, crewlet.SignalWake),
-		pause:  workflow.GetSignalChannel(ctx, crewlet.SignalPause),
-		resume: workflow.GetSignalChannel(ctx, crewlet.SignalResume),
-		drain:  workflow.GetSignalChannel(ctx, crewlet.SignalDrain),
+		wake:     workflow.GetSignalChannel(ctx, crewlet.SignalWake),
+		pause:    workflow.GetSignalChannel(ctx, crewlet.SignalPause),
+		resume:   workflow.GetSignalChannel(ctx, crewlet.SignalResume),
+		drain:    workflow.GetSignalChannel(ctx, crewlet.SignalDrain),
+		handover: workflow.NewBufferedChannel(ctx, 1),
 	}
 }
 
-// receive blocks until one signal arrives and applies it.
+// run receives signals until a hand-over is requested.
+func (sg *seatSignals) run(ctx workflow.Context, s *seat) {
+	for !sg.stopped {
+		sg.receive(ctx, s)
+	}
+}
+
+// stop asks the receiving coroutine to apply every signal delivered so far and
+// stop, and waits until it has.
+func (sg *seatSignals) stop(ctx workflow.Context) error {
+	sg.handover.SendAsync(struct{}{})
+	return workflow.Await(ctx, func() bool { return sg.stopped })
+}
+
+// receive blocks until one signal (or the hand-over request) arrives and
+// applies it.
 func (sg *seatSignals) receive(ctx workflow.Context, s *seat) {
 	sel := workflow.NewSelector(ctx)
 	sel.AddReceive(sg.wake, func(c workflow.ReceiveChannel, _ bool) {
@@ -42,6 +70,11 @@ func (sg *seatSignals) receive(ctx workflow.Context, s *seat) {
 		var req crewlet.DrainRequest
 		c.Receive(ctx, &req)
 		s.applyDrain(ctx, req)
+	})
+	sel.AddReceive(sg.handover, func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, nil)
+		sg.drainPending(ctx, s)
+		sg.stopped = true
 	})
 	sel.Select(ctx)
 }

@@ -1,0 +1,365 @@
+// Package e2e runs the crewlet binary as real OS processes against the real
+// dev stack (Temporal dev server, Postgres, Redis) and checks what a user sees.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/testenv"
+)
+
+// binary is the crewlet binary built once for the package.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "crewlet-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "crewlet")
+	build := exec.Command("go", "build", "-o", binary, "github.com/crewlet/crewlet/cmd/crewlet")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build crewlet:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// exampleOrg is the org the README runs.
+const exampleOrg = "../../deploy/examples/org.yaml"
+
+// company is one test's crewlet deployment: its own database, Redis prefix
+// and task queue on the shared dev stack, and the processes it started.
+type company struct {
+	t        *testing.T
+	config   string
+	env      []string
+	api      string
+	temporal client.Client
+	mu       sync.Mutex
+	procs    []*proc
+}
+
+// proc is one crewlet process and its output.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{}
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// newCompany prepares a deployment of the org file configPath. Nothing runs
+// until the test starts processes.
+func newCompany(t *testing.T, configPath string) *company {
+	t.Helper()
+	stack := testenv.Stack(t)
+	suffix := testenv.Suffix()
+	addr := freeAddr(t)
+	c := &company{
+		t:      t,
+		config: configPath,
+		api:    "http://" + addr,
+		env: append(os.Environ(),
+			"CREWLET_PG_URL="+testenv.Database(t),
+			"CREWLET_REDIS_URL="+stack.RedisURL,
+			"CREWLET_TEMPORAL_ADDRESS="+stack.Temporal,
+			"CREWLET_TEMPORAL_TASK_QUEUE=crewlet-e2e-"+suffix,
+			"CREWLET_MAILBOX_KEY_PREFIX=e2e"+suffix,
+			"CREWLET_API_LISTEN="+addr,
+		),
+	}
+	tc, err := client.Dial(client.Options{HostPort: stack.Temporal})
+	if err != nil {
+		t.Fatalf("connect temporal: %v", err)
+	}
+	c.temporal = tc
+	// Seat workflow ids are fixed by design (seat/{handle}), so tests share
+	// them: close whatever an earlier test left open, before and after.
+	c.terminateSeats()
+	t.Cleanup(func() {
+		c.stopAll()
+		c.terminateSeats()
+		tc.Close()
+	})
+	return c
+}
+
+// terminateSeats ends every open seat workflow in the namespace.
+func (c *company) terminateSeats() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := c.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", crewlet.SeatWorkflowType),
+	})
+	if err != nil {
+		c.t.Fatalf("list seat workflows: %v", err)
+	}
+	for _, ex := range resp.GetExecutions() {
+		if ex.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			continue
+		}
+		err := c.temporal.TerminateWorkflow(ctx, ex.GetExecution().GetWorkflowId(), "", "e2e test cleanup")
+		if err != nil && !strings.Contains(err.Error(), "not found") && !strings.Contains(err.Error(), "already completed") {
+			c.t.Logf("terminate %s: %v", ex.GetExecution().GetWorkflowId(), err)
+		}
+	}
+}
+
+// start runs `crewlet args... --config FILE` with the company's env.
+func (c *company) start(name string, args ...string) *proc {
+	c.t.Helper()
+	args = append(args, "--config", c.config)
+	cmd := exec.Command(binary, args...)
+	cmd.Env = c.env
+	p := &proc{name: name, cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("start %s: %v", name, err)
+	}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	c.mu.Lock()
+	c.procs = append(c.procs, p)
+	c.mu.Unlock()
+	c.t.Cleanup(func() {
+		if c.t.Failed() {
+			c.t.Logf("--- output of %s ---\n%s", p.name, p.out.String())
+		}
+	})
+	return p
+}
+
+// serve starts `crewlet serve` and waits until the API is ready and every
+// agent seat has attached.
+func (c *company) serve() *proc {
+	c.t.Helper()
+	p := c.start("serve", "serve")
+	c.waitReady(p)
+	return p
+}
+
+func (c *company) waitReady(p *proc) {
+	c.t.Helper()
+	testenv.Eventually(c.t, 60*time.Second, "API ready and seats attached", func() error {
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited: %s", p.name, p.out.String())
+		default:
+		}
+		var seats []api.SeatSummary
+		if err := c.call(http.MethodGet, "/seats", nil, &seats); err != nil {
+			return err
+		}
+		for _, s := range seats {
+			if s.Kind == "agent" && (s.Status == "absent" || s.Status == string(crewlet.StatusEstablishing) || s.Epoch == 0) {
+				return fmt.Errorf("seat %s is %s (epoch %d)", s.Handle, s.Status, s.Epoch)
+			}
+		}
+		return nil
+	})
+}
+
+// kill ends a process at once, as a crash would.
+func (p *proc) kill(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not exit after SIGKILL", p.name)
+	}
+}
+
+func (c *company) stopAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.procs {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+	}
+	c.procs = nil
+}
+
+// call sends a request to the API; an error response becomes *apiStatus.
+func (c *company) call(method, path string, body, out any) error {
+	status, data, err := c.raw(method, path, body)
+	if err != nil {
+		return err
+	}
+	if status >= 300 {
+		return &apiStatus{Status: status, Body: string(data)}
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+type apiStatus struct {
+	Status int
+	Body   string
+}
+
+func (e *apiStatus) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Status, e.Body) }
+
+// raw sends a request and returns the status and body, whatever they are.
+// A string body is sent as it is, anything else as JSON.
+func (c *company) raw(method, path string, body any) (int, []byte, error) {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, c.api+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, data, err
+}
+
+// send posts a message and returns it as queued.
+func (c *company) send(to, text string, opts ...func(*api.SendMessageRequest)) crewlet.Message {
+	c.t.Helper()
+	req := api.SendMessageRequest{Text: text}
+	for _, o := range opts {
+		o(&req)
+	}
+	var msg crewlet.Message
+	if err := c.call(http.MethodPost, "/seats/"+to+"/messages", req, &msg); err != nil {
+		c.t.Fatalf("send to %s: %v", to, err)
+	}
+	return msg
+}
+
+func inConversation(id string) func(*api.SendMessageRequest) {
+	return func(r *api.SendMessageRequest) { r.Conversation = id }
+}
+
+func from(handle string) func(*api.SendMessageRequest) {
+	return func(r *api.SendMessageRequest) { r.From = handle }
+}
+
+// conversation returns a conversation's transcript; empty if none yet.
+func (c *company) conversation(id string) []api.Conversation {
+	var conv api.Conversation
+	err := c.call(http.MethodGet, "/conversations/"+id, nil, &conv)
+	if as, ok := err.(*apiStatus); ok && as.Status == http.StatusNotFound {
+		return nil
+	}
+	if err != nil {
+		c.t.Fatalf("read conversation %s: %v", id, err)
+	}
+	return []api.Conversation{conv}
+}
+
+// repliesTo returns the recorded replies to msg.
+func (c *company) repliesTo(msg crewlet.Message) []string {
+	var out []string
+	for _, conv := range c.conversation(msg.Conversation) {
+		for _, m := range conv.Messages {
+			if m.InReplyTo == msg.EventID {
+				out = append(out, m.Body)
+			}
+		}
+	}
+	return out
+}
+
+// waitReply waits for msg's reply and returns it.
+func (c *company) waitReply(msg crewlet.Message, timeout time.Duration) string {
+	c.t.Helper()
+	var reply string
+	testenv.Eventually(c.t, timeout, "reply to "+msg.Body, func() error {
+		r := c.repliesTo(msg)
+		if len(r) == 0 {
+			return fmt.Errorf("no reply yet to %q (event %s)", msg.Body, msg.EventID)
+		}
+		reply = r[0]
+		return nil
+	})
+	return reply
+}
+
+// state returns a seat's live state.
+func (c *company) state(handle string) crewlet.SeatState {
+	c.t.Helper()
+	var d api.SeatDetail
+	if err := c.call(http.MethodGet, "/seats/"+handle, nil, &d); err != nil {
+		c.t.Fatalf("GET /seats/%s: %v", handle, err)
+	}
+	if d.State == nil {
+		c.t.Fatalf("seat %s has no state: %s", handle, d.StateError)
+	}
+	return *d.State
+}
+
+// cli runs the crewlet binary as a client against the company's API.
+func (c *company) cli(args ...string) (string, error) {
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "CREWLET_API="+c.api)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
