@@ -41,6 +41,16 @@ die() { printf 'stack: %s\n' "$*" >&2; exit 1; }
 # port_open PORT: true when something accepts TCP connections on 127.0.0.1:PORT.
 port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
 
+# alive PID: process exists and is not a zombie (a container whose PID 1 does not reap
+# leaves exited daemons as zombies, which `kill -0` still reports as present).
+# Reads /proc (no dependency on procps).
+alive() {
+  local st
+  { read -r st <"/proc/$1/stat"; } 2>/dev/null || return 1
+  st="${st##*) }"
+  [[ "${st%% *}" != Z ]]
+}
+
 # ---------------------------------------------------------------- Temporal
 
 temporal_bin() {
@@ -92,7 +102,7 @@ temporal_launch() {
   printf '%s\n' "$(date -Is) $TEMPORAL ${args[*]}" >>"$T_LOG"
   # setsid: own session, so a Ctrl-C in the terminal that ran `up` (e.g. `task dev`) does
   # not reach the server. In-memory store: no --db-filename, state is gone on `down`.
-  setsid nohup "$TEMPORAL" "${args[@]}" >>"$T_LOG" 2>&1 </dev/null &
+  setsid nohup "$TEMPORAL" "${args[@]}" >>"$T_LOG" 2>&1 </dev/null 9>&- &
   T_LAUNCHED_PID=$!
   echo "$T_LAUNCHED_PID" >"$T_PID"
 }
@@ -101,7 +111,7 @@ temporal_wait() {
   [[ -n "$T_LAUNCHED_PID" ]] || return 0
   local pid="$T_LAUNCHED_PID" deadline=$((SECONDS + 60))
   until temporal_healthy; do
-    if ! kill -0 "$pid" 2>/dev/null; then
+    if ! alive "$pid"; then
       tail -n 30 "$T_LOG" >&2 || true
       die "temporal: server exited during startup (log: $T_LOG)"
     fi
@@ -117,11 +127,11 @@ temporal_wait() {
 temporal_down() {
   local pid=""
   [[ -f "$T_PID" ]] && pid="$(cat "$T_PID")"
-  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+  if [[ -n "$pid" ]] && alive "$pid" && [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == temporal* ]]; then
     kill "$pid" 2>/dev/null || true
     local i
-    for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
+    for ((i = 0; i < 100; i++)); do alive "$pid" || break; sleep 0.1; done
+    if alive "$pid"; then kill -9 "$pid" 2>/dev/null || true; fi
     rm -f "$T_PID"
     log "temporal: stopped (pid $pid)"
   else
@@ -185,7 +195,7 @@ pg_up() {
     printf "listen_addresses = '%s'\nport = %s\nunix_socket_directories = '%s'\nfsync = on\n" \
       "$HOST" "$PG_PORT" "$PG_RUN" | as_pg tee "$PG_DATA/crewlet.conf" >/dev/null
     if port_open "$PG_PORT"; then die "postgres: port $PG_PORT is taken by something else"; fi
-    as_pg "$pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t 60 start >/dev/null \
+    as_pg "$pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t 60 start >/dev/null 9>&- \
       || { tail -n 20 "$PG_LOG" >&2 || true; die "postgres: pg_ctl start failed (log: $PG_LOG)"; }
     log "postgres: started on $HOST:$PG_PORT, data $PG_DATA, log $PG_LOG"
   fi
@@ -222,7 +232,7 @@ redis_up() {
   fi
   if port_open "$REDIS_PORT"; then die "redis: port $REDIS_PORT is taken by something else"; fi
   mkdir -p "$R_DIR"
-  redis-server "$R_CONF" --dir "$R_DIR" --pidfile "$R_DIR/redis.pid" --logfile "$R_DIR/redis.log" \
+  redis-server "$R_CONF" --dir "$R_DIR" --pidfile "$R_DIR/redis.pid" --logfile "$R_DIR/redis.log" 9>&- \
     || die "redis: redis-server failed to start (log: $R_DIR/redis.log)"
   local i
   for ((i = 0; i < 100; i++)); do redis_ping && break; sleep 0.1; done
@@ -249,8 +259,16 @@ env_lines() {
   printf "%sCREWLET_TEMPORAL_ADDRESS='%s'\n" "$1" "$TEMPORAL_ADDRESS"
 }
 
-cmd_up() {
+# One up/down at a time (e.g. `task dev` and `task test` started together). The servers
+# are started with `9>&-` so they do not inherit (and hold) the lock.
+lock() {
   mkdir -p "$DEV"
+  exec 9>"$DEV/.lock"
+  flock 9
+}
+
+cmd_up() {
+  lock
   # Temporal is the slowest to boot: launch it first, start Redis and Postgres while it
   # comes up, then wait for it to report SERVING.
   temporal_launch
@@ -262,6 +280,7 @@ cmd_up() {
 }
 
 cmd_down() {
+  lock
   temporal_down
   pg_down
   redis_down
