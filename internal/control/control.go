@@ -115,7 +115,7 @@ func (c *Control) Send(ctx context.Context, req SendRequest) (crewlet.Message, e
 // Deliver puts msg in its recipient's mailbox and wakes the seat if it was
 // asleep. Delivering an event id twice adds it once. The mail is durable once
 // Deliver returns; a failed wake is logged, not returned, because the seat's
-// backstop timer and the reconciler reach the mail anyway.
+// backstop timer and the reconciler at boot reach the mail anyway.
 func (c *Control) Deliver(ctx context.Context, msg crewlet.Message) (crewlet.Message, error) {
 	s, err := c.seat(msg.To)
 	if err != nil {
@@ -128,7 +128,12 @@ func (c *Control) Deliver(ctx context.Context, msg crewlet.Message) (crewlet.Mes
 	msg.StreamID = streamID
 	if wake && s.Kind == string(crewlet.SeatAgent) {
 		if err := c.wake(ctx, s); err != nil {
+			// Lower the flag again so the next publish retries the wake
+			// instead of trusting a seat that never heard this one.
 			c.log.Warn("wake_failed", "seat", s.Handle, "event_id", msg.EventID, "error", err)
+			if err := c.mailbox.ClearAwake(ctx, s.Handle); err != nil {
+				c.log.Warn("wake_failed", "seat", s.Handle, "event_id", msg.EventID, "error", err)
+			}
 		}
 	}
 	return msg, nil

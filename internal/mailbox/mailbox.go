@@ -118,8 +118,8 @@ func (m *Mailbox) Read(ctx context.Context, handle, consumer string, max int, cl
 		return ReadResult{}, err
 	}
 	if len(msgs) == 0 && clearAwake {
-		if err := m.rdb.Del(ctx, m.awakeKey(handle)).Err(); err != nil {
-			return ReadResult{}, fmt.Errorf("clear awake flag of %s: %w", handle, err)
+		if err := m.ClearAwake(ctx, handle); err != nil {
+			return ReadResult{}, err
 		}
 		if msgs, err = m.read(ctx, handle, consumer, max); err != nil {
 			return ReadResult{}, err
@@ -135,6 +135,14 @@ func (m *Mailbox) Read(ctx context.Context, handle, consumer string, max int, cl
 		}
 	}
 	return ReadResult{Messages: msgs, Lag: lag}, nil
+}
+
+// ClearAwake lowers the seat's awake flag, so the next publish signals wake.
+func (m *Mailbox) ClearAwake(ctx context.Context, handle string) error {
+	if err := m.rdb.Del(ctx, m.awakeKey(handle)).Err(); err != nil {
+		return fmt.Errorf("clear awake flag of %s: %w", handle, err)
+	}
+	return nil
 }
 
 func (m *Mailbox) read(ctx context.Context, handle, consumer string, max int) ([]crewlet.Message, error) {
