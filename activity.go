@@ -5,16 +5,59 @@ import "time"
 // Activity names. Workflows refer to activities by these names so that the
 // workflows package never imports the activities package.
 const (
-	ActivityAttach        = "Attach"
+	// On the shared task queue (most as local activities).
+	ActivityPlaceSeat     = "PlaceSeat"
 	ActivitySetSeatStatus = "SetSeatStatus"
 	ActivityReadMail      = "ReadMail"
 	ActivityAckMail       = "AckMail"
-	ActivityRunTurn       = "RunTurn"
+	ActivityRebalance     = "Rebalance"
+	// On the host queue of the node that hosts the seat.
+	ActivityAttach  = "Attach"
+	ActivityHold    = "Hold"
+	ActivityDetach  = "Detach"
+	ActivityRunTurn = "RunTurn"
 )
 
 // FencedErrorType is the Temporal application error type of an activity
-// refused because the epoch it carried is no longer the seat's.
+// refused because the epoch it carried is no longer the seat's, or because
+// the node it reached does not host the seat.
 const FencedErrorType = "seat_fenced"
+
+// UnplaceableErrorType is the error type of a placement that found no live
+// node able to run the seat.
+const UnplaceableErrorType = "seat_unplaceable"
+
+// RefusedErrorType is the error type of an Attach refused by a node that is
+// draining or full; the seat places itself elsewhere.
+const RefusedErrorType = "seat_refused"
+
+// PlaceSeatInput asks for a node to establish a seat on.
+type PlaceSeatInput struct {
+	Handle string `json:"handle"`
+	// Exclude lists node incarnations not to choose (just lost, or being left).
+	Exclude []string `json:"exclude,omitempty"`
+}
+
+// PlaceSeatOutput is the chosen node, already reserved for the seat.
+type PlaceSeatOutput struct {
+	Node      string `json:"node"`
+	HostQueue string `json:"host_queue"`
+}
+
+// HoldInput keeps a tenure: the activity heartbeats on the host for as long
+// as the node hosts the seat at that epoch, so a lost host shows up as a
+// heartbeat timeout within seconds, even for an idle seat.
+type HoldInput struct {
+	Handle string `json:"handle"`
+	Epoch  int64  `json:"epoch"`
+}
+
+// DetachInput ends a tenure voluntarily on its host.
+type DetachInput struct {
+	Handle string `json:"handle"`
+	Epoch  int64  `json:"epoch"`
+	Reason string `json:"reason"`
+}
 
 // AttachInput starts a tenure for a seat on the node that runs the activity.
 type AttachInput struct {
@@ -76,4 +119,16 @@ type TurnOutput struct {
 	// entries no longer exist; the seat acks them without running anything.
 	Skipped []string `json:"skipped"`
 	Replies int      `json:"replies"`
+}
+
+// SeatMove is one seat a rebalance pass asked to move.
+type SeatMove struct {
+	Handle string `json:"handle"`
+	From   string `json:"from"`
+}
+
+// RebalanceOutput is what one rebalance pass did and found.
+type RebalanceOutput struct {
+	Moves       []SeatMove `json:"moves"`
+	Unplaceable []string   `json:"unplaceable,omitempty"`
 }

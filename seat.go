@@ -32,6 +32,7 @@ const (
 	SignalPause  = "pause"
 	SignalResume = "resume"
 	SignalDrain  = "drain"
+	SignalMove   = "move"
 	QueryState   = "state"
 )
 
@@ -62,6 +63,14 @@ type ResumeRequest struct {
 type DrainRequest struct {
 	Reason string `json:"reason"`
 	By     string `json:"by"`
+}
+
+// MoveRequest is the payload of the move signal: release the seat
+// voluntarily and establish it on another node than ExcludeNode.
+type MoveRequest struct {
+	ExcludeNode string `json:"exclude_node"`
+	Reason      string `json:"reason"`
+	By          string `json:"by"`
 }
 
 // PauseHold records who paused a seat, when and why.

@@ -4,30 +4,66 @@ package activities
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/placement"
 	"github.com/crewlet/crewlet/internal/store"
 )
 
-// Seats holds the seat tenure activities.
+// Seats holds the seat activities that need no host: placement and the
+// lifecycle status record.
 type Seats struct {
 	Store *store.Store
-	// Node is the incarnation of the worker process running the activities.
-	Node string
-	Log  *slog.Logger
+	Org   *config.Config
+	// LiveWithin is the host heartbeat timeout: a node whose presence row is
+	// older is not live.
+	LiveWithin time.Duration
+	Log        *slog.Logger
 }
 
-// Attach starts a tenure on this node: the epoch is bumped in one statement.
-func (a *Seats) Attach(ctx context.Context, in crewlet.AttachInput) (crewlet.AttachOutput, error) {
-	row, err := a.Store.Attach(ctx, in.Handle, a.Node)
+// PlaceSeat chooses the node a seat establishes on (DESIGN §4 placement) and
+// reserves it, under a lock so concurrent placements respect fair shares.
+func (a *Seats) PlaceSeat(ctx context.Context, in crewlet.PlaceSeatInput) (crewlet.PlaceSeatOutput, error) {
+	var chosen placement.Node
+	_, ok, err := a.Store.Reserve(ctx, in.Handle, a.LiveWithin,
+		func(nodes []store.NodeRow, hosts, preferred map[string]string) (string, bool) {
+			snap := Snapshot(a.Org, nodes, hosts)
+			var ok bool
+			chosen, ok = snap.Choose(in.Handle, in.Exclude, preferred[in.Handle])
+			return chosen.Incarnation, ok
+		})
 	if err != nil {
-		return crewlet.AttachOutput{}, err
+		return crewlet.PlaceSeatOutput{}, err
 	}
-	a.Log.Info("seat_attached", "seat", in.Handle, "epoch", row.Epoch, "node", a.Node)
-	return crewlet.AttachOutput{Epoch: row.Epoch, Node: row.Node, AcquiredAt: *row.AcquiredAt}, nil
+	if !ok {
+		group, _ := a.Org.SeatPlacement(in.Handle)
+		a.Log.Warn("seats_unplaceable", "seat", in.Handle, "labels", group.Key, "excluded", in.Exclude)
+		return crewlet.PlaceSeatOutput{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("no live node can run seat %s (placement %q)", in.Handle, group.Key), crewlet.UnplaceableErrorType, nil)
+	}
+	return crewlet.PlaceSeatOutput{Node: chosen.Incarnation, HostQueue: chosen.HostQueue}, nil
+}
+
+// Snapshot is the placement view of the org over the live nodes and seat
+// hosts read from Postgres.
+func Snapshot(org *config.Config, nodes []store.NodeRow, hosts map[string]string) placement.Snapshot {
+	snap := placement.Snapshot{Hosts: hosts}
+	for _, n := range nodes {
+		snap.Nodes = append(snap.Nodes, placement.Node{
+			Incarnation: n.Incarnation, NodeID: n.NodeID, HostQueue: n.HostQueue, Labels: n.Labels,
+			Capacity: n.Capacity, Draining: n.Draining, Unproven: len(n.Unproven),
+		})
+	}
+	for _, g := range org.PlacementGroups() {
+		snap.Groups = append(snap.Groups, placement.Group{Key: g.Key, Labels: g.Labels, Seats: g.Seats})
+	}
+	return snap
 }
 
 // SetSeatStatus records the seat's lifecycle status, fenced by epoch.

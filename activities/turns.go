@@ -17,6 +17,7 @@ import (
 // Turns runs turns: read the triggers, ask the model, record the transcript,
 // deliver replies, record the completion ledger.
 type Turns struct {
+	host    *Host
 	org     *config.Config
 	store   *store.Store
 	mailbox *mailbox.Mailbox
@@ -26,26 +27,37 @@ type Turns struct {
 }
 
 // NewTurns builds the model of every profile in org once.
-func NewTurns(org *config.Config, st *store.Store, mb *mailbox.Mailbox, ctl *control.Control, log *slog.Logger) (*Turns, error) {
+func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailbox, ctl *control.Control, log *slog.Logger) (*Turns, error) {
+	probe, err := model.OpenProbe(host.Incarnation)
+	if err != nil {
+		return nil, err
+	}
 	models := map[string]crewlet.Model{}
 	for name, p := range org.Profiles {
-		m, err := model.New(p)
+		m, err := model.New(p, probe)
 		if err != nil {
 			return nil, fmt.Errorf("profile %s: %w", name, err)
 		}
 		models[name] = m
 	}
-	return &Turns{org: org, store: st, mailbox: mb, control: ctl, models: models, log: log}, nil
+	return &Turns{host: host, org: org, store: st, mailbox: mb, control: ctl, models: models, log: log}, nil
 }
 
-// RunTurn answers a batch of triggers. Every step is keyed on the work, so a
+// RunTurn answers a batch of triggers. It runs on the seat's host and
+// heartbeats, so a host lost mid-turn is noticed within the heartbeat timeout. Every step is keyed on the work, so a
 // re-run after a crash repeats nothing that already landed: the transcript is
 // keyed by event id, a reply's event id is derived from the turn and its
 // trigger, and the ledger is keyed by trigger.
 func (a *Turns) RunTurn(ctx context.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error) {
+	if err := a.host.CheckHosted(in.Handle, in.Epoch); err != nil {
+		return crewlet.TurnOutput{}, err
+	}
 	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
 		return crewlet.TurnOutput{}, fence(a.log, in.Handle, in.Epoch, err)
 	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go heartbeatWhile(ctx, a.host.Beat, stop)
 	var out crewlet.TurnOutput
 	streamIDs := make([]string, len(in.Mail))
 	for i, ref := range in.Mail {

@@ -56,6 +56,8 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/{handle}/drain", s.drainSeat)
 	})
 	r.Get("/conversations/{id}", s.getConversation)
+	r.Get("/nodes", s.listNodes)
+	r.Post("/nodes/{id}/drain", s.drainNode)
 	return r
 }
 

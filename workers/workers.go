@@ -1,13 +1,8 @@
 // Package workers is the one list of crewlet's workflows and activities and
-// the worker node that runs them.
+// the worker node that runs them: presence, host queue, drain, watchdog.
 package workers
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
-	"os"
-
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -17,38 +12,42 @@ import (
 	"github.com/crewlet/crewlet/workflows"
 )
 
-// Deps are the activity groups a worker registers.
+// Deps are the activity groups a node registers.
 type Deps struct {
-	Seats *activities.Seats
-	Mail  *activities.Mail
-	Turns *activities.Turns
+	Seats     *activities.Seats
+	Mail      *activities.Mail
+	Rebalance *activities.Rebalance
+	Host      *activities.Host
+	Turns     *activities.Turns
 }
 
-// Register registers every workflow and activity under its crewlet name.
-func Register(r worker.Registry, d Deps) {
+// RegisterShared registers what runs on the shared task queue: the workflows
+// and the activities that need no particular node.
+func RegisterShared(r worker.Registry, d Deps) {
 	r.RegisterWorkflowWithOptions(workflows.Seat, workflow.RegisterOptions{Name: crewlet.SeatWorkflowType})
-	for name, fn := range map[string]any{
-		crewlet.ActivityAttach:        d.Seats.Attach,
+	r.RegisterWorkflowWithOptions(workflows.Rebalance, workflow.RegisterOptions{Name: workflows.RebalanceWorkflowType})
+	register(r, map[string]any{
+		crewlet.ActivityPlaceSeat:     d.Seats.PlaceSeat,
 		crewlet.ActivitySetSeatStatus: d.Seats.SetSeatStatus,
 		crewlet.ActivityReadMail:      d.Mail.ReadMail,
 		crewlet.ActivityAckMail:       d.Mail.AckMail,
-		crewlet.ActivityRunTurn:       d.Turns.RunTurn,
-	} {
-		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
-	}
+		crewlet.ActivityRebalance:     d.Rebalance.Rebalance,
+	})
 }
 
-// Incarnation mints this process's node identity, {node_id}:{random}. The
-// node id defaults to the host name; two processes with one node id are still
-// two incarnations.
-func Incarnation(nodeID string) string {
-	if nodeID == "" {
-		nodeID, _ = os.Hostname()
-		if nodeID == "" {
-			nodeID = "node"
-		}
+// RegisterHost registers what runs on a node's own host queue: the tenure
+// and everything that needs what the tenure started on the node.
+func RegisterHost(r worker.Registry, d Deps) {
+	register(r, map[string]any{
+		crewlet.ActivityAttach:  d.Host.Attach,
+		crewlet.ActivityHold:    d.Host.Hold,
+		crewlet.ActivityDetach:  d.Host.Detach,
+		crewlet.ActivityRunTurn: d.Turns.RunTurn,
+	})
+}
+
+func register(r worker.Registry, activities map[string]any) {
+	for name, fn := range activities {
+		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s:%s", nodeID, hex.EncodeToString(b[:]))
 }

@@ -19,6 +19,12 @@ type SeatInput struct {
 	Role   string `json:"role"`
 	// ReadBatch is the most mailbox entries one read takes; 0 means 16.
 	ReadBatch int `json:"read_batch,omitempty"`
+	// HeartbeatTimeout is the host heartbeat timeout: how long a host may
+	// stay silent before the seat re-establishes elsewhere. 0 means 3s.
+	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
+	// ReleaseWait bounds how long a voluntary release (move, drain) waits for
+	// the turn in flight before it cancels it. 0 means 30s.
+	ReleaseWait time.Duration `json:"release_wait,omitempty"`
 	// Carry is the state handed over by continue-as-new; nil on a first start.
 	Carry *SeatCarry `json:"carry,omitempty"`
 }
@@ -27,6 +33,8 @@ type SeatInput struct {
 type SeatCarry struct {
 	State    crewlet.SeatState `json:"state"`
 	Attached bool              `json:"attached"`
+	// Move is a move request not yet carried out.
+	Move *crewlet.MoveRequest `json:"move,omitempty"`
 	// WakePending is a wake that arrived before the hand-over.
 	WakePending bool `json:"wake_pending"`
 }
@@ -41,8 +49,13 @@ const (
 	cyclesPerRun = 200
 	// failureBackoff is how long a seat waits after a failed turn before it
 	// reads again, so a message that always fails cannot spin the seat.
-	failureBackoff   = 10 * time.Second
-	defaultReadBatch = 16
+	failureBackoff = 10 * time.Second
+	// placeBackoff caps the wait between placements that found no node, so
+	// a seat runs soon after a node able to run it joins.
+	placeBackoff            = 5 * time.Second
+	defaultReadBatch        = 16
+	defaultHeartbeatTimeout = 3 * time.Second
+	defaultReleaseWait      = 30 * time.Second
 )
 
 var (
@@ -71,6 +84,20 @@ type seat struct {
 	state       crewlet.SeatState
 	attached    bool
 	wakePending bool
+	// move is a pending move request (rebalance, node drain).
+	move *crewlet.MoveRequest
+	// hostLost is set when the tenure's Hold on the host ended without the
+	// seat asking: the host died, wedged, restarted or was partitioned.
+	hostLost bool
+	// exclude lists nodes the next placement must avoid.
+	exclude []string
+	// cancelHold ends the running Hold activity; nil when none runs.
+	cancelHold workflow.CancelFunc
+	holdID     int
+	// placeFailures counts consecutive placements that found no node.
+	placeFailures int
+	// failures counts consecutive failed turns, for back-off.
+	failures int
 	// upserted is the last search-attribute snapshot written, so unchanged
 	// state writes nothing to history.
 	upserted crewlet.SeatState
@@ -86,11 +113,18 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 	if in.ReadBatch <= 0 {
 		in.ReadBatch = defaultReadBatch
 	}
+	if in.HeartbeatTimeout <= 0 {
+		in.HeartbeatTimeout = defaultHeartbeatTimeout
+	}
+	if in.ReleaseWait <= 0 {
+		in.ReleaseWait = defaultReleaseWait
+	}
 	s := &seat{in: in, logger: workflow.GetLogger(ctx)}
 	if in.Carry != nil {
 		s.state = in.Carry.State
 		s.attached = in.Carry.Attached
 		s.wakePending = in.Carry.WakePending
+		s.move = in.Carry.Move
 		s.state.Counters.ContinuedRuns++
 	} else {
 		s.state = crewlet.SeatState{Handle: in.Handle, Role: in.Role, Status: crewlet.StatusEstablishing}
@@ -106,6 +140,9 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 	signals := newSeatSignals(ctx)
 	workflow.Go(ctx, func(ctx workflow.Context) { signals.run(ctx, s) })
 
+	if s.attached {
+		s.startHold(ctx)
+	}
 	for cycle := 0; ; cycle++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -114,23 +151,25 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 		if cycle >= cyclesPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			return s.continueAsNew(ctx, signals)
 		}
-		if s.state.Drain != nil {
+		switch {
+		case s.hostLost:
+			s.abandon(ctx, "host_lost")
+			continue
+		case s.state.Drain != nil:
 			if err := s.drain(ctx); err != nil {
 				return err
 			}
 			continue
-		}
-		if !s.attached {
-			if err := s.establish(ctx); err != nil {
-				s.noteError(err.Error())
-				_ = workflow.Sleep(ctx, failureBackoff)
-			}
+		case s.move != nil:
+			s.moveAway(ctx)
 			continue
-		}
-		if s.state.Pause != nil {
+		case !s.attached:
+			s.establish(ctx)
+			continue
+		case s.state.Pause != nil:
 			s.setStatus(ctx, crewlet.StatusPaused)
 			s.recordStatus(ctx, "paused")
-			if err := workflow.Await(ctx, func() bool { return s.state.Pause == nil || s.state.Drain != nil }); err != nil {
+			if err := workflow.Await(ctx, func() bool { return s.state.Pause == nil || s.interrupted() }); err != nil {
 				return err
 			}
 			if s.state.Pause == nil {
@@ -142,17 +181,16 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 		s.wakePending = false
 		mail, err := s.readMail(ctx)
 		if err != nil {
-			if s.fenced(err) {
-				continue
+			if !s.tenureEnded(err) {
+				s.noteError(fmt.Sprintf("read mail: %v", err))
+				_ = workflow.Sleep(ctx, failureBackoff)
 			}
-			s.noteError(fmt.Sprintf("read mail: %v", err))
-			_ = workflow.Sleep(ctx, failureBackoff)
 			continue
 		}
 		if len(mail) == 0 {
 			s.upsert(ctx)
 			if _, err := workflow.AwaitWithTimeout(ctx, backstop, func() bool {
-				return s.wakePending || s.state.Pause != nil || s.state.Drain != nil
+				return s.wakePending || s.state.Pause != nil || s.interrupted()
 			}); err != nil {
 				return err
 			}
@@ -162,24 +200,32 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 	}
 }
 
+// interrupted reports whether something asks the seat to leave its tenure:
+// a drain, a move, or a lost host.
+func (s *seat) interrupted() bool {
+	return s.state.Drain != nil || s.move != nil || s.hostLost
+}
+
 // runTurns answers the entries one turn each, in mailbox order, stopping early
 // when the seat is paused or drained; entries left unacked are reclaimed by
 // the next read, so nothing is lost and order is kept.
 func (s *seat) runTurns(ctx workflow.Context, mail []crewlet.MailRef) {
 	for _, ref := range mail {
-		if s.state.Pause != nil || s.state.Drain != nil || !s.attached {
+		if s.state.Pause != nil || s.interrupted() || !s.attached {
 			return
 		}
 		if err := s.runTurn(ctx, []crewlet.MailRef{ref}); err != nil {
-			if s.fenced(err) {
+			if s.tenureEnded(err) {
 				return
 			}
 			s.state.Counters.Failures++
+			s.failures++
 			s.noteError(fmt.Sprintf("turn failed: %v", err))
 			s.setStatus(ctx, crewlet.StatusIdle)
-			_ = workflow.Sleep(ctx, failureBackoff)
+			_ = workflow.Sleep(ctx, min(failureBackoff, time.Duration(s.failures)*2*time.Second))
 			return
 		}
+		s.failures = 0
 	}
 }
 
@@ -196,10 +242,14 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 	defer func() { s.state.Turn = nil }()
 
 	var out crewlet.TurnOutput
-	err := workflow.ExecuteActivity(turnContext(ctx), crewlet.ActivityRunTurn, crewlet.TurnInput{
+	turnCtx, cancelTurn := workflow.WithCancel(ctx)
+	future := workflow.ExecuteActivity(s.hostContext(turnCtx, 10*time.Minute), crewlet.ActivityRunTurn, crewlet.TurnInput{
 		Handle: s.in.Handle, Epoch: s.state.Epoch, TurnID: turnID, WorkKey: workKey, Mail: mail,
-	}).Get(ctx, &out)
-	if err != nil {
+	})
+	if err := s.awaitTurn(ctx, future, cancelTurn); err != nil {
+		return err
+	}
+	if err := future.Get(ctx, &out); err != nil {
 		return err
 	}
 	// The ledger holds these triggers now, so acking is safe; if the ack is
@@ -214,6 +264,27 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 	s.state.Counters.Skipped += int64(len(out.Skipped))
 	s.state.LastError = ""
 	return nil
+}
+
+// awaitTurn waits for the turn in flight. A voluntary release (move, drain)
+// lets it finish for up to ReleaseWait, then cancels it; its triggers stay
+// unacked, so the next tenure runs them.
+func (s *seat) awaitTurn(ctx workflow.Context, turn workflow.Future, cancel workflow.CancelFunc) error {
+	if err := workflow.Await(ctx, func() bool { return turn.IsReady() || s.state.Drain != nil || s.move != nil }); err != nil {
+		return err
+	}
+	if turn.IsReady() {
+		return nil
+	}
+	done, err := workflow.AwaitWithTimeout(ctx, s.in.ReleaseWait, turn.IsReady)
+	if err != nil {
+		return err
+	}
+	if !done {
+		s.logger.Warn("turn_cancelled", "seat", s.in.Handle, "reason", "release wait exceeded", "wait", s.in.ReleaseWait)
+		cancel()
+	}
+	return workflow.Await(ctx, turn.IsReady)
 }
 
 func (s *seat) readMail(ctx workflow.Context) ([]crewlet.MailRef, error) {
@@ -232,20 +303,137 @@ func (s *seat) readMail(ctx workflow.Context) ([]crewlet.MailRef, error) {
 	return out.Mail, nil
 }
 
-// establish starts a tenure: Attach bumps the epoch in Postgres and names the node.
-func (s *seat) establish(ctx workflow.Context) error {
+// establish starts a tenure: place the seat on a node, Attach there (which
+// bumps the epoch in Postgres), then hold the tenure with a heartbeating
+// activity on that node's host queue.
+func (s *seat) establish(ctx workflow.Context) {
 	s.setStatus(ctx, crewlet.StatusEstablishing)
-	var out crewlet.AttachOutput
-	if err := workflow.ExecuteActivity(attachContext(ctx), crewlet.ActivityAttach, crewlet.AttachInput{Handle: s.in.Handle}).Get(ctx, &out); err != nil {
-		return fmt.Errorf("attach seat %s: %w", s.in.Handle, err)
+	var place crewlet.PlaceSeatOutput
+	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityPlaceSeat, crewlet.PlaceSeatInput{
+		Handle: s.in.Handle, Exclude: s.exclude,
+	}).Get(ctx, &place)
+	if err != nil {
+		s.noteError(fmt.Sprintf("place seat: %v", err))
+		if len(s.exclude) > 0 {
+			// Nodes are excluded for one placement only; with none left, try
+			// them again rather than leave the seat unrun.
+			s.exclude = nil
+			return
+		}
+		s.placeFailures++
+		_, _ = workflow.AwaitWithTimeout(ctx, min(placeBackoff, time.Duration(s.placeFailures)*time.Second), s.interrupted)
+		return
 	}
+	s.placeFailures = 0
+	var out crewlet.AttachOutput
+	attachCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              place.HostQueue,
+		ScheduleToStartTimeout: s.in.HeartbeatTimeout,
+		StartToCloseTimeout:    30 * time.Second,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	if err := workflow.ExecuteActivity(attachCtx, crewlet.ActivityAttach, crewlet.AttachInput{Handle: s.in.Handle}).Get(ctx, &out); err != nil {
+		s.noteError(fmt.Sprintf("attach on %s: %v", place.Node, err))
+		s.exclude = append(s.exclude, place.Node)
+		return
+	}
+	s.exclude = nil
 	s.attached = true
+	s.hostLost = false
 	s.state.Epoch = out.Epoch
 	s.state.Node = out.Node
+	s.state.HostQueue = place.HostQueue
 	s.state.Counters.Establishes++
+	s.state.LastError = ""
 	s.logger.Info("seat_attached", "seat", s.in.Handle, "epoch", out.Epoch, "node", out.Node)
+	s.startHold(ctx)
 	s.setStatus(ctx, crewlet.StatusIdle)
-	return nil
+}
+
+// startHold runs the tenure's Hold activity on the host. If it ends on its
+// own (heartbeat or schedule-to-start timeout, or the host no longer hosts
+// the seat) the host is lost and the seat re-establishes elsewhere.
+func (s *seat) startHold(ctx workflow.Context) {
+	holdCtx, cancel := workflow.WithCancel(ctx)
+	s.holdID++
+	id := s.holdID
+	s.cancelHold = cancel
+	future := workflow.ExecuteActivity(s.hostContext(holdCtx, 0), crewlet.ActivityHold, crewlet.HoldInput{
+		Handle: s.in.Handle, Epoch: s.state.Epoch,
+	})
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		err := future.Get(gctx, nil)
+		if id != s.holdID || s.cancelHold == nil {
+			return // a hold the seat ended itself
+		}
+		s.cancelHold = nil
+		s.hostLost = true
+		s.logger.Warn("seat_host_lost", "seat", s.in.Handle, "epoch", s.state.Epoch, "node", s.state.Node, "error", err)
+	})
+}
+
+// stopHold ends the Hold activity without waiting for it.
+func (s *seat) stopHold() {
+	if s.cancelHold != nil {
+		cancel := s.cancelHold
+		s.cancelHold = nil
+		cancel()
+	}
+}
+
+// release ends the tenure voluntarily: Detach on the host (which proves the
+// teardown), then stop holding.
+func (s *seat) release(ctx workflow.Context, reason string) {
+	if !s.attached {
+		return
+	}
+	detachCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              s.state.HostQueue,
+		ScheduleToStartTimeout: s.in.HeartbeatTimeout,
+		StartToCloseTimeout:    time.Hour,
+		HeartbeatTimeout:       s.in.HeartbeatTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	err := workflow.ExecuteActivity(detachCtx, crewlet.ActivityDetach, crewlet.DetachInput{
+		Handle: s.in.Handle, Epoch: s.state.Epoch, Reason: reason,
+	}).Get(ctx, nil)
+	if err != nil {
+		// The host did not answer: it is gone, and so is what it held.
+		s.logger.Warn("seat_detach_failed", "seat", s.in.Handle, "epoch", s.state.Epoch, "node", s.state.Node, "error", err)
+	}
+	s.stopHold()
+	s.attached = false
+	s.logger.Info("seat_detached", "seat", s.in.Handle, "epoch", s.state.Epoch, "node", s.state.Node, "reason", reason)
+}
+
+// abandon ends a tenure the seat lost (fenced release): nothing is
+// republished; unacked mail stays pending for the next tenure.
+func (s *seat) abandon(ctx workflow.Context, reason string) {
+	if s.hostLost && s.state.Node != "" {
+		s.exclude = []string{s.state.Node}
+	}
+	s.stopHold()
+	s.attached = false
+	s.hostLost = false
+	s.logger.Warn("seat_detached", "seat", s.in.Handle, "epoch", s.state.Epoch, "node", s.state.Node, "reason", reason)
+	s.state.Node, s.state.HostQueue = "", ""
+	s.setStatus(ctx, crewlet.StatusEstablishing)
+}
+
+// moveAway releases the seat and establishes it on another node.
+func (s *seat) moveAway(ctx workflow.Context) {
+	req := *s.move
+	s.move = nil
+	if !s.attached {
+		return
+	}
+	if req.ExcludeNode != "" && req.ExcludeNode != s.state.Node {
+		return // the seat already left that node
+	}
+	s.setStatus(ctx, crewlet.StatusMoving)
+	s.release(ctx, "move: "+req.Reason)
+	s.exclude = []string{s.state.Node}
+	s.state.Node, s.state.HostQueue = "", ""
 }
 
 // drain releases the seat's tenure and holds it drained until resumed.
@@ -253,10 +441,11 @@ func (s *seat) drain(ctx workflow.Context) error {
 	if s.attached {
 		s.setStatus(ctx, crewlet.StatusDraining)
 		s.recordStatus(ctx, "drained")
-		s.attached = false
-		s.logger.Info("seat_detached", "seat", s.in.Handle, "epoch", s.state.Epoch, "reason", "drain")
+		s.release(ctx, "drain")
 	}
-	s.state.Node = ""
+	s.hostLost = false
+	s.move = nil
+	s.state.Node, s.state.HostQueue = "", ""
 	s.setStatus(ctx, crewlet.StatusDrained)
 	return workflow.Await(ctx, func() bool { return s.state.Drain == nil })
 }
@@ -267,21 +456,33 @@ func (s *seat) recordStatus(ctx workflow.Context, status string) {
 	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivitySetSeatStatus, crewlet.SeatStatusInput{
 		Handle: s.in.Handle, Epoch: s.state.Epoch, Status: status,
 	}).Get(ctx, nil)
-	if err != nil && !s.fenced(err) {
+	var appErr *temporal.ApplicationError
+	if err != nil && !(errors.As(err, &appErr) && appErr.Type() == crewlet.FencedErrorType) {
 		s.noteError(fmt.Sprintf("record status %s: %v", status, err))
 	}
 }
 
-// fenced reports whether err means the seat's epoch moved on. The tenure is
-// then lost: the seat re-establishes before it touches anything again.
-func (s *seat) fenced(err error) bool {
+// tenureEnded reports whether err means the tenure is over: the epoch moved
+// on (fenced) or the host did not answer in time (a schedule-to-start or
+// heartbeat timeout on its queue). The seat then re-establishes before it
+// touches anything again.
+func (s *seat) tenureEnded(err error) bool {
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != crewlet.FencedErrorType {
-		return false
+	var timeoutErr *temporal.TimeoutError
+	switch {
+	case errors.As(err, &appErr) && appErr.Type() == crewlet.FencedErrorType:
+		s.logger.Warn("seat_fenced", "seat", s.in.Handle, "epoch", s.state.Epoch)
+		s.stopHold()
+		s.attached = false
+		return true
+	case errors.As(err, &timeoutErr):
+		s.logger.Warn("seat_host_lost", "seat", s.in.Handle, "epoch", s.state.Epoch, "node", s.state.Node, "error", err)
+		s.hostLost = true
+		return true
+	case s.hostLost:
+		return true
 	}
-	s.logger.Warn("seat_fenced", "seat", s.in.Handle, "epoch", s.state.Epoch)
-	s.attached = false
-	return true
+	return false
 }
 
 func (s *seat) noteError(msg string) {
@@ -336,31 +537,28 @@ func (s *seat) continueAsNew(ctx workflow.Context, signals *seatSignals) error {
 	if err := signals.stop(ctx); err != nil {
 		return err
 	}
+	// The next run holds the same tenure with a Hold of its own; this run's
+	// Hold ends with the run.
+	s.holdID++
+	s.cancelHold = nil
 	next := s.in
-	next.Carry = &SeatCarry{State: s.state, Attached: s.attached, WakePending: s.wakePending}
+	next.Carry = &SeatCarry{State: s.state, Attached: s.attached && !s.hostLost, WakePending: s.wakePending, Move: s.move}
 	return workflow.NewContinueAsNewError(ctx, Seat, next)
 }
 
-func attachContext(ctx workflow.Context) workflow.Context {
+// hostContext runs an activity on the seat's host. The schedule-to-start and
+// heartbeat timeouts are what detect a lost host; startToClose 0 means the
+// activity lasts the whole tenure (Hold).
+func (s *seat) hostContext(ctx workflow.Context, startToClose time.Duration) workflow.Context {
+	if startToClose == 0 {
+		startToClose = 100 * 365 * 24 * time.Hour
+	}
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			MaximumInterval:        30 * time.Second,
-			NonRetryableErrorTypes: []string{crewlet.FencedErrorType},
-		},
-	})
-}
-
-func turnContext(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 10 * time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			MaximumInterval:        10 * time.Second,
-			MaximumAttempts:        3,
-			NonRetryableErrorTypes: []string{crewlet.FencedErrorType},
-		},
+		TaskQueue:              s.state.HostQueue,
+		ScheduleToStartTimeout: s.in.HeartbeatTimeout,
+		StartToCloseTimeout:    startToClose,
+		HeartbeatTimeout:       s.in.HeartbeatTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
 }
 

@@ -17,8 +17,8 @@ import (
 // an activity result), the main loop runs first and would continue as new
 // without that signal: a pause or drain would be lost.
 type seatSignals struct {
-	wake, pause, resume, drain workflow.ReceiveChannel
-	handover                   workflow.Channel
+	wake, pause, resume, drain, move workflow.ReceiveChannel
+	handover                         workflow.Channel
 	// stopped is set by the receiving coroutine once it has applied every
 	// signal delivered so far and will receive no more.
 	stopped bool
@@ -30,6 +30,7 @@ func newSeatSignals(ctx workflow.Context) *seatSignals {
 		pause:    workflow.GetSignalChannel(ctx, crewlet.SignalPause),
 		resume:   workflow.GetSignalChannel(ctx, crewlet.SignalResume),
 		drain:    workflow.GetSignalChannel(ctx, crewlet.SignalDrain),
+		move:     workflow.GetSignalChannel(ctx, crewlet.SignalMove),
 		handover: workflow.NewBufferedChannel(ctx, 1),
 	}
 }
@@ -71,6 +72,11 @@ func (sg *seatSignals) receive(ctx workflow.Context, s *seat) {
 		c.Receive(ctx, &req)
 		s.applyDrain(ctx, req)
 	})
+	sel.AddReceive(sg.move, func(c workflow.ReceiveChannel, _ bool) {
+		var req crewlet.MoveRequest
+		c.Receive(ctx, &req)
+		s.applyMove(req)
+	})
 	sel.AddReceive(sg.handover, func(c workflow.ReceiveChannel, _ bool) {
 		c.Receive(ctx, nil)
 		sg.drainPending(ctx, s)
@@ -105,6 +111,13 @@ func (sg *seatSignals) drainPending(ctx workflow.Context, s *seat) {
 		}
 		s.applyDrain(ctx, req)
 	}
+	for {
+		var req crewlet.MoveRequest
+		if !sg.move.ReceiveAsync(&req) {
+			break
+		}
+		s.applyMove(req)
+	}
 }
 
 // applyPause holds the seat: it finishes the turn in flight, then reads
@@ -137,4 +150,15 @@ func (s *seat) applyDrain(ctx workflow.Context, req crewlet.DrainRequest) {
 	}
 	s.state.Drain = &crewlet.DrainHold{By: req.By, Reason: req.Reason, Since: workflow.Now(ctx)}
 	s.logger.Info("seat_draining", "seat", s.in.Handle, "by", req.By, "reason", req.Reason)
+}
+
+// applyMove asks the seat to leave its node voluntarily: the turn in flight
+// finishes (bounded by ReleaseWait), then the seat detaches and establishes
+// elsewhere. A move for a node the seat is not on is ignored when it runs.
+func (s *seat) applyMove(req crewlet.MoveRequest) {
+	if s.move != nil {
+		return
+	}
+	s.move = &req
+	s.logger.Info("seat_move_requested", "seat", s.in.Handle, "exclude_node", req.ExcludeNode, "reason", req.Reason, "by", req.By)
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -247,5 +248,80 @@ func runSignal(ctx context.Context, signal string, args []string, stdout io.Writ
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: %s sent\n", resp.Handle, resp.Signal)
+	return nil
+}
+
+func runNodesList(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("nodes ls", flag.ContinueOnError)
+	base := apiFlag(fs)
+	all := fs.Bool("all", false, "include nodes that stopped or stopped beating")
+	if _, err := parseFlags(fs, args, 0, "crewlet nodes ls [--all] [--api URL]"); err != nil {
+		return err
+	}
+	path := "/nodes"
+	if *all {
+		path += "?all=true"
+	}
+	var view api.NodesView
+	if err := newAPIClient(*base).call(ctx, http.MethodGet, path, nil, &view); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "INCARNATION\tLABELS\tSEATS\tSHARE\tDRAINING\tLIVE\tHEARTBEAT\tUNPROVEN")
+	for _, n := range view.Nodes {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%v\t%v\t%.1fs ago\t%s\n", n.Incarnation, dash(labelsText(n.Labels)), len(n.SeatsHeld),
+			dash(sharesText(n.FairShare)), n.Draining, n.Live, n.HeartbeatAgeSeconds, dash(unprovenText(n.UnprovenSeconds)))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(view.Unplaceable) > 0 {
+		fmt.Fprintf(stdout, "unplaceable (no live node can run them): %s\n", strings.Join(view.Unplaceable, ", "))
+	}
+	return nil
+}
+
+func labelsText(m map[string]string) string {
+	return joinSorted(m, func(k string) string { return k + "=" + m[k] })
+}
+
+func sharesText(m map[string]int) string {
+	return joinSorted(m, func(k string) string {
+		if k == "" {
+			return fmt.Sprint(m[k])
+		}
+		return fmt.Sprintf("%s:%d", k, m[k])
+	})
+}
+
+func unprovenText(m map[string]int64) string {
+	return joinSorted(m, func(k string) string { return fmt.Sprintf("%s:%ds", k, m[k]) })
+}
+
+func joinSorted[V any](m map[string]V, format func(string) string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = format(k)
+	}
+	return strings.Join(parts, ",")
+}
+
+func runNodesDrain(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("nodes drain", flag.ContinueOnError)
+	base := apiFlag(fs)
+	pos, err := parseFlags(fs, args, 1, "crewlet nodes drain ID [--api URL]")
+	if err != nil {
+		return err
+	}
+	var resp api.DrainNodeResponse
+	if err := newAPIClient(*base).call(ctx, http.MethodPost, "/nodes/"+url.PathEscape(pos[0])+"/drain", nil, &resp); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "draining %s; its seats move and it exits\n", strings.Join(resp.Draining, ", "))
 	return nil
 }

@@ -30,6 +30,8 @@ Client commands (talk to the API at --api URL, default $CREWLET_API or http://12
                                 send a message and print the reply (--wait 0 returns at once)
   inbox HANDLE [--limit N]      show a seat's newest mail (how people read a human seat)
   conversation ID               print a conversation's transcript
+  nodes ls [--all]              list worker nodes: labels, seats held, fair share, heartbeat age
+  nodes drain ID                drain a node (incarnation or node id): its seats move, it exits
   pause HANDLE [--stop-turn] [--reason TEXT] [--by NAME]
   resume HANDLE [--by NAME]
   drain HANDLE [--reason TEXT] [--by NAME]
@@ -89,6 +91,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runSeatsShow(ctx, rest[1:], stdout)
 		}
 		return usageError{fmt.Sprintf("unknown seats command %q; use ls or show", rest[0])}
+	case "nodes":
+		if len(rest) == 0 {
+			return usageError{"usage: crewlet nodes ls | nodes drain ID"}
+		}
+		switch rest[0] {
+		case "ls":
+			return runNodesList(ctx, rest[1:], stdout)
+		case "drain":
+			return runNodesDrain(ctx, rest[1:], stdout)
+		}
+		return usageError{fmt.Sprintf("unknown nodes command %q; use ls or drain", rest[0])}
 	case "send":
 		return runSend(ctx, rest, stdout)
 	case "inbox":

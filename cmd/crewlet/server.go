@@ -10,13 +10,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/worker"
 
-	"github.com/crewlet/crewlet/activities"
+	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/control"
@@ -104,7 +104,9 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	cfgPath := configFlag(fs)
 	nodeID := fs.String("node-id", envOr("CREWLET_NODE_ID", ""), "stable node id (default: host name)")
-	if _, err := parseFlags(fs, args, 0, "crewlet serve|worker|api [--config FILE] [--node-id ID]"); err != nil {
+	labels := fs.String("labels", envOr("CREWLET_NODE_LABELS", ""), "node labels KEY=VALUE,... matched by role placement")
+	capacity := fs.Int("capacity", 0, "most seats this node hosts (0: no limit)")
+	if _, err := parseFlags(fs, args, 0, "crewlet serve|worker|api [--config FILE] [--node-id ID] [--labels K=V,...] [--capacity N]"); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -125,32 +127,27 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 	}
 
 	errc := make(chan error, 2)
-	var w worker.Worker
+	var node *workers.Node
 	if role&roleWorker != 0 {
-		node := workers.Incarnation(*nodeID)
-		turns, err := activities.NewTurns(d.org, d.store, d.mailbox, d.control, log)
+		opts, err := nodeOptions(*nodeID, *labels, *capacity, stderr)
 		if err != nil {
 			return err
 		}
-		w = worker.New(d.temporal, d.org.Temporal.TaskQueue, worker.Options{})
-		workers.Register(w, workers.Deps{
-			Seats: &activities.Seats{Store: d.store, Node: node, Log: log},
-			Mail:  &activities.Mail{Store: d.store, Mailbox: d.mailbox, Log: log},
-			Turns: turns,
-		})
-		if err := w.Start(); err != nil {
-			return fmt.Errorf("start worker: %w", err)
+		if node, err = workers.StartNode(ctx, d.org, d.store, d.mailbox, d.temporal, d.control, log, opts); err != nil {
+			return err
 		}
-		defer w.Stop()
 		if err := d.control.Reconcile(ctx, d.store, true); err != nil {
+			node.Stop()
 			return fmt.Errorf("start seats: %w", err)
 		}
-		log.Info("worker_started", "node", node, "task_queue", d.org.Temporal.TaskQueue, "seats", len(d.org.AgentSeats()))
 	}
 	var srv *http.Server
 	if role&roleAPI != 0 {
 		ln, err := net.Listen("tcp", d.org.API.Listen)
 		if err != nil {
+			if node != nil {
+				node.Stop()
+			}
 			return fmt.Errorf("api: listen on %s: %w", d.org.API.Listen, err)
 		}
 		h := &api.Server{Org: d.org, Control: d.control, Store: d.store, Mailbox: d.mailbox, Temporal: d.temporal, Log: log}
@@ -159,20 +156,68 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		log.Info("api_listening", "addr", ln.Addr().String())
 	}
 
+	var drainRequested <-chan struct{}
+	if node != nil {
+		drainRequested = node.DrainRequested
+	}
+	var runErr error
 	select {
 	case <-ctx.Done():
-		log.Info("shutting_down")
+		log.Info("shutting_down", "reason", "signal")
+	case <-drainRequested:
+		log.Info("shutting_down", "reason", "drain requested")
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("api: %w", err)
+			runErr = fmt.Errorf("api: %w", err)
 		}
+	}
+	if node != nil {
+		// A stopping node hands its seats over first: the turns in flight
+		// finish, the seats move, then the node leaves.
+		drainCtx, cancel := context.WithTimeout(context.Background(), d.org.Nodes.DrainTimeout+5*time.Second)
+		if err := node.Drain(drainCtx); err != nil {
+			log.Warn("node_drain_incomplete", "error", err)
+		}
+		cancel()
+		node.Stop()
 	}
 	if srv != nil {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdownCtx)
 	}
-	return nil
+	return runErr
+}
+
+// nodeOptions reads the node's own settings: its id, labels and capacity
+// are per process, not per org, so they come from flags or CREWLET_NODE_*.
+func nodeOptions(nodeID, labels string, capacity int, stderr io.Writer) (workers.NodeOptions, error) {
+	opts := workers.NodeOptions{NodeID: nodeID, Capacity: capacity, Labels: map[string]string{}, Stderr: stderr, Exit: os.Exit}
+	if nodeID != "" && !crewlet.ValidName(nodeID) {
+		return opts, usageError{fmt.Sprintf("--node-id %q: %s", nodeID, crewlet.NamePattern)}
+	}
+	if capacity < 0 {
+		return opts, usageError{fmt.Sprintf("--capacity %d: must be 0 (no limit) or more", capacity)}
+	}
+	for _, kv := range strings.Split(labels, ",") {
+		if strings.TrimSpace(kv) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || !config.ValidLabel(k) || !config.ValidLabel(v) {
+			return opts, usageError{fmt.Sprintf("--labels: %q is not KEY=VALUE with both matching %s", kv, config.LabelPattern)}
+		}
+		opts.Labels[strings.ToLower(k)] = v
+	}
+	if v := os.Getenv("CREWLET_TEST_WEDGE_AFTER"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return opts, fmt.Errorf("CREWLET_TEST_WEDGE_AFTER=%q: %w", v, err)
+		}
+		opts.WedgeAfter = d
+	}
+	return opts, nil
 }
 
 func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {

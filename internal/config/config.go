@@ -13,6 +13,7 @@ type Config struct {
 	Redis    Store              `mapstructure:"redis"`
 	API      API                `mapstructure:"api"`
 	Mailbox  Mailbox            `mapstructure:"mailbox"`
+	Nodes    Nodes              `mapstructure:"nodes"`
 	Profiles map[string]Profile `mapstructure:"profiles"`
 	Roles    map[string]Role    `mapstructure:"roles"`
 	Seats    []Seat             `mapstructure:"seats"`
@@ -50,6 +51,24 @@ type Mailbox struct {
 	ReadBatch int `mapstructure:"read_batch"`
 }
 
+// Nodes times the fleet of worker nodes that host seats (DESIGN §4).
+type Nodes struct {
+	// HeartbeatTimeout is the host heartbeat timeout: how fast a dead or
+	// wedged node is detected. It is also the watchdog threshold: a node
+	// whose own loops stop beating for longer exits. 1s to 60s.
+	HeartbeatTimeout time.Duration `mapstructure:"heartbeat_timeout"`
+	// DrainTimeout bounds how long a draining node waits for its seats to
+	// leave before it exits. 1s to 1h.
+	DrainTimeout time.Duration `mapstructure:"drain_timeout"`
+	// ReleaseWait bounds how long a voluntary release waits for the
+	// in-flight turn to finish. 0 to 1h; 0 releases at once.
+	ReleaseWait time.Duration `mapstructure:"release_wait"`
+	// RebalanceInterval is the cadence of the rebalance duty. 1s to 1h.
+	RebalanceInterval time.Duration `mapstructure:"rebalance_interval"`
+	// RebalanceMaxMoves is the most seats one rebalance pass moves. 1 to 100.
+	RebalanceMaxMoves int `mapstructure:"rebalance_max_moves"`
+}
+
 // Profile is a model backend.
 type Profile struct {
 	Provider string `mapstructure:"provider"`
@@ -71,6 +90,16 @@ type Rule struct {
 type Role struct {
 	Charter string `mapstructure:"charter"`
 	Profile string `mapstructure:"profile"`
+	// Placement restricts the nodes the role's seats may run on.
+	Placement Placement `mapstructure:"placement"`
+}
+
+// Placement pins a role to the nodes whose labels include all of Labels (a
+// node started with `crewlet worker --labels tools=git`). No labels: any node.
+type Placement struct {
+	// Labels keys arrive lowercased (viper folds map keys); values are kept
+	// as written. Both match LabelPattern.
+	Labels map[string]string `mapstructure:"labels"`
 }
 
 // Seat is one position in the org chart.

@@ -52,6 +52,14 @@ func TestExampleOrg(t *testing.T) {
 	if _, _, ok := c.ProfileOf("alice"); ok {
 		t.Errorf("ProfileOf(alice) ok for a human seat")
 	}
+	if want := (Nodes{3 * time.Second, time.Minute, 30 * time.Second, 30 * time.Second, 4}); c.Nodes != want {
+		t.Errorf("nodes = %+v, want the defaults %+v", c.Nodes, want)
+	}
+	// The example runs on any node: no role is pinned.
+	groups := c.PlacementGroups()
+	if len(groups) != 1 || groups[0].Key != "" || !reflect.DeepEqual(groups[0].Seats, agents) {
+		t.Errorf("PlacementGroups() = %+v; want one unlabelled group of %v", groups, agents)
+	}
 
 	// The rules must answer the greeting the README tells a new user to send,
 	// and use only the template data the scripted provider documents.
@@ -81,6 +89,7 @@ func TestExampleOrg(t *testing.T) {
 const broken = `
 company: { name: acme, timezone: Mars/Olympus }
 mailbox: { read_batch: 0 }
+nodes: { heartbeat_timeout: 500ms, rebalance_max_mves: 2 }
 schedules: []
 profiles:
   local:
@@ -92,8 +101,8 @@ profiles:
   gpt:
     provider: openai
 roles:
-  cto: { profile: local }
-  engineer: { profil: local }
+  cto: { profile: local, placement: { labels: { zone: "eu west" } } }
+  engineer: { profil: local, placement: { lables: { tools: git } } }
   support: { profile: gtp, charter: "help" }
 seats:
   - { handle: cto, role: cto }
@@ -116,9 +125,13 @@ func TestEveryProblemReported(t *testing.T) {
 	want := []string{
 		`roles.engineer.profil: unknown key; did you mean "profile"?`,
 		`profiles.local.rules[1].mtch: unknown key; did you mean "match"?`,
-		`schedules: unknown key; valid keys: api, company, mailbox, postgres, profiles, redis, roles, seats, temporal`,
+		`roles.engineer.placement.lables: unknown key; did you mean "labels"?`,
+		`nodes.rebalance_max_mves: unknown key; did you mean "rebalance_max_moves"?`,
+		`schedules: unknown key; valid keys: api, company, mailbox, nodes, postgres, profiles, redis, roles, seats, temporal`,
 		`company.timezone: unknown time zone "Mars/Olympus"`,
 		`mailbox.read_batch: 0 is out of range; must be between 1 and 1000`,
+		`nodes.heartbeat_timeout: 500ms is out of range; must be between 1s and 1m`,
+		`roles.cto.placement.labels.zone: invalid label value "eu west"; label values must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`,
 		`profiles.gpt.provider: unsupported provider "openai"; supported providers: scripted`,
 		"profiles.local.rules[0].match: error parsing regexp: missing closing ): `(?i)^hello(`",
 		`profiles.local.rules[1].reply: template: reply:1: unclosed action`,
@@ -235,6 +248,102 @@ seats: [ { handle: alice, kind: human } ]`,
 			yaml: minimal + `mailbox: { read_batch: 1001 }`,
 			want: []string{"mailbox.read_batch: 1001 is out of range"},
 		},
+		{
+			name: "nodes below range",
+			yaml: minimal + `nodes: { heartbeat_timeout: 999ms, drain_timeout: 0s, release_wait: -1s, rebalance_interval: 0, rebalance_max_moves: 0 }`,
+			want: []string{
+				"nodes.heartbeat_timeout: 999ms is out of range; must be between 1s and 1m",
+				"nodes.drain_timeout: 0s is out of range; must be between 1s and 1h",
+				"nodes.release_wait: -1s is out of range; must be between 0s and 1h",
+				"nodes.rebalance_interval: 0s is out of range; must be between 1s and 1h",
+				"nodes.rebalance_max_moves: 0 is out of range; must be between 1 and 100",
+			},
+		},
+		{
+			name: "nodes above range",
+			yaml: minimal + `nodes: { heartbeat_timeout: 61s, drain_timeout: 1h0m1s, release_wait: 2h, rebalance_interval: 90m, rebalance_max_moves: 101 }`,
+			want: []string{
+				"nodes.heartbeat_timeout: 1m1s is out of range; must be between 1s and 1m",
+				"nodes.drain_timeout: 1h0m1s is out of range; must be between 1s and 1h",
+				"nodes.release_wait: 2h is out of range; must be between 0s and 1h",
+				"nodes.rebalance_interval: 1h30m is out of range; must be between 1s and 1h",
+				"nodes.rebalance_max_moves: 101 is out of range; must be between 1 and 100",
+			},
+		},
+		{
+			name: "nodes duration without unit",
+			yaml: minimal + `nodes: { drain_timeout: 60 }`,
+			want: []string{`nodes.drain_timeout: invalid duration 60; write it with a unit, e.g. "60s"`},
+			not:  []string{"out of range"},
+		},
+		{
+			name: "nodes wrong types",
+			yaml: minimal + `nodes: { heartbeat_timeout: soon, rebalance_max_moves: many }`,
+			want: []string{
+				`nodes.heartbeat_timeout: invalid duration "soon"`,
+				`nodes.rebalance_max_moves: invalid value "many"; want an integer`,
+			},
+			not: []string{"out of range"},
+		},
+		{
+			name: "nodes unknown key",
+			yaml: minimal + `nodes: { heartbeat_timout: 2s, beat: 1s }`,
+			want: []string{
+				`nodes.heartbeat_timout: unknown key; did you mean "heartbeat_timeout"?`,
+				`nodes.beat: unknown key; valid keys: drain_timeout, heartbeat_timeout, rebalance_interval, rebalance_max_moves, release_wait`,
+			},
+		},
+		{
+			name: "placement unknown key",
+			yaml: minimal + `profiles: { p: { provider: scripted } }
+roles: { r: { profile: p, placement: { label: { tools: git } } } }`,
+			want: []string{`roles.r.placement.label: unknown key; did you mean "labels"?`},
+		},
+		{
+			name: "invalid label keys and values",
+			yaml: minimal + `profiles: { p: { provider: scripted } }
+roles:
+  r:
+    profile: p
+    placement:
+      labels:
+        "-tools": git
+        zone: "eu west"
+        "": x
+        rack: ""
+        long: ` + strings.Repeat("v", 64) + `
+        ok: ` + strings.Repeat("v", 63),
+			want: []string{
+				`roles.r.placement.labels.-tools: invalid label key "-tools"; label keys must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`,
+				`roles.r.placement.labels.zone: invalid label value "eu west"; label values must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`,
+				`roles.r.placement.labels: empty label key; label keys must match`,
+				`roles.r.placement.labels.rack: empty label value; label values must match`,
+				`roles.r.placement.labels.long: invalid label value "` + strings.Repeat("v", 64) + `"`,
+			},
+			not: []string{"labels.ok"},
+		},
+		{
+			name: "label with no value",
+			yaml: minimal + `profiles: { p: { provider: scripted } }
+roles: { r: { profile: p, placement: { labels: { tools: } } } }`,
+			want: []string{`roles.r.placement.labels.tools: empty label value; label values must match`},
+		},
+		{
+			name: "label key with a dot",
+			yaml: minimal + `profiles: { p: { provider: scripted } }
+roles: { r: { profile: p, placement: { labels: { topology.zone: eu } } } }`,
+			want: []string{`roles.r.placement.labels.topology: want a string, got a mapping; a label key must not contain "."`},
+		},
+		{
+			name: "labels not a mapping",
+			yaml: `company: { name: acme }
+profiles: { p: { provider: scripted } }
+roles: { r: { profile: p, placement: { labels: [git] } } }
+seats: [ { handle: a, role: r } ]`,
+			want: []string{`roles.r.placement.labels`},
+			// the role did not decode whole, but it exists.
+			not: []string{`unknown role "r"`},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -279,6 +388,11 @@ func TestDefaults(t *testing.T) {
 		{"api.listen", c.API.Listen, "127.0.0.1:8080"},
 		{"mailbox.key_prefix", c.Mailbox.KeyPrefix, "crewlet"},
 		{"mailbox.read_batch", c.Mailbox.ReadBatch, 16},
+		{"nodes.heartbeat_timeout", c.Nodes.HeartbeatTimeout, 3 * time.Second},
+		{"nodes.drain_timeout", c.Nodes.DrainTimeout, 60 * time.Second},
+		{"nodes.release_wait", c.Nodes.ReleaseWait, 30 * time.Second},
+		{"nodes.rebalance_interval", c.Nodes.RebalanceInterval, 30 * time.Second},
+		{"nodes.rebalance_max_moves", c.Nodes.RebalanceMaxMoves, 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {
@@ -311,8 +425,14 @@ func TestEnvOverride(t *testing.T) {
 	t.Setenv("CREWLET_API_LISTEN", "0.0.0.0:9999")
 	t.Setenv("CREWLET_TEMPORAL_ADDRESS", "temporal:7233")
 	t.Setenv("CREWLET_MAILBOX_READ_BATCH", "64")
+	t.Setenv("CREWLET_NODES_HEARTBEAT_TIMEOUT", "2s")
+	t.Setenv("CREWLET_NODES_DRAIN_TIMEOUT", "90s")
+	t.Setenv("CREWLET_NODES_RELEASE_WAIT", "0")
+	t.Setenv("CREWLET_NODES_REBALANCE_INTERVAL", "1m")
+	t.Setenv("CREWLET_NODES_REBALANCE_MAX_MOVES", "8")
 
-	c, err := Parse([]byte(minimal + `api: { listen: 127.0.0.1:1 }`))
+	c, err := Parse([]byte(minimal + `api: { listen: 127.0.0.1:1 }
+nodes: { heartbeat_timeout: 10s }`))
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
@@ -323,6 +443,11 @@ func TestEnvOverride(t *testing.T) {
 		{"CREWLET_API_LISTEN over the file", c.API.Listen, "0.0.0.0:9999"},
 		{"CREWLET_TEMPORAL_ADDRESS over the default", c.Temporal.Address, "temporal:7233"},
 		{"CREWLET_MAILBOX_READ_BATCH", c.Mailbox.ReadBatch, 64},
+		{"CREWLET_NODES_HEARTBEAT_TIMEOUT over the file", c.Nodes.HeartbeatTimeout, 2 * time.Second},
+		{"CREWLET_NODES_DRAIN_TIMEOUT", c.Nodes.DrainTimeout, 90 * time.Second},
+		{"CREWLET_NODES_RELEASE_WAIT bare 0", c.Nodes.ReleaseWait, time.Duration(0)},
+		{"CREWLET_NODES_REBALANCE_INTERVAL", c.Nodes.RebalanceInterval, time.Minute},
+		{"CREWLET_NODES_REBALANCE_MAX_MOVES", c.Nodes.RebalanceMaxMoves, 8},
 	}
 	for _, tt := range tests {
 		t.Run(tt.env, func(t *testing.T) {
@@ -333,8 +458,133 @@ func TestEnvOverride(t *testing.T) {
 	}
 
 	t.Setenv("CREWLET_MAILBOX_READ_BATCH", "0")
-	if _, err := Parse([]byte(minimal)); err == nil || !strings.Contains(err.Error(), "mailbox.read_batch: 0 is out of range") {
-		t.Errorf("an env override is not validated: err = %v", err)
+	t.Setenv("CREWLET_NODES_HEARTBEAT_TIMEOUT", "2m")
+	t.Setenv("CREWLET_NODES_DRAIN_TIMEOUT", "60")
+	_, err = Parse([]byte(minimal))
+	for _, w := range []string{
+		"mailbox.read_batch: 0 is out of range",
+		"nodes.heartbeat_timeout: 2m is out of range; must be between 1s and 1m",
+		`nodes.drain_timeout: invalid duration "60"; write it with a unit`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("an env override is not validated: want %q, err = %v", w, err)
+		}
+	}
+}
+
+func TestNodesBounds(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want Nodes
+	}{
+		{"lowest", `nodes: { heartbeat_timeout: 1s, drain_timeout: 1s, release_wait: 0, rebalance_interval: 1s, rebalance_max_moves: 1 }`,
+			Nodes{time.Second, time.Second, 0, time.Second, 1}},
+		{"highest", `nodes: { heartbeat_timeout: 60s, drain_timeout: 1h, release_wait: 60m, rebalance_interval: 3600s, rebalance_max_moves: 100 }`,
+			Nodes{time.Minute, time.Hour, time.Hour, time.Hour, 100}},
+		{"empty section keeps the defaults", "nodes:\n",
+			Nodes{3 * time.Second, time.Minute, 30 * time.Second, 30 * time.Second, 4}},
+		{"one key keeps the other defaults", `nodes: { release_wait: 5s }`,
+			Nodes{3 * time.Second, time.Minute, 5 * time.Second, 30 * time.Second, 4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(minimal + tt.yaml))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if c.Nodes != tt.want {
+				t.Errorf("nodes = %+v, want %+v", c.Nodes, tt.want)
+			}
+		})
+	}
+}
+
+// placed has roles with and without placement labels, and a human seat whose
+// role has labels.
+const placed = `
+company: { name: acme }
+profiles: { p: { provider: scripted } }
+roles:
+  builder:  { profile: p, placement: { labels: { tools: git, zone: EU } } }
+  reviewer: { profile: p, placement: { labels: { zone: EU, tools: git } } }
+  trainer:  { profile: p, placement: { labels: { GPU: "True", flag: true } } }
+  writer:   { profile: p }
+  empty:    { profile: p, placement: { labels: {} } }
+seats:
+  - { handle: w1, role: writer }
+  - { handle: b1, role: builder }
+  - { handle: boss, kind: human, role: builder }
+  - { handle: t1, role: trainer }
+  - { handle: r1, role: reviewer }
+  - { handle: e1, role: empty }
+  - { handle: b2, role: builder }
+`
+
+func TestPlacementGroups(t *testing.T) {
+	c, err := Parse([]byte(placed))
+	if err != nil {
+		t.Fatalf("Parse(placed): %v", err)
+	}
+	// Keys arrive lowercased; values are kept as written, and a YAML true
+	// given as a label is "true", not weak typing's "1".
+	if got, want := c.Roles["trainer"].Placement.Labels, map[string]string{"gpu": "True", "flag": "true"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("roles.trainer.placement.labels = %v, want %v", got, want)
+	}
+	want := []PlacementGroup{
+		{Key: "", Labels: nil, Seats: []string{"w1", "e1"}},
+		{Key: "flag=true,gpu=True", Labels: map[string]string{"flag": "true", "gpu": "True"}, Seats: []string{"t1"}},
+		{Key: "tools=git,zone=EU", Labels: map[string]string{"tools": "git", "zone": "EU"}, Seats: []string{"b1", "r1", "b2"}},
+	}
+	got := c.PlacementGroups()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("PlacementGroups() =\n%+v\nwant\n%+v", got, want)
+	}
+	got[2].Labels["tools"] = "changed"
+	if c.Roles["builder"].Placement.Labels["tools"] != "git" {
+		t.Errorf("changing a group's Labels changed the config")
+	}
+
+	tests := []struct {
+		handle string
+		key    string
+		ok     bool
+	}{
+		{"w1", "", true},
+		{"e1", "", true},
+		{"t1", "flag=true,gpu=True", true},
+		{"r1", "tools=git,zone=EU", true},
+		{"b2", "tools=git,zone=EU", true},
+		{"boss", "", false},
+		{"nobody", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.handle, func(t *testing.T) {
+			g, ok := c.SeatPlacement(tt.handle)
+			if ok != tt.ok || g.Key != tt.key {
+				t.Errorf("SeatPlacement(%q) = %+v, %v; want key %q, %v", tt.handle, g, ok, tt.key, tt.ok)
+			}
+			if ok && !contains(g.Seats, tt.handle) {
+				t.Errorf("SeatPlacement(%q).Seats = %v, lacks the seat", tt.handle, g.Seats)
+			}
+		})
+	}
+}
+
+func TestLabelsKey(t *testing.T) {
+	tests := []struct {
+		labels map[string]string
+		want   string
+	}{
+		{nil, ""},
+		{map[string]string{}, ""},
+		{map[string]string{"tools": "git"}, "tools=git"},
+		{map[string]string{"zone": "eu", "tools": "git", "arch": "arm64"}, "arch=arm64,tools=git,zone=eu"},
+	}
+	for _, tt := range tests {
+		if got := LabelsKey(tt.labels); got != tt.want {
+			t.Errorf("LabelsKey(%v) = %q, want %q", tt.labels, got, tt.want)
+		}
 	}
 }
 

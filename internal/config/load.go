@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,12 @@ var defaults = map[string]any{
 	"api.listen":          "127.0.0.1:8080",
 	"mailbox.key_prefix":  "crewlet",
 	"mailbox.read_batch":  16,
+
+	"nodes.heartbeat_timeout":   3 * time.Second,
+	"nodes.drain_timeout":       60 * time.Second,
+	"nodes.release_wait":        30 * time.Second,
+	"nodes.rebalance_interval":  30 * time.Second,
+	"nodes.rebalance_max_moves": 4,
 }
 
 // Load reads the YAML org file at path, applies defaults and CREWLET_*
@@ -92,6 +99,8 @@ func build(v *viper.Viper) (*Config, error) {
 
 	var c Config
 	bad := decodeProblems(decode(raw, &c))
+	labelHints(bad)
+	bad = append(bad, nullLabels(v)...)
 	problems = append(problems, bad...)
 	keepPartialEntries(raw, &c)
 	for i := range c.Seats {
@@ -116,7 +125,7 @@ func build(v *viper.Viper) (*Config, error) {
 func decode(in, out any) error {
 	d, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
 		WeaklyTypedInput: true,
-		DecodeHook:       durationHook,
+		DecodeHook:       mapstructure.ComposeDecodeHookFunc(durationHook, boolStringHook),
 		Result:           out,
 	})
 	if err != nil {
@@ -127,8 +136,9 @@ func decode(in, out any) error {
 
 // durationHook accepts "2s"-style strings and a bare 0 for durations. Any
 // other bare number is refused: YAML "delay: 2" would otherwise mean 2ns.
+// A time.Duration, as a default is, passes through.
 func durationHook(from, to reflect.Type, data any) (any, error) {
-	if to != reflect.TypeFor[time.Duration]() {
+	if to != reflect.TypeFor[time.Duration]() || from == to {
 		return data, nil
 	}
 	switch from.Kind() {
@@ -147,6 +157,42 @@ func durationHook(from, to reflect.Type, data any) (any, error) {
 		return nil, fmt.Errorf("invalid duration %v; write it with a unit, e.g. \"%vs\"", data, data)
 	}
 	return data, nil
+}
+
+// boolStringHook writes a YAML true or false given for a string as "true" or
+// "false", not as the "1" or "0" of weak typing: a placement label "gpu: true"
+// must match a node started with --labels gpu=true.
+func boolStringHook(from, to reflect.Type, data any) (any, error) {
+	if to.Kind() == reflect.String && from.Kind() == reflect.Bool {
+		return strconv.FormatBool(reflect.ValueOf(data).Bool()), nil
+	}
+	return data, nil
+}
+
+// labelPath matches the key path of one placement label.
+var labelPath = regexp.MustCompile(`^roles\.[^.]+\.placement\.labels\.`)
+
+// labelHints explains a label that came out as a mapping: viper splits keys
+// at dots, so "topology.zone: eu" arrives as {topology: {zone: eu}}.
+func labelHints(bad []*Problem) {
+	for _, p := range bad {
+		if labelPath.MatchString(p.Path) && strings.HasPrefix(p.Msg, "want a string, got a mapping") {
+			p.Msg += `; a label key must not contain "." (the config reader splits keys at dots)`
+		}
+	}
+}
+
+// nullLabels reports placement labels written with no value ("tools:"), which
+// viper drops without a word: the role would be pinned to less than it says.
+func nullLabels(v *viper.Viper) []*Problem {
+	var out []*Problem
+	for _, k := range v.AllKeys() {
+		if labelPath.MatchString(k) && v.Get(k) == nil {
+			out = append(out, &Problem{Path: k, Msg: "empty label value; label values must match " + LabelPattern})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
 }
 
 // keepPartialEntries puts back profiles and roles that mapstructure dropped
@@ -188,31 +234,34 @@ func decodeProblems(err error) []*Problem {
 	var out []*Problem
 	var walk func(error)
 	walk = func(err error) {
-		if err == nil {
+		var de *mapstructure.DecodeError
+		switch e := err.(type) {
+		case nil:
 			return
-		}
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			for _, e := range j.Unwrap() {
+		case *mapstructure.DecodeError:
+			inner := e.Unwrap()
+			switch inner.(type) {
+			case interface{ Unwrap() []error }, *mapstructure.DecodeError:
+				walk(inner)
+				return
+			}
+			path := mapKeyInPath.ReplaceAllString(e.Name(), ".$1")
+			out = append(out, &Problem{Path: path, Msg: decodeMessage(inner)})
+		case interface{ Unwrap() []error }:
+			for _, e := range e.Unwrap() {
 				walk(e)
 			}
-			return
-		}
-		var de *mapstructure.DecodeError
-		if !errors.As(err, &de) {
+		case interface{ Unwrap() error }:
+			// Decode wraps the joined errors of all fields in one message;
+			// looking through it with errors.As would find only the first.
+			if errors.As(err, &de) {
+				walk(e.Unwrap())
+				return
+			}
 			out = append(out, &Problem{Path: "(root)", Msg: err.Error()})
-			return
+		default:
+			out = append(out, &Problem{Path: "(root)", Msg: err.Error()})
 		}
-		inner := de.Unwrap()
-		if _, ok := inner.(interface{ Unwrap() []error }); ok {
-			walk(inner)
-			return
-		}
-		if _, ok := inner.(*mapstructure.DecodeError); ok {
-			walk(inner)
-			return
-		}
-		path := mapKeyInPath.ReplaceAllString(de.Name(), ".$1")
-		out = append(out, &Problem{Path: path, Msg: decodeMessage(inner)})
 	}
 	walk(err)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })

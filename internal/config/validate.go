@@ -22,6 +22,30 @@ const (
 	maxReadBatch = 1000
 )
 
+// Bounds of the nodes section.
+const (
+	minHeartbeatTimeout  = time.Second
+	maxHeartbeatTimeout  = 60 * time.Second
+	minDrainTimeout      = time.Second
+	maxDrainTimeout      = time.Hour
+	minReleaseWait       = 0
+	maxReleaseWait       = time.Hour
+	minRebalanceInterval = time.Second
+	maxRebalanceInterval = time.Hour
+	minRebalanceMoves    = 1
+	maxRebalanceMoves    = 100
+)
+
+// LabelPattern is what a placement label key and value must match, both in a
+// role's placement and in a node's --labels. In the org file a key cannot
+// hold "." (viper splits keys at dots) and arrives lowercased.
+const LabelPattern = `^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`
+
+var labelRE = regexp.MustCompile(LabelPattern)
+
+// ValidLabel reports whether s may be a label key or value.
+func ValidLabel(s string) bool { return labelRE.MatchString(s) }
+
 // Problem is one thing wrong with a config, at a key path such as
 // "seats[2].role" or "roles.engineer.profile".
 type Problem struct {
@@ -80,6 +104,23 @@ func (c *Config) problems() []*Problem {
 		add("mailbox.read_batch", "%d is out of range; must be between %d and %d", n, minReadBatch, maxReadBatch)
 	}
 
+	for _, r := range []struct {
+		path          string
+		val, min, max time.Duration
+	}{
+		{"nodes.heartbeat_timeout", c.Nodes.HeartbeatTimeout, minHeartbeatTimeout, maxHeartbeatTimeout},
+		{"nodes.drain_timeout", c.Nodes.DrainTimeout, minDrainTimeout, maxDrainTimeout},
+		{"nodes.release_wait", c.Nodes.ReleaseWait, minReleaseWait, maxReleaseWait},
+		{"nodes.rebalance_interval", c.Nodes.RebalanceInterval, minRebalanceInterval, maxRebalanceInterval},
+	} {
+		if r.val < r.min || r.val > r.max {
+			add(r.path, "%s is out of range; must be between %s and %s", shortDuration(r.val), shortDuration(r.min), shortDuration(r.max))
+		}
+	}
+	if n := c.Nodes.RebalanceMaxMoves; n < minRebalanceMoves || n > maxRebalanceMoves {
+		add("nodes.rebalance_max_moves", "%d is out of range; must be between %d and %d", n, minRebalanceMoves, maxRebalanceMoves)
+	}
+
 	profiles := sortedKeys(c.Profiles)
 	for _, name := range profiles {
 		p, base := c.Profiles[name], "profiles."+name
@@ -118,6 +159,23 @@ func (c *Config) problems() []*Problem {
 		case !contains(profiles, r.Profile):
 			add(base+".profile", "unknown profile %q; known profiles: %s%s", r.Profile, list(profiles), didYouMean(r.Profile, profiles))
 		}
+		lbase := base + ".placement.labels"
+		for _, k := range sortedKeys(r.Placement.Labels) {
+			v, path := r.Placement.Labels[k], lbase+"."+k
+			switch {
+			case k == "":
+				path = lbase
+				add(path, "empty label key; label keys must match %s", LabelPattern)
+			case !ValidLabel(k):
+				add(path, "invalid label key %q; label keys must match %s", k, LabelPattern)
+			}
+			switch {
+			case v == "":
+				add(path, "empty label value; label values must match %s", LabelPattern)
+			case !ValidLabel(v):
+				add(path, "invalid label value %q; label values must match %s", v, LabelPattern)
+			}
+		}
 	}
 
 	if len(c.Seats) == 0 {
@@ -151,6 +209,19 @@ func (c *Config) problems() []*Problem {
 		}
 	}
 	return ps
+}
+
+// shortDuration writes d as time.Duration does, less the zero units it puts
+// after a whole minute or hour: "1m", "1h" rather than "1m0s", "1h0m0s".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // kind is the seat's kind with the default applied.

@@ -62,7 +62,10 @@ func (c *Control) startOptions(s config.Seat) client.StartWorkflowOptions {
 }
 
 func (c *Control) seatInput(s config.Seat) workflows.SeatInput {
-	return workflows.SeatInput{Handle: s.Handle, Role: s.Role, ReadBatch: c.org.Mailbox.ReadBatch}
+	return workflows.SeatInput{
+		Handle: s.Handle, Role: s.Role, ReadBatch: c.org.Mailbox.ReadBatch,
+		HeartbeatTimeout: c.org.Nodes.HeartbeatTimeout, ReleaseWait: c.org.Nodes.ReleaseWait,
+	}
 }
 
 // StartSeat starts the seat's workflow unless one is already open.

@@ -3,9 +3,12 @@ package model
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 type Scripted struct {
 	rules []scriptedRule
 	delay time.Duration
+	probe *Probe
 }
 
 type scriptedRule struct {
@@ -38,8 +42,8 @@ type ReplyData struct {
 
 // NewScripted compiles a scripted profile. The config package validated it,
 // so an error here means a caller skipped validation.
-func NewScripted(p config.Profile) (*Scripted, error) {
-	s := &Scripted{delay: p.Delay}
+func NewScripted(p config.Profile, probe *Probe) (*Scripted, error) {
+	s := &Scripted{delay: p.Delay, probe: probe}
 	for i, r := range p.Rules {
 		re, err := regexp.Compile(r.Match)
 		if err != nil {
@@ -56,6 +60,10 @@ func NewScripted(p config.Profile) (*Scripted, error) {
 
 // Complete answers p after the profile's delay.
 func (s *Scripted) Complete(ctx context.Context, p crewlet.Prompt) (crewlet.Completion, error) {
+	if s.probe != nil {
+		s.probe.record(p.Seat, p.Trigger.EventID, "start")
+		defer s.probe.record(p.Seat, p.Trigger.EventID, "end")
+	}
 	if s.delay > 0 {
 		t := time.NewTimer(s.delay)
 		defer t.Stop()
@@ -84,12 +92,56 @@ func (s *Scripted) Complete(ctx context.Context, p crewlet.Prompt) (crewlet.Comp
 	return crewlet.Completion{Text: fmt.Sprintf("[%s] %s", p.Seat, p.Trigger.Body)}, nil
 }
 
-// New builds the model a profile names.
-func New(p config.Profile) (crewlet.Model, error) {
+// New builds the model a profile names. probe may be nil.
+func New(p config.Profile, probe *Probe) (crewlet.Model, error) {
 	switch p.Provider {
 	case "scripted":
-		return NewScripted(p)
+		return NewScripted(p, probe)
 	default:
 		return nil, crewlet.Errorf(crewlet.EINVALID, "unsupported provider %q; supported providers: scripted", p.Provider)
 	}
+}
+
+// Probe records when each scripted completion ran, on which node, as JSON
+// lines appended to a file. Tests use it to prove that no seat ever ran two
+// turns at once across nodes, without trusting logs. It is enabled by the
+// CREWLET_SCRIPTED_PROBE environment variable and is off otherwise.
+type Probe struct {
+	mu   sync.Mutex
+	file *os.File
+	node string
+}
+
+// ProbeRecord is one line of the probe file: a completion started or ended.
+// A start with no end is a completion its process died in.
+type ProbeRecord struct {
+	Seat    string    `json:"seat"`
+	EventID string    `json:"event_id"`
+	Node    string    `json:"node"`
+	Phase   string    `json:"phase"`
+	At      time.Time `json:"at"`
+}
+
+// OpenProbe opens the probe file named by CREWLET_SCRIPTED_PROBE for node, or
+// returns nil when the variable is unset.
+func OpenProbe(node string) (*Probe, error) {
+	path := os.Getenv("CREWLET_SCRIPTED_PROBE")
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open scripted probe: %w", err)
+	}
+	return &Probe{file: f, node: node}, nil
+}
+
+func (p *Probe) record(seat, eventID, phase string) {
+	line, err := json.Marshal(ProbeRecord{Seat: seat, EventID: eventID, Node: p.node, Phase: phase, At: time.Now()})
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, _ = p.file.Write(append(line, '\n'))
 }

@@ -37,13 +37,14 @@ func (s *Store) EnsureSeat(ctx context.Context, handle, role string, kind crewle
 	return nil
 }
 
-// Attach starts a tenure: it bumps the seat's epoch, records the node and
-// stamps acquired_at, in one statement. It is the only writer of acquired_at.
-func (s *Store) Attach(ctx context.Context, handle, node string) (SeatRow, error) {
+// Attach starts a tenure: it bumps the seat's epoch, records the node (and
+// its stable id, for stickiness) and stamps acquired_at, in one statement. It
+// is the only writer of acquired_at.
+func (s *Store) Attach(ctx context.Context, handle, node, nodeID string) (SeatRow, error) {
 	row, err := scanSeat(s.pool.QueryRow(ctx, `
-		UPDATE seats SET epoch = epoch + 1, node = $2, acquired_at = now(), status = 'active', updated_at = now()
+		UPDATE seats SET epoch = epoch + 1, node = $2, preferred_node = $3, acquired_at = now(), status = 'active', updated_at = now()
 		WHERE handle = $1
-		RETURNING `+seatColumns, handle, node))
+		RETURNING `+seatColumns, handle, node, nodeID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return SeatRow{}, crewlet.Errorf(crewlet.ENOTFOUND, "seat %q has no row; it is not in the org", handle)
 	}

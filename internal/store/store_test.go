@@ -89,11 +89,11 @@ func TestAttachBumpsEpochAndFencesStaleWrites(t *testing.T) {
 	if err := st.EnsureSeat(ctx, "cto", "executive", crewlet.SeatAgent); err != nil {
 		t.Fatal(err)
 	}
-	first, err := st.Attach(ctx, "cto", "n1:aa")
+	first, err := st.Attach(ctx, "cto", "n1:aa", "n1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := st.Attach(ctx, "cto", "n2:bb")
+	second, err := st.Attach(ctx, "cto", "n2:bb", "n2")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,199 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/watchdog"
+)
+
+// Host is a node's side of seat tenure: the seats it hosts, at which epoch.
+// Its activities run on the node's own host queue, so reaching them at all
+// proves the node is alive; and a node refuses work for a seat it does not
+// host (a restarted node hosts nothing, so its successor's seats re-establish).
+type Host struct {
+	Store       *store.Store
+	Incarnation string
+	NodeID      string
+	// Beat is how often tenure loops heartbeat; a third of the host
+	// heartbeat timeout.
+	Beat     time.Duration
+	Watchdog *watchdog.Watchdog
+	Log      *slog.Logger
+
+	mu       sync.Mutex
+	hosted   map[string]int64
+	unproven map[string]time.Time
+	draining bool
+}
+
+// Hosts reports whether this node hosts the seat at epoch.
+func (h *Host) Hosts(handle string, epoch int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e, ok := h.hosted[handle]
+	return ok && e == epoch
+}
+
+// Hosted returns the seats this node hosts, with their epochs.
+func (h *Host) Hosted() map[string]int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]int64, len(h.hosted))
+	for k, v := range h.hosted {
+		out[k] = v
+	}
+	return out
+}
+
+// Unproven returns, per seat whose teardown keeps failing, how long it has.
+func (h *Host) Unproven(now time.Time) map[string]int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]int64{}
+	for k, since := range h.unproven {
+		out[k] = int64(now.Sub(since).Seconds())
+	}
+	return out
+}
+
+// SetDraining stops the node taking new seats.
+func (h *Host) SetDraining() {
+	h.mu.Lock()
+	h.draining = true
+	h.mu.Unlock()
+}
+
+// Attach starts a tenure on this node: the epoch is bumped in one statement,
+// and the node records that it hosts the seat at the new epoch.
+func (h *Host) Attach(ctx context.Context, in crewlet.AttachInput) (crewlet.AttachOutput, error) {
+	h.mu.Lock()
+	draining := h.draining
+	h.mu.Unlock()
+	if draining {
+		return crewlet.AttachOutput{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("node %s is draining and takes no new seat", h.Incarnation), crewlet.RefusedErrorType, nil)
+	}
+	row, err := h.Store.Attach(ctx, in.Handle, h.Incarnation, h.NodeID)
+	if err != nil {
+		return crewlet.AttachOutput{}, err
+	}
+	h.mu.Lock()
+	if h.hosted == nil {
+		h.hosted = map[string]int64{}
+	}
+	h.hosted[in.Handle] = row.Epoch
+	h.mu.Unlock()
+	h.Log.Info("seat_attached", "seat", in.Handle, "epoch", row.Epoch, "node", h.Incarnation)
+	return crewlet.AttachOutput{Epoch: row.Epoch, Node: row.Node, AcquiredAt: *row.AcquiredAt}, nil
+}
+
+// Hold heartbeats for as long as this node hosts the seat at the epoch. The
+// seat workflow runs it for the whole tenure: when the node dies or wedges
+// the heartbeat stops and the seat fails over within the heartbeat timeout.
+func (h *Host) Hold(ctx context.Context, in crewlet.HoldInput) error {
+	loop := "hold/" + in.Handle
+	defer h.Watchdog.Forget(loop)
+	t := time.NewTicker(h.Beat)
+	defer t.Stop()
+	for {
+		if !h.Hosts(in.Handle, in.Epoch) {
+			return h.fenced(in.Handle, in.Epoch)
+		}
+		h.Watchdog.Beat(loop)
+		activity.RecordHeartbeat(ctx)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Detach ends a tenure voluntarily. The node stops hosting the seat only
+// once its teardown is proven; a teardown that fails keeps the seat here,
+// is retried every beat and is reported as unproven, because a seat released
+// while this node may still act for it would be half-owned.
+func (h *Host) Detach(ctx context.Context, in crewlet.DetachInput) error {
+	if !h.Hosts(in.Handle, in.Epoch) {
+		return nil
+	}
+	for {
+		err := h.teardown(in.Handle)
+		if err == nil {
+			break
+		}
+		h.mu.Lock()
+		if h.unproven == nil {
+			h.unproven = map[string]time.Time{}
+		}
+		if _, ok := h.unproven[in.Handle]; !ok {
+			h.unproven[in.Handle] = time.Now()
+			h.Log.Warn("seat_release_unproven", "seat", in.Handle, "epoch", in.Epoch, "error", err)
+		}
+		h.mu.Unlock()
+		activity.RecordHeartbeat(ctx)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(h.Beat):
+		}
+	}
+	h.mu.Lock()
+	if e, ok := h.hosted[in.Handle]; ok && e == in.Epoch {
+		delete(h.hosted, in.Handle)
+	}
+	if _, ok := h.unproven[in.Handle]; ok {
+		delete(h.unproven, in.Handle)
+		h.Log.Info("seat_release_recovered", "seat", in.Handle, "epoch", in.Epoch)
+	}
+	h.mu.Unlock()
+	h.Log.Info("seat_detached", "seat", in.Handle, "epoch", in.Epoch, "reason", in.Reason)
+	return nil
+}
+
+// teardown stops what the tenure started on this node. Nothing is started
+// per tenure yet; MCP children will be, and their stop can fail.
+func (h *Host) teardown(string) error { return nil }
+
+// CheckHosted returns a fenced error unless this node hosts the seat at epoch.
+func (h *Host) CheckHosted(handle string, epoch int64) error {
+	if h.Hosts(handle, epoch) {
+		return nil
+	}
+	return h.fenced(handle, epoch)
+}
+
+func (h *Host) fenced(handle string, epoch int64) error {
+	h.Log.Warn("seat_fenced", "seat", handle, "epoch", epoch, "node", h.Incarnation, "reason", "not hosted here")
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("node %s does not host seat %s at epoch %d", h.Incarnation, handle, epoch), crewlet.FencedErrorType, nil)
+}
+
+// heartbeatWhile heartbeats the activity every beat until stop is closed, so
+// a long step on the host (a slow model) still proves the host alive.
+func heartbeatWhile(ctx context.Context, beat time.Duration, stop <-chan struct{}) {
+	if beat <= 0 || !activity.IsActivity(ctx) {
+		return
+	}
+	t := time.NewTicker(beat)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			activity.RecordHeartbeat(ctx)
+		}
+	}
+}

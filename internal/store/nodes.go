@@ -1,0 +1,192 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/crewlet/crewlet"
+)
+
+// NodeRow is a node incarnation's presence row.
+type NodeRow struct {
+	Incarnation string            `json:"incarnation"`
+	NodeID      string            `json:"node_id"`
+	HostQueue   string            `json:"host_queue"`
+	Labels      map[string]string `json:"labels"`
+	Capacity    int               `json:"capacity"`
+	Draining    bool              `json:"draining"`
+	SeatsHeld   int               `json:"seats_held"`
+	Unproven    map[string]int64  `json:"unproven_seconds,omitempty"`
+	StartedAt   time.Time         `json:"started_at"`
+	HeartbeatAt time.Time         `json:"heartbeat_at"`
+	StoppedAt   *time.Time        `json:"stopped_at,omitempty"`
+	// HeartbeatAge is how long ago the node last beat, by the database clock.
+	HeartbeatAge time.Duration `json:"-"`
+}
+
+// RegisterNode writes a new incarnation's presence row.
+func (s *Store) RegisterNode(ctx context.Context, n NodeRow) error {
+	labels, err := json.Marshal(n.Labels)
+	if err != nil {
+		return err
+	}
+	_, err = s.pool.Exec(ctx, `
+		INSERT INTO nodes (incarnation, node_id, host_queue, labels, capacity) VALUES ($1, $2, $3, $4, $5)`,
+		n.Incarnation, n.NodeID, n.HostQueue, labels, n.Capacity)
+	if err != nil {
+		return fmt.Errorf("register node %s: %w", n.Incarnation, schemaMissing(err))
+	}
+	return nil
+}
+
+// NodeHeartbeat stamps the node's heartbeat with what it holds and returns
+// whether someone asked it to drain (POST /nodes/{id}/drain).
+func (s *Store) NodeHeartbeat(ctx context.Context, incarnation string, held int, unproven map[string]int64) (draining bool, err error) {
+	if unproven == nil {
+		unproven = map[string]int64{}
+	}
+	u, err := json.Marshal(unproven)
+	if err != nil {
+		return false, err
+	}
+	err = s.pool.QueryRow(ctx, `
+		UPDATE nodes SET heartbeat_at = now(), seats_held = $2, unproven = $3
+		WHERE incarnation = $1 RETURNING draining`, incarnation, held, u).Scan(&draining)
+	if err != nil {
+		return false, fmt.Errorf("node %s heartbeat: %w", incarnation, schemaMissing(err))
+	}
+	return draining, nil
+}
+
+// SetNodeDraining marks live nodes draining: the incarnation named by id, or
+// every live incarnation of the node id. It returns the incarnations marked;
+// ENOTFOUND when no live node matches, ECONFLICT when all are already draining.
+func (s *Store) SetNodeDraining(ctx context.Context, id string, liveWithin time.Duration) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `
+		UPDATE nodes SET draining = true
+		WHERE (incarnation = $1 OR node_id = $1) AND stopped_at IS NULL
+		  AND heartbeat_at > now() - make_interval(secs => $2) AND NOT draining
+		RETURNING incarnation`, id, liveWithin.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("drain node %s: %w", id, schemaMissing(err))
+	}
+	marked, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("drain node %s: %w", id, err)
+	}
+	if len(marked) > 0 {
+		return marked, nil
+	}
+	var draining bool
+	err = s.pool.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM nodes WHERE (incarnation = $1 OR node_id = $1) AND stopped_at IS NULL
+		  AND heartbeat_at > now() - make_interval(secs => $2))`, id, liveWithin.Seconds()).Scan(&draining)
+	if err != nil {
+		return nil, fmt.Errorf("drain node %s: %w", id, err)
+	}
+	if draining {
+		return nil, crewlet.Errorf(crewlet.ECONFLICT, "node %s is already draining", id)
+	}
+	return nil, crewlet.Errorf(crewlet.ENOTFOUND, "no live node %q; `crewlet nodes ls` lists them", id)
+}
+
+// MarkNodeDraining marks one incarnation draining (the node itself, on SIGTERM).
+func (s *Store) MarkNodeDraining(ctx context.Context, incarnation string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE nodes SET draining = true WHERE incarnation = $1`, incarnation)
+	if err != nil {
+		return fmt.Errorf("mark node %s draining: %w", incarnation, schemaMissing(err))
+	}
+	return nil
+}
+
+// StopNode records that an incarnation exited; it is no longer live.
+func (s *Store) StopNode(ctx context.Context, incarnation string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE nodes SET stopped_at = now() WHERE incarnation = $1`, incarnation)
+	if err != nil {
+		return fmt.Errorf("stop node %s: %w", incarnation, schemaMissing(err))
+	}
+	return nil
+}
+
+// Nodes returns node rows: only live ones (heartbeat within liveWithin, not
+// stopped) unless all is set.
+func (s *Store) Nodes(ctx context.Context, liveWithin time.Duration, all bool) ([]NodeRow, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT incarnation, node_id, host_queue, labels, capacity, draining, seats_held, unproven,
+		       started_at, heartbeat_at, stopped_at, now() - heartbeat_at
+		FROM nodes
+		WHERE $2 OR (stopped_at IS NULL AND heartbeat_at > now() - make_interval(secs => $1))
+		ORDER BY incarnation`, liveWithin.Seconds(), all)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", schemaMissing(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (NodeRow, error) {
+		var n NodeRow
+		err := r.Scan(&n.Incarnation, &n.NodeID, &n.HostQueue, &n.Labels, &n.Capacity, &n.Draining, &n.SeatsHeld,
+			&n.Unproven, &n.StartedAt, &n.HeartbeatAt, &n.StoppedAt, &n.HeartbeatAge)
+		return n, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	return out, nil
+}
+
+// SeatHosts returns, for every seat, the incarnation holding or reserved for
+// it and the node id it prefers.
+func (s *Store) SeatHosts(ctx context.Context) (hosts, preferred map[string]string, err error) {
+	rows, err := s.pool.Query(ctx, `SELECT handle, node, preferred_node FROM seats`)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list seat hosts: %w", schemaMissing(err))
+	}
+	defer rows.Close()
+	hosts, preferred = map[string]string{}, map[string]string{}
+	for rows.Next() {
+		var h, n, p string
+		if err := rows.Scan(&h, &n, &p); err != nil {
+			return nil, nil, fmt.Errorf("list seat hosts: %w", err)
+		}
+		hosts[h], preferred[h] = n, p
+	}
+	return hosts, preferred, rows.Err()
+}
+
+// placementLock serialises placement decisions, so two seats placed at once
+// both see each other's reservation and fair shares hold.
+const placementLock = 0x706c6163 // "plac"
+
+// Reserve runs choose under the placement lock with a fresh view of node
+// liveness and seat hosts, and records the chosen incarnation as the seat's
+// node (a reservation; Attach on that node then starts the tenure).
+func (s *Store) Reserve(ctx context.Context, handle string, liveWithin time.Duration,
+	choose func(nodes []NodeRow, hosts, preferred map[string]string) (string, bool)) (string, bool, error) {
+	var chosen string
+	var ok bool
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, placementLock); err != nil {
+			return err
+		}
+		nodes, err := s.Nodes(ctx, liveWithin, false)
+		if err != nil {
+			return err
+		}
+		hosts, preferred, err := s.SeatHosts(ctx)
+		if err != nil {
+			return err
+		}
+		chosen, ok = choose(nodes, hosts, preferred)
+		if !ok {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `UPDATE seats SET node = $2, updated_at = now() WHERE handle = $1`, handle, chosen)
+		return err
+	})
+	if err != nil {
+		return "", false, fmt.Errorf("place seat %s: %w", handle, schemaMissing(err))
+	}
+	return chosen, ok, nil
+}

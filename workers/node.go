@@ -1,0 +1,255 @@
+package workers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/activities"
+	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/watchdog"
+	"github.com/crewlet/crewlet/workflows"
+)
+
+// NodeOptions configure one worker node process.
+type NodeOptions struct {
+	// NodeID is the stable node id; empty means the host name.
+	NodeID   string
+	Labels   map[string]string
+	Capacity int
+	// WedgeAfter, when set, blocks the node's presence loop after that long.
+	// It exists for the watchdog's test and nothing else.
+	WedgeAfter time.Duration
+	Stderr     io.Writer
+	// Exit ends the process; the watchdog calls it with code 75.
+	Exit func(int)
+}
+
+// Node is a running worker node incarnation: it polls the shared task queue
+// and its own host queue, and keeps its presence row beating.
+type Node struct {
+	Incarnation string
+	NodeID      string
+	HostQueue   string
+
+	org      *config.Config
+	store    *store.Store
+	temporal client.Client
+	host     *activities.Host
+	watchdog *watchdog.Watchdog
+	log      *slog.Logger
+	opts     NodeOptions
+
+	shared, hosted worker.Worker
+	// DrainRequested is closed when someone asks this node to drain through
+	// its presence row (POST /nodes/{id}/drain).
+	DrainRequested chan struct{}
+	drainOnce      sync.Once
+	stop           chan struct{}
+	loopsDone      sync.WaitGroup
+}
+
+// Incarnation mints a node identity {node_id}:{random}. Two processes with
+// one node id are still two incarnations.
+func Incarnation(nodeID string) (incarnation, id string) {
+	if nodeID == "" {
+		nodeID, _ = os.Hostname()
+		if nodeID == "" {
+			nodeID = "node"
+		}
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return nodeID + ":" + hex.EncodeToString(b[:]), nodeID
+}
+
+// HostQueue is the task queue only one incarnation polls.
+func HostQueue(incarnation string) string {
+	return "crewlet.host." + incarnation
+}
+
+// StartNode registers the node's presence and starts its workers, its
+// presence loop and its watchdog.
+func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mailbox.Mailbox, tc client.Client,
+	ctl *control.Control, log *slog.Logger, opts NodeOptions) (*Node, error) {
+	incarnation, nodeID := Incarnation(opts.NodeID)
+	hb := org.Nodes.HeartbeatTimeout
+	n := &Node{
+		Incarnation: incarnation, NodeID: nodeID, HostQueue: HostQueue(incarnation),
+		org: org, store: st, temporal: tc, log: log.With("node", incarnation), opts: opts,
+		DrainRequested: make(chan struct{}), stop: make(chan struct{}),
+	}
+	n.watchdog = watchdog.New(hb, opts.Stderr, opts.Exit)
+	n.host = &activities.Host{Store: st, Incarnation: incarnation, NodeID: nodeID, Beat: hb / 3, Watchdog: n.watchdog, Log: n.log}
+	turns, err := activities.NewTurns(n.host, org, st, mb, ctl, n.log)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.RegisterNode(ctx, store.NodeRow{
+		Incarnation: incarnation, NodeID: nodeID, HostQueue: n.HostQueue, Labels: opts.Labels, Capacity: opts.Capacity,
+	}); err != nil {
+		return nil, err
+	}
+	deps := Deps{
+		Seats:     &activities.Seats{Store: st, Org: org, LiveWithin: hb, Log: n.log},
+		Mail:      &activities.Mail{Store: st, Mailbox: mb, Log: n.log},
+		Rebalance: &activities.Rebalance{Store: st, Org: org, Temporal: tc, LiveWithin: hb, MaxMoves: org.Nodes.RebalanceMaxMoves, Log: n.log},
+		Host:      n.host,
+		Turns:     turns,
+	}
+	// A workflow task waiting on a dead worker's sticky queue falls back to
+	// the shared queue after this long; it is part of failover time.
+	n.shared = worker.New(tc, org.Temporal.TaskQueue, worker.Options{StickyScheduleToStartTimeout: hb})
+	RegisterShared(n.shared, deps)
+	n.hosted = worker.New(tc, n.HostQueue, worker.Options{})
+	RegisterHost(n.hosted, deps)
+	if err := n.hosted.Start(); err != nil {
+		return nil, fmt.Errorf("start host worker: %w", err)
+	}
+	if err := n.shared.Start(); err != nil {
+		n.hosted.Stop()
+		return nil, fmt.Errorf("start worker: %w", err)
+	}
+	n.beat(ctx)
+	n.loopsDone.Add(2)
+	go n.presenceLoop()
+	go func() { defer n.loopsDone.Done(); n.watchdog.Run(n.stop) }()
+	if err := n.ensureRebalanceSchedule(ctx); err != nil {
+		log.Warn("rebalance_schedule_failed", "error", err)
+	}
+	n.log.Info("node_started", "node_id", nodeID, "host_queue", n.HostQueue, "labels", opts.Labels, "capacity", opts.Capacity)
+	return n, nil
+}
+
+// presenceLoop stamps the node's presence row every beat and notices a drain
+// asked for through it.
+func (n *Node) presenceLoop() {
+	defer n.loopsDone.Done()
+	defer n.watchdog.Forget("presence")
+	t := time.NewTicker(n.org.Nodes.HeartbeatTimeout / 3)
+	defer t.Stop()
+	started := time.Now()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		if n.opts.WedgeAfter > 0 && time.Since(started) > n.opts.WedgeAfter {
+			n.log.Warn("node_wedged_by_test_hook")
+			select {} // what a deadlock looks like from outside
+		}
+		n.beat(context.Background())
+	}
+}
+
+func (n *Node) beat(ctx context.Context) {
+	n.watchdog.Beat("presence")
+	ctx, cancel := context.WithTimeout(ctx, n.org.Nodes.HeartbeatTimeout/2)
+	defer cancel()
+	draining, err := n.store.NodeHeartbeat(ctx, n.Incarnation, len(n.host.Hosted()), n.host.Unproven(time.Now()))
+	if err != nil {
+		// An unreachable store says nothing about who owns what; the node
+		// keeps its seats and tries again next beat.
+		n.log.Warn("node_heartbeat_failed", "error", err)
+		return
+	}
+	if draining {
+		n.drainOnce.Do(func() { close(n.DrainRequested) })
+	}
+}
+
+// Drain stops the node taking new seats, asks every seat it hosts to move,
+// and waits (up to the drain timeout) until none is left.
+func (n *Node) Drain(ctx context.Context) error {
+	n.host.SetDraining()
+	if err := n.store.MarkNodeDraining(ctx, n.Incarnation); err != nil {
+		n.log.Warn("node_drain_mark_failed", "error", err)
+	}
+	hosted := n.host.Hosted()
+	n.log.Info("node_draining", "seats", len(hosted))
+	for handle := range hosted {
+		err := n.temporal.SignalWorkflow(ctx, crewlet.SeatWorkflowID(handle), "", crewlet.SignalMove,
+			crewlet.MoveRequest{ExcludeNode: n.Incarnation, Reason: "node drain", By: n.Incarnation})
+		if err != nil {
+			n.log.Warn("node_drain_signal_failed", "seat", handle, "error", err)
+		}
+	}
+	deadline := time.Now().Add(n.org.Nodes.DrainTimeout)
+	for len(n.host.Hosted()) > 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("drain: %d seats still hosted after %s", len(n.host.Hosted()), n.org.Nodes.DrainTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	n.log.Info("node_drained")
+	return nil
+}
+
+// Stop disarms the watchdog, stops the workers and records that this
+// incarnation is gone, so peers stop counting it at once.
+func (n *Node) Stop() {
+	n.watchdog.Disarm()
+	close(n.stop)
+	n.loopsDone.Wait()
+	n.shared.Stop()
+	n.hosted.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := n.store.StopNode(ctx, n.Incarnation); err != nil {
+		n.log.Warn("node_stop_record_failed", "error", err)
+	}
+	n.log.Info("node_stopped")
+}
+
+// RebalanceScheduleID is the id of the rebalance duty's Temporal Schedule for
+// the org's task queue.
+func RebalanceScheduleID(taskQueue string) string { return "crewlet-rebalance/" + taskQueue }
+
+// ensureRebalanceSchedule creates the rebalance duty's Schedule, or updates
+// its interval to this config's.
+func (n *Node) ensureRebalanceSchedule(ctx context.Context) error {
+	tq := n.org.Temporal.TaskQueue
+	id := RebalanceScheduleID(tq)
+	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: n.org.Nodes.RebalanceInterval}}}
+	_, err := n.temporal.ScheduleClient().Create(ctx, client.ScheduleOptions{
+		ID:      id,
+		Spec:    spec,
+		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
+		Action: &client.ScheduleWorkflowAction{
+			ID: "rebalance/" + tq, Workflow: workflows.RebalanceWorkflowType, TaskQueue: tq,
+			WorkflowExecutionTimeout: time.Minute,
+		},
+	})
+	var exists *serviceerror.AlreadyExists
+	if err == nil || !(errors.As(err, &exists) || errors.Is(err, temporal.ErrScheduleAlreadyRunning)) {
+		return err
+	}
+	return n.temporal.ScheduleClient().GetHandle(ctx, id).Update(ctx, client.ScheduleUpdateOptions{
+		DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+			in.Description.Schedule.Spec = &spec
+			return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
+		},
+	})
+}

@@ -1,0 +1,26 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/crewlet/crewlet"
+)
+
+// RebalanceWorkflowType is the registered name of the rebalance duty.
+const RebalanceWorkflowType = "Rebalance"
+
+// Rebalance is one pass of the rebalance duty, started by its Temporal
+// Schedule: it moves a bounded number of seats off nodes above their fair
+// share and reports seats no live node can run.
+func Rebalance(ctx workflow.Context) (crewlet.RebalanceOutput, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	var out crewlet.RebalanceOutput
+	err := workflow.ExecuteActivity(ctx, crewlet.ActivityRebalance).Get(ctx, &out)
+	return out, err
+}
