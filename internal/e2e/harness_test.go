@@ -26,6 +26,7 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/workers"
 )
 
 // binary is the crewlet binary built once for the package.
@@ -55,13 +56,14 @@ const exampleOrg = "../../deploy/examples/org.yaml"
 // company is one test's crewlet deployment: its own database, Redis prefix
 // and task queue on the shared dev stack, and the processes it started.
 type company struct {
-	t        *testing.T
-	config   string
-	env      []string
-	api      string
-	temporal client.Client
-	mu       sync.Mutex
-	procs    []*proc
+	t         testing.TB
+	taskQueue string
+	config    string
+	env       []string
+	api       string
+	temporal  client.Client
+	mu        sync.Mutex
+	procs     []*proc
 }
 
 // proc is one crewlet process and its output.
@@ -89,7 +91,7 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -101,7 +103,7 @@ func freeAddr(t *testing.T) string {
 
 // newCompany prepares a deployment of the org file configPath. Nothing runs
 // until the test starts processes.
-func newCompany(t *testing.T, configPath string) *company {
+func newCompany(t testing.TB, configPath string) *company {
 	t.Helper()
 	stack := testenv.Stack(t)
 	suffix := testenv.Suffix()
@@ -127,12 +129,118 @@ func newCompany(t *testing.T, configPath string) *company {
 	// Seat workflow ids are fixed by design (seat/{handle}), so tests share
 	// them: close whatever an earlier test left open, before and after.
 	c.terminateSeats()
+	c.taskQueue = "crewlet-e2e-" + suffix
 	t.Cleanup(func() {
 		c.stopAll()
 		c.terminateSeats()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = tc.ScheduleClient().GetHandle(ctx, workers.RebalanceScheduleID(c.taskQueue)).Delete(ctx)
 		tc.Close()
 	})
 	return c
+}
+
+// setenv sets an environment variable for every process the company starts
+// from now on (e.g. CREWLET_NODES_REBALANCE_INTERVAL=2s).
+func (c *company) setenv(kv ...string) {
+	c.env = append(c.env, kv...)
+}
+
+// worker starts `crewlet worker --node-id ID` with extra flags, and waits
+// until its presence row is live.
+func (c *company) worker(nodeID string, flags ...string) *proc {
+	c.t.Helper()
+	p := c.start("worker "+nodeID, append([]string{"worker", "--node-id", nodeID}, flags...)...)
+	testenv.Eventually(c.t, 30*time.Second, "node "+nodeID+" live", func() error {
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited: %s", p.name, p.out.String())
+		default:
+		}
+		for _, n := range c.nodes().Nodes {
+			if n.NodeID == nodeID && n.Live {
+				return nil
+			}
+		}
+		return fmt.Errorf("node %s not live yet", nodeID)
+	})
+	return p
+}
+
+// apiServer starts `crewlet api` and waits until it answers.
+func (c *company) apiServer() *proc {
+	c.t.Helper()
+	p := c.start("api", "api")
+	testenv.Eventually(c.t, 30*time.Second, "api ready", func() error {
+		select {
+		case <-p.done:
+			return fmt.Errorf("api exited: %s", p.out.String())
+		default:
+		}
+		return c.call(http.MethodGet, "/readyz", nil, nil)
+	})
+	return p
+}
+
+// nodes returns GET /nodes; an empty view while the API is not up.
+func (c *company) nodes() api.NodesView {
+	var v api.NodesView
+	_ = c.call(http.MethodGet, "/nodes", nil, &v)
+	return v
+}
+
+// seats returns GET /seats.
+func (c *company) seats() []api.SeatSummary {
+	c.t.Helper()
+	var seats []api.SeatSummary
+	if err := c.call(http.MethodGet, "/seats", nil, &seats); err != nil {
+		c.t.Fatalf("GET /seats: %v", err)
+	}
+	return seats
+}
+
+// waitAttached waits until every agent seat holds a tenure on a live node.
+func (c *company) waitAttached(timeout time.Duration) {
+	c.t.Helper()
+	testenv.Eventually(c.t, timeout, "every agent seat attached", func() error {
+		live := map[string]bool{}
+		for _, n := range c.nodes().Nodes {
+			if n.Live {
+				live[n.Incarnation] = true
+			}
+		}
+		var seats []api.SeatSummary
+		if err := c.call(http.MethodGet, "/seats", nil, &seats); err != nil {
+			return err
+		}
+		for _, s := range seats {
+			if s.Kind == "agent" && (s.Status != string(crewlet.StatusIdle) || !live[s.Node]) {
+				return fmt.Errorf("seat %s is %s on %q", s.Handle, s.Status, s.Node)
+			}
+		}
+		return nil
+	})
+}
+
+// signal sends a signal to a process.
+func (p *proc) signal(t testing.TB, sig os.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %s: %v", p.name, err)
+	}
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *proc) wait(t testing.TB, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(timeout):
+		t.Fatalf("%s did not exit within %s", p.name, timeout)
+		return -1
+	}
 }
 
 // terminateSeats ends every open seat workflow in the namespace.
@@ -210,7 +318,7 @@ func (c *company) waitReady(p *proc) {
 }
 
 // kill ends a process at once, as a crash would.
-func (p *proc) kill(t *testing.T) {
+func (p *proc) kill(t testing.TB) {
 	t.Helper()
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	select {
@@ -224,8 +332,12 @@ func (c *company) stopAll() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.procs {
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Signal(syscall.SIGKILL)
+			<-p.done
+		}
 	}
 	c.procs = nil
 }
@@ -362,4 +474,28 @@ func (c *company) cli(args ...string) (string, error) {
 	cmd.Env = append(os.Environ(), "CREWLET_API="+c.api)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// fleetOrg writes an org file with n agent seats s01..sNN of one role run by
+// a scripted profile with the given delay, plus extra YAML seat lines (for
+// pinned roles, see pinnedRole), and returns its path.
+func fleetOrg(t testing.TB, n int, delay time.Duration, extraSeats ...string) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "company: { name: fleet }\n")
+	fmt.Fprintf(&b, "profiles:\n  slow: { provider: scripted, delay: %s }\n", delay)
+	fmt.Fprintf(&b, "roles:\n  worker: { charter: works, profile: slow }\n")
+	fmt.Fprintf(&b, "  gitter: { charter: needs git, profile: slow, placement: { labels: { tools: git } } }\n")
+	fmt.Fprintf(&b, "seats:\n")
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "  - { handle: s%02d, role: worker }\n", i)
+	}
+	for _, line := range extraSeats {
+		fmt.Fprintf(&b, "  - %s\n", line)
+	}
+	path := filepath.Join(t.TempDir(), "org.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
