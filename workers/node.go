@@ -179,6 +179,9 @@ func (n *Node) beat(ctx context.Context) {
 // Drain stops the node taking new seats, asks every seat it hosts to move,
 // and waits (up to the drain timeout) until none is left.
 func (n *Node) Drain(ctx context.Context) error {
+	// A shutdown legitimately blocks loops while seats leave; exiting 75 in
+	// the middle of it would abandon the releases that make a drain graceful.
+	n.watchdog.Disarm()
 	n.host.SetDraining()
 	if err := n.store.MarkNodeDraining(ctx, n.Incarnation); err != nil {
 		n.log.Warn("node_drain_mark_failed", "error", err)
@@ -207,7 +210,7 @@ func (n *Node) Drain(ctx context.Context) error {
 	return nil
 }
 
-// Stop disarms the watchdog, stops the workers and records that this
+// Stop disarms the watchdog (if Drain did not), stops the workers and records that this
 // incarnation is gone, so peers stop counting it at once.
 func (n *Node) Stop() {
 	n.watchdog.Disarm()

@@ -270,7 +270,7 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 // lets it finish for up to ReleaseWait, then cancels it; its triggers stay
 // unacked, so the next tenure runs them.
 func (s *seat) awaitTurn(ctx workflow.Context, turn workflow.Future, cancel workflow.CancelFunc) error {
-	if err := workflow.Await(ctx, func() bool { return turn.IsReady() || s.state.Drain != nil || s.move != nil }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return turn.IsReady() || s.state.Drain != nil || s.movesAway() }); err != nil {
 		return err
 	}
 	if turn.IsReady() {
@@ -282,9 +282,16 @@ func (s *seat) awaitTurn(ctx workflow.Context, turn workflow.Future, cancel work
 	}
 	if !done {
 		s.logger.Warn("turn_cancelled", "seat", s.in.Handle, "reason", "release wait exceeded", "wait", s.in.ReleaseWait)
-		cancel()
 	}
+	_ = cancel
 	return workflow.Await(ctx, turn.IsReady)
+}
+
+// movesAway reports whether the pending move asks the seat to leave the node
+// it is on; a move naming another node is ignored, so it must not cut a turn
+// short either.
+func (s *seat) movesAway() bool {
+	return s.move != nil && (s.move.ExcludeNode == "" || s.move.ExcludeNode == s.state.Node)
 }
 
 func (s *seat) readMail(ctx workflow.Context) ([]crewlet.MailRef, error) {

@@ -156,8 +156,8 @@ func (s *seat) applyDrain(ctx workflow.Context, req crewlet.DrainRequest) {
 // finishes (bounded by ReleaseWait), then the seat detaches and establishes
 // elsewhere. A move for a node the seat is not on is ignored when it runs.
 func (s *seat) applyMove(req crewlet.MoveRequest) {
-	if s.move != nil {
-		return
+	if s.movesAway() {
+		return // a move for this node is already pending; a stale one is replaced
 	}
 	s.move = &req
 	s.logger.Info("seat_move_requested", "seat", s.in.Handle, "exclude_node", req.ExcludeNode, "reason", req.Reason, "by", req.By)

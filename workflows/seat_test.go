@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,17 +21,30 @@ import (
 	"github.com/crewlet/crewlet"
 )
 
-// fakeSeatWorld stands in for everything the seat's activities touch: the
-// seat row in Postgres (epoch, node, status) and its Redis mailbox. Its
-// methods are registered under the real activity names. The activities run on
-// their own goroutines while test callbacks read the fake, hence the mutex.
+// fakeSeatWorld stands in for everything the seat's activities touch: node
+// placement, the seat row in Postgres (epoch, node, status), the hosts that
+// hold tenures, and the seat's Redis mailbox. Its methods are registered
+// under the real activity names. The activities run on their own goroutines
+// while test callbacks read the fake, hence the mutex.
 type fakeSeatWorld struct {
-	mu sync.Mutex
+	mu  sync.Mutex
+	env *testsuite.TestWorkflowEnvironment
+
+	// Placement: the fake places on the first node of nodes that the request
+	// does not exclude (a real placement prefers the previous node too, so
+	// without Exclude a seat comes back to the node it just lost).
+	nodes      []string
+	placed     crewlet.PlaceSeatOutput // the last placement
+	placements []crewlet.PlaceSeatInput
+	// placeHook may refuse a placement (e.g. unplaceable); nil never does.
+	placeHook func(w *fakeSeatWorld, in crewlet.PlaceSeatInput) error
 
 	// Tenure.
 	node     string
 	epoch    int64 // the seat's current epoch; the last one Attach handed out
 	attaches int
+	holds    []*fakeHold
+	detaches []crewlet.DetachInput
 
 	// Mailbox: pending entries were handed out and not acked, fresh ones were
 	// never handed out. Both are in stream order.
@@ -45,7 +59,12 @@ type fakeSeatWorld struct {
 	acked     []string // event ids acked, in order
 	attempts  map[string]int
 	turnEpoch []int64 // epoch each successful turn ran under
+	turnQueue []string
+	cancelled []string // "m1@e1": turns that saw their context cancelled
 	statuses  []crewlet.SeatStatusInput
+	// events is the order of the tenure steps and turns (not reads or holds,
+	// which run concurrently with them).
+	events []string
 
 	// Fault injection, called with mu held. A nil hook never fails.
 	readHook func(w *fakeSeatWorld) error
@@ -53,15 +72,49 @@ type fakeSeatWorld struct {
 	// duringTurn runs without mu held while the turn for an event id is in
 	// flight (e.g. to signal the workflow from "inside" the turn).
 	duringTurn func(eventID string)
+	// slowTurn makes a turn block, heartbeating, until its context is
+	// cancelled or, when slowTurnFor > 0, until that much wall time passed;
+	// nil means every turn is quick.
+	slowTurn    func(in crewlet.TurnInput) bool
+	slowTurnFor time.Duration
 }
 
-func newFakeSeatWorld() *fakeSeatWorld {
-	return &fakeSeatWorld{node: "node-a", deliveries: map[string]int{}, attempts: map[string]int{}}
+// fakeHold is one Hold activity. The fake completes it asynchronously: it
+// stays pending (as a real Hold does, heartbeating) until the seat cancels it
+// or the test fails it with loseHost. A Go activity that blocked instead
+// would stop the test environment's clock from skipping ahead.
+type fakeHold struct {
+	activityID string
+	token      []byte
+	epoch      int64
+	node       string
+	queue      string
+	// ended is "cancelled" (by the seat) or "lost" (by the test); "" while held.
+	ended string
 }
+
+func newFakeSeatWorld(env *testsuite.TestWorkflowEnvironment) *fakeSeatWorld {
+	return &fakeSeatWorld{
+		env:        env,
+		nodes:      []string{"node-a", "node-b", "node-c"},
+		deliveries: map[string]int{},
+		attempts:   map[string]int{},
+	}
+}
+
+func hostQueue(node string) string { return "crewlet-host-" + node }
 
 func fencedErr(what string, got, want int64) error {
 	return temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("%s: epoch %d is not the seat's epoch %d", what, got, want), crewlet.FencedErrorType, nil)
+}
+
+func unplaceableErr() error {
+	return temporal.NewNonRetryableApplicationError("no live node matches the role", crewlet.UnplaceableErrorType, nil)
+}
+
+func (w *fakeSeatWorld) eventf(format string, args ...any) {
+	w.events = append(w.events, fmt.Sprintf(format, args...))
 }
 
 // publish appends entries to the mailbox, as the publisher's XADD would.
@@ -74,12 +127,84 @@ func (w *fakeSeatWorld) publish(eventIDs ...string) {
 	}
 }
 
-func (w *fakeSeatWorld) Attach(_ context.Context, in crewlet.AttachInput) (crewlet.AttachOutput, error) {
+func (w *fakeSeatWorld) PlaceSeat(_ context.Context, in crewlet.PlaceSeatInput) (crewlet.PlaceSeatOutput, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.placements = append(w.placements, crewlet.PlaceSeatInput{Handle: in.Handle, Exclude: slices.Clone(in.Exclude)})
+	w.eventf("place exclude=%v", in.Exclude)
+	if w.placeHook != nil {
+		if err := w.placeHook(w, in); err != nil {
+			return crewlet.PlaceSeatOutput{}, err
+		}
+	}
+	for _, n := range w.nodes {
+		if !slices.Contains(in.Exclude, n) {
+			w.placed = crewlet.PlaceSeatOutput{Node: n, HostQueue: hostQueue(n)}
+			return w.placed, nil
+		}
+	}
+	return crewlet.PlaceSeatOutput{}, unplaceableErr()
+}
+
+// Attach runs on the node the last placement reserved.
+func (w *fakeSeatWorld) Attach(ctx context.Context, in crewlet.AttachInput) (crewlet.AttachOutput, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.epoch++
 	w.attaches++
+	w.node = w.placed.Node
+	w.eventf("attach e%d %s queue=%s", w.epoch, w.node, activity.GetInfo(ctx).TaskQueue)
 	return crewlet.AttachOutput{Epoch: w.epoch, Node: w.node}, nil
+}
+
+func (w *fakeSeatWorld) Hold(ctx context.Context, in crewlet.HoldInput) error {
+	info := activity.GetInfo(ctx)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	node := strings.TrimPrefix(info.TaskQueue, hostQueue(""))
+	w.holds = append(w.holds, &fakeHold{activityID: info.ActivityID, token: info.TaskToken, epoch: in.Epoch, node: node, queue: info.TaskQueue})
+	return activity.ErrResultPending
+}
+
+// holdCancelled is the test environment's activity-cancelled listener.
+func (w *fakeSeatWorld) holdCancelled(info *activity.Info) {
+	if info.ActivityType.Name != crewlet.ActivityHold {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, h := range w.holds {
+		if h.activityID == info.ActivityID && h.ended == "" {
+			h.ended = "cancelled"
+		}
+	}
+}
+
+// loseHost makes every Hold still running on node end with an error, as a
+// heartbeat timeout does when the node dies. Call it from a delayed callback.
+func (w *fakeSeatWorld) loseHost(node string) {
+	w.mu.Lock()
+	var lost []*fakeHold
+	for _, h := range w.holds {
+		if h.node == node && h.ended == "" {
+			h.ended = "lost"
+			lost = append(lost, h)
+		}
+	}
+	w.mu.Unlock()
+	for _, h := range lost {
+		if err := w.env.CompleteActivity(h.token, nil, temporal.NewHeartbeatTimeoutError()); err != nil {
+			panic(fmt.Sprintf("fail hold on %s: %v", node, err))
+		}
+	}
+}
+
+func (w *fakeSeatWorld) Detach(ctx context.Context, in crewlet.DetachInput) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.detaches = append(w.detaches, in)
+	w.eventf("detach e%d %q queue=%s", in.Epoch, in.Reason, activity.GetInfo(ctx).TaskQueue)
+	return nil
 }
 
 // ReadMail mirrors mailbox.Read: entries handed out earlier and never acked
@@ -125,6 +250,7 @@ func (w *fakeSeatWorld) AckMail(_ context.Context, in crewlet.AckMailInput) erro
 		for i, ref := range w.pending {
 			if ref.StreamID == sid {
 				w.acked = append(w.acked, ref.EventID)
+				w.eventf("ack %s e%d", ref.EventID, in.Epoch)
 				w.pending = append(w.pending[:i:i], w.pending[i+1:]...)
 				break
 			}
@@ -133,10 +259,36 @@ func (w *fakeSeatWorld) AckMail(_ context.Context, in crewlet.AckMailInput) erro
 	return nil
 }
 
-func (w *fakeSeatWorld) RunTurn(_ context.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error) {
+func (w *fakeSeatWorld) RunTurn(ctx context.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error) {
 	if w.duringTurn != nil {
 		for _, ref := range in.Mail {
 			w.duringTurn(ref.EventID)
+		}
+	}
+	if w.slowTurn != nil && w.slowTurn(in) {
+		var done <-chan time.Time
+		if w.slowTurnFor > 0 {
+			done = time.After(w.slowTurnFor)
+		}
+	wait:
+		for ctx.Err() == nil {
+			activity.RecordHeartbeat(ctx)
+			select {
+			case <-ctx.Done():
+			case <-done:
+				break wait
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		if ctx.Err() != nil {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			for _, ref := range in.Mail {
+				w.attempts[ref.EventID]++
+				w.cancelled = append(w.cancelled, fmt.Sprintf("%s@e%d", ref.EventID, in.Epoch))
+				w.eventf("turn %s e%d cancelled", ref.EventID, in.Epoch)
+			}
+			return crewlet.TurnOutput{}, ctx.Err()
 		}
 	}
 	w.mu.Lock()
@@ -149,14 +301,17 @@ func (w *fakeSeatWorld) RunTurn(_ context.Context, in crewlet.TurnInput) (crewle
 		w.attempts[ref.EventID]++
 		if w.turnHook != nil {
 			if err := w.turnHook(w, ref); err != nil {
+				w.eventf("turn %s e%d failed", ref.EventID, in.Epoch)
 				return crewlet.TurnOutput{}, err
 			}
 		}
 		ids = append(ids, ref.EventID)
+		w.eventf("turn %s e%d ok", ref.EventID, in.Epoch)
 	}
 	w.ran = append(w.ran, ids...)
 	for range ids {
 		w.turnEpoch = append(w.turnEpoch, in.Epoch)
+		w.turnQueue = append(w.turnQueue, activity.GetInfo(ctx).TaskQueue)
 	}
 	return crewlet.TurnOutput{Answered: ids}, nil
 }
@@ -174,12 +329,17 @@ func (w *fakeSeatWorld) SetSeatStatus(_ context.Context, in crewlet.SeatStatusIn
 // seatView is what a test sees at one moment: the state query's answer and
 // the fake's record up to then.
 type seatView struct {
-	at       time.Duration
-	state    crewlet.SeatState
-	ran      []string
-	acked    []string
-	attaches int
-	paused   string // last CrewletPaused value upserted: "true", "false" or "never"
+	at         time.Duration
+	state      crewlet.SeatState
+	ran        []string
+	acked      []string
+	attaches   int
+	placements int
+	reads      int
+	detaches   int
+	// holds are "e1@node-a:lost" etc.: every Hold so far and how it ended.
+	holds  []string
+	paused string // last CrewletPaused value upserted: "true", "false" or "never"
 }
 
 // seatHarness runs one Seat workflow in the test environment on a timeline
@@ -199,13 +359,21 @@ func newSeatHarness(t *testing.T) *seatHarness {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(10 * time.Second)
-	h := &seatHarness{t: t, env: env, world: newFakeSeatWorld()}
+	h := &seatHarness{t: t, env: env, world: newFakeSeatWorld(env)}
 	env.RegisterWorkflow(Seat)
-	env.RegisterActivityWithOptions(h.world.Attach, activity.RegisterOptions{Name: crewlet.ActivityAttach})
-	env.RegisterActivityWithOptions(h.world.ReadMail, activity.RegisterOptions{Name: crewlet.ActivityReadMail})
-	env.RegisterActivityWithOptions(h.world.AckMail, activity.RegisterOptions{Name: crewlet.ActivityAckMail})
-	env.RegisterActivityWithOptions(h.world.RunTurn, activity.RegisterOptions{Name: crewlet.ActivityRunTurn})
-	env.RegisterActivityWithOptions(h.world.SetSeatStatus, activity.RegisterOptions{Name: crewlet.ActivitySetSeatStatus})
+	for name, fn := range map[string]any{
+		crewlet.ActivityPlaceSeat:     h.world.PlaceSeat,
+		crewlet.ActivityAttach:        h.world.Attach,
+		crewlet.ActivityHold:          h.world.Hold,
+		crewlet.ActivityDetach:        h.world.Detach,
+		crewlet.ActivityReadMail:      h.world.ReadMail,
+		crewlet.ActivityAckMail:       h.world.AckMail,
+		crewlet.ActivityRunTurn:       h.world.RunTurn,
+		crewlet.ActivitySetSeatStatus: h.world.SetSeatStatus,
+	} {
+		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+	env.SetOnActivityCanceledListener(h.world.holdCancelled)
 	// The test environment keeps search attributes to itself; a mock on the
 	// upsert is the way to see what the workflow wrote.
 	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
@@ -236,6 +404,11 @@ func (h *seatHarness) signal(d time.Duration, name string, arg any) {
 	h.at(d, func() { h.env.SignalWorkflow(name, arg) })
 }
 
+// loseHost fails the Hold on node at d, as a dead host's heartbeat timeout does.
+func (h *seatHarness) loseHost(d time.Duration, node string) {
+	h.at(d, func() { h.world.loseHost(node) })
+}
+
 // view queries the state at d; the returned view is filled when the run ends.
 func (h *seatHarness) view(d time.Duration) *seatView {
 	v := &seatView{at: d}
@@ -250,11 +423,16 @@ func (h *seatHarness) view(d time.Duration) *seatView {
 			h.t.Errorf("decode state at %v: %v", d, err)
 			return
 		}
-		h.world.mu.Lock()
-		v.ran = append([]string(nil), h.world.ran...)
-		v.acked = append([]string(nil), h.world.acked...)
-		v.attaches = h.world.attaches
-		h.world.mu.Unlock()
+		w := h.world
+		w.mu.Lock()
+		v.ran = slices.Clone(w.ran)
+		v.acked = slices.Clone(w.acked)
+		v.attaches = w.attaches
+		v.placements = len(w.placements)
+		v.reads = w.reads
+		v.detaches = len(w.detaches)
+		v.holds = w.holdNames()
+		w.mu.Unlock()
 		h.saMu.Lock()
 		v.paused = "never"
 		if h.saPaused != nil {
@@ -263,6 +441,20 @@ func (h *seatHarness) view(d time.Duration) *seatView {
 		h.saMu.Unlock()
 	})
 	return v
+}
+
+// holdNames lists the Holds so far as "e1@node-a" plus ":cancelled" or
+// ":lost" once ended. Call with mu held.
+func (w *fakeSeatWorld) holdNames() []string {
+	var out []string
+	for _, h := range w.holds {
+		s := fmt.Sprintf("e%d@%s", h.epoch, h.node)
+		if h.ended != "" {
+			s += ":" + h.ended
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // run executes the seat and returns the error it ended with. With cancelAt
@@ -288,6 +480,13 @@ func (h *seatHarness) run(in SeatInput, cancelAt time.Duration) error {
 	return err
 }
 
+// events returns the fake's record of tenure steps and turns.
+func (h *seatHarness) events() []string {
+	h.world.mu.Lock()
+	defer h.world.mu.Unlock()
+	return slices.Clone(h.world.events)
+}
+
 func eq[T any](t *testing.T, what string, got, want T) {
 	t.Helper()
 	if !reflect.DeepEqual(got, want) {
@@ -305,12 +504,25 @@ func fenceOnce(done *bool, what string) error {
 	return temporal.NewNonRetryableApplicationError(what+": seat moved on", crewlet.FencedErrorType, nil)
 }
 
+func statusNames(w *fakeSeatWorld) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, s := range w.statuses {
+		out = append(out, s.Status)
+	}
+	return out
+}
+
 const (
 	testHandle = "ana"
 	testRole   = "writer"
 )
 
 func seatIn() SeatInput { return SeatInput{Handle: testHandle, Role: testRole} }
+
+// firstPlacement is the placement every seat starts with.
+var firstPlacement = crewlet.PlaceSeatInput{Handle: testHandle}
 
 func TestSeatRunsMailOneTurnEachAndAcks(t *testing.T) {
 	type publish struct {
@@ -345,6 +557,8 @@ func TestSeatRunsMailOneTurnEachAndAcks(t *testing.T) {
 			h.run(in, time.Hour)
 
 			eq(t, "status at start", before.state.Status, crewlet.StatusIdle)
+			eq(t, "host queue at start", before.state.HostQueue, hostQueue("node-a"))
+			eq(t, "holds at start", before.holds, ids("e1@node-a"))
 			eq(t, "turns run", after.ran, tc.want)
 			eq(t, "mail acked", after.acked, tc.want)
 			n := int64(len(tc.want))
@@ -358,9 +572,16 @@ func TestSeatRunsMailOneTurnEachAndAcks(t *testing.T) {
 			eq(t, "queued mail", after.state.QueuedMail, int64(0))
 			eq(t, "last error", after.state.LastError, "")
 			eq(t, "attaches", after.attaches, 1)
+			eq(t, "holds (one for the whole tenure)", after.holds, ids("e1@node-a"))
+			eq(t, "placements", h.world.placements, []crewlet.PlaceSeatInput{firstPlacement})
+			eq(t, "detaches", after.detaches, 0)
 			for _, id := range tc.want {
 				eq(t, "deliveries of "+id, h.world.deliveries[id], 1)
 			}
+			for i, q := range h.world.turnQueue {
+				eq(t, fmt.Sprintf("task queue of turn %d", i), q, hostQueue("node-a"))
+			}
+			eq(t, "establish", h.events()[:2], ids("place exclude=[]", "attach e1 node-a queue="+hostQueue("node-a")))
 		})
 	}
 }
@@ -386,6 +607,7 @@ func TestSeatPauseAndResume(t *testing.T) {
 		eq(t, "pause since", held.state.Pause.Since.IsZero(), false)
 		eq(t, "CrewletPaused search attribute", held.paused, "true")
 		eq(t, "recorded statuses", statusNames(h.world), ids("paused"))
+		eq(t, "holds (a pause keeps the tenure)", held.holds, ids("e1@node-a"))
 	})
 
 	t.Run("a pause during a turn lets it finish and holds the rest of the batch", func(t *testing.T) {
@@ -426,6 +648,7 @@ func TestSeatPauseAndResume(t *testing.T) {
 		eq(t, "CrewletPaused search attribute", after.paused, "false")
 		eq(t, "epoch (a pause keeps the tenure)", after.state.Epoch, int64(1))
 		eq(t, "attaches", after.attaches, 1)
+		eq(t, "holds", after.holds, ids("e1@node-a"))
 		eq(t, "recorded statuses", statusNames(h.world), ids("paused", "active"))
 	})
 }
@@ -453,13 +676,17 @@ func TestSeatDrain(t *testing.T) {
 	t.Run("the seat ends drained and releases its host", func(t *testing.T) {
 		eq(t, "status", drained.state.Status, crewlet.StatusDrained)
 		eq(t, "node", drained.state.Node, "")
+		eq(t, "host queue", drained.state.HostQueue, "")
 		if drained.state.Drain == nil {
 			t.Fatalf("state.Drain: got nil, want the drain by %q", drain.By)
 		}
 		eq(t, "drain by", drained.state.Drain.By, drain.By)
 		eq(t, "drain reason", drained.state.Drain.Reason, drain.Reason)
+		eq(t, "holds", drained.holds, ids("e1@node-a:cancelled"))
+		eq(t, "detaches", drained.detaches, 1)
 		h.world.mu.Lock()
 		defer h.world.mu.Unlock()
+		eq(t, "detach", h.world.detaches[0], crewlet.DetachInput{Handle: testHandle, Epoch: 1, Reason: "drain"})
 		if len(h.world.statuses) == 0 {
 			t.Fatalf("SetSeatStatus: never called, want drained at epoch 1")
 		}
@@ -469,12 +696,20 @@ func TestSeatDrain(t *testing.T) {
 		eq(t, "turns run", after.ran, ids("m1", "m2", "m3", "m4"))
 		eq(t, "acked", after.acked, ids("m1", "m2", "m3", "m4"))
 		eq(t, "epoch", after.state.Epoch, int64(2))
-		eq(t, "node", after.state.Node, "node-a")
+		eq(t, "node (a drain excludes no node)", after.state.Node, "node-a")
 		eq(t, "status", after.state.Status, crewlet.StatusIdle)
 		eq(t, "drain", after.state.Drain, (*crewlet.DrainHold)(nil))
 		eq(t, "attaches", after.attaches, 2)
 		eq(t, "establishes", after.state.Counters.Establishes, int64(2))
 		eq(t, "epochs the turns ran under", h.world.turnEpoch, []int64{1, 2, 2, 2})
+		eq(t, "holds", after.holds, ids("e1@node-a:cancelled", "e2@node-a"))
+		eq(t, "placements", h.world.placements, []crewlet.PlaceSeatInput{firstPlacement, firstPlacement})
+		q := hostQueue("node-a")
+		eq(t, "order", h.events()[:7], ids(
+			"place exclude=[]", "attach e1 node-a queue="+q,
+			"turn m1 e1 ok", "ack m1 e1",
+			`detach e1 "drain" queue=`+q,
+			"place exclude=[]", "attach e2 node-a queue="+q))
 	})
 }
 
@@ -503,16 +738,25 @@ func TestSeatContinueAsNew(t *testing.T) {
 		h := newSeatHarness(t)
 		h.publish(time.Second, "m1", "m2")
 		// No cancel: backstop timers drive the loop until the cycle bound.
-		next := decodeCarry(t, h.run(seatIn(), 0))
+		in := seatIn()
+		in.HeartbeatTimeout = 7 * time.Second
+		in.ReleaseWait = time.Minute
+		next := decodeCarry(t, h.run(in, 0))
 
 		eq(t, "handle", next.Handle, testHandle)
 		eq(t, "role", next.Role, testRole)
+		eq(t, "heartbeat timeout", next.HeartbeatTimeout, 7*time.Second)
+		eq(t, "release wait", next.ReleaseWait, time.Minute)
 		c := next.Carry
 		eq(t, "attached", c.Attached, true)
+		eq(t, "move", c.Move, (*crewlet.MoveRequest)(nil))
 		eq(t, "epoch", c.State.Epoch, int64(1))
 		eq(t, "node", c.State.Node, "node-a")
+		eq(t, "host queue", c.State.HostQueue, hostQueue("node-a"))
 		eq(t, "counters", c.State.Counters, crewlet.SeatCounters{Turns: 2, Triggers: 2, Establishes: 1})
 		eq(t, "turns run", h.world.ran, ids("m1", "m2"))
+		eq(t, "holds (the next run takes the tenure over)", h.world.holdNames(), ids("e1@node-a"))
+		eq(t, "detaches", len(h.world.detaches), 0)
 		// Every cycle after the first (attach) is one mailbox read.
 		if h.world.reads < cyclesPerRun-2 || h.world.reads > cyclesPerRun {
 			t.Errorf("mailbox reads before the hand-over: got %d, want about cyclesPerRun (%d)", h.world.reads, cyclesPerRun)
@@ -559,17 +803,34 @@ func TestSeatContinueAsNew(t *testing.T) {
 		eq(t, "counters", c.State.Counters, crewlet.SeatCounters{Turns: 1, Triggers: 1, Establishes: 1})
 	})
 
+	t.Run("a move still in the signal channel at the hand-over is carried", func(t *testing.T) {
+		h := newSeatHarness(t)
+		h.publish(time.Second, "m1")
+		move := crewlet.MoveRequest{ExcludeNode: "node-a", Reason: "rebalance", By: "rebalancer"}
+		h.at(7*time.Minute, func() {
+			h.env.SetContinueAsNewSuggested(true)
+			h.env.SignalWorkflowSkippingWorkflowTask(crewlet.SignalMove, move)
+		})
+		next := decodeCarry(t, h.run(seatIn(), 0))
+
+		c := next.Carry
+		eq(t, "carried move", c.Move, &move)
+		eq(t, "attached (the next run moves)", c.Attached, true)
+		eq(t, "detaches", len(h.world.detaches), 0)
+	})
+
 	t.Run("a seat started with a carry keeps its hold and tenure", func(t *testing.T) {
 		h := newSeatHarness(t)
 		h.world.epoch = 3 // the tenure the previous run held
 		h.world.attaches = 3
+		h.world.node = "node-b"
 		since := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 		in := seatIn()
 		in.Carry = &SeatCarry{
 			Attached: true,
 			State: crewlet.SeatState{
 				Handle: testHandle, Role: testRole, Status: crewlet.StatusPaused,
-				Epoch: 3, Node: "node-b",
+				Epoch: 3, Node: "node-b", HostQueue: hostQueue("node-b"),
 				Pause:    &crewlet.PauseHold{By: "olga", Reason: "upgrade", Since: since},
 				Counters: crewlet.SeatCounters{Turns: 7, Triggers: 8, Establishes: 3, ContinuedRuns: 1},
 			},
@@ -587,12 +848,40 @@ func TestSeatContinueAsNew(t *testing.T) {
 		eq(t, "counters", held.state.Counters, crewlet.SeatCounters{Turns: 7, Triggers: 8, Establishes: 3, ContinuedRuns: 2})
 		eq(t, "turns run while paused", held.ran, []string(nil))
 		eq(t, "CrewletPaused search attribute", held.paused, "true")
+		eq(t, "holds (this run holds the carried tenure)", held.holds, ids("e3@node-b"))
+		eq(t, "placements", held.placements, 0)
 
 		eq(t, "turns run after resume", after.ran, ids("m1"))
 		eq(t, "epoch after resume", after.state.Epoch, int64(3))
 		eq(t, "attaches (none by this run)", after.attaches, 3)
 		eq(t, "turns counter", after.state.Counters.Turns, int64(8))
 		eq(t, "status after resume", after.state.Status, crewlet.StatusIdle)
+		eq(t, "task queue of the turn", h.world.turnQueue, ids(hostQueue("node-b")))
+	})
+
+	t.Run("a seat started with a carried move moves first", func(t *testing.T) {
+		h := newSeatHarness(t)
+		h.world.epoch, h.world.attaches, h.world.node = 3, 3, "node-a"
+		in := seatIn()
+		in.Carry = &SeatCarry{
+			Attached: true,
+			Move:     &crewlet.MoveRequest{ExcludeNode: "node-a", Reason: "rebalance", By: "rebalancer"},
+			State: crewlet.SeatState{
+				Handle: testHandle, Role: testRole, Status: crewlet.StatusIdle,
+				Epoch: 3, Node: "node-a", HostQueue: hostQueue("node-a"),
+			},
+		}
+		h.publish(time.Minute, "m1")
+		after := h.view(10 * time.Minute)
+		h.run(in, time.Hour)
+
+		eq(t, "node", after.state.Node, "node-b")
+		eq(t, "epoch", after.state.Epoch, int64(4))
+		eq(t, "holds", after.holds, ids("e3@node-a:cancelled", "e4@node-b"))
+		eq(t, "placements", h.world.placements, []crewlet.PlaceSeatInput{{Handle: testHandle, Exclude: ids("node-a")}})
+		eq(t, "detaches", h.world.detaches, []crewlet.DetachInput{{Handle: testHandle, Epoch: 3, Reason: "move: rebalance"}})
+		eq(t, "turns run", after.ran, ids("m1"))
+		eq(t, "epochs the turns ran under", h.world.turnEpoch, []int64{4})
 	})
 }
 
@@ -600,9 +889,13 @@ func TestSeatFencedReestablishes(t *testing.T) {
 	cases := []struct {
 		name      string
 		wantEpoch int64
-		setup     func(w *fakeSeatWorld)
+		// wantNode and wantExclude: a fenced seat may come back to its node;
+		// a seat whose host timed out must not.
+		wantNode    string
+		wantExclude []string
+		setup       func(w *fakeSeatWorld)
 	}{
-		{name: "fenced mailbox read", wantEpoch: 2, setup: func(w *fakeSeatWorld) {
+		{name: "fenced mailbox read", wantEpoch: 2, wantNode: "node-a", setup: func(w *fakeSeatWorld) {
 			var done bool
 			w.readHook = func(w *fakeSeatWorld) error {
 				if len(w.fresh) == 0 {
@@ -611,7 +904,7 @@ func TestSeatFencedReestablishes(t *testing.T) {
 				return fenceOnce(&done, "read mail")
 			}
 		}},
-		{name: "fenced turn", wantEpoch: 2, setup: func(w *fakeSeatWorld) {
+		{name: "fenced turn", wantEpoch: 2, wantNode: "node-a", setup: func(w *fakeSeatWorld) {
 			var done bool
 			w.turnHook = func(_ *fakeSeatWorld, ref crewlet.MailRef) error {
 				if ref.EventID != "m1" {
@@ -620,12 +913,20 @@ func TestSeatFencedReestablishes(t *testing.T) {
 				return fenceOnce(&done, "run turn")
 			}
 		}},
-		{name: "tenure taken by another attach", wantEpoch: 3, setup: func(w *fakeSeatWorld) {
+		{name: "tenure taken by another attach", wantEpoch: 3, wantNode: "node-a", setup: func(w *fakeSeatWorld) {
 			var done bool
 			w.readHook = func(w *fakeSeatWorld) error {
 				if len(w.fresh) > 0 && !done {
 					done = true
 					w.epoch++ // someone else attached; the seat's epoch is stale now
+				}
+				return nil
+			}
+		}},
+		{name: "turn timed out on its host", wantEpoch: 2, wantNode: "node-b", wantExclude: ids("node-a"), setup: func(w *fakeSeatWorld) {
+			w.turnHook = func(w *fakeSeatWorld, ref crewlet.MailRef) error {
+				if ref.EventID == "m1" && w.epoch == 1 {
+					return temporal.NewHeartbeatTimeoutError()
 				}
 				return nil
 			}
@@ -643,11 +944,16 @@ func TestSeatFencedReestablishes(t *testing.T) {
 			eq(t, "acked", after.acked, ids("m1", "m2"))
 			eq(t, "attaches", after.attaches, 2)
 			eq(t, "epoch", after.state.Epoch, tc.wantEpoch)
+			eq(t, "node", after.state.Node, tc.wantNode)
 			eq(t, "epochs the turns ran under", h.world.turnEpoch, []int64{tc.wantEpoch, tc.wantEpoch})
 			eq(t, "establishes", after.state.Counters.Establishes, int64(2))
 			eq(t, "turns counter", after.state.Counters.Turns, int64(2))
 			eq(t, "failures", after.state.Counters.Failures, int64(0))
 			eq(t, "status", after.state.Status, crewlet.StatusIdle)
+			eq(t, "placements", h.world.placements, []crewlet.PlaceSeatInput{firstPlacement, {Handle: testHandle, Exclude: tc.wantExclude}})
+			eq(t, "holds (the lost tenure's is cancelled)", after.holds,
+				ids("e1@node-a:cancelled", fmt.Sprintf("e%d@%s", tc.wantEpoch, tc.wantNode)))
+			eq(t, "detaches (a lost tenure is abandoned)", after.detaches, 0)
 		})
 	}
 }
@@ -657,7 +963,7 @@ func TestSeatFailedTurn(t *testing.T) {
 
 	t.Run("a message that fails twice stays unacked, then runs once", func(t *testing.T) {
 		h := newSeatHarness(t)
-		// Fails on its first two deliveries (every retry of the activity).
+		// RunTurn is not retried by Temporal: each failure is one delivery.
 		h.world.turnHook = func(w *fakeSeatWorld, ref crewlet.MailRef) error {
 			if ref.EventID == "m1" && w.deliveries["m1"] <= 2 {
 				return modelDown
@@ -665,7 +971,9 @@ func TestSeatFailedTurn(t *testing.T) {
 			return nil
 		}
 		h.publish(time.Second, "m1", "m2")
-		failing := h.view(8 * time.Second) // after the first turn's retries gave up
+		// Failures at 1s and (after 2s of back-off) at 3s; then 4s of back-off.
+		failing := h.view(2 * time.Second)
+		backingOff := h.view(6 * time.Second)
 		after := h.view(30 * time.Minute)
 		h.run(seatIn(), time.Hour)
 
@@ -676,6 +984,8 @@ func TestSeatFailedTurn(t *testing.T) {
 			t.Errorf("last error after the first failure: got %q, want it to mention %q", failing.state.LastError, modelDown)
 		}
 		eq(t, "status after the first failure", failing.state.Status, crewlet.StatusIdle)
+		eq(t, "failures during the second back-off", backingOff.state.Counters.Failures, int64(2))
+		eq(t, "turns run during the second back-off", backingOff.ran, []string(nil))
 
 		eq(t, "turns run", after.ran, ids("m1", "m2"))
 		eq(t, "acked", after.acked, ids("m1", "m2"))
@@ -683,7 +993,9 @@ func TestSeatFailedTurn(t *testing.T) {
 		eq(t, "turns counter", after.state.Counters.Turns, int64(2))
 		eq(t, "last error (cleared by a good turn)", after.state.LastError, "")
 		eq(t, "deliveries of m1", h.world.deliveries["m1"], 3)
+		eq(t, "attempts of m1", h.world.attempts["m1"], 3)
 		eq(t, "epoch (a failed turn keeps the tenure)", after.state.Epoch, int64(1))
+		eq(t, "holds", after.holds, ids("e1@node-a"))
 	})
 
 	t.Run("a message that always fails does not end the seat", func(t *testing.T) {
@@ -695,8 +1007,8 @@ func TestSeatFailedTurn(t *testing.T) {
 			return nil
 		}
 		h.publish(time.Second, "m1")
-		// A failing cycle takes about 13 s (retries plus failureBackoff), so
-		// cancel well before cyclesPerRun of them would hand over the run.
+		// A failing cycle takes at most failureBackoff, so cancel well before
+		// cyclesPerRun of them would hand over the run.
 		after := h.view(15 * time.Minute)
 		h.run(seatIn(), 20*time.Minute) // still running until cancelled
 
@@ -714,15 +1026,275 @@ func TestSeatFailedTurn(t *testing.T) {
 		if d := h.world.deliveries["m1"]; d < 2 {
 			t.Errorf("deliveries of m1: got %d, want it handed out again after each failure (>= 2)", d)
 		}
+		eq(t, "epoch (failed turns keep the tenure)", after.state.Epoch, int64(1))
 	})
 }
 
-func statusNames(w *fakeSeatWorld) []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []string
-	for _, s := range w.statuses {
-		out = append(out, s.Status)
+func TestSeatHostLost(t *testing.T) {
+	t.Run("while idle the seat re-establishes elsewhere and runs held mail once", func(t *testing.T) {
+		h := newSeatHarness(t)
+		h.publish(time.Second, "m1")
+		// Mail that reached the stream while the wake went nowhere.
+		h.at(2*time.Minute, func() { h.world.publish("m2") })
+		h.loseHost(3*time.Minute, "node-a")
+		moved := h.view(3*time.Minute + time.Second)
+		h.publish(10*time.Minute, "m3")
+		after := h.view(30 * time.Minute)
+		h.run(seatIn(), time.Hour)
+
+		eq(t, "status", moved.state.Status, crewlet.StatusIdle)
+		eq(t, "epoch", moved.state.Epoch, int64(2))
+		eq(t, "node", moved.state.Node, "node-b")
+		eq(t, "host queue", moved.state.HostQueue, hostQueue("node-b"))
+		eq(t, "holds", moved.holds, ids("e1@node-a:lost", "e2@node-b"))
+		eq(t, "detaches (a lost host is abandoned)", moved.detaches, 0)
+		eq(t, "placements", h.world.placements, []crewlet.PlaceSeatInput{firstPlacement, {Handle: testHandle, Exclude: ids("node-a")}})
+		eq(t, "held mail run on the new tenure at once", moved.ran, ids("m1", "m2"))
+
+		eq(t, "turns run", after.ran, ids("m1", "m2", "m3"))
+		eq(t, "acked", after.acked, ids("m1", "m2", "m3"))
+		eq(t, "epochs the turns ran under", h.world.turnEpoch, []int64{1, 2, 2})
+		eq(t, "task queues of the turns", h.world.turnQueue, ids(hostQueue("node-a"), hostQueue("node-b"), hostQueue("node-b")))
+		for _, id := range after.ran {
+			eq(t, "deliveries of "+id, h.world.deliveries[id], 1)
+			eq(t, "attempts of "+id, h.world.attempts[id], 1)
+		}
+		eq(t, "establishes", after.state.Counters.Establishes, int64(2))
+		eq(t, "attaches", after.attaches, 2)
+		eq(t, "last error", after.state.LastError, "")
+		eq(t, "epoch at the end", after.state.Epoch, int64(2))
+		eq(t, "holds at the end", after.holds, ids("e1@node-a:lost", "e2@node-b"))
+	})
+
+	t.Run("while paused the seat re-establishes and stays paused", func(t *testing.T) {
+		h := newSeatHarness(t)
+		h.publish(time.Second, "m1")
+		h.signal(10*time.Second, crewlet.SignalPause, crewlet.PauseRequest{Reason: "review", By: "olga"})
+		h.publish(20*time.Second, "m2")
+		paused := h.view(30 * time.Second)
+		h.loseHost(time.Minute, "node-a")
+		held := h.view(20 * time.Minute)
+		h.signal(21*time.Minute, crewlet.SignalResume, crewlet.ResumeRequest{By: "olga"})
+		after := h.view(30 * time.Minute)
+		h.run(seatIn(), time.Hour)
+
+		eq(t, "status before the loss", paused.state.Status, crewlet.StatusPaused)
+		eq(t, "status", held.state.Status, crewlet.StatusPaused)
+		if held.state.Pause == nil || held.state.Pause.By != "olga" {
+			t.Errorf("pause: got %+v, want the hold by olga kept", held.state.Pause)
+		}
+		eq(t, "CrewletPaused search attribute", held.paused, "true")
+		eq(t, "epoch", held.state.Epoch, int64(2))
+		eq(t, "node", held.state.Node, "node-b")
+		eq(t, "holds", held.holds, ids("e1@node-a:lost", "e2@node-b"))
+		eq(t, "mailbox reads while paused", held.reads, paused.reads)
+		eq(t, "turns run while paused", held.ran, ids("m1"))
+		eq(t, "placements", h.world.placements, []crewlet.PlaceSeatInput{firstPlacement, {Handle: testHandle, Exclude: ids("node-a")}})
+		h.world.mu.Lock()
+		eq(t, "recorded statuses (the new tenure records the pause too)", h.world.statuses, []crewlet.SeatStatusInput{
+			{Handle: testHandle, Epoch: 1, Status: "paused"},
+			{Handle: testHandle, Epoch: 2, Status: "paused"},
+			{Handle: testHandle, Epoch: 2, Status: "active"},
+		})
+		h.world.mu.Unlock()
+
+		eq(t, "turns run after resume", after.ran, ids("m1", "m2"))
+		eq(t, "epochs the turns ran under", h.world.turnEpoch, []int64{1, 2})
+		eq(t, "status after resume", after.state.Status, crewlet.StatusIdle)
+		eq(t, "deliveries of m2", h.world.deliveries["m2"], 1)
+	})
+}
+
+func TestSeatMove(t *testing.T) {
+	move := crewlet.MoveRequest{ExcludeNode: "node-a", Reason: "rebalance", By: "rebalancer"}
+
+	t.Run("the turn in flight finishes, then the seat detaches and re-establishes elsewhere", func(t *testing.T) {
+		h := newSeatHarness(t)
+		h.world.duringTurn = func(id string) {
+			if id == "m1" {
+				h.env.SignalWorkflow(crewlet.SignalMove, move)
+			}
+		}
+		h.publish(time.Second, "m1", "m2")
+		moved := h.view(time.Minute)
+		h.publish(5*time.Minute, "m3")
+		after := h.view(30 * time.Minute)
+		h.run(seatIn(), time.Hour)
+
+		qa, qb := hostQueue("node-a"), hostQueue("node-b")
+		eq(t, "order", h.events(), ids(
+			"place exclude=[]", "attach e1 node-a queue="+qa,
+			"turn m1 e1 ok", "ack m1 e1",
+			`detach e1 "move: rebalance" queue=`+qa,
+			"place exclude=[node-a]", "attach e2 node-b queue="+qb,
+			"turn m2 e2 ok", "ack m2 e2",
+			"turn m3 e2 ok", "ack m3 e2"))
+		eq(t, "detaches", h.world.detaches, []crewlet.DetachInput{{Handle: testHandle, Epoch: 1, Reason: "move: rebalance"}})
+		eq(t, "holds", moved.holds, ids("e1@node-a:cancelled", "e2@node-b"))
+		eq(t, "status", moved.state.Status, crewlet.StatusIdle)
+		eq(t, "epoch", moved.state.Epoch, int64(2))
+		eq(t, "node", moved.state.Node, "node-b")
+		eq(t, "failures", after.state.Counters.Failures, int64(0))
+		eq(t, "last error", after.state.LastError, "")
+		eq(t, "turns run", after.ran, ids("m1", "m2", "m3"))
+		for _, id := range after.ran {
+			eq(t, "attempts of "+id, h.world.attempts[id], 1)
+		}
+		eq(t, "establishes", after.state.Counters.Establishes, int64(2))
+	})
+
+	t.Run("a move naming another node is ignored", func(t *testing.T) {
+		h := newSeatHarness(t)
+		h.publish(time.Second, "m1")
+		h.signal(2*time.Minute, crewlet.SignalMove, crewlet.MoveRequest{ExcludeNode: "node-z", Reason: "node drain", By: "node-z"})
+		h.publish(5*time.Minute, "m2")
+		after := h.view(30 * time.Minute)
+		h.run(seatIn(), time.Hour)
+
+		eq(t, "detaches", after.detaches, 0)
+		eq(t, "holds", after.holds, ids("e1@node-a"))
+		eq(t, "placements", after.placements, 1)
+		eq(t, "epoch", after.state.Epoch, int64(1))
+		eq(t, "node", after.state.Node, "node-a")
+		eq(t, "turns run", after.ran, ids("m1", "m2"))
+		eq(t, "epochs the turns ran under", h.world.turnEpoch, []int64{1, 1})
+		eq(t, "status", after.state.Status, crewlet.StatusIdle)
+	})
+}
+
+// A turn longer than ReleaseWait is cancelled by a move; its entry stays
+// unacked and runs once on the next tenure. The slow turn blocks in real
+// time, so the test keeps ReleaseWait and the heartbeat timeout short: while
+// an activity runs the test environment's timers fire on the wall clock.
+func TestSeatMoveCancelsLongTurn(t *testing.T) {
+	h := newSeatHarness(t)
+	move := crewlet.MoveRequest{ExcludeNode: "node-a", Reason: "node drain", By: "node-a"}
+	h.world.slowTurn = func(in crewlet.TurnInput) bool { return in.Epoch == 1 && in.Mail[0].EventID == "m1" }
+	h.world.duringTurn = func(id string) {
+		h.world.mu.Lock()
+		first := h.world.attempts[id] == 0
+		h.world.mu.Unlock()
+		if id == "m1" && first {
+			h.env.SignalWorkflow(crewlet.SignalMove, move)
+		}
 	}
-	return out
+	h.publish(time.Second, "m1", "m2")
+	after := h.view(30 * time.Minute)
+	in := seatIn()
+	in.HeartbeatTimeout = time.Second
+	in.ReleaseWait = 200 * time.Millisecond
+	h.run(in, time.Hour)
+
+	qa, qb := hostQueue("node-a"), hostQueue("node-b")
+	ev := h.events()
+	// The cancelled turn notices on its next heartbeat, concurrently with
+	// the release; leave its record out of the order.
+	ev = slices.DeleteFunc(ev, func(e string) bool { return e == "turn m1 e1 cancelled" })
+	eq(t, "order", ev, ids(
+		"place exclude=[]", "attach e1 node-a queue="+qa,
+		`detach e1 "move: node drain" queue=`+qa,
+		"place exclude=[node-a]", "attach e2 node-b queue="+qb,
+		"turn m1 e2 ok", "ack m1 e2",
+		"turn m2 e2 ok", "ack m2 e2"))
+	h.world.mu.Lock()
+	eq(t, "turns that saw their context cancelled", h.world.cancelled, ids("m1@e1"))
+	h.world.mu.Unlock()
+	eq(t, "turns run", after.ran, ids("m1", "m2"))
+	eq(t, "acked", after.acked, ids("m1", "m2"))
+	eq(t, "epochs the turns ran under", h.world.turnEpoch, []int64{2, 2})
+	eq(t, "attempts of m1 (one cut short, one run)", h.world.attempts["m1"], 2)
+	eq(t, "attempts of m2", h.world.attempts["m2"], 1)
+	eq(t, "holds", after.holds, ids("e1@node-a:cancelled", "e2@node-b"))
+	eq(t, "epoch", after.state.Epoch, int64(2))
+	eq(t, "node", after.state.Node, "node-b")
+	eq(t, "status", after.state.Status, crewlet.StatusIdle)
+}
+
+// A move for a node the seat is not on must not cut its turn short either:
+// the move is ignored, so the turn would be wasted.
+func TestSeatMoveForAnotherNodeKeepsLongTurn(t *testing.T) {
+	h := newSeatHarness(t)
+	h.world.slowTurn = func(in crewlet.TurnInput) bool { return in.Mail[0].EventID == "m1" }
+	h.world.slowTurnFor = 500 * time.Millisecond
+	h.world.duringTurn = func(id string) {
+		h.world.mu.Lock()
+		first := h.world.attempts[id] == 0
+		h.world.mu.Unlock()
+		if id == "m1" && first {
+			h.env.SignalWorkflow(crewlet.SignalMove, crewlet.MoveRequest{ExcludeNode: "node-z", Reason: "node drain", By: "node-z"})
+		}
+	}
+	h.publish(time.Second, "m1", "m2")
+	after := h.view(30 * time.Minute)
+	in := seatIn()
+	in.HeartbeatTimeout = time.Second
+	in.ReleaseWait = 100 * time.Millisecond
+	h.run(in, time.Hour)
+
+	h.world.mu.Lock()
+	eq(t, "turns that saw their context cancelled", h.world.cancelled, []string(nil))
+	h.world.mu.Unlock()
+	eq(t, "turns run", after.ran, ids("m1", "m2"))
+	eq(t, "attempts of m1", h.world.attempts["m1"], 1)
+	eq(t, "epochs the turns ran under", h.world.turnEpoch, []int64{1, 1})
+	eq(t, "detaches", after.detaches, 0)
+	eq(t, "holds", after.holds, ids("e1@node-a"))
+	eq(t, "failures", after.state.Counters.Failures, int64(0))
+}
+
+// A move for another node that is still pending must not swallow a move for
+// the seat's own node that arrives with it.
+func TestSeatMoveBehindStaleMove(t *testing.T) {
+	h := newSeatHarness(t)
+	h.publish(time.Second, "m1")
+	h.at(2*time.Minute, func() {
+		// Both arrive before the seat's next workflow task.
+		h.env.SignalWorkflowSkippingWorkflowTask(crewlet.SignalMove, crewlet.MoveRequest{ExcludeNode: "node-z", Reason: "node drain", By: "node-z"})
+		h.env.SignalWorkflow(crewlet.SignalMove, crewlet.MoveRequest{ExcludeNode: "node-a", Reason: "rebalance", By: "rebalancer"})
+	})
+	after := h.view(10 * time.Minute)
+	h.run(seatIn(), time.Hour)
+
+	eq(t, "detaches", h.world.detaches, []crewlet.DetachInput{{Handle: testHandle, Epoch: 1, Reason: "move: rebalance"}})
+	eq(t, "node", after.state.Node, "node-b")
+	eq(t, "epoch", after.state.Epoch, int64(2))
+}
+
+func TestSeatUnplaceable(t *testing.T) {
+	h := newSeatHarness(t)
+	refusals := 2
+	h.world.placeHook = func(w *fakeSeatWorld, _ crewlet.PlaceSeatInput) error {
+		if len(w.placements) <= refusals {
+			return unplaceableErr()
+		}
+		return nil
+	}
+	h.publish(1500*time.Millisecond, "m1")
+	// Placements at 0s, 1s (after 1s of back-off) and 3s (after 2s).
+	first := h.view(500 * time.Millisecond)
+	second := h.view(2500 * time.Millisecond)
+	placed := h.view(3500 * time.Millisecond)
+	h.run(seatIn(), time.Hour)
+
+	for _, v := range []*seatView{first, second} {
+		eq(t, fmt.Sprintf("status at %v", v.at), v.state.Status, crewlet.StatusEstablishing)
+		if !strings.Contains(v.state.LastError, "no live node") {
+			t.Errorf("last error at %v: got %q, want the placement failure", v.at, v.state.LastError)
+		}
+		eq(t, fmt.Sprintf("attaches at %v", v.at), v.attaches, 0)
+		eq(t, fmt.Sprintf("holds at %v", v.at), v.holds, []string(nil))
+		eq(t, fmt.Sprintf("epoch at %v", v.at), v.state.Epoch, int64(0))
+	}
+	eq(t, "placements at 0.5s", first.placements, 1)
+	eq(t, "placements at 2.5s", second.placements, 2)
+
+	eq(t, "placements", placed.placements, 3)
+	eq(t, "status", placed.state.Status, crewlet.StatusIdle)
+	eq(t, "epoch", placed.state.Epoch, int64(1))
+	eq(t, "node", placed.state.Node, "node-a")
+	eq(t, "last error", placed.state.LastError, "")
+	eq(t, "holds", placed.holds, ids("e1@node-a"))
+	eq(t, "turns run", placed.ran, ids("m1"))
+	eq(t, "acked", placed.acked, ids("m1"))
+	eq(t, "establishes", placed.state.Counters.Establishes, int64(1))
 }

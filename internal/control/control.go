@@ -58,6 +58,10 @@ func (c *Control) startOptions(s config.Seat) client.StartWorkflowOptions {
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		TypedSearchAttributes:    workflows.SeatSearchAttributes(s.Handle, s.Role),
+		// A workflow task caught on a worker that died is retried elsewhere
+		// after this long; it is part of failover time, like the heartbeat
+		// timeout. Local activities longer than this heartbeat the task.
+		WorkflowTaskTimeout: c.org.Nodes.HeartbeatTimeout,
 	}
 }
 
