@@ -35,6 +35,8 @@ type SeatCarry struct {
 	Attached bool              `json:"attached"`
 	// Move is a move request not yet carried out.
 	Move *crewlet.MoveRequest `json:"move,omitempty"`
+	// Exclude lists nodes the next placement avoids (a host just lost).
+	Exclude []string `json:"exclude,omitempty"`
 	// WakePending is a wake that arrived before the hand-over.
 	WakePending bool `json:"wake_pending"`
 }
@@ -125,6 +127,7 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 		s.attached = in.Carry.Attached
 		s.wakePending = in.Carry.WakePending
 		s.move = in.Carry.Move
+		s.exclude = in.Carry.Exclude
 		s.state.Counters.ContinuedRuns++
 	} else {
 		s.state = crewlet.SeatState{Handle: in.Handle, Role: in.Role, Status: crewlet.StatusEstablishing}
@@ -218,6 +221,11 @@ func (s *seat) runTurns(ctx workflow.Context, mail []crewlet.MailRef) {
 			if s.tenureEnded(err) {
 				return
 			}
+			if temporal.IsCanceledError(err) && (s.movesAway() || s.state.Drain != nil) {
+				// Cut short by a release that waited long enough: not a
+				// failure; the entry stays unacked for the next tenure.
+				return
+			}
 			s.state.Counters.Failures++
 			s.failures++
 			s.noteError(fmt.Sprintf("turn failed: %v", err))
@@ -282,8 +290,8 @@ func (s *seat) awaitTurn(ctx workflow.Context, turn workflow.Future, cancel work
 	}
 	if !done {
 		s.logger.Warn("turn_cancelled", "seat", s.in.Handle, "reason", "release wait exceeded", "wait", s.in.ReleaseWait)
+		cancel()
 	}
-	_ = cancel
 	return workflow.Await(ctx, turn.IsReady)
 }
 
@@ -549,7 +557,11 @@ func (s *seat) continueAsNew(ctx workflow.Context, signals *seatSignals) error {
 	s.holdID++
 	s.cancelHold = nil
 	next := s.in
-	next.Carry = &SeatCarry{State: s.state, Attached: s.attached && !s.hostLost, WakePending: s.wakePending, Move: s.move}
+	exclude := s.exclude
+	if s.hostLost && s.state.Node != "" {
+		exclude = append(exclude, s.state.Node)
+	}
+	next.Carry = &SeatCarry{State: s.state, Attached: s.attached && !s.hostLost, WakePending: s.wakePending, Move: s.move, Exclude: exclude}
 	return workflow.NewContinueAsNewError(ctx, Seat, next)
 }
 
