@@ -11,6 +11,8 @@ const (
 	ActivityReadMail      = "ReadMail"
 	ActivityAckMail       = "AckMail"
 	ActivityRebalance     = "Rebalance"
+	ActivityPrepareTurn   = "PrepareTurn"
+	ActivityMaintenance   = "Maintenance"
 	// On the host queue of the node that hosts the seat.
 	ActivityAttach  = "Attach"
 	ActivityHold    = "Hold"
@@ -87,12 +89,39 @@ type ReadMailInput struct {
 	// ClearAwake lowers the seat's awake flag when the mailbox is empty, so the
 	// next publish signals wake; set it when the seat will sleep on an empty read.
 	ClearAwake bool `json:"clear_awake"`
+	// LastError is the seat's last error, recorded as the reason of an entry
+	// dead-lettered by this read.
+	LastError string `json:"last_error,omitempty"`
 }
 
 // ReadMailOutput lists the entries read, by reference only.
 type ReadMailOutput struct {
 	Mail []MailRef `json:"mail"`
 	Lag  int64     `json:"lag"`
+}
+
+// PrepareTurnInput asks which of the entries read still need a turn.
+type PrepareTurnInput struct {
+	Handle string    `json:"handle"`
+	Epoch  int64     `json:"epoch"`
+	Mail   []MailRef `json:"mail"`
+}
+
+// PrepareTurnOutput splits the entries: Run still need a turn; Skipped are
+// finished already (the completion ledger holds them) or gone, and are only
+// acked.
+type PrepareTurnOutput struct {
+	Run     []MailRef `json:"run"`
+	Skipped []MailRef `json:"skipped"`
+}
+
+// MaintenanceOutput is what one maintenance pass did.
+type MaintenanceOutput struct {
+	MailboxesAbsent   []string `json:"mailboxes_absent,omitempty"`
+	MailboxesReturned []string `json:"mailboxes_returned,omitempty"`
+	MailboxesRetired  []string `json:"mailboxes_retired,omitempty"`
+	LedgerTrimmed     int64    `json:"ledger_trimmed"`
+	EntriesTrimmed    int64    `json:"entries_trimmed"`
 }
 
 // AckMailInput marks entries handled, fenced by epoch.

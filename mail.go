@@ -25,6 +25,10 @@ type Message struct {
 	To           string    `json:"to"`
 	Conversation string    `json:"conversation"`
 	InReplyTo    string    `json:"in_reply_to,omitempty"`
+	// ChatID is the message's identity on the chat system it came from, when
+	// one carried it; the completion ledger records it beside the event id, so
+	// the same chat message delivered twice is answered once.
+	ChatID string `json:"chat_id,omitempty"`
 	Body         string    `json:"body"`
 	SentAt       time.Time `json:"sent_at"`
 	// Deliveries is how many times the mailbox handed this entry out,
@@ -37,4 +41,15 @@ type Message struct {
 type MailRef struct {
 	StreamID string `json:"stream_id"`
 	EventID  string `json:"event_id"`
+}
+
+// LedgerKeys are the identities the completion ledger records a trigger
+// under: its event id, and its chat id when it has one. A trigger is finished
+// if either is recorded.
+func LedgerKeys(m Message) []string {
+	keys := []string{m.EventID}
+	if m.ChatID != "" {
+		keys = append(keys, "chat:"+m.ChatID)
+	}
+	return keys
 }

@@ -33,6 +33,7 @@ const (
 	SignalResume = "resume"
 	SignalDrain  = "drain"
 	SignalMove   = "move"
+	SignalStop   = "stop"
 	QueryState   = "state"
 )
 
@@ -71,6 +72,12 @@ type MoveRequest struct {
 	ExcludeNode string `json:"exclude_node"`
 	Reason      string `json:"reason"`
 	By          string `json:"by"`
+}
+
+// StopRequest is the payload of the stop signal: the seat left the org.
+type StopRequest struct {
+	Reason string `json:"reason"`
+	By     string `json:"by"`
 }
 
 // PauseHold records who paused a seat, when and why.

@@ -9,20 +9,30 @@ import (
 	"github.com/crewlet/crewlet/internal/store"
 )
 
-// Mail holds the mailbox activities. They are short Redis steps and run as
-// local activities, fenced all the same.
+// Mail holds the mailbox activities. They are short Redis and Postgres steps
+// and run as local activities, fenced all the same.
 type Mail struct {
 	Store   *store.Store
 	Mailbox *mailbox.Mailbox
 	Log     *slog.Logger
 }
 
-// ReadMail hands the seat its next entries, by reference.
+// ReadMail hands the seat its next entries, by reference. Entries past their
+// delivery budget go to the dead-letter stream instead, each recorded in the
+// seat's event history.
 func (a *Mail) ReadMail(ctx context.Context, in crewlet.ReadMailInput) (crewlet.ReadMailOutput, error) {
 	if err := a.Store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
 		return crewlet.ReadMailOutput{}, fence(a.Log, in.Handle, in.Epoch, err)
 	}
-	res, err := a.Mailbox.Read(ctx, in.Handle, in.Consumer, in.Max, in.ClearAwake)
+	res, err := a.Mailbox.Read(ctx, mailbox.ReadRequest{
+		Handle: in.Handle, Consumer: in.Consumer, Max: in.Max, ClearAwake: in.ClearAwake, LastError: in.LastError,
+	})
+	for _, dl := range res.DeadLettered {
+		a.Log.Warn("mail_dead_lettered", "seat", in.Handle, "event_id", dl.Message.EventID, "deliveries", dl.Deliveries, "reason", dl.Reason)
+		a.recordEvent(ctx, in.Handle, "dead_lettered", dl.Message.EventID, map[string]any{
+			"reason": dl.Reason, "deliveries": dl.Deliveries, "stream_id": dl.StreamID,
+		})
+	}
 	if err != nil {
 		return crewlet.ReadMailOutput{}, err
 	}
@@ -33,11 +43,76 @@ func (a *Mail) ReadMail(ctx context.Context, in crewlet.ReadMailInput) (crewlet.
 	return out, nil
 }
 
+// PrepareTurn drops the entries a turn must not run: those the completion
+// ledger holds (by event id or chat id) and those that no longer exist. Each
+// skip is logged as turn_trigger_skipped and recorded in the seat's event
+// history. An unreadable ledger skips nothing (fail open).
+func (a *Mail) PrepareTurn(ctx context.Context, in crewlet.PrepareTurnInput) (crewlet.PrepareTurnOutput, error) {
+	if err := a.Store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
+		return crewlet.PrepareTurnOutput{}, fence(a.Log, in.Handle, in.Epoch, err)
+	}
+	streamIDs := make([]string, len(in.Mail))
+	for i, ref := range in.Mail {
+		streamIDs[i] = ref.StreamID
+	}
+	msgs, err := a.Mailbox.Get(ctx, in.Handle, streamIDs)
+	if err != nil {
+		return crewlet.PrepareTurnOutput{}, err
+	}
+	byStream := map[string]crewlet.Message{}
+	var keys []string
+	for _, m := range msgs {
+		byStream[m.StreamID] = m
+		keys = append(keys, crewlet.LedgerKeys(m)...)
+	}
+	done, err := a.Store.LedgerRecorded(ctx, in.Handle, keys)
+	if err != nil {
+		a.Log.Warn("ledger_unreadable", "seat", in.Handle, "error", err)
+		done = nil
+	}
+	var out crewlet.PrepareTurnOutput
+	for _, ref := range in.Mail {
+		m, ok := byStream[ref.StreamID]
+		reason := ""
+		switch {
+		case !ok:
+			reason = "entry no longer exists"
+		default:
+			for _, k := range crewlet.LedgerKeys(m) {
+				if done[k] {
+					reason = "completion ledger holds " + k
+					break
+				}
+			}
+		}
+		if reason == "" {
+			out.Run = append(out.Run, ref)
+			continue
+		}
+		a.Log.Info("turn_trigger_skipped", "seat", in.Handle, "event_id", ref.EventID, "reason", reason)
+		a.recordEvent(ctx, in.Handle, "turn_trigger_skipped", ref.EventID, map[string]any{"reason": reason})
+		out.Skipped = append(out.Skipped, ref)
+	}
+	return out, nil
+}
+
 // AckMail marks entries handled. The seat calls it only after the completion
 // ledger recorded them.
 func (a *Mail) AckMail(ctx context.Context, in crewlet.AckMailInput) error {
 	if err := a.Store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
 		return fence(a.Log, in.Handle, in.Epoch, err)
 	}
-	return a.Mailbox.Ack(ctx, in.Handle, in.StreamIDs)
+	if err := a.Mailbox.Ack(ctx, in.Handle, in.StreamIDs); err != nil {
+		return err
+	}
+	crashPoint("after_ack", in.Handle)
+	return nil
+}
+
+// recordEvent writes to the seat's event history; it only reports, so a
+// failure is logged and never breaks the path it observes.
+func (a *Mail) recordEvent(ctx context.Context, seat, kind, eventID string, detail map[string]any) {
+	if err := a.Store.RecordSeatEvent(ctx, seat, kind, eventID, detail); err != nil {
+		a.Log.Warn("seat_event_unrecorded", "seat", seat, "kind", kind, "error", err)
+	}
 }

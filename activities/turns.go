@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/crewlet/crewlet"
@@ -44,10 +46,12 @@ func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailb
 }
 
 // RunTurn answers a batch of triggers. It runs on the seat's host and
-// heartbeats, so a host lost mid-turn is noticed within the heartbeat timeout. Every step is keyed on the work, so a
-// re-run after a crash repeats nothing that already landed: the transcript is
-// keyed by event id, a reply's event id is derived from the turn and its
-// trigger, and the ledger is keyed by trigger.
+// heartbeats, so a host lost mid-turn is noticed within the heartbeat timeout.
+// Every step is keyed on the work, so a re-run after a crash repeats nothing
+// that already landed: the transcript is keyed by event id, a reply's event id
+// is derived from the turn and its trigger, memory rows are keyed on the work
+// key, and the ledger is keyed by trigger. The seat ran PrepareTurn first, so
+// the batch holds only triggers the ledger does not.
 func (a *Turns) RunTurn(ctx context.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error) {
 	if err := a.host.CheckHosted(in.Handle, in.Epoch); err != nil {
 		return crewlet.TurnOutput{}, err
@@ -58,6 +62,7 @@ func (a *Turns) RunTurn(ctx context.Context, in crewlet.TurnInput) (crewlet.Turn
 	stop := make(chan struct{})
 	defer close(stop)
 	go heartbeatWhile(ctx, a.host.Beat, stop)
+
 	var out crewlet.TurnOutput
 	streamIDs := make([]string, len(in.Mail))
 	for i, ref := range in.Mail {
@@ -67,21 +72,6 @@ func (a *Turns) RunTurn(ctx context.Context, in crewlet.TurnInput) (crewlet.Turn
 	if err != nil {
 		return out, err
 	}
-	found := map[string]bool{}
-	for _, m := range msgs {
-		found[m.EventID] = true
-	}
-	for _, ref := range in.Mail {
-		if !found[ref.EventID] {
-			a.log.Warn("turn_trigger_skipped", "seat", in.Handle, "event_id", ref.EventID, "reason", "entry no longer exists")
-			out.Skipped = append(out.Skipped, ref.EventID)
-		}
-	}
-
-	msgs = a.skipFinished(ctx, in.Handle, msgs, &out)
-	if len(msgs) == 0 {
-		return out, nil
-	}
 	seat, ok := a.org.Seat(in.Handle)
 	role, hasRole := a.org.Roles[seat.Role]
 	m := a.models[role.Profile]
@@ -89,21 +79,39 @@ func (a *Turns) RunTurn(ctx context.Context, in crewlet.TurnInput) (crewlet.Turn
 		return out, crewlet.Errorf(crewlet.ENOTFOUND, "seat %s has no agent role with a profile in the org", in.Handle)
 	}
 
-	var replies []crewlet.Message
+	// The same chat message delivered twice in one batch is answered once.
+	answeredChat := map[string]bool{}
+	var transcript []crewlet.Message
+	var ledger []string
+	counterparties := map[string]bool{}
 	for _, trigger := range msgs {
+		ledger = append(ledger, crewlet.LedgerKeys(trigger)...)
+		transcript = append(transcript, trigger)
+		out.Answered = append(out.Answered, trigger.EventID)
+		if trigger.ChatID != "" {
+			if answeredChat[trigger.ChatID] {
+				continue
+			}
+			answeredChat[trigger.ChatID] = true
+		}
+		counterparties[trigger.From] = true
 		reply, err := a.answer(ctx, m, in, seat.Role, role.Charter, trigger)
 		if err != nil {
 			return out, err
 		}
 		if reply != nil {
-			replies = append(replies, *reply)
+			transcript = append(transcript, *reply)
+			out.Replies++
 		}
-		out.Answered = append(out.Answered, trigger.EventID)
 	}
-	if err := a.store.AppendMessages(ctx, in.WorkKey, append(msgs, replies...)...); err != nil {
+	crashPoint("after_model", in.Handle)
+	if err := a.store.AppendMessages(ctx, in.WorkKey, transcript...); err != nil {
 		return out, err
 	}
-	for _, r := range replies {
+	for _, r := range transcript {
+		if r.From != in.Handle {
+			continue
+		}
 		if _, ok := a.org.Seat(r.To); !ok {
 			continue // the sender is not a seat: the transcript is where the reply lives
 		}
@@ -111,38 +119,36 @@ func (a *Turns) RunTurn(ctx context.Context, in crewlet.TurnInput) (crewlet.Turn
 			return out, fmt.Errorf("deliver reply to %s: %w", r.To, err)
 		}
 	}
-	out.Replies = len(replies)
+	crashPoint("after_publish", in.Handle)
+	a.remember(ctx, in, len(msgs), out.Replies, counterparties)
 	// Failing open here would run the turn again on redelivery, so a ledger
 	// write error fails the turn; its effects are keyed and do not repeat.
-	if err := a.store.LedgerRecord(ctx, in.Handle, in.WorkKey, in.TurnID, out.Answered); err != nil {
+	if err := a.store.LedgerRecord(ctx, in.Handle, in.WorkKey, in.TurnID, ledger); err != nil {
 		return out, err
 	}
+	crashPoint("after_ledger", in.Handle)
 	a.log.Info("turn_finished", "seat", in.Handle, "turn", in.TurnID, "triggers", len(out.Answered), "replies", out.Replies)
 	return out, nil
 }
 
-// skipFinished drops triggers the completion ledger already holds. An
-// unreadable ledger runs them all (fail open).
-func (a *Turns) skipFinished(ctx context.Context, handle string, msgs []crewlet.Message, out *crewlet.TurnOutput) []crewlet.Message {
-	keys := make([]string, len(msgs))
-	for i, m := range msgs {
-		keys[i] = m.EventID
+// remember writes the seat's memory of the turn: one episode and one count
+// per counterparty, both keyed on the work key so a re-run remembers once.
+// Memory only records, so a failure is logged and the turn goes on.
+func (a *Turns) remember(ctx context.Context, in crewlet.TurnInput, triggers, replies int, counterparties map[string]bool) {
+	names := make([]string, 0, len(counterparties))
+	for who := range counterparties {
+		names = append(names, who)
 	}
-	done, err := a.store.LedgerRecorded(ctx, handle, keys)
-	if err != nil {
-		a.log.Warn("ledger_unreadable", "seat", handle, "error", err)
-		return msgs
+	sort.Strings(names)
+	summary := fmt.Sprintf("answered %d of %d triggers from %s", replies, triggers, strings.Join(names, ", "))
+	if err := a.store.RecordEpisode(ctx, store.Episode{Seat: in.Handle, WorkKey: in.WorkKey, TurnID: in.TurnID, Summary: summary}); err != nil {
+		a.log.Warn("memory_unrecorded", "seat", in.Handle, "what", "episode", "error", err)
 	}
-	var todo []crewlet.Message
-	for _, m := range msgs {
-		if done[m.EventID] {
-			a.log.Info("turn_trigger_skipped", "seat", handle, "event_id", m.EventID, "reason", "completion ledger")
-			out.Skipped = append(out.Skipped, m.EventID)
-			continue
+	for _, who := range names {
+		if err := a.store.CountInteraction(ctx, in.Handle, who, in.WorkKey); err != nil {
+			a.log.Warn("memory_unrecorded", "seat", in.Handle, "what", "counterparty", "error", err)
 		}
-		todo = append(todo, m)
 	}
-	return todo
 }
 
 // answer asks the model about one trigger and returns the reply to send, or

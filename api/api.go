@@ -51,12 +51,15 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/{handle}", s.getSeat)
 		r.Post("/{handle}/messages", s.sendMessage)
 		r.Get("/{handle}/inbox", s.inbox)
+		r.Get("/{handle}/events", s.seatEvents)
 		r.Post("/{handle}/pause", s.pauseSeat)
 		r.Post("/{handle}/resume", s.resumeSeat)
 		r.Post("/{handle}/drain", s.drainSeat)
 	})
 	r.Get("/conversations/{id}", s.getConversation)
 	r.Get("/nodes", s.listNodes)
+	r.Get("/deadletters", s.listDeadLetters)
+	r.Post("/deadletters/{id}/requeue", s.requeueDeadLetter)
 	r.Post("/nodes/{id}/drain", s.drainNode)
 	return r
 }

@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
@@ -127,16 +126,12 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	limit := int64(20)
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 || n > 1000 {
-			writeError(w, crewlet.Errorf(crewlet.EINVALID, "limit must be a number from 1 to 1000, got %q", v))
-			return
-		}
-		limit = n
+	limit, err := limitParam(r, 20)
+	if err != nil {
+		writeError(w, err)
+		return
 	}
-	msgs, err := s.Mailbox.Recent(r.Context(), seat.Handle, limit)
+	msgs, err := s.Mailbox.Recent(r.Context(), seat.Handle, int64(limit))
 	if err != nil {
 		s.logError(w, r, crewlet.Errorf(crewlet.EUNAVAILABLE, "read mailbox of %s: %v", seat.Handle, err))
 		return

@@ -108,11 +108,12 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		return nil, err
 	}
 	deps := Deps{
-		Seats:     &activities.Seats{Store: st, Org: org, LiveWithin: hb, Log: n.log},
-		Mail:      &activities.Mail{Store: st, Mailbox: mb, Log: n.log},
-		Rebalance: &activities.Rebalance{Store: st, Org: org, Temporal: tc, LiveWithin: hb, MaxMoves: org.Nodes.RebalanceMaxMoves, Log: n.log},
-		Host:      n.host,
-		Turns:     turns,
+		Seats:       &activities.Seats{Store: st, Org: org, LiveWithin: hb, Log: n.log},
+		Mail:        &activities.Mail{Store: st, Mailbox: mb, Log: n.log},
+		Rebalance:   &activities.Rebalance{Store: st, Org: org, Temporal: tc, LiveWithin: hb, MaxMoves: org.Nodes.RebalanceMaxMoves, Log: n.log},
+		Maintenance: &activities.Maintenance{Store: st, Mailbox: mb, Org: org, Log: n.log},
+		Host:        n.host,
+		Turns:       turns,
 	}
 	// A workflow task waiting on a dead worker's sticky queue falls back to
 	// the shared queue after this long; it is part of failover time.
@@ -131,8 +132,17 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	n.loopsDone.Add(2)
 	go n.presenceLoop()
 	go func() { defer n.loopsDone.Done(); n.watchdog.Run(n.stop) }()
-	if err := n.ensureRebalanceSchedule(ctx); err != nil {
-		log.Warn("rebalance_schedule_failed", "error", err)
+	tq := org.Temporal.TaskQueue
+	for _, duty := range []struct {
+		id, workflow string
+		every        time.Duration
+	}{
+		{RebalanceScheduleID(tq), workflows.RebalanceWorkflowType, org.Nodes.RebalanceInterval},
+		{MaintenanceScheduleID(tq), workflows.MaintenanceWorkflowType, org.Maintenance.Interval},
+	} {
+		if err := n.ensureSchedule(ctx, duty.id, duty.workflow, duty.every); err != nil {
+			log.Warn("duty_schedule_failed", "schedule", duty.id, "error", err)
+		}
 	}
 	n.log.Info("node_started", "node_id", nodeID, "host_queue", n.HostQueue, "labels", opts.Labels, "capacity", opts.Capacity)
 	return n, nil
@@ -230,19 +240,21 @@ func (n *Node) Stop() {
 // the org's task queue.
 func RebalanceScheduleID(taskQueue string) string { return "crewlet-rebalance/" + taskQueue }
 
-// ensureRebalanceSchedule creates the rebalance duty's Schedule, or updates
-// its interval to this config's.
-func (n *Node) ensureRebalanceSchedule(ctx context.Context) error {
+// MaintenanceScheduleID is the id of the maintenance duty's Temporal Schedule.
+func MaintenanceScheduleID(taskQueue string) string { return "crewlet-maintenance/" + taskQueue }
+
+// ensureSchedule creates a duty's Schedule (overlap SKIP: a duty is a
+// singleton), or updates its interval to this config's.
+func (n *Node) ensureSchedule(ctx context.Context, id, workflowType string, every time.Duration) error {
 	tq := n.org.Temporal.TaskQueue
-	id := RebalanceScheduleID(tq)
-	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: n.org.Nodes.RebalanceInterval}}}
+	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}}
 	_, err := n.temporal.ScheduleClient().Create(ctx, client.ScheduleOptions{
 		ID:      id,
 		Spec:    spec,
 		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
 		Action: &client.ScheduleWorkflowAction{
-			ID: "rebalance/" + tq, Workflow: workflows.RebalanceWorkflowType, TaskQueue: tq,
-			WorkflowExecutionTimeout: time.Minute,
+			ID: id, Workflow: workflowType, TaskQueue: tq,
+			WorkflowExecutionTimeout: 10 * time.Minute,
 		},
 	})
 	var exists *serviceerror.AlreadyExists

@@ -14,11 +14,12 @@ import (
 
 // Deps are the activity groups a node registers.
 type Deps struct {
-	Seats     *activities.Seats
-	Mail      *activities.Mail
-	Rebalance *activities.Rebalance
-	Host      *activities.Host
-	Turns     *activities.Turns
+	Seats       *activities.Seats
+	Mail        *activities.Mail
+	Rebalance   *activities.Rebalance
+	Maintenance *activities.Maintenance
+	Host        *activities.Host
+	Turns       *activities.Turns
 }
 
 // RegisterShared registers what runs on the shared task queue: the workflows
@@ -26,10 +27,13 @@ type Deps struct {
 func RegisterShared(r worker.Registry, d Deps) {
 	r.RegisterWorkflowWithOptions(workflows.Seat, workflow.RegisterOptions{Name: crewlet.SeatWorkflowType})
 	r.RegisterWorkflowWithOptions(workflows.Rebalance, workflow.RegisterOptions{Name: workflows.RebalanceWorkflowType})
+	r.RegisterWorkflowWithOptions(workflows.Maintenance, workflow.RegisterOptions{Name: workflows.MaintenanceWorkflowType})
 	register(r, map[string]any{
 		crewlet.ActivityPlaceSeat:     d.Seats.PlaceSeat,
 		crewlet.ActivitySetSeatStatus: d.Seats.SetSeatStatus,
 		crewlet.ActivityReadMail:      d.Mail.ReadMail,
+		crewlet.ActivityPrepareTurn:   d.Mail.PrepareTurn,
+		crewlet.ActivityMaintenance:   d.Maintenance.Maintenance,
 		crewlet.ActivityAckMail:       d.Mail.AckMail,
 		crewlet.ActivityRebalance:     d.Rebalance.Rebalance,
 	})

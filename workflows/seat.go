@@ -25,6 +25,8 @@ type SeatInput struct {
 	// ReleaseWait bounds how long a voluntary release (move, drain) waits for
 	// the turn in flight before it cancels it. 0 means 30s.
 	ReleaseWait time.Duration `json:"release_wait,omitempty"`
+	// RetryBackoff caps the wait after a failed turn (2s, 4s, ...). 0 means 10s.
+	RetryBackoff time.Duration `json:"retry_backoff,omitempty"`
 	// Carry is the state handed over by continue-as-new; nil on a first start.
 	Carry *SeatCarry `json:"carry,omitempty"`
 }
@@ -49,8 +51,9 @@ const (
 	// cyclesPerRun bounds a run's history; the seat continues as new after
 	// this many loop cycles even if Temporal does not suggest it yet.
 	cyclesPerRun = 200
-	// failureBackoff is how long a seat waits after a failed turn before it
-	// reads again, so a message that always fails cannot spin the seat.
+	// failureBackoff is the default cap on how long a seat waits after a
+	// failed turn before it reads again, so a message that always fails
+	// cannot spin the seat; its delivery budget ends it.
 	failureBackoff = 10 * time.Second
 	// placeBackoff caps the wait between placements that found no node, so
 	// a seat runs soon after a node able to run it joins.
@@ -88,6 +91,8 @@ type seat struct {
 	wakePending bool
 	// move is a pending move request (rebalance, node drain).
 	move *crewlet.MoveRequest
+	// stop is set when the seat left the org.
+	stop *crewlet.StopRequest
 	// hostLost is set when the tenure's Hold on the host ended without the
 	// seat asking: the host died, wedged, restarted or was partitioned.
 	hostLost bool
@@ -120,6 +125,9 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 	}
 	if in.ReleaseWait <= 0 {
 		in.ReleaseWait = defaultReleaseWait
+	}
+	if in.RetryBackoff <= 0 {
+		in.RetryBackoff = failureBackoff
 	}
 	s := &seat{in: in, logger: workflow.GetLogger(ctx)}
 	if in.Carry != nil {
@@ -155,6 +163,8 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 			return s.continueAsNew(ctx, signals)
 		}
 		switch {
+		case s.stop != nil:
+			return s.stopSeat(ctx)
 		case s.hostLost:
 			s.abandon(ctx, "host_lost")
 			continue
@@ -199,77 +209,103 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 			}
 			continue
 		}
-		s.runTurns(ctx, mail)
+		s.runBatch(ctx, mail)
 	}
 }
 
 // interrupted reports whether something asks the seat to leave its tenure:
 // a drain, a move, or a lost host.
 func (s *seat) interrupted() bool {
-	return s.state.Drain != nil || s.move != nil || s.hostLost
+	return s.state.Drain != nil || s.move != nil || s.hostLost || s.stop != nil
 }
 
-// runTurns answers the entries one turn each, in mailbox order, stopping early
-// when the seat is paused or drained; entries left unacked are reclaimed by
-// the next read, so nothing is lost and order is kept.
-func (s *seat) runTurns(ctx workflow.Context, mail []crewlet.MailRef) {
-	for _, ref := range mail {
-		if s.state.Pause != nil || s.interrupted() || !s.attached {
-			return
-		}
-		if err := s.runTurn(ctx, []crewlet.MailRef{ref}); err != nil {
-			if s.tenureEnded(err) {
-				return
-			}
-			if temporal.IsCanceledError(err) && (s.movesAway() || s.state.Drain != nil) {
-				// Cut short by a release that waited long enough: not a
-				// failure; the entry stays unacked for the next tenure.
-				return
-			}
-			s.state.Counters.Failures++
-			s.failures++
-			s.noteError(fmt.Sprintf("turn failed: %v", err))
-			s.setStatus(ctx, crewlet.StatusIdle)
-			_ = workflow.Sleep(ctx, min(failureBackoff, time.Duration(s.failures)*2*time.Second))
-			return
-		}
-		s.failures = 0
+// stopSeat ends a seat that left the org: the turn in flight has finished,
+// the tenure is released, and the workflow completes. Its mailbox is kept
+// for the retirement grace period, so a seat added back finds its mail.
+func (s *seat) stopSeat(ctx workflow.Context) error {
+	if s.attached && !s.hostLost {
+		s.recordStatus(ctx, "stopped")
+		s.release(ctx, "stopped: "+s.stop.Reason)
 	}
+	s.stopHold()
+	s.state.Node, s.state.HostQueue = "", ""
+	s.setStatus(ctx, crewlet.StatusStopped)
+	s.logger.Info("seat_stopped", "seat", s.in.Handle, "reason", s.stop.Reason, "by", s.stop.By)
+	return nil
+}
+
+// runBatch answers the entries read in one turn (mail that arrived while the
+// last turn ran is batched into this one). Entries the completion ledger
+// already holds are acked without running. On failure nothing is acked: the
+// entries are reclaimed by the next read, so nothing is lost and order is
+// kept.
+func (s *seat) runBatch(ctx workflow.Context, mail []crewlet.MailRef) {
+	if s.state.Pause != nil || s.interrupted() || !s.attached {
+		return
+	}
+	if err := s.runTurn(ctx, mail); err != nil {
+		if s.tenureEnded(err) {
+			return
+		}
+		if temporal.IsCanceledError(err) && (s.movesAway() || s.state.Drain != nil) {
+			// Cut short by a release that waited long enough: not a
+			// failure; the entries stay unacked for the next tenure.
+			return
+		}
+		s.state.Counters.Failures++
+		s.failures++
+		s.noteError(fmt.Sprintf("turn failed: %v", err))
+		s.setStatus(ctx, crewlet.StatusIdle)
+		_ = workflow.Sleep(ctx, min(s.in.RetryBackoff, time.Duration(s.failures)*2*time.Second))
+		return
+	}
+	s.failures = 0
 }
 
 func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
-	eventIDs := make([]string, len(mail))
-	streamIDs := make([]string, len(mail))
-	for i, m := range mail {
-		eventIDs[i], streamIDs[i] = m.EventID, m.StreamID
+	var prep crewlet.PrepareTurnOutput
+	if err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityPrepareTurn, crewlet.PrepareTurnInput{
+		Handle: s.in.Handle, Epoch: s.state.Epoch, Mail: mail,
+	}).Get(ctx, &prep); err != nil {
+		return err
 	}
-	workKey := crewlet.WorkKey(eventIDs)
-	turnID := fmt.Sprintf("turn/%s/%s", s.in.Handle, workKey)
-	s.state.Turn = &crewlet.CurrentTurn{ID: turnID, WorkKey: workKey, Triggers: len(mail), StartedAt: workflow.Now(ctx)}
-	s.setStatus(ctx, crewlet.StatusRunning)
-	defer func() { s.state.Turn = nil }()
-
 	var out crewlet.TurnOutput
-	turnCtx, cancelTurn := workflow.WithCancel(ctx)
-	future := workflow.ExecuteActivity(s.hostContext(turnCtx, 10*time.Minute), crewlet.ActivityRunTurn, crewlet.TurnInput{
-		Handle: s.in.Handle, Epoch: s.state.Epoch, TurnID: turnID, WorkKey: workKey, Mail: mail,
-	})
-	if err := s.awaitTurn(ctx, future, cancelTurn); err != nil {
-		return err
+	if len(prep.Run) > 0 {
+		eventIDs := make([]string, len(prep.Run))
+		for i, m := range prep.Run {
+			eventIDs[i] = m.EventID
+		}
+		workKey := crewlet.WorkKey(eventIDs)
+		turnID := fmt.Sprintf("turn/%s/%s", s.in.Handle, workKey)
+		s.state.Turn = &crewlet.CurrentTurn{ID: turnID, WorkKey: workKey, Triggers: len(prep.Run), StartedAt: workflow.Now(ctx)}
+		s.setStatus(ctx, crewlet.StatusRunning)
+		defer func() { s.state.Turn = nil }()
+
+		turnCtx, cancelTurn := workflow.WithCancel(ctx)
+		future := workflow.ExecuteActivity(s.hostContext(turnCtx, 10*time.Minute), crewlet.ActivityRunTurn, crewlet.TurnInput{
+			Handle: s.in.Handle, Epoch: s.state.Epoch, TurnID: turnID, WorkKey: workKey, Mail: prep.Run,
+		})
+		if err := s.awaitTurn(ctx, future, cancelTurn); err != nil {
+			return err
+		}
+		if err := future.Get(ctx, &out); err != nil {
+			return err
+		}
+		s.state.Counters.Turns++
 	}
-	if err := future.Get(ctx, &out); err != nil {
-		return err
+	// The ledger holds every one of these triggers now, so acking is safe;
+	// if the ack is lost the redelivery is skipped by the ledger.
+	streamIDs := make([]string, 0, len(mail))
+	for _, m := range mail {
+		streamIDs = append(streamIDs, m.StreamID)
 	}
-	// The ledger holds these triggers now, so acking is safe; if the ack is
-	// lost the redelivery is skipped by the ledger.
 	if err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityAckMail, crewlet.AckMailInput{
 		Handle: s.in.Handle, Epoch: s.state.Epoch, StreamIDs: streamIDs,
 	}).Get(ctx, nil); err != nil {
 		return err
 	}
-	s.state.Counters.Turns++
 	s.state.Counters.Triggers += int64(len(out.Answered))
-	s.state.Counters.Skipped += int64(len(out.Skipped))
+	s.state.Counters.Skipped += int64(len(prep.Skipped))
 	s.state.LastError = ""
 	return nil
 }
@@ -310,6 +346,7 @@ func (s *seat) readMail(ctx workflow.Context) ([]crewlet.MailRef, error) {
 		Consumer:   fmt.Sprintf("%s:e%d", s.state.Node, s.state.Epoch),
 		Max:        s.in.ReadBatch,
 		ClearAwake: true,
+		LastError:  s.state.LastError,
 	}).Get(ctx, &out)
 	if err != nil {
 		return nil, err
@@ -462,7 +499,7 @@ func (s *seat) drain(ctx workflow.Context) error {
 	s.move = nil
 	s.state.Node, s.state.HostQueue = "", ""
 	s.setStatus(ctx, crewlet.StatusDrained)
-	return workflow.Await(ctx, func() bool { return s.state.Drain == nil })
+	return workflow.Await(ctx, func() bool { return s.state.Drain == nil || s.stop != nil })
 }
 
 // recordStatus writes the seat's lifecycle status to Postgres. It only

@@ -17,8 +17,8 @@ import (
 // an activity result), the main loop runs first and would continue as new
 // without that signal: a pause or drain would be lost.
 type seatSignals struct {
-	wake, pause, resume, drain, move workflow.ReceiveChannel
-	handover                         workflow.Channel
+	wake, pause, resume, drain, move, stopSeat workflow.ReceiveChannel
+	handover                                   workflow.Channel
 	// stopped is set by the receiving coroutine once it has applied every
 	// signal delivered so far and will receive no more.
 	stopped bool
@@ -31,6 +31,7 @@ func newSeatSignals(ctx workflow.Context) *seatSignals {
 		resume:   workflow.GetSignalChannel(ctx, crewlet.SignalResume),
 		drain:    workflow.GetSignalChannel(ctx, crewlet.SignalDrain),
 		move:     workflow.GetSignalChannel(ctx, crewlet.SignalMove),
+		stopSeat: workflow.GetSignalChannel(ctx, crewlet.SignalStop),
 		handover: workflow.NewBufferedChannel(ctx, 1),
 	}
 }
@@ -77,6 +78,11 @@ func (sg *seatSignals) receive(ctx workflow.Context, s *seat) {
 		c.Receive(ctx, &req)
 		s.applyMove(req)
 	})
+	sel.AddReceive(sg.stopSeat, func(c workflow.ReceiveChannel, _ bool) {
+		var req crewlet.StopRequest
+		c.Receive(ctx, &req)
+		s.applyStop(req)
+	})
 	sel.AddReceive(sg.handover, func(c workflow.ReceiveChannel, _ bool) {
 		c.Receive(ctx, nil)
 		sg.drainPending(ctx, s)
@@ -117,6 +123,13 @@ func (sg *seatSignals) drainPending(ctx workflow.Context, s *seat) {
 			break
 		}
 		s.applyMove(req)
+	}
+	for {
+		var req crewlet.StopRequest
+		if !sg.stopSeat.ReceiveAsync(&req) {
+			break
+		}
+		s.applyStop(req)
 	}
 }
 
@@ -161,4 +174,11 @@ func (s *seat) applyMove(req crewlet.MoveRequest) {
 	}
 	s.move = &req
 	s.logger.Info("seat_move_requested", "seat", s.in.Handle, "exclude_node", req.ExcludeNode, "reason", req.Reason, "by", req.By)
+}
+
+// applyStop ends the seat at its next step: it left the org.
+func (s *seat) applyStop(req crewlet.StopRequest) {
+	if s.stop == nil {
+		s.stop = &req
+	}
 }

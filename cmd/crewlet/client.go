@@ -16,6 +16,8 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/store"
 )
 
 // apiClient calls the crewlet REST API.
@@ -323,5 +325,56 @@ func runNodesDrain(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "draining %s; its seats move and it exits\n", strings.Join(resp.Draining, ", "))
+	return nil
+}
+
+func runSeatEvents(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("seats events", flag.ContinueOnError)
+	base := apiFlag(fs)
+	pos, err := parseFlags(fs, args, 1, "crewlet seats events HANDLE [--api URL]")
+	if err != nil {
+		return err
+	}
+	var events []store.SeatEvent
+	if err := newAPIClient(*base).call(ctx, http.MethodGet, seatPath(pos[0], "/events"), nil, &events); err != nil {
+		return err
+	}
+	for _, e := range events {
+		detail, _ := json.Marshal(e.Detail)
+		fmt.Fprintf(stdout, "%s  %-22s %s  %s\n", e.RecordedAt.Format(time.RFC3339), e.Kind, dash(e.EventID), detail)
+	}
+	return nil
+}
+
+func runDeadLettersList(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("deadletters ls", flag.ContinueOnError)
+	base := apiFlag(fs)
+	if _, err := parseFlags(fs, args, 0, "crewlet deadletters ls [--api URL]"); err != nil {
+		return err
+	}
+	var dls []mailbox.DeadLetter
+	if err := newAPIClient(*base).call(ctx, http.MethodGet, "/deadletters", nil, &dls); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSEAT\tDELIVERIES\tEVENT\tREASON")
+	for _, d := range dls {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", d.ID, d.Seat, d.Deliveries, d.Message.EventID, d.Reason)
+	}
+	return tw.Flush()
+}
+
+func runDeadLetterRequeue(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("deadletters requeue", flag.ContinueOnError)
+	base := apiFlag(fs)
+	pos, err := parseFlags(fs, args, 1, "crewlet deadletters requeue ID [--api URL]")
+	if err != nil {
+		return err
+	}
+	var dl mailbox.DeadLetter
+	if err := newAPIClient(*base).call(ctx, http.MethodPost, "/deadletters/"+url.PathEscape(pos[0])+"/requeue", nil, &dl); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "requeued %s to %s as %s\n", dl.Message.EventID, dl.Seat, dl.Message.StreamID)
 	return nil
 }

@@ -30,6 +30,9 @@ Client commands (talk to the API at --api URL, default $CREWLET_API or http://12
                                 send a message and print the reply (--wait 0 returns at once)
   inbox HANDLE [--limit N]      show a seat's newest mail (how people read a human seat)
   conversation ID               print a conversation's transcript
+  seats events HANDLE           a seat's event history (skipped triggers, dead letters, requeues)
+  deadletters ls                mail the seats gave up on, with reason and delivery count
+  deadletters requeue ID        put a dead letter back in its seat's mailbox with a fresh budget
   nodes ls [--all]              list worker nodes: labels, seats held, fair share, heartbeat age
   nodes drain ID                drain a node (incarnation or node id): its seats move, it exits
   pause HANDLE [--stop-turn] [--reason TEXT] [--by NAME]
@@ -82,15 +85,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runConfigCheck(rest[1:], stdout)
 	case "seats":
 		if len(rest) == 0 {
-			return usageError{"usage: crewlet seats ls | seats show HANDLE"}
+			return usageError{"usage: crewlet seats ls | seats show HANDLE | seats events HANDLE"}
 		}
 		switch rest[0] {
 		case "ls":
 			return runSeatsList(ctx, rest[1:], stdout)
 		case "show":
 			return runSeatsShow(ctx, rest[1:], stdout)
+		case "events":
+			return runSeatEvents(ctx, rest[1:], stdout)
 		}
-		return usageError{fmt.Sprintf("unknown seats command %q; use ls or show", rest[0])}
+		return usageError{fmt.Sprintf("unknown seats command %q; use ls, show or events", rest[0])}
+	case "deadletters":
+		if len(rest) == 0 {
+			return usageError{"usage: crewlet deadletters ls | deadletters requeue ID"}
+		}
+		switch rest[0] {
+		case "ls":
+			return runDeadLettersList(ctx, rest[1:], stdout)
+		case "requeue":
+			return runDeadLetterRequeue(ctx, rest[1:], stdout)
+		}
+		return usageError{fmt.Sprintf("unknown deadletters command %q; use ls or requeue", rest[0])}
 	case "nodes":
 		if len(rest) == 0 {
 			return usageError{"usage: crewlet nodes ls | nodes drain ID"}

@@ -7,16 +7,17 @@ import "time"
 // Config is the whole org file: the company, where its services are, and its
 // roles, seats and model profiles.
 type Config struct {
-	Company  Company            `mapstructure:"company"`
-	Temporal Temporal           `mapstructure:"temporal"`
-	Postgres Store              `mapstructure:"postgres"`
-	Redis    Store              `mapstructure:"redis"`
-	API      API                `mapstructure:"api"`
-	Mailbox  Mailbox            `mapstructure:"mailbox"`
-	Nodes    Nodes              `mapstructure:"nodes"`
-	Profiles map[string]Profile `mapstructure:"profiles"`
-	Roles    map[string]Role    `mapstructure:"roles"`
-	Seats    []Seat             `mapstructure:"seats"`
+	Company     Company            `mapstructure:"company"`
+	Temporal    Temporal           `mapstructure:"temporal"`
+	Postgres    Store              `mapstructure:"postgres"`
+	Redis       Store              `mapstructure:"redis"`
+	API         API                `mapstructure:"api"`
+	Mailbox     Mailbox            `mapstructure:"mailbox"`
+	Nodes       Nodes              `mapstructure:"nodes"`
+	Maintenance Maintenance        `mapstructure:"maintenance"`
+	Profiles    map[string]Profile `mapstructure:"profiles"`
+	Roles       map[string]Role    `mapstructure:"roles"`
+	Seats       []Seat             `mapstructure:"seats"`
 }
 
 // Company names the company.
@@ -49,6 +50,19 @@ type Mailbox struct {
 	KeyPrefix string `mapstructure:"key_prefix"`
 	// ReadBatch is the most entries one mailbox read hands to the seat.
 	ReadBatch int `mapstructure:"read_batch"`
+	// RetireAfter is how long a removed seat's mailbox is kept, counted from
+	// the first maintenance sweep that sees the seat missing. 1s to 720h.
+	RetireAfter time.Duration `mapstructure:"retire_after"`
+	// KeepAcked is the most handled (acked) entries kept per mailbox;
+	// maintenance trims older handled entries. 0 to 10000000; 0 trims every
+	// handled entry.
+	KeepAcked int `mapstructure:"keep_acked"`
+	// KeepAckedFor is the age past which handled entries are trimmed.
+	// 0 to 8760h.
+	KeepAckedFor time.Duration `mapstructure:"keep_acked_for"`
+	// RetryBackoff is the most a seat waits after a failed turn before it
+	// reads again: it backs off 2s, 4s, ... up to this. 10ms to 10m.
+	RetryBackoff time.Duration `mapstructure:"retry_backoff"`
 }
 
 // Nodes times the fleet of worker nodes that host seats (DESIGN §4).
@@ -69,6 +83,18 @@ type Nodes struct {
 	RebalanceMaxMoves int `mapstructure:"rebalance_max_moves"`
 }
 
+// Maintenance times the maintenance duty: mailbox retirement and trimming,
+// and completion-ledger cleanup.
+type Maintenance struct {
+	// Interval is the cadence of the maintenance duty (a Temporal Schedule).
+	// 1s to 24h.
+	Interval time.Duration `mapstructure:"interval"`
+	// LedgerRetention is how long completion-ledger rows are kept; older rows
+	// are deleted. It must outlive any redelivery window: a message redelivered
+	// after its ledger row is gone would be handled twice. 1h to 8760h.
+	LedgerRetention time.Duration `mapstructure:"ledger_retention"`
+}
+
 // Profile is a model backend.
 type Profile struct {
 	Provider string `mapstructure:"provider"`
@@ -84,6 +110,9 @@ type Profile struct {
 type Rule struct {
 	Match string `mapstructure:"match"`
 	Reply string `mapstructure:"reply"`
+	// Fail, when set, makes a matching message fail the model call with this
+	// text instead of replying: a way to exercise retries and dead letters.
+	Fail string `mapstructure:"fail"`
 }
 
 // Role is a charter plus the profile that runs it.

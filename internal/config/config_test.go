@@ -55,6 +55,12 @@ func TestExampleOrg(t *testing.T) {
 	if want := (Nodes{3 * time.Second, time.Minute, 30 * time.Second, 30 * time.Second, 4}); c.Nodes != want {
 		t.Errorf("nodes = %+v, want the defaults %+v", c.Nodes, want)
 	}
+	if want := (Mailbox{"crewlet", 16, 24 * time.Hour, 10000, 24 * time.Hour, 10 * time.Second}); c.Mailbox != want {
+		t.Errorf("mailbox = %+v, want the defaults %+v", c.Mailbox, want)
+	}
+	if want := (Maintenance{15 * time.Minute, 168 * time.Hour}); c.Maintenance != want {
+		t.Errorf("maintenance = %+v, want the defaults %+v", c.Maintenance, want)
+	}
 	// The example runs on any node: no role is pinned.
 	groups := c.PlacementGroups()
 	if len(groups) != 1 || groups[0].Key != "" || !reflect.DeepEqual(groups[0].Seats, agents) {
@@ -88,8 +94,9 @@ func TestExampleOrg(t *testing.T) {
 // broken has one of each kind of mistake; every one must be reported at once.
 const broken = `
 company: { name: acme, timezone: Mars/Olympus }
-mailbox: { read_batch: 0 }
+mailbox: { read_batch: 0, retry_backoff: 5ms, keep_aked: 5 }
 nodes: { heartbeat_timeout: 500ms, rebalance_max_mves: 2 }
+maintenance: { ledger_retention: 30m }
 schedules: []
 profiles:
   local:
@@ -126,11 +133,14 @@ func TestEveryProblemReported(t *testing.T) {
 		`roles.engineer.profil: unknown key; did you mean "profile"?`,
 		`profiles.local.rules[1].mtch: unknown key; did you mean "match"?`,
 		`roles.engineer.placement.lables: unknown key; did you mean "labels"?`,
+		`mailbox.keep_aked: unknown key; did you mean "keep_acked"?`,
 		`nodes.rebalance_max_mves: unknown key; did you mean "rebalance_max_moves"?`,
-		`schedules: unknown key; valid keys: api, company, mailbox, nodes, postgres, profiles, redis, roles, seats, temporal`,
+		`schedules: unknown key; valid keys: api, company, mailbox, maintenance, nodes, postgres, profiles, redis, roles, seats, temporal`,
 		`company.timezone: unknown time zone "Mars/Olympus"`,
 		`mailbox.read_batch: 0 is out of range; must be between 1 and 1000`,
+		`mailbox.retry_backoff: 5ms is out of range; must be between 10ms and 10m`,
 		`nodes.heartbeat_timeout: 500ms is out of range; must be between 1s and 1m`,
+		`maintenance.ledger_retention: 30m is out of range; must be between 1h and 8760h`,
 		`roles.cto.placement.labels.zone: invalid label value "eu west"; label values must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`,
 		`profiles.gpt.provider: unsupported provider "openai"; supported providers: scripted`,
 		"profiles.local.rules[0].match: error parsing regexp: missing closing ): `(?i)^hello(`",
@@ -294,6 +304,100 @@ seats: [ { handle: alice, kind: human } ]`,
 			},
 		},
 		{
+			name: "mailbox below range",
+			yaml: minimal + `mailbox: { retire_after: 999ms, keep_acked: -1, keep_acked_for: -1s, retry_backoff: 9ms }`,
+			want: []string{
+				"mailbox.retire_after: 999ms is out of range; must be between 1s and 720h",
+				"mailbox.keep_acked: -1 is out of range; must be between 0 and 10000000",
+				"mailbox.keep_acked_for: -1s is out of range; must be between 0s and 8760h",
+				"mailbox.retry_backoff: 9ms is out of range; must be between 10ms and 10m",
+			},
+		},
+		{
+			name: "mailbox above range",
+			yaml: minimal + `mailbox: { retire_after: 721h, keep_acked: 10000001, keep_acked_for: 8761h, retry_backoff: 10m1s }`,
+			want: []string{
+				"mailbox.retire_after: 721h is out of range; must be between 1s and 720h",
+				"mailbox.keep_acked: 10000001 is out of range; must be between 0 and 10000000",
+				"mailbox.keep_acked_for: 8761h is out of range; must be between 0s and 8760h",
+				"mailbox.retry_backoff: 10m1s is out of range; must be between 10ms and 10m",
+			},
+		},
+		{
+			name: "mailbox zero durations",
+			yaml: minimal + `mailbox: { retire_after: 0, keep_acked_for: 0, retry_backoff: 0s }`,
+			want: []string{
+				"mailbox.retire_after: 0s is out of range; must be between 1s and 720h",
+				"mailbox.retry_backoff: 0s is out of range; must be between 10ms and 10m",
+			},
+			not: []string{"keep_acked_for"},
+		},
+		{
+			name: "mailbox duration without unit",
+			yaml: minimal + `mailbox: { retire_after: 3600, retry_backoff: 10 }`,
+			want: []string{
+				`mailbox.retire_after: invalid duration 3600; write it with a unit, e.g. "3600s"`,
+				`mailbox.retry_backoff: invalid duration 10; write it with a unit, e.g. "10s"`,
+			},
+			not: []string{"out of range"},
+		},
+		{
+			name: "mailbox wrong types",
+			yaml: minimal + `mailbox: { keep_acked: all, keep_acked_for: forever }`,
+			want: []string{
+				`mailbox.keep_acked: invalid value "all"; want an integer`,
+				`mailbox.keep_acked_for: invalid duration "forever"`,
+			},
+			not: []string{"out of range"},
+		},
+		{
+			name: "mailbox unknown key",
+			yaml: minimal + `mailbox: { retire_afer: 1h, zzz: 1 }`,
+			want: []string{
+				`mailbox.retire_afer: unknown key; did you mean "retire_after"?`,
+				`mailbox.zzz: unknown key; valid keys: keep_acked, keep_acked_for, key_prefix, read_batch, retire_after, retry_backoff`,
+			},
+		},
+		{
+			name: "maintenance below range",
+			yaml: minimal + `maintenance: { interval: 999ms, ledger_retention: 59m59s }`,
+			want: []string{
+				"maintenance.interval: 999ms is out of range; must be between 1s and 24h",
+				"maintenance.ledger_retention: 59m59s is out of range; must be between 1h and 8760h",
+			},
+		},
+		{
+			name: "maintenance above range",
+			yaml: minimal + `maintenance: { interval: 24h0m1s, ledger_retention: 8761h }`,
+			want: []string{
+				"maintenance.interval: 24h0m1s is out of range; must be between 1s and 24h",
+				"maintenance.ledger_retention: 8761h is out of range; must be between 1h and 8760h",
+			},
+		},
+		{
+			name: "maintenance zero and unitless",
+			yaml: minimal + `maintenance: { interval: 0, ledger_retention: 168 }`,
+			want: []string{
+				"maintenance.interval: 0s is out of range; must be between 1s and 24h",
+				`maintenance.ledger_retention: invalid duration 168; write it with a unit, e.g. "168s"`,
+			},
+			not: []string{"ledger_retention: 0s"},
+		},
+		{
+			name: "maintenance unknown key",
+			yaml: minimal + `maintenance: { intervl: 1m, retention: 1h }`,
+			want: []string{
+				`maintenance.intervl: unknown key; did you mean "interval"?`,
+				`maintenance.retention: unknown key; valid keys: interval, ledger_retention`,
+			},
+		},
+		{
+			name: "maintenance not a mapping",
+			yaml: minimal + `maintenance: 15m`,
+			want: []string{`maintenance: expected a map or struct, got "string"`},
+			not:  []string{"maintenance.interval"},
+		},
+		{
 			name: "placement unknown key",
 			yaml: minimal + `profiles: { p: { provider: scripted } }
 roles: { r: { profile: p, placement: { label: { tools: git } } } }`,
@@ -393,6 +497,12 @@ func TestDefaults(t *testing.T) {
 		{"nodes.release_wait", c.Nodes.ReleaseWait, 30 * time.Second},
 		{"nodes.rebalance_interval", c.Nodes.RebalanceInterval, 30 * time.Second},
 		{"nodes.rebalance_max_moves", c.Nodes.RebalanceMaxMoves, 4},
+		{"mailbox.retire_after", c.Mailbox.RetireAfter, 24 * time.Hour},
+		{"mailbox.keep_acked", c.Mailbox.KeepAcked, 10000},
+		{"mailbox.keep_acked_for", c.Mailbox.KeepAckedFor, 24 * time.Hour},
+		{"mailbox.retry_backoff", c.Mailbox.RetryBackoff, 10 * time.Second},
+		{"maintenance.interval", c.Maintenance.Interval, 15 * time.Minute},
+		{"maintenance.ledger_retention", c.Maintenance.LedgerRetention, 168 * time.Hour},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {
@@ -430,9 +540,17 @@ func TestEnvOverride(t *testing.T) {
 	t.Setenv("CREWLET_NODES_RELEASE_WAIT", "0")
 	t.Setenv("CREWLET_NODES_REBALANCE_INTERVAL", "1m")
 	t.Setenv("CREWLET_NODES_REBALANCE_MAX_MOVES", "8")
+	t.Setenv("CREWLET_MAILBOX_RETIRE_AFTER", "1s")
+	t.Setenv("CREWLET_MAILBOX_KEEP_ACKED", "0")
+	t.Setenv("CREWLET_MAILBOX_KEEP_ACKED_FOR", "0")
+	t.Setenv("CREWLET_MAILBOX_RETRY_BACKOFF", "250ms")
+	t.Setenv("CREWLET_MAINTENANCE_INTERVAL", "1m")
+	t.Setenv("CREWLET_MAINTENANCE_LEDGER_RETENTION", "720h")
 
 	c, err := Parse([]byte(minimal + `api: { listen: 127.0.0.1:1 }
-nodes: { heartbeat_timeout: 10s }`))
+nodes: { heartbeat_timeout: 10s }
+mailbox: { retire_after: 48h, keep_acked: 5 }
+maintenance: { interval: 5m }`))
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
@@ -448,6 +566,12 @@ nodes: { heartbeat_timeout: 10s }`))
 		{"CREWLET_NODES_RELEASE_WAIT bare 0", c.Nodes.ReleaseWait, time.Duration(0)},
 		{"CREWLET_NODES_REBALANCE_INTERVAL", c.Nodes.RebalanceInterval, time.Minute},
 		{"CREWLET_NODES_REBALANCE_MAX_MOVES", c.Nodes.RebalanceMaxMoves, 8},
+		{"CREWLET_MAILBOX_RETIRE_AFTER over the file", c.Mailbox.RetireAfter, time.Second},
+		{"CREWLET_MAILBOX_KEEP_ACKED 0 over the file", c.Mailbox.KeepAcked, 0},
+		{"CREWLET_MAILBOX_KEEP_ACKED_FOR bare 0", c.Mailbox.KeepAckedFor, time.Duration(0)},
+		{"CREWLET_MAILBOX_RETRY_BACKOFF", c.Mailbox.RetryBackoff, 250 * time.Millisecond},
+		{"CREWLET_MAINTENANCE_INTERVAL over the file", c.Maintenance.Interval, time.Minute},
+		{"CREWLET_MAINTENANCE_LEDGER_RETENTION", c.Maintenance.LedgerRetention, 720 * time.Hour},
 	}
 	for _, tt := range tests {
 		t.Run(tt.env, func(t *testing.T) {
@@ -460,11 +584,21 @@ nodes: { heartbeat_timeout: 10s }`))
 	t.Setenv("CREWLET_MAILBOX_READ_BATCH", "0")
 	t.Setenv("CREWLET_NODES_HEARTBEAT_TIMEOUT", "2m")
 	t.Setenv("CREWLET_NODES_DRAIN_TIMEOUT", "60")
+	t.Setenv("CREWLET_MAILBOX_RETIRE_AFTER", "721h")
+	t.Setenv("CREWLET_MAILBOX_KEEP_ACKED", "-1")
+	t.Setenv("CREWLET_MAILBOX_RETRY_BACKOFF", "10")
+	t.Setenv("CREWLET_MAINTENANCE_INTERVAL", "25h")
+	t.Setenv("CREWLET_MAINTENANCE_LEDGER_RETENTION", "1m")
 	_, err = Parse([]byte(minimal))
 	for _, w := range []string{
 		"mailbox.read_batch: 0 is out of range",
 		"nodes.heartbeat_timeout: 2m is out of range; must be between 1s and 1m",
 		`nodes.drain_timeout: invalid duration "60"; write it with a unit`,
+		"mailbox.retire_after: 721h is out of range; must be between 1s and 720h",
+		"mailbox.keep_acked: -1 is out of range; must be between 0 and 10000000",
+		`mailbox.retry_backoff: invalid duration "10"; write it with a unit`,
+		"maintenance.interval: 25h is out of range; must be between 1s and 24h",
+		"maintenance.ledger_retention: 1m is out of range; must be between 1h and 8760h",
 	} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("an env override is not validated: want %q, err = %v", w, err)
@@ -495,6 +629,62 @@ func TestNodesBounds(t *testing.T) {
 			}
 			if c.Nodes != tt.want {
 				t.Errorf("nodes = %+v, want %+v", c.Nodes, tt.want)
+			}
+		})
+	}
+}
+
+func TestMailboxBounds(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want Mailbox
+	}{
+		{"lowest", `mailbox: { retire_after: 1s, keep_acked: 0, keep_acked_for: 0, retry_backoff: 10ms }`,
+			Mailbox{"crewlet", 16, time.Second, 0, 0, 10 * time.Millisecond}},
+		{"highest", `mailbox: { retire_after: 720h, keep_acked: 10000000, keep_acked_for: 8760h, retry_backoff: 600s }`,
+			Mailbox{"crewlet", 16, 720 * time.Hour, 10_000_000, 8760 * time.Hour, 10 * time.Minute}},
+		{"empty section keeps the defaults", "mailbox:\n",
+			Mailbox{"crewlet", 16, 24 * time.Hour, 10000, 24 * time.Hour, 10 * time.Second}},
+		{"one key keeps the other defaults", `mailbox: { keep_acked_for: 1h }`,
+			Mailbox{"crewlet", 16, 24 * time.Hour, 10000, time.Hour, 10 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(minimal + tt.yaml))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if c.Mailbox != tt.want {
+				t.Errorf("mailbox = %+v, want %+v", c.Mailbox, tt.want)
+			}
+		})
+	}
+}
+
+func TestMaintenanceBounds(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want Maintenance
+	}{
+		{"lowest", `maintenance: { interval: 1s, ledger_retention: 60m }`,
+			Maintenance{time.Second, time.Hour}},
+		{"highest", `maintenance: { interval: 1440m, ledger_retention: 8760h }`,
+			Maintenance{24 * time.Hour, 8760 * time.Hour}},
+		{"empty section keeps the defaults", "maintenance:\n",
+			Maintenance{15 * time.Minute, 168 * time.Hour}},
+		{"one key keeps the other defaults", `maintenance: { ledger_retention: 336h }`,
+			Maintenance{15 * time.Minute, 336 * time.Hour}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(minimal + tt.yaml))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if c.Maintenance != tt.want {
+				t.Errorf("maintenance = %+v, want %+v", c.Maintenance, tt.want)
 			}
 		})
 	}

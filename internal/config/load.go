@@ -36,11 +36,19 @@ var defaults = map[string]any{
 	"mailbox.key_prefix":  "crewlet",
 	"mailbox.read_batch":  16,
 
+	"mailbox.retire_after":   24 * time.Hour,
+	"mailbox.keep_acked":     10000,
+	"mailbox.keep_acked_for": 24 * time.Hour,
+	"mailbox.retry_backoff":  10 * time.Second,
+
 	"nodes.heartbeat_timeout":   3 * time.Second,
 	"nodes.drain_timeout":       60 * time.Second,
 	"nodes.release_wait":        30 * time.Second,
 	"nodes.rebalance_interval":  30 * time.Second,
 	"nodes.rebalance_max_moves": 4,
+
+	"maintenance.interval":         15 * time.Minute,
+	"maintenance.ledger_retention": 168 * time.Hour,
 }
 
 // Load reads the YAML org file at path, applies defaults and CREWLET_*

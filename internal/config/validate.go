@@ -22,6 +22,26 @@ const (
 	maxReadBatch = 1000
 )
 
+// Bounds of the rest of the mailbox section.
+const (
+	minRetireAfter  = time.Second
+	maxRetireAfter  = 720 * time.Hour
+	minKeepAcked    = 0
+	maxKeepAcked    = 10_000_000
+	minKeepAckedFor = 0
+	maxKeepAckedFor = 8760 * time.Hour
+	minRetryBackoff = 10 * time.Millisecond
+	maxRetryBackoff = 10 * time.Minute
+)
+
+// Bounds of the maintenance section.
+const (
+	minMaintenanceInterval = time.Second
+	maxMaintenanceInterval = 24 * time.Hour
+	minLedgerRetention     = time.Hour
+	maxLedgerRetention     = 8760 * time.Hour
+)
+
 // Bounds of the nodes section.
 const (
 	minHeartbeatTimeout  = time.Second
@@ -103,6 +123,17 @@ func (c *Config) problems() []*Problem {
 	if n := c.Mailbox.ReadBatch; n < minReadBatch || n > maxReadBatch {
 		add("mailbox.read_batch", "%d is out of range; must be between %d and %d", n, minReadBatch, maxReadBatch)
 	}
+	checkDuration := func(path string, val, lo, hi time.Duration) {
+		if val < lo || val > hi {
+			add(path, "%s is out of range; must be between %s and %s", shortDuration(val), shortDuration(lo), shortDuration(hi))
+		}
+	}
+	checkDuration("mailbox.retire_after", c.Mailbox.RetireAfter, minRetireAfter, maxRetireAfter)
+	if n := c.Mailbox.KeepAcked; n < minKeepAcked || n > maxKeepAcked {
+		add("mailbox.keep_acked", "%d is out of range; must be between %d and %d", n, minKeepAcked, maxKeepAcked)
+	}
+	checkDuration("mailbox.keep_acked_for", c.Mailbox.KeepAckedFor, minKeepAckedFor, maxKeepAckedFor)
+	checkDuration("mailbox.retry_backoff", c.Mailbox.RetryBackoff, minRetryBackoff, maxRetryBackoff)
 
 	for _, r := range []struct {
 		path          string
@@ -113,13 +144,13 @@ func (c *Config) problems() []*Problem {
 		{"nodes.release_wait", c.Nodes.ReleaseWait, minReleaseWait, maxReleaseWait},
 		{"nodes.rebalance_interval", c.Nodes.RebalanceInterval, minRebalanceInterval, maxRebalanceInterval},
 	} {
-		if r.val < r.min || r.val > r.max {
-			add(r.path, "%s is out of range; must be between %s and %s", shortDuration(r.val), shortDuration(r.min), shortDuration(r.max))
-		}
+		checkDuration(r.path, r.val, r.min, r.max)
 	}
 	if n := c.Nodes.RebalanceMaxMoves; n < minRebalanceMoves || n > maxRebalanceMoves {
 		add("nodes.rebalance_max_moves", "%d is out of range; must be between %d and %d", n, minRebalanceMoves, maxRebalanceMoves)
 	}
+	checkDuration("maintenance.interval", c.Maintenance.Interval, minMaintenanceInterval, maxMaintenanceInterval)
+	checkDuration("maintenance.ledger_retention", c.Maintenance.LedgerRetention, minLedgerRetention, maxLedgerRetention)
 
 	profiles := sortedKeys(c.Profiles)
 	for _, name := range profiles {
@@ -140,6 +171,9 @@ func (c *Config) problems() []*Problem {
 			}
 			if _, err := template.New("reply").Parse(r.Reply); err != nil {
 				add(rp+".reply", "%v", err)
+			}
+			if r.Fail != "" && r.Reply != "" {
+				add(rp, "has both reply and fail; a rule either replies or fails")
 			}
 		}
 		if p.Delay < 0 {

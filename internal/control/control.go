@@ -69,6 +69,7 @@ func (c *Control) seatInput(s config.Seat) workflows.SeatInput {
 	return workflows.SeatInput{
 		Handle: s.Handle, Role: s.Role, ReadBatch: c.org.Mailbox.ReadBatch,
 		HeartbeatTimeout: c.org.Nodes.HeartbeatTimeout, ReleaseWait: c.org.Nodes.ReleaseWait,
+		RetryBackoff: c.org.Mailbox.RetryBackoff,
 	}
 }
 
@@ -231,6 +232,24 @@ func (c *Control) signal(ctx context.Context, handle, name string, arg any) erro
 	return nil
 }
 
+// Requeue puts a dead letter back in its seat's mailbox with a fresh delivery
+// budget, records it in the seat's event history and wakes the seat.
+func (c *Control) Requeue(ctx context.Context, st *store.Store, id string) (mailbox.DeadLetter, error) {
+	dl, err := c.mailbox.Requeue(ctx, id)
+	if err != nil {
+		return dl, err
+	}
+	if err := st.RecordSeatEvent(ctx, dl.Seat, "requeued", dl.Message.EventID, map[string]any{"dead_letter": id, "stream_id": dl.Message.StreamID}); err != nil {
+		c.log.Warn("seat_event_unrecorded", "seat", dl.Seat, "kind", "requeued", "error", err)
+	}
+	if s, ok := c.org.Seat(dl.Seat); ok && s.Kind == string(crewlet.SeatAgent) {
+		if err := c.wake(ctx, s); err != nil {
+			c.log.Warn("wake_failed", "seat", s.Handle, "event_id", dl.Message.EventID, "error", err)
+		}
+	}
+	return dl, nil
+}
+
 // Statuses returns the status each running seat workflow last published in
 // its search attributes, keyed by handle. Seats with no open workflow are
 // absent. It asks Temporal's visibility store, not the seats, so it answers
@@ -238,7 +257,8 @@ func (c *Control) signal(ctx context.Context, handle, name string, arg any) erro
 func (c *Control) Statuses(ctx context.Context) (map[string]crewlet.SeatStatus, error) {
 	out := map[string]crewlet.SeatStatus{}
 	req := &workflowservice.ListWorkflowExecutionsRequest{
-		Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", crewlet.SeatWorkflowType),
+		Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND TaskQueue = '%s'",
+			crewlet.SeatWorkflowType, c.org.Temporal.TaskQueue),
 	}
 	for {
 		resp, err := c.temporal.ListWorkflow(ctx, req)
@@ -274,7 +294,9 @@ func orUnknown(s string) string {
 }
 
 // Reconcile makes the world match the org: every seat has a Postgres row and
-// a mailbox, and, when startSeats is set, every agent seat a running workflow.
+// a mailbox (registered before it is created, so a retirement in progress is
+// waited for), and, when startSeats is set, every agent seat a running
+// workflow while seat workflows of seats no longer in the org are stopped.
 // Mailboxes come first, so mail sent before a seat attaches waits for it.
 func (c *Control) Reconcile(ctx context.Context, st *store.Store, startSeats bool) error {
 	org, mb := c.org, c.mailbox
@@ -284,20 +306,37 @@ func (c *Control) Reconcile(ctx context.Context, st *store.Store, startSeats boo
 			errs = append(errs, err)
 			continue
 		}
-		if err := mb.Ensure(ctx, s.Handle); err != nil {
+		if err := st.EnsureMailbox(ctx, s.Handle, mb.Stream(s.Handle), mb.Group(s.Handle)); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if err := st.EnsureMailbox(ctx, s.Handle, mb.Stream(s.Handle), mb.Group(s.Handle)); err != nil {
+		if err := mb.Ensure(ctx, s.Handle); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if startSeats {
-		for _, s := range org.AgentSeats() {
-			if err := c.StartSeat(ctx, s); err != nil {
-				errs = append(errs, err)
-			}
+	if !startSeats {
+		return errors.Join(errs...)
+	}
+	for _, s := range org.AgentSeats() {
+		if err := c.StartSeat(ctx, s); err != nil {
+			errs = append(errs, err)
 		}
+	}
+	running, err := c.Statuses(ctx)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for handle := range running {
+		if s, ok := org.Seat(handle); ok && s.Kind == string(crewlet.SeatAgent) {
+			continue
+		}
+		err := c.temporal.SignalWorkflow(ctx, crewlet.SeatWorkflowID(handle), "", crewlet.SignalStop,
+			crewlet.StopRequest{Reason: "seat is no longer an agent seat of the org", By: "reconcile"})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("stop removed seat %s: %w", handle, err))
+			continue
+		}
+		c.log.Info("seat_stop_requested", "seat", handle, "reason", "not in the org")
 	}
 	return errors.Join(errs...)
 }

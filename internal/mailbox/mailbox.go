@@ -103,38 +103,54 @@ func (m *Mailbox) Publish(ctx context.Context, msg crewlet.Message) (streamID st
 // ReadResult is one mailbox read.
 type ReadResult struct {
 	Messages []crewlet.Message
+	// DeadLettered are entries this read found past the delivery budget and
+	// moved to the dead-letter stream instead of handing them out.
+	DeadLettered []DeadLetter
 	// Lag is how many entries are still unread after this read.
 	Lag int64
 }
 
-// Read hands the seat up to max entries: first those still pending from
+// ReadRequest says who reads, how much, and what to record on an entry that
+// exhausted its delivery budget.
+type ReadRequest struct {
+	Handle   string
+	Consumer string
+	Max      int
+	// ClearAwake lowers the awake flag when the mailbox is empty and reads
+	// once more, so mail published in between is not missed and the next
+	// publish signals wake.
+	ClearAwake bool
+	// LastError is the seat's last error, recorded as the reason of a dead
+	// letter.
+	LastError string
+}
+
+// Read hands the seat up to Max entries: first those still pending from
 // earlier reads that never acked (a crashed turn, an earlier tenure), then new
-// ones. When the mailbox is empty and clearAwake is set, it lowers the seat's
-// awake flag and reads once more, so mail published in between is not missed
-// and the next publish signals wake.
-func (m *Mailbox) Read(ctx context.Context, handle, consumer string, max int, clearAwake bool) (ReadResult, error) {
-	msgs, err := m.read(ctx, handle, consumer, max)
-	if err != nil {
-		return ReadResult{}, err
+// ones. An entry delivered DeliveryBudget times already goes to the
+// dead-letter stream instead.
+func (m *Mailbox) Read(ctx context.Context, req ReadRequest) (ReadResult, error) {
+	var res ReadResult
+	if err := m.read(ctx, req, &res); err != nil {
+		return res, err
 	}
-	if len(msgs) == 0 && clearAwake {
-		if err := m.ClearAwake(ctx, handle); err != nil {
-			return ReadResult{}, err
+	if len(res.Messages) == 0 && req.ClearAwake {
+		if err := m.ClearAwake(ctx, req.Handle); err != nil {
+			return res, err
 		}
-		if msgs, err = m.read(ctx, handle, consumer, max); err != nil {
-			return ReadResult{}, err
+		if err := m.read(ctx, req, &res); err != nil {
+			return res, err
 		}
 	}
-	var lag int64
-	groups, err := m.rdb.XInfoGroups(ctx, m.Stream(handle)).Result()
+	groups, err := m.rdb.XInfoGroups(ctx, m.Stream(req.Handle)).Result()
 	if err == nil {
 		for _, g := range groups {
-			if g.Name == m.Group(handle) {
-				lag = g.Lag
+			if g.Name == m.Group(req.Handle) {
+				res.Lag = g.Lag
 			}
 		}
 	}
-	return ReadResult{Messages: msgs, Lag: lag}, nil
+	return res, nil
 }
 
 // ClearAwake lowers the seat's awake flag, so the next publish signals wake.
@@ -145,28 +161,51 @@ func (m *Mailbox) ClearAwake(ctx context.Context, handle string) error {
 	return nil
 }
 
-func (m *Mailbox) read(ctx context.Context, handle, consumer string, max int) ([]crewlet.Message, error) {
+func (m *Mailbox) read(ctx context.Context, req ReadRequest, res *ReadResult) error {
+	handle := req.Handle
 	stream, group := m.Stream(handle), m.Group(handle)
 	claimed, _, err := m.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-		Stream: stream, Group: group, Consumer: consumer, MinIdle: 0, Start: "0-0", Count: int64(max),
+		Stream: stream, Group: group, Consumer: req.Consumer, MinIdle: 0, Start: "0-0", Count: int64(req.Max),
 	}).Result()
 	if err != nil {
-		return nil, fmt.Errorf("reclaim mail of %s: %w", handle, noGroup(err, handle))
+		return fmt.Errorf("reclaim mail of %s: %w", handle, noGroup(err, handle))
 	}
-	msgs := decodeAll(claimed)
-	if len(msgs) >= max {
-		return msgs, nil
+	reclaimed := decodeAll(claimed)
+	counts, err := m.deliveries(ctx, handle, reclaimed)
+	if err != nil {
+		return err
+	}
+	for _, msg := range reclaimed {
+		msg.Deliveries = counts[msg.StreamID]
+		if msg.Deliveries <= DeliveryBudget {
+			res.Messages = append(res.Messages, msg)
+			continue
+		}
+		reason := fmt.Sprintf("delivered %d times without completing", DeliveryBudget)
+		if req.LastError != "" {
+			reason += "; last error: " + req.LastError
+		}
+		if err := m.deadLetter(ctx, handle, msg, msg.Deliveries-1, reason); err != nil {
+			return err
+		}
+		res.DeadLettered = append(res.DeadLettered, DeadLetter{Seat: handle, Reason: reason, Deliveries: msg.Deliveries - 1, StreamID: msg.StreamID, Message: msg})
+	}
+	if len(res.Messages) >= req.Max || len(claimed) >= req.Max {
+		return nil
 	}
 	streams, err := m.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: group, Consumer: consumer, Streams: []string{stream, ">"}, Count: int64(max - len(msgs)), Block: -1,
+		Group: group, Consumer: req.Consumer, Streams: []string{stream, ">"}, Count: int64(req.Max - len(res.Messages)), Block: -1,
 	}).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("read mail of %s: %w", handle, noGroup(err, handle))
+		return fmt.Errorf("read mail of %s: %w", handle, noGroup(err, handle))
 	}
 	for _, s := range streams {
-		msgs = append(msgs, decodeAll(s.Messages)...)
+		for _, msg := range decodeAll(s.Messages) {
+			msg.Deliveries = 1
+			res.Messages = append(res.Messages, msg)
+		}
 	}
-	return msgs, nil
+	return nil
 }
 
 func noGroup(err error, handle string) error {
@@ -236,6 +275,7 @@ func encode(msg crewlet.Message) []any {
 		"to", msg.To,
 		"conversation", msg.Conversation,
 		"in_reply_to", msg.InReplyTo,
+		"chat_id", msg.ChatID,
 		"body", msg.Body,
 		"sent_at", msg.SentAt.UTC().Format(time.RFC3339Nano),
 	}
@@ -263,6 +303,7 @@ func decode(e redis.XMessage) crewlet.Message {
 		To:           field("to"),
 		Conversation: field("conversation"),
 		InReplyTo:    field("in_reply_to"),
+		ChatID:       field("chat_id"),
 		Body:         field("body"),
 		SentAt:       sentAt,
 	}

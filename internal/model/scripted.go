@@ -28,6 +28,7 @@ type Scripted struct {
 type scriptedRule struct {
 	match *regexp.Regexp
 	reply *template.Template
+	fail  string
 }
 
 // ReplyData is what a scripted reply template can use.
@@ -53,7 +54,7 @@ func NewScripted(p config.Profile, probe *Probe) (*Scripted, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rules[%d].reply: %w", i, err)
 		}
-		s.rules = append(s.rules, scriptedRule{match: re, reply: tmpl})
+		s.rules = append(s.rules, scriptedRule{match: re, reply: tmpl, fail: r.Fail})
 	}
 	return s, nil
 }
@@ -81,6 +82,9 @@ func (s *Scripted) Complete(ctx context.Context, p crewlet.Prompt) (crewlet.Comp
 		groups := r.match.FindStringSubmatch(p.Trigger.Body)
 		if groups == nil {
 			continue
+		}
+		if r.fail != "" {
+			return crewlet.Completion{}, fmt.Errorf("scripted failure: %s", r.fail)
 		}
 		data.Groups = groups
 		var b strings.Builder

@@ -1,0 +1,262 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/watchdog"
+)
+
+// Zombie tests: a tenure that lost its seat (a later Attach bumped the epoch,
+// or the node no longer hosts it) still has activities in flight. Every one
+// of them must be refused with the non-retryable fenced error the seat
+// workflow recognises, and must change nothing.
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+type zombieEnv struct {
+	ctx   context.Context
+	store *store.Store
+	mb    *mailbox.Mailbox
+}
+
+func setupZombie(t *testing.T) zombieEnv {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	st, err := store.Open(ctx, testenv.Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	mb, err := mailbox.Open(ctx, testenv.Stack(t).RedisURL, "acttest"+testenv.Suffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mb.Close() })
+	return zombieEnv{ctx: ctx, store: st, mb: mb}
+}
+
+// seat creates the seat's row and mailbox.
+func (e zombieEnv) seat(t *testing.T, handle string) {
+	t.Helper()
+	if err := e.store.EnsureSeat(e.ctx, handle, "worker", crewlet.SeatAgent); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.mb.Ensure(e.ctx, handle); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// attach bumps the seat's epoch as node would and returns the new epoch.
+func (e zombieEnv) attach(t *testing.T, handle, node string) int64 {
+	t.Helper()
+	row, err := e.store.Attach(e.ctx, handle, node, strings.Split(node, ":")[0])
+	if err != nil {
+		t.Fatalf("attach %s on %s: %v", handle, node, err)
+	}
+	return row.Epoch
+}
+
+func newHost(e zombieEnv, incarnation string) *Host {
+	return &Host{
+		Store: e.store, Incarnation: incarnation, NodeID: strings.Split(incarnation, ":")[0],
+		Beat: 50 * time.Millisecond, Watchdog: watchdog.New(time.Second, io.Discard, func(int) {}), Log: discard,
+	}
+}
+
+// wantErrorType fails unless err is a non-retryable Temporal application
+// error of the given type.
+func wantErrorType(t *testing.T, what string, err error, errType string) {
+	t.Helper()
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) {
+		t.Fatalf("%s: got error %v (%T); want a non-retryable ApplicationError of type %q", what, err, err, errType)
+	}
+	if appErr.Type() != errType || !appErr.NonRetryable() {
+		t.Fatalf("%s: got ApplicationError type %q non-retryable=%v (%v); want type %q non-retryable=true",
+			what, appErr.Type(), appErr.NonRetryable(), err, errType)
+	}
+}
+
+func TestStaleEpochSetSeatStatusIsFencedAndChangesNothing(t *testing.T) {
+	e := setupZombie(t)
+	e.seat(t, "cto")
+	old := e.attach(t, "cto", "n1:aaaa")
+	seats := &Seats{Store: e.store, Org: &config.Config{}, LiveWithin: time.Second, Log: discard}
+	if err := seats.SetSeatStatus(e.ctx, crewlet.SeatStatusInput{Handle: "cto", Epoch: old, Status: "paused"}); err != nil {
+		t.Fatalf("SetSeatStatus at the current epoch %d: %v; want it recorded", old, err)
+	}
+	cur := e.attach(t, "cto", "n2:bbbb")
+	if cur <= old {
+		t.Fatalf("second Attach: got epoch %d; want more than %d", cur, old)
+	}
+	before, err := e.store.Seat(e.ctx, "cto")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	err = seats.SetSeatStatus(e.ctx, crewlet.SeatStatusInput{Handle: "cto", Epoch: old, Status: "drained"})
+	wantErrorType(t, "SetSeatStatus with stale epoch", err, crewlet.FencedErrorType)
+
+	after, err := e.store.Seat(e.ctx, "cto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Status != before.Status || after.Epoch != cur || after.Node != "n2:bbbb" || !after.UpdatedAt.Equal(before.UpdatedAt) {
+		t.Fatalf("seat row after a fenced SetSeatStatus: got status %q epoch %d node %q updated %s; want status %q epoch %d node n2:bbbb updated %s",
+			after.Status, after.Epoch, after.Node, after.UpdatedAt, before.Status, cur, before.UpdatedAt)
+	}
+	// The current tenure still writes.
+	if err := seats.SetSeatStatus(e.ctx, crewlet.SeatStatusInput{Handle: "cto", Epoch: cur, Status: "drained"}); err != nil {
+		t.Fatalf("SetSeatStatus at the current epoch %d: %v", cur, err)
+	}
+	if row, _ := e.store.Seat(e.ctx, "cto"); row.Status != "drained" {
+		t.Fatalf("status after the current tenure's write: got %q; want drained", row.Status)
+	}
+}
+
+func TestStaleEpochMailActivitiesAreFencedAndMailStaysPending(t *testing.T) {
+	e := setupZombie(t)
+	e.seat(t, "cto")
+	mail := &Mail{Store: e.store, Mailbox: e.mb, Log: discard}
+	old := e.attach(t, "cto", "n1:aaaa")
+	for _, id := range []string{"ev-1", "ev-2"} {
+		if _, _, err := e.mb.Publish(e.ctx, crewlet.Message{EventID: id, Type: crewlet.MessageChat, From: "ceo", To: "cto",
+			Conversation: "c1", Body: "hello " + id, SentAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The old tenure reads the first entry: it is now pending, unacked.
+	read, err := mail.ReadMail(e.ctx, crewlet.ReadMailInput{Handle: "cto", Epoch: old, Consumer: "n1:e1", Max: 1})
+	if err != nil {
+		t.Fatalf("ReadMail at the current epoch: %v", err)
+	}
+	if len(read.Mail) != 1 || read.Mail[0].EventID != "ev-1" {
+		t.Fatalf("ReadMail at the current epoch: got %+v; want ev-1", read.Mail)
+	}
+	e.attach(t, "cto", "n2:bbbb")
+
+	t.Run("AckMail", func(t *testing.T) {
+		err := mail.AckMail(e.ctx, crewlet.AckMailInput{Handle: "cto", Epoch: old, StreamIDs: []string{read.Mail[0].StreamID}})
+		wantErrorType(t, "AckMail with stale epoch", err, crewlet.FencedErrorType)
+		if n, err := e.mb.Pending(e.ctx, "cto"); err != nil || n != 1 {
+			t.Fatalf("pending entries after a fenced AckMail: got %d (%v); want 1 (still pending for the next tenure)", n, err)
+		}
+	})
+	t.Run("ReadMail", func(t *testing.T) {
+		out, err := mail.ReadMail(e.ctx, crewlet.ReadMailInput{Handle: "cto", Epoch: old, Consumer: "n1:e1", Max: 16})
+		wantErrorType(t, "ReadMail with stale epoch", err, crewlet.FencedErrorType)
+		if len(out.Mail) != 0 {
+			t.Fatalf("fenced ReadMail handed out %d entries; want none", len(out.Mail))
+		}
+		// Nothing was read for the zombie: ev-2 is still never delivered,
+		// ev-1 still the one pending entry.
+		if n, err := e.mb.Pending(e.ctx, "cto"); err != nil || n != 1 {
+			t.Fatalf("pending entries after a fenced ReadMail: got %d (%v); want 1", n, err)
+		}
+	})
+	t.Run("NoSuchSeat", func(t *testing.T) {
+		err := mail.AckMail(e.ctx, crewlet.AckMailInput{Handle: "nobody", Epoch: 1, StreamIDs: []string{"0-1"}})
+		wantErrorType(t, "AckMail for a seat with no row", err, crewlet.FencedErrorType)
+	})
+}
+
+func TestHostRefusesSeatsItDoesNotHost(t *testing.T) {
+	e := setupZombie(t)
+	e.seat(t, "cto")
+	n1 := newHost(e, "n1:aaaa")
+	n2 := newHost(e, "n2:bbbb")
+	turns, err := NewTurns(n1, &config.Config{}, e.store, e.mb, nil, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	a1, err := n1.Attach(e.ctx, crewlet.AttachInput{Handle: "cto"})
+	if err != nil {
+		t.Fatalf("Attach on n1: %v", err)
+	}
+	a2, err := n2.Attach(e.ctx, crewlet.AttachInput{Handle: "cto"})
+	if err != nil {
+		t.Fatalf("Attach on n2: %v", err)
+	}
+	if a2.Epoch <= a1.Epoch || a2.Node != "n2:bbbb" {
+		t.Fatalf("second Attach: got epoch %d node %s; want more than %d on n2:bbbb", a2.Epoch, a2.Node, a1.Epoch)
+	}
+
+	cases := []struct {
+		name string
+		run  func() error
+	}{
+		// n2 never hosted the seat at n1's epoch.
+		{"CheckHosted on a node that does not host the seat", func() error { return n2.CheckHosted("cto", a1.Epoch) }},
+		{"Hold on a node that does not host the seat", func() error {
+			return n2.Hold(e.ctx, crewlet.HoldInput{Handle: "cto", Epoch: a1.Epoch})
+		}},
+		{"CheckHosted of an unknown seat", func() error { return n1.CheckHosted("nobody", 1) }},
+		// n1 still believes it hosts cto at its old epoch (a zombie): the
+		// turn is refused by the epoch fence in Postgres.
+		{"RunTurn on the zombie tenure", func() error {
+			_, err := turns.RunTurn(e.ctx, crewlet.TurnInput{Handle: "cto", Epoch: a1.Epoch, TurnID: "turn/cto/x", WorkKey: "x",
+				Mail: []crewlet.MailRef{{StreamID: "0-1", EventID: "ev-1"}}})
+			return err
+		}},
+		// A RunTurn at the current epoch on a node that does not host it.
+		{"RunTurn on a node that does not host the seat", func() error {
+			_, err := turns.RunTurn(e.ctx, crewlet.TurnInput{Handle: "cto", Epoch: a2.Epoch, TurnID: "turn/cto/y", WorkKey: "y",
+				Mail: []crewlet.MailRef{{StreamID: "0-1", EventID: "ev-1"}}})
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			wantErrorType(t, tc.name, tc.run(), crewlet.FencedErrorType)
+		})
+	}
+	// The refused turn ran nothing: the ledger holds nothing for cto.
+	if n, err := e.store.LedgerCount(e.ctx, "cto"); err != nil || n != 0 {
+		t.Fatalf("ledger rows for cto after refused turns: got %d (%v); want 0", n, err)
+	}
+	// The real host passes its own check.
+	if err := n2.CheckHosted("cto", a2.Epoch); err != nil {
+		t.Fatalf("CheckHosted on the node that hosts the seat: %v; want nil", err)
+	}
+}
+
+func TestDrainingHostRefusesAttach(t *testing.T) {
+	e := setupZombie(t)
+	e.seat(t, "cto")
+	h := newHost(e, "n1:aaaa")
+	before, err := e.store.Seat(e.ctx, "cto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.SetDraining()
+	_, err = h.Attach(e.ctx, crewlet.AttachInput{Handle: "cto"})
+	wantErrorType(t, "Attach on a draining host", err, crewlet.RefusedErrorType)
+	after, err := e.store.Seat(e.ctx, "cto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Epoch != before.Epoch || after.Node != before.Node {
+		t.Fatalf("seat row after a refused Attach: got epoch %d node %q; want epoch %d node %q", after.Epoch, after.Node, before.Epoch, before.Node)
+	}
+	if got := h.Hosted(); len(got) != 0 {
+		t.Fatalf("draining host hosts %v after a refused Attach; want nothing", got)
+	}
+}

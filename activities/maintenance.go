@@ -1,0 +1,73 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/store"
+)
+
+// Maintenance is the maintenance duty's activity.
+type Maintenance struct {
+	Store   *store.Store
+	Mailbox *mailbox.Mailbox
+	Org     *config.Config
+	Log     *slog.Logger
+}
+
+// Maintenance sweeps the mailbox registry against the org (stamping seats
+// first seen missing, clearing those back), retires mailboxes absent for
+// longer than the grace period, and trims the completion ledger and handled
+// mailbox entries. A registry it cannot read retires nothing.
+func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutput, error) {
+	var out crewlet.MaintenanceOutput
+	present := a.Org.Handles()
+	absent, returned, err := a.Store.SweepMailboxes(ctx, present)
+	if err != nil {
+		return out, err
+	}
+	out.MailboxesAbsent, out.MailboxesReturned = absent, returned
+	for _, seat := range absent {
+		a.Log.Info("seat_mailbox_absent", "seat", seat, "retired_after", a.Org.Mailbox.RetireAfter)
+	}
+	for _, seat := range returned {
+		a.Log.Info("seat_mailbox_returned", "seat", seat)
+	}
+	expired, err := a.Store.ExpiredMailboxes(ctx, a.Org.Mailbox.RetireAfter)
+	if err != nil {
+		return out, err
+	}
+	var errs []error
+	for _, seat := range expired {
+		retired, err := a.Store.RetireMailbox(ctx, seat, a.Org.Mailbox.RetireAfter, func(ctx context.Context) error {
+			return a.Mailbox.Delete(ctx, seat)
+		})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if retired {
+			a.Log.Info("seat_mailbox_retired", "seat", seat)
+			out.MailboxesRetired = append(out.MailboxesRetired, seat)
+		}
+	}
+	if out.LedgerTrimmed, err = a.Store.TrimLedger(ctx, a.Org.Maintenance.LedgerRetention); err != nil {
+		errs = append(errs, err)
+	}
+	for _, seat := range present {
+		n, err := a.Mailbox.Trim(ctx, seat, int64(a.Org.Mailbox.KeepAcked), a.Org.Mailbox.KeepAckedFor)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out.EntriesTrimmed += n
+	}
+	if out.LedgerTrimmed > 0 || out.EntriesTrimmed > 0 {
+		a.Log.Info("retention_trimmed", "ledger_rows", out.LedgerTrimmed, "mailbox_entries", out.EntriesTrimmed)
+	}
+	return out, errors.Join(errs...)
+}

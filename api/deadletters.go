@@ -1,0 +1,64 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/crewlet/crewlet"
+)
+
+// limitParam reads ?limit=N (1..1000), defaulting to def.
+func limitParam(r *http.Request, def int) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1000 {
+		return 0, crewlet.Errorf(crewlet.EINVALID, "limit must be a number from 1 to 1000, got %q", v)
+	}
+	return n, nil
+}
+
+func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
+	limit, err := limitParam(r, 100)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	dls, err := s.Mailbox.DeadLetters(r.Context(), int64(limit))
+	if err != nil {
+		s.logError(w, r, crewlet.Errorf(crewlet.EUNAVAILABLE, "read dead letters: %v", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, dls)
+}
+
+func (s *Server) requeueDeadLetter(w http.ResponseWriter, r *http.Request) {
+	dl, err := s.Control.Requeue(r.Context(), s.Store, chi.URLParam(r, "id"))
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, dl)
+}
+
+func (s *Server) seatEvents(w http.ResponseWriter, r *http.Request) {
+	seat, ok := s.orgSeat(w, r)
+	if !ok {
+		return
+	}
+	limit, err := limitParam(r, 100)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	events, err := s.Store.SeatEvents(r.Context(), seat.Handle, limit)
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, events)
+}
