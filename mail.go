@@ -18,19 +18,19 @@ const ExternalSender = "operator"
 
 // Message is one mailbox entry: a trigger for a turn.
 type Message struct {
-	EventID      string    `json:"event_id"`
-	StreamID     string    `json:"stream_id,omitempty"`
-	Type         string    `json:"type"`
-	From         string    `json:"from"`
-	To           string    `json:"to"`
-	Conversation string    `json:"conversation"`
-	InReplyTo    string    `json:"in_reply_to,omitempty"`
+	EventID      string `json:"event_id"`
+	StreamID     string `json:"stream_id,omitempty"`
+	Type         string `json:"type"`
+	From         string `json:"from"`
+	To           string `json:"to"`
+	Conversation string `json:"conversation"`
+	InReplyTo    string `json:"in_reply_to,omitempty"`
 	// ChatID is the message's identity on the chat system it came from, when
 	// one carried it; the completion ledger records it beside the event id, so
 	// the same chat message delivered twice is answered once.
-	ChatID string `json:"chat_id,omitempty"`
-	Body         string    `json:"body"`
-	SentAt       time.Time `json:"sent_at"`
+	ChatID string    `json:"chat_id,omitempty"`
+	Body   string    `json:"body"`
+	SentAt time.Time `json:"sent_at"`
 	// Deliveries is how many times the mailbox handed this entry out,
 	// including the current one; set on read.
 	Deliveries int64 `json:"deliveries,omitempty"`
