@@ -338,13 +338,23 @@ func (s *seat) movesAway() bool {
 	return s.move != nil && (s.move.ExcludeNode == "" || s.move.ExcludeNode == s.state.Node)
 }
 
+// readBatch is how many entries the next read takes: one at a time after a
+// failed turn, so a message that keeps failing spends only its own delivery
+// budget, not its batch-mates'.
+func (s *seat) readBatch() int {
+	if s.failures > 0 {
+		return 1
+	}
+	return s.in.ReadBatch
+}
+
 func (s *seat) readMail(ctx workflow.Context) ([]crewlet.MailRef, error) {
 	var out crewlet.ReadMailOutput
 	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityReadMail, crewlet.ReadMailInput{
 		Handle:     s.in.Handle,
 		Epoch:      s.state.Epoch,
 		Consumer:   fmt.Sprintf("%s:e%d", s.state.Node, s.state.Epoch),
-		Max:        s.in.ReadBatch,
+		Max:        s.readBatch(),
 		ClearAwake: true,
 		LastError:  s.state.LastError,
 	}).Get(ctx, &out)
