@@ -25,6 +25,8 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/workers"
 )
@@ -58,6 +60,10 @@ const exampleOrg = "../../deploy/examples/org.yaml"
 type company struct {
 	t         testing.TB
 	taskQueue string
+	dbURL     string
+	prefix    string
+	db        *store.Store
+	mb        *mailbox.Mailbox
 	config    string
 	env       []string
 	api       string
@@ -108,12 +114,15 @@ func newCompany(t testing.TB, configPath string) *company {
 	stack := testenv.Stack(t)
 	suffix := testenv.Suffix()
 	addr := freeAddr(t)
+	dbURL := testenv.Database(t)
 	c := &company{
 		t:      t,
 		config: configPath,
 		api:    "http://" + addr,
+		dbURL:  dbURL,
+		prefix: "e2e" + suffix,
 		env: append(os.Environ(),
-			"CREWLET_PG_URL="+testenv.Database(t),
+			"CREWLET_PG_URL="+dbURL,
 			"CREWLET_REDIS_URL="+stack.RedisURL,
 			"CREWLET_TEMPORAL_ADDRESS="+stack.Temporal,
 			"CREWLET_TEMPORAL_TASK_QUEUE=crewlet-e2e-"+suffix,
@@ -136,6 +145,7 @@ func newCompany(t testing.TB, configPath string) *company {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = tc.ScheduleClient().GetHandle(ctx, workers.RebalanceScheduleID(c.taskQueue)).Delete(ctx)
+		_ = tc.ScheduleClient().GetHandle(ctx, workers.MaintenanceScheduleID(c.taskQueue)).Delete(ctx)
 		tc.Close()
 	})
 	return c
@@ -151,7 +161,13 @@ func (c *company) setenv(kv ...string) {
 // until its presence row is live.
 func (c *company) worker(nodeID string, flags ...string) *proc {
 	c.t.Helper()
-	p := c.start("worker "+nodeID, append([]string{"worker", "--node-id", nodeID}, flags...)...)
+	return c.workerWithEnv(nodeID, nil, flags...)
+}
+
+// workerWithEnv is worker with extra environment variables for this process.
+func (c *company) workerWithEnv(nodeID string, env []string, flags ...string) *proc {
+	c.t.Helper()
+	p := c.startWithEnv("worker "+nodeID, env, append([]string{"worker", "--node-id", nodeID}, flags...)...)
 	testenv.Eventually(c.t, 30*time.Second, "node "+nodeID+" live", func() error {
 		select {
 		case <-p.done:
@@ -267,9 +283,16 @@ func (c *company) terminateSeats() {
 // start runs `crewlet args... --config FILE` with the company's env.
 func (c *company) start(name string, args ...string) *proc {
 	c.t.Helper()
+	return c.startWithEnv(name, nil, args...)
+}
+
+// startWithEnv is start with extra environment variables for this process
+// only (a test hook, say).
+func (c *company) startWithEnv(name string, env []string, args ...string) *proc {
+	c.t.Helper()
 	args = append(args, "--config", c.config)
 	cmd := exec.Command(binary, args...)
-	cmd.Env = c.env
+	cmd.Env = append(append([]string(nil), c.env...), env...)
 	p := &proc{name: name, cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
@@ -483,7 +506,7 @@ func fleetOrg(t testing.TB, n int, delay time.Duration, extraSeats ...string) st
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "company: { name: fleet }\n")
-	fmt.Fprintf(&b, "profiles:\n  slow: { provider: scripted, delay: %s }\n", delay)
+	fmt.Fprintf(&b, "profiles:\n  slow: { provider: scripted, delay: %s, rules: [ { match: '^poison', fail: 'this message always fails' } ] }\n", delay)
 	fmt.Fprintf(&b, "roles:\n  worker: { charter: works, profile: slow }\n")
 	fmt.Fprintf(&b, "  gitter: { charter: needs git, profile: slow, placement: { labels: { tools: git } } }\n")
 	fmt.Fprintf(&b, "seats:\n")
@@ -498,4 +521,32 @@ func fleetOrg(t testing.TB, n int, delay time.Duration, extraSeats ...string) st
 		t.Fatal(err)
 	}
 	return path
+}
+
+// store returns a connection to the company's database.
+func (c *company) store() *store.Store {
+	c.t.Helper()
+	if c.db == nil {
+		st, err := store.Open(context.Background(), c.dbURL)
+		if err != nil {
+			c.t.Fatalf("open company database: %v", err)
+		}
+		c.t.Cleanup(st.Close)
+		c.db = st
+	}
+	return c.db
+}
+
+// mailbox returns a client of the company's mailboxes.
+func (c *company) mailbox() *mailbox.Mailbox {
+	c.t.Helper()
+	if c.mb == nil {
+		mb, err := mailbox.Open(context.Background(), testenv.Stack(c.t).RedisURL, c.prefix)
+		if err != nil {
+			c.t.Fatalf("open company mailboxes: %v", err)
+		}
+		c.t.Cleanup(func() { _ = mb.Close() })
+		c.mb = mb
+	}
+	return c.mb
 }

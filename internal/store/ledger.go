@@ -147,3 +147,34 @@ func (s *Store) RetireMailbox(ctx context.Context, seat string, grace time.Durat
 	}
 	return retired, nil
 }
+
+// LedgerRows returns a seat's completion ledger: trigger key → work key.
+func (s *Store) LedgerRows(ctx context.Context, seat string) (map[string]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT trigger_key, work_key FROM completion_ledger WHERE seat = $1`, seat)
+	if err != nil {
+		return nil, fmt.Errorf("read completion ledger for %s: %w", seat, schemaMissing(err))
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var k, w string
+		if err := rows.Scan(&k, &w); err != nil {
+			return nil, err
+		}
+		out[k] = w
+	}
+	return out, rows.Err()
+}
+
+// MailboxRegistry returns whether the seat's mailbox is registered and, if
+// the seat was seen missing from the org, since when.
+func (s *Store) MailboxRegistry(ctx context.Context, seat string) (found bool, missingSince *time.Time, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT missing_since FROM mailboxes WHERE seat = $1`, seat).Scan(&missingSince)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil, nil
+	}
+	if err != nil {
+		return false, nil, fmt.Errorf("read mailbox registry for %s: %w", seat, schemaMissing(err))
+	}
+	return true, missingSince, nil
+}

@@ -1,0 +1,230 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/testenv"
+)
+
+// benchDuration is how long each throughput phase runs: 2 minutes unless
+// CREWLET_BENCH_DURATION says otherwise (e.g. 20s for a quick look).
+func benchDuration(b *testing.B) time.Duration {
+	if v := os.Getenv("CREWLET_BENCH_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatalf("CREWLET_BENCH_DURATION: %v", err)
+		}
+		return d
+	}
+	return 2 * time.Minute
+}
+
+const benchSeats = 100
+
+// BenchmarkThroughput drives 100 seats with the scripted model at zero
+// delay: one sender per seat sends, waits for the reply, sends again, for
+// benchDuration. It reports publish→reply latency (p50, p99) and sustained
+// replies/s; then the bare ceiling on the same stack: 100 no-op workflows each
+// looping over the same activities a turn uses (3 local + 1 regular), and
+// crewlet's throughput as a ratio of it.
+//
+//	go test ./internal/e2e -run '^$' -bench Throughput -benchtime 1x -timeout 20m
+func BenchmarkThroughput(b *testing.B) {
+	d := benchDuration(b)
+	replies, latencies := crewletThroughput(b, d)
+	ceiling := bareCeiling(b, d)
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	p50 := latencies[len(latencies)/2]
+	p99 := latencies[len(latencies)*99/100]
+	rate := float64(replies) / d.Seconds()
+	b.ReportMetric(rate, "replies/s")
+	b.ReportMetric(float64(p50.Milliseconds()), "p50-ms")
+	b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
+	b.ReportMetric(ceiling, "bare-turns/s")
+	b.ReportMetric(rate/ceiling, "ratio")
+	b.Logf("%d seats, %s: %.1f replies/s, latency p50 %s p99 %s; bare ceiling %.1f turns/s; ratio %.2f",
+		benchSeats, d, rate, p50, p99, ceiling, rate/ceiling)
+}
+
+func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration) {
+	c := newCompany(b, fleetOrg(b, benchSeats, 0))
+	defer c.stopAll()
+	c.serve()
+	c.waitAttached(2 * time.Minute)
+	replied := watchReplies(b, c.dbURL)
+
+	var mu sync.Mutex
+	var latencies []time.Duration
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for _, seat := range seatNames(benchSeats) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				start := time.Now()
+				var msg crewlet.Message
+				if err := c.call(http.MethodPost, "/seats/"+seat+"/messages", api.SendMessageRequest{Text: "ping"}, &msg); err != nil {
+					b.Error(err)
+					return
+				}
+				at := replied.wait(msg.EventID)
+				mu.Lock()
+				latencies = append(latencies, at.Sub(start))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return len(latencies), latencies
+}
+
+// replyWatcher tells senders when the reply to their message was recorded,
+// from one poll of the transcript for all of them, so waiting adds no load.
+type replyWatcher struct {
+	mu      sync.Mutex
+	waiters map[string]chan time.Time
+	seen    map[string]time.Time
+}
+
+func watchReplies(b *testing.B, dbURL string) *replyWatcher {
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := &replyWatcher{waiters: map[string]chan time.Time{}, seen: map[string]time.Time{}}
+	stop := make(chan struct{})
+	b.Cleanup(func() { close(stop); _ = conn.Close(context.Background()) })
+	go func() {
+		// seq is allotted before commit, so a later poll may find a lower seq
+		// than one already seen: look back a window and skip what was seen.
+		var last int64
+		handled := map[int64]bool{}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			rows, err := conn.Query(context.Background(),
+				`SELECT seq, in_reply_to, recorded_at FROM messages WHERE seq > $1 AND in_reply_to IS NOT NULL ORDER BY seq`, max(0, last-2000))
+			if err != nil {
+				continue
+			}
+			for rows.Next() {
+				var seq int64
+				var id string
+				var at time.Time
+				if rows.Scan(&seq, &id, &at) == nil && !handled[seq] {
+					handled[seq] = true
+					last = max(last, seq)
+					w.arrived(id, at)
+				}
+			}
+			rows.Close()
+		}
+	}()
+	return w
+}
+
+func (w *replyWatcher) arrived(eventID string, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ch, ok := w.waiters[eventID]; ok {
+		ch <- at
+		delete(w.waiters, eventID)
+		return
+	}
+	w.seen[eventID] = at
+}
+
+func (w *replyWatcher) wait(eventID string) time.Time {
+	w.mu.Lock()
+	if at, ok := w.seen[eventID]; ok {
+		delete(w.seen, eventID)
+		w.mu.Unlock()
+		return at
+	}
+	ch := make(chan time.Time, 1)
+	w.waiters[eventID] = ch
+	w.mu.Unlock()
+	return <-ch
+}
+
+// bareWorkflow is the ceiling's unit of work: the activities a turn costs,
+// doing nothing.
+func bareWorkflow(ctx workflow.Context, turns int) error {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	for i := 0; i < turns; i++ {
+		for range 3 {
+			if err := workflow.ExecuteLocalActivity(lctx, bareActivity).Get(ctx, nil); err != nil {
+				return err
+			}
+		}
+		if err := workflow.ExecuteActivity(actx, bareActivity).Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func bareActivity(context.Context) error { return nil }
+
+func bareCeiling(b *testing.B, d time.Duration) float64 {
+	tc, err := client.Dial(client.Options{HostPort: testenv.Stack(b).Temporal})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tc.Close()
+	queue := "crewlet-bare-" + testenv.Suffix()
+	w := worker.New(tc, queue, worker.Options{})
+	w.RegisterWorkflow(bareWorkflow)
+	w.RegisterActivity(bareActivity)
+	if err := w.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	// Each workflow runs batches of turns until the time is up; a batch is
+	// short so the phase ends close to d.
+	const turnsPerRun = 20
+	var done atomic.Int64
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for i := range benchSeats {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for run := 0; time.Now().Before(deadline); run++ {
+				r, err := tc.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
+					ID: fmt.Sprintf("bare/%s/%d/%d", queue, i, run), TaskQueue: queue,
+				}, bareWorkflow, turnsPerRun)
+				if err == nil {
+					err = r.Get(context.Background(), nil)
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				done.Add(turnsPerRun)
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(done.Load()) / time.Since(deadline.Add(-d)).Seconds()
+}
