@@ -223,8 +223,12 @@ func (s *seat) interrupted() bool {
 // the tenure is released, and the workflow completes. Its mailbox is kept
 // for the retirement grace period, so a seat added back finds its mail.
 func (s *seat) stopSeat(ctx workflow.Context) error {
-	if s.attached && !s.hostLost {
+	if s.state.Epoch > 0 {
+		// Fenced by the epoch like every seat write: a drained seat still
+		// holds the latest one, a seat whose tenure moved on writes nothing.
 		s.recordStatus(ctx, "stopped")
+	}
+	if s.attached && !s.hostLost {
 		s.release(ctx, "stopped: "+s.stop.Reason)
 	}
 	s.stopHold()
@@ -598,6 +602,10 @@ func (s *seat) continueAsNew(ctx workflow.Context, signals *seatSignals) error {
 	}
 	if err := signals.stop(ctx); err != nil {
 		return err
+	}
+	if s.stop != nil {
+		// The carry has no stop: a seat that left the org ends here.
+		return s.stopSeat(ctx)
 	}
 	// The next run holds the same tenure with a Hold of its own; this run's
 	// Hold ends with the run.

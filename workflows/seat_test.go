@@ -54,20 +54,31 @@ type fakeSeatWorld struct {
 	deliveries map[string]int // by event id
 	reads      int
 
+	// Completion ledger: event ids a successful turn recorded. PrepareTurn
+	// skips them; a test may pre-seed it (a turn that finished before a crash).
+	ledger map[string]bool
+
 	// What the seat did.
 	ran       []string // event ids of turns that succeeded, in order
 	acked     []string // event ids acked, in order
+	acks      []string // "m1,m2": the event ids of each AckMail, in order
+	prepares  []string // "m1,m2": the event ids of each PrepareTurn, in order
+	turns     []fakeTurn
 	attempts  map[string]int
-	turnEpoch []int64 // epoch each successful turn ran under
-	turnQueue []string
-	cancelled []string // "m1@e1": turns that saw their context cancelled
+	cancelled []string // "m1,m2@e1": turns that saw their context cancelled
 	statuses  []crewlet.SeatStatusInput
+	// readErrs and readAt are each read's ReadMailInput.LastError and the
+	// workflow (mock) time it ran at.
+	readErrs []string
+	readAt   []time.Time
+	readMax  []int // ReadMailInput.Max of each read
 	// events is the order of the tenure steps and turns (not reads or holds,
 	// which run concurrently with them).
 	events []string
 
 	// Fault injection, called with mu held. A nil hook never fails.
 	readHook func(w *fakeSeatWorld) error
+	ackHook  func(w *fakeSeatWorld, in crewlet.AckMailInput) error
 	turnHook func(w *fakeSeatWorld, ref crewlet.MailRef) error
 	// duringTurn runs without mu held while the turn for an event id is in
 	// flight (e.g. to signal the workflow from "inside" the turn).
@@ -77,6 +88,24 @@ type fakeSeatWorld struct {
 	// nil means every turn is quick.
 	slowTurn    func(in crewlet.TurnInput) bool
 	slowTurnFor time.Duration
+}
+
+// fakeTurn is one turn that succeeded.
+type fakeTurn struct {
+	names   string // "m1,m2": its event ids in order
+	turnID  string
+	workKey string
+	epoch   int64
+	queue   string
+}
+
+// names joins the event ids of refs: "m1,m2".
+func names(refs []crewlet.MailRef) string {
+	out := make([]string, len(refs))
+	for i, ref := range refs {
+		out[i] = ref.EventID
+	}
+	return strings.Join(out, ",")
 }
 
 // fakeHold is one Hold activity. The fake completes it asynchronously: it
@@ -99,6 +128,7 @@ func newFakeSeatWorld(env *testsuite.TestWorkflowEnvironment) *fakeSeatWorld {
 		nodes:      []string{"node-a", "node-b", "node-c"},
 		deliveries: map[string]int{},
 		attempts:   map[string]int{},
+		ledger:     map[string]bool{},
 	}
 }
 
@@ -213,6 +243,9 @@ func (w *fakeSeatWorld) ReadMail(_ context.Context, in crewlet.ReadMailInput) (c
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.reads++
+	w.readErrs = append(w.readErrs, in.LastError)
+	w.readAt = append(w.readAt, w.env.Now())
+	w.readMax = append(w.readMax, in.Max)
 	if in.Epoch != w.epoch {
 		return crewlet.ReadMailOutput{}, fencedErr("read mail", in.Epoch, w.epoch)
 	}
@@ -246,20 +279,54 @@ func (w *fakeSeatWorld) AckMail(_ context.Context, in crewlet.AckMailInput) erro
 	if in.Epoch != w.epoch {
 		return fencedErr("ack mail", in.Epoch, w.epoch)
 	}
+	if w.ackHook != nil {
+		if err := w.ackHook(w, in); err != nil {
+			return err
+		}
+	}
+	var acked []crewlet.MailRef
 	for _, sid := range in.StreamIDs {
 		for i, ref := range w.pending {
 			if ref.StreamID == sid {
-				w.acked = append(w.acked, ref.EventID)
-				w.eventf("ack %s e%d", ref.EventID, in.Epoch)
+				acked = append(acked, ref)
 				w.pending = append(w.pending[:i:i], w.pending[i+1:]...)
 				break
 			}
 		}
 	}
+	for _, ref := range acked {
+		w.acked = append(w.acked, ref.EventID)
+	}
+	w.acks = append(w.acks, names(acked))
+	w.eventf("ack %s e%d", names(acked), in.Epoch)
 	return nil
 }
 
+// PrepareTurn mirrors the real one: fenced by epoch, it splits the entries
+// into those the completion ledger does not hold yet (Run) and those it does
+// (Skipped), keeping their order.
+func (w *fakeSeatWorld) PrepareTurn(_ context.Context, in crewlet.PrepareTurnInput) (crewlet.PrepareTurnOutput, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if in.Epoch != w.epoch {
+		return crewlet.PrepareTurnOutput{}, fencedErr("prepare turn", in.Epoch, w.epoch)
+	}
+	w.prepares = append(w.prepares, names(in.Mail))
+	var out crewlet.PrepareTurnOutput
+	for _, ref := range in.Mail {
+		if w.ledger[ref.EventID] {
+			out.Skipped = append(out.Skipped, ref)
+		} else {
+			out.Run = append(out.Run, ref)
+		}
+	}
+	return out, nil
+}
+
+// RunTurn answers the whole batch in one turn: it fails if any entry's hook
+// fails, and on success records every entry in the completion ledger.
 func (w *fakeSeatWorld) RunTurn(ctx context.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error) {
+	batch := names(in.Mail)
 	if w.duringTurn != nil {
 		for _, ref := range in.Mail {
 			w.duringTurn(ref.EventID)
@@ -285,9 +352,9 @@ func (w *fakeSeatWorld) RunTurn(ctx context.Context, in crewlet.TurnInput) (crew
 			defer w.mu.Unlock()
 			for _, ref := range in.Mail {
 				w.attempts[ref.EventID]++
-				w.cancelled = append(w.cancelled, fmt.Sprintf("%s@e%d", ref.EventID, in.Epoch))
-				w.eventf("turn %s e%d cancelled", ref.EventID, in.Epoch)
 			}
+			w.cancelled = append(w.cancelled, fmt.Sprintf("%s@e%d", batch, in.Epoch))
+			w.eventf("turn %s e%d cancelled", batch, in.Epoch)
 			return crewlet.TurnOutput{}, ctx.Err()
 		}
 	}
@@ -299,21 +366,57 @@ func (w *fakeSeatWorld) RunTurn(ctx context.Context, in crewlet.TurnInput) (crew
 	var ids []string
 	for _, ref := range in.Mail {
 		w.attempts[ref.EventID]++
-		if w.turnHook != nil {
+		ids = append(ids, ref.EventID)
+	}
+	if w.turnHook != nil {
+		for _, ref := range in.Mail {
 			if err := w.turnHook(w, ref); err != nil {
-				w.eventf("turn %s e%d failed", ref.EventID, in.Epoch)
+				w.eventf("turn %s e%d failed", batch, in.Epoch)
 				return crewlet.TurnOutput{}, err
 			}
 		}
-		ids = append(ids, ref.EventID)
-		w.eventf("turn %s e%d ok", ref.EventID, in.Epoch)
 	}
+	w.eventf("turn %s e%d ok", batch, in.Epoch)
 	w.ran = append(w.ran, ids...)
-	for range ids {
-		w.turnEpoch = append(w.turnEpoch, in.Epoch)
-		w.turnQueue = append(w.turnQueue, activity.GetInfo(ctx).TaskQueue)
+	for _, id := range ids {
+		w.ledger[id] = true
 	}
+	w.turns = append(w.turns, fakeTurn{
+		names: batch, turnID: in.TurnID, workKey: in.WorkKey,
+		epoch: in.Epoch, queue: activity.GetInfo(ctx).TaskQueue,
+	})
 	return crewlet.TurnOutput{Answered: ids}, nil
+}
+
+// turnNames lists the turns that succeeded as "m1,m2". Call with mu held.
+func (w *fakeSeatWorld) turnNames() []string {
+	var out []string
+	for _, t := range w.turns {
+		out = append(out, t.names)
+	}
+	return out
+}
+
+// turnEpochs lists the epoch each successful turn ran under.
+func (w *fakeSeatWorld) turnEpochs() []int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []int64
+	for _, t := range w.turns {
+		out = append(out, t.epoch)
+	}
+	return out
+}
+
+// turnQueues lists the task queue each successful turn ran on.
+func (w *fakeSeatWorld) turnQueues() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, t := range w.turns {
+		out = append(out, t.queue)
+	}
+	return out
 }
 
 func (w *fakeSeatWorld) SetSeatStatus(_ context.Context, in crewlet.SeatStatusInput) error {
@@ -333,6 +436,8 @@ type seatView struct {
 	state      crewlet.SeatState
 	ran        []string
 	acked      []string
+	turns      []string // "m1,m2": the event ids of each turn that succeeded
+	acks       []string // "m1,m2": the event ids of each AckMail
 	attaches   int
 	placements int
 	reads      int
@@ -340,6 +445,7 @@ type seatView struct {
 	// holds are "e1@node-a:lost" etc.: every Hold so far and how it ended.
 	holds  []string
 	paused string // last CrewletPaused value upserted: "true", "false" or "never"
+	status string // last CrewletStatus value upserted
 }
 
 // seatHarness runs one Seat workflow in the test environment on a timeline
@@ -352,6 +458,7 @@ type seatHarness struct {
 
 	saMu     sync.Mutex
 	saPaused *bool
+	saStatus string
 }
 
 func newSeatHarness(t *testing.T) *seatHarness {
@@ -368,6 +475,7 @@ func newSeatHarness(t *testing.T) *seatHarness {
 		crewlet.ActivityDetach:        h.world.Detach,
 		crewlet.ActivityReadMail:      h.world.ReadMail,
 		crewlet.ActivityAckMail:       h.world.AckMail,
+		crewlet.ActivityPrepareTurn:   h.world.PrepareTurn,
 		crewlet.ActivityRunTurn:       h.world.RunTurn,
 		crewlet.ActivitySetSeatStatus: h.world.SetSeatStatus,
 	} {
@@ -381,10 +489,13 @@ func newSeatHarness(t *testing.T) *seatHarness {
 		if !ok {
 			return
 		}
+		h.saMu.Lock()
+		defer h.saMu.Unlock()
 		if v, ok := sa.GetBool(saPaused); ok {
-			h.saMu.Lock()
 			h.saPaused = &v
-			h.saMu.Unlock()
+		}
+		if v, ok := sa.GetKeyword(saStatus); ok {
+			h.saStatus = v
 		}
 	}).Return(nil)
 	return h
@@ -413,34 +524,47 @@ func (h *seatHarness) loseHost(d time.Duration, node string) {
 func (h *seatHarness) view(d time.Duration) *seatView {
 	v := &seatView{at: d}
 	h.views = append(h.views, v)
-	h.at(d, func() {
-		enc, err := h.env.QueryWorkflow(crewlet.QueryState)
-		if err != nil {
-			h.t.Errorf("query state at %v: %v", d, err)
-			return
-		}
-		if err := enc.Get(&v.state); err != nil {
-			h.t.Errorf("decode state at %v: %v", d, err)
-			return
-		}
-		w := h.world
-		w.mu.Lock()
-		v.ran = slices.Clone(w.ran)
-		v.acked = slices.Clone(w.acked)
-		v.attaches = w.attaches
-		v.placements = len(w.placements)
-		v.reads = w.reads
-		v.detaches = len(w.detaches)
-		v.holds = w.holdNames()
-		w.mu.Unlock()
-		h.saMu.Lock()
-		v.paused = "never"
-		if h.saPaused != nil {
-			v.paused = fmt.Sprint(*h.saPaused)
-		}
-		h.saMu.Unlock()
-	})
+	h.at(d, func() { h.fill(v) })
 	return v
+}
+
+// final is the view after the workflow ended (the test environment still
+// answers queries then).
+func (h *seatHarness) final() *seatView {
+	v := &seatView{at: -1}
+	h.fill(v)
+	return v
+}
+
+func (h *seatHarness) fill(v *seatView) {
+	enc, err := h.env.QueryWorkflow(crewlet.QueryState)
+	if err != nil {
+		h.t.Errorf("query state at %v: %v", v.at, err)
+		return
+	}
+	if err := enc.Get(&v.state); err != nil {
+		h.t.Errorf("decode state at %v: %v", v.at, err)
+		return
+	}
+	w := h.world
+	w.mu.Lock()
+	v.ran = slices.Clone(w.ran)
+	v.acked = slices.Clone(w.acked)
+	v.turns = w.turnNames()
+	v.acks = slices.Clone(w.acks)
+	v.attaches = w.attaches
+	v.placements = len(w.placements)
+	v.reads = w.reads
+	v.detaches = len(w.detaches)
+	v.holds = w.holdNames()
+	w.mu.Unlock()
+	h.saMu.Lock()
+	v.paused = "never"
+	if h.saPaused != nil {
+		v.paused = fmt.Sprint(*h.saPaused)
+	}
+	v.status = h.saStatus
+	h.saMu.Unlock()
 }
 
 // holdNames lists the Holds so far as "e1@node-a" plus ":cancelled" or
@@ -524,7 +648,7 @@ func seatIn() SeatInput { return SeatInput{Handle: testHandle, Role: testRole} }
 // firstPlacement is the placement every seat starts with.
 var firstPlacement = crewlet.PlaceSeatInput{Handle: testHandle}
 
-func TestSeatRunsMailOneTurnEachAndAcks(t *testing.T) {
+func TestSeatMailRunsInBatchesAndAcks(t *testing.T) {
 	type publish struct {
 		at  time.Duration
 		ids []string
@@ -534,15 +658,19 @@ func TestSeatRunsMailOneTurnEachAndAcks(t *testing.T) {
 		readBatch int
 		mail      []publish
 		want      []string
+		// wantTurns are the turns, one per read: "m1,m2" is one turn
+		// answering both, in mailbox order.
+		wantTurns []string
 	}{
-		{name: "one message", mail: []publish{{time.Second, ids("m1")}}, want: ids("m1")},
-		{name: "a batch in one publish runs in mailbox order",
-			mail: []publish{{time.Second, ids("m1", "m2", "m3")}}, want: ids("m1", "m2", "m3")},
+		{name: "one message", mail: []publish{{time.Second, ids("m1")}}, want: ids("m1"), wantTurns: ids("m1")},
+		{name: "mail in one publish is one turn in mailbox order",
+			mail: []publish{{time.Second, ids("m1", "m2", "m3")}}, want: ids("m1", "m2", "m3"), wantTurns: ids("m1,m2,m3")},
 		{name: "mail spread over several wakes",
 			mail: []publish{{time.Second, ids("m1")}, {time.Minute, ids("m2", "m3")}, {20 * time.Minute, ids("m4")}},
-			want: ids("m1", "m2", "m3", "m4")},
-		{name: "more mail than one read takes", readBatch: 2,
-			mail: []publish{{time.Second, ids("m1", "m2", "m3", "m4", "m5")}}, want: ids("m1", "m2", "m3", "m4", "m5")},
+			want: ids("m1", "m2", "m3", "m4"), wantTurns: ids("m1", "m2,m3", "m4")},
+		{name: "more mail than one read takes is one turn per read", readBatch: 2,
+			mail: []publish{{time.Second, ids("m1", "m2", "m3", "m4", "m5")}},
+			want: ids("m1", "m2", "m3", "m4", "m5"), wantTurns: ids("m1,m2", "m3,m4", "m5")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -559,10 +687,12 @@ func TestSeatRunsMailOneTurnEachAndAcks(t *testing.T) {
 			eq(t, "status at start", before.state.Status, crewlet.StatusIdle)
 			eq(t, "host queue at start", before.state.HostQueue, hostQueue("node-a"))
 			eq(t, "holds at start", before.holds, ids("e1@node-a"))
-			eq(t, "turns run", after.ran, tc.want)
+			eq(t, "turns run", after.turns, tc.wantTurns)
+			eq(t, "answered", after.ran, tc.want)
 			eq(t, "mail acked", after.acked, tc.want)
-			n := int64(len(tc.want))
-			eq(t, "counters", after.state.Counters, crewlet.SeatCounters{Turns: n, Triggers: n, Establishes: 1})
+			eq(t, "acks (one per turn, after it)", after.acks, tc.wantTurns)
+			eq(t, "counters", after.state.Counters, crewlet.SeatCounters{
+				Turns: int64(len(tc.wantTurns)), Triggers: int64(len(tc.want)), Establishes: 1})
 			eq(t, "status", after.state.Status, crewlet.StatusIdle)
 			eq(t, "epoch", after.state.Epoch, int64(1))
 			eq(t, "node", after.state.Node, "node-a")
@@ -578,9 +708,17 @@ func TestSeatRunsMailOneTurnEachAndAcks(t *testing.T) {
 			for _, id := range tc.want {
 				eq(t, "deliveries of "+id, h.world.deliveries[id], 1)
 			}
-			for i, q := range h.world.turnQueue {
+			for i, q := range h.world.turnQueues() {
 				eq(t, fmt.Sprintf("task queue of turn %d", i), q, hostQueue("node-a"))
 			}
+			h.world.mu.Lock()
+			for _, turn := range h.world.turns {
+				key := crewlet.WorkKey(strings.Split(turn.names, ","))
+				eq(t, "work key of turn "+turn.names, turn.workKey, key)
+				eq(t, "id of turn "+turn.names, turn.turnID, "turn/"+testHandle+"/"+key)
+			}
+			eq(t, "prepared (every read, before its turn)", h.world.prepares, tc.wantTurns)
+			h.world.mu.Unlock()
 			eq(t, "establish", h.events()[:2], ids("place exclude=[]", "attach e1 node-a queue="+hostQueue("node-a")))
 		})
 	}
@@ -610,20 +748,23 @@ func TestSeatPauseAndResume(t *testing.T) {
 		eq(t, "holds (a pause keeps the tenure)", held.holds, ids("e1@node-a"))
 	})
 
-	t.Run("a pause during a turn lets it finish and holds the rest of the batch", func(t *testing.T) {
+	t.Run("a pause during a turn lets it finish and holds mail that came meanwhile", func(t *testing.T) {
 		h := newSeatHarness(t)
 		h.world.duringTurn = func(id string) {
 			if id == "m1" {
+				h.world.publish("m2", "m3")
+				h.env.SignalWorkflow(crewlet.SignalWake, nil)
 				h.env.SignalWorkflow(crewlet.SignalPause, pause)
 			}
 		}
-		h.publish(time.Second, "m1", "m2", "m3")
+		h.publish(time.Second, "m1")
 		held := h.view(30 * time.Minute)
 		h.run(seatIn(), time.Hour)
 
-		eq(t, "turns run", held.ran, ids("m1"))
+		eq(t, "turns run", held.turns, ids("m1"))
 		eq(t, "acked", held.acked, ids("m1"))
 		eq(t, "status", held.state.Status, crewlet.StatusPaused)
+		eq(t, "turn in flight", held.state.Turn, (*crewlet.CurrentTurn)(nil))
 	})
 
 	t.Run("resume releases every held message once, in order", func(t *testing.T) {
@@ -637,9 +778,11 @@ func TestSeatPauseAndResume(t *testing.T) {
 		after := h.view(40 * time.Minute)
 		h.run(seatIn(), time.Hour)
 
-		eq(t, "turns run while paused", held.ran, ids("m1"))
-		eq(t, "turns run after resume", after.ran, ids("m1", "m2", "m3", "m4"))
+		eq(t, "turns run while paused", held.turns, ids("m1"))
+		eq(t, "turns run after resume (the held mail is one batch)", after.turns, ids("m1", "m2,m3,m4"))
 		eq(t, "acked", after.acked, ids("m1", "m2", "m3", "m4"))
+		eq(t, "acks", after.acks, ids("m1", "m2,m3,m4"))
+		eq(t, "counters", after.state.Counters, crewlet.SeatCounters{Turns: 2, Triggers: 4, Establishes: 1})
 		for _, id := range after.ran {
 			eq(t, "deliveries of "+id, h.world.deliveries[id], 1)
 		}
@@ -658,10 +801,12 @@ func TestSeatDrain(t *testing.T) {
 	h := newSeatHarness(t)
 	h.world.duringTurn = func(id string) {
 		if id == "m1" {
+			h.world.publish("m2", "m3")
+			h.env.SignalWorkflow(crewlet.SignalWake, nil)
 			h.env.SignalWorkflow(crewlet.SignalDrain, drain)
 		}
 	}
-	h.publish(time.Second, "m1", "m2", "m3")
+	h.publish(time.Second, "m1")
 	h.publish(5*time.Minute, "m4")
 	drained := h.view(20 * time.Minute)
 	h.signal(21*time.Minute, crewlet.SignalResume, crewlet.ResumeRequest{By: "ops"})
@@ -669,9 +814,11 @@ func TestSeatDrain(t *testing.T) {
 	h.run(seatIn(), time.Hour)
 
 	t.Run("the turn in flight finishes and no new turn starts", func(t *testing.T) {
-		eq(t, "turns run", drained.ran, ids("m1"))
+		eq(t, "turns run", drained.turns, ids("m1"))
 		eq(t, "acked", drained.acked, ids("m1"))
 		eq(t, "turns counter", drained.state.Counters.Turns, int64(1))
+		// One empty read on attach, one that got m1; none after the turn.
+		eq(t, "mailbox reads", drained.reads, 2)
 	})
 	t.Run("the seat ends drained and releases its host", func(t *testing.T) {
 		eq(t, "status", drained.state.Status, crewlet.StatusDrained)
@@ -693,7 +840,7 @@ func TestSeatDrain(t *testing.T) {
 		eq(t, "first recorded status", h.world.statuses[0], crewlet.SeatStatusInput{Handle: testHandle, Epoch: 1, Status: "drained"})
 	})
 	t.Run("resume re-establishes with a new epoch and runs the held mail", func(t *testing.T) {
-		eq(t, "turns run", after.ran, ids("m1", "m2", "m3", "m4"))
+		eq(t, "turns run", after.turns, ids("m1", "m2,m3,m4"))
 		eq(t, "acked", after.acked, ids("m1", "m2", "m3", "m4"))
 		eq(t, "epoch", after.state.Epoch, int64(2))
 		eq(t, "node (a drain excludes no node)", after.state.Node, "node-a")
@@ -701,7 +848,7 @@ func TestSeatDrain(t *testing.T) {
 		eq(t, "drain", after.state.Drain, (*crewlet.DrainHold)(nil))
 		eq(t, "attaches", after.attaches, 2)
 		eq(t, "establishes", after.state.Counters.Establishes, int64(2))
-		eq(t, "epochs the turns ran under", h.world.turnEpoch, []int64{1, 2, 2, 2})
+		eq(t, "epochs the turns ran under", h.world.turnEpochs(), []int64{1, 2})
 		eq(t, "holds", after.holds, ids("e1@node-a:cancelled", "e2@node-a"))
 		eq(t, "placements", h.world.placements, []crewlet.PlaceSeatInput{firstPlacement, firstPlacement})
 		q := hostQueue("node-a")
@@ -753,8 +900,8 @@ func TestSeatContinueAsNew(t *testing.T) {
 		eq(t, "epoch", c.State.Epoch, int64(1))
 		eq(t, "node", c.State.Node, "node-a")
 		eq(t, "host queue", c.State.HostQueue, hostQueue("node-a"))
-		eq(t, "counters", c.State.Counters, crewlet.SeatCounters{Turns: 2, Triggers: 2, Establishes: 1})
-		eq(t, "turns run", h.world.ran, ids("m1", "m2"))
+		eq(t, "counters", c.State.Counters, crewlet.SeatCounters{Turns: 1, Triggers: 2, Establishes: 1})
+		eq(t, "turns run", h.world.turnNames(), ids("m1,m2"))
 		eq(t, "holds (the next run takes the tenure over)", h.world.holdNames(), ids("e1@node-a"))
 		eq(t, "detaches", len(h.world.detaches), 0)
 		// Every cycle after the first (attach) is one mailbox read.
@@ -775,7 +922,7 @@ func TestSeatContinueAsNew(t *testing.T) {
 		c := next.Carry
 		eq(t, "attached", c.Attached, true)
 		eq(t, "epoch", c.State.Epoch, int64(1))
-		eq(t, "counters", c.State.Counters, crewlet.SeatCounters{Turns: 3, Triggers: 3, Establishes: 1})
+		eq(t, "counters", c.State.Counters, crewlet.SeatCounters{Turns: 1, Triggers: 3, Establishes: 1})
 		if c.State.Pause == nil {
 			t.Fatalf("carried pause: got nil, want the hold by olga")
 		}
@@ -856,7 +1003,7 @@ func TestSeatContinueAsNew(t *testing.T) {
 		eq(t, "attaches (none by this run)", after.attaches, 3)
 		eq(t, "turns counter", after.state.Counters.Turns, int64(8))
 		eq(t, "status after resume", after.state.Status, crewlet.StatusIdle)
-		eq(t, "task queue of the turn", h.world.turnQueue, ids(hostQueue("node-b")))
+		eq(t, "task queue of the turn", h.world.turnQueues(), ids(hostQueue("node-b")))
 	})
 
 	t.Run("a seat started with a carried move moves first", func(t *testing.T) {
@@ -877,11 +1024,17 @@ func TestSeatContinueAsNew(t *testing.T) {
 
 		eq(t, "node", after.state.Node, "node-b")
 		eq(t, "epoch", after.state.Epoch, int64(4))
-		eq(t, "holds", after.holds, ids("e3@node-a:cancelled", "e4@node-b"))
+		// The carried tenure's Hold is cancelled at once, racing its start in
+		// the test environment: it may show cancelled, uncancelled or not at
+		// all.
+		holds := slices.DeleteFunc(slices.Clone(after.holds), func(h string) bool {
+			return h == "e3@node-a:cancelled" || h == "e3@node-a"
+		})
+		eq(t, "holds (the carried one cancelled or never started)", holds, ids("e4@node-b"))
 		eq(t, "placements", h.world.placements, []crewlet.PlaceSeatInput{{Handle: testHandle, Exclude: ids("node-a")}})
 		eq(t, "detaches", h.world.detaches, []crewlet.DetachInput{{Handle: testHandle, Epoch: 3, Reason: "move: rebalance"}})
 		eq(t, "turns run", after.ran, ids("m1"))
-		eq(t, "epochs the turns ran under", h.world.turnEpoch, []int64{4})
+		eq(t, "epochs the turns ran under", h.world.turnEpochs(), []int64{4})
 	})
 }
 
@@ -940,14 +1093,16 @@ func TestSeatFencedReestablishes(t *testing.T) {
 			after := h.view(30 * time.Minute)
 			h.run(seatIn(), time.Hour)
 
-			eq(t, "turns run", after.ran, ids("m1", "m2"))
+			eq(t, "turns run", after.turns, ids("m1,m2"))
 			eq(t, "acked", after.acked, ids("m1", "m2"))
+			eq(t, "acks", after.acks, ids("m1,m2"))
 			eq(t, "attaches", after.attaches, 2)
 			eq(t, "epoch", after.state.Epoch, tc.wantEpoch)
 			eq(t, "node", after.state.Node, tc.wantNode)
-			eq(t, "epochs the turns ran under", h.world.turnEpoch, []int64{tc.wantEpoch, tc.wantEpoch})
+			eq(t, "epochs the turns ran under", h.world.turnEpochs(), []int64{tc.wantEpoch})
 			eq(t, "establishes", after.state.Counters.Establishes, int64(2))
-			eq(t, "turns counter", after.state.Counters.Turns, int64(2))
+			eq(t, "turns counter", after.state.Counters.Turns, int64(1))
+			eq(t, "triggers counter", after.state.Counters.Triggers, int64(2))
 			eq(t, "failures", after.state.Counters.Failures, int64(0))
 			eq(t, "status", after.state.Status, crewlet.StatusIdle)
 			eq(t, "placements", h.world.placements, []crewlet.PlaceSeatInput{firstPlacement, {Handle: testHandle, Exclude: tc.wantExclude}})
@@ -961,7 +1116,7 @@ func TestSeatFencedReestablishes(t *testing.T) {
 func TestSeatFailedTurn(t *testing.T) {
 	modelDown := errors.New("model provider unavailable")
 
-	t.Run("a message that fails twice stays unacked, then runs once", func(t *testing.T) {
+	t.Run("a failing batch stays unacked, then the seat reads one at a time until a turn succeeds", func(t *testing.T) {
 		h := newSeatHarness(t)
 		// RunTurn is not retried by Temporal: each failure is one delivery.
 		h.world.turnHook = func(w *fakeSeatWorld, ref crewlet.MailRef) error {
@@ -971,7 +1126,8 @@ func TestSeatFailedTurn(t *testing.T) {
 			return nil
 		}
 		h.publish(time.Second, "m1", "m2")
-		// Failures at 1s and (after 2s of back-off) at 3s; then 4s of back-off.
+		// Failures at 1s (batch m1,m2) and (after 2s of back-off) at 3s (m1
+		// alone); then 4s of back-off, m1 runs alone, then m2.
 		failing := h.view(2 * time.Second)
 		backingOff := h.view(6 * time.Second)
 		after := h.view(30 * time.Minute)
@@ -987,13 +1143,22 @@ func TestSeatFailedTurn(t *testing.T) {
 		eq(t, "failures during the second back-off", backingOff.state.Counters.Failures, int64(2))
 		eq(t, "turns run during the second back-off", backingOff.ran, []string(nil))
 
-		eq(t, "turns run", after.ran, ids("m1", "m2"))
+		eq(t, "turns run", after.turns, ids("m1", "m2"))
 		eq(t, "acked", after.acked, ids("m1", "m2"))
+		eq(t, "acks", after.acks, ids("m1", "m2"))
 		eq(t, "failures", after.state.Counters.Failures, int64(2))
 		eq(t, "turns counter", after.state.Counters.Turns, int64(2))
+		eq(t, "triggers counter", after.state.Counters.Triggers, int64(2))
 		eq(t, "last error (cleared by a good turn)", after.state.LastError, "")
 		eq(t, "deliveries of m1", h.world.deliveries["m1"], 3)
 		eq(t, "attempts of m1", h.world.attempts["m1"], 3)
+		eq(t, "deliveries of m2", h.world.deliveries["m2"], 2)
+		eq(t, "attempts of m2", h.world.attempts["m2"], 2)
+		eq(t, "order", h.events()[2:], ids(
+			"turn m1,m2 e1 failed", "turn m1 e1 failed", "turn m1 e1 ok", "ack m1 e1", "turn m2 e1 ok", "ack m2 e1"))
+		h.world.mu.Lock()
+		eq(t, "read sizes (attach, batch, after each failure, after success)", h.world.readMax[:5], []int{16, 16, 1, 1, 16})
+		h.world.mu.Unlock()
 		eq(t, "epoch (a failed turn keeps the tenure)", after.state.Epoch, int64(1))
 		eq(t, "holds", after.holds, ids("e1@node-a"))
 	})
@@ -1053,8 +1218,9 @@ func TestSeatHostLost(t *testing.T) {
 
 		eq(t, "turns run", after.ran, ids("m1", "m2", "m3"))
 		eq(t, "acked", after.acked, ids("m1", "m2", "m3"))
-		eq(t, "epochs the turns ran under", h.world.turnEpoch, []int64{1, 2, 2})
-		eq(t, "task queues of the turns", h.world.turnQueue, ids(hostQueue("node-a"), hostQueue("node-b"), hostQueue("node-b")))
+		eq(t, "turns", after.turns, ids("m1", "m2", "m3"))
+		eq(t, "epochs the turns ran under", h.world.turnEpochs(), []int64{1, 2, 2})
+		eq(t, "task queues of the turns", h.world.turnQueues(), ids(hostQueue("node-a"), hostQueue("node-b"), hostQueue("node-b")))
 		for _, id := range after.ran {
 			eq(t, "deliveries of "+id, h.world.deliveries[id], 1)
 			eq(t, "attempts of "+id, h.world.attempts[id], 1)
@@ -1099,7 +1265,8 @@ func TestSeatHostLost(t *testing.T) {
 		h.world.mu.Unlock()
 
 		eq(t, "turns run after resume", after.ran, ids("m1", "m2"))
-		eq(t, "epochs the turns ran under", h.world.turnEpoch, []int64{1, 2})
+		eq(t, "turns", after.turns, ids("m1", "m2"))
+		eq(t, "epochs the turns ran under", h.world.turnEpochs(), []int64{1, 2})
 		eq(t, "status after resume", after.state.Status, crewlet.StatusIdle)
 		eq(t, "deliveries of m2", h.world.deliveries["m2"], 1)
 	})
@@ -1112,10 +1279,12 @@ func TestSeatMove(t *testing.T) {
 		h := newSeatHarness(t)
 		h.world.duringTurn = func(id string) {
 			if id == "m1" {
+				h.world.publish("m2")
+				h.env.SignalWorkflow(crewlet.SignalWake, nil)
 				h.env.SignalWorkflow(crewlet.SignalMove, move)
 			}
 		}
-		h.publish(time.Second, "m1", "m2")
+		h.publish(time.Second, "m1")
 		moved := h.view(time.Minute)
 		h.publish(5*time.Minute, "m3")
 		after := h.view(30 * time.Minute)
@@ -1156,8 +1325,8 @@ func TestSeatMove(t *testing.T) {
 		eq(t, "placements", after.placements, 1)
 		eq(t, "epoch", after.state.Epoch, int64(1))
 		eq(t, "node", after.state.Node, "node-a")
-		eq(t, "turns run", after.ran, ids("m1", "m2"))
-		eq(t, "epochs the turns ran under", h.world.turnEpoch, []int64{1, 1})
+		eq(t, "turns run", after.turns, ids("m1", "m2"))
+		eq(t, "epochs the turns ran under", h.world.turnEpochs(), []int64{1, 1})
 		eq(t, "status", after.state.Status, crewlet.StatusIdle)
 	})
 }
@@ -1169,7 +1338,7 @@ func TestSeatMove(t *testing.T) {
 func TestSeatMoveCancelsLongTurn(t *testing.T) {
 	h := newSeatHarness(t)
 	move := crewlet.MoveRequest{ExcludeNode: "node-a", Reason: "node drain", By: "node-a"}
-	h.world.slowTurn = func(in crewlet.TurnInput) bool { return in.Epoch == 1 && in.Mail[0].EventID == "m1" }
+	h.world.slowTurn = func(in crewlet.TurnInput) bool { return in.Epoch == 1 }
 	h.world.duringTurn = func(id string) {
 		h.world.mu.Lock()
 		first := h.world.attempts[id] == 0
@@ -1189,21 +1358,21 @@ func TestSeatMoveCancelsLongTurn(t *testing.T) {
 	ev := h.events()
 	// The cancelled turn notices on its next heartbeat, concurrently with
 	// the release; leave its record out of the order.
-	ev = slices.DeleteFunc(ev, func(e string) bool { return e == "turn m1 e1 cancelled" })
+	ev = slices.DeleteFunc(ev, func(e string) bool { return e == "turn m1,m2 e1 cancelled" })
 	eq(t, "order", ev, ids(
 		"place exclude=[]", "attach e1 node-a queue="+qa,
 		`detach e1 "move: node drain" queue=`+qa,
 		"place exclude=[node-a]", "attach e2 node-b queue="+qb,
-		"turn m1 e2 ok", "ack m1 e2",
-		"turn m2 e2 ok", "ack m2 e2"))
+		"turn m1,m2 e2 ok", "ack m1,m2 e2"))
 	h.world.mu.Lock()
-	eq(t, "turns that saw their context cancelled", h.world.cancelled, ids("m1@e1"))
+	eq(t, "turns that saw their context cancelled", h.world.cancelled, ids("m1,m2@e1"))
 	h.world.mu.Unlock()
-	eq(t, "turns run", after.ran, ids("m1", "m2"))
+	eq(t, "turns run", after.turns, ids("m1,m2"))
 	eq(t, "acked", after.acked, ids("m1", "m2"))
-	eq(t, "epochs the turns ran under", h.world.turnEpoch, []int64{2, 2})
+	eq(t, "epochs the turns ran under", h.world.turnEpochs(), []int64{2})
 	eq(t, "attempts of m1 (one cut short, one run)", h.world.attempts["m1"], 2)
-	eq(t, "attempts of m2", h.world.attempts["m2"], 1)
+	eq(t, "attempts of m2 (one cut short, one run)", h.world.attempts["m2"], 2)
+	eq(t, "failures (a cut-short turn is no failure)", after.state.Counters.Failures, int64(0))
 	eq(t, "holds", after.holds, ids("e1@node-a:cancelled", "e2@node-b"))
 	eq(t, "epoch", after.state.Epoch, int64(2))
 	eq(t, "node", after.state.Node, "node-b")
@@ -1234,9 +1403,9 @@ func TestSeatMoveForAnotherNodeKeepsLongTurn(t *testing.T) {
 	h.world.mu.Lock()
 	eq(t, "turns that saw their context cancelled", h.world.cancelled, []string(nil))
 	h.world.mu.Unlock()
-	eq(t, "turns run", after.ran, ids("m1", "m2"))
+	eq(t, "turns run", after.turns, ids("m1,m2"))
 	eq(t, "attempts of m1", h.world.attempts["m1"], 1)
-	eq(t, "epochs the turns ran under", h.world.turnEpoch, []int64{1, 1})
+	eq(t, "epochs the turns ran under", h.world.turnEpochs(), []int64{1})
 	eq(t, "detaches", after.detaches, 0)
 	eq(t, "holds", after.holds, ids("e1@node-a"))
 	eq(t, "failures", after.state.Counters.Failures, int64(0))
@@ -1297,4 +1466,323 @@ func TestSeatUnplaceable(t *testing.T) {
 	eq(t, "turns run", placed.ran, ids("m1"))
 	eq(t, "acked", placed.acked, ids("m1"))
 	eq(t, "establishes", placed.state.Counters.Establishes, int64(1))
+}
+
+// Mail read in one read is answered by one turn; mail that arrives while a
+// turn runs waits for the next read and is answered by the next turn.
+func TestSeatBatchesMailThatArrivesMidTurn(t *testing.T) {
+	h := newSeatHarness(t)
+	h.world.slowTurn = func(in crewlet.TurnInput) bool { return names(in.Mail) == "m1" }
+	h.world.slowTurnFor = 200 * time.Millisecond
+	h.world.duringTurn = func(id string) {
+		if id != "m1" {
+			return
+		}
+		// Three publishes, each with its wake, while m1's turn runs.
+		for _, next := range ids("m2", "m3", "m4") {
+			h.world.publish(next)
+			h.env.SignalWorkflow(crewlet.SignalWake, nil)
+		}
+	}
+	h.publish(time.Second, "m1")
+	after := h.view(30 * time.Minute)
+	h.run(seatIn(), time.Hour)
+
+	eq(t, "turns run", after.turns, ids("m1", "m2,m3,m4"))
+	eq(t, "acks (one per turn)", after.acks, ids("m1", "m2,m3,m4"))
+	eq(t, "acked", after.acked, ids("m1", "m2", "m3", "m4"))
+	h.world.mu.Lock()
+	eq(t, "prepared", h.world.prepares, ids("m1", "m2,m3,m4"))
+	if len(h.world.turns) == 2 {
+		second := h.world.turns[1]
+		key := crewlet.WorkKey(ids("m2", "m3", "m4"))
+		eq(t, "work key of the batched turn", second.workKey, key)
+		eq(t, "turn id of the batched turn", second.turnID, "turn/"+testHandle+"/"+key)
+		eq(t, "work key of the first turn", h.world.turns[0].workKey, crewlet.WorkKey(ids("m1")))
+	}
+	for _, id := range after.ran {
+		eq(t, "deliveries of "+id, h.world.deliveries[id], 1)
+		eq(t, "attempts of "+id, h.world.attempts[id], 1)
+	}
+	h.world.mu.Unlock()
+	eq(t, "counters", after.state.Counters, crewlet.SeatCounters{Turns: 2, Triggers: 4, Establishes: 1})
+	eq(t, "status", after.state.Status, crewlet.StatusIdle)
+}
+
+// PrepareTurn drops the triggers the completion ledger already holds: only
+// the rest run, and everything read is acked in one AckMail.
+func TestSeatSkipsTriggersTheLedgerHolds(t *testing.T) {
+	t.Run("a read overlapping finished work runs only the new part and acks all", func(t *testing.T) {
+		h := newSeatHarness(t)
+		h.world.ledger["A"], h.world.ledger["B"] = true, true
+		h.publish(time.Second, "A", "B", "C")
+		after := h.view(30 * time.Minute)
+		h.run(seatIn(), time.Hour)
+
+		eq(t, "turns run", after.turns, ids("C"))
+		h.world.mu.Lock()
+		eq(t, "prepared", h.world.prepares, ids("A,B,C"))
+		if len(h.world.turns) == 1 {
+			key := crewlet.WorkKey(ids("C"))
+			eq(t, "work key", h.world.turns[0].workKey, key)
+			eq(t, "turn id", h.world.turns[0].turnID, "turn/"+testHandle+"/"+key)
+		}
+		eq(t, "attempts of A", h.world.attempts["A"], 0)
+		eq(t, "attempts of B", h.world.attempts["B"], 0)
+		eq(t, "entries left pending", len(h.world.pending), 0)
+		h.world.mu.Unlock()
+		eq(t, "acks (one, for everything read)", after.acks, ids("A,B,C"))
+		eq(t, "counters", after.state.Counters, crewlet.SeatCounters{Turns: 1, Triggers: 1, Skipped: 2, Establishes: 1})
+		eq(t, "status", after.state.Status, crewlet.StatusIdle)
+	})
+
+	t.Run("a read the ledger holds entirely runs no turn and acks it", func(t *testing.T) {
+		h := newSeatHarness(t)
+		h.world.ledger["A"], h.world.ledger["B"] = true, true
+		h.publish(time.Second, "A", "B")
+		skipped := h.view(time.Minute)
+		h.publish(2*time.Minute, "C")
+		after := h.view(30 * time.Minute)
+		h.run(seatIn(), time.Hour)
+
+		eq(t, "turns run", skipped.turns, []string(nil))
+		eq(t, "acks", skipped.acks, ids("A,B"))
+		eq(t, "counters", skipped.state.Counters, crewlet.SeatCounters{Skipped: 2, Establishes: 1})
+		eq(t, "status", skipped.state.Status, crewlet.StatusIdle)
+		eq(t, "turn in flight", skipped.state.Turn, (*crewlet.CurrentTurn)(nil))
+		eq(t, "attempts of A", h.world.attempts["A"], 0)
+
+		eq(t, "turns run later", after.turns, ids("C"))
+		eq(t, "acks later", after.acks, ids("A,B", "C"))
+		eq(t, "counters later", after.state.Counters, crewlet.SeatCounters{Turns: 1, Triggers: 1, Skipped: 2, Establishes: 1})
+	})
+
+	t.Run("a batch whose ack was lost is not run again by the next tenure", func(t *testing.T) {
+		h := newSeatHarness(t)
+		var fenced bool
+		h.world.ackHook = func(w *fakeSeatWorld, in crewlet.AckMailInput) error {
+			return fenceOnce(&fenced, "ack mail")
+		}
+		h.publish(time.Second, "m1", "m2")
+		after := h.view(30 * time.Minute)
+		h.run(seatIn(), time.Hour)
+
+		eq(t, "turns run", after.turns, ids("m1,m2"))
+		eq(t, "acks (the fenced one acked nothing)", after.acks, ids("m1,m2"))
+		h.world.mu.Lock()
+		eq(t, "prepared (again on the new tenure)", h.world.prepares, ids("m1,m2", "m1,m2"))
+		eq(t, "attempts of m1", h.world.attempts["m1"], 1)
+		eq(t, "deliveries of m1", h.world.deliveries["m1"], 2)
+		h.world.mu.Unlock()
+		eq(t, "epoch", after.state.Epoch, int64(2))
+		eq(t, "skipped", after.state.Counters.Skipped, int64(2))
+		eq(t, "turns counter", after.state.Counters.Turns, int64(1))
+	})
+}
+
+// The seat hands its last error to the next read, which records it as the
+// reason of an entry it dead-letters.
+func TestSeatLastErrorReachesTheRead(t *testing.T) {
+	h := newSeatHarness(t)
+	h.world.turnHook = func(w *fakeSeatWorld, ref crewlet.MailRef) error {
+		if w.deliveries[ref.EventID] == 1 {
+			return errors.New("model provider unavailable")
+		}
+		return nil
+	}
+	h.publish(time.Second, "m1")
+	failing := h.view(2 * time.Second)
+	after := h.view(30 * time.Minute)
+	h.run(seatIn(), time.Hour)
+
+	if !strings.Contains(failing.state.LastError, "model provider unavailable") {
+		t.Fatalf("last error after the failure: got %q, want the turn failure", failing.state.LastError)
+	}
+	h.world.mu.Lock()
+	defer h.world.mu.Unlock()
+	// Reads: empty on attach, m1 (fails), m1 again after the back-off
+	// (runs), then empty.
+	if len(h.world.readErrs) < 4 {
+		t.Fatalf("reads: got %d (%q), want at least 4", len(h.world.readErrs), h.world.readErrs)
+	}
+	eq(t, "last error passed to the reads", h.world.readErrs[:4], ids("", "", failing.state.LastError, ""))
+	eq(t, "turns run", after.turns, ids("m1"))
+	eq(t, "last error at the end", after.state.LastError, "")
+}
+
+// A failed turn backs off min(RetryBackoff, failures*2s) before the seat
+// reads again. Reads run in mock time, so the gaps are exact.
+func TestSeatBackoffAfterFailedTurn(t *testing.T) {
+	cases := []struct {
+		name     string
+		backoff  time.Duration
+		failures int
+		want     []time.Duration
+	}{
+		{name: "100ms", backoff: 100 * time.Millisecond, failures: 5,
+			want: []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond}},
+		{name: "5s caps the linear back-off", backoff: 5 * time.Second, failures: 4,
+			want: []time.Duration{2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second}},
+		{name: "default 10s", failures: 6,
+			want: []time.Duration{2 * time.Second, 4 * time.Second, 6 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newSeatHarness(t)
+			h.world.turnHook = func(w *fakeSeatWorld, ref crewlet.MailRef) error {
+				if w.deliveries["m1"] <= tc.failures {
+					return errors.New("model provider unavailable")
+				}
+				return nil
+			}
+			h.publish(time.Second, "m1")
+			after := h.view(30 * time.Minute)
+			in := seatIn()
+			in.RetryBackoff = tc.backoff
+			h.run(in, time.Hour)
+
+			eq(t, "turns run", after.turns, ids("m1"))
+			eq(t, "failures", after.state.Counters.Failures, int64(tc.failures))
+			h.world.mu.Lock()
+			defer h.world.mu.Unlock()
+			// readAt[0] is the empty read on attach; then one read of m1
+			// per attempt.
+			attempts := tc.failures + 1
+			if len(h.world.readAt) < 1+attempts {
+				t.Fatalf("reads: got %d, want at least %d", len(h.world.readAt), 1+attempts)
+			}
+			var gaps []time.Duration
+			for i := 2; i <= attempts; i++ {
+				gaps = append(gaps, h.world.readAt[i].Sub(h.world.readAt[i-1]))
+			}
+			eq(t, "waits between the reads of m1", gaps, tc.want)
+		})
+	}
+}
+
+// stop: the seat left the org. At its next step it records "stopped",
+// detaches and the workflow completes.
+func TestSeatStop(t *testing.T) {
+	stop := crewlet.StopRequest{Reason: "removed from org.yaml", By: "config"}
+	qa := hostQueue("node-a")
+
+	// runStopped runs the seat until it ends and checks it ended by itself,
+	// without error, stopped.
+	runStopped := func(t *testing.T, h *seatHarness, in SeatInput) *seatView {
+		t.Helper()
+		// The seat must end well before this; a cancel would be an error.
+		h.at(20*time.Hour, h.env.CancelWorkflow)
+		if err := h.run(in, 0); err != nil {
+			t.Fatalf("seat ended with %v; want it completed", err)
+		}
+		end := h.final()
+		eq(t, "status", end.state.Status, crewlet.StatusStopped)
+		eq(t, "CrewletStatus search attribute", end.status, string(crewlet.StatusStopped))
+		eq(t, "node", end.state.Node, "")
+		eq(t, "host queue", end.state.HostQueue, "")
+		// The Hold is cancelled as the workflow completes; the test
+		// environment drops that cancel with the run, so its record stays
+		// "held" (a real host's Hold ends on its next heartbeat).
+		return end
+	}
+
+	t.Run("an idle seat records stopped, detaches and completes", func(t *testing.T) {
+		h := newSeatHarness(t)
+		h.publish(time.Second, "m1")
+		before := h.view(59 * time.Second)
+		h.signal(time.Minute, crewlet.SignalStop, stop)
+		end := runStopped(t, h, seatIn())
+
+		eq(t, "statuses", h.world.statuses, []crewlet.SeatStatusInput{{Handle: testHandle, Epoch: 1, Status: "stopped"}})
+		eq(t, "detaches", h.world.detaches, []crewlet.DetachInput{{Handle: testHandle, Epoch: 1, Reason: "stopped: " + stop.Reason}})
+		eq(t, "order", h.events(), ids(
+			"place exclude=[]", "attach e1 node-a queue="+qa,
+			"turn m1 e1 ok", "ack m1 e1",
+			`detach e1 "stopped: removed from org.yaml" queue=`+qa))
+		eq(t, "reads after the stop", end.reads, before.reads)
+		eq(t, "ended at (mock time)", h.env.Now().Sub(h.world.readAt[0]) < 2*time.Minute, true)
+		eq(t, "counters", end.state.Counters, crewlet.SeatCounters{Turns: 1, Triggers: 1, Establishes: 1})
+	})
+
+	t.Run("a turn in flight finishes before the stop takes effect", func(t *testing.T) {
+		h := newSeatHarness(t)
+		h.world.slowTurn = func(in crewlet.TurnInput) bool { return true }
+		h.world.slowTurnFor = 100 * time.Millisecond
+		h.world.duringTurn = func(id string) {
+			if id == "m1" {
+				h.world.publish("m2")
+				h.env.SignalWorkflow(crewlet.SignalWake, nil)
+				h.env.SignalWorkflow(crewlet.SignalStop, stop)
+			}
+		}
+		h.publish(time.Second, "m1")
+		end := runStopped(t, h, seatIn())
+
+		eq(t, "order", h.events(), ids(
+			"place exclude=[]", "attach e1 node-a queue="+qa,
+			"turn m1 e1 ok", "ack m1 e1",
+			`detach e1 "stopped: removed from org.yaml" queue=`+qa))
+		h.world.mu.Lock()
+		eq(t, "turns cut short", h.world.cancelled, []string(nil))
+		eq(t, "mail kept in the mailbox for a seat added back", h.world.fresh, []crewlet.MailRef{{StreamID: "2-0", EventID: "m2"}})
+		h.world.mu.Unlock()
+		eq(t, "statuses", statusNames(h.world), ids("stopped"))
+		eq(t, "turns run", end.turns, ids("m1"))
+		eq(t, "turn in flight", end.state.Turn, (*crewlet.CurrentTurn)(nil))
+	})
+
+	t.Run("a drained seat completes without attaching again", func(t *testing.T) {
+		h := newSeatHarness(t)
+		h.publish(time.Second, "m1")
+		h.signal(time.Minute, crewlet.SignalDrain, crewlet.DrainRequest{Reason: "maintenance", By: "ops"})
+		drained := h.view(5 * time.Minute)
+		h.signal(10*time.Minute, crewlet.SignalStop, stop)
+		end := runStopped(t, h, seatIn())
+
+		eq(t, "status while drained", drained.state.Status, crewlet.StatusDrained)
+		eq(t, "detaches (only the drain's)", h.world.detaches, []crewlet.DetachInput{{Handle: testHandle, Epoch: 1, Reason: "drain"}})
+		eq(t, "attaches", end.attaches, 1)
+		eq(t, "placements", end.placements, 1)
+		eq(t, "holds", end.holds, ids("e1@node-a:cancelled"))
+		eq(t, "statuses", statusNames(h.world), ids("drained"))
+	})
+
+	t.Run("a paused seat records stopped, detaches and completes", func(t *testing.T) {
+		h := newSeatHarness(t)
+		h.signal(time.Minute, crewlet.SignalPause, crewlet.PauseRequest{Reason: "review", By: "olga"})
+		h.publish(2*time.Minute, "m1")
+		h.signal(10*time.Minute, crewlet.SignalStop, stop)
+		end := runStopped(t, h, seatIn())
+
+		eq(t, "statuses", statusNames(h.world), ids("paused", "stopped"))
+		eq(t, "detaches", h.world.detaches, []crewlet.DetachInput{{Handle: testHandle, Epoch: 1, Reason: "stopped: " + stop.Reason}})
+		eq(t, "turns run", end.turns, []string(nil))
+	})
+
+	t.Run("a seat that cannot be placed completes", func(t *testing.T) {
+		h := newSeatHarness(t)
+		h.world.placeHook = func(*fakeSeatWorld, crewlet.PlaceSeatInput) error { return unplaceableErr() }
+		h.signal(10*time.Second, crewlet.SignalStop, stop)
+		end := runStopped(t, h, seatIn())
+
+		eq(t, "attaches", end.attaches, 0)
+		eq(t, "detaches", end.detaches, 0)
+		eq(t, "statuses", statusNames(h.world), []string(nil))
+	})
+
+	t.Run("a stop still in the signal channel at the hand-over ends the seat", func(t *testing.T) {
+		h := newSeatHarness(t)
+		h.publish(time.Second, "m1")
+		// As with pause and move: the backstop timer unblocks the loop in the
+		// same workflow task, before the signal coroutine saw the stop.
+		h.at(7*time.Minute, func() {
+			h.env.SetContinueAsNewSuggested(true)
+			h.env.SignalWorkflowSkippingWorkflowTask(crewlet.SignalStop, stop)
+		})
+		end := runStopped(t, h, seatIn())
+
+		eq(t, "detaches", h.world.detaches, []crewlet.DetachInput{{Handle: testHandle, Epoch: 1, Reason: "stopped: " + stop.Reason}})
+		eq(t, "statuses", statusNames(h.world), ids("stopped"))
+		eq(t, "turns run", end.turns, ids("m1"))
+	})
 }
