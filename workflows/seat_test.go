@@ -1744,7 +1744,7 @@ func TestSeatStop(t *testing.T) {
 		eq(t, "attaches", end.attaches, 1)
 		eq(t, "placements", end.placements, 1)
 		eq(t, "holds", end.holds, ids("e1@node-a:cancelled"))
-		eq(t, "statuses", statusNames(h.world), ids("drained"))
+		eq(t, "statuses", statusNames(h.world), ids("drained", "stopped"))
 	})
 
 	t.Run("a paused seat records stopped, detaches and completes", func(t *testing.T) {
