@@ -225,7 +225,16 @@ func (n *Node) Drain(ctx context.Context) error {
 func (n *Node) Stop() {
 	n.watchdog.Disarm()
 	close(n.stop)
-	n.loopsDone.Wait()
+	// The watchdog is disarmed now, so a loop wedged during shutdown would
+	// keep the process from ever leaving: wait for the loops at most a
+	// heartbeat timeout, then go on without them.
+	loopsDone := make(chan struct{})
+	go func() { n.loopsDone.Wait(); close(loopsDone) }()
+	select {
+	case <-loopsDone:
+	case <-time.After(n.org.Nodes.HeartbeatTimeout):
+		n.log.Warn("node_loops_stuck", "waited", n.org.Nodes.HeartbeatTimeout)
+	}
 	n.shared.Stop()
 	n.hosted.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -228,55 +228,58 @@ func TestRemovedSeatMailboxIsKeptForTheGraceThenRetired(t *testing.T) {
 	c := newCompany(t, both)
 	c.setenv("CREWLET_MAINTENANCE_INTERVAL=1s")
 	mb := c.mailbox()
+	// The API runs throughout with the full org; workers come and go with
+	// the org file of the moment.
+	c.apiServer()
+	withWorker := func(org, nodeID string, env []string, during func()) {
+		t.Helper()
+		c.config = org
+		w := c.workerWithEnv(nodeID, env)
+		during()
+		w.signal(t, os.Interrupt)
+		if code := w.wait(t, 30*time.Second); code != 0 {
+			t.Fatalf("worker %s exited %d; want 0", nodeID, code)
+		}
+	}
 
 	// s02 gets mail while no worker runs; then s02 leaves the org.
-	api := c.apiServer()
 	kept := c.send("s02", "kept through the grace")
-	api.kill(t)
-	c.config = onlyFirst
-	first := c.workerWithEnv("n1", []string{"CREWLET_MAILBOX_RETIRE_AFTER=1h"})
-	testenv.Eventually(t, 20*time.Second, "s02's absence stamped", func() error {
-		if found, missing, err := c.store().MailboxRegistry(context.Background(), "s02"); err != nil || !found || missing == nil {
-			return fmt.Errorf("registered %v, missing since %v (%v)", found, missing, err)
-		}
-		return nil
+	withWorker(onlyFirst, "n1", []string{"CREWLET_MAILBOX_RETIRE_AFTER=1h"}, func() {
+		testenv.Eventually(t, 20*time.Second, "s02's absence stamped", func() error {
+			if found, missing, err := c.store().MailboxRegistry(context.Background(), "s02"); err != nil || !found || missing == nil {
+				return fmt.Errorf("registered %v, missing since %v (%v)", found, missing, err)
+			}
+			return nil
+		})
 	})
-	first.signal(t, os.Interrupt)
-	first.wait(t, 30*time.Second)
 
 	// Added back within the grace: it finds its mail.
-	c.config = both
-	back := c.serve()
-	c.waitReply(kept, replyWait)
-	back.signal(t, os.Interrupt)
-	back.wait(t, 30*time.Second)
+	withWorker(both, "n2", nil, func() { c.waitReply(kept, replyWait) })
 
 	// Removed again, with a short grace: the mailbox goes, with its mail.
-	api = c.apiServer()
 	lost := c.send("s02", "sent to a seat about to be retired")
-	api.kill(t)
-	c.config = onlyFirst
-	c.workerWithEnv("n1", []string{"CREWLET_MAILBOX_RETIRE_AFTER=2s"})
-	testenv.Eventually(t, 30*time.Second, "s02's mailbox retired", func() error {
-		if _, err := mb.Pending(context.Background(), "s02"); err == nil {
-			return fmt.Errorf("s02's mailbox still exists")
-		}
-		if found, _, _ := c.store().MailboxRegistry(context.Background(), "s02"); found {
-			return fmt.Errorf("registry row still there")
-		}
-		return nil
+	withWorker(onlyFirst, "n3", []string{"CREWLET_MAILBOX_RETIRE_AFTER=2s"}, func() {
+		testenv.Eventually(t, 30*time.Second, "s02's mailbox retired", func() error {
+			if _, err := mb.Pending(context.Background(), "s02"); err == nil {
+				return fmt.Errorf("s02's mailbox still exists")
+			}
+			if found, _, _ := c.store().MailboxRegistry(context.Background(), "s02"); found {
+				return fmt.Errorf("registry row still there")
+			}
+			return nil
+		})
 	})
-	c.stopAll()
 
 	// Added back after the grace: it starts empty.
-	c.config = both
-	c.serve()
-	msgs, err := mb.Recent(context.Background(), "s02", 10)
-	if err != nil || len(msgs) != 0 {
-		t.Fatalf("s02's mailbox after re-adding: %d entries (%v); want empty", len(msgs), err)
-	}
-	time.Sleep(time.Second)
-	if r := c.repliesTo(lost); len(r) != 0 {
-		t.Fatalf("mail of the retired mailbox was answered: %v", r)
-	}
+	withWorker(both, "n4", nil, func() {
+		c.waitAttached(30 * time.Second)
+		msgs, err := mb.Recent(context.Background(), "s02", 10)
+		if err != nil || len(msgs) != 0 {
+			t.Fatalf("s02's mailbox after re-adding: %d entries (%v); want empty", len(msgs), err)
+		}
+		time.Sleep(time.Second)
+		if r := c.repliesTo(lost); len(r) != 0 {
+			t.Fatalf("mail of the retired mailbox was answered: %v", r)
+		}
+	})
 }
