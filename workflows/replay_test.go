@@ -10,8 +10,9 @@ import (
 )
 
 // TestSeatReplaysRecordedHistory replays a history recorded from the dev
-// server (send, reply to a seat, pause, held mail, resume, drain, resume,
-// send). A change to the Seat workflow that would break running seats fails
+// server with `crewlet serve` on the example org: place, attach and hold,
+// send, reply to a seat, pause, two held messages answered in one batch after
+// resume, drain (detach), resume (a new tenure), send. A change to the Seat workflow that would break running seats fails
 // here; guard it with workflow.GetVersion and record a new history beside this
 // one (`temporal workflow show --workflow-id seat/cto --output json`).
 func TestSeatReplaysRecordedHistory(t *testing.T) {
