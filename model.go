@@ -1,6 +1,11 @@
 package crewlet
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
 
 // Prompt is what a turn asks a model to answer.
 type Prompt struct {
@@ -19,4 +24,91 @@ type Completion struct {
 // Model is a model backend (DESIGN §9).
 type Model interface {
 	Complete(ctx context.Context, p Prompt) (Completion, error)
+}
+
+// ChatMessage is one message of a model conversation.
+type ChatMessage struct {
+	// Role is "user", "assistant" or "tool".
+	Role    string `json:"role"`
+	Content string `json:"content,omitempty"`
+	// ToolCalls are the calls an assistant message asked for.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID names the call a tool message answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// IsError marks a tool result that reports a failure.
+	IsError bool `json:"is_error,omitempty"`
+}
+
+// ToolCall is one tool call a model asked for.
+type ToolCall struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Args is the JSON object of arguments.
+	Args json.RawMessage `json:"args"`
+}
+
+// ToolSpec offers a tool to a model.
+type ToolSpec struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// Schema is the JSON Schema of the arguments object.
+	Schema json.RawMessage `json:"schema"`
+}
+
+// ModelRequest is one model call: the system prompt, the conversation so far
+// and the tools on offer.
+type ModelRequest struct {
+	System    string        `json:"system"`
+	Messages  []ChatMessage `json:"messages"`
+	Tools     []ToolSpec    `json:"tools,omitempty"`
+	MaxTokens int           `json:"max_tokens,omitempty"`
+}
+
+// Usage is the tokens a model call consumed.
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// ModelResponse is a model's answer: text, tool calls, or both.
+type ModelResponse struct {
+	Text      string     `json:"text"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Usage     Usage      `json:"usage"`
+}
+
+// ChatModel is a model backend with tool calling (DESIGN §6, §9).
+type ChatModel interface {
+	Chat(ctx context.Context, req ModelRequest) (ModelResponse, error)
+}
+
+// Kinds of provider failure. A rate limit and a server error are worth
+// retrying; an exhausted quota cools the credential off; a bad request or an
+// auth failure will not get better by retrying.
+const (
+	ProviderRateLimited = "rate_limited"
+	ProviderExhausted   = "exhausted"
+	ProviderServerError = "server_error"
+	ProviderBadRequest  = "bad_request"
+	ProviderAuth        = "auth"
+)
+
+// ProviderError is a classified failure of a model provider. Message never
+// carries a credential.
+type ProviderError struct {
+	Provider string
+	Kind     string
+	// RetryAfter is the provider's advice, when it gave one.
+	RetryAfter time.Duration
+	Status     int
+	Message    string
+}
+
+func (e *ProviderError) Error() string {
+	return fmt.Sprintf("%s: %s (HTTP %d): %s", e.Provider, e.Kind, e.Status, e.Message)
+}
+
+// Retryable reports whether trying the same call again may succeed.
+func (e *ProviderError) Retryable() bool {
+	return e.Kind == ProviderRateLimited || e.Kind == ProviderServerError
 }
