@@ -148,8 +148,8 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 	}); err != nil {
 		return fmt.Errorf("register state query: %w", err)
 	}
-	signals := newSeatSignals(ctx)
-	workflow.Go(ctx, func(ctx workflow.Context) { signals.run(ctx, s) })
+	signals := newSeatSignals(ctx, s)
+	workflow.Go(ctx, signals.run)
 
 	if s.attached {
 		s.startHold(ctx)

@@ -17,29 +17,54 @@ import (
 // an activity result), the main loop runs first and would continue as new
 // without that signal: a pause or drain would be lost.
 type seatSignals struct {
-	wake, pause, resume, drain, move, stopSeat workflow.ReceiveChannel
-	handover                                   workflow.Channel
+	handlers []signalHandler
+	handover workflow.Channel
 	// stopped is set by the receiving coroutine once it has applied every
 	// signal delivered so far and will receive no more.
 	stopped bool
 }
 
-func newSeatSignals(ctx workflow.Context) *seatSignals {
+// signalHandler receives one kind of signal and applies it to the seat.
+type signalHandler struct {
+	ch workflow.ReceiveChannel
+	// take receives one signal, waiting for it when wait is set, and applies
+	// it; it reports false when none was pending.
+	take func(ctx workflow.Context, wait bool) bool
+}
+
+// onSignal binds the signal name, whose payload is a T, to apply.
+func onSignal[T any](ctx workflow.Context, name string, apply func(workflow.Context, T)) signalHandler {
+	ch := workflow.GetSignalChannel(ctx, name)
+	return signalHandler{ch: ch, take: func(ctx workflow.Context, wait bool) bool {
+		var v T
+		if wait {
+			ch.Receive(ctx, &v)
+		} else if !ch.ReceiveAsync(&v) {
+			return false
+		}
+		apply(ctx, v)
+		return true
+	}}
+}
+
+func newSeatSignals(ctx workflow.Context, s *seat) *seatSignals {
 	return &seatSignals{
-		wake:     workflow.GetSignalChannel(ctx, crewlet.SignalWake),
-		pause:    workflow.GetSignalChannel(ctx, crewlet.SignalPause),
-		resume:   workflow.GetSignalChannel(ctx, crewlet.SignalResume),
-		drain:    workflow.GetSignalChannel(ctx, crewlet.SignalDrain),
-		move:     workflow.GetSignalChannel(ctx, crewlet.SignalMove),
-		stopSeat: workflow.GetSignalChannel(ctx, crewlet.SignalStop),
+		handlers: []signalHandler{
+			onSignal(ctx, crewlet.SignalWake, func(workflow.Context, struct{}) { s.wakePending = true }),
+			onSignal(ctx, crewlet.SignalPause, s.applyPause),
+			onSignal(ctx, crewlet.SignalResume, s.applyResume),
+			onSignal(ctx, crewlet.SignalDrain, s.applyDrain),
+			onSignal(ctx, crewlet.SignalMove, s.applyMove),
+			onSignal(ctx, crewlet.SignalStop, s.applyStop),
+		},
 		handover: workflow.NewBufferedChannel(ctx, 1),
 	}
 }
 
 // run receives signals until a hand-over is requested.
-func (sg *seatSignals) run(ctx workflow.Context, s *seat) {
+func (sg *seatSignals) run(ctx workflow.Context) {
 	for !sg.stopped {
-		sg.receive(ctx, s)
+		sg.receive(ctx)
 	}
 }
 
@@ -52,84 +77,24 @@ func (sg *seatSignals) stop(ctx workflow.Context) error {
 
 // receive blocks until one signal (or the hand-over request) arrives and
 // applies it.
-func (sg *seatSignals) receive(ctx workflow.Context, s *seat) {
+func (sg *seatSignals) receive(ctx workflow.Context) {
 	sel := workflow.NewSelector(ctx)
-	sel.AddReceive(sg.wake, func(c workflow.ReceiveChannel, _ bool) {
-		c.Receive(ctx, nil)
-		s.wakePending = true
-	})
-	sel.AddReceive(sg.pause, func(c workflow.ReceiveChannel, _ bool) {
-		var req crewlet.PauseRequest
-		c.Receive(ctx, &req)
-		s.applyPause(ctx, req)
-	})
-	sel.AddReceive(sg.resume, func(c workflow.ReceiveChannel, _ bool) {
-		var req crewlet.ResumeRequest
-		c.Receive(ctx, &req)
-		s.applyResume(ctx, req)
-	})
-	sel.AddReceive(sg.drain, func(c workflow.ReceiveChannel, _ bool) {
-		var req crewlet.DrainRequest
-		c.Receive(ctx, &req)
-		s.applyDrain(ctx, req)
-	})
-	sel.AddReceive(sg.move, func(c workflow.ReceiveChannel, _ bool) {
-		var req crewlet.MoveRequest
-		c.Receive(ctx, &req)
-		s.applyMove(req)
-	})
-	sel.AddReceive(sg.stopSeat, func(c workflow.ReceiveChannel, _ bool) {
-		var req crewlet.StopRequest
-		c.Receive(ctx, &req)
-		s.applyStop(req)
-	})
+	for _, h := range sg.handlers {
+		sel.AddReceive(h.ch, func(workflow.ReceiveChannel, bool) { h.take(ctx, true) })
+	}
 	sel.AddReceive(sg.handover, func(c workflow.ReceiveChannel, _ bool) {
 		c.Receive(ctx, nil)
-		sg.drainPending(ctx, s)
+		sg.drainPending(ctx)
 		sg.stopped = true
 	})
 	sel.Select(ctx)
 }
 
 // drainPending applies every signal already delivered but not yet received.
-func (sg *seatSignals) drainPending(ctx workflow.Context, s *seat) {
-	for sg.wake.ReceiveAsync(nil) {
-		s.wakePending = true
-	}
-	for {
-		var req crewlet.PauseRequest
-		if !sg.pause.ReceiveAsync(&req) {
-			break
+func (sg *seatSignals) drainPending(ctx workflow.Context) {
+	for _, h := range sg.handlers {
+		for h.take(ctx, false) {
 		}
-		s.applyPause(ctx, req)
-	}
-	for {
-		var req crewlet.ResumeRequest
-		if !sg.resume.ReceiveAsync(&req) {
-			break
-		}
-		s.applyResume(ctx, req)
-	}
-	for {
-		var req crewlet.DrainRequest
-		if !sg.drain.ReceiveAsync(&req) {
-			break
-		}
-		s.applyDrain(ctx, req)
-	}
-	for {
-		var req crewlet.MoveRequest
-		if !sg.move.ReceiveAsync(&req) {
-			break
-		}
-		s.applyMove(req)
-	}
-	for {
-		var req crewlet.StopRequest
-		if !sg.stopSeat.ReceiveAsync(&req) {
-			break
-		}
-		s.applyStop(req)
 	}
 }
 
@@ -168,7 +133,7 @@ func (s *seat) applyDrain(ctx workflow.Context, req crewlet.DrainRequest) {
 // applyMove asks the seat to leave its node voluntarily: the turn in flight
 // finishes (bounded by ReleaseWait), then the seat detaches and establishes
 // elsewhere. A move for a node the seat is not on is ignored when it runs.
-func (s *seat) applyMove(req crewlet.MoveRequest) {
+func (s *seat) applyMove(_ workflow.Context, req crewlet.MoveRequest) {
 	if s.movesAway() {
 		return // a move for this node is already pending; a stale one is replaced
 	}
@@ -177,7 +142,7 @@ func (s *seat) applyMove(req crewlet.MoveRequest) {
 }
 
 // applyStop ends the seat at its next step: it left the org.
-func (s *seat) applyStop(req crewlet.StopRequest) {
+func (s *seat) applyStop(_ workflow.Context, req crewlet.StopRequest) {
 	if s.stop == nil {
 		s.stop = &req
 	}
