@@ -116,8 +116,9 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		Turns:       turns,
 	}
 	// A workflow task waiting on a dead worker's sticky queue falls back to
-	// the shared queue after this long; it is part of failover time.
-	n.shared = worker.New(tc, org.Temporal.TaskQueue, worker.Options{StickyScheduleToStartTimeout: hb})
+	// the shared queue after this long, so it adds to failover time after the
+	// heartbeat timeout. On a live worker a fallback only costs a replay.
+	n.shared = worker.New(tc, org.Temporal.TaskQueue, worker.Options{StickyScheduleToStartTimeout: hb / 3})
 	RegisterShared(n.shared, deps)
 	n.hosted = worker.New(tc, n.HostQueue, worker.Options{})
 	RegisterHost(n.hosted, deps)
