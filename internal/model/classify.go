@@ -1,0 +1,249 @@
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/crewlet/crewlet"
+)
+
+// maxMessageLen bounds ProviderError.Message: it ends up in logs, the seat's
+// state and the ledger, where a whole response body does not belong.
+const maxMessageLen = 300
+
+// maxErrorBody bounds how much of an error response is read.
+const maxErrorBody = 64 << 10
+
+// maxRetryAfter keeps an absurd Retry-After from overflowing a Duration.
+const maxRetryAfter = 30 * 24 * time.Hour
+
+// quotaWords mark a response as an exhausted quota or balance rather than a
+// passing rate limit or a malformed request.
+var quotaWords = []string{"quota", "insufficient_quota", "credit", "billing", "exhausted"}
+
+// secretPatterns catch credentials that are not the caller's key, or a
+// provider's echo of it partly masked ("sk-abc***xyz").
+var secretPatterns = regexp.MustCompile(`(?i)(bearer\s+[A-Za-z0-9._~+/=\-*]+|\bsk-[A-Za-z0-9_\-*]{6,}|x-api-key:\s*\S+)`)
+
+// classify turns the failure of a provider call into a *crewlet.ProviderError.
+// res is the HTTP response the SDK saw (nil when none came); apiKey is
+// redacted from every text that reaches the error. A done caller context is
+// returned as it is: the call was abandoned, the provider did not fail.
+func classify(ctx context.Context, provider, apiKey string, res *http.Response, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	if res != nil && res.StatusCode >= 400 {
+		return classifyResponse(provider, apiKey, res.StatusCode, res.Header, readErrorBody(res))
+	}
+	pe := &crewlet.ProviderError{Provider: provider, Kind: crewlet.ProviderServerError}
+	if res != nil {
+		// A success status whose body could not be read or decoded.
+		pe.Status = res.StatusCode
+	}
+	pe.Message = cleanMessage(apiKey, err.Error())
+	if pe.Message == "" {
+		pe.Message = "request failed"
+	}
+	return pe
+}
+
+// classifyResponse classifies an HTTP error response:
+//
+//	429 with quota words        exhausted (RetryAfter kept)
+//	429                         rate_limited
+//	402, or 400/403 with quota  exhausted
+//	401, 403                    auth
+//	408, 5xx                    server_error
+//	other 4xx                   bad_request
+func classifyResponse(provider, apiKey string, status int, header http.Header, body []byte) *crewlet.ProviderError {
+	quota := mentionsQuota(body)
+	var kind string
+	switch {
+	case status == http.StatusTooManyRequests && quota:
+		kind = crewlet.ProviderExhausted
+	case status == http.StatusTooManyRequests:
+		kind = crewlet.ProviderRateLimited
+	case status == http.StatusPaymentRequired:
+		kind = crewlet.ProviderExhausted
+	case (status == http.StatusBadRequest || status == http.StatusForbidden) && quota:
+		kind = crewlet.ProviderExhausted
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		kind = crewlet.ProviderAuth
+	case status == http.StatusRequestTimeout || status >= 500:
+		kind = crewlet.ProviderServerError
+	default:
+		kind = crewlet.ProviderBadRequest
+	}
+	msg := cleanMessage(apiKey, bodyMessage(body))
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	return &crewlet.ProviderError{
+		Provider:   provider,
+		Kind:       kind,
+		RetryAfter: retryAfter(header, time.Now()),
+		Status:     status,
+		Message:    msg,
+	}
+}
+
+func readErrorBody(res *http.Response) []byte {
+	if res.Body == nil {
+		return nil
+	}
+	b, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+	return b
+}
+
+func mentionsQuota(body []byte) bool {
+	lower := strings.ToLower(string(body))
+	for _, w := range quotaWords {
+		if strings.Contains(lower, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// bodyMessage picks the provider's own words out of an error body. Both
+// OpenAI and Anthropic nest them as {"error": {"type"|"code", "message"}};
+// OpenAI-compatible servers also answer {"error": "..."}, {"message": "..."}
+// or {"detail": ...}. A body that is not JSON is used as text.
+func bodyMessage(body []byte) string {
+	var env struct {
+		Error   json.RawMessage `json:"error"`
+		Message json.RawMessage `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		return string(body)
+	}
+	if len(env.Error) > 0 {
+		var obj struct {
+			Message string          `json:"message"`
+			Type    string          `json:"type"`
+			Code    json.RawMessage `json:"code"`
+		}
+		if json.Unmarshal(env.Error, &obj) == nil {
+			label := obj.Type
+			if code := jsonText(obj.Code); code != "" {
+				label = code
+			}
+			switch {
+			case label != "" && obj.Message != "":
+				return label + ": " + obj.Message
+			case obj.Message != "":
+				return obj.Message
+			case label != "":
+				return label
+			}
+		}
+		if s := jsonText(env.Error); s != "" {
+			return s
+		}
+	}
+	if s := jsonText(env.Message); s != "" {
+		return s
+	}
+	if len(env.Detail) > 0 {
+		if s := jsonText(env.Detail); s != "" {
+			return s
+		}
+		return string(env.Detail)
+	}
+	return string(body)
+}
+
+// jsonText returns a JSON string's or number's text, or "".
+func jsonText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) == nil {
+		return n.String()
+	}
+	return ""
+}
+
+// cleanMessage makes s fit for an error: no credential, one line, short.
+func cleanMessage(apiKey, s string) string {
+	if apiKey != "" {
+		s = strings.ReplaceAll(s, apiKey, "[REDACTED]")
+	}
+	s = secretPatterns.ReplaceAllString(s, "[REDACTED]")
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > maxMessageLen {
+		cut := maxMessageLen
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+// retryAfter reads the provider's advice: retry-after-ms (milliseconds),
+// else Retry-After as seconds or an HTTP date. 0 when absent or unreadable.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if h == nil {
+		return 0
+	}
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil {
+			return clampDuration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		return clampDuration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return clampDuration(float64(t.Sub(now)))
+	}
+	return 0
+}
+
+func clampDuration(ns float64) time.Duration {
+	switch {
+	case math.IsNaN(ns) || ns <= 0:
+		return 0
+	case ns >= float64(maxRetryAfter):
+		return maxRetryAfter
+	}
+	return time.Duration(ns)
+}
+
+// invalidRequest reports a request crewlet could not even encode; sending
+// it again would fail the same way.
+func invalidRequest(provider, apiKey, format string, err error) error {
+	return &crewlet.ProviderError{
+		Provider: provider,
+		Kind:     crewlet.ProviderBadRequest,
+		Message:  cleanMessage(apiKey, format+": "+err.Error()),
+	}
+}
+
+// errorsAsResponse digs the HTTP response out of an SDK error when the
+// response capture did not get it.
+func errorsAsResponse[E error](err error, response func(E) *http.Response) *http.Response {
+	var target E
+	if errors.As(err, &target) {
+		return response(target)
+	}
+	return nil
+}

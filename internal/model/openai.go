@@ -1,0 +1,226 @@
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/crewlet/crewlet"
+)
+
+const (
+	openAIProvider       = "openai"
+	openAIDefaultBaseURL = "https://api.openai.com/v1"
+)
+
+// OpenAIOptions configures an OpenAI-compatible chat-completions backend.
+type OpenAIOptions struct {
+	// BaseURL includes the API version path, e.g. http://localhost:11434/v1.
+	// Empty means OpenAI's own endpoint.
+	BaseURL string
+	Model   string
+	// APIKey is sent as a bearer token; empty sends none (local servers).
+	APIKey string
+	// HTTPClient defaults to http.DefaultClient.
+	HTTPClient *http.Client
+}
+
+// OpenAI is a crewlet.ChatModel on any OpenAI-compatible chat-completions
+// endpoint (OpenAI, vLLM, Ollama, llama.cpp).
+type OpenAI struct {
+	svc    openai.ChatCompletionService
+	model  string
+	apiKey string
+	// official: OpenAI's own endpoint takes max_completion_tokens and
+	// refuses max_tokens for reasoning models; compatible servers mostly
+	// know only max_tokens.
+	official bool
+}
+
+var _ crewlet.ChatModel = (*OpenAI)(nil)
+
+// NewOpenAI builds an OpenAI-compatible backend.
+func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
+	if opts.Model == "" {
+		return nil, crewlet.Errorf(crewlet.EINVALID, "openai: model is required")
+	}
+	base := opts.BaseURL
+	if base == "" {
+		base = openAIDefaultBaseURL
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, crewlet.Errorf(crewlet.EINVALID, "openai: base URL %q is not an http(s) URL", base)
+	}
+	// The service is built from these options alone, not openai.NewClient,
+	// so no OPENAI_* environment variable (key, org, extra headers) slips
+	// into a profile that did not name it.
+	ropts := []option.RequestOption{
+		option.WithBaseURL(base),
+		option.WithAPIKey(opts.APIKey),
+		// Temporal retries the activity; an SDK retry would hide the
+		// failure's kind and Retry-After from it.
+		option.WithMaxRetries(0),
+	}
+	if opts.HTTPClient != nil {
+		ropts = append(ropts, option.WithHTTPClient(opts.HTTPClient))
+	}
+	return &OpenAI{
+		svc:      openai.NewChatCompletionService(ropts...),
+		model:    opts.Model,
+		apiKey:   opts.APIKey,
+		official: strings.EqualFold(u.Hostname(), "api.openai.com"),
+	}, nil
+}
+
+// Chat sends one chat-completions request. Failures are
+// *crewlet.ProviderError, or the context's error when ctx is done.
+func (o *OpenAI) Chat(ctx context.Context, req crewlet.ModelRequest) (crewlet.ModelResponse, error) {
+	params, err := o.params(req)
+	if err != nil {
+		return crewlet.ModelResponse{}, err
+	}
+	var raw *http.Response
+	out, err := o.svc.New(ctx, params, option.WithResponseInto(&raw))
+	if err != nil {
+		if raw == nil {
+			raw = errorsAsResponse(err, func(e *openai.Error) *http.Response { return e.Response })
+		}
+		return crewlet.ModelResponse{}, classify(ctx, openAIProvider, o.apiKey, raw, err)
+	}
+	return o.response(out)
+}
+
+func (o *OpenAI) params(req crewlet.ModelRequest) (openai.ChatCompletionNewParams, error) {
+	p := openai.ChatCompletionNewParams{Model: shared.ChatModel(o.model)}
+	if req.System != "" {
+		p.Messages = append(p.Messages, openai.SystemMessage(req.System))
+	}
+	for i, m := range req.Messages {
+		switch m.Role {
+		case "user":
+			p.Messages = append(p.Messages, openai.UserMessage(m.Content))
+		case "assistant":
+			var a openai.ChatCompletionAssistantMessageParam
+			if m.Content != "" {
+				a.Content.OfString = openai.String(m.Content)
+			}
+			for _, c := range m.ToolCalls {
+				args := string(c.Args)
+				if args == "" {
+					args = "{}"
+				}
+				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+						ID: c.ID,
+						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
+							Name:      c.Name,
+							Arguments: args,
+						},
+					},
+				})
+			}
+			p.Messages = append(p.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
+		case "tool":
+			content := m.Content
+			if m.IsError {
+				// Chat completions have no error flag on a tool result.
+				content = "Error: " + content
+			}
+			p.Messages = append(p.Messages, openai.ToolMessage(content, m.ToolCallID))
+		default:
+			return p, invalidRequest(openAIProvider, o.apiKey, fmt.Sprintf("messages[%d]", i),
+				fmt.Errorf("unknown role %q; want user, assistant or tool", m.Role))
+		}
+	}
+	for _, t := range req.Tools {
+		schema, err := schemaObject(t.Schema)
+		if err != nil {
+			return p, invalidRequest(openAIProvider, o.apiKey, "tool "+t.Name+" schema", err)
+		}
+		fn := shared.FunctionDefinitionParam{Name: t.Name, Parameters: shared.FunctionParameters(schema)}
+		if t.Description != "" {
+			fn.Description = openai.String(t.Description)
+		}
+		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(fn))
+	}
+	if req.MaxTokens > 0 {
+		if o.official {
+			p.MaxCompletionTokens = openai.Int(int64(req.MaxTokens))
+		} else {
+			p.MaxTokens = openai.Int(int64(req.MaxTokens))
+		}
+	}
+	return p, nil
+}
+
+func (o *OpenAI) response(out *openai.ChatCompletion) (crewlet.ModelResponse, error) {
+	if out == nil || len(out.Choices) == 0 {
+		return crewlet.ModelResponse{}, &crewlet.ProviderError{
+			Provider: openAIProvider, Kind: crewlet.ProviderServerError, Status: http.StatusOK,
+			Message: "response has no choices",
+		}
+	}
+	msg := out.Choices[0].Message
+	resp := crewlet.ModelResponse{
+		Text: msg.Content,
+		Usage: crewlet.Usage{
+			InputTokens:  out.Usage.PromptTokens,
+			OutputTokens: out.Usage.CompletionTokens,
+		},
+	}
+	if resp.Text == "" {
+		resp.Text = msg.Refusal
+	}
+	for _, c := range msg.ToolCalls {
+		// Some compatible servers leave out "type"; custom (free-text) tools
+		// are never offered, so anything else is a function call.
+		if c.Type != "" && c.Type != "function" {
+			continue
+		}
+		resp.ToolCalls = append(resp.ToolCalls, crewlet.ToolCall{
+			ID:   c.ID,
+			Name: c.Function.Name,
+			Args: toolArgs(c.Function.Arguments),
+		})
+	}
+	return resp, nil
+}
+
+// toolArgs keeps a model's arguments as JSON. Models do emit broken JSON;
+// it is passed on as a JSON string so the tool layer can report it to the
+// model instead of the turn failing to record the call.
+func toolArgs(s string) json.RawMessage {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return json.RawMessage("{}")
+	}
+	if json.Valid([]byte(s)) {
+		return json.RawMessage(s)
+	}
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// schemaObject decodes a tool's JSON Schema; an empty one takes no
+// arguments.
+func schemaObject(schema json.RawMessage) (map[string]any, error) {
+	if len(strings.TrimSpace(string(schema))) == 0 {
+		return map[string]any{"type": "object", "properties": map[string]any{}}, nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(schema, &m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, fmt.Errorf("schema is null, want a JSON object")
+	}
+	return m, nil
+}

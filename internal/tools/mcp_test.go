@@ -1,0 +1,630 @@
+package tools
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crewlet/crewlet"
+)
+
+// testserverBin is the testserver binary, built once by TestMain.
+var testserverBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "crewlet-tools-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testserverBin = filepath.Join(dir, "testserver")
+	build := exec.Command("go", "build", "-o", testserverBin, "./testserver")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build testserver:", err)
+		os.Exit(1)
+	}
+	// The stubborn tests wait through every stop step; keep them short.
+	stopGrace = 200 * time.Millisecond
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// syncBuffer collects log output from goroutines that may outlive a test.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type bundle struct {
+	s         *Session
+	countFile string
+	pidFile   string
+	logs      *syncBuffer
+}
+
+// setup starts a session with one testserver named "ts", with extra env.
+func setup(t *testing.T, env ...string) bundle {
+	t.Helper()
+	dir := t.TempDir()
+	b := bundle{
+		countFile: filepath.Join(dir, "count"),
+		pidFile:   filepath.Join(dir, "pid"),
+		logs:      &syncBuffer{},
+	}
+	env = append([]string{"TESTSERVER_COUNT_FILE=" + b.countFile, "TESTSERVER_PID_FILE=" + b.pidFile}, env...)
+	log := slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, err := Start(context.Background(), []ServerConfig{{Name: "ts", Command: []string{testserverBin}, Env: env}}, log)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	b.s = s
+	return b
+}
+
+func call(t *testing.T, s *Session, name, args, key string) Result {
+	t.Helper()
+	res, err := s.Call(context.Background(), name, json.RawMessage(args), key)
+	if err != nil {
+		t.Fatalf("Call(%s): %v", name, err)
+	}
+	return res
+}
+
+type countLine struct {
+	Key  string `json:"key"`
+	Text string `json:"text"`
+}
+
+func readCount(t *testing.T, path string) []countLine {
+	t.Helper()
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []countLine
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var l countLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("count line %q: %v", sc.Text(), err)
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+// exited reports whether pid is gone entirely: exited and reaped.
+func exited(pid int) bool {
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// notRunning reports whether pid is gone or a zombie. A grandchild orphaned
+// to a pid 1 that does not reap stays a zombie, which runs nothing.
+func notRunning(pid int) bool {
+	if exited(pid) {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return os.IsNotExist(err)
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && len(b) > i+2 && (b[i+2] == 'Z' || b[i+2] == 'X')
+}
+
+func readPID(t *testing.T, path string) int {
+	t.Helper()
+	var b []byte
+	for range 100 {
+		var err error
+		if b, err = os.ReadFile(path); err == nil && len(b) > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pid, err := strconv.Atoi(string(b))
+	if err != nil {
+		t.Fatalf("pid file %s: %q: %v", path, b, err)
+	}
+	return pid
+}
+
+func TestToolsAreNamespacedWithReadOnlyFlags(t *testing.T) {
+	b := setup(t)
+	want := map[string]bool{ // name → ReadOnly
+		"ts__fail":         false,
+		"ts__read_counter": true,
+		"ts__slow_write":   false,
+		"ts__write":        false,
+	}
+	got := b.s.Tools()
+	var names []string
+	for _, tool := range got {
+		names = append(names, tool.Spec.Name)
+		ro, ok := want[tool.Spec.Name]
+		if !ok {
+			t.Errorf("unexpected tool %q", tool.Spec.Name)
+			continue
+		}
+		if tool.ReadOnly != ro {
+			t.Errorf("%s: ReadOnly = %v, want %v", tool.Spec.Name, tool.ReadOnly, ro)
+		}
+		if tool.Server != "ts" || tool.Spec.Name != "ts__"+tool.Name {
+			t.Errorf("%s: Server, Name = %q, %q; want ts, %s", tool.Spec.Name, tool.Server, tool.Name, strings.TrimPrefix(tool.Spec.Name, "ts__"))
+		}
+		if tool.Spec.Description == "" {
+			t.Errorf("%s: empty description", tool.Spec.Name)
+		}
+	}
+	if len(got) != len(want) || !slices.IsSorted(names) {
+		t.Errorf("tools = %v, want the %d of %v, sorted", names, len(want), want)
+	}
+
+	write, ok := b.s.Lookup("ts__write")
+	if !ok {
+		t.Fatal("Lookup(ts__write) found nothing")
+	}
+	var schema struct {
+		Type       string                     `json:"type"`
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal(write.Spec.Schema, &schema); err != nil {
+		t.Fatalf("write schema %s: %v", write.Spec.Schema, err)
+	}
+	if _, ok := schema.Properties["text"]; schema.Type != "object" || !ok {
+		t.Errorf("write schema = %s, want an object with property text", write.Spec.Schema)
+	}
+}
+
+func TestWriteCarriesIdempotencyKey(t *testing.T) {
+	b := setup(t)
+	for _, c := range []struct{ text, key string }{{"one", "wk1:0:0"}, {"two", "wk1:1:0"}} {
+		res := call(t, b.s, "ts__write", fmt.Sprintf(`{"text":%q}`, c.text), c.key)
+		if want := "written: " + c.text; res.Text != want || res.IsError {
+			t.Errorf("write %s = %+v, want Text %q", c.text, res, want)
+		}
+	}
+	lines := readCount(t, b.countFile)
+	want := []countLine{{"wk1:0:0", "one"}, {"wk1:1:0", "two"}}
+	if !slices.Equal(lines, want) {
+		t.Errorf("count file = %+v, want %+v", lines, want)
+	}
+	if res := call(t, b.s, "ts__read_counter", "", ""); res.Text != "2" || res.IsError {
+		t.Errorf("read_counter = %+v, want Text 2", res)
+	}
+}
+
+func TestCallWithoutKeySendsNone(t *testing.T) {
+	b := setup(t)
+	call(t, b.s, "ts__write", `{"text":"x"}`, "")
+	if lines := readCount(t, b.countFile); len(lines) != 1 || lines[0].Key != "" {
+		t.Errorf("count file = %+v, want one line without a key", lines)
+	}
+}
+
+func TestCallRefusals(t *testing.T) {
+	b := setup(t)
+	tests := []struct {
+		name, tool, args, code string
+	}{
+		{"unknown tool", "ts__nope", `{}`, crewlet.ENOTFOUND},
+		{"bare tool name", "write", `{"text":"x"}`, crewlet.ENOTFOUND},
+		{"args not an object", "ts__write", `["x"]`, crewlet.EINVALID},
+		{"args not JSON", "ts__write", `{"text":`, crewlet.EINVALID},
+		{"args null", "ts__write", `null`, crewlet.EINVALID},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := b.s.Call(context.Background(), tt.tool, json.RawMessage(tt.args), "k")
+			if got := crewlet.ErrorCode(err); got != tt.code {
+				t.Errorf("Call(%s, %s) error = %v (code %q), want code %q", tt.tool, tt.args, err, got, tt.code)
+			}
+			if err != nil && !strings.Contains(err.Error(), tt.tool) {
+				t.Errorf("error %q does not name the tool %q", err, tt.tool)
+			}
+		})
+	}
+	if lines := readCount(t, b.countFile); len(lines) != 0 {
+		t.Errorf("refused calls wrote %+v", lines)
+	}
+}
+
+func TestFailIsAnErrorResult(t *testing.T) {
+	b := setup(t)
+	res := call(t, b.s, "ts__fail", "", "k")
+	if !res.IsError || res.Text != "failed on purpose" {
+		t.Errorf("fail = %+v, want IsError with its text", res)
+	}
+}
+
+func TestChildEnvironmentIsIsolated(t *testing.T) {
+	t.Setenv("CREWLET_TOOLS_TEST_SECRET", "hunter2")
+	b := setup(t, "EXTRA=1")
+	pid := b.s.PIDs()[0]
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Skipf("no /proc environ: %v", err)
+	}
+	vars := strings.Split(string(env), "\x00")
+	if slices.ContainsFunc(vars, func(v string) bool { return strings.HasPrefix(v, "CREWLET_TOOLS_TEST_SECRET=") }) {
+		t.Errorf("child inherited CREWLET_TOOLS_TEST_SECRET")
+	}
+	if !slices.Contains(vars, "EXTRA=1") || !slices.ContainsFunc(vars, func(v string) bool { return strings.HasPrefix(v, "PATH=") }) {
+		t.Errorf("child env %q lacks EXTRA=1 or PATH", vars)
+	}
+}
+
+func TestChildStderrIsLogged(t *testing.T) {
+	b := setup(t)
+	want := fmt.Sprintf("ready pid=%d", b.s.PIDs()[0])
+	for range 100 {
+		if strings.Contains(b.logs.String(), want) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("logs lack the child's %q:\n%s", want, b.logs.String())
+}
+
+func TestStartContextBoundsOnlyTheStart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := Start(ctx, []ServerConfig{{Name: "ts", Command: []string{testserverBin}}}, nil)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	time.Sleep(100 * time.Millisecond)
+	if res := call(t, s, "ts__read_counter", "", ""); res.Text != "0" {
+		t.Errorf("read_counter after the start ctx ended = %+v, want 0", res)
+	}
+}
+
+func TestCloseStopsEveryChild(t *testing.T) {
+	s, err := Start(context.Background(), []ServerConfig{
+		{Name: "a", Command: []string{testserverBin}},
+		{Name: "b", Command: []string{testserverBin}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := s.PIDs()
+	if len(pids) != 2 {
+		t.Fatalf("PIDs = %v, want 2", pids)
+	}
+	for _, pid := range pids {
+		if exited(pid) {
+			t.Fatalf("child %d not running before Close", pid)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for _, pid := range pids {
+		if !exited(pid) {
+			t.Errorf("child %d still exists after Close", pid)
+		}
+	}
+	if _, err := s.Call(context.Background(), "a__read_counter", nil, ""); crewlet.ErrorCode(err) != crewlet.EUNAVAILABLE {
+		t.Errorf("Call after Close: %v, want code %q", err, crewlet.EUNAVAILABLE)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if got := s.PIDs(); !slices.Equal(got, pids) {
+		t.Errorf("PIDs after Close = %v, want %v", got, pids)
+	}
+}
+
+func TestCloseKillsStubbornChild(t *testing.T) {
+	b := setup(t, "TESTSERVER_STUBBORN=1")
+	pid := b.s.PIDs()[0]
+	if err := b.s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if !exited(pid) {
+		t.Errorf("stubborn child %d still exists after Close", pid)
+	}
+}
+
+// A child that forks the real server (as npx or a shell wrapper does) must
+// not leave it behind when the child itself exits.
+func TestCloseKillsGrandchildren(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	// "; exit" keeps sh from exec'ing, so the server is sh's child.
+	s, err := Start(context.Background(), []ServerConfig{{
+		Name:    "wrapped",
+		Command: []string{"/bin/sh", "-c", testserverBin + "; exit"},
+		Env:     []string{"TESTSERVER_STUBBORN=1", "TESTSERVER_PID_FILE=" + pidFile},
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grandchild := readPID(t, pidFile)
+	if grandchild == s.PIDs()[0] {
+		t.Fatalf("sh exec'd the server; the test needs it as a grandchild")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if !exited(s.PIDs()[0]) {
+		t.Errorf("child %d still exists", s.PIDs()[0])
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for !notRunning(grandchild) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !notRunning(grandchild) {
+		t.Errorf("grandchild %d still running after Close", grandchild)
+		syscall.Kill(grandchild, syscall.SIGKILL)
+	}
+}
+
+func TestUnprovenTeardownIsReportedAndRetried(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	s, err := Start(context.Background(), []ServerConfig{{
+		Name:    "wrapped",
+		Command: []string{"/bin/sh", "-c", testserverBin + "; exit"},
+		Env:     []string{"TESTSERVER_STUBBORN=1", "TESTSERVER_PID_FILE=" + pidFile},
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grandchild := readPID(t, pidFile)
+	defer syscall.Kill(grandchild, syscall.SIGKILL)
+
+	// The grandchild survives: as if it sat in an uninterruptible wait.
+	killGroup, sweepWait = func(int) {}, 300*time.Millisecond
+	err = s.Close()
+	killGroup, sweepWait = killGroupNow, 2*time.Second
+	if err == nil || !strings.Contains(err.Error(), "mcp server wrapped") {
+		t.Fatalf("Close with a surviving grandchild = %v, want an error naming server wrapped", err)
+	}
+	if notRunning(grandchild) {
+		t.Fatalf("grandchild %d stopped without the kill; the test proves nothing", grandchild)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("retried Close: %v", err)
+	}
+	if !notRunning(grandchild) {
+		t.Errorf("grandchild %d still running after the retried Close", grandchild)
+	}
+}
+
+func TestCloseDuringSlowCall(t *testing.T) {
+	b := setup(t, "TESTSERVER_SLOW=60s")
+	pid := b.s.PIDs()[0]
+	errc := make(chan error, 1)
+	go func() {
+		_, err := b.s.Call(context.Background(), "ts__slow_write", json.RawMessage(`{"text":"late"}`), "k")
+		errc <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // let the call reach the server
+	closed := make(chan error, 1)
+	go func() { closed <- b.s.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close waited for a 60s tool call")
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, errStopping) {
+			t.Errorf("slow_write cut off by Close: error %v, want one saying the session is stopping", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("slow_write did not return after Close")
+	}
+	if !exited(pid) {
+		t.Errorf("child %d still exists", pid)
+	}
+	if lines := readCount(t, b.countFile); len(lines) != 0 {
+		t.Errorf("cut-off slow_write wrote %+v", lines)
+	}
+	// The SDK's Close waits for calls in flight; had Close not ended the
+	// call first, the SDK would have been given up on as stuck.
+	if logs := b.logs.String(); strings.Contains(logs, "mcp_session_close_stuck") {
+		t.Errorf("Close waited on the call in flight:\n%s", logs)
+	}
+}
+
+func TestStartFailureStopsWhatStarted(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	_, err := Start(context.Background(), []ServerConfig{
+		{Name: "good", Command: []string{testserverBin}, Env: []string{"TESTSERVER_PID_FILE=" + pidFile}},
+		{Name: "missing", Command: []string{"/nonexistent/mcp-server"}},
+		{Name: "dies", Command: []string{"/bin/sh", "-c", "exit 3"}},
+	}, nil)
+	if err == nil {
+		t.Fatal("Start succeeded with a missing command")
+	}
+	for _, name := range []string{"missing", "dies"} {
+		if !strings.Contains(err.Error(), "mcp server "+name) {
+			t.Errorf("error %q does not name server %q", err, name)
+		}
+	}
+	if strings.Contains(err.Error(), "mcp server good") {
+		t.Errorf("error %q blames the good server", err)
+	}
+	if pid := readPID(t, pidFile); !exited(pid) {
+		t.Errorf("good server %d still exists after the failed Start", pid)
+	}
+}
+
+func TestStartFailureWithUnprovenTeardownReturnsSession(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	killGroup, sweepWait = func(int) {}, 300*time.Millisecond
+	s, err := Start(context.Background(), []ServerConfig{
+		{
+			Name:    "wrapped",
+			Command: []string{"/bin/sh", "-c", testserverBin + "; exit"},
+			Env:     []string{"TESTSERVER_STUBBORN=1", "TESTSERVER_PID_FILE=" + pidFile},
+		},
+		{Name: "missing", Command: []string{"/nonexistent/mcp-server"}},
+	}, nil)
+	killGroup, sweepWait = killGroupNow, 2*time.Second
+	grandchild := readPID(t, pidFile)
+	defer syscall.Kill(grandchild, syscall.SIGKILL)
+	if err == nil || s == nil || !strings.Contains(err.Error(), "mcp server wrapped") {
+		t.Fatalf("Start = %v, %v; want a session to retry Close on and an error naming server wrapped", s, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("retried Close: %v", err)
+	}
+	if !notRunning(grandchild) {
+		t.Errorf("grandchild %d still running after the retried Close", grandchild)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	cmd := []string{"srv"}
+	tests := []struct {
+		name    string
+		servers []ServerConfig
+		want    []string // substrings of the error; none means valid
+	}{
+		{"ok", []ServerConfig{{Name: "fs", Command: cmd}, {Name: "web-1_x", URL: "http://h/mcp"}}, nil},
+		{"empty name", []ServerConfig{{Command: cmd}}, []string{`name ""`}},
+		{"upper case", []ServerConfig{{Name: "FS", Command: cmd}}, []string{`name "FS"`}},
+		{"dot", []ServerConfig{{Name: "a.b", Command: cmd}}, []string{`name "a.b"`}},
+		{"separator", []ServerConfig{{Name: "a__b", Command: cmd}}, []string{`name "a__b"`}},
+		{"trailing underscore", []ServerConfig{{Name: "a_", Command: cmd}}, []string{`name "a_"`}},
+		{"too long", []ServerConfig{{Name: strings.Repeat("a", 33), Command: cmd}}, []string{"1-32"}},
+		{"twice", []ServerConfig{{Name: "a", Command: cmd}, {Name: "a", URL: "http://h"}}, []string{"used twice"}},
+		{"neither", []ServerConfig{{Name: "a"}}, []string{"exactly one"}},
+		{"both", []ServerConfig{{Name: "a", Command: cmd, URL: "http://h"}}, []string{"exactly one"}},
+		{"env on url", []ServerConfig{{Name: "a", URL: "http://h", Env: []string{"K=V"}}}, []string{"env applies only"}},
+		{"bad env", []ServerConfig{{Name: "a", Command: cmd, Env: []string{"NOVALUE"}}}, []string{`env entry "NOVALUE"`}},
+		{"every problem", []ServerConfig{{Name: "A"}, {Name: "b__c", Command: cmd}}, []string{`name "A"`, "exactly one", `name "b__c"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Validate(tt.servers)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Errorf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if crewlet.ErrorCode(err) != crewlet.EINVALID {
+				t.Fatalf("Validate = %v, want code %q", err, crewlet.EINVALID)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate = %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestStreamableHTTP(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "web", Version: "1"}, nil)
+	type echoArgs struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:        "echo",
+		Description: "Echoes text and the idempotency key.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
+		key, _ := req.Params.GetMeta()[IdempotencyKeyMeta].(string)
+		return &mcp.CallToolResult{Content: []mcp.Content{
+			&mcp.TextContent{Text: in.Text},
+			&mcp.TextContent{Text: "key=" + key},
+		}}, nil, nil
+	})
+	// Valid in MCP, but no model provider accepts a dot in a function name.
+	mcp.AddTool(srv, &mcp.Tool{Name: "bad.name"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return nil, nil, nil
+	})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	defer hs.Close()
+
+	s, err := Start(context.Background(), []ServerConfig{{Name: "web", URL: hs.URL}}, nil)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	tools := s.Tools()
+	if len(tools) != 1 || tools[0].Spec.Name != "web__echo" || !tools[0].ReadOnly {
+		t.Fatalf("Tools = %+v, want only web__echo, read-only", tools)
+	}
+	res := call(t, s, "web__echo", `{"text":"hi"}`, "wk:0:1")
+	if want := "hi\nkey=wk:0:1"; res.Text != want || res.IsError {
+		t.Errorf("echo = %+v, want Text %q", res, want)
+	}
+	if pids := s.PIDs(); len(pids) != 0 {
+		t.Errorf("PIDs = %v for an HTTP server", pids)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if _, err := s.Call(context.Background(), "web__echo", nil, ""); err == nil {
+		t.Error("Call after Close succeeded")
+	}
+}
+
+func TestTextOf(t *testing.T) {
+	tests := []struct {
+		name string
+		res  *mcp.CallToolResult
+		want string
+	}{
+		{"texts joined", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "a"}, &mcp.TextContent{Text: "b"}}}, "a\nb"},
+		{"image noted", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "see"}, &mcp.ImageContent{MIMEType: "image/png"}}}, "see\n[image/png image omitted]"},
+		{"structured only", &mcp.CallToolResult{Content: []mcp.Content{}, StructuredContent: map[string]int{"n": 1}}, `{"n":1}`},
+		{"empty", &mcp.CallToolResult{}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := textOf(tt.res); got != tt.want {
+				t.Errorf("textOf = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

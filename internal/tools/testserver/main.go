@@ -1,0 +1,155 @@
+// Command testserver is a small stdio MCP server for the tools package tests.
+//
+// Tools: read_counter (read-only) returns how many writes were counted;
+// write {text} appends one JSON line {"key","text"} to TESTSERVER_COUNT_FILE,
+// key being the request's _meta "crewlet/idempotency_key"; slow_write is write
+// after sleeping TESTSERVER_SLOW (default 5s); fail returns an error result.
+// TESTSERVER_STUBBORN=1 ignores SIGTERM and keeps running after stdin closes,
+// so a client must kill it. TESTSERVER_PID_FILE, when set, receives the
+// server's pid at start.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+const idempotencyKeyMeta = "crewlet/idempotency_key"
+
+type writeArgs struct {
+	Text string `json:"text" jsonschema:"the text to write"`
+}
+
+type counter struct {
+	mu   sync.Mutex
+	path string
+}
+
+func (c *counter) count() (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := os.ReadFile(c.path)
+	if os.IsNotExist(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return bytes.Count(b, []byte("\n")), nil
+}
+
+func (c *counter) add(key, text string) error {
+	if c.path == "" {
+		return fmt.Errorf("TESTSERVER_COUNT_FILE is not set")
+	}
+	line, err := json.Marshal(map[string]string{"key": key, "text": text})
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, err := os.OpenFile(c.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func text(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+func keyOf(req *mcp.CallToolRequest) string {
+	k, _ := req.Params.GetMeta()[idempotencyKeyMeta].(string)
+	return k
+}
+
+func main() {
+	log.SetFlags(0)
+	log.SetPrefix("testserver: ")
+	stubborn := os.Getenv("TESTSERVER_STUBBORN") == "1"
+	if stubborn {
+		signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	}
+	slow := 5 * time.Second
+	if v := os.Getenv("TESTSERVER_SLOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			log.Fatalf("TESTSERVER_SLOW: %v", err)
+		}
+		slow = d
+	}
+	c := &counter{path: os.Getenv("TESTSERVER_COUNT_FILE")}
+
+	s := mcp.NewServer(&mcp.Implementation{Name: "testserver", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "read_counter",
+		Description: "Returns how many writes were counted.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		n, err := c.count()
+		if err != nil {
+			return nil, nil, err
+		}
+		return text(strconv.Itoa(n)), nil, nil
+	})
+	write := func(ctx context.Context, req *mcp.CallToolRequest, in writeArgs) (*mcp.CallToolResult, any, error) {
+		if err := c.add(keyOf(req), in.Text); err != nil {
+			return nil, nil, err
+		}
+		return text("written: " + in.Text), nil, nil
+	}
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "write",
+		Description: "Counts one write and echoes the text.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false},
+	}, write)
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "slow_write",
+		Description: "Like write, after sleeping TESTSERVER_SLOW. A cancelled call still writes.",
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in writeArgs) (*mcp.CallToolResult, any, error) {
+		time.Sleep(slow)
+		return write(ctx, req, in)
+	})
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "fail",
+		Description: "Always fails.",
+	}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		r := text("failed on purpose")
+		r.IsError = true
+		return r, nil, nil
+	})
+
+	if p := os.Getenv("TESTSERVER_PID_FILE"); p != "" {
+		if err := os.WriteFile(p, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
+	log.Printf("ready pid=%d stubborn=%v", os.Getpid(), stubborn)
+	err := s.Run(context.Background(), &mcp.StdioTransport{})
+	if stubborn {
+		log.Printf("stdin closed (%v); staying up", err)
+		// Keep reading stdin so nothing here depends on it, and never exit.
+		go func() { _, _ = bufio.NewReader(os.Stdin).ReadString(0) }()
+		select {}
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+}
