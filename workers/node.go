@@ -118,7 +118,12 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	// A workflow task waiting on a dead worker's sticky queue falls back to
 	// the shared queue after this long, so it adds to failover time after the
 	// heartbeat timeout. On a live worker a fallback only costs a replay.
-	n.shared = worker.New(tc, org.Temporal.TaskQueue, worker.Options{StickyScheduleToStartTimeout: hb / 3})
+	n.shared = worker.New(tc, org.Temporal.TaskQueue, worker.Options{
+		StickyScheduleToStartTimeout: hb / 3,
+		// Every seat's workflow task comes through here; two pollers (the
+		// default) leave tasks queued behind a busy pair under load.
+		MaxConcurrentWorkflowTaskPollers: 8,
+	})
 	RegisterShared(n.shared, deps)
 	n.hosted = worker.New(tc, n.HostQueue, worker.Options{})
 	RegisterHost(n.hosted, deps)

@@ -295,6 +295,16 @@ func (c *company) startWithEnv(name string, env []string, args ...string) *proc 
 	cmd.Env = append(append([]string(nil), c.env...), env...)
 	p := &proc{name: name, cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if dir := os.Getenv("CREWLET_E2E_LOGS"); dir != "" {
+		// Keep every process's output, for looking into a benchmark or a
+		// test that passed slowly.
+		f, err := os.Create(filepath.Join(dir, strings.NewReplacer(" ", "-", "/", "-").Replace(c.t.Name()+"-"+name)+".log"))
+		if err != nil {
+			c.t.Fatalf("CREWLET_E2E_LOGS: %v", err)
+		}
+		c.t.Cleanup(func() { _ = f.Close() })
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(p.out, f), io.MultiWriter(p.out, f)
+	}
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", name, err)
 	}

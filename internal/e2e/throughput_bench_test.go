@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"sort"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -70,6 +73,15 @@ func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration) {
 
 	var mu sync.Mutex
 	var latencies []time.Duration
+	var slow []string
+	defer func() {
+		for i, line := range slow {
+			if i == 20 {
+				break
+			}
+			b.Logf("slow reply: %s", line)
+		}
+	}()
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
 	for _, seat := range seatNames(benchSeats) {
@@ -86,6 +98,9 @@ func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration) {
 				at := replied.wait(msg.EventID)
 				mu.Lock()
 				latencies = append(latencies, at.Sub(start))
+				if l := at.Sub(start); l > 5*time.Second {
+					slow = append(slow, fmt.Sprintf("%s %s at +%s took %s", seat, msg.EventID, start.Sub(deadline.Add(-d)).Round(time.Millisecond), l.Round(time.Millisecond)))
+				}
 				mu.Unlock()
 			}
 		}()
@@ -108,9 +123,11 @@ func watchReplies(b *testing.B, dbURL string) *replyWatcher {
 		b.Fatal(err)
 	}
 	w := &replyWatcher{waiters: map[string]chan time.Time{}, seen: map[string]time.Time{}}
-	stop := make(chan struct{})
-	b.Cleanup(func() { close(stop); _ = conn.Close(context.Background()) })
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	b.Cleanup(func() { close(stop); <-stopped })
 	go func() {
+		defer close(stopped)
+		defer conn.Close(context.Background())
 		// seq is allotted before commit, so a later poll may find a lower seq
 		// than one already seen: look back a window and skip what was seen.
 		var last int64
@@ -187,7 +204,8 @@ func bareWorkflow(ctx workflow.Context, turns int) error {
 func bareActivity(context.Context) error { return nil }
 
 func bareCeiling(b *testing.B, d time.Duration) float64 {
-	tc, err := client.Dial(client.Options{HostPort: testenv.Stack(b).Temporal})
+	quiet := tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	tc, err := client.Dial(client.Options{HostPort: testenv.Stack(b).Temporal, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
