@@ -6,10 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
@@ -258,5 +260,86 @@ func TestDrainingHostRefusesAttach(t *testing.T) {
 	}
 	if got := h.Hosted(); len(got) != 0 {
 		t.Fatalf("draining host hosts %v after a refused Attach; want nothing", got)
+	}
+}
+
+func TestUnprovenTeardownKeepsTheSeatUntilItSucceeds(t *testing.T) {
+	e := setupZombie(t)
+	e.seat(t, "s01")
+	host := newHost(e, "n1:aaaa")
+	failures := 3
+	var mu sync.Mutex
+	host.Teardown = func(string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failures > 0 {
+			failures--
+			return errors.New("mcp child would not stop")
+		}
+		return nil
+	}
+	out, err := host.Attach(e.ctx, crewlet.AttachInput{Handle: "s01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(host.Detach)
+	done := make(chan error, 1)
+	go func() {
+		_, err := env.ExecuteActivity(host.Detach, crewlet.DetachInput{Handle: "s01", Epoch: out.Epoch, Reason: "move"})
+		done <- err
+	}()
+	testenv.Eventually(t, 5*time.Second, "teardown reported unproven while the seat stays", func() error {
+		if _, ok := host.Unproven(time.Now())["s01"]; !ok {
+			return errors.New("not reported unproven")
+		}
+		if !host.Hosts("s01", out.Epoch) {
+			return errors.New("seat released before its teardown was proven")
+		}
+		return nil
+	})
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Detach: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Detach did not finish after the teardown succeeded")
+	}
+	if host.Hosts("s01", out.Epoch) || len(host.Unproven(time.Now())) != 0 {
+		t.Fatalf("after a proven teardown: hosted %v, unproven %v; want neither", host.Hosts("s01", out.Epoch), host.Unproven(time.Now()))
+	}
+}
+
+func TestPrepareTurnSkipsTriggersTheLedgerHoldsByEventOrChatID(t *testing.T) {
+	e := setupZombie(t)
+	e.seat(t, "s01")
+	epoch := e.attach(t, "s01", "n1:aaaa")
+	mail := &Mail{Store: e.store, Mailbox: e.mb, Log: discard}
+	publish := func(eventID, chatID string) crewlet.MailRef {
+		id, _, err := e.mb.Publish(e.ctx, crewlet.Message{EventID: eventID, ChatID: chatID, Type: crewlet.MessageChat,
+			From: "operator", To: "s01", Conversation: "c", Body: eventID, SentAt: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return crewlet.MailRef{StreamID: id, EventID: eventID}
+	}
+	done := publish("e-done", "")
+	again := publish("e-redelivered-by-the-bridge", "slack-42")
+	fresh := publish("e-new", "slack-43")
+	if err := e.store.LedgerRecord(e.ctx, "s01", "wk", "turn/s01/wk", []string{"e-done", "chat:slack-42"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := mail.PrepareTurn(e.ctx, crewlet.PrepareTurnInput{Handle: "s01", Epoch: epoch, Mail: []crewlet.MailRef{done, again, fresh}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Run) != 1 || out.Run[0] != fresh || len(out.Skipped) != 2 {
+		t.Fatalf("run %v skipped %v; want only %v to run", out.Run, out.Skipped, fresh)
+	}
+	events, err := e.store.SeatEvents(e.ctx, "s01", 10)
+	if err != nil || len(events) != 2 || events[0].Kind != "turn_trigger_skipped" {
+		t.Fatalf("seat events %+v (%v); want two turn_trigger_skipped", events, err)
 	}
 }

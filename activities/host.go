@@ -28,6 +28,9 @@ type Host struct {
 	Beat     time.Duration
 	Watchdog *watchdog.Watchdog
 	Log      *slog.Logger
+	// Teardown stops what a tenure started on this node (its MCP children);
+	// nil when a tenure starts nothing. An error keeps the seat here.
+	Teardown func(handle string) error
 
 	mu       sync.Mutex
 	hosted   map[string]int64
@@ -160,9 +163,12 @@ func (h *Host) Detach(ctx context.Context, in crewlet.DetachInput) error {
 	return nil
 }
 
-// teardown stops what the tenure started on this node. Nothing is started
-// per tenure yet; MCP children will be, and their stop can fail.
-func (h *Host) teardown(string) error { return nil }
+func (h *Host) teardown(handle string) error {
+	if h.Teardown == nil {
+		return nil
+	}
+	return h.Teardown(handle)
+}
 
 // CheckHosted returns a fenced error unless this node hosts the seat at epoch.
 func (h *Host) CheckHosted(handle string, epoch int64) error {

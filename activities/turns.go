@@ -121,10 +121,11 @@ func (a *Turns) RunTurn(ctx context.Context, in crewlet.TurnInput) (crewlet.Turn
 	}
 	crashPoint("after_publish", in.Handle)
 	a.remember(ctx, in, len(msgs), out.Replies, counterparties)
-	// Failing open here would run the turn again on redelivery, so a ledger
-	// write error fails the turn; its effects are keyed and do not repeat.
+	// The ledger fails open: the effects above shipped, and failing the turn
+	// could not un-ship them. An unrecorded trigger that comes back runs
+	// again, and its keyed writes collapse.
 	if err := a.store.LedgerRecord(ctx, in.Handle, in.WorkKey, in.TurnID, ledger); err != nil {
-		return out, err
+		a.log.Warn("ledger_unwritable", "seat", in.Handle, "turn", in.TurnID, "error", err)
 	}
 	crashPoint("after_ledger", in.Handle)
 	a.log.Info("turn_finished", "seat", in.Handle, "turn", in.TurnID, "triggers", len(out.Answered), "replies", out.Replies)

@@ -97,6 +97,9 @@ type SendMessageRequest struct {
 	From string `json:"from"`
 	// Conversation continues a conversation; empty starts a new one.
 	Conversation string `json:"conversation"`
+	// ChatID is the message's identity on the chat system it came from, if
+	// any: the same chat message sent twice is answered once.
+	ChatID string `json:"chat_id"`
 }
 
 func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) {
@@ -113,7 +116,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, crewlet.Errorf(crewlet.EINVALID, "text is required"))
 		return
 	}
-	msg, err := s.Control.Send(r.Context(), control.SendRequest{To: seat.Handle, From: req.From, Text: req.Text, Conversation: req.Conversation})
+	msg, err := s.Control.Send(r.Context(), control.SendRequest{To: seat.Handle, From: req.From, Text: req.Text, Conversation: req.Conversation, ChatID: req.ChatID})
 	if err != nil {
 		s.logError(w, r, err)
 		return

@@ -89,6 +89,8 @@ type SendRequest struct {
 	Text string
 	// Conversation continues an existing conversation; empty starts one.
 	Conversation string
+	// ChatID is the message's identity on the chat system it came from.
+	ChatID string
 }
 
 // Send validates a message from a person or a seat and delivers it.
@@ -98,6 +100,9 @@ func (c *Control) Send(ctx context.Context, req SendRequest) (crewlet.Message, e
 	}
 	if strings.TrimSpace(req.Text) == "" {
 		return crewlet.Message{}, crewlet.Errorf(crewlet.EINVALID, "text is empty; say something")
+	}
+	if len(req.ChatID) > 256 {
+		return crewlet.Message{}, crewlet.Errorf(crewlet.EINVALID, "chat_id is %d characters; at most 256", len(req.ChatID))
 	}
 	from := req.From
 	switch {
@@ -115,7 +120,7 @@ func (c *Control) Send(ctx context.Context, req SendRequest) (crewlet.Message, e
 	}
 	msg := crewlet.Message{
 		EventID: uuid.NewString(), Type: crewlet.MessageChat, From: from, To: req.To,
-		Conversation: conv, Body: req.Text, SentAt: time.Now().UTC(),
+		Conversation: conv, Body: req.Text, SentAt: time.Now().UTC(), ChatID: req.ChatID,
 	}
 	return c.Deliver(ctx, msg)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/testenv"
 )
@@ -282,4 +283,50 @@ func TestRemovedSeatMailboxIsKeptForTheGraceThenRetired(t *testing.T) {
 			t.Fatalf("mail of the retired mailbox was answered: %v", r)
 		}
 	})
+}
+
+func TestOneChatMessageDeliveredTwiceIsAnsweredOnce(t *testing.T) {
+	c := newCompany(t, fleetOrg(t, 1, 0))
+	c.serve()
+	chat := func(r *api.SendMessageRequest) { r.ChatID = "slack-1700000000.000100" }
+	if err := c.call(http.MethodPost, "/seats/s01/pause", crewlet.PauseRequest{By: "test"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "s01 paused", func() error {
+		if st := c.state("s01"); st.Status != crewlet.StatusPaused {
+			return fmt.Errorf("status %s", st.Status)
+		}
+		return nil
+	})
+	// A chat bridge delivers the same message twice (two event ids) before
+	// the seat runs: one turn answers it once.
+	first := c.send("s01", "deploy?", chat)
+	second := c.send("s01", "deploy?", chat, inConversation(first.Conversation))
+	if err := c.call(http.MethodPost, "/seats/s01/resume", crewlet.ResumeRequest{By: "test"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.waitReply(first, replyWait)
+	// And again after it was answered: the ledger skips it.
+	third := c.send("s01", "deploy?", chat, inConversation(first.Conversation))
+	testenv.Eventually(t, replyWait, "the late copy skipped", func() error {
+		var events []map[string]any
+		if err := c.call(http.MethodGet, "/seats/s01/events", nil, &events); err != nil {
+			return err
+		}
+		for _, e := range events {
+			if e["kind"] == "turn_trigger_skipped" && e["event_id"] == third.EventID {
+				return nil
+			}
+		}
+		return fmt.Errorf("no skip recorded for the late copy: %v", events)
+	})
+	replies := 0
+	for _, m := range c.conversation(first.Conversation)[0].Messages {
+		if m.Type == crewlet.MessageReply {
+			replies++
+		}
+	}
+	if replies != 1 || len(c.repliesTo(second)) != 0 || len(c.repliesTo(third)) != 0 {
+		t.Fatalf("conversation has %d replies; want the chat message answered exactly once", replies)
+	}
 }

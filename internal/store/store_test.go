@@ -167,3 +167,23 @@ func TestLedgerAndTranscriptAreKeyedOnTheWork(t *testing.T) {
 		t.Fatalf("unknown conversation error = %v; want not found", err)
 	}
 }
+
+func TestTrimLedgerDropsOnlyOldRows(t *testing.T) {
+	st, ctx := setup(t)
+	if err := st.LedgerRecord(ctx, "cto", "wk", "turn/cto/wk", []string{"old"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.TrimLedger(ctx, time.Hour); err != nil || n != 0 {
+		t.Fatalf("trim with an hour's retention removed %d (%v); want 0", n, err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if err := st.LedgerRecord(ctx, "cto", "wk2", "turn/cto/wk2", []string{"new"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.TrimLedger(ctx, 10*time.Millisecond); err != nil || n != 1 {
+		t.Fatalf("trimmed %d (%v); want the one older row", n, err)
+	}
+	if rows, _ := st.LedgerRows(ctx, "cto"); len(rows) != 1 || rows["new"] == "" {
+		t.Fatalf("ledger after trim = %v; want only new", rows)
+	}
+}
