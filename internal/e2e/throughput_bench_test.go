@@ -49,7 +49,7 @@ const benchSeats = 100
 //	go test ./internal/e2e -run '^$' -bench Throughput -benchtime 1x -timeout 20m
 func BenchmarkThroughput(b *testing.B) {
 	d := benchDuration(b)
-	replies, latencies := crewletThroughput(b, d)
+	replies, latencies, unloaded := crewletThroughput(b, d)
 	ceiling := bareCeiling(b, d)
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 	p50 := latencies[len(latencies)/2]
@@ -60,16 +60,34 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
 	b.ReportMetric(ceiling, "bare-turns/s")
 	b.ReportMetric(rate/ceiling, "ratio")
-	b.Logf("%d seats, %s: %.1f replies/s, latency p50 %s p99 %s; bare ceiling %.1f turns/s; ratio %.2f",
-		benchSeats, d, rate, p50, p99, ceiling, rate/ceiling)
+	sort.Slice(unloaded, func(i, j int) bool { return unloaded[i] < unloaded[j] })
+	b.ReportMetric(float64(unloaded[len(unloaded)/2].Milliseconds()), "unloaded-p50-ms")
+	b.ReportMetric(float64(unloaded[len(unloaded)*99/100].Milliseconds()), "unloaded-p99-ms")
+	b.Logf("%d seats, %s: %.1f replies/s, latency p50 %s p99 %s (one message in flight per seat); "+
+		"one message at a time: p50 %s p99 %s; bare ceiling %.1f turns/s; ratio %.2f",
+		benchSeats, d, rate, p50, p99, unloaded[len(unloaded)/2], unloaded[len(unloaded)*99/100], ceiling, rate/ceiling)
 }
 
-func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration) {
+func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration, []time.Duration) {
 	c := newCompany(b, fleetOrg(b, benchSeats, 0))
 	defer c.stopAll()
 	c.serve()
 	c.waitAttached(2 * time.Minute)
 	replied := watchReplies(b, c.dbURL)
+
+	// Unloaded latency first: one message at a time, round-robin over seats.
+	var unloaded []time.Duration
+	for i, seat := range seatNames(benchSeats) {
+		if i == 200 {
+			break
+		}
+		start := time.Now()
+		var msg crewlet.Message
+		if err := c.call(http.MethodPost, "/seats/"+seat+"/messages", api.SendMessageRequest{Text: "ping"}, &msg); err != nil {
+			b.Fatal(err)
+		}
+		unloaded = append(unloaded, replied.wait(msg.EventID).Sub(start))
+	}
 
 	var mu sync.Mutex
 	var latencies []time.Duration
@@ -106,7 +124,7 @@ func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration) {
 		}()
 	}
 	wg.Wait()
-	return len(latencies), latencies
+	return len(latencies), latencies, unloaded
 }
 
 // replyWatcher tells senders when the reply to their message was recorded,
