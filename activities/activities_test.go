@@ -231,8 +231,8 @@ func TestHostRefusesSeatsItDoesNotHost(t *testing.T) {
 		})
 	}
 	// The refused turn ran nothing: the ledger holds nothing for cto.
-	if n, err := e.store.LedgerCount(e.ctx, "cto"); err != nil || n != 0 {
-		t.Fatalf("ledger rows for cto after refused turns: got %d (%v); want 0", n, err)
+	if rows, err := e.store.LedgerRows(e.ctx, "cto"); err != nil || len(rows) != 0 {
+		t.Fatalf("ledger rows for cto after refused turns: got %d (%v); want 0", len(rows), err)
 	}
 	// The real host passes its own check.
 	if err := n2.CheckHosted("cto", a2.Epoch); err != nil {

@@ -45,13 +45,6 @@ func TestExampleOrg(t *testing.T) {
 	if _, ok := c.Seat("nobody"); ok {
 		t.Errorf("Seat(nobody) found a seat")
 	}
-	p, r, ok := c.ProfileOf("cto")
-	if !ok || p.Provider != "scripted" || r.Profile != "local" || r.Charter == "" {
-		t.Errorf("ProfileOf(cto) = %+v, %+v, %v; want the scripted local profile and the executive role", p, r, ok)
-	}
-	if _, _, ok := c.ProfileOf("alice"); ok {
-		t.Errorf("ProfileOf(alice) ok for a human seat")
-	}
 	if want := (Nodes{3 * time.Second, time.Minute, 30 * time.Second, 30 * time.Second, 4}); c.Nodes != want {
 		t.Errorf("nodes = %+v, want the defaults %+v", c.Nodes, want)
 	}

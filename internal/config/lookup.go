@@ -28,24 +28,6 @@ func (c *Config) AgentSeats() []Seat {
 	return out
 }
 
-// ProfileOf returns the profile and role of an agent seat; false for an
-// unknown handle, a human seat, or a role or profile that does not exist.
-func (c *Config) ProfileOf(handle string) (Profile, Role, bool) {
-	s, ok := c.Seat(handle)
-	if !ok || s.kind() != string(crewlet.SeatAgent) {
-		return Profile{}, Role{}, false
-	}
-	r, ok := c.Roles[s.Role]
-	if !ok {
-		return Profile{}, Role{}, false
-	}
-	p, ok := c.Profiles[r.Profile]
-	if !ok {
-		return Profile{}, Role{}, false
-	}
-	return p, r, true
-}
-
 // Handles returns every seat handle, in file order.
 func (c *Config) Handles() []string {
 	out := make([]string, len(c.Seats))

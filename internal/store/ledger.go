@@ -42,16 +42,6 @@ func (s *Store) LedgerRecord(ctx context.Context, seat, workKey, turnID string, 
 	return nil
 }
 
-// LedgerCount returns how many ledger rows the seat has.
-func (s *Store) LedgerCount(ctx context.Context, seat string) (int, error) {
-	var n int
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM completion_ledger WHERE seat = $1`, seat).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count completion ledger for %s: %w", seat, schemaMissing(err))
-	}
-	return n, nil
-}
-
 // EnsureMailbox records a seat's mailbox in the registry and clears any
 // "missing since" mark, since the seat is in the org again.
 func (s *Store) EnsureMailbox(ctx context.Context, seat, stream, group string) error {
