@@ -20,7 +20,8 @@ import (
 //     batch after resume, drain (detach), resume (a new tenure), send.
 //   - seat_failover_history.json: two workers; the seat's node is killed
 //     (its Hold times out, the seat re-establishes on the other node with
-//     epoch + 1), mail, then a move back by a third node's drain.
+//     epoch + 1), mail, then that node is drained and the seat moves to a
+//     third (epoch 3), mail.
 func TestSeatReplaysRecordedHistories(t *testing.T) {
 	files, err := filepath.Glob("testdata/seat_*.json")
 	if err != nil || len(files) == 0 {
