@@ -115,7 +115,17 @@ func (s *Store) StopNode(ctx context.Context, incarnation string) error {
 // Nodes returns node rows: only live ones (heartbeat within liveWithin, not
 // stopped) unless all is set.
 func (s *Store) Nodes(ctx context.Context, liveWithin time.Duration, all bool) ([]NodeRow, error) {
-	rows, err := s.pool.Query(ctx, `
+	return nodes(ctx, s.pool, liveWithin, all)
+}
+
+// querier is what a pool and a transaction share, so a read can run inside a
+// transaction that already holds a connection.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func nodes(ctx context.Context, q querier, liveWithin time.Duration, all bool) ([]NodeRow, error) {
+	rows, err := q.Query(ctx, `
 		SELECT incarnation, node_id, host_queue, labels, capacity, draining, seats_held, unproven,
 		       started_at, heartbeat_at, stopped_at, now() - heartbeat_at
 		FROM nodes
@@ -139,7 +149,11 @@ func (s *Store) Nodes(ctx context.Context, liveWithin time.Duration, all bool) (
 // SeatHosts returns, for every seat, the incarnation holding or reserved for
 // it and the node id it prefers.
 func (s *Store) SeatHosts(ctx context.Context) (hosts, preferred map[string]string, err error) {
-	rows, err := s.pool.Query(ctx, `SELECT handle, node, preferred_node FROM seats`)
+	return seatHosts(ctx, s.pool)
+}
+
+func seatHosts(ctx context.Context, q querier) (hosts, preferred map[string]string, err error) {
+	rows, err := q.Query(ctx, `SELECT handle, node, preferred_node FROM seats`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list seat hosts: %w", schemaMissing(err))
 	}
@@ -170,11 +184,14 @@ func (s *Store) Reserve(ctx context.Context, handle string, liveWithin time.Dura
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, placementLock); err != nil {
 			return err
 		}
-		nodes, err := s.Nodes(ctx, liveWithin, false)
+		// Read inside the transaction: it already holds a connection, and
+		// asking the pool for another while others wait on the lock with
+		// theirs can exhaust it.
+		nodes, err := nodes(ctx, tx, liveWithin, false)
 		if err != nil {
 			return err
 		}
-		hosts, preferred, err := s.SeatHosts(ctx)
+		hosts, preferred, err := seatHosts(ctx, tx)
 		if err != nil {
 			return err
 		}

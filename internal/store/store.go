@@ -23,7 +23,16 @@ type Store struct {
 
 // Open connects to Postgres and checks the connection.
 func Open(ctx context.Context, url string) (*Store, error) {
-	pool, err := pgxpool.New(ctx, url)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", redactURL(err, url))
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		// A worker runs many seats' short steps at once; pgx's default of
+		// max(4, CPUs) queues them behind each other on a small machine.
+		cfg.MaxConns = max(cfg.MaxConns, 16)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", redactURL(err, url))
 	}

@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,5 +188,51 @@ func TestTrimLedgerDropsOnlyOldRows(t *testing.T) {
 	}
 	if rows, _ := st.LedgerRows(ctx, "cto"); len(rows) != 1 || rows["new"] == "" {
 		t.Fatalf("ledger after trim = %v; want only new", rows)
+	}
+}
+
+func TestConcurrentPlacementsDoNotExhaustASmallPool(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	url := testenv.Database(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	// Each placement holds a connection for its transaction while it waits
+	// on the placement lock; the reads must not need a second one.
+	st, err := store.Open(ctx, url+sep+"pool_max_conns=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RegisterNode(ctx, store.NodeRow{Incarnation: "n1:a", NodeID: "n1", HostQueue: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for i := range 8 {
+		handle := fmt.Sprintf("s%d", i)
+		if err := st.EnsureSeat(ctx, handle, "worker", crewlet.SeatAgent); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			_, _, err := st.Reserve(ctx, handle, time.Minute, func(nodes []store.NodeRow, _, _ map[string]string) (string, bool) {
+				time.Sleep(10 * time.Millisecond)
+				return nodes[0].Incarnation, len(nodes) == 1
+			})
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatalf("placement: %v", err)
+		}
+	}
+	hosts, _, err := st.SeatHosts(ctx)
+	if err != nil || len(hosts) != 8 || hosts["s7"] != "n1:a" {
+		t.Fatalf("hosts %v (%v); want all 8 seats reserved on n1:a", hosts, err)
 	}
 }
