@@ -15,15 +15,7 @@ func TestDuplicateMemoryFromTwoNodesCollapses(t *testing.T) {
 	url := testenv.Database(t)
 	var nodes [2]*store.Store
 	for i := range nodes {
-		st, err := store.Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		if _, err := st.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		nodes[i] = st
+		nodes[i] = testenv.Store(t, url)
 	}
 	// Both "nodes" write the memory of the same work at once, twice each.
 	var wg sync.WaitGroup

@@ -16,15 +16,7 @@ func setup(t *testing.T) (*store.Store, context.Context) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	st, err := store.Open(ctx, testenv.Database(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return st, ctx
+	return testenv.Store(t, testenv.Database(t)), ctx
 }
 
 func TestMigrateIsRerunnable(t *testing.T) {
@@ -201,14 +193,7 @@ func TestConcurrentPlacementsDoNotExhaustASmallPool(t *testing.T) {
 	}
 	// Each placement holds a connection for its transaction while it waits
 	// on the placement lock; the reads must not need a second one.
-	st, err := store.Open(ctx, url+sep+"pool_max_conns=2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := testenv.Store(t, url+sep+"pool_max_conns=2")
 	if err := st.RegisterNode(ctx, store.NodeRow{Incarnation: "n1:a", NodeID: "n1", HostQueue: "q"}); err != nil {
 		t.Fatal(err)
 	}

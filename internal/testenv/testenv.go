@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/crewlet/crewlet/internal/store"
 )
 
 // Env names the stack's services.
@@ -97,4 +99,21 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Store opens the database at url, applies the migrations, and closes it
+// when the test ends.
+func Store(t testing.TB, url string) *store.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return st
 }
