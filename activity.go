@@ -14,10 +14,9 @@ const (
 	ActivityPrepareTurn   = "PrepareTurn"
 	ActivityMaintenance   = "Maintenance"
 	// On the host queue of the node that hosts the seat.
-	ActivityAttach  = "Attach"
-	ActivityHold    = "Hold"
-	ActivityDetach  = "Detach"
-	ActivityRunTurn = "RunTurn"
+	ActivityAttach = "Attach"
+	ActivityHold   = "Hold"
+	ActivityDetach = "Detach"
 )
 
 // FencedErrorType is the Temporal application error type of an activity
@@ -129,25 +128,6 @@ type AckMailInput struct {
 	Handle    string   `json:"handle"`
 	Epoch     int64    `json:"epoch"`
 	StreamIDs []string `json:"stream_ids"`
-}
-
-// TurnInput runs one turn over a batch of mailbox entries.
-type TurnInput struct {
-	Handle  string    `json:"handle"`
-	Epoch   int64     `json:"epoch"`
-	TurnID  string    `json:"turn_id"`
-	WorkKey string    `json:"work_key"`
-	Mail    []MailRef `json:"mail"`
-}
-
-// TurnOutput says what the turn did with each trigger.
-type TurnOutput struct {
-	// Answered are the event ids the turn ran for.
-	Answered []string `json:"answered"`
-	// Skipped are event ids the completion ledger already held, or whose
-	// entries no longer exist; the seat acks them without running anything.
-	Skipped []string `json:"skipped"`
-	Replies int      `json:"replies"`
 }
 
 // SeatMove is one seat a rebalance pass asked to move.

@@ -7,25 +7,6 @@ import (
 	"time"
 )
 
-// Prompt is what a turn asks a model to answer.
-type Prompt struct {
-	Seat    string
-	Role    string
-	Charter string
-	Trigger Message
-}
-
-// Completion is a model's answer. An empty Text means the model chose not to
-// reply.
-type Completion struct {
-	Text string
-}
-
-// Model is a model backend (DESIGN §9).
-type Model interface {
-	Complete(ctx context.Context, p Prompt) (Completion, error)
-}
-
 // ChatMessage is one message of a model conversation.
 type ChatMessage struct {
 	// Role is "user", "assistant" or "tool".
@@ -53,11 +34,20 @@ type ToolSpec struct {
 	Description string `json:"description"`
 	// Schema is the JSON Schema of the arguments object.
 	Schema json.RawMessage `json:"schema"`
+	// ReadOnly marks a tool that changes nothing (MCP readOnlyHint): its
+	// calls may be retried. Providers do not send it.
+	ReadOnly bool `json:"read_only,omitempty"`
 }
 
 // ModelRequest is one model call: the system prompt, the conversation so far
 // and the tools on offer.
 type ModelRequest struct {
+	// Seat and Role say who asks; Trigger is the message the conversation
+	// answers. Providers send only System, Messages and Tools; the scripted
+	// provider matches its rules on Trigger.
+	Seat      string        `json:"seat,omitempty"`
+	Role      string        `json:"role,omitempty"`
+	Trigger   *Message      `json:"trigger,omitempty"`
 	System    string        `json:"system"`
 	Messages  []ChatMessage `json:"messages"`
 	Tools     []ToolSpec    `json:"tools,omitempty"`

@@ -124,6 +124,9 @@ type SeatState struct {
 	Pause     *PauseHold   `json:"pause,omitempty"`
 	Drain     *DrainHold   `json:"drain,omitempty"`
 	Turn      *CurrentTurn `json:"turn,omitempty"`
+	// Budget is the token cap that holds the seat's turns until its window
+	// turns; nil when none does.
+	Budget *BudgetHold `json:"budget_hold,omitempty"`
 	// QueuedMail is the number of entries the last mailbox read left unread;
 	// an estimate, refreshed on every read.
 	QueuedMail int64        `json:"queued_mail"`

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/watchdog"
 )
 
@@ -206,15 +208,28 @@ func TestHostRefusesSeatsItDoesNotHost(t *testing.T) {
 		{"CheckHosted of an unknown seat", func() error { return n1.CheckHosted("nobody", 1) }},
 		// n1 still believes it hosts cto at its old epoch (a zombie): the
 		// turn is refused by the epoch fence in Postgres.
-		{"RunTurn on the zombie tenure", func() error {
-			_, err := turns.RunTurn(e.ctx, crewlet.TurnInput{Handle: "cto", Epoch: a1.Epoch, TurnID: "turn/cto/x", WorkKey: "x",
+		{"BeginTurn on the zombie tenure", func() error {
+			_, err := turns.BeginTurn(e.ctx, crewlet.BeginTurnInput{Handle: "cto", Epoch: a1.Epoch, TurnID: "turn/cto/x", WorkKey: "x",
 				Mail: []crewlet.MailRef{{StreamID: "0-1", EventID: "ev-1"}}})
 			return err
 		}},
-		// A RunTurn at the current epoch on a node that does not host it.
-		{"RunTurn on a node that does not host the seat", func() error {
-			_, err := turns.RunTurn(e.ctx, crewlet.TurnInput{Handle: "cto", Epoch: a2.Epoch, TurnID: "turn/cto/y", WorkKey: "y",
-				Mail: []crewlet.MailRef{{StreamID: "0-1", EventID: "ev-1"}}})
+		{"ModelRound on the zombie tenure", func() error {
+			_, err := turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Handle: "cto", Epoch: a1.Epoch, WorkKey: "x", Round: 1})
+			return err
+		}},
+		{"ToolCall on the zombie tenure", func() error {
+			_, err := turns.ToolCall(e.ctx, crewlet.ToolCallInput{Handle: "cto", Epoch: a1.Epoch, WorkKey: "x", Round: 1,
+				Call: crewlet.ToolCallRef{Name: "diary_write"}})
+			return err
+		}},
+		{"FinishTurn on the zombie tenure", func() error {
+			_, err := turns.FinishTurn(e.ctx, crewlet.FinishTurnInput{Handle: "cto", Epoch: a1.Epoch, TurnID: "turn/cto/x", WorkKey: "x"})
+			return err
+		}},
+		// A tool call at the current epoch on a node that does not host it.
+		{"ToolCall on a node that does not host the seat", func() error {
+			_, err := turns.ToolCall(e.ctx, crewlet.ToolCallInput{Handle: "cto", Epoch: a2.Epoch, WorkKey: "y", Round: 1,
+				Call: crewlet.ToolCallRef{Name: "diary_write"}})
 			return err
 		}},
 	}
@@ -260,16 +275,8 @@ func TestUnprovenTeardownKeepsTheSeatUntilItSucceeds(t *testing.T) {
 	e := setupZombie(t)
 	e.seat(t, "s01")
 	host := newHost(e, "n1:aaaa")
-	failures := 3
-	var mu sync.Mutex
-	host.Teardown = func(string) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if failures > 0 {
-			failures--
-			return errors.New("mcp child would not stop")
-		}
-		return nil
+	host.StartTools = func(context.Context, string) (ToolSession, error) {
+		return &stubbornSession{failures: 3}, nil
 	}
 	out, err := host.Attach(e.ctx, crewlet.AttachInput{Handle: "s01"})
 	if err != nil {
@@ -335,4 +342,27 @@ func TestPrepareTurnSkipsTriggersTheLedgerHoldsByEventOrChatID(t *testing.T) {
 	if err != nil || len(events) != 2 || events[0].Kind != "turn_trigger_skipped" {
 		t.Fatalf("seat events %+v (%v); want two turn_trigger_skipped", events, err)
 	}
+}
+
+// stubbornSession is a tool session whose first Closes fail, as an MCP child
+// that will not stop does.
+type stubbornSession struct {
+	mu       sync.Mutex
+	failures int
+}
+
+func (s *stubbornSession) Tools() []tools.Tool { return nil }
+
+func (s *stubbornSession) Call(context.Context, string, json.RawMessage, string) (tools.Result, error) {
+	return tools.Result{}, errors.New("not callable")
+}
+
+func (s *stubbornSession) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failures > 0 {
+		s.failures--
+		return errors.New("mcp child would not stop")
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/watchdog"
 )
 
@@ -28,14 +30,30 @@ type Host struct {
 	Beat     time.Duration
 	Watchdog *watchdog.Watchdog
 	Log      *slog.Logger
-	// Teardown stops what a tenure started on this node (its MCP children);
-	// nil when a tenure starts nothing. An error keeps the seat here.
-	Teardown func(handle string) error
+	// StartTools starts what a tenure runs on this node: the role's MCP
+	// servers. nil starts nothing.
+	StartTools func(ctx context.Context, handle string) (ToolSession, error)
 
 	mu       sync.Mutex
 	hosted   map[string]int64
+	sessions map[string]ToolSession
 	unproven map[string]time.Time
 	draining bool
+}
+
+// ToolSession is the MCP servers one tenure started on this node
+// (tools.Session). Close proves them stopped; an error keeps the seat here.
+type ToolSession interface {
+	Tools() []tools.Tool
+	Call(ctx context.Context, name string, args json.RawMessage, idempotencyKey string) (tools.Result, error)
+	Close() error
+}
+
+// session returns the tool session of the seat's tenure here, or nil.
+func (h *Host) session(handle string) ToolSession {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sessions[handle]
 }
 
 // Hosts reports whether this node hosts the seat at epoch.
@@ -85,10 +103,20 @@ func (h *Host) Attach(ctx context.Context, in crewlet.AttachInput) (crewlet.Atta
 		return crewlet.AttachOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("node %s is draining and takes no new seat", h.Incarnation), crewlet.RefusedErrorType, nil)
 	}
+	// A tenure this node held before (a lost host that came back) ends
+	// here first: its children must not outlive it.
+	if err := h.teardown(in.Handle); err != nil {
+		return crewlet.AttachOutput{}, fmt.Errorf("stop the previous tenure's tools of %s: %w", in.Handle, err)
+	}
 	row, err := h.Store.Attach(ctx, in.Handle, h.Incarnation, h.NodeID)
 	if err != nil {
 		return crewlet.AttachOutput{}, err
 	}
+	session, err := h.startTools(ctx, in.Handle, row.Epoch)
+	if err != nil {
+		return crewlet.AttachOutput{}, err
+	}
+	h.keepSession(in.Handle, session)
 	h.mu.Lock()
 	if h.hosted == nil {
 		h.hosted = map[string]int64{}
@@ -163,11 +191,72 @@ func (h *Host) Detach(ctx context.Context, in crewlet.DetachInput) error {
 	return nil
 }
 
+// startTools starts the tenure's MCP servers and records the tool catalog
+// its turns offer the model: the first-party tools and the servers' tools.
+func (h *Host) startTools(ctx context.Context, handle string, epoch int64) (ToolSession, error) {
+	var session ToolSession
+	if h.StartTools != nil {
+		var err error
+		if session, err = h.StartTools(ctx, handle); err != nil {
+			if session != nil {
+				// A child that would not stop: the next Attach or Detach
+				// of this seat here retries its teardown.
+				h.keepSession(handle, session)
+			}
+			return nil, fmt.Errorf("start the MCP servers of %s: %w", handle, err)
+		}
+	}
+	catalog := firstPartyTools()
+	if session != nil {
+		for _, t := range session.Tools() {
+			spec := t.Spec
+			spec.ReadOnly = t.ReadOnly
+			catalog = append(catalog, spec)
+		}
+	}
+	raw, err := json.Marshal(catalog)
+	if err == nil {
+		err = h.Store.SetSeatTools(ctx, handle, epoch, raw)
+	}
+	if err != nil {
+		if session != nil {
+			if cerr := session.Close(); cerr != nil {
+				h.Log.Warn("seat_release_unproven", "seat", handle, "epoch", epoch, "error", cerr)
+			}
+		}
+		return nil, fmt.Errorf("record the tool catalog of %s: %w", handle, err)
+	}
+	return session, nil
+}
+
+func (h *Host) keepSession(handle string, session ToolSession) {
+	if session == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.sessions == nil {
+		h.sessions = map[string]ToolSession{}
+	}
+	h.sessions[handle] = session
+}
+
+// teardown stops the seat's MCP servers on this node, if it runs any. A
+// session whose Close fails stays, so the next teardown retries it.
 func (h *Host) teardown(handle string) error {
-	if h.Teardown == nil {
+	session := h.session(handle)
+	if session == nil {
 		return nil
 	}
-	return h.Teardown(handle)
+	if err := session.Close(); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	if h.sessions[handle] == session {
+		delete(h.sessions, handle)
+	}
+	h.mu.Unlock()
+	return nil
 }
 
 // CheckHosted returns a fenced error unless this node hosts the seat at epoch.

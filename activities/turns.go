@@ -2,13 +2,21 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
+
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/budget"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/mailbox"
@@ -16,16 +24,20 @@ import (
 	"github.com/crewlet/crewlet/internal/store"
 )
 
-// Turns runs turns: read the triggers, ask the model, record the transcript,
-// deliver replies, record the completion ledger.
+// Turns runs the steps of a turn (DESIGN §6): open it, one model call per
+// round, one tool call per call asked for, and close it. Each step reads
+// what the steps before it recorded in Postgres and records what it did
+// under a key of the work, so a step run twice does its work once.
 type Turns struct {
 	host    *Host
 	org     *config.Config
 	store   *store.Store
 	mailbox *mailbox.Mailbox
 	control *control.Control
-	models  map[string]crewlet.Model
+	models  map[string]crewlet.ChatModel
 	log     *slog.Logger
+	// Now is the clock budgets are charged and checked on.
+	Now func() time.Time
 }
 
 // NewTurns builds the model of every profile in org once.
@@ -34,36 +46,49 @@ func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailb
 	if err != nil {
 		return nil, err
 	}
-	models := map[string]crewlet.Model{}
+	models := map[string]crewlet.ChatModel{}
 	for name, p := range org.Profiles {
-		m, err := model.New(p, probe)
+		m, err := model.New(name, p, probe)
 		if err != nil {
 			return nil, fmt.Errorf("profile %s: %w", name, err)
 		}
 		models[name] = m
 	}
-	return &Turns{host: host, org: org, store: st, mailbox: mb, control: ctl, models: models, log: log}, nil
+	return &Turns{host: host, org: org, store: st, mailbox: mb, control: ctl, models: models, log: log, Now: time.Now}, nil
 }
 
-// RunTurn answers a batch of triggers. It runs on the seat's host and
-// heartbeats, so a host lost mid-turn is noticed within the heartbeat timeout.
-// Every step is keyed on the work, so a re-run after a crash repeats nothing
-// that already landed: the transcript is keyed by event id, a reply's event id
-// is derived from the turn and its trigger, memory rows are keyed on the work
-// key, and the ledger is keyed by trigger. The seat ran PrepareTurn first, so
-// the batch holds only triggers the ledger does not.
-func (a *Turns) RunTurn(ctx context.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error) {
-	if err := a.host.CheckHosted(in.Handle, in.Epoch); err != nil {
-		return crewlet.TurnOutput{}, err
-	}
-	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
-		return crewlet.TurnOutput{}, fence(a.log, in.Handle, in.Epoch, err)
-	}
-	stop := make(chan struct{})
-	defer close(stop)
-	go heartbeatWhile(ctx, a.host.Beat, stop)
+// Keys of a turn's messages in Postgres, one per step that wrote them.
+func userKey() string                  { return "user" }
+func roundKey(round int) string        { return fmt.Sprintf("r%d", round) }
+func resultKey(round, call int) string { return fmt.Sprintf("r%dc%d", round, call) }
 
-	var out crewlet.TurnOutput
+const noteKey = "note"
+
+// outcomeUnknown is what the model is told of a write tool call that
+// started and left no result: it may or may not have happened.
+const outcomeUnknown = "Outcome unknown: this call was started but its result was lost (the call timed out or its node was lost mid-call). It may or may not have taken effect; check before retrying."
+
+// BeginTurn opens a turn: it refuses a turn over a budget cap, records the
+// triggers and starts one conversation per trigger that needs an answer.
+// Replies are recorded, never answered, so two seats cannot reply to each
+// other forever; a chat message delivered twice in one batch is answered once.
+func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out crewlet.BeginTurnOutput, err error) {
+	defer recoverPanic(a.log, in.Handle, "BeginTurn", &err)
+	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
+		return out, fence(a.log, in.Handle, in.Epoch, err)
+	}
+	_, role, err := a.role(in.Handle)
+	if err != nil {
+		return out, err
+	}
+	usage, err := a.store.Usage(ctx, in.Handle, role.Budget.Caps(), a.org.Company.Budget.Caps(), a.Now(), a.org.Location())
+	if err != nil {
+		return out, err
+	}
+	if hold := budget.Check(usage); hold != nil {
+		a.log.Info("turn_held", "seat", in.Handle, "scope", hold.Scope, "window", hold.Window, "cap", hold.Cap, "used", hold.Used, "resets_at", hold.ResetsAt)
+		return crewlet.BeginTurnOutput{Hold: hold}, nil
+	}
 	streamIDs := make([]string, len(in.Mail))
 	for i, ref := range in.Mail {
 		streamIDs[i] = ref.StreamID
@@ -72,37 +97,294 @@ func (a *Turns) RunTurn(ctx context.Context, in crewlet.TurnInput) (crewlet.Turn
 	if err != nil {
 		return out, err
 	}
-	seat, ok := a.org.Seat(in.Handle)
-	role, hasRole := a.org.Roles[seat.Role]
-	m := a.models[role.Profile]
-	if !ok || !hasRole || m == nil {
-		return out, crewlet.Errorf(crewlet.ENOTFOUND, "seat %s has no agent role with a profile in the org", in.Handle)
-	}
-
-	// The same chat message delivered twice in one batch is answered once.
+	var threads []int
 	answeredChat := map[string]bool{}
-	var transcript []crewlet.Message
-	var ledger []string
-	counterparties := map[string]bool{}
-	for _, trigger := range msgs {
-		ledger = append(ledger, crewlet.LedgerKeys(trigger)...)
-		transcript = append(transcript, trigger)
-		out.Answered = append(out.Answered, trigger.EventID)
-		if trigger.ChatID != "" {
-			if answeredChat[trigger.ChatID] {
-				continue
-			}
-			answeredChat[trigger.ChatID] = true
+	for i, m := range msgs {
+		if m.Type == crewlet.MessageReply || (m.ChatID != "" && answeredChat[m.ChatID]) {
+			continue
 		}
-		counterparties[trigger.From] = true
-		reply, err := a.answer(ctx, m, in, seat.Role, role.Charter, trigger)
+		if m.ChatID != "" {
+			answeredChat[m.ChatID] = true
+		}
+		threads = append(threads, i)
+	}
+	catalog, err := a.store.SeatTools(ctx, in.Handle)
+	if err != nil {
+		return out, err
+	}
+	row, err := a.store.OpenTurn(ctx, store.TurnRow{
+		Seat: in.Handle, WorkKey: in.WorkKey, TurnID: in.TurnID, Epoch: in.Epoch, Mail: msgs, Threads: threads,
+		Tools: catalog, MaxRounds: role.MaxRounds, Status: "running", StartedAt: a.Now(),
+	})
+	if err != nil {
+		return out, err
+	}
+	for thread := range row.Threads {
+		trigger, key, err := threadOf(row, thread)
 		if err != nil {
 			return out, err
 		}
-		if reply != nil {
-			transcript = append(transcript, *reply)
-			out.Replies++
+		_, err = a.store.AppendTurnMessage(ctx, in.Handle, key, store.TurnMessage{
+			Key: userKey(), Message: crewlet.ChatMessage{Role: "user", Content: triggerText(trigger)},
+		})
+		if err != nil {
+			return out, err
 		}
+	}
+	return crewlet.BeginTurnOutput{Threads: len(row.Threads), MaxRounds: row.MaxRounds}, nil
+}
+
+// threadOf returns a thread's trigger and the key its conversation is
+// recorded under (crewlet.ThreadKey), so its recorded rounds and tool calls
+// are not repeated when it comes back in another batch.
+func threadOf(turn store.TurnRow, thread int) (crewlet.Message, string, error) {
+	if thread < 0 || thread >= len(turn.Threads) || turn.Threads[thread] >= len(turn.Mail) {
+		return crewlet.Message{}, "", temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("turn %s has no thread %d", turn.TurnID, thread), "bad_thread", nil)
+	}
+	trigger := turn.Mail[turn.Threads[thread]]
+	return trigger, crewlet.ThreadKey(trigger.EventID), nil
+}
+
+// triggerText is how a trigger reads to the model.
+func triggerText(m crewlet.Message) string {
+	return fmt.Sprintf("Message from %s (conversation %s):\n\n%s", m.From, m.Conversation, m.Body)
+}
+
+// systemPrompt is the exact system prompt of a seat's turns; its receipt
+// (sha-256 and size) is recorded with every round.
+func (a *Turns) systemPrompt(handle, roleName string, role config.Role) string {
+	var b strings.Builder
+	if role.Charter != "" {
+		b.WriteString(strings.TrimSpace(role.Charter))
+		b.WriteString("\n\n")
+	}
+	fmt.Fprintf(&b, "You are %s, a seat with the role %s", handle, roleName)
+	if a.org.Company.Name != "" {
+		fmt.Fprintf(&b, " at %s", a.org.Company.Name)
+	}
+	b.WriteString(". Your final answer is sent to whoever wrote to you. Use the tools when you need them; a tool result that says the outcome is unknown means check before trying again.")
+	return b.String()
+}
+
+// ModelRound makes one model call of a turn: the conversation so far in,
+// the model's answer recorded. A round that already has a recorded answer
+// (a re-run) returns it without asking the model again.
+func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out crewlet.ModelRoundOutput, err error) {
+	defer recoverPanic(a.log, in.Handle, "ModelRound", &err)
+	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
+		return out, fence(a.log, in.Handle, in.Epoch, err)
+	}
+	turn, err := a.store.Turn(ctx, in.Handle, in.WorkKey)
+	if err != nil {
+		return out, err
+	}
+	catalog, err := decodeCatalog(turn.Tools)
+	if err != nil {
+		return out, err
+	}
+	trigger, key, err := threadOf(turn, in.Thread)
+	if err != nil {
+		return out, err
+	}
+	msgs, err := a.store.TurnMessages(ctx, in.Handle, key, 0)
+	if err != nil {
+		return out, err
+	}
+	if m, ok := findKey(msgs, roundKey(in.Round)); ok {
+		return roundOutput(m.Message, catalog, 0), nil
+	}
+	if msgs, err = a.settleCalls(ctx, in.Handle, key, in.Round-1, msgs, catalog); err != nil {
+		return out, err
+	}
+	seat, role, err := a.role(in.Handle)
+	if err != nil {
+		return out, err
+	}
+	system := a.systemPrompt(in.Handle, seat.Role, role)
+	req := crewlet.ModelRequest{
+		Seat: in.Handle, Role: seat.Role, Trigger: &trigger, System: system,
+		Tools: catalog, MaxTokens: a.org.Profiles[role.Profile].MaxTokens,
+	}
+	for _, m := range msgs {
+		req.Messages = append(req.Messages, m.Message)
+	}
+	stop := make(chan struct{})
+	go heartbeatWhile(ctx, a.host.Beat, stop)
+	resp, err := a.models[role.Profile].Chat(ctx, req)
+	close(stop)
+	if err != nil {
+		return out, modelFailure(err)
+	}
+	answer := crewlet.ChatMessage{Role: "assistant", Content: resp.Text, ToolCalls: resp.ToolCalls}
+	for i := range answer.ToolCalls {
+		if answer.ToolCalls[i].ID == "" {
+			answer.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", in.Round, i)
+		}
+	}
+	stored, err := a.store.AppendTurnMessage(ctx, in.Handle, key, store.TurnMessage{
+		Key: roundKey(in.Round), Round: in.Round, Message: answer,
+	})
+	if err != nil {
+		return out, err
+	}
+	sum := sha256.Sum256([]byte(system))
+	tokens := resp.Usage.InputTokens + resp.Usage.OutputTokens
+	_, err = a.store.RecordRound(ctx, store.RoundRow{
+		Seat: in.Handle, WorkKey: key, Round: in.Round, Profile: role.Profile,
+		SystemSHA256: hex.EncodeToString(sum[:]), SystemBytes: len(system),
+		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, RecordedAt: a.Now(),
+	}, a.org.Location())
+	if err != nil {
+		return out, err
+	}
+	return roundOutput(stored.Message, catalog, tokens), nil
+}
+
+// settleCalls gives every call of the thread's round that has no result
+// one, so the model hears what became of it: a read that failed, or a write
+// whose outcome is unknown.
+func (a *Turns) settleCalls(ctx context.Context, handle, key string, round int, msgs []store.TurnMessage, catalog []crewlet.ToolSpec) ([]store.TurnMessage, error) {
+	last, ok := findKey(msgs, roundKey(round))
+	if !ok {
+		return msgs, nil
+	}
+	for i, call := range last.Message.ToolCalls {
+		if _, ok := findKey(msgs, resultKey(round, i)); ok {
+			continue
+		}
+		text := outcomeUnknown
+		if readOnly(catalog, call.Name) {
+			text = "This read-only call failed after retries; you may try it again."
+		}
+		m, err := a.store.AppendTurnMessage(ctx, handle, key, store.TurnMessage{
+			Key: resultKey(round, i), Round: round,
+			Message: crewlet.ChatMessage{Role: "tool", ToolCallID: call.ID, Content: text, IsError: true},
+		})
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
+}
+
+func roundOutput(m crewlet.ChatMessage, catalog []crewlet.ToolSpec, tokens int64) crewlet.ModelRoundOutput {
+	out := crewlet.ModelRoundOutput{Tokens: tokens}
+	for i, c := range m.ToolCalls {
+		out.Calls = append(out.Calls, crewlet.ToolCallRef{Call: i, Name: c.Name, ReadOnly: readOnly(catalog, c.Name)})
+	}
+	return out
+}
+
+func readOnly(catalog []crewlet.ToolSpec, name string) bool {
+	for _, t := range catalog {
+		if t.Name == name {
+			return t.ReadOnly
+		}
+	}
+	return false
+}
+
+func findKey(msgs []store.TurnMessage, key string) (store.TurnMessage, bool) {
+	for _, m := range msgs {
+		if m.Key == key {
+			return m, true
+		}
+	}
+	return store.TurnMessage{}, false
+}
+
+func decodeCatalog(raw json.RawMessage) ([]crewlet.ToolSpec, error) {
+	if len(raw) == 0 {
+		return firstPartyTools(), nil
+	}
+	var catalog []crewlet.ToolSpec
+	if err := json.Unmarshal(raw, &catalog); err != nil {
+		return nil, fmt.Errorf("decode tool catalog: %w", err)
+	}
+	return catalog, nil
+}
+
+// modelFailure turns a provider's classified failure into what Temporal's
+// retry policy acts on: rate limits and server errors retry, after the
+// provider's retry-after when it gave one; the rest fail the round.
+func modelFailure(err error) error {
+	var pe *crewlet.ProviderError
+	if !errors.As(err, &pe) {
+		return fmt.Errorf("model: %w", err)
+	}
+	if pe.Retryable() {
+		return temporal.NewApplicationErrorWithOptions(pe.Error(), pe.Kind, temporal.ApplicationErrorOptions{NextRetryDelay: pe.RetryAfter})
+	}
+	return temporal.NewNonRetryableApplicationError(pe.Error(), crewlet.ProviderErrorType, nil)
+}
+
+// FinishTurn closes a turn: every conversation's answer (or the turn's note
+// where it has none) is recorded in its thread and sent to a sender that is
+// a seat; memory and the completion ledger are written last.
+func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out crewlet.FinishTurnOutput, err error) {
+	defer recoverPanic(a.log, in.Handle, "FinishTurn", &err)
+	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
+		return out, fence(a.log, in.Handle, in.Epoch, err)
+	}
+	turn, err := a.store.Turn(ctx, in.Handle, in.WorkKey)
+	if err != nil {
+		return out, err
+	}
+	replies := map[int]string{}
+	for thread := range turn.Threads {
+		_, key, err := threadOf(turn, thread)
+		if err != nil {
+			return out, err
+		}
+		msgs, err := a.store.TurnMessages(ctx, in.Handle, key, 0)
+		if err != nil {
+			return out, err
+		}
+		text, finished := answerOf(msgs)
+		if !finished && in.Note != "" {
+			note, err := a.store.AppendTurnMessage(ctx, in.Handle, key, store.TurnMessage{
+				Key: noteKey, Message: crewlet.ChatMessage{Role: "note", Content: in.Note},
+			})
+			if err != nil {
+				return out, err
+			}
+			text = note.Message.Content
+		}
+		replies[turn.Threads[thread]] = text
+	}
+	// Each trigger is followed by its reply, so a thread reads in order.
+	var transcript []crewlet.Message
+	var ledger []string
+	counterparties := map[string]bool{}
+	var exchanges []string
+	for i, trigger := range turn.Mail {
+		ledger = append(ledger, crewlet.LedgerKeys(trigger)...)
+		transcript = append(transcript, trigger)
+		out.Answered = append(out.Answered, trigger.EventID)
+		text, isThread := replies[i]
+		if !isThread {
+			continue
+		}
+		counterparties[trigger.From] = true
+		exchanges = append(exchanges, exchange(trigger, text))
+		if text == "" {
+			continue
+		}
+		// The reply's id is the trigger's, so a trigger answered again in
+		// another batch (its turn broke before the ledger) lands once.
+		transcript = append(transcript, crewlet.Message{
+			EventID:      "reply-" + crewlet.WorkKey([]string{in.Handle, trigger.EventID}),
+			Type:         crewlet.MessageReply,
+			From:         in.Handle,
+			To:           trigger.From,
+			Conversation: trigger.Conversation,
+			InReplyTo:    trigger.EventID,
+			Body:         text,
+			SentAt:       a.Now().UTC(),
+		})
+		out.Replies++
 	}
 	crashPoint("after_model", in.Handle)
 	if err := a.store.AppendMessages(ctx, in.WorkKey, transcript...); err != nil {
@@ -120,7 +402,10 @@ func (a *Turns) RunTurn(ctx context.Context, in crewlet.TurnInput) (crewlet.Turn
 		}
 	}
 	crashPoint("after_publish", in.Handle)
-	a.remember(ctx, in, len(msgs), out.Replies, counterparties)
+	a.remember(ctx, in, exchanges, counterparties)
+	if err := a.store.FinishTurn(ctx, in.Handle, in.WorkKey, string(in.Status), in.Note, in.StoppedBy, in.Rounds); err != nil {
+		a.log.Warn("turn_unrecorded", "seat", in.Handle, "turn", in.TurnID, "error", err)
+	}
 	// The ledger fails open: the effects above shipped, and failing the turn
 	// could not un-ship them. An unrecorded trigger that comes back runs
 	// again, and its keyed writes collapse.
@@ -128,20 +413,42 @@ func (a *Turns) RunTurn(ctx context.Context, in crewlet.TurnInput) (crewlet.Turn
 		a.log.Warn("ledger_unwritable", "seat", in.Handle, "turn", in.TurnID, "error", err)
 	}
 	crashPoint("after_ledger", in.Handle)
-	a.log.Info("turn_finished", "seat", in.Handle, "turn", in.TurnID, "triggers", len(out.Answered), "replies", out.Replies)
+	a.log.Info("turn_finished", "seat", in.Handle, "turn", in.TurnID, "status", in.Status, "rounds", in.Rounds,
+		"triggers", len(out.Answered), "replies", out.Replies)
 	return out, nil
 }
 
-// remember writes the seat's memory of the turn: one episode and one count
-// per counterparty, both keyed on the work key so a re-run remembers once.
-// Memory only records, so a failure is logged and the turn goes on.
-func (a *Turns) remember(ctx context.Context, in crewlet.TurnInput, triggers, replies int, counterparties map[string]bool) {
+// answerOf returns a conversation's final answer: the text of its last
+// model message, when that message asked for no tool.
+func answerOf(msgs []store.TurnMessage) (string, bool) {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i].Message
+		switch m.Role {
+		case "note":
+			return m.Content, true
+		case "assistant":
+			return m.Content, len(m.ToolCalls) == 0
+		case "tool":
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// remember writes the seat's memory of the turn: one episode saying what
+// was asked and answered, and one count per counterparty, both keyed on the
+// work key so a re-run remembers once. Memory only records, so a failure is
+// logged and the turn goes on.
+func (a *Turns) remember(ctx context.Context, in crewlet.FinishTurnInput, exchanges []string, counterparties map[string]bool) {
 	names := make([]string, 0, len(counterparties))
 	for who := range counterparties {
 		names = append(names, who)
 	}
 	sort.Strings(names)
-	summary := fmt.Sprintf("answered %d of %d triggers from %s", replies, triggers, strings.Join(names, ", "))
+	summary := strings.Join(exchanges, "\n")
+	if summary == "" {
+		summary = "recorded replies only"
+	}
 	if err := a.store.RecordEpisode(ctx, store.Episode{Seat: in.Handle, WorkKey: in.WorkKey, TurnID: in.TurnID, Summary: summary}); err != nil {
 		a.log.Warn("memory_unrecorded", "seat", in.Handle, "what", "episode", "error", err)
 	}
@@ -152,28 +459,41 @@ func (a *Turns) remember(ctx context.Context, in crewlet.TurnInput, triggers, re
 	}
 }
 
-// answer asks the model about one trigger and returns the reply to send, or
-// nil when there is nothing to answer: replies are recorded, never answered,
-// so two seats cannot reply to each other forever.
-func (a *Turns) answer(ctx context.Context, m crewlet.Model, in crewlet.TurnInput, role, charter string, trigger crewlet.Message) (*crewlet.Message, error) {
-	if trigger.Type == crewlet.MessageReply {
-		return nil, nil
+// exchange is one line of an episode: who asked what, and the answer.
+func exchange(trigger crewlet.Message, reply string) string {
+	return fmt.Sprintf("%s asked %q; answered %q", trigger.From, clip(trigger.Body), clip(reply))
+}
+
+// clip shortens s to episodeClip runes, on one line.
+func clip(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > episodeClip {
+		return string(r[:episodeClip]) + "…"
 	}
-	c, err := m.Complete(ctx, crewlet.Prompt{Seat: in.Handle, Role: role, Charter: charter, Trigger: trigger})
-	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
+	return s
+}
+
+// episodeClip is how much of a trigger and its answer an episode keeps.
+const episodeClip = 160
+
+// role returns the seat and its agent role.
+func (a *Turns) role(handle string) (config.Seat, config.Role, error) {
+	seat, ok := a.org.Seat(handle)
+	role, hasRole := a.org.Roles[seat.Role]
+	if !ok || !hasRole || a.models[role.Profile] == nil {
+		return seat, role, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("seat %s has no agent role with a profile in the org", handle), "no_role", nil)
 	}
-	if c.Text == "" {
-		return nil, nil
+	return seat, role, nil
+}
+
+// recoverPanic turns a panic of a turn step into a non-retryable error the
+// turn records and acks: a step that panicked would panic again.
+func recoverPanic(log *slog.Logger, handle, step string, err *error) {
+	r := recover()
+	if r == nil {
+		return
 	}
-	return &crewlet.Message{
-		EventID:      "reply-" + crewlet.WorkKey([]string{in.TurnID, trigger.EventID}),
-		Type:         crewlet.MessageReply,
-		From:         in.Handle,
-		To:           trigger.From,
-		Conversation: trigger.Conversation,
-		InReplyTo:    trigger.EventID,
-		Body:         c.Text,
-		SentAt:       time.Now().UTC(),
-	}, nil
+	log.Error("turn_panicked", "seat", handle, "step", step, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+	*err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s panicked: %v", step, r), crewlet.PanicErrorType, nil)
 }

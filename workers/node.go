@@ -24,6 +24,7 @@ import (
 	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/watchdog"
 	"github.com/crewlet/crewlet/workflows"
 )
@@ -97,7 +98,12 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		DrainRequested: make(chan struct{}), stop: make(chan struct{}),
 	}
 	n.watchdog = watchdog.New(hb, opts.Stderr, opts.Exit)
-	n.host = &activities.Host{Store: st, Incarnation: incarnation, NodeID: nodeID, Beat: hb / 3, Watchdog: n.watchdog, Log: n.log}
+	n.host = &activities.Host{
+		Store: st, Incarnation: incarnation, NodeID: nodeID, Beat: hb / 3, Watchdog: n.watchdog, Log: n.log,
+		StartTools: func(ctx context.Context, handle string) (activities.ToolSession, error) {
+			return startTools(ctx, org, handle, n.log)
+		},
+	}
 	turns, err := activities.NewTurns(n.host, org, st, mb, ctl, n.log)
 	if err != nil {
 		return nil, err
@@ -282,4 +288,24 @@ func (n *Node) ensureSchedule(ctx context.Context, id, workflowType string, ever
 			return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
 		},
 	})
+}
+
+// startTools starts the MCP servers of a seat's role; a role with none
+// starts nothing.
+func startTools(ctx context.Context, org *config.Config, handle string, log *slog.Logger) (activities.ToolSession, error) {
+	seat, _ := org.Seat(handle)
+	role := org.Roles[seat.Role]
+	if len(role.MCP) == 0 {
+		return nil, nil
+	}
+	servers := make([]tools.ServerConfig, len(role.MCP))
+	for i, m := range role.MCP {
+		servers[i] = tools.ServerConfig{Name: m.Name, Command: m.Command, Env: m.Env, URL: m.URL}
+	}
+	session, err := tools.Start(ctx, servers, log.With("seat", handle))
+	if session == nil {
+		// A nil *tools.Session must not become a non-nil interface.
+		return nil, err
+	}
+	return session, err
 }

@@ -28,6 +28,7 @@ func RegisterShared(r worker.Registry, d Deps) {
 	r.RegisterWorkflowWithOptions(workflows.Seat, workflow.RegisterOptions{Name: crewlet.SeatWorkflowType})
 	r.RegisterWorkflowWithOptions(workflows.Rebalance, workflow.RegisterOptions{Name: workflows.RebalanceWorkflowType})
 	r.RegisterWorkflowWithOptions(workflows.Maintenance, workflow.RegisterOptions{Name: workflows.MaintenanceWorkflowType})
+	r.RegisterWorkflowWithOptions(workflows.Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
 	register(r, map[string]any{
 		crewlet.ActivityPlaceSeat:     d.Seats.PlaceSeat,
 		crewlet.ActivitySetSeatStatus: d.Seats.SetSeatStatus,
@@ -36,6 +37,9 @@ func RegisterShared(r worker.Registry, d Deps) {
 		crewlet.ActivityMaintenance:   d.Maintenance.Maintenance,
 		crewlet.ActivityAckMail:       d.Mail.AckMail,
 		crewlet.ActivityRebalance:     d.Rebalance.Rebalance,
+		crewlet.ActivityBeginTurn:     d.Turns.BeginTurn,
+		crewlet.ActivityModelRound:    d.Turns.ModelRound,
+		crewlet.ActivityFinishTurn:    d.Turns.FinishTurn,
 	})
 }
 
@@ -43,10 +47,10 @@ func RegisterShared(r worker.Registry, d Deps) {
 // and everything that needs what the tenure started on the node.
 func RegisterHost(r worker.Registry, d Deps) {
 	register(r, map[string]any{
-		crewlet.ActivityAttach:  d.Host.Attach,
-		crewlet.ActivityHold:    d.Host.Hold,
-		crewlet.ActivityDetach:  d.Host.Detach,
-		crewlet.ActivityRunTurn: d.Turns.RunTurn,
+		crewlet.ActivityAttach:   d.Host.Attach,
+		crewlet.ActivityHold:     d.Host.Hold,
+		crewlet.ActivityDetach:   d.Host.Detach,
+		crewlet.ActivityToolCall: d.Turns.ToolCall,
 	})
 }
 

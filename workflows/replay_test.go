@@ -10,27 +10,31 @@ import (
 	"github.com/crewlet/crewlet"
 )
 
-// TestSeatReplaysRecordedHistories replays histories recorded from the dev
-// server. A change to the Seat workflow that would break running seats fails
+// TestReplaysRecordedHistories replays histories recorded from the dev
+// server. A change to a workflow that would break running executions fails
 // here; guard it with workflow.GetVersion and record a new history beside
 // these (`temporal workflow show --workflow-id seat/cto --output json`).
 //
 //   - seat_history.json: `crewlet serve` on the example org: place, attach and
-//     hold, send, reply to a seat, pause, two held messages answered in one
-//     batch after resume, drain (detach), resume (a new tenure), send.
+//     hold, four turns (one with diary_write, one with recall), a reply to a
+//     human seat, pause, two held messages answered in one batch after resume,
+//     drain (detach), resume (a new tenure), send.
 //   - seat_failover_history.json: two workers; the seat's node is killed
 //     (its Hold times out, the seat re-establishes on the other node with
-//     epoch + 1), mail, then that node is drained and the seat moves to a
-//     third (epoch 3), mail.
-func TestSeatReplaysRecordedHistories(t *testing.T) {
-	files, err := filepath.Glob("testdata/seat_*.json")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no recorded histories in testdata (%v)", err)
+//     epoch + 1), a turn, then that node is drained and the seat moves to a
+//     third (epoch 3), a turn.
+//   - turn_history.json: one Turn child of the first: a model round asking
+//     for recall, the tool call on the host queue, the final round.
+func TestReplaysRecordedHistories(t *testing.T) {
+	files, err := filepath.Glob("testdata/*_history.json")
+	if err != nil || len(files) < 3 {
+		t.Fatalf("want the recorded histories in testdata, found %v (%v)", files, err)
 	}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflowWithOptions(Seat, workflow.RegisterOptions{Name: crewlet.SeatWorkflowType})
+			r.RegisterWorkflowWithOptions(Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, file); err != nil {
 				t.Fatalf("replay of %s: %v", file, err)
 			}

@@ -57,7 +57,10 @@ const (
 	failureBackoff = 10 * time.Second
 	// placeBackoff caps the wait between placements that found no node, so
 	// a seat runs soon after a node able to run it joins.
-	placeBackoff            = 5 * time.Second
+	placeBackoff = 5 * time.Second
+	// budgetRecheck is the longest a seat held by a budget cap waits before
+	// it tries a turn again.
+	budgetRecheck           = time.Hour
 	defaultReadBatch        = 16
 	defaultHeartbeatTimeout = 3 * time.Second
 	defaultReleaseWait      = 30 * time.Second
@@ -179,6 +182,9 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 		case !s.attached:
 			s.establish(ctx)
 			continue
+		case s.state.Budget != nil && s.state.Pause == nil:
+			s.awaitBudget(ctx)
+			continue
 		case s.state.Pause != nil:
 			s.setStatus(ctx, crewlet.StatusPaused)
 			s.recordStatus(ctx, "paused")
@@ -210,6 +216,21 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 			continue
 		}
 		s.runBatch(ctx, mail)
+	}
+}
+
+// awaitBudget holds the seat's turns until the budget window that holds them
+// turns. The held triggers stay in the mailbox; the seat reads nothing
+// meanwhile. It checks again at least every budgetRecheck, so a cap raised
+// in config or a clock that disagrees with the activities' does not hold
+// the seat past what the next turn's check says.
+func (s *seat) awaitBudget(ctx workflow.Context) {
+	s.setStatus(ctx, crewlet.StatusIdle)
+	wait := min(max(s.state.Budget.ResetsAt.Sub(workflow.Now(ctx)), time.Second), budgetRecheck)
+	_, _ = workflow.AwaitWithTimeout(ctx, wait, func() bool { return s.state.Pause != nil || s.interrupted() })
+	if s.state.Pause == nil && !s.interrupted() {
+		s.state.Budget = nil
+		s.wakePending = true
 	}
 }
 
@@ -280,20 +301,39 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 			eventIDs[i] = m.EventID
 		}
 		workKey := crewlet.WorkKey(eventIDs)
-		turnID := fmt.Sprintf("turn/%s/%s", s.in.Handle, workKey)
+		turnID := crewlet.TurnWorkflowID(s.in.Handle, workKey)
 		s.state.Turn = &crewlet.CurrentTurn{ID: turnID, WorkKey: workKey, Triggers: len(prep.Run), StartedAt: workflow.Now(ctx)}
 		s.setStatus(ctx, crewlet.StatusRunning)
 		defer func() { s.state.Turn = nil }()
 
 		turnCtx, cancelTurn := workflow.WithCancel(ctx)
-		future := workflow.ExecuteActivity(s.hostContext(turnCtx, 10*time.Minute), crewlet.ActivityRunTurn, crewlet.TurnInput{
-			Handle: s.in.Handle, Epoch: s.state.Epoch, TurnID: turnID, WorkKey: workKey, Mail: prep.Run,
+		turnCtx = workflow.WithChildOptions(turnCtx, workflow.ChildWorkflowOptions{
+			WorkflowID:          turnID,
+			WaitForCancellation: true,
+			// A turn's workflow task held by a dead worker is retried
+			// elsewhere as fast as a lost host is noticed.
+			WorkflowTaskTimeout: s.in.HeartbeatTimeout,
 		})
-		if err := s.awaitTurn(ctx, future, cancelTurn); err != nil {
+		future := workflow.ExecuteChildWorkflow(turnCtx, crewlet.WorkflowTurn, crewlet.TurnInput{
+			Handle: s.in.Handle, Epoch: s.state.Epoch, HostQueue: s.state.HostQueue, TurnID: turnID, WorkKey: workKey,
+			Mail: prep.Run, HeartbeatTimeout: s.in.HeartbeatTimeout,
+		})
+		if err := s.awaitTurn(ctx, future, turnID, cancelTurn); err != nil {
 			return err
 		}
 		if err := future.Get(ctx, &out); err != nil {
 			return err
+		}
+		switch out.Status {
+		case crewlet.TurnFenced:
+			s.logger.Warn("seat_fenced", "seat", s.in.Handle, "epoch", s.state.Epoch)
+			s.stopHold()
+			s.attached = false
+			return nil
+		case crewlet.TurnHeld:
+			s.state.Budget = out.Hold
+			s.logger.Info("turn_held", "seat", s.in.Handle, "scope", out.Hold.Scope, "window", out.Hold.Window, "resets_at", out.Hold.ResetsAt)
+			return nil
 		}
 		s.state.Counters.Turns++
 	}
@@ -314,25 +354,45 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 	return nil
 }
 
-// awaitTurn waits for the turn in flight. A voluntary release (move, drain)
-// lets it finish for up to ReleaseWait, then cancels it; its triggers stay
-// unacked, so the next tenure runs them.
-func (s *seat) awaitTurn(ctx workflow.Context, turn workflow.Future, cancel workflow.CancelFunc) error {
-	if err := workflow.Await(ctx, func() bool { return turn.IsReady() || s.state.Drain != nil || s.movesAway() }); err != nil {
-		return err
+// awaitTurn waits for the turn in flight. A person's pause with stop_turn
+// asks the turn to stop at its next round boundary. A voluntary release
+// (move, drain) lets it finish for up to ReleaseWait, then cancels it; a lost
+// host cancels it at once. A cancelled turn's triggers stay unacked, so the
+// next tenure runs them, and the turn's recorded steps are not repeated.
+func (s *seat) awaitTurn(ctx workflow.Context, turn workflow.ChildWorkflowFuture, turnID string, cancel workflow.CancelFunc) error {
+	stopSent := false
+	stopTurn := func() bool { return !stopSent && s.state.Pause != nil && s.state.Pause.StopTurn }
+	for {
+		if err := workflow.Await(ctx, func() bool {
+			return turn.IsReady() || stopTurn() || s.hostLost || s.state.Drain != nil || s.movesAway()
+		}); err != nil {
+			return err
+		}
+		switch {
+		case turn.IsReady():
+			return nil
+		case stopTurn():
+			stopSent = true
+			req := crewlet.StopTurnRequest{By: s.state.Pause.By, Reason: s.state.Pause.Reason}
+			if err := turn.SignalChildWorkflow(ctx, crewlet.SignalStopTurn, req).Get(ctx, nil); err != nil {
+				s.logger.Warn("turn_stop_failed", "seat", s.in.Handle, "turn", turnID, "error", err)
+			}
+			continue
+		case s.hostLost:
+			s.logger.Warn("turn_cancelled", "seat", s.in.Handle, "turn", turnID, "reason", "host lost")
+			cancel()
+			return workflow.Await(ctx, turn.IsReady)
+		}
+		done, err := workflow.AwaitWithTimeout(ctx, s.in.ReleaseWait, func() bool { return turn.IsReady() || s.hostLost })
+		if err != nil {
+			return err
+		}
+		if !done || !turn.IsReady() {
+			s.logger.Warn("turn_cancelled", "seat", s.in.Handle, "turn", turnID, "reason", "release wait exceeded", "wait", s.in.ReleaseWait)
+			cancel()
+		}
+		return workflow.Await(ctx, turn.IsReady)
 	}
-	if turn.IsReady() {
-		return nil
-	}
-	done, err := workflow.AwaitWithTimeout(ctx, s.in.ReleaseWait, turn.IsReady)
-	if err != nil {
-		return err
-	}
-	if !done {
-		s.logger.Warn("turn_cancelled", "seat", s.in.Handle, "reason", "release wait exceeded", "wait", s.in.ReleaseWait)
-		cancel()
-	}
-	return workflow.Await(ctx, turn.IsReady)
 }
 
 // movesAway reports whether the pending move asks the seat to leave the node

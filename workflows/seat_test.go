@@ -88,6 +88,12 @@ type fakeSeatWorld struct {
 	// nil means every turn is quick.
 	slowTurn    func(in crewlet.TurnInput) bool
 	slowTurnFor time.Duration
+	// heldTurns is how many turns a budget cap holds, each until holdFor
+	// after it started.
+	heldTurns int
+	holdFor   time.Duration
+	// stoppedBy lists who stopped each turn a stop_turn signal ended.
+	stoppedBy []string
 }
 
 // fakeTurn is one turn that succeeded.
@@ -323,6 +329,64 @@ func (w *fakeSeatWorld) PrepareTurn(_ context.Context, in crewlet.PrepareTurnInp
 	return out, nil
 }
 
+// fakeTurnActivity is the fake world's whole turn, one activity on the host.
+const fakeTurnActivity = "FakeTurn"
+
+// turnWorkflow stands in for the Turn child workflow: the seat tests
+// exercise the seat, and Turn has tests of its own. It runs the whole turn
+// as one activity on the seat's host, so a lost host or a cancel reaches it
+// as it would reach a tool call. It is held by the budget heldTurns times
+// (until holdFor from its start), and a stop_turn signal cancels the
+// activity and ends the turn stopped.
+func (w *fakeSeatWorld) turnWorkflow(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error) {
+	w.mu.Lock()
+	held := w.heldTurns > 0
+	if held {
+		w.heldTurns--
+		w.eventf("turn %s e%d held", names(in.Mail), in.Epoch)
+	}
+	w.mu.Unlock()
+	if held {
+		return crewlet.TurnOutput{Status: crewlet.TurnHeld, Hold: &crewlet.BudgetHold{
+			Scope: crewlet.ScopeSeat, Window: crewlet.WindowDay, Cap: 100, Used: 100, ResetsAt: workflow.Now(ctx).Add(w.holdFor),
+		}}, nil
+	}
+	actCtx, cancel := workflow.WithCancel(ctx)
+	actCtx = workflow.WithActivityOptions(actCtx, workflow.ActivityOptions{
+		TaskQueue:           in.HostQueue,
+		StartToCloseTimeout: 10 * time.Minute,
+		HeartbeatTimeout:    in.HeartbeatTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+		WaitForCancellation: true,
+	})
+	future := workflow.ExecuteActivity(actCtx, fakeTurnActivity, in)
+	var stop *crewlet.StopTurnRequest
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(future, func(workflow.Future) {})
+	sel.AddReceive(workflow.GetSignalChannel(ctx, crewlet.SignalStopTurn), func(c workflow.ReceiveChannel, _ bool) {
+		var req crewlet.StopTurnRequest
+		c.Receive(ctx, &req)
+		stop = &req
+		cancel()
+	})
+	sel.Select(ctx)
+	var out crewlet.TurnOutput
+	err := future.Get(ctx, &out)
+	switch {
+	case stop != nil:
+		w.mu.Lock()
+		w.stoppedBy = append(w.stoppedBy, stop.By)
+		w.mu.Unlock()
+		return crewlet.TurnOutput{Status: crewlet.TurnStopped, Note: "stopped by " + stop.By}, nil
+	case isFenced(err):
+		return crewlet.TurnOutput{Status: crewlet.TurnFenced}, nil
+	case err != nil:
+		return out, err
+	}
+	out.Status = crewlet.TurnDone
+	return out, nil
+}
+
 // RunTurn answers the whole batch in one turn: it fails if any entry's hook
 // fails, and on success records every entry in the completion ledger.
 func (w *fakeSeatWorld) RunTurn(ctx context.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error) {
@@ -468,6 +532,7 @@ func newSeatHarness(t *testing.T) *seatHarness {
 	env.SetTestTimeout(10 * time.Second)
 	h := &seatHarness{t: t, env: env, world: newFakeSeatWorld(env)}
 	env.RegisterWorkflow(Seat)
+	env.RegisterWorkflowWithOptions(h.world.turnWorkflow, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
 	for name, fn := range map[string]any{
 		crewlet.ActivityPlaceSeat:     h.world.PlaceSeat,
 		crewlet.ActivityAttach:        h.world.Attach,
@@ -476,7 +541,7 @@ func newSeatHarness(t *testing.T) *seatHarness {
 		crewlet.ActivityReadMail:      h.world.ReadMail,
 		crewlet.ActivityAckMail:       h.world.AckMail,
 		crewlet.ActivityPrepareTurn:   h.world.PrepareTurn,
-		crewlet.ActivityRunTurn:       h.world.RunTurn,
+		fakeTurnActivity:              h.world.RunTurn,
 		crewlet.ActivitySetSeatStatus: h.world.SetSeatStatus,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
@@ -1331,54 +1396,6 @@ func TestSeatMove(t *testing.T) {
 	})
 }
 
-// A turn longer than ReleaseWait is cancelled by a move; its entry stays
-// unacked and runs once on the next tenure. The slow turn blocks in real
-// time, so the test keeps ReleaseWait and the heartbeat timeout short: while
-// an activity runs the test environment's timers fire on the wall clock.
-func TestSeatMoveCancelsLongTurn(t *testing.T) {
-	h := newSeatHarness(t)
-	move := crewlet.MoveRequest{ExcludeNode: "node-a", Reason: "node drain", By: "node-a"}
-	h.world.slowTurn = func(in crewlet.TurnInput) bool { return in.Epoch == 1 }
-	h.world.duringTurn = func(id string) {
-		h.world.mu.Lock()
-		first := h.world.attempts[id] == 0
-		h.world.mu.Unlock()
-		if id == "m1" && first {
-			h.env.SignalWorkflow(crewlet.SignalMove, move)
-		}
-	}
-	h.publish(time.Second, "m1", "m2")
-	after := h.view(30 * time.Minute)
-	in := seatIn()
-	in.HeartbeatTimeout = time.Second
-	in.ReleaseWait = 200 * time.Millisecond
-	h.run(in, time.Hour)
-
-	qa, qb := hostQueue("node-a"), hostQueue("node-b")
-	ev := h.events()
-	// The cancelled turn notices on its next heartbeat, concurrently with
-	// the release; leave its record out of the order.
-	ev = slices.DeleteFunc(ev, func(e string) bool { return e == "turn m1,m2 e1 cancelled" })
-	eq(t, "order", ev, ids(
-		"place exclude=[]", "attach e1 node-a queue="+qa,
-		`detach e1 "move: node drain" queue=`+qa,
-		"place exclude=[node-a]", "attach e2 node-b queue="+qb,
-		"turn m1,m2 e2 ok", "ack m1,m2 e2"))
-	h.world.mu.Lock()
-	eq(t, "turns that saw their context cancelled", h.world.cancelled, ids("m1,m2@e1"))
-	h.world.mu.Unlock()
-	eq(t, "turns run", after.turns, ids("m1,m2"))
-	eq(t, "acked", after.acked, ids("m1", "m2"))
-	eq(t, "epochs the turns ran under", h.world.turnEpochs(), []int64{2})
-	eq(t, "attempts of m1 (one cut short, one run)", h.world.attempts["m1"], 2)
-	eq(t, "attempts of m2 (one cut short, one run)", h.world.attempts["m2"], 2)
-	eq(t, "failures (a cut-short turn is no failure)", after.state.Counters.Failures, int64(0))
-	eq(t, "holds", after.holds, ids("e1@node-a:cancelled", "e2@node-b"))
-	eq(t, "epoch", after.state.Epoch, int64(2))
-	eq(t, "node", after.state.Node, "node-b")
-	eq(t, "status", after.state.Status, crewlet.StatusIdle)
-}
-
 // A move for a node the seat is not on must not cut its turn short either:
 // the move is ignored, so the turn would be wasted.
 func TestSeatMoveForAnotherNodeKeepsLongTurn(t *testing.T) {
@@ -1785,4 +1802,58 @@ func TestSeatStop(t *testing.T) {
 		eq(t, "statuses", statusNames(h.world), ids("stopped"))
 		eq(t, "turns run", end.turns, ids("m1"))
 	})
+}
+
+// A turn over a budget cap is held: its mail stays unacked, the seat says
+// which cap holds it and when it resets, reads nothing meanwhile, and runs
+// the turn once the window turns.
+func TestSeatBudgetHoldWaitsForTheWindowToTurn(t *testing.T) {
+	h := newSeatHarness(t)
+	h.world.heldTurns = 1
+	h.world.holdFor = 50 * time.Minute
+	h.publish(time.Second, "m1")
+	h.publish(time.Minute, "m2")
+	held := h.view(30 * time.Minute)
+	stillHeld := h.view(45 * time.Minute)
+	after := h.view(3 * time.Hour)
+	h.run(seatIn(), 4*time.Hour)
+
+	if held.state.Budget == nil {
+		t.Fatalf("state while held: no budget_hold; want the cap that holds the seat")
+	}
+	eq(t, "hold window", held.state.Budget.Window, crewlet.WindowDay)
+	eq(t, "acked while held", held.acked, []string(nil))
+	eq(t, "turns while held", held.turns, []string(nil))
+	eq(t, "status while held", held.state.Status, crewlet.StatusIdle)
+	eq(t, "reads while held (the seat reads nothing until the window turns)", stillHeld.reads, held.reads)
+	eq(t, "turns after the window turned", after.turns, ids("m1,m2"))
+	eq(t, "acked after the window turned", after.acked, ids("m1", "m2"))
+	eq(t, "budget_hold after", after.state.Budget, (*crewlet.BudgetHold)(nil))
+}
+
+// pause {stop_turn: true} during a turn stops it: the seat forwards the stop
+// to the turn, acks its triggers (the person stopped it so it would not go
+// on) and stays paused.
+func TestSeatPauseWithStopTurnStopsTheTurnInFlight(t *testing.T) {
+	h := newSeatHarness(t)
+	// The turn's activity ends by itself: the test environment does not
+	// deliver a child workflow's activity cancellation.
+	h.world.slowTurn = func(in crewlet.TurnInput) bool { return true }
+	h.world.slowTurnFor = time.Second
+	stopped := false
+	h.world.duringTurn = func(id string) {
+		if id == "m1" && !stopped {
+			stopped = true
+			h.env.SignalWorkflow(crewlet.SignalPause, crewlet.PauseRequest{StopTurn: true, Reason: "wrong repo", By: "olga"})
+		}
+	}
+	h.publish(time.Second, "m1")
+	v := h.view(30 * time.Minute)
+	h.run(seatIn(), time.Hour)
+
+	h.world.mu.Lock()
+	eq(t, "turns stopped by", h.world.stoppedBy, ids("olga"))
+	h.world.mu.Unlock()
+	eq(t, "acked", v.acked, ids("m1"))
+	eq(t, "status", v.state.Status, crewlet.StatusPaused)
 }

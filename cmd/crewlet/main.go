@@ -31,6 +31,10 @@ Client commands (talk to the API at --api URL, default $CREWLET_API or http://12
   inbox HANDLE [--limit N]      show a seat's newest mail (how people read a human seat)
   conversation ID               print a conversation's transcript
   seats events HANDLE           a seat's event history (skipped triggers, dead letters, requeues)
+  seats usage HANDLE            tokens used and caps per day/week/month, seat and company; the hold if any
+  seats turns HANDLE [--limit N]
+                                a seat's newest turns: id, status, rounds, start, note
+  turn show TURN-ID             a turn's model transcript per thread and its charter receipts
   deadletters ls                mail the seats gave up on, with reason and delivery count
   deadletters requeue ID        put a dead letter back in its seat's mailbox with a fresh budget
   nodes ls [--all]              list worker nodes: labels, seats held, fair share, heartbeat age
@@ -85,7 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runConfigCheck(rest[1:], stdout)
 	case "seats":
 		if len(rest) == 0 {
-			return usageError{"usage: crewlet seats ls | seats show HANDLE | seats events HANDLE"}
+			return usageError{"usage: crewlet seats ls | seats show HANDLE | seats events HANDLE | seats usage HANDLE | seats turns HANDLE"}
 		}
 		switch rest[0] {
 		case "ls":
@@ -94,8 +98,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runSeatsShow(ctx, rest[1:], stdout)
 		case "events":
 			return runSeatEvents(ctx, rest[1:], stdout)
+		case "usage":
+			return runSeatUsage(ctx, rest[1:], stdout)
+		case "turns":
+			return runSeatTurns(ctx, rest[1:], stdout)
 		}
-		return usageError{fmt.Sprintf("unknown seats command %q; use ls, show or events", rest[0])}
+		return usageError{fmt.Sprintf("unknown seats command %q; use ls, show, events, usage or turns", rest[0])}
+	case "turn":
+		if len(rest) == 0 || rest[0] != "show" {
+			return usageError{"usage: crewlet turn show TURN-ID"}
+		}
+		return runTurnShow(ctx, rest[1:], stdout)
 	case "deadletters":
 		if len(rest) == 0 {
 			return usageError{"usage: crewlet deadletters ls | deadletters requeue ID"}

@@ -2,7 +2,11 @@
 // package besides cmd/ that uses viper.
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/crewlet/crewlet"
+)
 
 // Config is the whole org file: the company, where its services are, and its
 // roles, seats and model profiles.
@@ -22,8 +26,32 @@ type Config struct {
 
 // Company names the company.
 type Company struct {
-	Name     string `mapstructure:"name"`
+	Name string `mapstructure:"name"`
+	// Timezone is an IANA zone; budget windows and schedules run on it.
 	Timezone string `mapstructure:"timezone"`
+	// Budget caps the tokens of every seat together.
+	Budget Budget `mapstructure:"budget"`
+}
+
+// Budget is token caps per window (DESIGN §6); 0 means no cap.
+type Budget struct {
+	TokensPerDay   int64 `mapstructure:"tokens_per_day"`
+	TokensPerWeek  int64 `mapstructure:"tokens_per_week"`
+	TokensPerMonth int64 `mapstructure:"tokens_per_month"`
+}
+
+// Caps returns the budget as the domain type.
+func (b Budget) Caps() crewlet.BudgetCaps {
+	return crewlet.BudgetCaps{TokensPerDay: b.TokensPerDay, TokensPerWeek: b.TokensPerWeek, TokensPerMonth: b.TokensPerMonth}
+}
+
+// Location returns the company's time zone; UTC when it does not load,
+// which a validated config rules out.
+func (c *Config) Location() *time.Location {
+	if loc, err := time.LoadLocation(c.Company.Timezone); err == nil && c.Company.Timezone != "Local" {
+		return loc
+	}
+	return time.UTC
 }
 
 // Temporal says where the Temporal frontend is.
@@ -95,9 +123,29 @@ type Maintenance struct {
 	LedgerRetention time.Duration `mapstructure:"ledger_retention"`
 }
 
+// Providers a profile may name.
+const (
+	ProviderScripted  = "scripted"
+	ProviderOpenAI    = "openai"
+	ProviderAnthropic = "anthropic"
+)
+
 // Profile is a model backend.
 type Profile struct {
 	Provider string `mapstructure:"provider"`
+
+	// BaseURL, Model, APIKeyEnv and MaxTokens configure the openai and
+	// anthropic providers. BaseURL is filled in at load with the provider's
+	// public endpoint when empty.
+	BaseURL string `mapstructure:"base_url"`
+	Model   string `mapstructure:"model"`
+	// APIKeyEnv names the environment variable holding the API key; the
+	// file never holds the key itself.
+	APIKeyEnv string `mapstructure:"api_key_env"`
+	// MaxTokens caps each answer; 0 leaves it to the provider (anthropic,
+	// which requires a cap, then uses 4096).
+	MaxTokens int `mapstructure:"max_tokens"`
+
 	// Rules and Delay configure the scripted provider.
 	Rules []Rule `mapstructure:"rules"`
 	// Delay is written with a unit ("2s"); a bare number other than 0 is refused.
@@ -106,21 +154,53 @@ type Profile struct {
 
 // Rule is one scripted-provider rule: the first rule whose Match regexp
 // matches the incoming text produces Reply, a text/template executed with
-// .Text, .From, .Handle, .Role, .Conversation and .Groups (the submatches).
+// .Text, .From, .Handle, .Role, .Conversation and .Groups (the submatches),
+// and, after Tools ran, .Results and .Tools.
 type Rule struct {
 	Match string `mapstructure:"match"`
 	Reply string `mapstructure:"reply"`
+	// Tools, when set, are called first, in one round; Reply answers once
+	// their results are in.
+	Tools []RuleTool `mapstructure:"tools"`
 	// Fail, when set, makes a matching message fail the model call with this
 	// text instead of replying: a way to exercise retries and dead letters.
 	Fail string `mapstructure:"fail"`
+}
+
+// RuleTool is one tool call a scripted rule makes.
+type RuleTool struct {
+	Name string `mapstructure:"name"`
+	// Args is the arguments object; every string in it, however deep, is a
+	// text/template over the reply's data. Keys keep the case they are
+	// written in (viper would fold them; Load reads them from the file).
+	Args map[string]any `mapstructure:"args"`
 }
 
 // Role is a charter plus the profile that runs it.
 type Role struct {
 	Charter string `mapstructure:"charter"`
 	Profile string `mapstructure:"profile"`
+	// MaxRounds bounds the model calls of one thread of a turn. 1 to 256;
+	// DefaultMaxRounds when the file does not say.
+	MaxRounds int `mapstructure:"max_rounds"`
+	// Budget caps the tokens of each seat of the role.
+	Budget Budget `mapstructure:"budget"`
+	// MCP are the tool servers each seat of the role runs or reaches.
+	MCP []MCPServer `mapstructure:"mcp"`
 	// Placement restricts the nodes the role's seats may run on.
 	Placement Placement `mapstructure:"placement"`
+}
+
+// MCPServer is one MCP tool server: a command the seat's host starts (stdio)
+// or a URL it connects to (streamable HTTP), exactly one of them.
+type MCPServer struct {
+	// Name prefixes the server's tools as the model sees them
+	// ("tracker__create_issue"), hence no "__" in it and no trailing "_".
+	Name    string   `mapstructure:"name"`
+	Command []string `mapstructure:"command"`
+	// Env is "KEY=VALUE" entries added to a command's environment.
+	Env []string `mapstructure:"env"`
+	URL string   `mapstructure:"url"`
 }
 
 // Placement pins a role to the nodes whose labels include all of Labels (a

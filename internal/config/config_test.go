@@ -10,6 +10,8 @@ import (
 	"testing"
 	"text/template"
 	"time"
+
+	"github.com/crewlet/crewlet"
 )
 
 const examplePath = "../../deploy/examples/org.yaml"
@@ -51,6 +53,14 @@ func TestExampleOrg(t *testing.T) {
 	if want := (Mailbox{"crewlet", 16, 24 * time.Hour, 10000, 24 * time.Hour, 10 * time.Second}); c.Mailbox != want {
 		t.Errorf("mailbox = %+v, want the defaults %+v", c.Mailbox, want)
 	}
+	if got, want := c.Location().String(), "Europe/Berlin"; got != want {
+		t.Errorf("Location() = %s, want %s", got, want)
+	}
+	for name, r := range c.Roles {
+		if r.MaxRounds != DefaultMaxRounds {
+			t.Errorf("roles.%s.max_rounds = %d, want the default %d", name, r.MaxRounds, DefaultMaxRounds)
+		}
+	}
 	if want := (Maintenance{15 * time.Minute, 168 * time.Hour}); c.Maintenance != want {
 		t.Errorf("maintenance = %+v, want the defaults %+v", c.Maintenance, want)
 	}
@@ -65,6 +75,8 @@ func TestExampleOrg(t *testing.T) {
 	type replyData struct {
 		Text, From, Handle, Role, Conversation string
 		Groups                                 []string
+		Results                                []string
+		Tools                                  map[string]string
 	}
 	rules := c.Profiles["local"].Rules
 	if len(rules) < 2 {
@@ -74,19 +86,29 @@ func TestExampleOrg(t *testing.T) {
 		re := regexp.MustCompile(rule.Match)
 		tmpl := template.Must(template.New("reply").Option("missingkey=error").Parse(rule.Reply))
 		data := replyData{Text: "x", From: "alice", Handle: "cto", Role: "executive", Conversation: "c1",
-			Groups: make([]string, re.NumSubexp()+1)}
+			Groups: make([]string, re.NumSubexp()+1), Results: make([]string, len(rule.Tools)), Tools: map[string]string{}}
+		for _, tool := range rule.Tools {
+			data.Tools[tool.Name] = "result"
+		}
 		if err := tmpl.Execute(io.Discard, data); err != nil {
 			t.Errorf("rules[%d].reply: %v", i, err)
 		}
 	}
-	if !regexp.MustCompile(rules[0].Match).MatchString("Hello there") {
-		t.Errorf("rules[0].match %q does not match %q", rules[0].Match, "Hello there")
+	greeted := false
+	for _, rule := range rules {
+		if regexp.MustCompile(rule.Match).MatchString("Hello there") {
+			greeted = len(rule.Tools) == 0 && strings.Contains(rule.Reply, "{{.From}}")
+			break
+		}
+	}
+	if !greeted {
+		t.Errorf("the first rule matching %q does not greet the sender by name", "Hello there")
 	}
 }
 
 // broken has one of each kind of mistake; every one must be reported at once.
 const broken = `
-company: { name: acme, timezone: Mars/Olympus }
+company: { name: acme, timezone: Mars/Olympus, budget: { tokens_per_day: -1 } }
 mailbox: { read_batch: 0, retry_backoff: 5ms, keep_aked: 5 }
 nodes: { heartbeat_timeout: 500ms, rebalance_max_mves: 2 }
 maintenance: { ledger_retention: 30m }
@@ -100,8 +122,9 @@ profiles:
       - { mtch: "x", reply: "{{.From" }
   gpt:
     provider: openai
+    api_key_env: CREWLET_TEST_UNSET_KEY
 roles:
-  cto: { profile: local, placement: { labels: { zone: "eu west" } } }
+  cto: { profile: local, max_rounds: 0, mcp: [ { name: fs, comand: [x] } ], placement: { labels: { zone: "eu west" } } }
   engineer: { profil: local, placement: { lables: { tools: git } } }
   support: { profile: gtp, charter: "help" }
 seats:
@@ -114,6 +137,15 @@ seats:
   - { role: cto }
 `
 
+// unsetEnv unsets an environment variable for the test's duration.
+func unsetEnv(t *testing.T, key string) {
+	t.Helper()
+	t.Setenv(key, "") // restores the old value after the test
+	if err := os.Unsetenv(key); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestEveryProblemReported(t *testing.T) {
 	c, err := Parse([]byte(broken))
 	if err == nil {
@@ -122,7 +154,9 @@ func TestEveryProblemReported(t *testing.T) {
 	if c != nil {
 		t.Errorf("Parse(broken) returned a config alongside the error: %+v", c)
 	}
+	unsetEnv(t, "CREWLET_TEST_UNSET_KEY")
 	want := []string{
+		`roles.cto.mcp[0].comand: unknown key; did you mean "command"?`,
 		`roles.engineer.profil: unknown key; did you mean "profile"?`,
 		`profiles.local.rules[1].mtch: unknown key; did you mean "match"?`,
 		`roles.engineer.placement.lables: unknown key; did you mean "labels"?`,
@@ -130,15 +164,19 @@ func TestEveryProblemReported(t *testing.T) {
 		`nodes.rebalance_max_mves: unknown key; did you mean "rebalance_max_moves"?`,
 		`schedules: unknown key; valid keys: api, company, mailbox, maintenance, nodes, postgres, profiles, redis, roles, seats, temporal`,
 		`company.timezone: unknown time zone "Mars/Olympus"`,
+		`company.budget.tokens_per_day: -1 is negative; must be 0 (no cap) or more`,
 		`mailbox.read_batch: 0 is out of range; must be between 1 and 1000`,
 		`mailbox.retry_backoff: 5ms is out of range; must be between 10ms and 10m`,
 		`nodes.heartbeat_timeout: 500ms is out of range; must be between 1s and 1m`,
 		`maintenance.ledger_retention: 30m is out of range; must be between 1h and 8760h`,
 		`roles.cto.placement.labels.zone: invalid label value "eu west"; label values must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`,
-		`profiles.gpt.provider: unsupported provider "openai"; supported providers: scripted`,
+		`profiles.gpt.model: required for provider openai`,
+		`profiles.gpt.api_key_env: environment variable CREWLET_TEST_UNSET_KEY is not set; export it before starting crewlet`,
 		"profiles.local.rules[0].match: error parsing regexp: missing closing ): `(?i)^hello(`",
 		`profiles.local.rules[1].reply: template: reply:1: unclosed action`,
 		`profiles.local.delay: -1s is negative; must be 0 or more`,
+		`roles.cto.max_rounds: 0 is out of range; must be between 1 and 256`,
+		`roles.cto.mcp[0]: needs a command (a stdio server) or a url (an HTTP server)`,
 		`roles.engineer.profile: required; known profiles: gpt, local`,
 		`roles.support.profile: unknown profile "gtp"; known profiles: gpt, local; did you mean "gpt"?`,
 		`seats[1].handle: invalid handle "Eng1"; names must be lowercase letters`,
@@ -182,6 +220,139 @@ func TestProblems(t *testing.T) {
 		not  []string // substrings that must not appear
 	}{
 		{
+			name: "budgets negative or not numbers",
+			yaml: `company: { name: acme, budget: { tokens_per_day: -1, tokens_per_week: -2, tokens_per_month: lots } }
+seats: [ { handle: alice, kind: human } ]
+profiles: { p: { provider: scripted } }
+roles: { r: { profile: p, budget: { tokens_per_month: -3, tokens_per_hour: 5 } } }`,
+			want: []string{
+				"company.budget.tokens_per_day: -1 is negative; must be 0 (no cap) or more",
+				"company.budget.tokens_per_week: -2 is negative; must be 0 (no cap) or more",
+				`company.budget.tokens_per_month: invalid value "lots"; want an integer`,
+				"roles.r.budget.tokens_per_month: -3 is negative; must be 0 (no cap) or more",
+				`roles.r.budget.tokens_per_hour: unknown key; did you mean "tokens_per_day"?`,
+			},
+		},
+		{
+			name: "max rounds out of range",
+			yaml: minimal + `profiles: { p: { provider: scripted } }
+roles: { low: { profile: p, max_rounds: 0 }, high: { profile: p, max_rounds: 257 }, neg: { profile: p, max_rounds: -1 }, ok: { profile: p, max_rounds: 256 } }`,
+			want: []string{
+				"roles.low.max_rounds: 0 is out of range; must be between 1 and 256",
+				"roles.high.max_rounds: 257 is out of range; must be between 1 and 256",
+				"roles.neg.max_rounds: -1 is out of range; must be between 1 and 256",
+			},
+			not: []string{"roles.ok"},
+		},
+		{
+			name: "mcp servers",
+			yaml: minimal + `profiles: { p: { provider: scripted } }
+roles:
+  r:
+    profile: p
+    mcp:
+      - { name: fs, command: [mcp-fs, --root, /srv] }
+      - { name: fs, url: "http://127.0.0.1:9000/mcp" }
+      - { name: Tracker, url: "https://t.example/mcp" }
+      - { name: a__b, command: [x] }
+      - { name: trailing_, command: [x] }
+      - { name: ` + strings.Repeat("n", 33) + `, command: [x] }
+      - { command: [x] }
+      - { name: none }
+      - { name: both, command: [x], url: "http://h/mcp" }
+      - { name: ftp, url: "ftp://h/mcp" }
+      - { name: remote, url: "http://h/mcp", env: ["A=1"] }
+      - { name: envs, command: [x], env: ["SECRETVALUE", "1A=x", "OK_1=fine=too"] }
+      - { name: blank, command: [""] }
+      - { name: typo, comand: [x] }`,
+			want: []string{
+				`roles.r.mcp[1].name: duplicate name "fs" (also roles.r.mcp[0])`,
+				`roles.r.mcp[2].name: invalid name "Tracker"; must be 1-32 of a-z, 0-9, '_' and '-'`,
+				`roles.r.mcp[3].name: invalid name "a__b"; must not contain "__" nor end in "_"`,
+				`roles.r.mcp[4].name: invalid name "trailing_"; must not contain "__" nor end in "_"`,
+				`roles.r.mcp[5].name: invalid name "` + strings.Repeat("n", 33) + `"`,
+				`roles.r.mcp[6].name: required`,
+				`roles.r.mcp[7]: needs a command (a stdio server) or a url (an HTTP server)`,
+				`roles.r.mcp[8]: has both command and url; set exactly one`,
+				`roles.r.mcp[9].url: invalid URL "ftp://h/mcp"; want an http or https URL`,
+				`roles.r.mcp[10].env: applies only to a command`,
+				`roles.r.mcp[11].env[0]: has no "="; want KEY=VALUE`,
+				`roles.r.mcp[11].env[1]: invalid key "1A"; want KEY=VALUE`,
+				`roles.r.mcp[12].command[0]: empty program name`,
+				`roles.r.mcp[13].comand: unknown key; did you mean "command"?`,
+			},
+			// An env entry is never shown whole: it may be a secret.
+			not: []string{"roles.r.mcp[0].", "roles.r.mcp[0]:", "SECRETVALUE", "env[2]"},
+		},
+		{
+			name: "unsupported provider",
+			yaml: minimal + `profiles: { g: { provider: gemini, rules: [ { match: x, reply: y } ] } }`,
+			want: []string{`profiles.g.provider: unsupported provider "gemini"; supported providers: anthropic, openai, scripted`},
+			// what a gemini profile takes is unknown; only the provider is wrong.
+			not: []string{"profiles.g.rules"},
+		},
+		{
+			name: "openai and anthropic profiles",
+			yaml: minimal + `profiles:
+  nomodel: { provider: openai, api_key_env: CREWLET_TEST_KEY_SET }
+  nokey: { provider: openai, model: gpt-4o-mini }
+  nokeyant: { provider: anthropic, model: claude-sonnet-4-5, base_url: "http://proxy:8080" }
+  badname: { provider: openai, model: m, api_key_env: openai-key }
+  unset: { provider: anthropic, model: m, api_key_env: CREWLET_TEST_UNSET_KEY }
+  empty: { provider: openai, model: m, api_key_env: CREWLET_TEST_KEY_EMPTY }
+  badurl: { provider: openai, model: m, base_url: "localhost:11434/v1" }
+  creds: { provider: openai, model: m, base_url: "ftp://u:pw@h/v1" }
+  local: { provider: openai, model: llama3, base_url: "http://127.0.0.1:11434/v1", max_tokens: -1 }
+  scripty: { provider: openai, model: m, api_key_env: CREWLET_TEST_KEY_SET, delay: 1s, rules: [ { match: x, reply: y } ] }`,
+			want: []string{
+				"profiles.nomodel.model: required for provider openai",
+				"profiles.nokey.api_key_env: required for https://api.openai.com/v1; name the environment variable holding the key",
+				"profiles.nokeyant.api_key_env: required for provider anthropic",
+				`profiles.badname.api_key_env: invalid environment variable name "openai-key"; must match ^[A-Z_][A-Z0-9_]*$`,
+				"profiles.unset.api_key_env: environment variable CREWLET_TEST_UNSET_KEY is not set; export it before starting crewlet",
+				"profiles.empty.api_key_env: environment variable CREWLET_TEST_KEY_EMPTY is empty",
+				`profiles.badurl.base_url: invalid URL "localhost:11434/v1"; want an http or https URL such as https://api.openai.com/v1`,
+				"profiles.creds.base_url: must not hold credentials",
+				"profiles.local.max_tokens: -1 is negative",
+				"profiles.scripty.rules: provider openai takes no rules; they apply to provider scripted",
+				"profiles.scripty.delay: provider openai takes no delay; it applies to provider scripted",
+			},
+			// a server of one's own needs no key; the key's value is never shown.
+			not: []string{"profiles.local.api_key_env", "profiles.badurl.api_key_env", "sk-test-value", "u:pw"},
+		},
+		{
+			name: "scripted profile with remote keys",
+			yaml: minimal + `profiles: { s: { provider: scripted, base_url: "http://h/v1", model: m, api_key_env: KEY, max_tokens: 10 } }`,
+			want: []string{
+				"profiles.s.base_url: provider scripted takes no base_url; it applies to providers anthropic and openai",
+				"profiles.s.model: provider scripted takes no model",
+				"profiles.s.api_key_env: provider scripted takes no api_key_env",
+				"profiles.s.max_tokens: provider scripted takes no max_tokens",
+			},
+		},
+		{
+			name: "scripted rules with tools",
+			yaml: minimal + `profiles:
+  s:
+    provider: scripted
+    rules:
+      - { match: a, reply: ok, tools: [ { name: "", args: {} }, { name: "has space" }, { name: fs__read, args: { path: "{{.Text" , deep: [ { x: "{{end}}" } ] } } ] }
+      - { match: b, fail: boom, tools: [ { name: t } ] }
+      - { match: c }
+      - { match: d, reply: ok, tools: [ { name: t, args: "path=x" } ] }
+      - { match: e, reply: ok, tools: [ { name: t, arg: { x: 1 } } ] }`,
+			want: []string{
+				`profiles.s.rules[0].tools[0].name: required`,
+				`profiles.s.rules[0].tools[1].name: invalid tool name "has space"; must match ^[A-Za-z0-9_-]{1,64}$`,
+				`profiles.s.rules[0].tools[2].args.path: template: args:1: unclosed action`,
+				`profiles.s.rules[0].tools[2].args.deep[0].x: template: args:1: unexpected {{end}}`,
+				`profiles.s.rules[1]: has both tools and fail; a failing rule calls no tools`,
+				`profiles.s.rules[2]: has neither reply nor fail; a rule either replies or fails`,
+				`profiles.s.rules[3].tools[0].args: want a mapping, got a string`,
+				`profiles.s.rules[4].tools[0].arg: unknown key; did you mean "args"?`,
+			},
+		},
+		{
 			name: "empty file",
 			yaml: ``,
 			want: []string{"company.name: required", "seats: at least one seat is required"},
@@ -199,7 +370,7 @@ seats: [ { handle: s1 } ]
 		{
 			name: "profile provider required",
 			yaml: minimal + `profiles: { p: { rules: [] } }`,
-			want: []string{"profiles.p.provider: required; supported providers: scripted"},
+			want: []string{"profiles.p.provider: required; supported providers: anthropic, openai, scripted"},
 		},
 		{
 			name: "duration without unit",
@@ -442,6 +613,9 @@ seats: [ { handle: a, role: r } ]`,
 			not: []string{`unknown role "r"`},
 		},
 	}
+	t.Setenv("CREWLET_TEST_KEY_SET", "sk-test-value")
+	t.Setenv("CREWLET_TEST_KEY_EMPTY", "")
+	unsetEnv(t, "CREWLET_TEST_UNSET_KEY")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse([]byte(tt.yaml))
@@ -477,6 +651,8 @@ func TestDefaults(t *testing.T) {
 		got, want any
 	}{
 		{"company.timezone", c.Company.Timezone, "UTC"},
+		{"company.budget", c.Company.Budget, Budget{}},
+		{"Location()", c.Location(), time.UTC},
 		{"temporal.address", c.Temporal.Address, "127.0.0.1:7233"},
 		{"temporal.namespace", c.Temporal.Namespace, "default"},
 		{"temporal.task_queue", c.Temporal.TaskQueue, "crewlet"},
@@ -503,6 +679,128 @@ func TestDefaults(t *testing.T) {
 				t.Errorf("%s = %v, want %v", tt.key, tt.got, tt.want)
 			}
 		})
+	}
+}
+
+// models has one profile of each provider, a role with every role key,
+// and a role with none.
+const models = `
+company: { name: acme, timezone: America/New_York, budget: { tokens_per_month: 50000000 } }
+profiles:
+  gpt: { provider: openai, model: gpt-4o-mini, api_key_env: CREWLET_TEST_OPENAI_KEY, max_tokens: 2048 }
+  ollama: { provider: openai, model: llama3, base_url: "http://127.0.0.1:11434/v1" }
+  claude: { provider: anthropic, model: claude-sonnet-4-5, api_key_env: CREWLET_TEST_ANTHROPIC_KEY }
+  local:
+    provider: scripted
+    rules:
+      - match: '(?i)^file (\S+)'
+        tools:
+          - name: fs__read_file
+            args: { filePath: "/srv/{{index .Groups 1}}", Options: { maxBytes: 100, followLinks: false }, tags: [ "{{.From}}", 2 ] }
+          - { name: tracker__list }
+        reply: 'read {{len .Results}} results'
+      - { match: '^boom', fail: 'always fails' }
+roles:
+  engineer:
+    profile: gpt
+    max_rounds: 32
+    budget: { tokens_per_day: 2000000, tokens_per_week: 9000000 }
+    mcp:
+      - { name: tracker, url: "http://127.0.0.1:9000/mcp" }
+      - { name: fs, command: [ "mcp-fs", "--root", "/srv/work" ], env: [ "LOG_LEVEL=debug", "MODE=a=b" ] }
+  plain: { profile: local }
+seats:
+  - { handle: cto, role: engineer }
+  - { handle: bot, role: plain }
+`
+
+func TestModelsRolesAndTools(t *testing.T) {
+	t.Setenv("CREWLET_TEST_OPENAI_KEY", "sk-test-openai")
+	t.Setenv("CREWLET_TEST_ANTHROPIC_KEY", "sk-ant-test")
+	c, err := Parse([]byte(models))
+	if err != nil {
+		t.Fatalf("Parse(models): %v", err)
+	}
+
+	if got, want := c.Company.Budget.Caps(), (crewlet.BudgetCaps{TokensPerMonth: 50_000_000}); got != want {
+		t.Errorf("company.budget = %+v, want %+v", got, want)
+	}
+	if got, want := c.Location().String(), "America/New_York"; got != want {
+		t.Errorf("Location() = %s, want %s", got, want)
+	}
+
+	profiles := []struct {
+		name string
+		want Profile
+	}{
+		{"gpt", Profile{Provider: "openai", BaseURL: "https://api.openai.com/v1", Model: "gpt-4o-mini", APIKeyEnv: "CREWLET_TEST_OPENAI_KEY", MaxTokens: 2048}},
+		{"ollama", Profile{Provider: "openai", BaseURL: "http://127.0.0.1:11434/v1", Model: "llama3"}},
+		{"claude", Profile{Provider: "anthropic", BaseURL: "https://api.anthropic.com", Model: "claude-sonnet-4-5", APIKeyEnv: "CREWLET_TEST_ANTHROPIC_KEY"}},
+	}
+	for _, tt := range profiles {
+		if got := c.Profiles[tt.name]; !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("profiles.%s = %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+
+	// Tool arguments keep their keys' case at any depth; viper would have
+	// folded them.
+	rule := c.Profiles["local"].Rules[0]
+	wantTools := []RuleTool{
+		{Name: "fs__read_file", Args: map[string]any{
+			"filePath": "/srv/{{index .Groups 1}}",
+			"Options":  map[string]any{"maxBytes": 100, "followLinks": false},
+			"tags":     []any{"{{.From}}", 2},
+		}},
+		{Name: "tracker__list"},
+	}
+	if !reflect.DeepEqual(rule.Tools, wantTools) {
+		t.Errorf("rules[0].tools =\n%#v\nwant\n%#v", rule.Tools, wantTools)
+	}
+	if got := c.Profiles["local"].Rules[1]; got.Fail != "always fails" || got.Tools != nil {
+		t.Errorf("rules[1] = %+v, want a failing rule with no tools", got)
+	}
+
+	eng := c.Roles["engineer"]
+	if eng.MaxRounds != 32 {
+		t.Errorf("roles.engineer.max_rounds = %d, want 32", eng.MaxRounds)
+	}
+	if got, want := eng.Budget.Caps(), (crewlet.BudgetCaps{TokensPerDay: 2_000_000, TokensPerWeek: 9_000_000}); got != want {
+		t.Errorf("roles.engineer.budget = %+v, want %+v", got, want)
+	}
+	wantMCP := []MCPServer{
+		{Name: "tracker", URL: "http://127.0.0.1:9000/mcp"},
+		{Name: "fs", Command: []string{"mcp-fs", "--root", "/srv/work"}, Env: []string{"LOG_LEVEL=debug", "MODE=a=b"}},
+	}
+	if !reflect.DeepEqual(eng.MCP, wantMCP) {
+		t.Errorf("roles.engineer.mcp = %+v, want %+v", eng.MCP, wantMCP)
+	}
+	plain := c.Roles["plain"]
+	if plain.MaxRounds != DefaultMaxRounds || plain.Budget != (Budget{}) || plain.MCP != nil {
+		t.Errorf("roles.plain = %+v, want max_rounds %d, no budget, no mcp", plain, DefaultMaxRounds)
+	}
+
+	// The same file on a host without the keys is refused, naming each
+	// variable and never a value.
+	unsetEnv(t, "CREWLET_TEST_OPENAI_KEY")
+	t.Setenv("CREWLET_TEST_ANTHROPIC_KEY", " ")
+	_, err = Parse([]byte(models))
+	if err == nil {
+		t.Fatal("Parse without the keys: no error")
+	}
+	want := "profiles.claude.api_key_env: environment variable CREWLET_TEST_ANTHROPIC_KEY is empty; export the key in it before starting crewlet\n" +
+		"profiles.gpt.api_key_env: environment variable CREWLET_TEST_OPENAI_KEY is not set; export it before starting crewlet"
+	if err.Error() != want {
+		t.Errorf("error =\n%v\nwant\n%s", err, want)
+	}
+}
+
+func TestLocationFallback(t *testing.T) {
+	for _, tz := range []string{"", "Local", "Mars/Olympus"} {
+		c := &Config{Company: Company{Timezone: tz}}
+		if got := c.Location(); got != time.UTC {
+			t.Errorf("Location() with timezone %q = %v, want UTC", tz, got)
+		}
 	}
 }
 
@@ -539,8 +837,12 @@ func TestEnvOverride(t *testing.T) {
 	t.Setenv("CREWLET_MAILBOX_RETRY_BACKOFF", "250ms")
 	t.Setenv("CREWLET_MAINTENANCE_INTERVAL", "1m")
 	t.Setenv("CREWLET_MAINTENANCE_LEDGER_RETENTION", "720h")
+	t.Setenv("CREWLET_COMPANY_BUDGET_TOKENS_PER_MONTH", "50000000")
+	t.Setenv("CREWLET_COMPANY_BUDGET_TOKENS_PER_DAY", "0")
 
-	c, err := Parse([]byte(minimal + `api: { listen: 127.0.0.1:1 }
+	c, err := Parse([]byte(`company: { name: acme, budget: { tokens_per_day: 100 } }
+seats: [ { handle: alice, kind: human } ]
+api: { listen: 127.0.0.1:1 }
 nodes: { heartbeat_timeout: 10s }
 mailbox: { retire_after: 48h, keep_acked: 5 }
 maintenance: { interval: 5m }`))
@@ -565,6 +867,8 @@ maintenance: { interval: 5m }`))
 		{"CREWLET_MAILBOX_RETRY_BACKOFF", c.Mailbox.RetryBackoff, 250 * time.Millisecond},
 		{"CREWLET_MAINTENANCE_INTERVAL over the file", c.Maintenance.Interval, time.Minute},
 		{"CREWLET_MAINTENANCE_LEDGER_RETENTION", c.Maintenance.LedgerRetention, 720 * time.Hour},
+		{"CREWLET_COMPANY_BUDGET_TOKENS_PER_MONTH", c.Company.Budget.TokensPerMonth, int64(50_000_000)},
+		{"CREWLET_COMPANY_BUDGET_TOKENS_PER_DAY 0 over the file", c.Company.Budget.TokensPerDay, int64(0)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.env, func(t *testing.T) {
@@ -582,6 +886,7 @@ maintenance: { interval: 5m }`))
 	t.Setenv("CREWLET_MAILBOX_RETRY_BACKOFF", "10")
 	t.Setenv("CREWLET_MAINTENANCE_INTERVAL", "25h")
 	t.Setenv("CREWLET_MAINTENANCE_LEDGER_RETENTION", "1m")
+	t.Setenv("CREWLET_COMPANY_BUDGET_TOKENS_PER_WEEK", "-5")
 	_, err = Parse([]byte(minimal))
 	for _, w := range []string{
 		"mailbox.read_batch: 0 is out of range",
@@ -592,6 +897,7 @@ maintenance: { interval: 5m }`))
 		`mailbox.retry_backoff: invalid duration "10"; write it with a unit`,
 		"maintenance.interval: 25h is out of range; must be between 1s and 24h",
 		"maintenance.ledger_retention: 1m is out of range; must be between 1h and 8760h",
+		"company.budget.tokens_per_week: -5 is negative",
 	} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("an env override is not validated: want %q, err = %v", w, err)

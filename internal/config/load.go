@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"regexp"
 	"sort"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/crewlet/crewlet"
 )
@@ -49,22 +51,29 @@ var defaults = map[string]any{
 
 	"maintenance.interval":         15 * time.Minute,
 	"maintenance.ledger_retention": 168 * time.Hour,
+
+	"company.budget.tokens_per_day":   0,
+	"company.budget.tokens_per_week":  0,
+	"company.budget.tokens_per_month": 0,
 }
 
 // Load reads the YAML org file at path, applies defaults and CREWLET_*
 // environment overrides, and returns the config only if it is valid. A
 // validation error lists every problem, one per line.
 func Load(path string) (*Config, error) {
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
 	v := newViper()
-	v.SetConfigFile(path)
-	if err := v.ReadInConfig(); err != nil {
+	if err := v.ReadConfig(bytes.NewReader(doc)); err != nil {
 		var pe viper.ConfigParseError
 		if errors.As(err, &pe) {
 			return nil, fmt.Errorf("config %s: not valid YAML: %w", path, pe.Unwrap())
 		}
 		return nil, fmt.Errorf("read config %s: %w", path, err)
 	}
-	c, err := build(v)
+	c, err := build(v, doc)
 	if err != nil {
 		return nil, fmt.Errorf("config %s is invalid:\n%w", path, err)
 	}
@@ -81,7 +90,7 @@ func Parse(yamlBytes []byte) (*Config, error) {
 		}
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return build(v)
+	return build(v, yamlBytes)
 }
 
 func newViper() *viper.Viper {
@@ -98,8 +107,9 @@ func newViper() *viper.Viper {
 }
 
 // build decodes the merged settings and reports, in this order, unknown keys,
-// values of the wrong type, and what Validate finds.
-func build(v *viper.Viper) (*Config, error) {
+// values of the wrong type, and what Validate finds. doc is the file as
+// written, for what viper cannot keep.
+func build(v *viper.Viper, doc []byte) (*Config, error) {
 	raw := v.AllSettings()
 
 	var problems []*Problem
@@ -116,6 +126,8 @@ func build(v *viper.Viper) (*Config, error) {
 			c.Seats[i].Kind = string(crewlet.SeatAgent)
 		}
 	}
+	applyEntryDefaults(raw, &c)
+	ruleToolArgs(doc, &c)
 
 	// A value that did not decode is already reported; what Validate would
 	// say about its zero value is noise.
@@ -228,6 +240,80 @@ func keepPartialEntries(raw map[string]any, c *Config) {
 					c.Roles = map[string]Role{}
 				}
 				c.Roles[name] = r
+			}
+		}
+	}
+}
+
+// applyEntryDefaults fills in the defaults of keys inside profiles and roles,
+// which SetDefault cannot reach: their names are the file's. A key written
+// with a zero value keeps it, so that "max_rounds: 0" is reported.
+func applyEntryDefaults(raw map[string]any, c *Config) {
+	for name, r := range c.Roles {
+		if !hasKey(raw, "roles", name, "max_rounds") {
+			r.MaxRounds = DefaultMaxRounds
+			c.Roles[name] = r
+		}
+	}
+	for name, p := range c.Profiles {
+		if p.BaseURL == "" && (p.Provider == ProviderOpenAI || p.Provider == ProviderAnthropic) {
+			p.BaseURL = defaultBaseURL(p.Provider)
+			c.Profiles[name] = p
+		}
+	}
+}
+
+// hasKey reports whether the nested mapping m holds the key path.
+func hasKey(m map[string]any, path ...string) bool {
+	for i, k := range path {
+		v, ok := m[k]
+		if !ok {
+			return false
+		}
+		if i == len(path)-1 {
+			return true
+		}
+		if m, ok = v.(map[string]any); !ok {
+			return false
+		}
+	}
+	return false
+}
+
+// ruleToolArgs puts back the case of scripted tool-call arguments. viper
+// lowercases every mapping key, even inside lists, and a tool's parameters
+// ("filePath") are case-sensitive; so the arguments are read again from the
+// document itself. Environment overrides never reach into lists, so the
+// document is all there is to them.
+func ruleToolArgs(doc []byte, c *Config) {
+	var file struct {
+		Profiles map[string]struct {
+			Rules []struct {
+				Tools []struct {
+					Args any `yaml:"args"`
+				} `yaml:"tools"`
+			} `yaml:"rules"`
+		} `yaml:"profiles"`
+	}
+	// A value of the wrong shape is the decoder's to report; the rest of
+	// the document still comes through.
+	if err := yaml.Unmarshal(doc, &file); err != nil {
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return
+		}
+	}
+	for name, fp := range file.Profiles {
+		p, ok := c.Profiles[strings.ToLower(name)]
+		if !ok {
+			continue
+		}
+		for i := range min(len(fp.Rules), len(p.Rules)) {
+			tools := p.Rules[i].Tools
+			for j := range min(len(fp.Rules[i].Tools), len(tools)) {
+				if args, ok := fp.Rules[i].Tools[j].Args.(map[string]any); ok {
+					tools[j].Args = args
+				}
 			}
 		}
 	}

@@ -1,8 +1,11 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"os"
 	"reflect"
 	"regexp"
 	"sort"
@@ -13,8 +16,35 @@ import (
 	"github.com/crewlet/crewlet"
 )
 
-// providers are the model providers a profile may name.
-var providers = []string{"scripted"}
+// providers are the model providers a profile may name, sorted.
+var providers = []string{ProviderAnthropic, ProviderOpenAI, ProviderScripted}
+
+// Public endpoints of the hosted providers; an empty base_url means these.
+const (
+	OpenAIBaseURL    = "https://api.openai.com/v1"
+	AnthropicBaseURL = "https://api.anthropic.com"
+)
+
+// Bounds of a role's max_rounds.
+const (
+	DefaultMaxRounds = 16
+	minMaxRounds     = 1
+	maxMaxRounds     = 256
+)
+
+// EnvNamePattern is what profiles.*.api_key_env must match.
+const EnvNamePattern = `^[A-Z_][A-Z0-9_]*$`
+
+var (
+	envNameRE = regexp.MustCompile(EnvNamePattern)
+	// mcpNameRE: a server name prefixes its tools' names ("{server}__{tool}"),
+	// so it may not hold "__" nor end in "_" (checked apart).
+	mcpNameRE = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
+	// toolNameRE is what model providers accept as a function name.
+	toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	// envKeyRE is a variable name an MCP command's env may set.
+	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
 
 // Bounds of mailbox.read_batch.
 const (
@@ -107,6 +137,7 @@ func (c *Config) problems() []*Problem {
 			add("company.timezone", "unknown time zone %q", tz)
 		}
 	}
+	checkBudget(add, "company.budget", c.Company.Budget)
 	for _, r := range []struct{ path, val string }{
 		{"temporal.address", c.Temporal.Address},
 		{"temporal.namespace", c.Temporal.Namespace},
@@ -163,18 +194,31 @@ func (c *Config) problems() []*Problem {
 			add(base+".provider", "required; supported providers: %s", strings.Join(providers, ", "))
 		case !contains(providers, p.Provider):
 			add(base+".provider", "unsupported provider %q; supported providers: %s", p.Provider, strings.Join(providers, ", "))
+		case p.Provider == ProviderScripted:
+			for _, k := range []struct {
+				key string
+				set bool
+			}{
+				{"base_url", p.BaseURL != ""},
+				{"model", p.Model != ""},
+				{"api_key_env", p.APIKeyEnv != ""},
+				{"max_tokens", p.MaxTokens != 0},
+			} {
+				if k.set {
+					add(base+"."+k.key, "provider %s takes no %s; it applies to providers %s and %s", ProviderScripted, k.key, ProviderAnthropic, ProviderOpenAI)
+				}
+			}
+		default:
+			if len(p.Rules) > 0 {
+				add(base+".rules", "provider %s takes no rules; they apply to provider %s", p.Provider, ProviderScripted)
+			}
+			if p.Delay != 0 {
+				add(base+".delay", "provider %s takes no delay; it applies to provider %s", p.Provider, ProviderScripted)
+			}
+			remoteProfile(add, base, p)
 		}
 		for i, r := range p.Rules {
-			rp := fmt.Sprintf("%s.rules[%d]", base, i)
-			if _, err := regexp.Compile(r.Match); err != nil {
-				add(rp+".match", "%v", err)
-			}
-			if _, err := template.New("reply").Parse(r.Reply); err != nil {
-				add(rp+".reply", "%v", err)
-			}
-			if r.Fail != "" && r.Reply != "" {
-				add(rp, "has both reply and fail; a rule either replies or fails")
-			}
+			checkRule(add, fmt.Sprintf("%s.rules[%d]", base, i), r)
 		}
 		if p.Delay < 0 {
 			add(base+".delay", "%s is negative; must be 0 or more", p.Delay)
@@ -193,6 +237,11 @@ func (c *Config) problems() []*Problem {
 		case !contains(profiles, r.Profile):
 			add(base+".profile", "unknown profile %q; known profiles: %s%s", r.Profile, list(profiles), didYouMean(r.Profile, profiles))
 		}
+		if n := r.MaxRounds; n < minMaxRounds || n > maxMaxRounds {
+			add(base+".max_rounds", "%d is out of range; must be between %d and %d", n, minMaxRounds, maxMaxRounds)
+		}
+		checkBudget(add, base+".budget", r.Budget)
+		checkMCP(add, base+".mcp", r.MCP)
 		lbase := base + ".placement.labels"
 		for _, k := range sortedKeys(r.Placement.Labels) {
 			v, path := r.Placement.Labels[k], lbase+"."+k
@@ -243,6 +292,175 @@ func (c *Config) problems() []*Problem {
 		}
 	}
 	return ps
+}
+
+type addFunc func(path, format string, args ...any)
+
+func checkBudget(add addFunc, base string, b Budget) {
+	for _, w := range []struct {
+		key string
+		val int64
+	}{
+		{"tokens_per_day", b.TokensPerDay},
+		{"tokens_per_week", b.TokensPerWeek},
+		{"tokens_per_month", b.TokensPerMonth},
+	} {
+		if w.val < 0 {
+			add(base+"."+w.key, "%d is negative; must be 0 (no cap) or more", w.val)
+		}
+	}
+}
+
+// remoteProfile checks an openai or anthropic profile, including that its
+// key is in the environment: a profile that cannot authenticate would only
+// fail later, turn by turn. The key is named, never shown.
+func remoteProfile(add addFunc, base string, p Profile) {
+	if p.Model == "" {
+		add(base+".model", "required for provider %s", p.Provider)
+	}
+	official := p.BaseURL == ""
+	if p.BaseURL != "" {
+		u, err := url.Parse(p.BaseURL)
+		switch {
+		case err == nil && u.User != nil:
+			// Not shown: it holds a password.
+			add(base+".base_url", "must not hold credentials; name the key's environment variable in api_key_env")
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			add(base+".base_url", "invalid URL %q; want an http or https URL such as %s", p.BaseURL, defaultBaseURL(p.Provider))
+		default:
+			official = strings.EqualFold(u.Hostname(), "api.openai.com")
+		}
+	}
+	if p.MaxTokens < 0 {
+		add(base+".max_tokens", "%d is negative; must be 0 (the provider's default) or more", p.MaxTokens)
+	}
+	switch k := p.APIKeyEnv; {
+	case k == "":
+		// An OpenAI-compatible server of one's own (Ollama, vLLM,
+		// llama.cpp) often takes no key; the hosted APIs always do.
+		switch {
+		case p.Provider == ProviderAnthropic:
+			add(base+".api_key_env", "required for provider %s; name the environment variable holding the key", p.Provider)
+		case official:
+			add(base+".api_key_env", "required for %s; name the environment variable holding the key", OpenAIBaseURL)
+		}
+	case !envNameRE.MatchString(k):
+		add(base+".api_key_env", "invalid environment variable name %q; must match %s", k, EnvNamePattern)
+	default:
+		v, ok := os.LookupEnv(k)
+		switch {
+		case !ok:
+			add(base+".api_key_env", "environment variable %s is not set; export it before starting crewlet", k)
+		case strings.TrimSpace(v) == "":
+			add(base+".api_key_env", "environment variable %s is empty; export the key in it before starting crewlet", k)
+		}
+	}
+}
+
+func defaultBaseURL(provider string) string {
+	if provider == ProviderAnthropic {
+		return AnthropicBaseURL
+	}
+	return OpenAIBaseURL
+}
+
+func checkRule(add addFunc, rp string, r Rule) {
+	if _, err := regexp.Compile(r.Match); err != nil {
+		add(rp+".match", "%v", err)
+	}
+	if _, err := template.New("reply").Parse(r.Reply); err != nil {
+		add(rp+".reply", "%v", err)
+	}
+	switch {
+	case r.Fail != "" && r.Reply != "":
+		add(rp, "has both reply and fail; a rule either replies or fails")
+	case r.Fail != "" && len(r.Tools) > 0:
+		add(rp, "has both tools and fail; a failing rule calls no tools")
+	case r.Fail == "" && r.Reply == "":
+		add(rp, "has neither reply nor fail; a rule either replies or fails")
+	}
+	for i, t := range r.Tools {
+		tp := fmt.Sprintf("%s.tools[%d]", rp, i)
+		switch {
+		case t.Name == "":
+			add(tp+".name", `required; a tool's name as the model sees it, e.g. "tracker__create_issue"`)
+		case !toolNameRE.MatchString(t.Name):
+			add(tp+".name", "invalid tool name %q; must match %s", t.Name, toolNameRE)
+		}
+		if _, err := json.Marshal(t.Args); err != nil {
+			add(tp+".args", "not a JSON object: %v", err)
+			continue
+		}
+		checkArgTemplates(add, tp+".args", t.Args)
+	}
+}
+
+// checkArgTemplates parses every string in a scripted tool call's arguments
+// as the template it is.
+func checkArgTemplates(add addFunc, path string, v any) {
+	switch v := v.(type) {
+	case string:
+		if _, err := template.New("args").Parse(v); err != nil {
+			add(path, "%v", err)
+		}
+	case map[string]any:
+		for _, k := range sortedKeys(v) {
+			checkArgTemplates(add, path+"."+k, v[k])
+		}
+	case []any:
+		for i, e := range v {
+			checkArgTemplates(add, fmt.Sprintf("%s[%d]", path, i), e)
+		}
+	}
+}
+
+func checkMCP(add addFunc, base string, servers []MCPServer) {
+	first := map[string]int{}
+	for i, sc := range servers {
+		sp := fmt.Sprintf("%s[%d]", base, i)
+		switch {
+		case sc.Name == "":
+			add(sp+".name", "required; 1-32 of a-z, 0-9, '_' and '-'")
+		case !mcpNameRE.MatchString(sc.Name):
+			add(sp+".name", "invalid name %q; must be 1-32 of a-z, 0-9, '_' and '-'", sc.Name)
+		case strings.Contains(sc.Name, "__") || strings.HasSuffix(sc.Name, "_"):
+			add(sp+".name", `invalid name %q; must not contain "__" nor end in "_" (tools are named {server}__{tool})`, sc.Name)
+		}
+		if sc.Name != "" {
+			if j, dup := first[sc.Name]; dup {
+				add(sp+".name", "duplicate name %q (also %s[%d])", sc.Name, base, j)
+			} else {
+				first[sc.Name] = i
+			}
+		}
+		switch {
+		case len(sc.Command) == 0 && sc.URL == "":
+			add(sp, "needs a command (a stdio server) or a url (an HTTP server)")
+		case len(sc.Command) > 0 && sc.URL != "":
+			add(sp, "has both command and url; set exactly one")
+		case len(sc.Command) > 0 && strings.TrimSpace(sc.Command[0]) == "":
+			add(sp+".command[0]", "empty program name")
+		case sc.URL != "":
+			u, err := url.Parse(sc.URL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				add(sp+".url", "invalid URL %q; want an http or https URL", sc.URL)
+			}
+		}
+		if sc.URL != "" && len(sc.Env) > 0 {
+			add(sp+".env", "applies only to a command; an HTTP server runs elsewhere")
+		}
+		for j, kv := range sc.Env {
+			// Show only the key: the value may be a secret, and so may an
+			// entry with no "=" at all.
+			k, _, ok := strings.Cut(kv, "=")
+			switch {
+			case !ok:
+				add(fmt.Sprintf("%s.env[%d]", sp, j), `has no "="; want KEY=VALUE`)
+			case !envKeyRE.MatchString(k):
+				add(fmt.Sprintf("%s.env[%d]", sp, j), "invalid key %q; want KEY=VALUE with KEY matching %s", k, envKeyRE)
+			}
+		}
+	}
 }
 
 // shortDuration writes d as time.Duration does, less the zero units it puts

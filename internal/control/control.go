@@ -32,11 +32,13 @@ type Control struct {
 	mailbox  *mailbox.Mailbox
 	org      *config.Config
 	log      *slog.Logger
+	// Now is the clock usage windows are read on; tests set it.
+	Now func() time.Time
 }
 
 // New returns a Control for org.
 func New(tc client.Client, mb *mailbox.Mailbox, org *config.Config, log *slog.Logger) *Control {
-	return &Control{temporal: tc, mailbox: mb, org: org, log: log}
+	return &Control{temporal: tc, mailbox: mb, org: org, log: log, Now: time.Now}
 }
 
 // queryTimeout bounds a state query: it needs a live worker to answer.

@@ -93,19 +93,24 @@ func TestEveryAgentSeatOfTheExampleOrgReplies(t *testing.T) {
 	})
 
 	t.Run("crewlet seats ls lists every seat with its status", func(t *testing.T) {
-		out, err := c.cli("seats", "ls")
-		if err != nil {
-			t.Fatalf("crewlet seats ls: %v\n%s", err, out)
-		}
-		for _, s := range org.Seats {
-			want := "human"
-			if s.Kind == "agent" {
-				want = "idle"
+		// A reply is recorded before its turn has closed and the seat is
+		// idle again, so the listing may still show the last turn running.
+		testenv.Eventually(t, replyWait, "every seat listed idle (agents) or human", func() error {
+			out, err := c.cli("seats", "ls")
+			if err != nil {
+				return fmt.Errorf("crewlet seats ls: %v\n%s", err, out)
 			}
-			if !lineHas(out, s.Handle, want) {
-				t.Errorf("no line for %s with status %s in:\n%s", s.Handle, want, out)
+			for _, s := range org.Seats {
+				want := "human"
+				if s.Kind == "agent" {
+					want = "idle"
+				}
+				if !lineHas(out, s.Handle, want) {
+					return fmt.Errorf("no line for %s with status %s in:\n%s", s.Handle, want, out)
+				}
 			}
-		}
+			return nil
+		})
 	})
 
 	t.Run("temporal lists seats by CrewletStatus", func(t *testing.T) {

@@ -337,13 +337,9 @@ func TestPinnedSeatWaitsForANodeWithItsLabels(t *testing.T) {
 		t.Fatalf("g1 after n2 joined: got node %q epoch %d establishes %d; want its first tenure (epoch 1) on %s",
 			st.Node, st.Epoch, st.Counters.Establishes, inc2)
 	}
-	runs := probeRuns(t, probe, "g1", msg.EventID)
-	if len(runs) != 1 || runs[0].node != inc2 {
-		var nodes []string
-		for _, r := range runs {
-			nodes = append(nodes, r.node)
-		}
-		t.Fatalf("g1's completions ran on %v; want once on %s", nodes, inc2)
+	// The model call itself may run on any node; the tenure is what is pinned.
+	if runs := probeRuns(t, probe, "g1", msg.EventID); len(runs) != 1 {
+		t.Fatalf("g1's model ran %d times; want once", len(runs))
 	}
 	for _, n := range c.nodes().Nodes {
 		if n.Incarnation == inc1 && slices.Contains(n.SeatsHeld, "g1") {

@@ -30,14 +30,18 @@ type OpenAIOptions struct {
 	APIKey string
 	// HTTPClient defaults to http.DefaultClient.
 	HTTPClient *http.Client
+	// MaxTokens caps each answer when the request names no cap; 0 leaves
+	// it to the server.
+	MaxTokens int
 }
 
 // OpenAI is a crewlet.ChatModel on any OpenAI-compatible chat-completions
 // endpoint (OpenAI, vLLM, Ollama, llama.cpp).
 type OpenAI struct {
-	svc    openai.ChatCompletionService
-	model  string
-	apiKey string
+	svc       openai.ChatCompletionService
+	model     string
+	apiKey    string
+	maxTokens int
 	// official: OpenAI's own endpoint takes max_completion_tokens and
 	// refuses max_tokens for reasoning models; compatible servers mostly
 	// know only max_tokens.
@@ -50,6 +54,9 @@ var _ crewlet.ChatModel = (*OpenAI)(nil)
 func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 	if opts.Model == "" {
 		return nil, crewlet.Errorf(crewlet.EINVALID, "openai: model is required")
+	}
+	if opts.MaxTokens < 0 {
+		return nil, crewlet.Errorf(crewlet.EINVALID, "openai: max tokens %d is negative", opts.MaxTokens)
 	}
 	base := opts.BaseURL
 	if base == "" {
@@ -73,10 +80,11 @@ func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
 		ropts = append(ropts, option.WithHTTPClient(opts.HTTPClient))
 	}
 	return &OpenAI{
-		svc:      openai.NewChatCompletionService(ropts...),
-		model:    opts.Model,
-		apiKey:   opts.APIKey,
-		official: strings.EqualFold(u.Hostname(), "api.openai.com"),
+		svc:       openai.NewChatCompletionService(ropts...),
+		model:     opts.Model,
+		apiKey:    opts.APIKey,
+		maxTokens: opts.MaxTokens,
+		official:  strings.EqualFold(u.Hostname(), "api.openai.com"),
 	}, nil
 }
 
@@ -151,11 +159,15 @@ func (o *OpenAI) params(req crewlet.ModelRequest) (openai.ChatCompletionNewParam
 		}
 		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(fn))
 	}
+	maxTokens := o.maxTokens
 	if req.MaxTokens > 0 {
+		maxTokens = req.MaxTokens
+	}
+	if maxTokens > 0 {
 		if o.official {
-			p.MaxCompletionTokens = openai.Int(int64(req.MaxTokens))
+			p.MaxCompletionTokens = openai.Int(int64(maxTokens))
 		} else {
-			p.MaxTokens = openai.Int(int64(req.MaxTokens))
+			p.MaxTokens = openai.Int(int64(maxTokens))
 		}
 	}
 	return p, nil

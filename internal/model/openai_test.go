@@ -267,32 +267,49 @@ func TestOpenAIToolRoundTrip(t *testing.T) {
 
 func TestOpenAIMaxTokensField(t *testing.T) {
 	cases := []struct {
+		name          string
 		base          string
+		opt, req      int
+		want          int // 0: no cap sent
 		wantMaxTokens bool
 	}{
-		{"https://api.openai.com/v1", false},
-		{"http://localhost:11434/v1", true},
+		{"official endpoint", "https://api.openai.com/v1", 0, 50, 50, false},
+		{"compatible server", "http://localhost:11434/v1", 0, 50, 50, true},
+		{"profile cap when the request names none", "http://localhost:11434/v1", 300, 0, 300, true},
+		{"request cap over the profile's", "https://api.openai.com/v1", 300, 50, 50, false},
+		{"no cap at all", "https://api.openai.com/v1", 0, 0, 0, false},
 	}
 	for _, tc := range cases {
-		t.Run(tc.base, func(t *testing.T) {
-			m, err := NewOpenAI(OpenAIOptions{BaseURL: tc.base, Model: "m"})
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := NewOpenAI(OpenAIOptions{BaseURL: tc.base, Model: "m", MaxTokens: tc.opt})
 			if err != nil {
 				t.Fatalf("NewOpenAI: %v", err)
 			}
-			p, err := m.params(crewlet.ModelRequest{MaxTokens: 50})
+			p, err := m.params(crewlet.ModelRequest{MaxTokens: tc.req})
 			if err != nil {
 				t.Fatalf("params: %v", err)
 			}
 			b, _ := json.Marshal(p)
 			var got oaiRequest
 			_ = json.Unmarshal(b, &got)
-			if tc.wantMaxTokens && (got.MaxTokens == nil || *got.MaxTokens != 50 || got.MaxCompletionTokens != nil) {
-				t.Errorf("body = %s, want max_tokens only", b)
-			}
-			if !tc.wantMaxTokens && (got.MaxCompletionTokens == nil || *got.MaxCompletionTokens != 50 || got.MaxTokens != nil) {
-				t.Errorf("body = %s, want max_completion_tokens only", b)
+			switch {
+			case tc.want == 0:
+				if got.MaxTokens != nil || got.MaxCompletionTokens != nil {
+					t.Errorf("body = %s, want no cap", b)
+				}
+			case tc.wantMaxTokens:
+				if got.MaxTokens == nil || *got.MaxTokens != tc.want || got.MaxCompletionTokens != nil {
+					t.Errorf("body = %s, want max_tokens %d only", b, tc.want)
+				}
+			default:
+				if got.MaxCompletionTokens == nil || *got.MaxCompletionTokens != tc.want || got.MaxTokens != nil {
+					t.Errorf("body = %s, want max_completion_tokens %d only", b, tc.want)
+				}
 			}
 		})
+	}
+	if _, err := NewOpenAI(OpenAIOptions{Model: "m", MaxTokens: -1}); err == nil {
+		t.Errorf("NewOpenAI with max tokens -1: no error")
 	}
 }
 

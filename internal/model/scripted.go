@@ -16,29 +16,52 @@ import (
 	"github.com/crewlet/crewlet/internal/config"
 )
 
-// Scripted answers from fixed rules: the first rule whose regexp matches the
-// incoming text replies with its template; with no match it echoes the text
-// under the seat's handle. It is deterministic, for local runs and tests.
+// Scripted is a crewlet.ChatModel that answers from fixed rules, for local
+// runs, tests and benchmarks. The first rule whose regexp matches the
+// trigger's body answers: a rule with tools first asks for those tool calls,
+// and once their results are in replies with its template; a rule with fail
+// fails the call. With no match it echoes the text under the seat's handle.
+//
+// Usage is counted so that budgets can be tested: input tokens are the bytes
+// of the system prompt and every message's content over 4, output tokens the
+// bytes of the reply (or of the tool calls' arguments) over 4, each at
+// least 1.
 type Scripted struct {
 	rules []scriptedRule
 	delay time.Duration
 	probe *Probe
 }
 
+var _ crewlet.ChatModel = (*Scripted)(nil)
+
 type scriptedRule struct {
 	match *regexp.Regexp
 	reply *template.Template
+	tools []scriptedTool
 	fail  string
 }
 
-// ReplyData is what a scripted reply template can use.
+type scriptedTool struct {
+	name string
+	// args is the arguments object with every string a parsed template.
+	args map[string]any
+}
+
+// ReplyData is what a scripted reply template, and every string in a rule's
+// tool arguments, can use.
 type ReplyData struct {
 	Text         string
 	From         string
 	Handle       string
 	Role         string
 	Conversation string
-	Groups       []string
+	// Groups are the match's submatches; index 0 is the whole match.
+	Groups []string
+	// Results are the texts of the tool results since the trigger, in order.
+	Results []string
+	// Tools maps each called tool's name to its result's text; a tool called
+	// twice keeps its last result.
+	Tools map[string]string
 }
 
 // NewScripted compiles a scripted profile. The config package validated it,
@@ -50,63 +73,248 @@ func NewScripted(p config.Profile, probe *Probe) (*Scripted, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rules[%d].match: %w", i, err)
 		}
-		tmpl, err := template.New("reply").Option("missingkey=error").Parse(r.Reply)
+		tmpl, err := parseTemplate("reply", r.Reply)
 		if err != nil {
 			return nil, fmt.Errorf("rules[%d].reply: %w", i, err)
 		}
-		s.rules = append(s.rules, scriptedRule{match: re, reply: tmpl, fail: r.Fail})
+		rule := scriptedRule{match: re, reply: tmpl, fail: r.Fail}
+		for j, t := range r.Tools {
+			args := map[string]any{}
+			if t.Args != nil {
+				c, err := compileArgs(t.Args)
+				if err != nil {
+					return nil, fmt.Errorf("rules[%d].tools[%d].args.%w", i, j, err)
+				}
+				args = c.(map[string]any)
+			}
+			rule.tools = append(rule.tools, scriptedTool{name: t.Name, args: args})
+		}
+		s.rules = append(s.rules, rule)
 	}
 	return s, nil
 }
 
-// Complete answers p after the profile's delay.
-func (s *Scripted) Complete(ctx context.Context, p crewlet.Prompt) (crewlet.Completion, error) {
+func parseTemplate(name, text string) (*template.Template, error) {
+	return template.New(name).Option("missingkey=error").Parse(text)
+}
+
+// compileArgs copies v with every string parsed as a template; the copy
+// leaves the config's own map alone.
+func compileArgs(v any) (any, error) {
+	switch v := v.(type) {
+	case string:
+		return parseTemplate("args", v)
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			c, err := compileArgs(e)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			out[k] = c
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			c, err := compileArgs(e)
+			if err != nil {
+				return nil, fmt.Errorf("[%d]: %w", i, err)
+			}
+			out[i] = c
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+// renderArgs executes every template in compiled args.
+func renderArgs(v any, data ReplyData) (any, error) {
+	switch v := v.(type) {
+	case *template.Template:
+		var b strings.Builder
+		if err := v.Execute(&b, data); err != nil {
+			return nil, err
+		}
+		return b.String(), nil
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			r, err := renderArgs(e, data)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = r
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			r, err := renderArgs(e, data)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+// Chat answers req after the profile's delay. It matches on req.Trigger,
+// or on the last user message when there is no trigger.
+func (s *Scripted) Chat(ctx context.Context, req crewlet.ModelRequest) (crewlet.ModelResponse, error) {
+	data := ReplyData{Handle: req.Seat, Role: req.Role}
+	var eventID string
+	if t := req.Trigger; t != nil {
+		eventID = t.EventID
+		data.Text, data.From, data.Conversation = t.Body, t.From, t.Conversation
+	}
 	if s.probe != nil {
-		s.probe.record(p.Seat, p.Trigger.EventID, "start")
-		defer s.probe.record(p.Seat, p.Trigger.EventID, "end")
+		s.probe.record(req.Seat, eventID, "start")
+		defer s.probe.record(req.Seat, eventID, "end")
 	}
 	if s.delay > 0 {
 		t := time.NewTimer(s.delay)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
-			return crewlet.Completion{}, ctx.Err()
+			return crewlet.ModelResponse{}, ctx.Err()
 		case <-t.C:
 		}
 	}
-	data := ReplyData{
-		Text: p.Trigger.Body, From: p.Trigger.From, Handle: p.Seat, Role: p.Role,
-		Conversation: p.Trigger.Conversation,
+
+	// What happened since the last user message: the tool calls asked for
+	// and their results.
+	lastUser := -1
+	for i, m := range req.Messages {
+		if m.Role == "user" {
+			lastUser = i
+		}
 	}
+	if req.Trigger == nil && lastUser >= 0 {
+		data.Text = req.Messages[lastUser].Content
+	}
+	called := false
+	names := map[string]string{}
+	for _, m := range req.Messages[lastUser+1:] {
+		switch m.Role {
+		case "assistant":
+			for _, c := range m.ToolCalls {
+				called = true
+				names[c.ID] = c.Name
+			}
+		case "tool":
+			data.Results = append(data.Results, m.Content)
+			if name, ok := names[m.ToolCallID]; ok {
+				if data.Tools == nil {
+					data.Tools = map[string]string{}
+				}
+				data.Tools[name] = m.Content
+			}
+		}
+	}
+	in := inputTokens(req)
+
 	for _, r := range s.rules {
-		groups := r.match.FindStringSubmatch(p.Trigger.Body)
+		groups := r.match.FindStringSubmatch(data.Text)
 		if groups == nil {
 			continue
 		}
 		if r.fail != "" {
-			return crewlet.Completion{}, fmt.Errorf("scripted failure: %s", r.fail)
+			return crewlet.ModelResponse{}, &crewlet.ProviderError{Provider: "scripted", Kind: crewlet.ProviderBadRequest, Status: 400, Message: r.fail}
 		}
 		data.Groups = groups
+		if len(r.tools) > 0 && !called {
+			return s.toolCalls(r, data, in)
+		}
 		var b strings.Builder
 		if err := r.reply.Execute(&b, data); err != nil {
-			return crewlet.Completion{}, crewlet.Errorf(crewlet.EINVALID, "scripted reply template for %q failed: %v", r.match, err)
+			return crewlet.ModelResponse{}, crewlet.Errorf(crewlet.EINVALID, "scripted reply template for %q failed: %v", r.match, err)
 		}
-		return crewlet.Completion{Text: b.String()}, nil
+		return textResponse(b.String(), in), nil
 	}
-	return crewlet.Completion{Text: fmt.Sprintf("[%s] %s", p.Seat, p.Trigger.Body)}, nil
+	return textResponse(fmt.Sprintf("[%s] %s", req.Seat, data.Text), in), nil
 }
 
-// New builds the model a profile names. probe may be nil.
-func New(p config.Profile, probe *Probe) (crewlet.Model, error) {
+func (s *Scripted) toolCalls(r scriptedRule, data ReplyData, in int64) (crewlet.ModelResponse, error) {
+	resp := crewlet.ModelResponse{}
+	var out int
+	for i, t := range r.tools {
+		args, err := renderArgs(t.args, data)
+		if err != nil {
+			return crewlet.ModelResponse{}, crewlet.Errorf(crewlet.EINVALID, "scripted arguments of tool %s for %q failed: %v", t.name, r.match, err)
+		}
+		raw, err := json.Marshal(args)
+		if err != nil {
+			return crewlet.ModelResponse{}, crewlet.Errorf(crewlet.EINVALID, "scripted arguments of tool %s for %q: %v", t.name, r.match, err)
+		}
+		resp.ToolCalls = append(resp.ToolCalls, crewlet.ToolCall{ID: fmt.Sprintf("call_%d", i+1), Name: t.name, Args: raw})
+		out += len(raw)
+	}
+	resp.Usage = crewlet.Usage{InputTokens: in, OutputTokens: tokens(out)}
+	return resp, nil
+}
+
+func textResponse(text string, in int64) crewlet.ModelResponse {
+	return crewlet.ModelResponse{Text: text, Usage: crewlet.Usage{InputTokens: in, OutputTokens: tokens(len(text))}}
+}
+
+func inputTokens(req crewlet.ModelRequest) int64 {
+	n := len(req.System)
+	for _, m := range req.Messages {
+		n += len(m.Content)
+	}
+	return tokens(n)
+}
+
+// tokens is the scripted provider's stand-in for a tokenizer: 4 bytes a
+// token, at least 1.
+func tokens(bytes int) int64 { return max(1, int64(bytes/4)) }
+
+// New builds the model of the profile called name. probe may be nil; only
+// the scripted provider records to it. The API key is read from the
+// profile's api_key_env; an error names the variable, never its value.
+func New(name string, p config.Profile, probe *Probe) (crewlet.ChatModel, error) {
+	var m crewlet.ChatModel
+	var err error
 	switch p.Provider {
-	case "scripted":
-		return NewScripted(p, probe)
+	case config.ProviderScripted:
+		m, err = NewScripted(p, probe)
+	case config.ProviderOpenAI:
+		var key string
+		if key, err = apiKey(p); err == nil {
+			m, err = NewOpenAI(OpenAIOptions{BaseURL: p.BaseURL, Model: p.Model, APIKey: key, MaxTokens: p.MaxTokens})
+		}
+	case config.ProviderAnthropic:
+		var key string
+		if key, err = apiKey(p); err == nil {
+			m, err = NewAnthropic(AnthropicOptions{BaseURL: p.BaseURL, Model: p.Model, APIKey: key, MaxTokens: p.MaxTokens})
+		}
 	default:
-		return nil, crewlet.Errorf(crewlet.EINVALID, "unsupported provider %q; supported providers: scripted", p.Provider)
+		err = crewlet.Errorf(crewlet.EINVALID, "unsupported provider %q; supported providers: %s, %s, %s",
+			p.Provider, config.ProviderAnthropic, config.ProviderOpenAI, config.ProviderScripted)
 	}
+	if err != nil {
+		return nil, fmt.Errorf("profile %s: %w", name, err)
+	}
+	return m, nil
 }
 
-// Probe records when each scripted completion ran, on which node, as JSON
+// apiKey reads a profile's key from the environment; a profile naming no
+// variable sends none (a local OpenAI-compatible server).
+func apiKey(p config.Profile) (string, error) {
+	if p.APIKeyEnv == "" {
+		return "", nil
+	}
+	key := strings.TrimSpace(os.Getenv(p.APIKeyEnv))
+	if key == "" {
+		return "", crewlet.Errorf(crewlet.EINVALID, "environment variable %s is not set or empty; export the API key in it", p.APIKeyEnv)
+	}
+	return key, nil
+}
+
+// Probe records when each scripted model call ran, on which node, as JSON
 // lines appended to a file. Tests use it to prove that no seat ever ran two
 // turns at once across nodes, without trusting logs. It is enabled by the
 // CREWLET_SCRIPTED_PROBE environment variable and is off otherwise.
@@ -116,8 +324,8 @@ type Probe struct {
 	node string
 }
 
-// ProbeRecord is one line of the probe file: a completion started or ended.
-// A start with no end is a completion its process died in.
+// ProbeRecord is one line of the probe file: a model call started or ended.
+// A start with no end is a call its process died in.
 type ProbeRecord struct {
 	Seat    string    `json:"seat"`
 	EventID string    `json:"event_id"`

@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -24,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/tools/toolstest"
 )
 
 // testserverBin is the testserver binary, built once by TestMain.
@@ -35,11 +34,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	testserverBin = filepath.Join(dir, "testserver")
-	build := exec.Command("go", "build", "-o", testserverBin, "./testserver")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build testserver:", err)
+	testserverBin, err = toolstest.Build(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	// The stubborn tests wait through every stop step; keep them short.
@@ -105,33 +102,6 @@ func call(t *testing.T, s *Session, name, args, key string) Result {
 		t.Fatalf("Call(%s): %v", name, err)
 	}
 	return res
-}
-
-type countLine struct {
-	Key  string `json:"key"`
-	Text string `json:"text"`
-}
-
-func readCount(t *testing.T, path string) []countLine {
-	t.Helper()
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var lines []countLine
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var l countLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatalf("count line %q: %v", sc.Text(), err)
-		}
-		lines = append(lines, l)
-	}
-	return lines
 }
 
 // exited reports whether pid is gone entirely: exited and reaped.
@@ -225,8 +195,8 @@ func TestWriteCarriesIdempotencyKey(t *testing.T) {
 			t.Errorf("write %s = %+v, want Text %q", c.text, res, want)
 		}
 	}
-	lines := readCount(t, b.countFile)
-	want := []countLine{{"wk1:0:0", "one"}, {"wk1:1:0", "two"}}
+	lines := toolstest.Writes(t, b.countFile)
+	want := []toolstest.Write{{Key: "wk1:0:0", Text: "one"}, {Key: "wk1:1:0", Text: "two"}}
 	if !slices.Equal(lines, want) {
 		t.Errorf("count file = %+v, want %+v", lines, want)
 	}
@@ -238,7 +208,7 @@ func TestWriteCarriesIdempotencyKey(t *testing.T) {
 func TestCallWithoutKeySendsNone(t *testing.T) {
 	b := setup(t)
 	call(t, b.s, "ts__write", `{"text":"x"}`, "")
-	if lines := readCount(t, b.countFile); len(lines) != 1 || lines[0].Key != "" {
+	if lines := toolstest.Writes(t, b.countFile); len(lines) != 1 || lines[0].Key != "" {
 		t.Errorf("count file = %+v, want one line without a key", lines)
 	}
 }
@@ -265,7 +235,7 @@ func TestCallRefusals(t *testing.T) {
 			}
 		})
 	}
-	if lines := readCount(t, b.countFile); len(lines) != 0 {
+	if lines := toolstest.Writes(t, b.countFile); len(lines) != 0 {
 		t.Errorf("refused calls wrote %+v", lines)
 	}
 }
@@ -463,7 +433,7 @@ func TestCloseDuringSlowCall(t *testing.T) {
 	if !exited(pid) {
 		t.Errorf("child %d still exists", pid)
 	}
-	if lines := readCount(t, b.countFile); len(lines) != 0 {
+	if lines := toolstest.Writes(t, b.countFile); len(lines) != 0 {
 		t.Errorf("cut-off slow_write wrote %+v", lines)
 	}
 	// The SDK's Close waits for calls in flight; had Close not ended the

@@ -1,0 +1,71 @@
+package crewlet
+
+import "time"
+
+// Budget windows (DESIGN §6): tokens are counted per calendar day, ISO week
+// (starting Monday) and month on the company's timezone.
+const (
+	WindowDay   = "day"
+	WindowWeek  = "week"
+	WindowMonth = "month"
+)
+
+// Budget scopes: a seat's own counters, and the company's.
+const (
+	ScopeSeat    = "seat"
+	ScopeCompany = "company"
+)
+
+// BudgetCaps are token caps per window; 0 means no cap.
+type BudgetCaps struct {
+	TokensPerDay   int64 `json:"tokens_per_day,omitempty"`
+	TokensPerWeek  int64 `json:"tokens_per_week,omitempty"`
+	TokensPerMonth int64 `json:"tokens_per_month,omitempty"`
+}
+
+// Cap returns the cap of one window ("day", "week" or "month").
+func (c BudgetCaps) Cap(window string) int64 {
+	switch window {
+	case WindowDay:
+		return c.TokensPerDay
+	case WindowWeek:
+		return c.TokensPerWeek
+	case WindowMonth:
+		return c.TokensPerMonth
+	}
+	return 0
+}
+
+// UsageWindow is the tokens one scope used in the current window.
+type UsageWindow struct {
+	Scope  string `json:"scope"`
+	Window string `json:"window"`
+	// Start and ResetsAt bound the window, on the company's timezone.
+	Start    time.Time `json:"start"`
+	ResetsAt time.Time `json:"resets_at"`
+	Used     int64     `json:"used"`
+	// Cap is 0 when the window has none.
+	Cap int64 `json:"cap"`
+}
+
+// Over reports whether the window's cap is reached.
+func (u UsageWindow) Over() bool { return u.Cap > 0 && u.Used >= u.Cap }
+
+// BudgetHold says why a seat's turns are held: the first cap reached, and
+// when its window turns.
+type BudgetHold struct {
+	Scope    string    `json:"scope"`
+	Window   string    `json:"window"`
+	Cap      int64     `json:"cap"`
+	Used     int64     `json:"used"`
+	ResetsAt time.Time `json:"resets_at"`
+}
+
+// SeatUsage is the answer to GET /seats/{handle}/usage.
+type SeatUsage struct {
+	Seat     string        `json:"seat"`
+	Timezone string        `json:"timezone"`
+	Windows  []UsageWindow `json:"windows"`
+	// Hold is the cap that holds the seat's turns now, if any.
+	Hold *BudgetHold `json:"hold,omitempty"`
+}

@@ -1,0 +1,394 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/budget"
+)
+
+// SetSeatTools records the tool catalog of the seat's tenure, only if epoch
+// is still the seat's current epoch; a stale tenure gets EFENCED.
+func (s *Store) SetSeatTools(ctx context.Context, handle string, epoch int64, tools json.RawMessage) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE seats SET tools = $3 WHERE handle = $1 AND epoch = $2`, handle, epoch, jsonArg(tools))
+	if err != nil {
+		return fmt.Errorf("set seat %s tools: %w", handle, schemaMissing(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fenced(handle, epoch)
+	}
+	return nil
+}
+
+// SeatTools returns the tool catalog of the seat's current tenure; nil when
+// no host has recorded one.
+func (s *Store) SeatTools(ctx context.Context, handle string) (json.RawMessage, error) {
+	var tools []byte
+	err := s.pool.QueryRow(ctx, `SELECT tools FROM seats WHERE handle = $1`, handle).Scan(&tools)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, crewlet.Errorf(crewlet.ENOTFOUND, "seat %q has no row yet", handle)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read seat %s tools: %w", handle, schemaMissing(err))
+	}
+	return tools, nil
+}
+
+// jsonArg passes raw JSON to a jsonb parameter, empty as NULL.
+func jsonArg(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return string(raw)
+}
+
+// TurnRow is a turn's row: its triggers, what it offered the model, and how
+// it ended.
+type TurnRow struct {
+	Seat    string `json:"seat"`
+	WorkKey string `json:"work_key"`
+	TurnID  string `json:"turn_id"`
+	Epoch   int64  `json:"epoch"`
+	// Mail is every trigger of the batch; Threads indexes the ones that need
+	// an answer.
+	Mail      []crewlet.Message `json:"mail"`
+	Threads   []int             `json:"threads"`
+	Tools     json.RawMessage   `json:"tools,omitempty"`
+	MaxRounds int               `json:"max_rounds"`
+	Status    string            `json:"status"`
+	Note      string            `json:"note,omitempty"`
+	StoppedBy string            `json:"stopped_by,omitempty"`
+	Rounds    int               `json:"rounds"`
+	StartedAt time.Time         `json:"started_at"`
+	// FinishedAt is nil while the turn runs.
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+const turnColumns = `seat, work_key, turn_id, epoch, mail, threads, tools, max_rounds, status, note, stopped_by, rounds, started_at, finished_at`
+
+func scanTurn(r pgx.Row) (TurnRow, error) {
+	var t TurnRow
+	var tools []byte
+	err := r.Scan(&t.Seat, &t.WorkKey, &t.TurnID, &t.Epoch, &t.Mail, &t.Threads, &tools, &t.MaxRounds,
+		&t.Status, &t.Note, &t.StoppedBy, &t.Rounds, &t.StartedAt, &t.FinishedAt)
+	if len(tools) > 0 {
+		t.Tools = tools
+	}
+	return t, err
+}
+
+// OpenTurn records a turn as running and returns its stored row. A later run
+// of the same work (after a host loss) reopens the row: it takes the new
+// turn id, epoch, tools and max rounds, and keeps the first run's mail,
+// threads and start, since the same work has the same triggers. An epoch
+// older than the one that last opened the turn gets EFENCED.
+func (s *Store) OpenTurn(ctx context.Context, t TurnRow) (TurnRow, error) {
+	if t.Mail == nil {
+		t.Mail = []crewlet.Message{}
+	}
+	if t.Threads == nil {
+		t.Threads = []int{}
+	}
+	mail, err := json.Marshal(t.Mail)
+	if err != nil {
+		return TurnRow{}, fmt.Errorf("open turn %s/%s: %w", t.Seat, t.WorkKey, err)
+	}
+	threads, err := json.Marshal(t.Threads)
+	if err != nil {
+		return TurnRow{}, fmt.Errorf("open turn %s/%s: %w", t.Seat, t.WorkKey, err)
+	}
+	var started *time.Time
+	if !t.StartedAt.IsZero() {
+		started = &t.StartedAt
+	}
+	row, err := scanTurn(s.pool.QueryRow(ctx, `
+		INSERT INTO turns AS t (seat, work_key, turn_id, epoch, mail, threads, tools, max_rounds, started_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE($9, now()))
+		ON CONFLICT (seat, work_key) DO UPDATE SET
+		    turn_id = EXCLUDED.turn_id, epoch = EXCLUDED.epoch, tools = EXCLUDED.tools, max_rounds = EXCLUDED.max_rounds,
+		    status = 'running', note = '', stopped_by = '', finished_at = NULL
+		WHERE t.epoch <= EXCLUDED.epoch
+		RETURNING `+turnColumns,
+		t.Seat, t.WorkKey, t.TurnID, t.Epoch, mail, threads, jsonArg(t.Tools), t.MaxRounds, started))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return TurnRow{}, fenced(t.Seat, t.Epoch)
+	}
+	if err != nil {
+		return TurnRow{}, fmt.Errorf("open turn %s/%s: %w", t.Seat, t.WorkKey, schemaMissing(err))
+	}
+	return row, nil
+}
+
+// Turn returns the turn of one work; ENOTFOUND when there is none.
+func (s *Store) Turn(ctx context.Context, seat, workKey string) (TurnRow, error) {
+	row, err := scanTurn(s.pool.QueryRow(ctx, `SELECT `+turnColumns+` FROM turns WHERE seat = $1 AND work_key = $2`, seat, workKey))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return TurnRow{}, crewlet.Errorf(crewlet.ENOTFOUND, "seat %s has no turn for work %q", seat, workKey)
+	}
+	if err != nil {
+		return TurnRow{}, fmt.Errorf("read turn %s/%s: %w", seat, workKey, schemaMissing(err))
+	}
+	return row, nil
+}
+
+// TurnByID returns the turn with that id (the newest, should an id have been
+// used twice); ENOTFOUND when there is none.
+func (s *Store) TurnByID(ctx context.Context, turnID string) (TurnRow, error) {
+	row, err := scanTurn(s.pool.QueryRow(ctx, `
+		SELECT `+turnColumns+` FROM turns WHERE turn_id = $1 ORDER BY started_at DESC LIMIT 1`, turnID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return TurnRow{}, crewlet.Errorf(crewlet.ENOTFOUND, "no turn has id %q", turnID)
+	}
+	if err != nil {
+		return TurnRow{}, fmt.Errorf("read turn %s: %w", turnID, schemaMissing(err))
+	}
+	return row, nil
+}
+
+// SeatTurns returns the seat's latest turns, newest first.
+func (s *Store) SeatTurns(ctx context.Context, seat string, limit int) ([]TurnRow, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+turnColumns+` FROM turns WHERE seat = $1 ORDER BY started_at DESC, work_key LIMIT $2`, seat, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list turns of %s: %w", seat, schemaMissing(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TurnRow, error) { return scanTurn(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list turns of %s: %w", seat, err)
+	}
+	return out, nil
+}
+
+// FinishTurn records how a turn ended. Finishing it again rewrites the
+// outcome but keeps the first finish time.
+func (s *Store) FinishTurn(ctx context.Context, seat, workKey string, status, note, stoppedBy string, rounds int) error {
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE turns SET status = $3, note = $4, stopped_by = $5, rounds = $6, finished_at = COALESCE(finished_at, now())
+		WHERE seat = $1 AND work_key = $2`, seat, workKey, status, note, stoppedBy, rounds)
+	if err != nil {
+		return fmt.Errorf("finish turn %s/%s: %w", seat, workKey, schemaMissing(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return crewlet.Errorf(crewlet.ENOTFOUND, "seat %s has no turn for work %q", seat, workKey)
+	}
+	return nil
+}
+
+// TurnMessage is one message of a turn's model conversation (thread).
+type TurnMessage struct {
+	Thread int `json:"thread"`
+	// Key names the step that wrote the message ("user", "r3", "r3c1",
+	// "note"), unique within the thread.
+	Key     string              `json:"key"`
+	Round   int                 `json:"round"`
+	Message crewlet.ChatMessage `json:"message"`
+	// Seq orders a turn's messages; set by the store.
+	Seq       int64     `json:"seq"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+const turnMessageColumns = `thread, key, round, message, seq, created_at`
+
+func scanTurnMessage(r pgx.Row) (TurnMessage, error) {
+	var m TurnMessage
+	err := r.Scan(&m.Thread, &m.Key, &m.Round, &m.Message, &m.Seq, &m.CreatedAt)
+	return m, err
+}
+
+// AppendTurnMessage appends a message to a thread of the turn and returns it
+// as stored. It is keyed on (thread, key): appending the same key again
+// appends nothing and returns the message already there.
+func (s *Store) AppendTurnMessage(ctx context.Context, seat, workKey string, m TurnMessage) (TurnMessage, error) {
+	msg, err := json.Marshal(m.Message)
+	if err != nil {
+		return TurnMessage{}, fmt.Errorf("append turn message %s/%s %d/%s: %w", seat, workKey, m.Thread, m.Key, err)
+	}
+	stored, err := scanTurnMessage(s.pool.QueryRow(ctx, `
+		INSERT INTO turn_messages (seat, work_key, thread, key, round, message) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (seat, work_key, thread, key) DO NOTHING
+		RETURNING `+turnMessageColumns, seat, workKey, m.Thread, m.Key, m.Round, msg))
+	if errors.Is(err, pgx.ErrNoRows) {
+		// A separate statement, so it sees a row a concurrent insert
+		// committed after this one's snapshot.
+		stored, err = scanTurnMessage(s.pool.QueryRow(ctx, `
+			SELECT `+turnMessageColumns+` FROM turn_messages WHERE seat = $1 AND work_key = $2 AND thread = $3 AND key = $4`,
+			seat, workKey, m.Thread, m.Key))
+	}
+	if err != nil {
+		return TurnMessage{}, fmt.Errorf("append turn message %s/%s %d/%s: %w", seat, workKey, m.Thread, m.Key, schemaMissing(err))
+	}
+	return stored, nil
+}
+
+// TurnMessages returns a thread of the turn in the order it was written;
+// thread -1 returns every thread.
+func (s *Store) TurnMessages(ctx context.Context, seat, workKey string, thread int) ([]TurnMessage, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+turnMessageColumns+` FROM turn_messages
+		WHERE seat = $1 AND work_key = $2 AND ($3 < 0 OR thread = $3) ORDER BY seq`, seat, workKey, thread)
+	if err != nil {
+		return nil, fmt.Errorf("read turn messages %s/%s: %w", seat, workKey, schemaMissing(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TurnMessage, error) { return scanTurnMessage(r) })
+	if err != nil {
+		return nil, fmt.Errorf("read turn messages %s/%s: %w", seat, workKey, err)
+	}
+	return out, nil
+}
+
+// StartToolCall writes the intent row of a tool call before it is made.
+// firstAttempt is false when an earlier attempt wrote it: that attempt may
+// have reached outside.
+func (s *Store) StartToolCall(ctx context.Context, seat, workKey string, round, call int, name string, readOnly bool) (firstAttempt bool, err error) {
+	tag, err := s.pool.Exec(ctx, `
+		INSERT INTO tool_calls (seat, work_key, round, call, name, read_only) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (seat, work_key, round, call) DO NOTHING`, seat, workKey, round, call, name, readOnly)
+	if err != nil {
+		return false, fmt.Errorf("start tool call %s/%s r%dc%d: %w", seat, workKey, round, call, schemaMissing(err))
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// FinishToolCall stamps a tool call as finished; finishing it again keeps
+// the first time.
+func (s *Store) FinishToolCall(ctx context.Context, seat, workKey string, round, call int) error {
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE tool_calls SET finished_at = COALESCE(finished_at, now())
+		WHERE seat = $1 AND work_key = $2 AND round = $3 AND call = $4`, seat, workKey, round, call)
+	if err != nil {
+		return fmt.Errorf("finish tool call %s/%s r%dc%d: %w", seat, workKey, round, call, schemaMissing(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return crewlet.Errorf(crewlet.ENOTFOUND, "seat %s work %q has no tool call r%dc%d", seat, workKey, round, call)
+	}
+	return nil
+}
+
+// RoundRow is one model call of a turn: its charge and its charter receipt.
+type RoundRow struct {
+	Seat    string `json:"seat"`
+	WorkKey string `json:"work_key"`
+	Round   int    `json:"round"`
+	Profile string `json:"profile"`
+	// SystemSHA256 (hex) and SystemBytes identify the exact system prompt
+	// sent, without keeping it.
+	SystemSHA256 string    `json:"system_sha256"`
+	SystemBytes  int       `json:"system_bytes"`
+	InputTokens  int64     `json:"input_tokens"`
+	OutputTokens int64     `json:"output_tokens"`
+	RecordedAt   time.Time `json:"recorded_at"`
+}
+
+// RecordRound records a model call and, the first time only, charges its
+// tokens to the seat's and the company's day, week and month counters: the
+// windows that contain RecordedAt (now when zero) on loc. charged is false
+// when the round was already recorded, so a retried step charges nothing.
+func (s *Store) RecordRound(ctx context.Context, r RoundRow, loc *time.Location) (charged bool, err error) {
+	if r.RecordedAt.IsZero() {
+		r.RecordedAt = time.Now()
+	}
+	tokens := r.InputTokens + r.OutputTokens
+	var scopes, windows []string
+	var starts []time.Time
+	// Always the same row order (seat then company), so two rounds charging
+	// the company counters at once lock them in the same order.
+	for _, scope := range []string{counterScope(crewlet.ScopeSeat, r.Seat), counterScope(crewlet.ScopeCompany, r.Seat)} {
+		for _, w := range budget.Windows(r.RecordedAt, loc) {
+			scopes, windows, starts = append(scopes, scope), append(windows, w.Name), append(starts, w.Start)
+		}
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO turn_rounds (seat, work_key, round, profile, system_sha256, system_bytes, input_tokens, output_tokens, recorded_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			ON CONFLICT (seat, work_key, round) DO NOTHING`,
+			r.Seat, r.WorkKey, r.Round, r.Profile, r.SystemSHA256, r.SystemBytes, r.InputTokens, r.OutputTokens, r.RecordedAt)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return nil
+		}
+		charged = true
+		if tokens == 0 {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `
+			INSERT INTO usage_counters AS u (scope, window_name, window_start, tokens)
+			SELECT s, w, t, $4 FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS c (s, w, t)
+			ON CONFLICT (scope, window_name, window_start) DO UPDATE SET tokens = u.tokens + EXCLUDED.tokens`,
+			scopes, windows, starts, tokens)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("record round %s/%s r%d: %w", r.Seat, r.WorkKey, r.Round, schemaMissing(err))
+	}
+	return charged, nil
+}
+
+// TurnRounds returns the turn's model calls in round order.
+func (s *Store) TurnRounds(ctx context.Context, seat, workKey string) ([]RoundRow, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT seat, work_key, round, profile, system_sha256, system_bytes, input_tokens, output_tokens, recorded_at
+		FROM turn_rounds WHERE seat = $1 AND work_key = $2 ORDER BY round`, seat, workKey)
+	if err != nil {
+		return nil, fmt.Errorf("read rounds of %s/%s: %w", seat, workKey, schemaMissing(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RoundRow, error) {
+		var x RoundRow
+		err := r.Scan(&x.Seat, &x.WorkKey, &x.Round, &x.Profile, &x.SystemSHA256, &x.SystemBytes, &x.InputTokens, &x.OutputTokens, &x.RecordedAt)
+		return x, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read rounds of %s/%s: %w", seat, workKey, err)
+	}
+	return out, nil
+}
+
+// Usage returns the seat's and the company's day, week and month windows
+// that contain now on loc (in budget.UsageWindows order), with the tokens
+// counted in each and the caps given.
+func (s *Store) Usage(ctx context.Context, seat string, seatCaps, companyCaps crewlet.BudgetCaps, now time.Time, loc *time.Location) ([]crewlet.UsageWindow, error) {
+	ws := budget.UsageWindows(seatCaps, companyCaps, now, loc)
+	scopes := make([]string, len(ws))
+	windows := make([]string, len(ws))
+	starts := make([]time.Time, len(ws))
+	for i, w := range ws {
+		scopes[i] = counterScope(w.Scope, seat)
+		windows[i], starts[i] = w.Window, w.Start
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT c.i, COALESCE(u.tokens, 0)
+		FROM unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS c (s, w, t, i)
+		LEFT JOIN usage_counters u ON u.scope = c.s AND u.window_name = c.w AND u.window_start = c.t`,
+		scopes, windows, starts)
+	if err != nil {
+		return nil, fmt.Errorf("read usage of %s: %w", seat, schemaMissing(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var i, used int64
+		if err := rows.Scan(&i, &used); err != nil {
+			return nil, fmt.Errorf("read usage of %s: %w", seat, err)
+		}
+		ws[i-1].Used = used
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read usage of %s: %w", seat, err)
+	}
+	return ws, nil
+}
+
+// counterScope is the usage_counters scope of a budget scope.
+func counterScope(scope, seat string) string {
+	if scope == crewlet.ScopeSeat {
+		return crewlet.ScopeSeat + ":" + seat
+	}
+	return scope
+}

@@ -1,0 +1,180 @@
+package crewlet
+
+import "time"
+
+// WorkflowTurn is the workflow type of one turn, a child of its seat
+// (DESIGN §6).
+const WorkflowTurn = "Turn"
+
+// TurnWorkflowID is the ID of the turn over one trigger set: one trigger set
+// cannot start two turns at once.
+func TurnWorkflowID(handle, workKey string) string {
+	return "turn/" + handle + "/" + workKey
+}
+
+// ThreadKey is the key a turn's conversation answering one trigger is
+// recorded under: the work key of that trigger alone. A trigger that comes
+// back in another batch (its turn broke before the ledger recorded it)
+// resumes its conversation instead of starting it again.
+func ThreadKey(eventID string) string { return WorkKey([]string{eventID}) }
+
+// SignalStopTurn asks a running turn to stop at its next round boundary; its
+// payload is a StopTurnRequest.
+const SignalStopTurn = "stop_turn"
+
+// StopTurnRequest says who stopped a turn and why.
+type StopTurnRequest struct {
+	By     string `json:"by"`
+	Reason string `json:"reason"`
+}
+
+// Activities of a turn. BeginTurn and FinishTurn are short Postgres/Redis
+// steps run as local activities; ModelRound runs on any node; ToolCall runs
+// on the seat's host queue, where its MCP children live.
+const (
+	ActivityBeginTurn  = "BeginTurn"
+	ActivityModelRound = "ModelRound"
+	ActivityToolCall   = "ToolCall"
+	ActivityFinishTurn = "FinishTurn"
+)
+
+// Error types of a turn's activities.
+const (
+	// PanicErrorType marks an activity that panicked: the turn is recorded
+	// as failed and its triggers acked, never replayed.
+	PanicErrorType = "turn_panicked"
+	// ProviderErrorType marks a model call the provider refused for good
+	// (bad request, auth, exhausted quota).
+	ProviderErrorType = "provider_error"
+)
+
+// TurnStatus is how a turn ended.
+type TurnStatus string
+
+// How a turn ends. The seat acks the triggers of a done, stopped or failed
+// turn; a fenced turn leaves them for the next tenure and a held one for the
+// next budget window.
+const (
+	TurnDone    TurnStatus = "done"
+	TurnStopped TurnStatus = "stopped"
+	TurnFailed  TurnStatus = "failed"
+	TurnFenced  TurnStatus = "fenced"
+	TurnHeld    TurnStatus = "held"
+)
+
+// Acked reports whether the seat acks the triggers of a turn that ended so.
+func (s TurnStatus) Acked() bool {
+	return s == TurnDone || s == TurnStopped || s == TurnFailed
+}
+
+// TurnInput starts a turn: ids only.
+type TurnInput struct {
+	Handle    string    `json:"handle"`
+	Epoch     int64     `json:"epoch"`
+	HostQueue string    `json:"host_queue"`
+	TurnID    string    `json:"turn_id"`
+	WorkKey   string    `json:"work_key"`
+	Mail      []MailRef `json:"mail"`
+	// HeartbeatTimeout is the host heartbeat timeout; tool calls use it to
+	// notice a lost host. 0 means 3s.
+	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
+}
+
+// TurnOutput says how a turn ended and what it did.
+type TurnOutput struct {
+	Status TurnStatus `json:"status"`
+	// Answered are the event ids the turn ran for.
+	Answered []string `json:"answered,omitempty"`
+	Replies  int      `json:"replies"`
+	Rounds   int      `json:"rounds"`
+	// Hold is the budget cap that held a TurnHeld turn.
+	Hold *BudgetHold `json:"hold,omitempty"`
+	// Note says why a turn stopped or failed.
+	Note string `json:"note,omitempty"`
+}
+
+// BeginTurnInput opens a turn: fence, budget check, record the triggers.
+type BeginTurnInput struct {
+	Handle  string    `json:"handle"`
+	Epoch   int64     `json:"epoch"`
+	TurnID  string    `json:"turn_id"`
+	WorkKey string    `json:"work_key"`
+	Mail    []MailRef `json:"mail"`
+}
+
+// BeginTurnOutput is what the turn needs to run its rounds.
+type BeginTurnOutput struct {
+	// Threads is the number of triggers that need an answer; each is one
+	// model conversation of the turn, answered in order.
+	Threads   int `json:"threads"`
+	MaxRounds int `json:"max_rounds"`
+	// Hold is set when a budget cap is reached: the turn does not start.
+	Hold *BudgetHold `json:"hold,omitempty"`
+}
+
+// ModelRoundInput is one model call of a turn: round Round (from 1) of the
+// conversation answering thread Thread.
+type ModelRoundInput struct {
+	Handle  string `json:"handle"`
+	Epoch   int64  `json:"epoch"`
+	WorkKey string `json:"work_key"`
+	Thread  int    `json:"thread"`
+	Round   int    `json:"round"`
+}
+
+// ToolCallRef names one tool call a model round asked for; its arguments
+// stay in Postgres.
+type ToolCallRef struct {
+	Call     int    `json:"call"`
+	Name     string `json:"name"`
+	ReadOnly bool   `json:"read_only"`
+}
+
+// ModelRoundOutput is the model's answer: tool calls to make, or the end of
+// the thread.
+type ModelRoundOutput struct {
+	Calls  []ToolCallRef `json:"calls,omitempty"`
+	Tokens int64         `json:"tokens"`
+}
+
+// ToolCallInput is one tool call of a round.
+type ToolCallInput struct {
+	Handle  string      `json:"handle"`
+	Epoch   int64       `json:"epoch"`
+	WorkKey string      `json:"work_key"`
+	Thread  int         `json:"thread"`
+	Round   int         `json:"round"`
+	Call    ToolCallRef `json:"call"`
+}
+
+// ToolCallOutput says what a tool call did.
+type ToolCallOutput struct {
+	IsError bool `json:"is_error"`
+	// Wrote is true when a write may have reached outside (the tool is not
+	// read-only and was called, or its outcome is unknown).
+	Wrote bool `json:"wrote"`
+	// Unknown is true when an earlier attempt started and left no result.
+	Unknown bool `json:"unknown"`
+}
+
+// FinishTurnInput closes a turn: record its transcript, deliver its replies,
+// record the ledger.
+type FinishTurnInput struct {
+	Handle  string     `json:"handle"`
+	Epoch   int64      `json:"epoch"`
+	TurnID  string     `json:"turn_id"`
+	WorkKey string     `json:"work_key"`
+	Status  TurnStatus `json:"status"`
+	Rounds  int        `json:"rounds"`
+	// Note says why the turn stopped or failed; it is recorded in the
+	// transcript and sent to whoever the turn was answering.
+	Note string `json:"note,omitempty"`
+	// StoppedBy names who stopped a TurnStopped turn.
+	StoppedBy string `json:"stopped_by,omitempty"`
+}
+
+// FinishTurnOutput says what the turn answered.
+type FinishTurnOutput struct {
+	Answered []string `json:"answered"`
+	Replies  int      `json:"replies"`
+}

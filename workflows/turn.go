@@ -1,0 +1,232 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/crewlet/crewlet"
+)
+
+// Tunables of a turn.
+const (
+	// modelCallTimeout bounds one model call, retries not counted.
+	modelCallTimeout = 5 * time.Minute
+	// toolCallTimeout bounds one tool call.
+	toolCallTimeout = 10 * time.Minute
+	// modelAttempts is how often a model call is tried before the turn
+	// gives up on it; rate limits and server errors are worth it.
+	modelAttempts = 8
+	// readOnlyAttempts is how often a read-only tool call is tried.
+	readOnlyAttempts = 3
+)
+
+// turn is the running state of one turn workflow.
+type turn struct {
+	in     crewlet.TurnInput
+	out    crewlet.TurnOutput
+	stop   *crewlet.StopTurnRequest
+	stops  workflow.ReceiveChannel
+	wrote  bool
+	logger interface {
+		Info(string, ...interface{})
+		Warn(string, ...interface{})
+	}
+}
+
+// Turn is one turn of a seat over a batch of triggers (DESIGN §6): every
+// trigger that needs an answer is one model conversation of rounds, a model
+// call then the tool calls it asked for. The conversation lives in Postgres
+// and every step is keyed on the work, so a turn re-run after its tenure was
+// lost repeats nothing that finished: it reads back what is recorded.
+func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error) {
+	if in.HeartbeatTimeout <= 0 {
+		in.HeartbeatTimeout = defaultHeartbeatTimeout
+	}
+	t := &turn{in: in, stops: workflow.GetSignalChannel(ctx, crewlet.SignalStopTurn), logger: workflow.GetLogger(ctx)}
+
+	var begin crewlet.BeginTurnOutput
+	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityBeginTurn, crewlet.BeginTurnInput{
+		Handle: in.Handle, Epoch: in.Epoch, TurnID: in.TurnID, WorkKey: in.WorkKey, Mail: in.Mail,
+	}).Get(ctx, &begin)
+	if err != nil {
+		if isFenced(err) {
+			return t.fenced(), nil
+		}
+		return crewlet.TurnOutput{}, err
+	}
+	if begin.Hold != nil {
+		return crewlet.TurnOutput{Status: crewlet.TurnHeld, Hold: begin.Hold}, nil
+	}
+	t.out.Status = crewlet.TurnDone
+	for thread := 0; thread < begin.Threads && t.out.Status == crewlet.TurnDone; thread++ {
+		err := t.converse(ctx, thread, begin.MaxRounds)
+		switch {
+		case err == nil:
+		case isFenced(err):
+			return t.fenced(), nil
+		case temporal.IsCanceledError(err):
+			return crewlet.TurnOutput{}, err
+		case isPanic(err) || t.wrote:
+			// Recorded and acked, never replayed: it may already have
+			// acted, or it would only panic again.
+			t.out.Status = crewlet.TurnFailed
+			t.out.Note = fmt.Sprintf("This turn failed and will not be retried, because it may already have acted: %s", rootMessage(err))
+		default:
+			// Nothing reached outside: fail, and the triggers are
+			// redelivered.
+			return crewlet.TurnOutput{}, err
+		}
+	}
+	return t.finish(ctx)
+}
+
+// converse runs one trigger's conversation until the model answers without
+// calling a tool, a person stops the turn, or the turn runs out of rounds.
+func (t *turn) converse(ctx workflow.Context, thread, maxRounds int) error {
+	for round := 1; ; round++ {
+		if t.stopRequested() {
+			t.out.Status = crewlet.TurnStopped
+			t.out.Note = fmt.Sprintf("Turn stopped by %s", t.stop.By)
+			if t.stop.Reason != "" {
+				t.out.Note += ": " + t.stop.Reason
+			}
+			return nil
+		}
+		if t.out.Rounds >= maxRounds {
+			t.out.Note = fmt.Sprintf("I stopped after %d rounds, the most this role allows in one turn (max_rounds), before finishing. Ask again to continue.", maxRounds)
+			return nil
+		}
+		t.out.Rounds++
+		var answer crewlet.ModelRoundOutput
+		err := workflow.ExecuteActivity(t.modelContext(ctx), crewlet.ActivityModelRound, crewlet.ModelRoundInput{
+			Handle: t.in.Handle, Epoch: t.in.Epoch, WorkKey: t.in.WorkKey, Thread: thread, Round: round,
+		}).Get(ctx, &answer)
+		if err != nil {
+			return err
+		}
+		if len(answer.Calls) == 0 {
+			return nil
+		}
+		for _, call := range answer.Calls {
+			var res crewlet.ToolCallOutput
+			err := workflow.ExecuteActivity(t.toolContext(ctx, call.ReadOnly), crewlet.ActivityToolCall, crewlet.ToolCallInput{
+				Handle: t.in.Handle, Epoch: t.in.Epoch, WorkKey: t.in.WorkKey, Thread: thread, Round: round, Call: call,
+			}).Get(ctx, &res)
+			t.wrote = t.wrote || res.Wrote || (err != nil && !call.ReadOnly)
+			if err != nil {
+				if isFenced(err) || temporal.IsCanceledError(err) || isPanic(err) {
+					return err
+				}
+				// The next round tells the model what became of the call:
+				// a failed read, or a write whose outcome is unknown.
+				t.logger.Warn("tool_call_failed", "seat", t.in.Handle, "round", round, "tool", call.Name, "error", err)
+			}
+		}
+	}
+}
+
+// stopRequested takes in the stop signals received so far.
+func (t *turn) stopRequested() bool {
+	var req crewlet.StopTurnRequest
+	for t.stops.ReceiveAsync(&req) {
+		if t.stop == nil {
+			r := req
+			t.stop = &r
+		}
+	}
+	return t.stop != nil
+}
+
+// fenced ends a turn whose tenure is over: its triggers stay unacked for
+// the next tenure.
+func (t *turn) fenced() crewlet.TurnOutput {
+	t.logger.Warn("turn_fenced", "seat", t.in.Handle, "turn", t.in.TurnID, "epoch", t.in.Epoch)
+	return crewlet.TurnOutput{Status: crewlet.TurnFenced, Rounds: t.out.Rounds}
+}
+
+// finish records the turn: transcript, replies, ledger.
+func (t *turn) finish(ctx workflow.Context) (crewlet.TurnOutput, error) {
+	stoppedBy := ""
+	if t.out.Status == crewlet.TurnStopped {
+		stoppedBy = t.stop.By
+	}
+	var fin crewlet.FinishTurnOutput
+	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityFinishTurn, crewlet.FinishTurnInput{
+		Handle: t.in.Handle, Epoch: t.in.Epoch, TurnID: t.in.TurnID, WorkKey: t.in.WorkKey,
+		Status: t.out.Status, Rounds: t.out.Rounds, Note: t.out.Note, StoppedBy: stoppedBy,
+	}).Get(ctx, &fin)
+	if err != nil {
+		if isFenced(err) {
+			return t.fenced(), nil
+		}
+		return crewlet.TurnOutput{}, err
+	}
+	t.out.Answered = fin.Answered
+	t.out.Replies = fin.Replies
+	t.logger.Info("turn_finished", "seat", t.in.Handle, "turn", t.in.TurnID, "status", t.out.Status, "rounds", t.out.Rounds, "replies", fin.Replies)
+	return t.out, nil
+}
+
+func (t *turn) modelContext(ctx workflow.Context) workflow.Context {
+	// The heartbeat timeout notices a model call whose worker died; the
+	// retry on another worker finds the answer if it was recorded.
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: modelCallTimeout,
+		HeartbeatTimeout:    t.in.HeartbeatTimeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			BackoffCoefficient:     2,
+			MaximumInterval:        time.Minute,
+			MaximumAttempts:        modelAttempts,
+			NonRetryableErrorTypes: []string{crewlet.FencedErrorType, crewlet.PanicErrorType, crewlet.ProviderErrorType},
+		},
+	})
+}
+
+// toolContext runs a tool call on the seat's host. A read-only call is
+// retried; any other is attempted once, because a second attempt of a write
+// whose outcome is unknown could do it twice.
+func (t *turn) toolContext(ctx workflow.Context, readOnly bool) workflow.Context {
+	attempts := int32(1)
+	if readOnly {
+		attempts = readOnlyAttempts
+	}
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              t.in.HostQueue,
+		ScheduleToStartTimeout: t.in.HeartbeatTimeout,
+		StartToCloseTimeout:    toolCallTimeout,
+		HeartbeatTimeout:       t.in.HeartbeatTimeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			MaximumAttempts:        attempts,
+			NonRetryableErrorTypes: []string{crewlet.FencedErrorType, crewlet.PanicErrorType},
+		},
+	})
+}
+
+func isFenced(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == crewlet.FencedErrorType
+}
+
+func isPanic(err error) bool {
+	var appErr *temporal.ApplicationError
+	var panicErr *temporal.PanicError
+	return errors.As(err, &panicErr) || (errors.As(err, &appErr) && appErr.Type() == crewlet.PanicErrorType)
+}
+
+// rootMessage is the innermost message of an activity error chain, without
+// Temporal's wrapping.
+func rootMessage(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err.Error()
+		}
+		err = next
+	}
+}

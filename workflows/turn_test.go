@@ -1,0 +1,306 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/crewlet/crewlet"
+)
+
+// fakeTurnWorld scripts a turn's activities: each round's answer, each tool
+// call's result, and records what the turn asked for.
+type fakeTurnWorld struct {
+	mu      sync.Mutex
+	threads int
+	// maxRounds is the role's max_rounds; 0 means 4.
+	maxRounds int
+	hold      *crewlet.BudgetHold
+	// rounds answers round n (1-based) of the first thread with
+	// rounds[n-1]; past the end, and in other threads, a round asks for no
+	// tool.
+	rounds []roundScript
+	// toolErr, when set, fails a tool call's attempt.
+	toolErr func(in crewlet.ToolCallInput, attempt int32) error
+	// duringRound runs without mu held while a round is asked.
+	duringRound func(round int)
+
+	log      []string
+	finished *crewlet.FinishTurnInput
+}
+
+type roundScript struct {
+	calls []crewlet.ToolCallRef
+	err   error
+}
+
+func (w *fakeTurnWorld) logf(format string, args ...any) {
+	w.log = append(w.log, fmt.Sprintf(format, args...))
+}
+
+func (w *fakeTurnWorld) BeginTurn(_ context.Context, in crewlet.BeginTurnInput) (crewlet.BeginTurnOutput, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.logf("begin")
+	maxRounds := w.maxRounds
+	if maxRounds == 0 {
+		maxRounds = 4
+	}
+	return crewlet.BeginTurnOutput{Threads: w.threads, MaxRounds: maxRounds, Hold: w.hold}, nil
+}
+
+func (w *fakeTurnWorld) ModelRound(_ context.Context, in crewlet.ModelRoundInput) (crewlet.ModelRoundOutput, error) {
+	if w.duringRound != nil {
+		w.duringRound(in.Round)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.logf("model t%d r%d", in.Thread, in.Round)
+	if in.Thread == 0 && in.Round <= len(w.rounds) {
+		r := w.rounds[in.Round-1]
+		return crewlet.ModelRoundOutput{Calls: r.calls}, r.err
+	}
+	return crewlet.ModelRoundOutput{}, nil
+}
+
+func (w *fakeTurnWorld) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (crewlet.ToolCallOutput, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	info := activity.GetInfo(ctx)
+	w.logf("tool t%d r%d c%d %s attempt=%d queue=%s", in.Thread, in.Round, in.Call.Call, in.Call.Name, info.Attempt, info.TaskQueue)
+	if w.toolErr != nil {
+		if err := w.toolErr(in, info.Attempt); err != nil {
+			return crewlet.ToolCallOutput{}, err
+		}
+	}
+	return crewlet.ToolCallOutput{Wrote: !in.Call.ReadOnly}, nil
+}
+
+func (w *fakeTurnWorld) FinishTurn(_ context.Context, in crewlet.FinishTurnInput) (crewlet.FinishTurnOutput, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.logf("finish %s rounds=%d", in.Status, in.Rounds)
+	w.finished = &in
+	return crewlet.FinishTurnOutput{Answered: []string{"m1"}, Replies: 1}, nil
+}
+
+type turnHarness struct {
+	t     *testing.T
+	env   *testsuite.TestWorkflowEnvironment
+	world *fakeTurnWorld
+}
+
+func newTurnHarness(t *testing.T) *turnHarness {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(10 * time.Second)
+	h := &turnHarness{t: t, env: env, world: &fakeTurnWorld{threads: 1}}
+	env.RegisterWorkflow(Turn)
+	for name, fn := range map[string]any{
+		crewlet.ActivityBeginTurn:  h.world.BeginTurn,
+		crewlet.ActivityModelRound: h.world.ModelRound,
+		crewlet.ActivityToolCall:   h.world.ToolCall,
+		crewlet.ActivityFinishTurn: h.world.FinishTurn,
+	} {
+		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+	return h
+}
+
+func (h *turnHarness) run() (crewlet.TurnOutput, error) {
+	h.env.ExecuteWorkflow(Turn, crewlet.TurnInput{
+		Handle: "ana", Epoch: 3, HostQueue: "crewlet.host.n1", TurnID: "turn/ana/k", WorkKey: "k",
+		Mail: []crewlet.MailRef{{StreamID: "1-0", EventID: "m1"}}, HeartbeatTimeout: time.Second,
+	})
+	if !h.env.IsWorkflowCompleted() {
+		h.t.Fatal("turn did not complete")
+	}
+	var out crewlet.TurnOutput
+	err := h.env.GetWorkflowResult(&out)
+	return out, err
+}
+
+func write(call int, name string) crewlet.ToolCallRef {
+	return crewlet.ToolCallRef{Call: call, Name: name}
+}
+func read(call int, name string) crewlet.ToolCallRef {
+	return crewlet.ToolCallRef{Call: call, Name: name, ReadOnly: true}
+}
+
+// A round's tool calls run on the seat's host, in order; the turn ends when
+// the model answers without asking for a tool.
+func TestTurnRunsRoundsAndToolCallsOnTheHost(t *testing.T) {
+	h := newTurnHarness(t)
+	h.world.threads = 2
+	h.world.rounds = []roundScript{{calls: []crewlet.ToolCallRef{write(0, "fs__write"), read(1, "recall")}}}
+	out, err := h.run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "steps", h.world.log, ids(
+		"begin",
+		"model t0 r1",
+		"tool t0 r1 c0 fs__write attempt=1 queue=crewlet.host.n1",
+		"tool t0 r1 c1 recall attempt=1 queue=crewlet.host.n1",
+		"model t0 r2",
+		"model t1 r1",
+		"finish done rounds=3"))
+	eq(t, "status", out.Status, crewlet.TurnDone)
+	eq(t, "rounds", out.Rounds, 3)
+	eq(t, "answered", out.Answered, ids("m1"))
+}
+
+// A read-only call is retried; a write is attempted once and the turn goes
+// on: the next round tells the model the outcome is unknown.
+func TestTurnRetriesReadsButNotWrites(t *testing.T) {
+	h := newTurnHarness(t)
+	h.world.rounds = []roundScript{{calls: []crewlet.ToolCallRef{read(0, "fs__read"), write(1, "fs__write")}}}
+	h.world.toolErr = func(in crewlet.ToolCallInput, attempt int32) error {
+		if in.Call.ReadOnly && attempt < 3 || !in.Call.ReadOnly {
+			return errors.New("connection reset")
+		}
+		return nil
+	}
+	out, err := h.run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "steps", h.world.log, ids(
+		"begin",
+		"model t0 r1",
+		"tool t0 r1 c0 fs__read attempt=1 queue=crewlet.host.n1",
+		"tool t0 r1 c0 fs__read attempt=2 queue=crewlet.host.n1",
+		"tool t0 r1 c0 fs__read attempt=3 queue=crewlet.host.n1",
+		"tool t0 r1 c1 fs__write attempt=1 queue=crewlet.host.n1",
+		"model t0 r2",
+		"finish done rounds=2"))
+	eq(t, "status", out.Status, crewlet.TurnDone)
+}
+
+// A person's stop ends the turn at the next round boundary: the round in
+// flight finishes its tool calls, no further model call is made, and the
+// turn is recorded as stopped by that person.
+func TestTurnStopsAtTheNextRoundBoundary(t *testing.T) {
+	h := newTurnHarness(t)
+	h.world.rounds = []roundScript{
+		{calls: []crewlet.ToolCallRef{write(0, "fs__write")}},
+		{calls: []crewlet.ToolCallRef{write(0, "fs__write")}},
+	}
+	h.world.duringRound = func(round int) {
+		if round == 1 {
+			h.env.SignalWorkflow(crewlet.SignalStopTurn, crewlet.StopTurnRequest{By: "alice", Reason: "wrong repo"})
+		}
+	}
+	out, err := h.run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "steps", h.world.log, ids(
+		"begin",
+		"model t0 r1",
+		"tool t0 r1 c0 fs__write attempt=1 queue=crewlet.host.n1",
+		"finish stopped rounds=1"))
+	eq(t, "status", out.Status, crewlet.TurnStopped)
+	eq(t, "stopped by", h.world.finished.StoppedBy, "alice")
+	eq(t, "note", h.world.finished.Note, "Turn stopped by alice: wrong repo")
+}
+
+// A turn that keeps calling tools ends at max_rounds with a note that says so.
+func TestTurnEndsAtMaxRounds(t *testing.T) {
+	h := newTurnHarness(t)
+	for range 10 {
+		h.world.rounds = append(h.world.rounds, roundScript{calls: []crewlet.ToolCallRef{read(0, "recall")}})
+	}
+	out, err := h.run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "rounds", out.Rounds, 4)
+	eq(t, "status", out.Status, crewlet.TurnDone)
+	eq(t, "last step", h.world.log[len(h.world.log)-1], "finish done rounds=4")
+	if !strings.Contains(h.world.finished.Note, "4 rounds") || !strings.Contains(h.world.finished.Note, "max_rounds") {
+		t.Errorf("final note %q does not say the turn hit max_rounds (4)", h.world.finished.Note)
+	}
+}
+
+// A turn whose tenure moved on stops before its next step and records
+// nothing: its triggers are the successor's.
+func TestTurnFencedStopsBeforeTheNextToolCall(t *testing.T) {
+	h := newTurnHarness(t)
+	h.world.rounds = []roundScript{{calls: []crewlet.ToolCallRef{write(0, "fs__write"), write(1, "fs__write")}}}
+	h.world.toolErr = func(in crewlet.ToolCallInput, _ int32) error {
+		return fencedErr("tool call", 3, 4)
+	}
+	out, err := h.run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "status", out.Status, crewlet.TurnFenced)
+	eq(t, "steps", h.world.log, ids("begin", "model t0 r1", "tool t0 r1 c0 fs__write attempt=1 queue=crewlet.host.n1"))
+}
+
+// A turn over a budget cap does not start: no model call, and the hold is
+// returned for the seat to wait on.
+func TestTurnHeldByBudget(t *testing.T) {
+	h := newTurnHarness(t)
+	hold := &crewlet.BudgetHold{Scope: crewlet.ScopeSeat, Window: crewlet.WindowDay, Cap: 100, Used: 120,
+		ResetsAt: time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC)}
+	h.world.hold = hold
+	out, err := h.run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "status", out.Status, crewlet.TurnHeld)
+	eq(t, "hold", out.Hold, hold)
+	eq(t, "steps", h.world.log, ids("begin"))
+}
+
+// A turn that fails after a write may have reached outside is recorded and
+// acked, never replayed; one that fails before anything reached outside
+// fails, so its triggers are redelivered; a panic is recorded too.
+func TestTurnFailureAfterAWriteIsRecorded(t *testing.T) {
+	badRequest := temporal.NewNonRetryableApplicationError("openai: bad_request (HTTP 400): context too long", crewlet.ProviderErrorType, nil)
+	panicked := temporal.NewNonRetryableApplicationError("ModelRound panicked: boom", crewlet.PanicErrorType, nil)
+	cases := []struct {
+		name       string
+		rounds     []roundScript
+		wantErr    bool
+		wantStatus crewlet.TurnStatus
+	}{
+		{"before any write: redelivered", []roundScript{{err: badRequest}}, true, ""},
+		{"after a read only: redelivered", []roundScript{{calls: []crewlet.ToolCallRef{read(0, "recall")}}, {err: badRequest}}, true, ""},
+		{"after a write: recorded", []roundScript{{calls: []crewlet.ToolCallRef{write(0, "fs__write")}}, {err: badRequest}}, false, crewlet.TurnFailed},
+		{"panic: recorded", []roundScript{{err: panicked}}, false, crewlet.TurnFailed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newTurnHarness(t)
+			h.world.rounds = tc.rounds
+			out, err := h.run()
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("got %+v; want the turn to fail", out)
+				}
+				if h.world.finished != nil {
+					t.Fatalf("a turn that failed before anything reached outside was recorded: %+v", h.world.finished)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			eq(t, "status", out.Status, tc.wantStatus)
+			if h.world.finished == nil || !strings.Contains(h.world.finished.Note, "will not be retried") {
+				t.Fatalf("finished with %+v; want a recorded note that the turn will not be retried", h.world.finished)
+			}
+		})
+	}
+}
