@@ -43,8 +43,9 @@ const benchSeats = 100
 // delay: one sender per seat sends, waits for the reply, sends again, for
 // benchDuration. It reports publish→reply latency (p50, p99) and sustained
 // replies/s; then the bare ceiling on the same stack: 100 no-op workflows each
-// looping over the same activities a turn uses (3 local + 1 regular), and
-// crewlet's throughput as a ratio of it.
+// looping over the same steps a turn uses (3 local activities in the seat, a
+// child workflow with 2 local and 1 regular), and crewlet's throughput as a
+// ratio of it.
 //
 //	go test ./internal/e2e -run '^$' -bench Throughput -benchtime 1x -timeout 20m
 func BenchmarkThroughput(b *testing.B) {
@@ -201,22 +202,38 @@ func (w *replyWatcher) wait(eventID string) time.Time {
 	return <-ch
 }
 
-// bareWorkflow is the ceiling's unit of work: the activities a turn costs,
-// doing nothing.
+// bareWorkflow is the ceiling's unit of work: the steps a turn costs, doing
+// nothing.
 func bareWorkflow(ctx workflow.Context, turns int) error {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
 	for i := 0; i < turns; i++ {
 		for range 3 {
 			if err := workflow.ExecuteLocalActivity(lctx, bareActivity).Get(ctx, nil); err != nil {
 				return err
 			}
 		}
-		if err := workflow.ExecuteActivity(actx, bareActivity).Get(ctx, nil); err != nil {
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID: fmt.Sprintf("%s/turn/%d", workflow.GetInfo(ctx).WorkflowExecution.ID, i),
+		})
+		if err := workflow.ExecuteChildWorkflow(cctx, bareTurn).Get(ctx, nil); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// bareTurn is a turn's child workflow with one model round: a local step
+// before and after one regular activity.
+func bareTurn(ctx workflow.Context) error {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	if err := workflow.ExecuteLocalActivity(lctx, bareActivity).Get(ctx, nil); err != nil {
+		return err
+	}
+	if err := workflow.ExecuteActivity(actx, bareActivity).Get(ctx, nil); err != nil {
+		return err
+	}
+	return workflow.ExecuteLocalActivity(lctx, bareActivity).Get(ctx, nil)
 }
 
 func bareActivity(context.Context) error { return nil }
@@ -231,6 +248,7 @@ func bareCeiling(b *testing.B, d time.Duration) float64 {
 	queue := "crewlet-bare-" + testenv.Suffix()
 	w := worker.New(tc, queue, worker.Options{})
 	w.RegisterWorkflow(bareWorkflow)
+	w.RegisterWorkflow(bareTurn)
 	w.RegisterActivity(bareActivity)
 	if err := w.Start(); err != nil {
 		b.Fatal(err)
