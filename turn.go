@@ -36,7 +36,15 @@ const (
 	ActivityModelRound = "ModelRound"
 	ActivityToolCall   = "ToolCall"
 	ActivityFinishTurn = "FinishTurn"
+	// ActivityCheckBudget asks, for a seat whose turns a budget cap holds,
+	// whether it still does; a local activity of the seat.
+	ActivityCheckBudget = "CheckBudget"
 )
+
+// CheckBudgetInput names the seat whose budget hold to check.
+type CheckBudgetInput struct {
+	Handle string `json:"handle"`
+}
 
 // Error types of a turn's activities.
 const (

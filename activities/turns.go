@@ -81,13 +81,9 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 	if err != nil {
 		return out, err
 	}
-	usage, err := a.store.Usage(ctx, in.Handle, role.Budget.Caps(), a.org.Company.Budget.Caps(), a.Now(), a.org.Location())
-	if err != nil {
-		return out, err
-	}
-	if hold := budget.Check(usage); hold != nil {
-		a.log.Info("turn_held", "seat", in.Handle, "scope", hold.Scope, "window", hold.Window, "cap", hold.Cap, "used", hold.Used, "resets_at", hold.ResetsAt)
-		return crewlet.BeginTurnOutput{Hold: hold}, nil
+	hold, err := a.budgetHold(ctx, in.Handle, role)
+	if err != nil || hold != nil {
+		return crewlet.BeginTurnOutput{Hold: hold}, err
 	}
 	streamIDs := make([]string, len(in.Mail))
 	for i, ref := range in.Mail {
@@ -144,6 +140,30 @@ func threadOf(turn store.TurnRow, thread int) (crewlet.Message, string, error) {
 	}
 	trigger := turn.Mail[turn.Threads[thread]]
 	return trigger, crewlet.ThreadKey(trigger.EventID), nil
+}
+
+// budgetHold returns the budget cap that holds the seat's turns now, or nil.
+func (a *Turns) budgetHold(ctx context.Context, handle string, role config.Role) (*crewlet.BudgetHold, error) {
+	usage, err := a.store.Usage(ctx, handle, role.Budget.Caps(), a.org.Company.Budget.Caps(), a.Now(), a.org.Location())
+	if err != nil {
+		return nil, err
+	}
+	hold := budget.Check(usage)
+	if hold != nil {
+		a.log.Info("turn_held", "seat", handle, "scope", hold.Scope, "window", hold.Window, "cap", hold.Cap, "used", hold.Used, "resets_at", hold.ResetsAt)
+	}
+	return hold, nil
+}
+
+// CheckBudget tells a held seat whether a budget cap still holds its turns,
+// without reading its mail: a re-read would spend a delivery of every held
+// trigger each time the seat checks.
+func (a *Turns) CheckBudget(ctx context.Context, in crewlet.CheckBudgetInput) (*crewlet.BudgetHold, error) {
+	_, role, err := a.role(in.Handle)
+	if err != nil {
+		return nil, err
+	}
+	return a.budgetHold(ctx, in.Handle, role)
 }
 
 // triggerText is how a trigger reads to the model.

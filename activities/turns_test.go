@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
+	"go.temporal.io/sdk/temporal"
 )
 
 // turnEnv is one seat "cto" attached on a host, with a Turns over a real
@@ -114,7 +116,14 @@ func TestBudgetCapHoldsTheTurnUntilTheWindowTurns(t *testing.T) {
 		t.Fatalf("a held turn was opened (err %v); want nothing recorded", err)
 	}
 
+	if hold, err := e.turns.CheckBudget(e.ctx, crewlet.CheckBudgetInput{Handle: "cto"}); err != nil || hold == nil || hold.Used != 120 {
+		t.Fatalf("CheckBudget before midnight: %+v, %v; want the day cap still holding", hold, err)
+	}
+
 	e.now = midnight.Add(time.Minute)
+	if hold, err := e.turns.CheckBudget(e.ctx, crewlet.CheckBudgetInput{Handle: "cto"}); err != nil || hold != nil {
+		t.Fatalf("CheckBudget after midnight: %+v, %v; want no hold", hold, err)
+	}
 	open := e.begin(t, "k1", ref)
 	if open.Hold != nil || open.Threads != 1 {
 		t.Fatalf("BeginTurn after midnight: got %+v; want one thread and no hold", open)
@@ -307,5 +316,44 @@ func TestFirstPartyTools(t *testing.T) {
 	}
 	if out, text := call("fs__read", `{}`); !out.IsError || !strings.Contains(text, `no tool named "fs__read"`) {
 		t.Errorf("unknown tool: %+v %q; want an error result", out, text)
+	}
+}
+
+// A provider's classified failure decides the round's retry: a rate limit
+// retries after the provider's retry-after, a server error retries on the
+// policy's backoff, and a bad request, an auth failure or an exhausted quota
+// fails the round for good.
+func TestModelFailureDecidesTheRetry(t *testing.T) {
+	cases := []struct {
+		kind       string
+		retryAfter time.Duration
+		retryable  bool
+	}{
+		{crewlet.ProviderRateLimited, 7 * time.Second, true},
+		{crewlet.ProviderServerError, 0, true},
+		{crewlet.ProviderBadRequest, 0, false},
+		{crewlet.ProviderAuth, 0, false},
+		{crewlet.ProviderExhausted, time.Hour, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.kind, func(t *testing.T) {
+			err := modelFailure(fmt.Errorf("chat: %w", &crewlet.ProviderError{Provider: "openai", Kind: tc.kind, RetryAfter: tc.retryAfter, Status: 429, Message: "m"}))
+			var appErr *temporal.ApplicationError
+			if !errors.As(err, &appErr) {
+				t.Fatalf("got %v (%T); want a Temporal application error", err, err)
+			}
+			if appErr.NonRetryable() == tc.retryable {
+				t.Fatalf("non-retryable = %v; want %v", appErr.NonRetryable(), !tc.retryable)
+			}
+			if tc.retryable && appErr.NextRetryDelay() != tc.retryAfter {
+				t.Fatalf("next retry delay %s; want the provider's %s", appErr.NextRetryDelay(), tc.retryAfter)
+			}
+			if !tc.retryable && appErr.Type() != crewlet.ProviderErrorType {
+				t.Fatalf("type %q; want %q", appErr.Type(), crewlet.ProviderErrorType)
+			}
+		})
+	}
+	if err := modelFailure(errors.New("connection reset")); err == nil || strings.Contains(err.Error(), "provider_error") {
+		t.Fatalf("an unclassified failure: %v; want a plain retryable error", err)
 	}
 }

@@ -220,16 +220,29 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 }
 
 // awaitBudget holds the seat's turns until the budget window that holds them
-// turns. The held triggers stay in the mailbox; the seat reads nothing
-// meanwhile. It checks again at least every budgetRecheck, so a cap raised
-// in config or a clock that disagrees with the activities' does not hold
-// the seat past what the next turn's check says.
+// turns. The held triggers stay in the mailbox and the seat reads nothing
+// meanwhile: a read would spend a delivery of each. It asks whether the cap
+// still holds when the window turns, and at least every budgetRecheck, so a
+// cap raised in config lets it go on within that time.
 func (s *seat) awaitBudget(ctx workflow.Context) {
 	s.setStatus(ctx, crewlet.StatusIdle)
 	wait := min(max(s.state.Budget.ResetsAt.Sub(workflow.Now(ctx)), time.Second), budgetRecheck)
 	_, _ = workflow.AwaitWithTimeout(ctx, wait, func() bool { return s.state.Pause != nil || s.interrupted() })
-	if s.state.Pause == nil && !s.interrupted() {
-		s.state.Budget = nil
+	if s.state.Pause != nil || s.interrupted() {
+		return
+	}
+	var hold *crewlet.BudgetHold
+	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityCheckBudget, crewlet.CheckBudgetInput{
+		Handle: s.in.Handle,
+	}).Get(ctx, &hold)
+	if err != nil {
+		// The next turn checks again; a check that cannot run must not
+		// hold the seat.
+		s.noteError(fmt.Sprintf("check budget: %v", err))
+		hold = nil
+	}
+	s.state.Budget = hold
+	if hold == nil {
 		s.wakePending = true
 	}
 }

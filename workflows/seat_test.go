@@ -89,9 +89,12 @@ type fakeSeatWorld struct {
 	slowTurn    func(in crewlet.TurnInput) bool
 	slowTurnFor time.Duration
 	// heldTurns is how many turns a budget cap holds, each until holdFor
-	// after it started.
-	heldTurns int
-	holdFor   time.Duration
+	// after it started; heldChecks is how many of the seat's budget checks
+	// after that still find it held.
+	heldTurns  int
+	holdFor    time.Duration
+	heldChecks int
+	checks     int
 	// stoppedBy lists who stopped each turn a stop_turn signal ended.
 	stoppedBy []string
 }
@@ -332,6 +335,20 @@ func (w *fakeSeatWorld) PrepareTurn(_ context.Context, in crewlet.PrepareTurnInp
 // fakeTurnActivity is the fake world's whole turn, one activity on the host.
 const fakeTurnActivity = "FakeTurn"
 
+// CheckBudget answers a held seat's check: held while heldChecks lasts, each
+// time for another holdFor.
+func (w *fakeSeatWorld) CheckBudget(ctx context.Context, in crewlet.CheckBudgetInput) (*crewlet.BudgetHold, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.checks++
+	if w.heldChecks == 0 {
+		return nil, nil
+	}
+	w.heldChecks--
+	return &crewlet.BudgetHold{Scope: crewlet.ScopeCompany, Window: crewlet.WindowMonth, Cap: 100, Used: 100,
+		ResetsAt: w.env.Now().Add(w.holdFor)}, nil
+}
+
 // turnWorkflow stands in for the Turn child workflow: the seat tests
 // exercise the seat, and Turn has tests of its own. It runs the whole turn
 // as one activity on the seat's host, so a lost host or a cancel reaches it
@@ -543,6 +560,7 @@ func newSeatHarness(t *testing.T) *seatHarness {
 		crewlet.ActivityPrepareTurn:   h.world.PrepareTurn,
 		fakeTurnActivity:              h.world.RunTurn,
 		crewlet.ActivitySetSeatStatus: h.world.SetSeatStatus,
+		crewlet.ActivityCheckBudget:   h.world.CheckBudget,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
@@ -1829,6 +1847,28 @@ func TestSeatBudgetHoldWaitsForTheWindowToTurn(t *testing.T) {
 	eq(t, "turns after the window turned", after.turns, ids("m1,m2"))
 	eq(t, "acked after the window turned", after.acked, ids("m1", "m2"))
 	eq(t, "budget_hold after", after.state.Budget, (*crewlet.BudgetHold)(nil))
+	eq(t, "budget checks", h.world.checks, 1)
+}
+
+// A hold longer than the recheck period is checked again without reading
+// the mailbox, so a month-long hold does not spend the held triggers'
+// delivery budget; the turn runs once a check finds the cap released.
+func TestSeatLongBudgetHoldChecksWithoutReadingMail(t *testing.T) {
+	h := newSeatHarness(t)
+	h.world.heldTurns = 1
+	h.world.holdFor = 3 * time.Hour
+	h.world.heldChecks = 2
+	h.publish(time.Second, "m1")
+	held := h.view(30 * time.Minute)
+	stillHeld := h.view(150 * time.Minute)
+	after := h.view(8 * time.Hour)
+	h.run(seatIn(), 9*time.Hour)
+
+	eq(t, "hold while held", held.state.Budget != nil && stillHeld.state.Budget != nil, true)
+	eq(t, "hold scope after a check", stillHeld.state.Budget.Scope, crewlet.ScopeCompany)
+	eq(t, "reads while held", stillHeld.reads, held.reads)
+	eq(t, "turns after release", after.turns, ids("m1"))
+	eq(t, "budget checks", h.world.checks, 3)
 }
 
 // pause {stop_turn: true} during a turn stops it: the seat forwards the stop
