@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -68,7 +69,8 @@ func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error
 		case err == nil:
 		case isFenced(err):
 			return t.fenced(), nil
-		case temporal.IsCanceledError(err):
+		case temporal.IsCanceledError(err) || hostLost(err):
+			// Left to the next tenure, which resumes the turn.
 			return crewlet.TurnOutput{}, err
 		case isPanic(err) || t.wrote:
 			// Recorded and acked, never replayed: it may already have
@@ -116,6 +118,13 @@ func (t *turn) converse(ctx workflow.Context, thread, maxRounds int) error {
 			err := workflow.ExecuteActivity(t.toolContext(ctx, call.ReadOnly), crewlet.ActivityToolCall, crewlet.ToolCallInput{
 				Handle: t.in.Handle, Epoch: t.in.Epoch, WorkKey: t.in.WorkKey, Thread: thread, Round: round, Call: call,
 			}).Get(ctx, &res)
+			if hostLost(err) {
+				// The seat's host did not take the call or stopped
+				// answering mid-call: the seat re-establishes, and the turn
+				// resumes on the next tenure from what it recorded (a write
+				// that started is reported "outcome unknown" there).
+				return err
+			}
 			t.wrote = t.wrote || res.Wrote || (err != nil && !call.ReadOnly)
 			if err != nil {
 				if isFenced(err) || temporal.IsCanceledError(err) || isPanic(err) {
@@ -211,6 +220,20 @@ func (t *turn) toolContext(ctx workflow.Context, readOnly bool) workflow.Context
 func isFenced(err error) bool {
 	var appErr *temporal.ApplicationError
 	return errors.As(err, &appErr) && appErr.Type() == crewlet.FencedErrorType
+}
+
+// hostLost reports whether err is a tool call's schedule-to-start or
+// heartbeat timeout: the host queue went unanswered.
+func hostLost(err error) bool {
+	var timeoutErr *temporal.TimeoutError
+	if !errors.As(err, &timeoutErr) {
+		return false
+	}
+	switch timeoutErr.TimeoutType() {
+	case enums.TIMEOUT_TYPE_SCHEDULE_TO_START, enums.TIMEOUT_TYPE_HEARTBEAT:
+		return true
+	}
+	return false
 }
 
 func isPanic(err error) bool {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -300,6 +301,34 @@ func TestTurnFailureAfterAWriteIsRecorded(t *testing.T) {
 			eq(t, "status", out.Status, tc.wantStatus)
 			if h.world.finished == nil || !strings.Contains(h.world.finished.Note, "will not be retried") {
 				t.Fatalf("finished with %+v; want a recorded note that the turn will not be retried", h.world.finished)
+			}
+		})
+	}
+}
+
+// A tool call the host queue does not answer (the seat's node died) ends the
+// turn unrecorded, even after a write: the seat re-establishes and the turn
+// resumes on the next tenure from what it recorded.
+func TestTurnLeavesAHostLossToTheNextTenure(t *testing.T) {
+	for _, timeout := range []enums.TimeoutType{enums.TIMEOUT_TYPE_SCHEDULE_TO_START, enums.TIMEOUT_TYPE_HEARTBEAT} {
+		t.Run(timeout.String(), func(t *testing.T) {
+			h := newTurnHarness(t)
+			h.world.rounds = []roundScript{
+				{calls: []crewlet.ToolCallRef{write(0, "fs__write")}},
+				{calls: []crewlet.ToolCallRef{write(0, "fs__write")}},
+			}
+			h.world.toolErr = func(in crewlet.ToolCallInput, _ int32) error {
+				if in.Round == 2 {
+					return temporal.NewTimeoutError(timeout, nil)
+				}
+				return nil
+			}
+			out, err := h.run()
+			if err == nil {
+				t.Fatalf("got %+v; want the turn to end with the host loss", out)
+			}
+			if h.world.finished != nil {
+				t.Fatalf("a turn cut short by a host loss was recorded: %+v", h.world.finished)
 			}
 		})
 	}

@@ -488,17 +488,23 @@ func (c *company) waitReply(msg crewlet.Message, timeout time.Duration) string {
 	return reply
 }
 
-// state returns a seat's live state.
+// state returns a seat's live state. A query can go unanswered for a moment
+// while the worker that holds the seat's workflow lets go of it (a drain, a
+// kill), so it asks again for a few seconds before failing the test.
 func (c *company) state(handle string) crewlet.SeatState {
 	c.t.Helper()
-	var d api.SeatDetail
-	if err := c.call(http.MethodGet, "/seats/"+handle, nil, &d); err != nil {
-		c.t.Fatalf("GET /seats/%s: %v", handle, err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var d api.SeatDetail
+		err := c.call(http.MethodGet, "/seats/"+handle, nil, &d)
+		if err == nil && d.State != nil {
+			return *d.State
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("seat %s has no state: %v %s", handle, err, d.StateError)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	if d.State == nil {
-		c.t.Fatalf("seat %s has no state: %s", handle, d.StateError)
-	}
-	return *d.State
 }
 
 // cli runs the crewlet binary as a client against the company's API.

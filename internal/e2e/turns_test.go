@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
 )
@@ -135,7 +136,13 @@ func TestMCPChildStopsWhenTheSeatMoves(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, "seat on n2", func() error {
-		if st := c.state("s01"); !strings.HasPrefix(st.Node, "n2:") || st.Status != crewlet.StatusIdle {
+		// A query may go unanswered while the draining node lets go of
+		// the seat's workflow; ask again.
+		var d api.SeatDetail
+		if err := c.call(http.MethodGet, "/seats/s01", nil, &d); err != nil || d.State == nil {
+			return fmt.Errorf("no state yet (%v %s)", err, d.StateError)
+		}
+		if st := d.State; !strings.HasPrefix(st.Node, "n2:") || st.Status != crewlet.StatusIdle {
 			return fmt.Errorf("seat on %q status %s", st.Node, st.Status)
 		}
 		return nil
