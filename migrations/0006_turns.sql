@@ -29,7 +29,10 @@ CREATE TABLE turns (
 CREATE INDEX turns_turn_id ON turns (turn_id);
 CREATE INDEX turns_seat_started ON turns (seat, started_at DESC);
 
--- A turn's model conversations. key is deterministic ("user", "r3", "r3c1",
+-- A turn's model conversations, one per trigger that needs an answer. work_key
+-- here (and in turn_rounds and tool_calls) is the thread's: the work key of
+-- its one trigger (crewlet.ThreadKey), so a trigger that comes back in another
+-- batch resumes its conversation. key is deterministic ("user", "r3", "r3c1",
 -- "note"), so a step run again appends nothing; seq keeps the order.
 CREATE TABLE turn_messages (
     seat       text NOT NULL,

@@ -239,3 +239,50 @@ seats:
 		t.Fatalf("turn %+v with messages %v; want stopped by olga after 1 round: user, assistant, tool, note", view.Turn, roles)
 	}
 }
+
+// A node drain waits nodes.release_wait for the turn in flight, then cancels
+// it: the seat moves at once instead of after the slow model call, and the
+// trigger runs again on the new tenure and is answered exactly once.
+func TestDrainCancelsATurnLongerThanTheReleaseWait(t *testing.T) {
+	org := `company: { name: slowco }
+nodes: { release_wait: 500ms }
+profiles:
+  slow: { provider: scripted, delay: 8s }
+roles:
+  thinker: { charter: thinks slowly, profile: slow }
+seats:
+  - { handle: s01, role: thinker }
+`
+	path := filepath.Join(t.TempDir(), "org.yaml")
+	if err := os.WriteFile(path, []byte(org), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newCompany(t, path)
+	c.apiServer()
+	c.worker("n1")
+	c.waitAttached(30 * time.Second)
+	c.worker("n2")
+
+	msg := c.send("s01", "ponder this")
+	testenv.Eventually(t, 10*time.Second, "s01 running the turn", func() error {
+		if st := c.state("s01"); st.Turn == nil {
+			return fmt.Errorf("status %s, no turn in flight", st.Status)
+		}
+		return nil
+	})
+	drained := time.Now()
+	if err := c.call(http.MethodPost, "/nodes/n1/drain", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 6*time.Second, "s01 moved to n2 before the slow turn could end", func() error {
+		if st := c.state("s01"); !strings.HasPrefix(st.Node, "n2:") {
+			return fmt.Errorf("s01 on %q (%s)", st.Node, st.Status)
+		}
+		return nil
+	})
+	t.Logf("s01 moved %s after the drain", time.Since(drained).Round(time.Millisecond))
+	c.assertExactlyOneReply(t, []crewlet.Message{msg}, 30*time.Second)
+	if n, err := c.mailbox().Pending(context.Background(), "s01"); err != nil || n != 0 {
+		t.Fatalf("pending = %d (%v); want 0", n, err)
+	}
+}
