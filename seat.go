@@ -101,6 +101,23 @@ type CurrentTurn struct {
 	WorkKey   string    `json:"work_key"`
 	Triggers  int       `json:"triggers"`
 	StartedAt time.Time `json:"started_at"`
+	// Progress is the turn's own answer to its state query; the seat does
+	// not track rounds, so it is filled in by whoever asks (GET /seats/{h}).
+	Progress *TurnProgress `json:"progress,omitempty"`
+}
+
+// TurnProgress is the answer of a Turn workflow's state query.
+type TurnProgress struct {
+	// Thread is the trigger being answered (0-based) of Threads.
+	Thread  int `json:"thread"`
+	Threads int `json:"threads"`
+	// Round is the round in flight in that thread; Rounds counts the
+	// turn's model calls so far, against MaxRounds.
+	Round     int `json:"round"`
+	Rounds    int `json:"rounds"`
+	MaxRounds int `json:"max_rounds"`
+	// StopRequested names who asked the turn to stop, once someone did.
+	StopRequested string `json:"stop_requested,omitempty"`
 }
 
 // SeatCounters are running totals carried across continue-as-new.

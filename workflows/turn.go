@@ -27,12 +27,14 @@ const (
 
 // turn is the running state of one turn workflow.
 type turn struct {
-	in     crewlet.TurnInput
-	out    crewlet.TurnOutput
-	stop   *crewlet.StopTurnRequest
-	stops  workflow.ReceiveChannel
-	wrote  bool
-	logger interface {
+	in    crewlet.TurnInput
+	out   crewlet.TurnOutput
+	stop  *crewlet.StopTurnRequest
+	stops workflow.ReceiveChannel
+	wrote bool
+	// progress answers the state query.
+	progress crewlet.TurnProgress
+	logger   interface {
 		Info(string, ...interface{})
 		Warn(string, ...interface{})
 	}
@@ -48,6 +50,16 @@ func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error
 		in.HeartbeatTimeout = defaultHeartbeatTimeout
 	}
 	t := &turn{in: in, stops: workflow.GetSignalChannel(ctx, crewlet.SignalStopTurn), logger: workflow.GetLogger(ctx)}
+	if err := workflow.SetQueryHandler(ctx, crewlet.QueryState, func() (crewlet.TurnProgress, error) {
+		p := t.progress
+		if t.stop != nil {
+			p.StopRequested = t.stop.By
+		}
+		p.Rounds = t.out.Rounds
+		return p, nil
+	}); err != nil {
+		return crewlet.TurnOutput{}, fmt.Errorf("register state query: %w", err)
+	}
 
 	var begin crewlet.BeginTurnOutput
 	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityBeginTurn, crewlet.BeginTurnInput{
@@ -63,7 +75,9 @@ func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error
 		return crewlet.TurnOutput{Status: crewlet.TurnHeld, Hold: begin.Hold}, nil
 	}
 	t.out.Status = crewlet.TurnDone
+	t.progress.Threads, t.progress.MaxRounds = begin.Threads, begin.MaxRounds
 	for thread := 0; thread < begin.Threads && t.out.Status == crewlet.TurnDone; thread++ {
+		t.progress.Thread = thread
 		err := t.converse(ctx, thread, begin.MaxRounds)
 		switch {
 		case err == nil:
@@ -103,6 +117,7 @@ func (t *turn) converse(ctx workflow.Context, thread, maxRounds int) error {
 			return nil
 		}
 		t.out.Rounds++
+		t.progress.Round = round
 		var answer crewlet.ModelRoundOutput
 		err := workflow.ExecuteActivity(t.modelContext(ctx), crewlet.ActivityModelRound, crewlet.ModelRoundInput{
 			Handle: t.in.Handle, Epoch: t.in.Epoch, WorkKey: t.in.WorkKey, Thread: thread, Round: round,

@@ -195,8 +195,12 @@ func TestTurnStopsAtTheNextRoundBoundary(t *testing.T) {
 		{calls: []crewlet.ToolCallRef{write(0, "fs__write")}},
 		{calls: []crewlet.ToolCallRef{write(0, "fs__write")}},
 	}
+	var progress crewlet.TurnProgress
 	h.world.duringRound = func(round int) {
 		if round == 1 {
+			if v, err := h.env.QueryWorkflow(crewlet.QueryState); err == nil {
+				_ = v.Get(&progress)
+			}
 			h.env.SignalWorkflow(crewlet.SignalStopTurn, crewlet.StopTurnRequest{By: "alice", Reason: "wrong repo"})
 		}
 	}
@@ -212,6 +216,7 @@ func TestTurnStopsAtTheNextRoundBoundary(t *testing.T) {
 	eq(t, "status", out.Status, crewlet.TurnStopped)
 	eq(t, "stopped by", h.world.finished.StoppedBy, "alice")
 	eq(t, "note", h.world.finished.Note, "Turn stopped by alice: wrong repo")
+	eq(t, "progress queried in round 1", progress, crewlet.TurnProgress{Thread: 0, Threads: 1, Round: 1, Rounds: 1, MaxRounds: 4})
 }
 
 // A turn that keeps calling tools ends at max_rounds with a note that says so.

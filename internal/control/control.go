@@ -180,7 +180,24 @@ func (c *Control) State(ctx context.Context, handle string) (crewlet.SeatState, 
 	if err := val.Get(&st); err != nil {
 		return crewlet.SeatState{}, fmt.Errorf("decode state of %s: %w", handle, err)
 	}
+	if st.Turn != nil {
+		st.Turn.Progress = c.turnProgress(ctx, st.Turn.ID)
+	}
 	return st, nil
+}
+
+// turnProgress asks a running turn how far it got. It only reports: a turn
+// that does not answer (it just ended, its worker is busy) leaves it out.
+func (c *Control) turnProgress(ctx context.Context, turnID string) *crewlet.TurnProgress {
+	val, err := c.temporal.QueryWorkflow(ctx, turnID, "", crewlet.QueryState)
+	if err != nil {
+		return nil
+	}
+	var p crewlet.TurnProgress
+	if err := val.Get(&p); err != nil {
+		return nil
+	}
+	return &p
 }
 
 func (c *Control) workflowError(handle string, err error) error {

@@ -191,9 +191,9 @@ seats:
 	c.waitAttached(30 * time.Second)
 
 	msg := c.send("s01", "note the build is red")
-	testenv.Eventually(t, 10*time.Second, "s01 running the turn", func() error {
-		if st := c.state("s01"); st.Turn == nil {
-			return fmt.Errorf("status %s, no turn in flight", st.Status)
+	testenv.Eventually(t, 10*time.Second, "s01 running the turn's first round", func() error {
+		if st := c.state("s01"); st.Turn == nil || st.Turn.Progress == nil || st.Turn.Progress.Round != 1 {
+			return fmt.Errorf("status %s, turn %+v", st.Status, st.Turn)
 		}
 		return nil
 	})
