@@ -3,6 +3,7 @@
 package config
 
 import (
+	"os"
 	"time"
 
 	"github.com/crewlet/crewlet"
@@ -200,7 +201,21 @@ type MCPServer struct {
 	Command []string `mapstructure:"command"`
 	// Env is "KEY=VALUE" entries added to a command's environment.
 	Env []string `mapstructure:"env"`
-	URL string   `mapstructure:"url"`
+	// EnvFrom names variables of crewlet's own environment passed to the
+	// command under the same name: how a secret (a token the server needs)
+	// reaches it without being written in this file.
+	EnvFrom []string `mapstructure:"env_from"`
+	URL     string   `mapstructure:"url"`
+}
+
+// CommandEnv is the environment entries the server's command gets from the
+// config: Env, then each EnvFrom variable with its value from this process.
+func (m MCPServer) CommandEnv() []string {
+	env := append([]string(nil), m.Env...)
+	for _, name := range m.EnvFrom {
+		env = append(env, name+"="+os.Getenv(name))
+	}
+	return env
 }
 
 // Placement pins a role to the nodes whose labels include all of Labels (a

@@ -264,7 +264,9 @@ roles:
       - { name: remote, url: "http://h/mcp", env: ["A=1"] }
       - { name: envs, command: [x], env: ["SECRETVALUE", "1A=x", "OK_1=fine=too"] }
       - { name: blank, command: [""] }
-      - { name: typo, comand: [x] }`,
+      - { name: typo, comand: [x] }
+      - { name: secrets, command: [x], env_from: [CREWLET_TEST_KEY_SET, CREWLET_TEST_UNSET_KEY, "bad-name"] }
+      - { name: remote2, url: "http://h/mcp", env_from: [CREWLET_TEST_KEY_SET] }`,
 			want: []string{
 				`roles.r.mcp[1].name: duplicate name "fs" (also roles.r.mcp[0])`,
 				`roles.r.mcp[2].name: invalid name "Tracker"; must be 1-32 of a-z, 0-9, '_' and '-'`,
@@ -280,9 +282,12 @@ roles:
 				`roles.r.mcp[11].env[1]: invalid key "1A"; want KEY=VALUE`,
 				`roles.r.mcp[12].command[0]: empty program name`,
 				`roles.r.mcp[13].comand: unknown key; did you mean "command"?`,
+				`roles.r.mcp[14].env_from[1]: environment variable CREWLET_TEST_UNSET_KEY is not set; export it before starting crewlet`,
+				`roles.r.mcp[14].env_from[2]: invalid environment variable name "bad-name"`,
+				`roles.r.mcp[15].env_from: applies only to a command`,
 			},
 			// An env entry is never shown whole: it may be a secret.
-			not: []string{"roles.r.mcp[0].", "roles.r.mcp[0]:", "SECRETVALUE", "env[2]"},
+			not: []string{"roles.r.mcp[0].", "roles.r.mcp[0]:", "SECRETVALUE", "env[2]", "env_from[0]", "sk-test-value"},
 		},
 		{
 			name: "unsupported provider",
@@ -1132,5 +1137,15 @@ func TestNearest(t *testing.T) {
 				t.Errorf("nearest(%q, %v) = %q, %v; want %q, %v", tt.s, tt.candidates, got, ok, tt.want, tt.ok)
 			}
 		})
+	}
+}
+
+// A stdio MCP server gets its env entries as written and each env_from
+// variable with its value from crewlet's own environment.
+func TestMCPCommandEnv(t *testing.T) {
+	t.Setenv("CREWLET_TEST_TRACKER_TOKEN", "tok-123")
+	m := MCPServer{Name: "tracker", Command: []string{"x"}, Env: []string{"LOG=warn"}, EnvFrom: []string{"CREWLET_TEST_TRACKER_TOKEN"}}
+	if got, want := m.CommandEnv(), []string{"LOG=warn", "CREWLET_TEST_TRACKER_TOKEN=tok-123"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("CommandEnv() = %q, want %q", got, want)
 	}
 }

@@ -449,6 +449,17 @@ func checkMCP(add addFunc, base string, servers []MCPServer) {
 		if sc.URL != "" && len(sc.Env) > 0 {
 			add(sp+".env", "applies only to a command; an HTTP server runs elsewhere")
 		}
+		if sc.URL != "" && len(sc.EnvFrom) > 0 {
+			add(sp+".env_from", "applies only to a command; an HTTP server runs elsewhere")
+		}
+		for j, name := range sc.EnvFrom {
+			at := fmt.Sprintf("%s.env_from[%d]", sp, j)
+			if !envKeyRE.MatchString(name) {
+				add(at, "invalid environment variable name %q; must match %s", name, envKeyRE)
+			} else if _, set := os.LookupEnv(name); !set {
+				add(at, "environment variable %s is not set; export it before starting crewlet", name)
+			}
+		}
 		for j, kv := range sc.Env {
 			// Show only the key: the value may be a secret, and so may an
 			// entry with no "=" at all.
