@@ -121,6 +121,7 @@ type MaintenanceOutput struct {
 	MailboxesRetired  []string `json:"mailboxes_retired,omitempty"`
 	LedgerTrimmed     int64    `json:"ledger_trimmed"`
 	EntriesTrimmed    int64    `json:"entries_trimmed"`
+	TurnsTrimmed      int64    `json:"turns_trimmed"`
 }
 
 // AckMailInput marks entries handled, fenced by epoch.

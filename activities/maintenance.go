@@ -66,8 +66,15 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 		}
 		out.EntriesTrimmed += n
 	}
-	if out.LedgerTrimmed > 0 || out.EntriesTrimmed > 0 {
-		a.Log.Info("retention_trimmed", "ledger_rows", out.LedgerTrimmed, "mailbox_entries", out.EntriesTrimmed)
+	turns, err := a.Store.TrimTurns(ctx, a.Org.Maintenance.TurnRetention)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	out.TurnsTrimmed = turns.Turns
+	if out.LedgerTrimmed > 0 || out.EntriesTrimmed > 0 || turns != (store.TurnsTrimmed{}) {
+		a.Log.Info("retention_trimmed", "ledger_rows", out.LedgerTrimmed, "mailbox_entries", out.EntriesTrimmed,
+			"turns", turns.Turns, "turn_messages", turns.Messages, "turn_rounds", turns.Rounds,
+			"tool_calls", turns.ToolCalls, "usage_counters", turns.Counters)
 	}
 	return out, errors.Join(errs...)
 }

@@ -122,6 +122,11 @@ type Maintenance struct {
 	// are deleted. It must outlive any redelivery window: a message redelivered
 	// after its ledger row is gone would be handled twice. 1h to 8760h.
 	LedgerRetention time.Duration `mapstructure:"ledger_retention"`
+	// TurnRetention is how long turn records (transcripts, rounds, tool
+	// calls) are kept; token counters are kept for usageRetention. It must
+	// outlive LedgerRetention, so a trigger that may still come back finds
+	// its conversation. 1h to 87600h.
+	TurnRetention time.Duration `mapstructure:"turn_retention"`
 }
 
 // Providers a profile may name.

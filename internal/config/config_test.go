@@ -61,7 +61,7 @@ func TestExampleOrg(t *testing.T) {
 			t.Errorf("roles.%s.max_rounds = %d, want the default %d", name, r.MaxRounds, DefaultMaxRounds)
 		}
 	}
-	if want := (Maintenance{15 * time.Minute, 168 * time.Hour}); c.Maintenance != want {
+	if want := (Maintenance{15 * time.Minute, 168 * time.Hour, 720 * time.Hour}); c.Maintenance != want {
 		t.Errorf("maintenance = %+v, want the defaults %+v", c.Maintenance, want)
 	}
 	// The example runs on any node: no role is pinned.
@@ -111,7 +111,7 @@ const broken = `
 company: { name: acme, timezone: Mars/Olympus, budget: { tokens_per_day: -1 } }
 mailbox: { read_batch: 0, retry_backoff: 5ms, keep_aked: 5 }
 nodes: { heartbeat_timeout: 500ms, rebalance_max_mves: 2 }
-maintenance: { ledger_retention: 30m }
+maintenance: { ledger_retention: 30m, turn_retention: 87601h }
 schedules: []
 profiles:
   local:
@@ -169,6 +169,7 @@ func TestEveryProblemReported(t *testing.T) {
 		`mailbox.retry_backoff: 5ms is out of range; must be between 10ms and 10m`,
 		`nodes.heartbeat_timeout: 500ms is out of range; must be between 1s and 1m`,
 		`maintenance.ledger_retention: 30m is out of range; must be between 1h and 8760h`,
+		`maintenance.turn_retention: 87601h is out of range; must be between 1h and 87600h`,
 		`roles.cto.placement.labels.zone: invalid label value "eu west"; label values must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`,
 		`profiles.gpt.model: required for provider openai`,
 		`profiles.gpt.api_key_env: environment variable CREWLET_TEST_UNSET_KEY is not set; export it before starting crewlet`,
@@ -972,14 +973,14 @@ func TestMaintenanceBounds(t *testing.T) {
 		yaml string
 		want Maintenance
 	}{
-		{"lowest", `maintenance: { interval: 1s, ledger_retention: 60m }`,
-			Maintenance{time.Second, time.Hour}},
-		{"highest", `maintenance: { interval: 1440m, ledger_retention: 8760h }`,
-			Maintenance{24 * time.Hour, 8760 * time.Hour}},
+		{"lowest", `maintenance: { interval: 1s, ledger_retention: 60m, turn_retention: 1h }`,
+			Maintenance{time.Second, time.Hour, time.Hour}},
+		{"highest", `maintenance: { interval: 1440m, ledger_retention: 8760h, turn_retention: 87600h }`,
+			Maintenance{24 * time.Hour, 8760 * time.Hour, 87600 * time.Hour}},
 		{"empty section keeps the defaults", "maintenance:\n",
-			Maintenance{15 * time.Minute, 168 * time.Hour}},
+			Maintenance{15 * time.Minute, 168 * time.Hour, 720 * time.Hour}},
 		{"one key keeps the other defaults", `maintenance: { ledger_retention: 336h }`,
-			Maintenance{15 * time.Minute, 336 * time.Hour}},
+			Maintenance{15 * time.Minute, 336 * time.Hour, 720 * time.Hour}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1147,5 +1148,15 @@ func TestMCPCommandEnv(t *testing.T) {
 	m := MCPServer{Name: "tracker", Command: []string{"x"}, Env: []string{"LOG=warn"}, EnvFrom: []string{"CREWLET_TEST_TRACKER_TOKEN"}}
 	if got, want := m.CommandEnv(), []string{"LOG=warn", "CREWLET_TEST_TRACKER_TOKEN=tok-123"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("CommandEnv() = %q, want %q", got, want)
+	}
+}
+
+// Turn records must outlive the completion ledger: a trigger redelivered
+// within the ledger's window must find its conversation.
+func TestTurnRetentionOutlivesTheLedger(t *testing.T) {
+	_, err := Parse([]byte(minimal + `maintenance: { ledger_retention: 336h, turn_retention: 168h }`))
+	want := "maintenance.turn_retention: 168h is shorter than maintenance.ledger_retention (336h)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Parse: %v; want %q", err, want)
 	}
 }

@@ -51,6 +51,7 @@ var defaults = map[string]any{
 
 	"maintenance.interval":         15 * time.Minute,
 	"maintenance.ledger_retention": 168 * time.Hour,
+	"maintenance.turn_retention":   720 * time.Hour,
 
 	"company.budget.tokens_per_day":   0,
 	"company.budget.tokens_per_week":  0,

@@ -70,6 +70,7 @@ const (
 	maxMaintenanceInterval = 24 * time.Hour
 	minLedgerRetention     = time.Hour
 	maxLedgerRetention     = 8760 * time.Hour
+	maxTurnRetention       = 87600 * time.Hour
 )
 
 // Bounds of the nodes section.
@@ -182,6 +183,11 @@ func (c *Config) problems() []*Problem {
 	}
 	checkDuration("maintenance.interval", c.Maintenance.Interval, minMaintenanceInterval, maxMaintenanceInterval)
 	checkDuration("maintenance.ledger_retention", c.Maintenance.LedgerRetention, minLedgerRetention, maxLedgerRetention)
+	checkDuration("maintenance.turn_retention", c.Maintenance.TurnRetention, minLedgerRetention, maxTurnRetention)
+	if c.Maintenance.TurnRetention > 0 && c.Maintenance.TurnRetention < c.Maintenance.LedgerRetention {
+		add("maintenance.turn_retention", "%s is shorter than maintenance.ledger_retention (%s); a trigger redelivered within the ledger's window must find its turn",
+			shortDuration(c.Maintenance.TurnRetention), shortDuration(c.Maintenance.LedgerRetention))
+	}
 
 	profiles := sortedKeys(c.Profiles)
 	for _, name := range profiles {

@@ -392,3 +392,44 @@ func counterScope(scope, seat string) string {
 	}
 	return scope
 }
+
+// usageRetention is how long token counters are kept: a year and a month,
+// so last year's month is still there to compare with.
+const usageRetention = 400 * 24 * time.Hour
+
+// TurnsTrimmed counts what one TrimTurns deleted.
+type TurnsTrimmed struct {
+	Turns, Messages, Rounds, ToolCalls, Counters int64
+}
+
+// TrimTurns deletes turn records older than age: turns that finished (or,
+// abandoned, started) before it, and conversation messages, rounds and tool
+// calls written before it; and token counters of windows that started
+// before usageRetention.
+func (s *Store) TrimTurns(ctx context.Context, age time.Duration) (TurnsTrimmed, error) {
+	var out TurnsTrimmed
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		for _, step := range []struct {
+			n   *int64
+			sql string
+			age time.Duration
+		}{
+			{&out.Turns, `DELETE FROM turns WHERE COALESCE(finished_at, started_at) < now() - make_interval(secs => $1)`, age},
+			{&out.Messages, `DELETE FROM turn_messages WHERE created_at < now() - make_interval(secs => $1)`, age},
+			{&out.Rounds, `DELETE FROM turn_rounds WHERE recorded_at < now() - make_interval(secs => $1)`, age},
+			{&out.ToolCalls, `DELETE FROM tool_calls WHERE started_at < now() - make_interval(secs => $1)`, age},
+			{&out.Counters, `DELETE FROM usage_counters WHERE window_start < now() - make_interval(secs => $1)`, usageRetention},
+		} {
+			tag, err := tx.Exec(ctx, step.sql, step.age.Seconds())
+			if err != nil {
+				return err
+			}
+			*step.n = tag.RowsAffected()
+		}
+		return nil
+	})
+	if err != nil {
+		return TurnsTrimmed{}, fmt.Errorf("trim turn records: %w", schemaMissing(err))
+	}
+	return out, nil
+}

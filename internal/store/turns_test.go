@@ -354,3 +354,52 @@ func TestConcurrentRoundsChargeEachOnce(t *testing.T) {
 		}
 	}
 }
+
+// TrimTurns deletes turn records older than the retention and keeps newer
+// ones; a turn still running counts from its start.
+func TestTrimTurnsDropsOnlyOldRecords(t *testing.T) {
+	st, ctx := setup(t)
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	record := func(workKey string) {
+		t.Helper()
+		if _, err := st.OpenTurn(ctx, store.TurnRow{Seat: "cto", WorkKey: workKey, TurnID: "turn/cto/" + workKey, Epoch: 1,
+			Mail: []crewlet.Message{{EventID: "e-" + workKey}}, Threads: []int{0}, MaxRounds: 4, Status: "running"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.AppendTurnMessage(ctx, "cto", workKey, store.TurnMessage{Key: "user", Message: crewlet.ChatMessage{Role: "user", Content: "hi"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.RecordRound(ctx, store.RoundRow{Seat: "cto", WorkKey: workKey, Round: 1, InputTokens: 5, RecordedAt: time.Now()}, berlin); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.StartToolCall(ctx, "cto", workKey, 1, 0, "fs__write", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record("old")
+	if err := st.FinishTurn(ctx, "cto", "old", "done", "", "", 1); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.TrimTurns(ctx, time.Hour); err != nil || got != (store.TurnsTrimmed{}) {
+		t.Fatalf("trim with an hour's retention removed %+v (%v); want nothing", got, err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	record("new")
+
+	got, err := st.TrimTurns(ctx, 30*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (store.TurnsTrimmed{Turns: 1, Messages: 1, Rounds: 1, ToolCalls: 1}); got != want {
+		t.Fatalf("trimmed %+v; want %+v (the old turn's records, no current counter)", got, want)
+	}
+	if _, err := st.Turn(ctx, "cto", "old"); crewlet.ErrorCode(err) != crewlet.ENOTFOUND {
+		t.Fatalf("old turn after trim: %v; want not found", err)
+	}
+	if _, err := st.Turn(ctx, "cto", "new"); err != nil {
+		t.Fatalf("new turn after trim: %v; want kept", err)
+	}
+	if msgs, err := st.TurnMessages(ctx, "cto", "new", 0); err != nil || len(msgs) != 1 {
+		t.Fatalf("new turn's messages after trim: %v (%v); want kept", msgs, err)
+	}
+}
