@@ -300,7 +300,7 @@ func startTools(ctx context.Context, org *config.Config, handle string, log *slo
 	}
 	servers := make([]tools.ServerConfig, len(role.MCP))
 	for i, m := range role.MCP {
-		servers[i] = tools.ServerConfig{Name: m.Name, Command: m.Command, Env: m.CommandEnv(), URL: m.URL}
+		servers[i] = tools.ServerConfig{Name: m.Name, Command: m.Command, Env: m.CommandEnv(), URL: m.URL, Headers: m.Headers()}
 	}
 	session, err := tools.Start(ctx, servers, log.With("seat", handle))
 	if session == nil {

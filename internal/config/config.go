@@ -211,6 +211,24 @@ type MCPServer struct {
 	// reaches it without being written in this file.
 	EnvFrom []string `mapstructure:"env_from"`
 	URL     string   `mapstructure:"url"`
+	// HeadersFrom maps an HTTP header sent to a url server to the variable
+	// of crewlet's environment holding its value ({authorization:
+	// TRACKER_TOKEN}, the variable holding "Bearer ..."). Header names
+	// arrive lowercased; HTTP does not mind.
+	HeadersFrom map[string]string `mapstructure:"headers_from"`
+}
+
+// Headers is the headers a url server gets, with their values from this
+// process's environment.
+func (m MCPServer) Headers() map[string]string {
+	if len(m.HeadersFrom) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m.HeadersFrom))
+	for header, name := range m.HeadersFrom {
+		out[header] = os.Getenv(name)
+	}
+	return out
 }
 
 // CommandEnv is the environment entries the server's command gets from the

@@ -267,7 +267,9 @@ roles:
       - { name: blank, command: [""] }
       - { name: typo, comand: [x] }
       - { name: secrets, command: [x], env_from: [CREWLET_TEST_KEY_SET, CREWLET_TEST_UNSET_KEY, "bad-name"] }
-      - { name: remote2, url: "http://h/mcp", env_from: [CREWLET_TEST_KEY_SET] }`,
+      - { name: remote2, url: "http://h/mcp", env_from: [CREWLET_TEST_KEY_SET] }
+      - { name: remote3, url: "http://h/mcp", headers_from: { authorization: CREWLET_TEST_UNSET_KEY, "bad header": CREWLET_TEST_KEY_SET, x-ok: CREWLET_TEST_KEY_SET } }
+      - { name: local, command: [x], headers_from: { authorization: CREWLET_TEST_KEY_SET } }`,
 			want: []string{
 				`roles.r.mcp[1].name: duplicate name "fs" (also roles.r.mcp[0])`,
 				`roles.r.mcp[2].name: invalid name "Tracker"; must be 1-32 of a-z, 0-9, '_' and '-'`,
@@ -286,9 +288,12 @@ roles:
 				`roles.r.mcp[14].env_from[1]: environment variable CREWLET_TEST_UNSET_KEY is not set; export it before starting crewlet`,
 				`roles.r.mcp[14].env_from[2]: invalid environment variable name "bad-name"`,
 				`roles.r.mcp[15].env_from: applies only to a command`,
+				`roles.r.mcp[16].headers_from.authorization: environment variable CREWLET_TEST_UNSET_KEY is not set`,
+				`roles.r.mcp[16].headers_from.bad header: invalid header name "bad header"`,
+				`roles.r.mcp[17].headers_from: applies only to a url`,
 			},
 			// An env entry is never shown whole: it may be a secret.
-			not: []string{"roles.r.mcp[0].", "roles.r.mcp[0]:", "SECRETVALUE", "env[2]", "env_from[0]", "sk-test-value"},
+			not: []string{"roles.r.mcp[0].", "roles.r.mcp[0]:", "SECRETVALUE", "env[2]", "env_from[0]", "sk-test-value", "x-ok"},
 		},
 		{
 			name: "unsupported provider",
@@ -1142,12 +1147,17 @@ func TestNearest(t *testing.T) {
 }
 
 // A stdio MCP server gets its env entries as written and each env_from
-// variable with its value from crewlet's own environment.
+// variable with its value from crewlet's own environment; a url server gets
+// each headers_from header with its variable's value.
 func TestMCPCommandEnv(t *testing.T) {
 	t.Setenv("CREWLET_TEST_TRACKER_TOKEN", "tok-123")
 	m := MCPServer{Name: "tracker", Command: []string{"x"}, Env: []string{"LOG=warn"}, EnvFrom: []string{"CREWLET_TEST_TRACKER_TOKEN"}}
 	if got, want := m.CommandEnv(), []string{"LOG=warn", "CREWLET_TEST_TRACKER_TOKEN=tok-123"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("CommandEnv() = %q, want %q", got, want)
+	}
+	h := MCPServer{Name: "tracker", URL: "http://h/mcp", HeadersFrom: map[string]string{"authorization": "CREWLET_TEST_TRACKER_TOKEN"}}
+	if got, want := h.Headers(), map[string]string{"authorization": "tok-123"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("Headers() = %q, want %q", got, want)
 	}
 }
 

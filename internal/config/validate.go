@@ -42,6 +42,8 @@ var (
 	mcpNameRE = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
 	// toolNameRE is what model providers accept as a function name.
 	toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	// headerNameRE is an HTTP header name headers_from may set.
+	headerNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*$`)
 	// envKeyRE is a variable name an MCP command's env may set.
 	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
@@ -459,12 +461,18 @@ func checkMCP(add addFunc, base string, servers []MCPServer) {
 			add(sp+".env_from", "applies only to a command; an HTTP server runs elsewhere")
 		}
 		for j, name := range sc.EnvFrom {
-			at := fmt.Sprintf("%s.env_from[%d]", sp, j)
-			if !envKeyRE.MatchString(name) {
-				add(at, "invalid environment variable name %q; must match %s", name, envKeyRE)
-			} else if _, set := os.LookupEnv(name); !set {
-				add(at, "environment variable %s is not set; export it before starting crewlet", name)
+			checkEnvFrom(add, fmt.Sprintf("%s.env_from[%d]", sp, j), name)
+		}
+		if len(sc.Command) > 0 && len(sc.HeadersFrom) > 0 {
+			add(sp+".headers_from", "applies only to a url; give a command its secrets with env_from")
+		}
+		for _, header := range sortedKeys(sc.HeadersFrom) {
+			at := sp + ".headers_from." + header
+			if !headerNameRE.MatchString(header) {
+				add(at, "invalid header name %q; want letters, digits and '-'", header)
+				continue
 			}
+			checkEnvFrom(add, at, sc.HeadersFrom[header])
 		}
 		for j, kv := range sc.Env {
 			// Show only the key: the value may be a secret, and so may an
@@ -477,6 +485,16 @@ func checkMCP(add addFunc, base string, servers []MCPServer) {
 				add(fmt.Sprintf("%s.env[%d]", sp, j), "invalid key %q; want KEY=VALUE with KEY matching %s", k, envKeyRE)
 			}
 		}
+	}
+}
+
+// checkEnvFrom checks that name is a variable of crewlet's environment; a
+// value is never shown, it may be a secret.
+func checkEnvFrom(add addFunc, at, name string) {
+	if !envKeyRE.MatchString(name) {
+		add(at, "invalid environment variable name %q; must match %s", name, envKeyRE)
+	} else if _, set := os.LookupEnv(name); !set {
+		add(at, "environment variable %s is not set; export it before starting crewlet", name)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -60,6 +61,9 @@ type ServerConfig struct {
 	Command []string
 	Env     []string
 	URL     string
+	// Headers are sent with every request to an HTTP server (an
+	// Authorization token, say); values may be secrets and are never logged.
+	Headers map[string]string
 }
 
 // Validate reports every problem with a list of server configs at once.
@@ -82,6 +86,9 @@ func Validate(servers []ServerConfig) error {
 		}
 		if sc.URL != "" && len(sc.Env) > 0 {
 			errs = append(errs, crewlet.Errorf(crewlet.EINVALID, "%s (%s): env applies only to a command", where, sc.Name))
+		}
+		if sc.URL == "" && len(sc.Headers) > 0 {
+			errs = append(errs, crewlet.Errorf(crewlet.EINVALID, "%s (%s): headers apply only to a url", where, sc.Name))
 		}
 		for _, kv := range sc.Env {
 			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
@@ -209,7 +216,7 @@ func (s *Session) connect(ctx context.Context, sc ServerConfig) (*server, []*mcp
 	if sc.URL != "" {
 		// Nothing here consumes server-initiated notifications, so the
 		// standalone SSE stream would only hold a connection open.
-		transport = &mcp.StreamableClientTransport{Endpoint: sc.URL, DisableStandaloneSSE: true}
+		transport = &mcp.StreamableClientTransport{Endpoint: sc.URL, DisableStandaloneSSE: true, HTTPClient: headerClient(sc.Headers)}
 	} else {
 		// Not CommandContext: the child outlives the start's ctx.
 		cmd := exec.Command(sc.Command[0], sc.Command[1:]...)
@@ -255,6 +262,28 @@ func (s *Session) connect(ctx context.Context, sc ServerConfig) (*server, []*mcp
 		tools = append(tools, t)
 	}
 	return sv, tools, nil
+}
+
+// headerClient is an HTTP client that adds headers to every request; the
+// SDK's default client when there are none.
+func headerClient(headers map[string]string) *http.Client {
+	if len(headers) == 0 {
+		return nil
+	}
+	return &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: headers}}
+}
+
+type headerTransport struct {
+	base    http.RoundTripper
+	headers map[string]string
+}
+
+func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range t.headers {
+		req.Header.Set(k, v)
+	}
+	return t.base.RoundTrip(req)
 }
 
 func (s *Session) logStderr(server string, r *os.File) {

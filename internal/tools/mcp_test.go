@@ -553,10 +553,21 @@ func TestStreamableHTTP(t *testing.T) {
 	mcp.AddTool(srv, &mcp.Tool{Name: "bad.name"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return nil, nil, nil
 	})
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	// The server answers only requests that carry the configured token.
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok-1" {
+			http.Error(w, "no token", http.StatusUnauthorized)
+			return
+		}
+		mcpHandler.ServeHTTP(w, r)
+	}))
 	defer hs.Close()
 
-	s, err := Start(context.Background(), []ServerConfig{{Name: "web", URL: hs.URL}}, nil)
+	if _, err := Start(context.Background(), []ServerConfig{{Name: "web", URL: hs.URL}}, nil); err == nil {
+		t.Fatal("Start without the token succeeded; want the server's refusal")
+	}
+	s, err := Start(context.Background(), []ServerConfig{{Name: "web", URL: hs.URL, Headers: map[string]string{"Authorization": "Bearer tok-1"}}}, nil)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
