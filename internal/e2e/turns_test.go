@@ -44,11 +44,7 @@ roles:
 seats:
   - { handle: s01, role: clerk }
 `, bin, countFile, pidFile)
-	path := filepath.Join(t.TempDir(), "org.yaml")
-	if err := os.WriteFile(path, []byte(org), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeFile(t, "org.yaml", org)
 }
 
 func readPID(t *testing.T, path string) int {
@@ -181,11 +177,7 @@ roles:
 seats:
   - { handle: s01, role: clerk }
 `
-	path := filepath.Join(t.TempDir(), "org.yaml")
-	if err := os.WriteFile(path, []byte(org), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := newCompany(t, path)
+	c := newCompany(t, writeFile(t, "org.yaml", org))
 	c.apiServer()
 	c.worker("n1")
 	c.waitAttached(30 * time.Second)
@@ -253,11 +245,7 @@ roles:
 seats:
   - { handle: s01, role: thinker }
 `
-	path := filepath.Join(t.TempDir(), "org.yaml")
-	if err := os.WriteFile(path, []byte(org), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := newCompany(t, path)
+	c := newCompany(t, writeFile(t, "org.yaml", org))
 	c.apiServer()
 	c.worker("n1")
 	c.waitAttached(30 * time.Second)
