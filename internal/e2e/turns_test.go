@@ -274,3 +274,72 @@ seats:
 		t.Fatalf("pending = %d (%v); want 0", n, err)
 	}
 }
+
+// send_message puts a message in another seat's mailbox: that seat answers
+// it in a conversation of its own, and its reply comes back to the sender's
+// mailbox, recorded and not answered again.
+func TestSendMessageToolReachesAnotherSeat(t *testing.T) {
+	org := `company: { name: relayco }
+profiles:
+  relay:
+    provider: scripted
+    rules:
+      - match: '^tell (\S+) (.+)'
+        tools: [ { name: send_message, args: { to: '{{index .Groups 1}}', text: '{{index .Groups 2}}' } } ]
+        reply: '{{index .Results 0}}'
+roles:
+  relay: { charter: passes messages on, profile: relay }
+seats:
+  - { handle: s01, role: relay }
+  - { handle: s02, role: relay }
+`
+	c := newCompany(t, writeFile(t, "org.yaml", org))
+	c.apiServer()
+	c.worker("n1")
+	c.waitAttached(30 * time.Second)
+
+	msg := c.send("s01", "tell s02 the build is green")
+	if reply := c.waitReply(msg, 30*time.Second); !strings.HasPrefix(reply, "sent to s02 (conversation ") {
+		t.Fatalf("reply %q; want the tool's receipt", reply)
+	}
+	var relayed crewlet.Message
+	testenv.Eventually(t, 30*time.Second, "s02 answered s01's message and the answer reached s01", func() error {
+		var inbox []crewlet.Message
+		if err := c.call(http.MethodGet, "/seats/s02/inbox?limit=10", nil, &inbox); err != nil {
+			return err
+		}
+		for _, m := range inbox {
+			if m.From == "s01" && m.Body == "the build is green" {
+				relayed = m
+			}
+		}
+		if relayed.EventID == "" {
+			return fmt.Errorf("s02's inbox %v has no message from s01", inbox)
+		}
+		if replies := c.repliesTo(relayed); len(replies) != 1 || replies[0] != "[s02] the build is green" {
+			return fmt.Errorf("replies to the relayed message: %q; want s02's one echo", replies)
+		}
+		var back []crewlet.Message
+		if err := c.call(http.MethodGet, "/seats/s01/inbox?limit=10", nil, &back); err != nil {
+			return err
+		}
+		for _, m := range back {
+			if m.InReplyTo == relayed.EventID && m.Type == crewlet.MessageReply {
+				return nil
+			}
+		}
+		return fmt.Errorf("s02's reply is not in s01's mailbox")
+	})
+	// The reply is recorded by s01, never answered: the ledger holds it and
+	// nothing is pending, and s01 ran exactly two turns (the operator's
+	// message and s02's reply).
+	testenv.Eventually(t, 10*time.Second, "s01 settled", func() error {
+		if n, err := c.mailbox().Pending(context.Background(), "s01"); err != nil || n != 0 {
+			return fmt.Errorf("pending = %d (%v)", n, err)
+		}
+		if st := c.state("s01"); st.Counters.Triggers != 2 {
+			return fmt.Errorf("s01 handled %d triggers; want 2", st.Counters.Triggers)
+		}
+		return nil
+	})
+}
