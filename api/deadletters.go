@@ -9,21 +9,24 @@ import (
 	"github.com/crewlet/crewlet"
 )
 
-// limitParam reads ?limit=N (1..1000), defaulting to def.
-func limitParam(r *http.Request, def int) (int, error) {
+// maxLimit is the most entries a mailbox listing returns.
+const maxLimit = 1000
+
+// limitParam reads ?limit=N (1..most), defaulting to def.
+func limitParam(r *http.Request, def, most int) (int, error) {
 	v := r.URL.Query().Get("limit")
 	if v == "" {
 		return def, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > 1000 {
-		return 0, crewlet.Errorf(crewlet.EINVALID, "limit must be a number from 1 to 1000, got %q", v)
+	if err != nil || n < 1 || n > most {
+		return 0, crewlet.Errorf(crewlet.EINVALID, "limit must be a number from 1 to %d, got %q", most, v)
 	}
 	return n, nil
 }
 
 func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
-	limit, err := limitParam(r, 100)
+	limit, err := limitParam(r, 100, maxLimit)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -50,7 +53,7 @@ func (s *Server) seatEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	limit, err := limitParam(r, 100)
+	limit, err := limitParam(r, 100, maxLimit)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -129,7 +129,7 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	limit, err := limitParam(r, 20)
+	limit, err := limitParam(r, 20, maxLimit)
 	if err != nil {
 		writeError(w, err)
 		return

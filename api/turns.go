@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
@@ -28,14 +27,10 @@ func (s *Server) seatTurns(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	limit := 20
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > control.MaxTurns {
-			writeError(w, crewlet.Errorf(crewlet.EINVALID, "limit must be a number from 1 to %d, got %q", control.MaxTurns, v))
-			return
-		}
-		limit = n
+	limit, err := limitParam(r, 20, control.MaxTurns)
+	if err != nil {
+		writeError(w, err)
+		return
 	}
 	turns, err := s.Control.Turns(r.Context(), s.Store, seat.Handle, limit)
 	if err != nil {
