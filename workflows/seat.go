@@ -339,9 +339,7 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 		}
 		switch out.Status {
 		case crewlet.TurnFenced:
-			s.logger.Warn("seat_fenced", "seat", s.in.Handle, "epoch", s.state.Epoch)
-			s.stopHold()
-			s.attached = false
+			s.fenced()
 			return nil
 		case crewlet.TurnHeld:
 			s.state.Budget = out.Hold
@@ -595,8 +593,7 @@ func (s *seat) recordStatus(ctx workflow.Context, status string) {
 	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivitySetSeatStatus, crewlet.SeatStatusInput{
 		Handle: s.in.Handle, Epoch: s.state.Epoch, Status: status,
 	}).Get(ctx, nil)
-	var appErr *temporal.ApplicationError
-	if err != nil && !(errors.As(err, &appErr) && appErr.Type() == crewlet.FencedErrorType) {
+	if err != nil && !isFenced(err) {
 		s.noteError(fmt.Sprintf("record status %s: %v", status, err))
 	}
 }
@@ -606,13 +603,10 @@ func (s *seat) recordStatus(ctx workflow.Context, status string) {
 // heartbeat timeout on its queue). The seat then re-establishes before it
 // touches anything again.
 func (s *seat) tenureEnded(err error) bool {
-	var appErr *temporal.ApplicationError
 	var timeoutErr *temporal.TimeoutError
 	switch {
-	case errors.As(err, &appErr) && appErr.Type() == crewlet.FencedErrorType:
-		s.logger.Warn("seat_fenced", "seat", s.in.Handle, "epoch", s.state.Epoch)
-		s.stopHold()
-		s.attached = false
+	case isFenced(err):
+		s.fenced()
 		return true
 	case errors.As(err, &timeoutErr):
 		s.logger.Warn("seat_host_lost", "seat", s.in.Handle, "epoch", s.state.Epoch, "node", s.state.Node, "error", err)
@@ -622,6 +616,14 @@ func (s *seat) tenureEnded(err error) bool {
 		return true
 	}
 	return false
+}
+
+// fenced ends a tenure whose epoch moved on: another establish outranks it,
+// so the seat stops holding it and establishes again.
+func (s *seat) fenced() {
+	s.logger.Warn("seat_fenced", "seat", s.in.Handle, "epoch", s.state.Epoch)
+	s.stopHold()
+	s.attached = false
 }
 
 func (s *seat) noteError(msg string) {
