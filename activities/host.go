@@ -209,9 +209,7 @@ func (h *Host) startTools(ctx context.Context, handle string, epoch int64) (Tool
 	catalog := firstPartyTools()
 	if session != nil {
 		for _, t := range session.Tools() {
-			spec := t.Spec
-			spec.ReadOnly = t.ReadOnly
-			catalog = append(catalog, spec)
+			catalog = append(catalog, t.Spec)
 		}
 	}
 	raw, err := json.Marshal(catalog)
@@ -219,10 +217,11 @@ func (h *Host) startTools(ctx context.Context, handle string, epoch int64) (Tool
 		err = h.Store.SetSeatTools(ctx, handle, epoch, raw)
 	}
 	if err != nil {
-		if session != nil {
-			if cerr := session.Close(); cerr != nil {
-				h.Log.Warn("seat_release_unproven", "seat", handle, "epoch", epoch, "error", cerr)
-			}
+		// The servers started for nothing: stop them the one way, which
+		// keeps a session that will not stop for the next teardown.
+		h.keepSession(handle, session)
+		if terr := h.teardown(handle); terr != nil {
+			h.Log.Warn("seat_release_unproven", "seat", handle, "epoch", epoch, "error", terr)
 		}
 		return nil, fmt.Errorf("record the tool catalog of %s: %w", handle, err)
 	}

@@ -105,13 +105,13 @@ var errStopping = errors.New("the session's MCP servers are stopping")
 // Tool is one tool a session offers.
 type Tool struct {
 	// Spec is what a model is offered; Spec.Name is "{server}__{tool}".
+	// Spec.ReadOnly is the server's readOnlyHint (false without
+	// annotations): read-only calls may be retried, others are attempted
+	// once.
 	Spec crewlet.ToolSpec
 	// Server and Name are the server's name and the tool's own name there.
 	Server string
 	Name   string
-	// ReadOnly is the server's readOnlyHint (false without annotations):
-	// read-only calls may be retried, others are attempted once.
-	ReadOnly bool
 }
 
 // Result is the outcome of a tool call the server answered.
@@ -339,10 +339,12 @@ func toolOf(server string, t *mcp.Tool) (Tool, error) {
 		schema = b
 	}
 	return Tool{
-		Spec:     crewlet.ToolSpec{Name: name, Description: t.Description, Schema: schema},
-		Server:   server,
-		Name:     t.Name,
-		ReadOnly: t.Annotations != nil && t.Annotations.ReadOnlyHint,
+		Spec: crewlet.ToolSpec{
+			Name: name, Description: t.Description, Schema: schema,
+			ReadOnly: t.Annotations != nil && t.Annotations.ReadOnlyHint,
+		},
+		Server: server,
+		Name:   t.Name,
 	}, nil
 }
 

@@ -157,8 +157,8 @@ func TestToolsAreNamespacedWithReadOnlyFlags(t *testing.T) {
 			t.Errorf("unexpected tool %q", tool.Spec.Name)
 			continue
 		}
-		if tool.ReadOnly != ro {
-			t.Errorf("%s: ReadOnly = %v, want %v", tool.Spec.Name, tool.ReadOnly, ro)
+		if tool.Spec.ReadOnly != ro {
+			t.Errorf("%s: ReadOnly = %v, want %v", tool.Spec.Name, tool.Spec.ReadOnly, ro)
 		}
 		if tool.Server != "ts" || tool.Spec.Name != "ts__"+tool.Name {
 			t.Errorf("%s: Server, Name = %q, %q; want ts, %s", tool.Spec.Name, tool.Server, tool.Name, strings.TrimPrefix(tool.Spec.Name, "ts__"))
@@ -572,7 +572,7 @@ func TestStreamableHTTP(t *testing.T) {
 		t.Fatalf("Start: %v", err)
 	}
 	tools := s.Tools()
-	if len(tools) != 1 || tools[0].Spec.Name != "web__echo" || !tools[0].ReadOnly {
+	if len(tools) != 1 || tools[0].Spec.Name != "web__echo" || !tools[0].Spec.ReadOnly {
 		t.Fatalf("Tools = %+v, want only web__echo, read-only", tools)
 	}
 	res := call(t, s, "web__echo", `{"text":"hi"}`, "wk:0:1")
