@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go"
@@ -46,19 +45,9 @@ var _ crewlet.ChatModel = (*Anthropic)(nil)
 
 // NewAnthropic builds an Anthropic backend.
 func NewAnthropic(opts AnthropicOptions) (*Anthropic, error) {
-	if opts.Model == "" {
-		return nil, crewlet.Errorf(crewlet.EINVALID, "anthropic: model is required")
-	}
-	if opts.MaxTokens < 0 {
-		return nil, crewlet.Errorf(crewlet.EINVALID, "anthropic: max tokens %d is negative", opts.MaxTokens)
-	}
-	base := opts.BaseURL
-	if base == "" {
-		base = anthropicDefaultBaseURL
-	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, crewlet.Errorf(crewlet.EINVALID, "anthropic: base URL %q is not an http(s) URL", base)
+	base, _, err := endpoint("anthropic", opts.Model, opts.BaseURL, anthropicDefaultBaseURL, opts.MaxTokens)
+	if err != nil {
+		return nil, err
 	}
 	maxTokens := opts.MaxTokens
 	if maxTokens == 0 {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -95,6 +96,26 @@ func classifyResponse(provider, apiKey string, status int, header http.Header, b
 		Status:     status,
 		Message:    msg,
 	}
+}
+
+// endpoint checks what every HTTP provider needs before its first call: a
+// model, a token cap that is not negative, and an http(s) base URL (def when
+// base is empty). It returns the base URL to use, as written and parsed.
+func endpoint(provider, model, base, def string, maxTokens int) (string, *url.URL, error) {
+	if model == "" {
+		return "", nil, crewlet.Errorf(crewlet.EINVALID, "%s: model is required", provider)
+	}
+	if maxTokens < 0 {
+		return "", nil, crewlet.Errorf(crewlet.EINVALID, "%s: max tokens %d is negative", provider, maxTokens)
+	}
+	if base == "" {
+		base = def
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", nil, crewlet.Errorf(crewlet.EINVALID, "%s: base URL %q is not an http(s) URL", provider, base)
+	}
+	return base, u, nil
 }
 
 func readErrorBody(res *http.Response) []byte {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/openai/openai-go/v3"
@@ -52,19 +51,9 @@ var _ crewlet.ChatModel = (*OpenAI)(nil)
 
 // NewOpenAI builds an OpenAI-compatible backend.
 func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
-	if opts.Model == "" {
-		return nil, crewlet.Errorf(crewlet.EINVALID, "openai: model is required")
-	}
-	if opts.MaxTokens < 0 {
-		return nil, crewlet.Errorf(crewlet.EINVALID, "openai: max tokens %d is negative", opts.MaxTokens)
-	}
-	base := opts.BaseURL
-	if base == "" {
-		base = openAIDefaultBaseURL
-	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, crewlet.Errorf(crewlet.EINVALID, "openai: base URL %q is not an http(s) URL", base)
+	base, u, err := endpoint("openai", opts.Model, opts.BaseURL, openAIDefaultBaseURL, opts.MaxTokens)
+	if err != nil {
+		return nil, err
 	}
 	// The service is built from these options alone, not openai.NewClient,
 	// so no OPENAI_* environment variable (key, org, extra headers) slips
