@@ -58,11 +58,13 @@ func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailb
 }
 
 // Keys of a turn's messages in Postgres, one per step that wrote them.
-func userKey() string                  { return "user" }
+const (
+	userKey = "user"
+	noteKey = "note"
+)
+
 func roundKey(round int) string        { return fmt.Sprintf("r%d", round) }
 func resultKey(round, call int) string { return fmt.Sprintf("r%dc%d", round, call) }
-
-const noteKey = "note"
 
 // outcomeUnknown is what the model is told of a write tool call that
 // started and left no result: it may or may not have happened.
@@ -110,7 +112,7 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 	}
 	row, err := a.store.OpenTurn(ctx, store.TurnRow{
 		Seat: in.Handle, WorkKey: in.WorkKey, TurnID: in.TurnID, Epoch: in.Epoch, Mail: msgs, Threads: threads,
-		Tools: catalog, MaxRounds: role.MaxRounds, Status: "running", StartedAt: a.Now(),
+		Tools: catalog, MaxRounds: role.MaxRounds, StartedAt: a.Now(),
 	})
 	if err != nil {
 		return out, err
@@ -121,7 +123,7 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 			return out, err
 		}
 		_, err = a.store.AppendTurnMessage(ctx, in.Handle, key, store.TurnMessage{
-			Key: userKey(), Message: crewlet.ChatMessage{Role: "user", Content: triggerText(trigger)},
+			Key: userKey, Message: crewlet.ChatMessage{Role: "user", Content: triggerText(trigger)},
 		})
 		if err != nil {
 			return out, err
