@@ -122,6 +122,15 @@ type MaintenanceOutput struct {
 	LedgerTrimmed     int64    `json:"ledger_trimmed"`
 	EntriesTrimmed    int64    `json:"entries_trimmed"`
 	TurnsTrimmed      int64    `json:"turns_trimmed"`
+	// Rows deleted by the retention of each other kind of record.
+	MessagesTrimmed       int64 `json:"messages_trimmed"`
+	ConversationsTrimmed  int64 `json:"conversations_trimmed"`
+	SummariesTrimmed      int64 `json:"summaries_trimmed"`
+	EventsTrimmed         int64 `json:"events_trimmed"`
+	DiaryTrimmed          int64 `json:"diary_trimmed"`
+	EpisodesTrimmed       int64 `json:"episodes_trimmed"`
+	CounterpartiesTrimmed int64 `json:"counterparties_trimmed"`
+	NodesTrimmed          int64 `json:"nodes_trimmed"`
 }
 
 // AckMailInput marks entries handled, fenced by epoch.

@@ -52,7 +52,22 @@ type ModelRequest struct {
 	Messages  []ChatMessage `json:"messages"`
 	Tools     []ToolSpec    `json:"tools,omitempty"`
 	MaxTokens int           `json:"max_tokens,omitempty"`
+	// Purpose says what the call is for: a turn's round (empty), a
+	// compaction summary or a post-turn reflection. Providers do not send
+	// it; the scripted provider answers each kind its own way.
+	Purpose string `json:"purpose,omitempty"`
 }
+
+// ReflectionPrompt is the last message of a post-turn reflection call.
+const ReflectionPrompt = "Reflection: this turn is over and your answers were sent. " +
+	"What from it is worth keeping in your diary for later turns (facts learned, decisions, commitments, what to follow up)? " +
+	"Answer with the diary entry only, at most a few sentences, or NOTHING if nothing is worth keeping."
+
+// Purposes of a model call other than a turn's round.
+const (
+	PurposeCompact = "compact"
+	PurposeReflect = "reflect"
+)
 
 // Usage is the tokens a model call consumed.
 type Usage struct {

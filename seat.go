@@ -146,7 +146,10 @@ type SeatState struct {
 	Budget *BudgetHold `json:"budget_hold,omitempty"`
 	// QueuedMail is the number of entries the last mailbox read left unread;
 	// an estimate, refreshed on every read.
-	QueuedMail int64        `json:"queued_mail"`
-	LastError  string       `json:"last_error,omitempty"`
+	QueuedMail int64  `json:"queued_mail"`
+	LastError  string `json:"last_error,omitempty"`
+	// FailedTurn is the turn whose failure LastError reports: a turn
+	// recorded failed and acked. It is kept until a turn succeeds.
+	FailedTurn string       `json:"failed_turn,omitempty"`
 	Counters   SeatCounters `json:"counters"`
 }

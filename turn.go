@@ -36,6 +36,9 @@ const (
 	ActivityModelRound = "ModelRound"
 	ActivityToolCall   = "ToolCall"
 	ActivityFinishTurn = "FinishTurn"
+	// ActivityReflect asks the model, after a turn that answered, what to
+	// keep in the seat's diary; on any node, like a model round.
+	ActivityReflect = "Reflect"
 	// ActivityCheckBudget asks, for a seat whose turns a budget cap holds,
 	// whether it still does; a local activity of the seat.
 	ActivityCheckBudget = "CheckBudget"
@@ -116,6 +119,8 @@ type BeginTurnOutput struct {
 	// model conversation of the turn, answered in order.
 	Threads   int `json:"threads"`
 	MaxRounds int `json:"max_rounds"`
+	// Reflect asks for a post-turn reflection once the turn answered.
+	Reflect bool `json:"reflect,omitempty"`
 	// Hold is set when a budget cap is reached: the turn does not start.
 	Hold *BudgetHold `json:"hold,omitempty"`
 }
@@ -143,6 +148,10 @@ type ToolCallRef struct {
 type ModelRoundOutput struct {
 	Calls  []ToolCallRef `json:"calls,omitempty"`
 	Tokens int64         `json:"tokens"`
+	// Failed says why the thread ended without an answer (its trigger does
+	// not fit the context budget, or the model answered nothing twice); the
+	// sender was told, and the turn is recorded failed.
+	Failed string `json:"failed,omitempty"`
 }
 
 // ToolCallInput is one tool call of a round.
@@ -179,6 +188,14 @@ type FinishTurnInput struct {
 	Note string `json:"note,omitempty"`
 	// StoppedBy names who stopped a TurnStopped turn.
 	StoppedBy string `json:"stopped_by,omitempty"`
+}
+
+// ReflectInput asks for the post-turn reflection of a finished turn.
+type ReflectInput struct {
+	Handle  string `json:"handle"`
+	Epoch   int64  `json:"epoch"`
+	TurnID  string `json:"turn_id"`
+	WorkKey string `json:"work_key"`
 }
 
 // FinishTurnOutput says what the turn answered.

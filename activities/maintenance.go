@@ -21,8 +21,9 @@ type Maintenance struct {
 
 // Maintenance sweeps the mailbox registry against the org (stamping seats
 // first seen missing, clearing those back), retires mailboxes absent for
-// longer than the grace period, and trims the completion ledger and handled
-// mailbox entries. A registry it cannot read retires nothing.
+// longer than the grace period, and trims the completion ledger, handled
+// mailbox entries, and every other kind of record that grows, each at its own
+// retention. A registry it cannot read retires nothing.
 func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutput, error) {
 	var out crewlet.MaintenanceOutput
 	present := a.Org.Handles()
@@ -71,10 +72,25 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 		errs = append(errs, err)
 	}
 	out.TurnsTrimmed = turns.Turns
-	if out.LedgerTrimmed > 0 || out.EntriesTrimmed > 0 || turns != (store.TurnsTrimmed{}) {
+	m := a.Org.Maintenance
+	// Counts of the tables that did trim are kept when another fails.
+	rest, err := a.Store.TrimRetention(ctx, store.Retention{
+		Messages: m.MessageRetention, Events: m.EventRetention, Diary: m.DiaryRetention,
+		Episodes: m.EpisodeRetention, Counterparties: m.CounterpartyRetention, Nodes: m.NodeRetention,
+	})
+	if err != nil {
+		errs = append(errs, err)
+	}
+	out.MessagesTrimmed, out.ConversationsTrimmed, out.SummariesTrimmed = rest.Messages, rest.Conversations, rest.Summaries
+	out.EventsTrimmed, out.DiaryTrimmed, out.EpisodesTrimmed = rest.Events, rest.Diary, rest.Episodes
+	out.CounterpartiesTrimmed, out.NodesTrimmed = rest.Counterparties, rest.Nodes
+	if out.LedgerTrimmed > 0 || out.EntriesTrimmed > 0 || turns != (store.TurnsTrimmed{}) || rest != (store.RetentionTrimmed{}) {
 		a.Log.Info("retention_trimmed", "ledger_rows", out.LedgerTrimmed, "mailbox_entries", out.EntriesTrimmed,
 			"turns", turns.Turns, "turn_messages", turns.Messages, "turn_rounds", turns.Rounds,
-			"tool_calls", turns.ToolCalls, "usage_counters", turns.Counters)
+			"tool_calls", turns.ToolCalls, "usage_counters", turns.Counters,
+			"messages", rest.Messages, "conversations", rest.Conversations, "conversation_summaries", rest.Summaries,
+			"seat_events", rest.Events, "diary_entries", rest.Diary, "episodes", rest.Episodes,
+			"counterparty_profiles", rest.Counterparties, "node_rows", rest.Nodes)
 	}
 	return out, errors.Join(errs...)
 }

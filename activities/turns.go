@@ -61,6 +61,8 @@ func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailb
 const (
 	userKey = "user"
 	noteKey = "note"
+	// refusedKey is the note of a thread a round ended without an answer.
+	refusedKey = "refused"
 )
 
 func roundKey(round int) string        { return fmt.Sprintf("r%d", round) }
@@ -110,6 +112,13 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 	if err != nil {
 		return out, err
 	}
+	// The triggers take their place in the conversation's transcript now,
+	// in batch order: a thread's context is everything the seat was sent
+	// before its trigger, so the place must not move when the turn re-runs
+	// (the insert is keyed on the event id).
+	if err := a.store.AppendMessages(ctx, in.WorkKey, msgs...); err != nil {
+		return out, err
+	}
 	row, err := a.store.OpenTurn(ctx, store.TurnRow{
 		Seat: in.Handle, WorkKey: in.WorkKey, TurnID: in.TurnID, Epoch: in.Epoch, Mail: msgs, Threads: threads,
 		Tools: catalog, MaxRounds: role.MaxRounds, StartedAt: a.Now(),
@@ -129,7 +138,7 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 			return out, err
 		}
 	}
-	return crewlet.BeginTurnOutput{Threads: len(row.Threads), MaxRounds: row.MaxRounds}, nil
+	return crewlet.BeginTurnOutput{Threads: len(row.Threads), MaxRounds: row.MaxRounds, Reflect: role.Reflect}, nil
 }
 
 // threadOf returns a thread's trigger and the key its conversation is
@@ -168,8 +177,12 @@ func (a *Turns) CheckBudget(ctx context.Context, in crewlet.CheckBudgetInput) (*
 	return a.budgetHold(ctx, in.Handle, role)
 }
 
-// triggerText is how a trigger reads to the model.
+// triggerText is how a trigger, or a reply the seat received, reads to the
+// model.
 func triggerText(m crewlet.Message) string {
+	if m.Type == crewlet.MessageReply {
+		return fmt.Sprintf("Reply from %s to your message (conversation %s):\n\n%s", m.From, m.Conversation, m.Body)
+	}
 	return fmt.Sprintf("Message from %s (conversation %s):\n\n%s", m.From, m.Conversation, m.Body)
 }
 
@@ -189,9 +202,9 @@ func (a *Turns) systemPrompt(handle, roleName string, role config.Role) string {
 	return b.String()
 }
 
-// ModelRound makes one model call of a turn: the conversation so far in,
-// the model's answer recorded. A round that already has a recorded answer
-// (a re-run) returns it without asking the model again.
+// ModelRound makes one model call of a turn: the conversation as it stands
+// in, the model's answer recorded. A round that already has a recorded
+// answer (a re-run) returns it without asking the model again.
 func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out crewlet.ModelRoundOutput, err error) {
 	defer recoverPanic(a.log, in.Handle, "ModelRound", &err)
 	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
@@ -216,6 +229,9 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 	if m, ok := findKey(msgs, roundKey(in.Round)); ok {
 		return roundOutput(m.Message, catalog, 0), nil
 	}
+	if m, ok := findKey(msgs, refusedKey); ok {
+		return crewlet.ModelRoundOutput{Failed: m.Message.Content}, nil
+	}
 	if msgs, err = a.settleCalls(ctx, in.Handle, key, in.Round-1, msgs, catalog); err != nil {
 		return out, err
 	}
@@ -224,19 +240,44 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		return out, err
 	}
 	system := a.systemPrompt(in.Handle, seat.Role, role)
+	stop := make(chan struct{})
+	defer close(stop)
+	go heartbeatWhile(ctx, a.host.Beat, stop)
+	plan, err := a.assemble(ctx, in.Handle, role.Profile, system, catalog, trigger, key, msgs)
+	if err != nil {
+		return out, err
+	}
+	if plan.Oversize {
+		profile := a.org.Profiles[role.Profile]
+		note := fmt.Sprintf("Your message was not answered: at about %d tokens it does not fit %s's context budget of %d tokens (profile %s, context_tokens %d less room for the answer). Send it in smaller parts, or point to where the text lives.",
+			plan.Tokens, in.Handle, profile.InputBudget(), role.Profile, profile.ContextTokens)
+		return a.refuse(ctx, in.Handle, key, note)
+	}
 	req := crewlet.ModelRequest{
-		Seat: in.Handle, Role: seat.Role, Trigger: &trigger, System: system,
+		Seat: in.Handle, Role: seat.Role, Trigger: &trigger, System: system, Messages: plan.Messages,
 		Tools: catalog, MaxTokens: a.org.Profiles[role.Profile].MaxTokens,
 	}
-	for _, m := range msgs {
-		req.Messages = append(req.Messages, m.Message)
-	}
-	stop := make(chan struct{})
-	go heartbeatWhile(ctx, a.host.Beat, stop)
 	resp, err := a.models[role.Profile].Chat(ctx, req)
-	close(stop)
 	if err != nil {
 		return out, modelFailure(err)
+	}
+	usage := resp.Usage
+	if resp.Text == "" && len(resp.ToolCalls) == 0 {
+		// Said once, so the model can put it right; said nothing twice, and
+		// the sender hears that instead of silence.
+		a.log.Warn("model_answer_empty", "seat", in.Handle, "work_key", key, "round", in.Round)
+		req.Messages = append(append([]crewlet.ChatMessage(nil), req.Messages...), crewlet.ChatMessage{Role: "user", Content: emptyAnswerNudge})
+		if resp, err = a.models[role.Profile].Chat(ctx, req); err != nil {
+			return out, modelFailure(err)
+		}
+		usage.InputTokens += resp.Usage.InputTokens
+		usage.OutputTokens += resp.Usage.OutputTokens
+	}
+	if _, err := a.recordRound(ctx, in.Handle, key, in.Round, role.Profile, system, usage, plan.Bytes); err != nil {
+		return out, err
+	}
+	if resp.Text == "" && len(resp.ToolCalls) == 0 {
+		return a.refuse(ctx, in.Handle, key, emptyAnswerNote)
 	}
 	answer := crewlet.ChatMessage{Role: "assistant", Content: resp.Text, ToolCalls: resp.ToolCalls}
 	for i := range answer.ToolCalls {
@@ -250,17 +291,134 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 	if err != nil {
 		return out, err
 	}
-	sum := sha256.Sum256([]byte(system))
-	tokens := resp.Usage.InputTokens + resp.Usage.OutputTokens
-	_, err = a.store.RecordRound(ctx, store.RoundRow{
-		Seat: in.Handle, WorkKey: key, Round: in.Round, Profile: role.Profile,
-		SystemSHA256: hex.EncodeToString(sum[:]), SystemBytes: len(system),
-		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, RecordedAt: a.Now(),
-	}, a.org.Location())
+	return roundOutput(stored.Message, catalog, usage.InputTokens+usage.OutputTokens), nil
+}
+
+// What the model and the sender are told when the model answers nothing.
+const (
+	emptyAnswerNudge = "Your last answer was empty: it had no text and no tool call. Answer the message above, or call a tool."
+	emptyAnswerNote  = "No answer was produced: the model returned an empty answer twice, the second time after being asked again. Try again, or rephrase the message."
+)
+
+// refuse ends a thread without an answer: the note is recorded as the
+// thread's last word (so the sender gets it) and the round reports the
+// thread failed.
+func (a *Turns) refuse(ctx context.Context, handle, key, note string) (crewlet.ModelRoundOutput, error) {
+	stored, err := a.store.AppendTurnMessage(ctx, handle, key, store.TurnMessage{
+		Key: refusedKey, Message: crewlet.ChatMessage{Role: "note", Content: note},
+	})
 	if err != nil {
-		return out, err
+		return crewlet.ModelRoundOutput{}, err
 	}
-	return roundOutput(stored.Message, catalog, tokens), nil
+	a.log.Warn("thread_refused", "seat", handle, "work_key", key, "note", stored.Message.Content)
+	return crewlet.ModelRoundOutput{Failed: stored.Message.Content}, nil
+}
+
+// recordRound records a model call of a seat and charges its tokens once.
+func (a *Turns) recordRound(ctx context.Context, handle, key string, round int, profile, system string, usage crewlet.Usage, contextBytes int64) (bool, error) {
+	sum := sha256.Sum256([]byte(system))
+	return a.store.RecordRound(ctx, store.RoundRow{
+		Seat: handle, WorkKey: key, Round: round, Profile: profile,
+		SystemSHA256: hex.EncodeToString(sum[:]), SystemBytes: len(system),
+		InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens, ContextBytes: contextBytes, RecordedAt: a.Now(),
+	}, a.org.Location())
+}
+
+// assemble reads a thread's conversation from Postgres and lays out the
+// round's request with crewlet.AssembleContext. When the conversation has
+// outgrown the profile's context budget, it first makes (or finds) the
+// compaction summary of its oldest exchanges.
+func (a *Turns) assemble(ctx context.Context, handle, profileName, system string, catalog []crewlet.ToolSpec, trigger crewlet.Message, key string, thread []store.TurnMessage) (crewlet.ContextPlan, error) {
+	started := time.Now()
+	tc, err := a.store.ThreadContext(ctx, handle, trigger.Conversation, trigger.EventID, triggerText)
+	if err != nil {
+		return crewlet.ContextPlan{}, err
+	}
+	keys := []string{key}
+	for _, x := range tc.Earlier {
+		keys = append(keys, crewlet.ThreadKey(x.MessageID))
+	}
+	ratio, err := a.store.TokensPerByte(ctx, handle, keys)
+	if err != nil {
+		return crewlet.ContextPlan{}, err
+	}
+	in := crewlet.ContextInput{
+		System: system, Tools: catalog, Summary: tc.Summary, Earlier: tc.Earlier,
+		Budget: a.org.Profiles[profileName].InputBudget(), TokensPerByte: ratio, MayCompact: true,
+	}
+	for _, m := range thread {
+		in.Current = append(in.Current, m.Message)
+	}
+	plan := crewlet.AssembleContext(in)
+	if plan.Compact > 0 {
+		covered := in.Earlier[:plan.Compact]
+		summary, err := a.compact(ctx, handle, profileName, trigger.Conversation, in.Summary, covered, in.Budget)
+		if err != nil {
+			return crewlet.ContextPlan{}, err
+		}
+		in.Earlier, in.MayCompact = in.Earlier[plan.Compact:], false
+		if summary != nil {
+			in.Summary = summary
+		}
+		plan = crewlet.AssembleContext(in)
+	}
+	a.log.Debug("context_assembled", "seat", handle, "work_key", key, "exchanges", len(in.Earlier), "summary", in.Summary != nil,
+		"tokens", plan.Tokens, "budget", in.Budget, "clipped", plan.Clipped, "took", time.Since(started))
+	return plan, nil
+}
+
+// compact returns the compaction summary of prev and the exchanges covered:
+// the one already stored if a round made it before (this one re-run, or an
+// earlier turn), else one model call of the profile's compact_with profile,
+// stored once. A summarizer that refuses for good leaves the exchanges out
+// with a note saying so, since a turn must not fail because a conversation
+// grew long; nil means that.
+func (a *Turns) compact(ctx context.Context, handle, profileName, conversation string, prev *crewlet.ConversationSummary, covered []crewlet.Exchange, budget int64) (*crewlet.ConversationSummary, error) {
+	last := covered[len(covered)-1]
+	if x, err := a.store.SummaryThrough(ctx, handle, conversation, last.MessageID); err == nil {
+		return &x.ConversationSummary, nil
+	} else if crewlet.ErrorCode(err) != crewlet.ENOTFOUND {
+		return nil, err
+	}
+	summarizer := profileName
+	if w := a.org.Profiles[profileName].CompactWith; w != "" {
+		summarizer = w
+	}
+	n := len(covered)
+	if prev != nil {
+		n += prev.Covered
+	}
+	req := crewlet.ModelRequest{
+		Seat: handle, Purpose: crewlet.PurposeCompact, System: crewlet.CompactionSystem,
+		Messages:  []crewlet.ChatMessage{{Role: "user", Content: crewlet.CompactionPrompt(prev, covered, int(float64(a.org.Profiles[summarizer].InputBudget())/crewlet.DefaultTokensPerByte/2))}},
+		MaxTokens: a.org.Profiles[summarizer].MaxTokens,
+	}
+	a.log.Info("conversation_compacting", "seat", handle, "conversation", conversation, "through", last.MessageID, "exchanges", len(covered), "profile", summarizer)
+	resp, err := a.models[summarizer].Chat(ctx, req)
+	text := strings.TrimSpace(resp.Text)
+	if err != nil || text == "" {
+		var pe *crewlet.ProviderError
+		if err != nil && (!errors.As(err, &pe) || pe.Retryable()) {
+			return nil, modelFailure(err)
+		}
+		a.log.Warn("conversation_compaction_failed", "seat", handle, "conversation", conversation, "profile", summarizer, "error", err)
+		text = fmt.Sprintf("(%d earlier exchanges are left out: they could not be summarized.)", n)
+	}
+	stored, err := a.store.SaveSummary(ctx, store.Summary{
+		ConversationSummary: crewlet.ConversationSummary{ThroughID: last.MessageID, ThroughSeq: last.Seq, Covered: n, Text: text},
+		Seat:                handle, Conversation: conversation, Profile: summarizer,
+		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Charged once, under the summary's own key.
+	if _, err := a.recordRound(ctx, handle, "compact:"+crewlet.WorkKey([]string{conversation, last.MessageID}), 1, summarizer,
+		crewlet.CompactionSystem, resp.Usage, 0); err != nil {
+		a.log.Warn("usage_unrecorded", "seat", handle, "what", "compaction", "error", err)
+	}
+	crashPoint("after_compaction", handle)
+	return &stored.ConversationSummary, nil
 }
 
 // settleCalls gives every call of the thread's round that has no result
@@ -425,8 +583,21 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 	}
 	crashPoint("after_publish", in.Handle)
 	a.remember(ctx, in, exchanges, counterparties)
-	if err := a.store.FinishTurn(ctx, in.Handle, in.WorkKey, string(in.Status), in.Note, in.StoppedBy, in.Rounds); err != nil {
+	first, err := a.store.FinishTurn(ctx, in.Handle, in.WorkKey, string(in.Status), in.Note, in.StoppedBy, in.Rounds)
+	if err != nil {
 		a.log.Warn("turn_unrecorded", "seat", in.Handle, "turn", in.TurnID, "error", err)
+	}
+	if first && in.Status == crewlet.TurnFailed {
+		// Acked all the same, so its triggers never come back: the seat's
+		// events are where a person finds what became of them.
+		for _, trigger := range turn.Mail {
+			a.log.Warn("turn_trigger_failed", "seat", in.Handle, "event_id", trigger.EventID, "turn", in.TurnID, "reason", in.Note)
+			if err := a.store.RecordSeatEvent(ctx, in.Handle, "turn_trigger_failed", trigger.EventID, map[string]any{
+				"turn": in.TurnID, "from": trigger.From, "reason": in.Note,
+			}); err != nil {
+				a.log.Warn("seat_event_unrecorded", "seat", in.Handle, "kind", "turn_trigger_failed", "error", err)
+			}
+		}
 	}
 	// The ledger fails open: the effects above shipped, and failing the turn
 	// could not un-ship them. An unrecorded trigger that comes back runs
@@ -438,6 +609,73 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 	a.log.Info("turn_finished", "seat", in.Handle, "turn", in.TurnID, "status", in.Status, "rounds", in.Rounds,
 		"triggers", len(out.Answered), "replies", out.Replies)
 	return out, nil
+}
+
+// Reflect asks the model, after a turn that answered, what from the turn is
+// worth keeping, and writes the answer to the seat's diary keyed on the
+// turn's work: a reflection that already wrote is not asked again, and one
+// re-run after a crash writes once. Fenced like every step of the turn.
+func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error) {
+	defer recoverPanic(a.log, in.Handle, "Reflect", &err)
+	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
+		return fence(a.log, in.Handle, in.Epoch, err)
+	}
+	if done, err := a.store.ReflectionWritten(ctx, in.Handle, in.WorkKey); err != nil || done {
+		return err
+	}
+	turn, err := a.store.Turn(ctx, in.Handle, in.WorkKey)
+	if err != nil {
+		return err
+	}
+	seat, role, err := a.role(in.Handle)
+	if err != nil {
+		return err
+	}
+	ctxIn := crewlet.ContextInput{
+		System:  a.systemPrompt(in.Handle, seat.Role, role),
+		Current: []crewlet.ChatMessage{{Role: "user", Content: crewlet.ReflectionPrompt}},
+		Budget:  a.org.Profiles[role.Profile].InputBudget(),
+	}
+	for thread := range turn.Threads {
+		_, key, err := threadOf(turn, thread)
+		if err != nil {
+			return err
+		}
+		msgs, err := a.store.TurnMessages(ctx, in.Handle, key, 0)
+		if err != nil {
+			return err
+		}
+		x := crewlet.Exchange{MessageID: turn.Mail[turn.Threads[thread]].EventID}
+		for _, m := range msgs {
+			x.Messages = append(x.Messages, m.Message)
+		}
+		ctxIn.Earlier = append(ctxIn.Earlier, x)
+	}
+	plan := crewlet.AssembleContext(ctxIn)
+	stop := make(chan struct{})
+	defer close(stop)
+	go heartbeatWhile(ctx, a.host.Beat, stop)
+	resp, err := a.models[role.Profile].Chat(ctx, crewlet.ModelRequest{
+		Seat: in.Handle, Role: seat.Role, Purpose: crewlet.PurposeReflect, System: ctxIn.System,
+		Messages: plan.Messages, MaxTokens: a.org.Profiles[role.Profile].MaxTokens,
+	})
+	if err != nil {
+		return modelFailure(err)
+	}
+	if _, err := a.recordRound(ctx, in.Handle, "reflect:"+in.WorkKey, 1, role.Profile, ctxIn.System, resp.Usage, plan.Bytes); err != nil {
+		a.log.Warn("usage_unrecorded", "seat", in.Handle, "what", "reflection", "error", err)
+	}
+	crashPoint("after_reflection_model", in.Handle)
+	entry := strings.TrimSpace(resp.Text)
+	if entry == "" || strings.EqualFold(strings.Trim(entry, " .!"), "nothing") {
+		a.log.Info("turn_reflected", "seat", in.Handle, "turn", in.TurnID, "kept", false)
+		return nil
+	}
+	if err := a.store.WriteReflection(ctx, in.Handle, in.WorkKey, entry); err != nil {
+		return err
+	}
+	a.log.Info("turn_reflected", "seat", in.Handle, "turn", in.TurnID, "kept", true)
+	return nil
 }
 
 // answerOf returns a conversation's final answer: the text of its last

@@ -57,6 +57,7 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/{handle}/drain", s.drainSeat)
 		r.Get("/{handle}/usage", s.seatUsage)
 		r.Get("/{handle}/turns", s.seatTurns)
+		r.Get("/{handle}/memory", s.seatMemory)
 	})
 	r.Get("/turns/{handle}/{work_key}", s.getTurn)
 	r.Get("/conversations/{id}", s.getConversation)

@@ -204,7 +204,7 @@ func TestSeatTurnsAndTurn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := b.st.FinishTurn(b.ctx, "cto", "wk2", string(crewlet.TurnDone), "answered", "", 2); err != nil {
+	if _, err := b.st.FinishTurn(b.ctx, "cto", "wk2", string(crewlet.TurnDone), "answered", "", 2); err != nil {
 		t.Fatal(err)
 	}
 	msgs := []store.TurnMessage{

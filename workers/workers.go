@@ -40,6 +40,7 @@ func RegisterShared(r worker.Registry, d Deps) {
 		crewlet.ActivityBeginTurn:     d.Turns.BeginTurn,
 		crewlet.ActivityModelRound:    d.Turns.ModelRound,
 		crewlet.ActivityFinishTurn:    d.Turns.FinishTurn,
+		crewlet.ActivityReflect:       d.Turns.Reflect,
 		crewlet.ActivityCheckBudget:   d.Turns.CheckBudget,
 	})
 }

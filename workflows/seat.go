@@ -308,13 +308,14 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 		return err
 	}
 	var out crewlet.TurnOutput
+	var turnID string
 	if len(prep.Run) > 0 {
 		eventIDs := make([]string, len(prep.Run))
 		for i, m := range prep.Run {
 			eventIDs[i] = m.EventID
 		}
 		workKey := crewlet.WorkKey(eventIDs)
-		turnID := crewlet.TurnWorkflowID(s.in.Handle, workKey)
+		turnID = crewlet.TurnWorkflowID(s.in.Handle, workKey)
 		s.state.Turn = &crewlet.CurrentTurn{ID: turnID, WorkKey: workKey, Triggers: len(prep.Run), StartedAt: workflow.Now(ctx)}
 		s.setStatus(ctx, crewlet.StatusRunning)
 		defer func() { s.state.Turn = nil }()
@@ -361,7 +362,15 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 	}
 	s.state.Counters.Triggers += int64(len(out.Answered))
 	s.state.Counters.Skipped += int64(len(prep.Skipped))
-	s.state.LastError = ""
+	switch {
+	case out.Status == crewlet.TurnFailed:
+		// Acked, so the mailbox forgets it: the seat's state keeps saying
+		// so until a turn succeeds.
+		s.noteError(fmt.Sprintf("turn failed: %s", out.Note))
+		s.state.FailedTurn = turnID
+	case len(prep.Run) > 0:
+		s.state.LastError, s.state.FailedTurn = "", ""
+	}
 	return nil
 }
 
@@ -481,7 +490,9 @@ func (s *seat) establish(ctx workflow.Context) {
 	s.state.Node = out.Node
 	s.state.HostQueue = place.HostQueue
 	s.state.Counters.Establishes++
-	s.state.LastError = ""
+	if s.state.FailedTurn == "" {
+		s.state.LastError = ""
+	}
 	s.logger.Info("seat_attached", "seat", s.in.Handle, "epoch", out.Epoch, "node", out.Node)
 	s.startHold(ctx)
 	s.setStatus(ctx, crewlet.StatusIdle)
@@ -627,7 +638,7 @@ func (s *seat) fenced() {
 }
 
 func (s *seat) noteError(msg string) {
-	s.state.LastError = msg
+	s.state.LastError, s.state.FailedTurn = msg, ""
 	s.logger.Warn("seat_error", "seat", s.in.Handle, "error", msg)
 }
 

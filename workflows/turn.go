@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -32,6 +33,9 @@ type turn struct {
 	stop  *crewlet.StopTurnRequest
 	stops workflow.ReceiveChannel
 	wrote bool
+	// refused says why threads ended without an answer; their senders
+	// were told, and the turn is recorded failed.
+	refused []string
 	// progress answers the state query.
 	progress crewlet.TurnProgress
 	logger   interface {
@@ -97,7 +101,27 @@ func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error
 			return crewlet.TurnOutput{}, err
 		}
 	}
-	return t.finish(ctx)
+	if t.out.Status == crewlet.TurnDone && len(t.refused) > 0 {
+		t.out.Status = crewlet.TurnFailed
+		t.out.Note = strings.Join(t.refused, "; ")
+	}
+	out, err := t.finish(ctx)
+	if err != nil || out.Status != crewlet.TurnDone || out.Replies == 0 || !begin.Reflect {
+		return out, err
+	}
+	t.reflect(ctx)
+	return out, nil
+}
+
+// reflect runs the post-turn reflection. It only records, so a reflection
+// that fails is logged and the turn stands as finished.
+func (t *turn) reflect(ctx workflow.Context) {
+	err := workflow.ExecuteActivity(t.modelContext(ctx), crewlet.ActivityReflect, crewlet.ReflectInput{
+		Handle: t.in.Handle, Epoch: t.in.Epoch, TurnID: t.in.TurnID, WorkKey: t.in.WorkKey,
+	}).Get(ctx, nil)
+	if err != nil {
+		t.logger.Warn("turn_reflection_failed", "seat", t.in.Handle, "turn", t.in.TurnID, "error", err)
+	}
 }
 
 // converse runs one trigger's conversation until the model answers without
@@ -124,6 +148,10 @@ func (t *turn) converse(ctx workflow.Context, thread, maxRounds int) error {
 		}).Get(ctx, &answer)
 		if err != nil {
 			return err
+		}
+		if answer.Failed != "" {
+			t.refused = append(t.refused, answer.Failed)
+			return nil
 		}
 		if len(answer.Calls) == 0 {
 			return nil

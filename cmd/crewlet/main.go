@@ -34,6 +34,9 @@ Client commands (talk to the API at --api URL, default $CREWLET_API or http://12
   seats usage HANDLE            tokens used and caps per day/week/month, seat and company; the hold if any
   seats turns HANDLE [--limit N]
                                 a seat's newest turns: id, status, rounds, start, note
+  seats memory HANDLE [--kind K] [--limit N] [--before CURSOR]
+                                a seat's diary, episodes and counterparties, newest first;
+                                --kind diary|episodes|counterparties pages one list
   turn show TURN-ID             a turn's model transcript per thread and its charter receipts
   deadletters ls                mail the seats gave up on, with reason and delivery count
   deadletters requeue ID        put a dead letter back in its seat's mailbox with a fresh budget
@@ -89,7 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runConfigCheck(rest[1:], stdout)
 	case "seats":
 		if len(rest) == 0 {
-			return usageError{"usage: crewlet seats ls | seats show HANDLE | seats events HANDLE | seats usage HANDLE | seats turns HANDLE"}
+			return usageError{"usage: crewlet seats ls | seats show HANDLE | seats events HANDLE | seats usage HANDLE | seats turns HANDLE | seats memory HANDLE"}
 		}
 		switch rest[0] {
 		case "ls":
@@ -102,8 +105,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runSeatUsage(ctx, rest[1:], stdout)
 		case "turns":
 			return runSeatTurns(ctx, rest[1:], stdout)
+		case "memory":
+			return runSeatMemory(ctx, rest[1:], stdout)
 		}
-		return usageError{fmt.Sprintf("unknown seats command %q; use ls, show, events, usage or turns", rest[0])}
+		return usageError{fmt.Sprintf("unknown seats command %q; use ls, show, events, usage, turns or memory", rest[0])}
 	case "turn":
 		if len(rest) == 0 || rest[0] != "show" {
 			return usageError{"usage: crewlet turn show TURN-ID"}

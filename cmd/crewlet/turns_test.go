@@ -131,7 +131,7 @@ func TestSeatsTurnsAndTurnShow(t *testing.T) {
 	)
 	b.round(t, "wk1", 1, 40, 5)
 	b.round(t, "wk1", 2, 50, 7)
-	if err := b.st.FinishTurn(b.ctx, "cto", "wk1", string(crewlet.TurnStopped), "stopped by bob", "bob", 2); err != nil {
+	if _, err := b.st.FinishTurn(b.ctx, "cto", "wk1", string(crewlet.TurnStopped), "stopped by bob", "bob", 2); err != nil {
 		t.Fatal(err)
 	}
 

@@ -113,7 +113,7 @@ type Nodes struct {
 }
 
 // Maintenance times the maintenance duty: mailbox retirement and trimming,
-// and completion-ledger cleanup.
+// and how long each kind of record that grows is kept.
 type Maintenance struct {
 	// Interval is the cadence of the maintenance duty (a Temporal Schedule).
 	// 1s to 24h.
@@ -127,6 +127,27 @@ type Maintenance struct {
 	// outlive LedgerRetention, so a trigger that may still come back finds
 	// its conversation. 1h to 87600h.
 	TurnRetention time.Duration `mapstructure:"turn_retention"`
+	// MessageRetention is how long conversation messages are kept, counted
+	// from when they were recorded; a conversation left with no message goes
+	// with its last one, and compaction summaries older than this go too.
+	// At least TurnRetention, so a turn's conversation outlives its record.
+	// 1h to 87600h.
+	MessageRetention time.Duration `mapstructure:"message_retention"`
+	// EventRetention is how long seat events (skipped triggers, dead
+	// letters, requeues) are kept. 1h to 87600h.
+	EventRetention time.Duration `mapstructure:"event_retention"`
+	// DiaryRetention is how long a seat's diary entries are kept. 1h to 87600h.
+	DiaryRetention time.Duration `mapstructure:"diary_retention"`
+	// EpisodeRetention is how long a seat's episodes (its memory of each
+	// turn) are kept. 1h to 87600h.
+	EpisodeRetention time.Duration `mapstructure:"episode_retention"`
+	// CounterpartyRetention is how long a counterparty profile is kept after
+	// the seat last dealt with that counterparty. 1h to 87600h.
+	CounterpartyRetention time.Duration `mapstructure:"counterparty_retention"`
+	// NodeRetention is how long the presence row of a node incarnation that
+	// stopped, or stopped beating, is kept. A live node's row is never
+	// older than the heartbeat timeout, far below the 1h floor. 1h to 87600h.
+	NodeRetention time.Duration `mapstructure:"node_retention"`
 }
 
 // Providers a profile may name.
@@ -152,10 +173,40 @@ type Profile struct {
 	// which requires a cap, then uses 4096).
 	MaxTokens int `mapstructure:"max_tokens"`
 
+	// ContextTokens is the most tokens a model call of this profile may
+	// carry: system prompt, tools, conversation and the answer
+	// (max_tokens). Older exchanges are compacted into a summary, and older
+	// tool results clipped, to stay within it. DefaultContextTokens of the
+	// provider when the file does not say; 256 to 10000000.
+	ContextTokens int64 `mapstructure:"context_tokens"`
+	// CompactWith names the profile that writes this profile's compaction
+	// summaries; empty means this profile itself.
+	CompactWith string `mapstructure:"compact_with"`
+
 	// Rules and Delay configure the scripted provider.
 	Rules []Rule `mapstructure:"rules"`
 	// Delay is written with a unit ("2s"); a bare number other than 0 is refused.
 	Delay time.Duration `mapstructure:"delay"`
+}
+
+// DefaultContextTokens is a provider's context budget when a profile names
+// none: what the providers' current models take, and for scripted a size
+// that lets compaction be tried locally.
+var DefaultContextTokens = map[string]int64{
+	ProviderOpenAI:    128000,
+	ProviderAnthropic: 200000,
+	ProviderScripted:  32000,
+}
+
+// InputBudget is how many tokens a request of this profile may carry before
+// the answer: ContextTokens less what the answer may take (max_tokens, or a
+// quarter of the context up to 4096 when the profile sets no cap).
+func (p Profile) InputBudget() int64 {
+	reserve := int64(p.MaxTokens)
+	if reserve <= 0 {
+		reserve = min(4096, p.ContextTokens/4)
+	}
+	return max(1, p.ContextTokens-reserve)
 }
 
 // Rule is one scripted-provider rule: the first rule whose Match regexp
@@ -195,6 +246,10 @@ type Role struct {
 	MCP []MCPServer `mapstructure:"mcp"`
 	// Placement restricts the nodes the role's seats may run on.
 	Placement Placement `mapstructure:"placement"`
+	// Reflect adds, after a turn that answered, one model call asking what
+	// to keep; the answer goes to the seat's diary. Off by default: it
+	// costs tokens on every turn.
+	Reflect bool `mapstructure:"reflect"`
 }
 
 // MCPServer is one MCP tool server: a command the seat's host starts (stdio)

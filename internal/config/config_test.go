@@ -61,7 +61,7 @@ func TestExampleOrg(t *testing.T) {
 			t.Errorf("roles.%s.max_rounds = %d, want the default %d", name, r.MaxRounds, DefaultMaxRounds)
 		}
 	}
-	if want := (Maintenance{15 * time.Minute, 168 * time.Hour, 720 * time.Hour}); c.Maintenance != want {
+	if want := defaultMaintenance; c.Maintenance != want {
 		t.Errorf("maintenance = %+v, want the defaults %+v", c.Maintenance, want)
 	}
 	// The example runs on any node: no role is pinned.
@@ -332,6 +332,20 @@ roles:
 			not: []string{"profiles.local.api_key_env", "profiles.badurl.api_key_env", "sk-test-value", "u:pw"},
 		},
 		{
+			name: "context budgets",
+			yaml: minimal + `profiles:
+  small: { provider: scripted, context_tokens: 255 }
+  huge: { provider: scripted, context_tokens: 10000001 }
+  tight: { provider: openai, model: m, base_url: "http://127.0.0.1:11434/v1", context_tokens: 1000, max_tokens: 1000 }
+  typo: { provider: scripted, compact_with: smal }`,
+			want: []string{
+				"profiles.small.context_tokens: 255 is out of range; must be between 256 and 10000000",
+				"profiles.huge.context_tokens: 10000001 is out of range; must be between 256 and 10000000",
+				"profiles.tight.max_tokens: 1000 leaves no room for the conversation in context_tokens (1000)",
+				`profiles.typo.compact_with: unknown profile "smal"; known profiles: huge, small, tight, typo; did you mean "small"?`,
+			},
+		},
+		{
 			name: "scripted profile with remote keys",
 			yaml: minimal + `profiles: { s: { provider: scripted, base_url: "http://h/v1", model: m, api_key_env: KEY, max_tokens: 10 } }`,
 			want: []string{
@@ -560,11 +574,51 @@ seats: [ { handle: alice, kind: human } ]`,
 		},
 		{
 			name: "maintenance unknown key",
-			yaml: minimal + `maintenance: { intervl: 1m, retention: 1h }`,
+			yaml: minimal + `maintenance: { intervl: 1m, retention: 1h, event_retenton: 1h }`,
 			want: []string{
 				`maintenance.intervl: unknown key; did you mean "interval"?`,
-				`maintenance.retention: unknown key; valid keys: interval, ledger_retention`,
+				`maintenance.retention: unknown key; valid keys: counterparty_retention, diary_retention, episode_retention, event_retention, interval, ledger_retention, message_retention, node_retention, turn_retention`,
+				`maintenance.event_retenton: unknown key; did you mean "event_retention"?`,
 			},
+		},
+		{
+			name: "retentions below range",
+			yaml: minimal + `maintenance: { message_retention: 59m, event_retention: 0, diary_retention: 30m, episode_retention: 1m, counterparty_retention: 59m59s, node_retention: 1s }`,
+			want: []string{
+				"maintenance.message_retention: 59m is out of range; must be between 1h and 87600h",
+				"maintenance.event_retention: 0s is out of range; must be between 1h and 87600h",
+				"maintenance.diary_retention: 30m is out of range; must be between 1h and 87600h",
+				"maintenance.episode_retention: 1m is out of range; must be between 1h and 87600h",
+				"maintenance.counterparty_retention: 59m59s is out of range; must be between 1h and 87600h",
+				"maintenance.node_retention: 1s is out of range; must be between 1h and 87600h",
+			},
+			// out of range already; comparing it with turn_retention is noise
+			not: []string{"shorter than maintenance.turn_retention"},
+		},
+		{
+			name: "retentions above range",
+			yaml: minimal + `maintenance: { message_retention: 87601h, event_retention: 87601h, diary_retention: 87601h, episode_retention: 87601h, counterparty_retention: 87601h, node_retention: 87601h }`,
+			want: []string{
+				"maintenance.message_retention: 87601h is out of range; must be between 1h and 87600h",
+				"maintenance.event_retention: 87601h is out of range; must be between 1h and 87600h",
+				"maintenance.diary_retention: 87601h is out of range; must be between 1h and 87600h",
+				"maintenance.episode_retention: 87601h is out of range; must be between 1h and 87600h",
+				"maintenance.counterparty_retention: 87601h is out of range; must be between 1h and 87600h",
+				"maintenance.node_retention: 87601h is out of range; must be between 1h and 87600h",
+			},
+		},
+		{
+			name: "retentions unitless or not durations",
+			yaml: minimal + `maintenance: { message_retention: 2160, event_retention: 720, diary_retention: forever, episode_retention: 1y, counterparty_retention: -1h, node_retention: 168 }`,
+			want: []string{
+				`maintenance.message_retention: invalid duration 2160; write it with a unit, e.g. "2160s"`,
+				`maintenance.event_retention: invalid duration 720; write it with a unit`,
+				`maintenance.diary_retention: invalid duration "forever"`,
+				`maintenance.episode_retention: invalid duration "1y"`,
+				"maintenance.counterparty_retention: -1h is out of range; must be between 1h and 87600h",
+				`maintenance.node_retention: invalid duration 168; write it with a unit`,
+			},
+			not: []string{"message_retention: 0s", "node_retention: 0s"},
 		},
 		{
 			name: "maintenance not a mapping",
@@ -683,6 +737,13 @@ func TestDefaults(t *testing.T) {
 		{"mailbox.retry_backoff", c.Mailbox.RetryBackoff, 10 * time.Second},
 		{"maintenance.interval", c.Maintenance.Interval, 15 * time.Minute},
 		{"maintenance.ledger_retention", c.Maintenance.LedgerRetention, 168 * time.Hour},
+		{"maintenance.turn_retention", c.Maintenance.TurnRetention, 720 * time.Hour},
+		{"maintenance.message_retention", c.Maintenance.MessageRetention, 2160 * time.Hour},
+		{"maintenance.event_retention", c.Maintenance.EventRetention, 720 * time.Hour},
+		{"maintenance.diary_retention", c.Maintenance.DiaryRetention, 8760 * time.Hour},
+		{"maintenance.episode_retention", c.Maintenance.EpisodeRetention, 2160 * time.Hour},
+		{"maintenance.counterparty_retention", c.Maintenance.CounterpartyRetention, 8760 * time.Hour},
+		{"maintenance.node_retention", c.Maintenance.NodeRetention, 168 * time.Hour},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {
@@ -699,7 +760,7 @@ const models = `
 company: { name: acme, timezone: America/New_York, budget: { tokens_per_month: 50000000 } }
 profiles:
   gpt: { provider: openai, model: gpt-4o-mini, api_key_env: CREWLET_TEST_OPENAI_KEY, max_tokens: 2048 }
-  ollama: { provider: openai, model: llama3, base_url: "http://127.0.0.1:11434/v1" }
+  ollama: { provider: openai, model: llama3, base_url: "http://127.0.0.1:11434/v1", context_tokens: 8192, compact_with: claude }
   claude: { provider: anthropic, model: claude-sonnet-4-5, api_key_env: CREWLET_TEST_ANTHROPIC_KEY }
   local:
     provider: scripted
@@ -719,7 +780,7 @@ roles:
     mcp:
       - { name: tracker, url: "http://127.0.0.1:9000/mcp" }
       - { name: fs, command: [ "mcp-fs", "--root", "/srv/work" ], env: [ "LOG_LEVEL=debug", "MODE=a=b" ] }
-  plain: { profile: local }
+  plain: { profile: local, reflect: true }
 seats:
   - { handle: cto, role: engineer }
   - { handle: bot, role: plain }
@@ -744,9 +805,9 @@ func TestModelsRolesAndTools(t *testing.T) {
 		name string
 		want Profile
 	}{
-		{"gpt", Profile{Provider: "openai", BaseURL: "https://api.openai.com/v1", Model: "gpt-4o-mini", APIKeyEnv: "CREWLET_TEST_OPENAI_KEY", MaxTokens: 2048}},
-		{"ollama", Profile{Provider: "openai", BaseURL: "http://127.0.0.1:11434/v1", Model: "llama3"}},
-		{"claude", Profile{Provider: "anthropic", BaseURL: "https://api.anthropic.com", Model: "claude-sonnet-4-5", APIKeyEnv: "CREWLET_TEST_ANTHROPIC_KEY"}},
+		{"gpt", Profile{Provider: "openai", BaseURL: "https://api.openai.com/v1", Model: "gpt-4o-mini", APIKeyEnv: "CREWLET_TEST_OPENAI_KEY", MaxTokens: 2048, ContextTokens: 128000}},
+		{"ollama", Profile{Provider: "openai", BaseURL: "http://127.0.0.1:11434/v1", Model: "llama3", ContextTokens: 8192, CompactWith: "claude"}},
+		{"claude", Profile{Provider: "anthropic", BaseURL: "https://api.anthropic.com", Model: "claude-sonnet-4-5", APIKeyEnv: "CREWLET_TEST_ANTHROPIC_KEY", ContextTokens: 200000}},
 	}
 	for _, tt := range profiles {
 		if got := c.Profiles[tt.name]; !reflect.DeepEqual(got, tt.want) {
@@ -787,8 +848,21 @@ func TestModelsRolesAndTools(t *testing.T) {
 		t.Errorf("roles.engineer.mcp = %+v, want %+v", eng.MCP, wantMCP)
 	}
 	plain := c.Roles["plain"]
-	if plain.MaxRounds != DefaultMaxRounds || plain.Budget != (Budget{}) || plain.MCP != nil {
-		t.Errorf("roles.plain = %+v, want max_rounds %d, no budget, no mcp", plain, DefaultMaxRounds)
+	if plain.MaxRounds != DefaultMaxRounds || plain.Budget != (Budget{}) || plain.MCP != nil || !plain.Reflect {
+		t.Errorf("roles.plain = %+v, want max_rounds %d, no budget, no mcp, reflect", plain, DefaultMaxRounds)
+	}
+	if eng.Reflect {
+		t.Errorf("roles.engineer.reflect = true, want the default false")
+	}
+	if got, want := c.Profiles["local"].ContextTokens, DefaultContextTokens[ProviderScripted]; got != want {
+		t.Errorf("profiles.local.context_tokens = %d, want the scripted default %d", got, want)
+	}
+	// No max_tokens: a quarter of the context, up to 4096, is kept for the answer.
+	if got, want := c.Profiles["ollama"].InputBudget(), int64(8192-2048); got != want {
+		t.Errorf("profiles.ollama input budget = %d, want %d", got, want)
+	}
+	if got, want := c.Profiles["gpt"].InputBudget(), int64(128000-2048); got != want {
+		t.Errorf("profiles.gpt input budget = %d, want %d", got, want)
 	}
 
 	// The same file on a host without the keys is refused, naming each
@@ -848,6 +922,7 @@ func TestEnvOverride(t *testing.T) {
 	t.Setenv("CREWLET_MAILBOX_RETRY_BACKOFF", "250ms")
 	t.Setenv("CREWLET_MAINTENANCE_INTERVAL", "1m")
 	t.Setenv("CREWLET_MAINTENANCE_LEDGER_RETENTION", "720h")
+	t.Setenv("CREWLET_MAINTENANCE_NODE_RETENTION", "24h")
 	t.Setenv("CREWLET_COMPANY_BUDGET_TOKENS_PER_MONTH", "50000000")
 	t.Setenv("CREWLET_COMPANY_BUDGET_TOKENS_PER_DAY", "0")
 
@@ -878,6 +953,7 @@ maintenance: { interval: 5m }`))
 		{"CREWLET_MAILBOX_RETRY_BACKOFF", c.Mailbox.RetryBackoff, 250 * time.Millisecond},
 		{"CREWLET_MAINTENANCE_INTERVAL over the file", c.Maintenance.Interval, time.Minute},
 		{"CREWLET_MAINTENANCE_LEDGER_RETENTION", c.Maintenance.LedgerRetention, 720 * time.Hour},
+		{"CREWLET_MAINTENANCE_NODE_RETENTION", c.Maintenance.NodeRetention, 24 * time.Hour},
 		{"CREWLET_COMPANY_BUDGET_TOKENS_PER_MONTH", c.Company.Budget.TokensPerMonth, int64(50_000_000)},
 		{"CREWLET_COMPANY_BUDGET_TOKENS_PER_DAY 0 over the file", c.Company.Budget.TokensPerDay, int64(0)},
 	}
@@ -897,6 +973,7 @@ maintenance: { interval: 5m }`))
 	t.Setenv("CREWLET_MAILBOX_RETRY_BACKOFF", "10")
 	t.Setenv("CREWLET_MAINTENANCE_INTERVAL", "25h")
 	t.Setenv("CREWLET_MAINTENANCE_LEDGER_RETENTION", "1m")
+	t.Setenv("CREWLET_MAINTENANCE_NODE_RETENTION", "0")
 	t.Setenv("CREWLET_COMPANY_BUDGET_TOKENS_PER_WEEK", "-5")
 	_, err = Parse([]byte(minimal))
 	for _, w := range []string{
@@ -908,6 +985,7 @@ maintenance: { interval: 5m }`))
 		`mailbox.retry_backoff: invalid duration "10"; write it with a unit`,
 		"maintenance.interval: 25h is out of range; must be between 1s and 24h",
 		"maintenance.ledger_retention: 1m is out of range; must be between 1h and 8760h",
+		"maintenance.node_retention: 0s is out of range; must be between 1h and 87600h",
 		"company.budget.tokens_per_week: -5 is negative",
 	} {
 		if err == nil || !strings.Contains(err.Error(), w) {
@@ -972,20 +1050,37 @@ func TestMailboxBounds(t *testing.T) {
 	}
 }
 
+// defaultMaintenance is the maintenance section when the file says nothing.
+var defaultMaintenance = Maintenance{
+	Interval: 15 * time.Minute, LedgerRetention: 168 * time.Hour, TurnRetention: 720 * time.Hour,
+	MessageRetention: 2160 * time.Hour, EventRetention: 720 * time.Hour, DiaryRetention: 8760 * time.Hour,
+	EpisodeRetention: 2160 * time.Hour, CounterpartyRetention: 8760 * time.Hour, NodeRetention: 168 * time.Hour,
+}
+
 func TestMaintenanceBounds(t *testing.T) {
+	every := func(interval, ledger, rest time.Duration) Maintenance {
+		return Maintenance{interval, ledger, rest, rest, rest, rest, rest, rest, rest}
+	}
 	tests := []struct {
 		name string
 		yaml string
 		want Maintenance
 	}{
-		{"lowest", `maintenance: { interval: 1s, ledger_retention: 60m, turn_retention: 1h }`,
-			Maintenance{time.Second, time.Hour, time.Hour}},
-		{"highest", `maintenance: { interval: 1440m, ledger_retention: 8760h, turn_retention: 87600h }`,
-			Maintenance{24 * time.Hour, 8760 * time.Hour, 87600 * time.Hour}},
-		{"empty section keeps the defaults", "maintenance:\n",
-			Maintenance{15 * time.Minute, 168 * time.Hour, 720 * time.Hour}},
-		{"one key keeps the other defaults", `maintenance: { ledger_retention: 336h }`,
-			Maintenance{15 * time.Minute, 336 * time.Hour, 720 * time.Hour}},
+		{"lowest", `maintenance: { interval: 1s, ledger_retention: 60m, turn_retention: 1h, message_retention: 1h,
+  event_retention: 1h, diary_retention: 60m, episode_retention: 1h, counterparty_retention: 3600s, node_retention: 1h }`,
+			every(time.Second, time.Hour, time.Hour)},
+		{"highest", `maintenance: { interval: 1440m, ledger_retention: 8760h, turn_retention: 87600h, message_retention: 87600h,
+  event_retention: 87600h, diary_retention: 87600h, episode_retention: 87600h, counterparty_retention: 87600h, node_retention: 87600h }`,
+			every(24*time.Hour, 8760*time.Hour, 87600*time.Hour)},
+		{"empty section keeps the defaults", "maintenance:\n", defaultMaintenance},
+		{"one key keeps the other defaults", `maintenance: { ledger_retention: 336h, node_retention: 24h }`,
+			func() Maintenance {
+				m := defaultMaintenance
+				m.LedgerRetention, m.NodeRetention = 336*time.Hour, 24*time.Hour
+				return m
+			}()},
+		{"message retention equal to turn retention", `maintenance: { turn_retention: 2160h }`,
+			func() Maintenance { m := defaultMaintenance; m.TurnRetention = 2160 * time.Hour; return m }()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1166,6 +1261,23 @@ func TestMCPCommandEnv(t *testing.T) {
 func TestTurnRetentionOutlivesTheLedger(t *testing.T) {
 	_, err := Parse([]byte(minimal + `maintenance: { ledger_retention: 336h, turn_retention: 168h }`))
 	want := "maintenance.turn_retention: 168h is shorter than maintenance.ledger_retention (336h)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Parse: %v; want %q", err, want)
+	}
+}
+
+// Conversation messages must outlive turn records: a turn's conversation
+// must not vanish while its turn record is still shown.
+func TestMessageRetentionOutlivesTurns(t *testing.T) {
+	_, err := Parse([]byte(minimal + `maintenance: { turn_retention: 720h, message_retention: 719h }`))
+	want := "maintenance.message_retention: 719h is shorter than maintenance.turn_retention (720h); a turn's conversation must outlive its turn record"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Parse: %v; want %q", err, want)
+	}
+	// The default message retention is checked too: a turn retention
+	// raised past it alone is refused.
+	_, err = Parse([]byte(minimal + `maintenance: { turn_retention: 4320h }`))
+	want = "maintenance.message_retention: 2160h is shorter than maintenance.turn_retention (4320h)"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Parse: %v; want %q", err, want)
 	}

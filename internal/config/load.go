@@ -49,9 +49,15 @@ var defaults = map[string]any{
 	"nodes.rebalance_interval":  30 * time.Second,
 	"nodes.rebalance_max_moves": 4,
 
-	"maintenance.interval":         15 * time.Minute,
-	"maintenance.ledger_retention": 168 * time.Hour,
-	"maintenance.turn_retention":   720 * time.Hour,
+	"maintenance.interval":               15 * time.Minute,
+	"maintenance.ledger_retention":       168 * time.Hour,
+	"maintenance.turn_retention":         720 * time.Hour,
+	"maintenance.message_retention":      2160 * time.Hour,
+	"maintenance.event_retention":        720 * time.Hour,
+	"maintenance.diary_retention":        8760 * time.Hour,
+	"maintenance.episode_retention":      2160 * time.Hour,
+	"maintenance.counterparty_retention": 8760 * time.Hour,
+	"maintenance.node_retention":         168 * time.Hour,
 
 	"company.budget.tokens_per_day":   0,
 	"company.budget.tokens_per_week":  0,
@@ -259,8 +265,11 @@ func applyEntryDefaults(raw map[string]any, c *Config) {
 	for name, p := range c.Profiles {
 		if p.BaseURL == "" && (p.Provider == ProviderOpenAI || p.Provider == ProviderAnthropic) {
 			p.BaseURL = defaultBaseURL(p.Provider)
-			c.Profiles[name] = p
 		}
+		if !hasKey(raw, "profiles", name, "context_tokens") {
+			p.ContextTokens = DefaultContextTokens[p.Provider]
+		}
+		c.Profiles[name] = p
 	}
 }
 

@@ -25,6 +25,12 @@ const (
 	AnthropicBaseURL = "https://api.anthropic.com"
 )
 
+// Bounds of a profile's context_tokens.
+const (
+	minContextTokens = 256
+	maxContextTokens = 10_000_000
+)
+
 // Bounds of a role's max_rounds.
 const (
 	DefaultMaxRounds = 16
@@ -73,6 +79,9 @@ const (
 	minLedgerRetention     = time.Hour
 	maxLedgerRetention     = 8760 * time.Hour
 	maxTurnRetention       = 87600 * time.Hour
+	// every other maintenance.*_retention key
+	minRetention = time.Hour
+	maxRetention = 87600 * time.Hour
 )
 
 // Bounds of the nodes section.
@@ -190,6 +199,27 @@ func (c *Config) problems() []*Problem {
 		add("maintenance.turn_retention", "%s is shorter than maintenance.ledger_retention (%s); a trigger redelivered within the ledger's window must find its turn",
 			shortDuration(c.Maintenance.TurnRetention), shortDuration(c.Maintenance.LedgerRetention))
 	}
+	for _, r := range []struct {
+		path string
+		val  time.Duration
+	}{
+		{"maintenance.message_retention", c.Maintenance.MessageRetention},
+		{"maintenance.event_retention", c.Maintenance.EventRetention},
+		{"maintenance.diary_retention", c.Maintenance.DiaryRetention},
+		{"maintenance.episode_retention", c.Maintenance.EpisodeRetention},
+		{"maintenance.counterparty_retention", c.Maintenance.CounterpartyRetention},
+		{"maintenance.node_retention", c.Maintenance.NodeRetention},
+	} {
+		checkDuration(r.path, r.val, minRetention, maxRetention)
+	}
+	// Compared only when both are in range: one that is not is reported
+	// already, and setting it right may settle this too.
+	inRange := func(v, lo, hi time.Duration) bool { return v >= lo && v <= hi }
+	if m := c.Maintenance; inRange(m.MessageRetention, minRetention, maxRetention) &&
+		inRange(m.TurnRetention, minLedgerRetention, maxTurnRetention) && m.MessageRetention < m.TurnRetention {
+		add("maintenance.message_retention", "%s is shorter than maintenance.turn_retention (%s); a turn's conversation must outlive its turn record",
+			shortDuration(m.MessageRetention), shortDuration(m.TurnRetention))
+	}
 
 	profiles := sortedKeys(c.Profiles)
 	for _, name := range profiles {
@@ -230,6 +260,14 @@ func (c *Config) problems() []*Problem {
 		}
 		if p.Delay < 0 {
 			add(base+".delay", "%s is negative; must be 0 or more", p.Delay)
+		}
+		if n := p.ContextTokens; n < minContextTokens || n > maxContextTokens {
+			add(base+".context_tokens", "%d is out of range; must be between %d and %d", n, minContextTokens, maxContextTokens)
+		} else if p.MaxTokens > 0 && int64(p.MaxTokens) >= n {
+			add(base+".max_tokens", "%d leaves no room for the conversation in context_tokens (%d); make it smaller than context_tokens", p.MaxTokens, n)
+		}
+		if w := p.CompactWith; w != "" && !contains(profiles, w) {
+			add(base+".compact_with", "unknown profile %q; known profiles: %s%s", w, list(profiles), didYouMean(w, profiles))
 		}
 	}
 

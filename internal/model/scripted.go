@@ -62,6 +62,16 @@ type ReplyData struct {
 	// Tools maps each called tool's name to its result's text; a tool called
 	// twice keeps its last result.
 	Tools map[string]string
+	// History is the conversation before the message being answered, oldest
+	// first: earlier triggers, replies received and a compaction summary
+	// (Role "user"), and the seat's earlier answers (Role "assistant").
+	History []HistoryEntry
+}
+
+// HistoryEntry is one earlier message of the conversation.
+type HistoryEntry struct {
+	Role string
+	Text string
 }
 
 // NewScripted compiles a scripted profile. The config package validated it,
@@ -171,8 +181,14 @@ func (s *Scripted) Chat(ctx context.Context, req crewlet.ModelRequest) (crewlet.
 		data.Text, data.From, data.Conversation = t.Body, t.From, t.Conversation
 	}
 	if s.probe != nil {
-		s.probe.record(req.Seat, eventID, "start")
-		defer s.probe.record(req.Seat, eventID, "end")
+		// A compaction or reflection call is recorded under its purpose, so
+		// a test can count them apart from a turn's rounds.
+		phase := "start"
+		if req.Purpose != "" {
+			phase = req.Purpose + "_start"
+		}
+		s.probe.record(req.Seat, eventID, phase)
+		defer s.probe.record(req.Seat, eventID, strings.TrimSuffix(phase, "start")+"end")
 	}
 	if s.delay > 0 {
 		t := time.NewTimer(s.delay)
@@ -195,6 +211,18 @@ func (s *Scripted) Chat(ctx context.Context, req crewlet.ModelRequest) (crewlet.
 	if req.Trigger == nil && lastUser >= 0 {
 		data.Text = req.Messages[lastUser].Content
 	}
+	in := inputTokens(req)
+	switch req.Purpose {
+	case crewlet.PurposeCompact:
+		return textResponse(scriptedSummary(data.Text), in), nil
+	case crewlet.PurposeReflect:
+		return textResponse(scriptedReflection(req.Messages), in), nil
+	}
+	for _, m := range req.Messages[:max(lastUser, 0)] {
+		if (m.Role == "user" || m.Role == "assistant") && m.Content != "" {
+			data.History = append(data.History, HistoryEntry{Role: m.Role, Text: m.Content})
+		}
+	}
 	called := false
 	names := map[string]string{}
 	for _, m := range req.Messages[lastUser+1:] {
@@ -214,8 +242,6 @@ func (s *Scripted) Chat(ctx context.Context, req crewlet.ModelRequest) (crewlet.
 			}
 		}
 	}
-	in := inputTokens(req)
-
 	for _, r := range s.rules {
 		groups := r.match.FindStringSubmatch(data.Text)
 		if groups == nil {
@@ -235,6 +261,42 @@ func (s *Scripted) Chat(ctx context.Context, req crewlet.ModelRequest) (crewlet.
 		return textResponse(b.String(), in), nil
 	}
 	return textResponse(fmt.Sprintf("[%s] %s", req.Seat, data.Text), in), nil
+}
+
+// scriptedSummary stands in for a model's compaction summary: the first
+// line of each message of the conversation it is given, clipped, so a fact
+// told early survives the summary, and the whole is far shorter than its input.
+func scriptedSummary(prompt string) string {
+	var lines []string
+	for _, line := range strings.Split(prompt, "\n") {
+		if strings.HasPrefix(line, "- ") {
+			lines = append(lines, clipRunes(strings.TrimPrefix(line, "- "), scriptedSummaryLine))
+		}
+	}
+	return "Earlier: " + strings.Join(lines, " / ")
+}
+
+// scriptedReflection stands in for a reflection: what the seat was asked
+// this turn, clipped.
+func scriptedReflection(msgs []crewlet.ChatMessage) string {
+	var asked []string
+	for _, m := range msgs {
+		if m.Role == "user" && m.Content != crewlet.ReflectionPrompt {
+			asked = append(asked, clipRunes(m.Content, scriptedSummaryLine))
+		}
+	}
+	return "Worth keeping: " + strings.Join(asked, " / ")
+}
+
+// scriptedSummaryLine is how much of each message a scripted summary keeps.
+const scriptedSummaryLine = 120
+
+func clipRunes(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
 }
 
 func (s *Scripted) toolCalls(r scriptedRule, data ReplyData, in int64) (crewlet.ModelResponse, error) {

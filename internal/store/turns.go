@@ -166,18 +166,21 @@ func (s *Store) SeatTurns(ctx context.Context, seat string, limit int) ([]TurnRo
 }
 
 // FinishTurn records how a turn ended. Finishing it again rewrites the
-// outcome but keeps the first finish time.
-func (s *Store) FinishTurn(ctx context.Context, seat, workKey string, status, note, stoppedBy string, rounds int) error {
-	tag, err := s.pool.Exec(ctx, `
+// outcome but keeps the first finish time; first reports whether this was
+// the first finish, so what is said of it once is said once.
+func (s *Store) FinishTurn(ctx context.Context, seat, workKey string, status, note, stoppedBy string, rounds int) (first bool, err error) {
+	// now() is the transaction's start, so a finish time equal to it was
+	// set by this statement.
+	err = s.pool.QueryRow(ctx, `
 		UPDATE turns SET status = $3, note = $4, stopped_by = $5, rounds = $6, finished_at = COALESCE(finished_at, now())
-		WHERE seat = $1 AND work_key = $2`, seat, workKey, status, note, stoppedBy, rounds)
+		WHERE seat = $1 AND work_key = $2 RETURNING finished_at = now()`, seat, workKey, status, note, stoppedBy, rounds).Scan(&first)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, crewlet.Errorf(crewlet.ENOTFOUND, "seat %s has no turn for work %q", seat, workKey)
+	}
 	if err != nil {
-		return fmt.Errorf("finish turn %s/%s: %w", seat, workKey, schemaMissing(err))
+		return false, fmt.Errorf("finish turn %s/%s: %w", seat, workKey, schemaMissing(err))
 	}
-	if tag.RowsAffected() == 0 {
-		return crewlet.Errorf(crewlet.ENOTFOUND, "seat %s has no turn for work %q", seat, workKey)
-	}
-	return nil
+	return first, nil
 }
 
 // TurnMessage is one message of a turn's model conversation (thread).
@@ -278,10 +281,13 @@ type RoundRow struct {
 	Profile string `json:"profile"`
 	// SystemSHA256 (hex) and SystemBytes identify the exact system prompt
 	// sent, without keeping it.
-	SystemSHA256 string    `json:"system_sha256"`
-	SystemBytes  int       `json:"system_bytes"`
-	InputTokens  int64     `json:"input_tokens"`
-	OutputTokens int64     `json:"output_tokens"`
+	SystemSHA256 string `json:"system_sha256"`
+	SystemBytes  int    `json:"system_bytes"`
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	// ContextBytes is the size of the context sent, the measure the token
+	// estimate is made in; 0 when not known.
+	ContextBytes int64     `json:"context_bytes"`
 	RecordedAt   time.Time `json:"recorded_at"`
 }
 
@@ -305,10 +311,10 @@ func (s *Store) RecordRound(ctx context.Context, r RoundRow, loc *time.Location)
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `
-			INSERT INTO turn_rounds (seat, work_key, round, profile, system_sha256, system_bytes, input_tokens, output_tokens, recorded_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			INSERT INTO turn_rounds (seat, work_key, round, profile, system_sha256, system_bytes, input_tokens, output_tokens, context_bytes, recorded_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 			ON CONFLICT (seat, work_key, round) DO NOTHING`,
-			r.Seat, r.WorkKey, r.Round, r.Profile, r.SystemSHA256, r.SystemBytes, r.InputTokens, r.OutputTokens, r.RecordedAt)
+			r.Seat, r.WorkKey, r.Round, r.Profile, r.SystemSHA256, r.SystemBytes, r.InputTokens, r.OutputTokens, r.ContextBytes, r.RecordedAt)
 		if err != nil {
 			return err
 		}
@@ -335,14 +341,14 @@ func (s *Store) RecordRound(ctx context.Context, r RoundRow, loc *time.Location)
 // TurnRounds returns the turn's model calls in round order.
 func (s *Store) TurnRounds(ctx context.Context, seat, workKey string) ([]RoundRow, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT seat, work_key, round, profile, system_sha256, system_bytes, input_tokens, output_tokens, recorded_at
+		SELECT seat, work_key, round, profile, system_sha256, system_bytes, input_tokens, output_tokens, context_bytes, recorded_at
 		FROM turn_rounds WHERE seat = $1 AND work_key = $2 ORDER BY round`, seat, workKey)
 	if err != nil {
 		return nil, fmt.Errorf("read rounds of %s/%s: %w", seat, workKey, schemaMissing(err))
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RoundRow, error) {
 		var x RoundRow
-		err := r.Scan(&x.Seat, &x.WorkKey, &x.Round, &x.Profile, &x.SystemSHA256, &x.SystemBytes, &x.InputTokens, &x.OutputTokens, &x.RecordedAt)
+		err := r.Scan(&x.Seat, &x.WorkKey, &x.Round, &x.Profile, &x.SystemSHA256, &x.SystemBytes, &x.InputTokens, &x.OutputTokens, &x.ContextBytes, &x.RecordedAt)
 		return x, err
 	})
 	if err != nil {

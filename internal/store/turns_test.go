@@ -65,7 +65,7 @@ func TestReopenedTurnKeepsItsMail(t *testing.T) {
 	if first.Status != "running" || len(first.Mail) != 2 || first.Mail[0].Body != "ship it?" || fmt.Sprint(first.Threads) != "[0]" {
 		t.Fatalf("opened turn = %+v; want running with both triggers and thread [0]", first)
 	}
-	if err := st.FinishTurn(ctx, "cto", "wk1", "failed", "host lost", "", 2); err != nil {
+	if _, err := st.FinishTurn(ctx, "cto", "wk1", "failed", "host lost", "", 2); err != nil {
 		t.Fatal(err)
 	}
 
@@ -104,8 +104,12 @@ func TestReopenedTurnKeepsItsMail(t *testing.T) {
 		t.Fatalf("Turn(unknown work) = %v; want not found", err)
 	}
 
-	if err := st.FinishTurn(ctx, "cto", "wk1", "stopped", "stopped by a person", "alice", 3); err != nil {
-		t.Fatal(err)
+	if first, err := st.FinishTurn(ctx, "cto", "wk1", "stopped", "stopped by a person", "alice", 3); err != nil || !first {
+		t.Fatalf("FinishTurn = %v, %v; want the first finish", first, err)
+	}
+	// A finish step run again (a crash after it) is told it is not the first.
+	if first, err := st.FinishTurn(ctx, "cto", "wk1", "stopped", "stopped by a person", "alice", 3); err != nil || first {
+		t.Fatalf("FinishTurn again = %v, %v; want not the first", first, err)
 	}
 	done, err := st.Turn(ctx, "cto", "wk1")
 	if err != nil {
@@ -114,7 +118,7 @@ func TestReopenedTurnKeepsItsMail(t *testing.T) {
 	if done.Status != "stopped" || done.StoppedBy != "alice" || done.Rounds != 3 || done.FinishedAt == nil {
 		t.Fatalf("finished turn = %+v; want stopped by alice after 3 rounds", done)
 	}
-	if err := st.FinishTurn(ctx, "cto", "nope", "done", "", "", 0); crewlet.ErrorCode(err) != crewlet.ENOTFOUND {
+	if _, err := st.FinishTurn(ctx, "cto", "nope", "done", "", "", 0); crewlet.ErrorCode(err) != crewlet.ENOTFOUND {
 		t.Fatalf("FinishTurn(unknown work) = %v; want not found", err)
 	}
 }
@@ -377,7 +381,7 @@ func TestTrimTurnsDropsOnlyOldRecords(t *testing.T) {
 		}
 	}
 	record("old")
-	if err := st.FinishTurn(ctx, "cto", "old", "done", "", "", 1); err != nil {
+	if _, err := st.FinishTurn(ctx, "cto", "old", "done", "", "", 1); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := st.TrimTurns(ctx, time.Hour); err != nil || got != (store.TurnsTrimmed{}) {

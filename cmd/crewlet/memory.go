@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"text/tabwriter"
+	"time"
+
+	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/store"
+)
+
+const memorySynopsis = "crewlet seats memory HANDLE [--kind diary|episodes|counterparties] [--limit N] [--before CURSOR] [--api URL]"
+
+func runSeatMemory(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("seats memory", flag.ContinueOnError)
+	base := apiFlag(fs)
+	kind := fs.String("kind", "", "show one list, diary, episodes or counterparties, and page it with --before")
+	limit := fs.Int("limit", 20, fmt.Sprintf("how many of the newest items per list (1 to %d)", store.MaxMemoryPage))
+	before := fs.String("before", "", "the page after this cursor (the --before a previous page printed); needs --kind")
+	pos, err := parseFlags(fs, args, 1, memorySynopsis)
+	if err != nil {
+		return err
+	}
+	q := url.Values{"limit": {fmt.Sprint(*limit)}}
+	if *kind != "" {
+		q.Set("kind", *kind)
+	}
+	if *before != "" {
+		q.Set("before", *before)
+	}
+	var v api.MemoryView
+	if err := newAPIClient(*base).call(ctx, http.MethodGet, seatPath(pos[0], "/memory")+"?"+q.Encode(), nil, &v); err != nil {
+		return err
+	}
+	var lists []memoryList
+	if p := v.Diary; p != nil {
+		lists = append(lists, memoryList{"DIARY", api.MemoryDiary, len(p.Items), p.Next, func(tw io.Writer) {
+			fmt.Fprintln(tw, "  ID\tRECORDED\tWORK KEY\tCONTENT")
+			for _, d := range p.Items {
+				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", d.ID, d.RecordedAt.Format(time.RFC3339), dash(d.WorkKey), oneLine(d.Content))
+			}
+		}})
+	}
+	if p := v.Episodes; p != nil {
+		lists = append(lists, memoryList{"EPISODES", api.MemoryEpisodes, len(p.Items), p.Next, func(tw io.Writer) {
+			fmt.Fprintln(tw, "  ID\tRECORDED\tTURN\tSUMMARY")
+			for _, e := range p.Items {
+				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", e.ID, e.RecordedAt.Format(time.RFC3339), e.TurnID, oneLine(e.Summary))
+			}
+		}})
+	}
+	if p := v.Counterparties; p != nil {
+		lists = append(lists, memoryList{"COUNTERPARTIES", api.MemoryCounterparties, len(p.Items), p.Next, func(tw io.Writer) {
+			fmt.Fprintln(tw, "  COUNTERPARTY\tINTERACTIONS\tFIRST SEEN\tLAST SEEN")
+			for _, c := range p.Items {
+				fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", c.Counterparty, c.InteractionCount, c.FirstSeen.Format(time.RFC3339), c.LastSeen.Format(time.RFC3339))
+			}
+		}})
+	}
+	limitArg := ""
+	if *limit != 20 {
+		limitArg = fmt.Sprintf(" --limit %d", *limit)
+	}
+	for i, l := range lists {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		fmt.Fprintln(stdout, l.title)
+		if l.n == 0 {
+			fmt.Fprintln(stdout, "  (none)")
+			continue
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		l.rows(tw)
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if l.next != "" {
+			fmt.Fprintf(stdout, "  more: crewlet seats memory %s --kind %s%s --before %s\n", v.Seat, l.kind, limitArg, l.next)
+		}
+	}
+	return nil
+}
+
+// memoryList is one section of `seats memory`: a title, its rows, and the
+// cursor of the page after it.
+type memoryList struct {
+	title, kind string
+	n           int
+	next        string
+	rows        func(io.Writer)
+}
