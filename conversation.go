@@ -34,6 +34,11 @@ const (
 	// DefaultTokensPerByte estimates tokens where no provider has reported
 	// usage yet: about four bytes a token for English text and code.
 	DefaultTokensPerByte = 0.25
+	// minTokensPerByte and maxTokensPerByte bound a calibration: real
+	// tokenizers take from about ten bytes a token (long English words)
+	// to under one (some scripts).
+	minTokensPerByte = 0.1
+	maxTokensPerByte = 1.5
 	// ClipToolResultBytes is what is kept of an older tool result when a
 	// turn's own rounds outgrow the context budget.
 	ClipToolResultBytes = 1024
@@ -97,6 +102,9 @@ func AssembleContext(in ContextInput) ContextPlan {
 	if ratio <= 0 {
 		ratio = DefaultTokensPerByte
 	}
+	// A provider that reports nonsense (a local server counting nothing)
+	// must not talk the budget out of compacting.
+	ratio = min(max(ratio, minTokensPerByte), maxTokensPerByte)
 	tokens := func(bytes int64) int64 { return int64(math.Ceil(float64(bytes) * ratio)) }
 
 	fixed := int64(len(in.System))

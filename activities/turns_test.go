@@ -45,8 +45,14 @@ seats:
 
 func setupTurns(t *testing.T, startTools func(context.Context, string) (ToolSession, error)) *turnEnv {
 	t.Helper()
+	return setupTurnsOrg(t, turnsOrg, startTools)
+}
+
+// setupTurnsOrg is setupTurns on another org file; it must have a seat cto.
+func setupTurnsOrg(t *testing.T, orgYAML string, startTools func(context.Context, string) (ToolSession, error)) *turnEnv {
+	t.Helper()
 	e := &turnEnv{zombieEnv: setupZombie(t)}
-	org, err := config.Parse([]byte(turnsOrg))
+	org, err := config.Parse([]byte(orgYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
