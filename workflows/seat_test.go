@@ -80,6 +80,9 @@ type fakeSeatWorld struct {
 	readHook func(w *fakeSeatWorld) error
 	ackHook  func(w *fakeSeatWorld, in crewlet.AckMailInput) error
 	turnHook func(w *fakeSeatWorld, ref crewlet.MailRef) error
+	// failedTurns ends the turn of these event ids recorded failed (and
+	// acked) with the note given, as a turn whose model answered nothing.
+	failedTurns map[string]string
 	// duringTurn runs without mu held while the turn for an event id is in
 	// flight (e.g. to signal the workflow from "inside" the turn).
 	duringTurn func(eventID string)
@@ -400,7 +403,9 @@ func (w *fakeSeatWorld) turnWorkflow(ctx workflow.Context, in crewlet.TurnInput)
 	case err != nil:
 		return out, err
 	}
-	out.Status = crewlet.TurnDone
+	if out.Status == "" {
+		out.Status = crewlet.TurnDone
+	}
 	return out, nil
 }
 
@@ -466,6 +471,11 @@ func (w *fakeSeatWorld) RunTurn(ctx context.Context, in crewlet.TurnInput) (crew
 		names: batch, turnID: in.TurnID, workKey: in.WorkKey,
 		epoch: in.Epoch, queue: activity.GetInfo(ctx).TaskQueue,
 	})
+	for _, id := range ids {
+		if note, ok := w.failedTurns[id]; ok {
+			return crewlet.TurnOutput{Status: crewlet.TurnFailed, Answered: ids, Note: note}, nil
+		}
+	}
 	return crewlet.TurnOutput{Answered: ids}, nil
 }
 
@@ -1643,6 +1653,29 @@ func TestSeatLastErrorReachesTheRead(t *testing.T) {
 	eq(t, "last error passed to the reads", h.world.readErrs[:4], ids("", "", failing.state.LastError, ""))
 	eq(t, "turns run", after.turns, ids("m1"))
 	eq(t, "last error at the end", after.state.LastError, "")
+}
+
+// A turn recorded failed is acked (its sender was told), and the seat keeps
+// saying so in last_error, naming the turn, until a turn succeeds.
+func TestSeatKeepsTheErrorOfAFailedAndAckedTurn(t *testing.T) {
+	h := newSeatHarness(t)
+	note := "No answer was produced: the model returned an empty answer twice"
+	h.world.failedTurns = map[string]string{"m1": note}
+	h.publish(time.Second, "m1")
+	h.publish(time.Hour, "m2")
+	failed := h.view(30 * time.Minute)
+	after := h.view(2 * time.Hour)
+	h.run(seatIn(), 3*time.Hour)
+
+	eq(t, "acked after the failed turn", failed.acked, ids("m1"))
+	eq(t, "status after the failed turn", failed.state.Status, crewlet.StatusIdle)
+	if !strings.Contains(failed.state.LastError, note) {
+		t.Errorf("last error half an hour after the failed turn = %q; want it to carry %q", failed.state.LastError, note)
+	}
+	eq(t, "failed turn", failed.state.FailedTurn, crewlet.TurnWorkflowID("ana", crewlet.WorkKey([]string{"m1"})))
+	eq(t, "acked at the end", after.acked, ids("m1", "m2"))
+	eq(t, "last error after a good turn", after.state.LastError, "")
+	eq(t, "failed turn after a good turn", after.state.FailedTurn, "")
 }
 
 // A failed turn backs off min(RetryBackoff, failures*2s) before the seat

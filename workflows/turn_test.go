@@ -33,6 +33,11 @@ type fakeTurnWorld struct {
 	toolErr func(in crewlet.ToolCallInput, attempt int32) error
 	// duringRound runs without mu held while a round is asked.
 	duringRound func(round int)
+	// refused ends these threads' first round without an answer.
+	refused map[int]string
+	// reflect is the role's reflect; reflectErr fails the reflection.
+	reflect    bool
+	reflectErr error
 
 	log      []string
 	finished *crewlet.FinishTurnInput
@@ -55,7 +60,7 @@ func (w *fakeTurnWorld) BeginTurn(_ context.Context, in crewlet.BeginTurnInput) 
 	if maxRounds == 0 {
 		maxRounds = 4
 	}
-	return crewlet.BeginTurnOutput{Threads: w.threads, MaxRounds: maxRounds, Hold: w.hold}, nil
+	return crewlet.BeginTurnOutput{Threads: w.threads, MaxRounds: maxRounds, Hold: w.hold, Reflect: w.reflect}, nil
 }
 
 func (w *fakeTurnWorld) ModelRound(_ context.Context, in crewlet.ModelRoundInput) (crewlet.ModelRoundOutput, error) {
@@ -65,6 +70,9 @@ func (w *fakeTurnWorld) ModelRound(_ context.Context, in crewlet.ModelRoundInput
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.logf("model t%d r%d", in.Thread, in.Round)
+	if note, ok := w.refused[in.Thread]; ok {
+		return crewlet.ModelRoundOutput{Failed: note}, nil
+	}
 	if in.Thread == 0 && in.Round <= len(w.rounds) {
 		r := w.rounds[in.Round-1]
 		return crewlet.ModelRoundOutput{Calls: r.calls}, r.err
@@ -93,6 +101,13 @@ func (w *fakeTurnWorld) FinishTurn(_ context.Context, in crewlet.FinishTurnInput
 	return crewlet.FinishTurnOutput{Answered: []string{"m1"}, Replies: 1}, nil
 }
 
+func (w *fakeTurnWorld) Reflect(_ context.Context, in crewlet.ReflectInput) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.logf("reflect %s", in.WorkKey)
+	return w.reflectErr
+}
+
 type turnHarness struct {
 	t     *testing.T
 	env   *testsuite.TestWorkflowEnvironment
@@ -110,6 +125,7 @@ func newTurnHarness(t *testing.T) *turnHarness {
 		crewlet.ActivityModelRound: h.world.ModelRound,
 		crewlet.ActivityToolCall:   h.world.ToolCall,
 		crewlet.ActivityFinishTurn: h.world.FinishTurn,
+		crewlet.ActivityReflect:    h.world.Reflect,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
@@ -334,6 +350,60 @@ func TestTurnLeavesAHostLossToTheNextTenure(t *testing.T) {
 			}
 			if h.world.finished != nil {
 				t.Fatalf("a turn cut short by a host loss was recorded: %+v", h.world.finished)
+			}
+		})
+	}
+}
+
+// A thread the model left unanswered (its trigger over the context budget,
+// or two empty answers) does not stop the turn's other threads; the turn is
+// recorded failed with the reason, so the seat shows it.
+func TestTurnWithARefusedThreadIsRecordedFailed(t *testing.T) {
+	h := newTurnHarness(t)
+	h.world.threads = 2
+	h.world.refused = map[int]string{0: "No answer was produced"}
+	out, err := h.run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "status", out.Status, crewlet.TurnFailed)
+	eq(t, "note", out.Note, "No answer was produced")
+	eq(t, "steps", h.world.log, []string{"begin", "model t0 r1", "model t1 r1", "finish failed rounds=2"})
+}
+
+// With the role's reflect on, a turn that answered asks for its reflection
+// after it finished; a failed reflection leaves the turn done. With reflect
+// off, or a turn that failed, there is none.
+func TestTurnReflectsAfterAnAnsweredTurn(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		reflect bool
+		refused bool
+		err     error
+		want    []string
+	}{
+		{"on", true, false, nil, []string{"begin", "model t0 r1", "finish done rounds=1", "reflect k"}},
+		{"on, reflection fails", true, false, errors.New("provider down"), []string{"begin", "model t0 r1", "finish done rounds=1", "reflect k"}},
+		{"off", false, false, nil, []string{"begin", "model t0 r1", "finish done rounds=1"}},
+		{"on, turn failed", true, true, nil, []string{"begin", "model t0 r1", "finish failed rounds=1"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newTurnHarness(t)
+			h.world.reflect = tt.reflect
+			h.world.reflectErr = temporal.NewNonRetryableApplicationError("reflection failed", "test", tt.err)
+			if tt.err == nil {
+				h.world.reflectErr = nil
+			}
+			if tt.refused {
+				h.world.refused = map[int]string{0: "too long"}
+			}
+			out, err := h.run()
+			if err != nil {
+				t.Fatal(err)
+			}
+			eq(t, "steps", h.world.log, tt.want)
+			if want := crewlet.TurnDone; !tt.refused && out.Status != want {
+				t.Errorf("status = %s; want %s", out.Status, want)
 			}
 		})
 	}
