@@ -168,7 +168,11 @@ func AssembleContext(in ContextInput) ContextPlan {
 			continue
 		}
 		before := int64(len(m.Content))
-		m.Content = ClipText(m.Content, ClipToolResultBytes)
+		if c := ClipText(m.Content, ClipToolResultBytes); len(c) < len(m.Content) {
+			m.Content = c
+		} else {
+			continue // the marker would cost more than the cut saves
+		}
 		msgs[i] = m
 		total -= before - int64(len(m.Content))
 		clipped++
@@ -263,7 +267,9 @@ const CompactionSystem = "You compact conversations for an AI agent so it can ca
 
 // CompactionPrompt is the user message of a compaction call: the summary it
 // folds in, if any, then each message of the exchanges to cover on one line
-// ("- ..."), clipped so the whole stays within budgetBytes.
+// ("- ..."), each clipped to its share of budgetBytes (at least 200 bytes);
+// lines that would take the whole past budgetBytes are left out, with a
+// line that says how many.
 func CompactionPrompt(prev *ConversationSummary, exchanges []Exchange, budgetBytes int) string {
 	var lines []string
 	if prev != nil {
@@ -289,12 +295,18 @@ func CompactionPrompt(prev *ConversationSummary, exchanges []Exchange, budgetByt
 	perLine := max(200, budgetBytes/max(1, len(lines)))
 	var b strings.Builder
 	b.WriteString("Summarize this conversation:\n")
-	for _, l := range lines {
+	for i, l := range lines {
 		if len(l) > perLine {
 			l = ClipText(l, perLine)
 		}
-		b.WriteString("\n- ")
-		b.WriteString(oneLine(l))
+		l = "\n- " + oneLine(l)
+		if b.Len()+len(l) > budgetBytes && i > 0 {
+			// So many messages that even clipped they would not fit the
+			// summarizer: the oldest are kept, the rest said to be missing.
+			fmt.Fprintf(&b, "\n- (%d later messages left out: they did not fit)", len(lines)-i)
+			break
+		}
+		b.WriteString(l)
 	}
 	return b.String()
 }

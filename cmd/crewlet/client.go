@@ -216,8 +216,17 @@ func runConversation(ctx context.Context, args []string, stdout io.Writer) error
 	if err := newAPIClient(*base).call(ctx, http.MethodGet, "/conversations/"+url.PathEscape(pos[0]), nil, &conv); err != nil {
 		return err
 	}
+	// A summary is printed after the last message it covers, as what it
+	// is: what that seat's model reads instead of the messages before it.
+	summaries := map[string][]store.Summary{}
+	for _, s := range conv.Summaries {
+		summaries[s.ThroughID] = append(summaries[s.ThroughID], s)
+	}
 	for _, m := range conv.Messages {
 		fmt.Fprintf(stdout, "%s  %s → %s: %s\n", m.SentAt.Format(time.RFC3339), m.From, m.To, m.Body)
+		for _, s := range summaries[m.ID] {
+			fmt.Fprintf(stdout, "  [compaction summary by %s (profile %s) of its %d exchanges up to here: %s]\n", s.Seat, s.Profile, s.Covered, s.Text)
+		}
 	}
 	return nil
 }

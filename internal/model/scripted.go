@@ -23,7 +23,8 @@ import (
 // fails the call. With no match it echoes the text under the seat's handle.
 //
 // Usage is counted so that budgets can be tested: input tokens are the bytes
-// of the system prompt and every message's content over 4, output tokens the
+// of the system prompt, every message's content and tool calls, and the
+// tools on offer over 4, output tokens the
 // bytes of the reply (or of the tool calls' arguments) over 4, each at
 // least 1.
 type Scripted struct {
@@ -263,18 +264,42 @@ func (s *Scripted) Chat(ctx context.Context, req crewlet.ModelRequest) (crewlet.
 	return textResponse(fmt.Sprintf("[%s] %s", req.Seat, data.Text), in), nil
 }
 
-// scriptedSummary stands in for a model's compaction summary: the first
-// line of each message of the conversation it is given, clipped, so a fact
-// told early survives the summary, and the whole is far shorter than its input.
+// scriptedSummary stands in for a model's compaction summary: who said
+// what, one clipped line per message of the conversation it is given
+// (tool traffic left out), oldest first, up to scriptedSummaryMax bytes. A
+// fact told early survives it, and it stays short however long the
+// conversation grew, as a real summary would.
 func scriptedSummary(prompt string) string {
-	var lines []string
+	var b strings.Builder
+	b.WriteString("Earlier:")
 	for _, line := range strings.Split(prompt, "\n") {
-		if strings.HasPrefix(line, "- ") {
-			lines = append(lines, clipRunes(strings.TrimPrefix(line, "- "), scriptedSummaryLine))
+		line, ok := strings.CutPrefix(line, "- ")
+		if !ok || strings.HasPrefix(line, "you called ") || strings.HasPrefix(line, "tool result: ") {
+			continue
 		}
+		line = clipRunes(senderPrefix.ReplaceAllString(line, "$1: "), scriptedSummaryLine)
+		sep := " / "
+		if b.Len() == len("Earlier:") {
+			sep = " "
+		}
+		if b.Len()+len(sep)+len(line) > scriptedSummaryMax {
+			break
+		}
+		b.WriteString(sep)
+		b.WriteString(line)
 	}
-	return "Earlier: " + strings.Join(lines, " / ")
+	return b.String()
 }
+
+// senderPrefix is how a trigger's text starts ("Message from operator
+// (conversation c1): ..."); a scripted summary keeps only the sender.
+var senderPrefix = regexp.MustCompile(`^(?:Message|Reply) from (\S+) (?:to your message )?\(conversation [^)]*\):\s*`)
+
+// Bounds of a scripted summary: a line per message, and the whole.
+const (
+	scriptedSummaryLine = 80
+	scriptedSummaryMax  = 800
+)
 
 // scriptedReflection stands in for a reflection: what the seat was asked
 // this turn, clipped.
@@ -287,9 +312,6 @@ func scriptedReflection(msgs []crewlet.ChatMessage) string {
 	}
 	return "Worth keeping: " + strings.Join(asked, " / ")
 }
-
-// scriptedSummaryLine is how much of each message a scripted summary keeps.
-const scriptedSummaryLine = 120
 
 func clipRunes(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
@@ -326,6 +348,13 @@ func inputTokens(req crewlet.ModelRequest) int64 {
 	n := len(req.System)
 	for _, m := range req.Messages {
 		n += len(m.Content)
+		for _, c := range m.ToolCalls {
+			n += len(c.Name) + len(c.Args)
+		}
+	}
+	// Tools on offer count, as they do with every real provider.
+	for _, t := range req.Tools {
+		n += len(t.Name) + len(t.Description) + len(t.Schema)
 	}
 	return tokens(n)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -35,6 +36,8 @@ profiles:
         reply: '{{len .Results}} results; file: {{index .Tools "fs__read_file"}}; stat: {{.Tools.fs__stat}}; first: {{index .Results 0}}'
       - match: '(?i)^hello'
         reply: 'Hello {{.From}}, {{.Handle}} ({{.Role}}) here in {{.Conversation}}.'
+      - match: '(?i)what number'
+        reply: 'heard: {{range .History}}{{if eq .Role "user"}}{{.Text}}|{{end}}{{end}} said: {{range .History}}{{if eq .Role "assistant"}}{{.Text}}|{{end}}{{end}} ({{len .History}})'
 roles: { r: { profile: local } }
 seats: [ { handle: cto, role: r } ]
 `
@@ -227,18 +230,8 @@ func TestScriptedDelayAndProbe(t *testing.T) {
 		t.Errorf("Chat during the delay = %v, want the context's error", err)
 	}
 
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var phases []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var r ProbeRecord
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("probe line %q: %v", sc.Text(), err)
-		}
+	for _, r := range readProbe(t, path) {
 		if r.Seat != "cto" || r.EventID != "ev-1" || r.Node != "node-a" {
 			t.Errorf("probe record = %+v, want seat cto, event ev-1, node node-a", r)
 		}
@@ -247,6 +240,28 @@ func TestScriptedDelayAndProbe(t *testing.T) {
 	if want := []string{"start", "end"}; !reflect.DeepEqual(phases, want) {
 		t.Errorf("probe phases = %v, want %v", phases, want)
 	}
+}
+
+func readProbe(t *testing.T, path string) []ProbeRecord {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []ProbeRecord
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r ProbeRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("probe line %q: %v", sc.Text(), err)
+		}
+		out = append(out, r)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("read probe: %v", err)
+	}
+	return out
 }
 
 func TestNew(t *testing.T) {
@@ -309,5 +324,213 @@ func TestNew(t *testing.T) {
 				t.Errorf("error code = %q, want %q", code, crewlet.EINVALID)
 			}
 		})
+	}
+}
+
+func TestScriptedHistory(t *testing.T) {
+	s := setupScripted(t, 0, nil)
+	sum := histSummaryValue()
+	earlier := "heard: " + crewlet.SummaryMessage(sum).Content + "|" + histExchange1 + "|" + histReply + "| said: Noted: 7| (4)"
+	tests := []struct {
+		name string
+		req  crewlet.ModelRequest
+		want string
+	}{
+		{"first message has none", request(histCurrent), "heard:  said:  (0)"},
+		// The summary and the earlier user messages in order, the
+		// assistant's answers with text; not the message being answered.
+		{"earlier exchanges", histRequest(t, &sum, histEarlier()), earlier},
+		// A round of the current thread is not history: its text answer
+		// and tool result come after the message being answered.
+		{"mid-turn round", histRequest(t, &sum, histEarlier(),
+			crewlet.ChatMessage{Role: "assistant", Content: "Let me check the diary.", ToolCalls: []crewlet.ToolCall{{ID: "call_1", Name: "diary_read", Args: json.RawMessage(`{}`)}}},
+			crewlet.ChatMessage{Role: "tool", ToolCallID: "call_1", Content: "7"},
+		), earlier},
+		// A synthetic result for a call that broke is no message of
+		// the conversation, nor is an answer made only of tool calls.
+		{"broken earlier exchange", histRequest(t, nil, histBrokenEarlier()), "heard: " + histBroken + "| said:  (1)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := s.Chat(context.Background(), tt.req)
+			if err != nil {
+				t.Fatalf("Chat: %v", err)
+			}
+			if resp.Text != tt.want || resp.ToolCalls != nil {
+				t.Errorf("reply:\n got  %q\n want %q", resp.Text, tt.want)
+			}
+		})
+	}
+}
+
+// compactionExchanges are histEarlier, an exchange whose trigger the
+// "what number" rule would answer, and one with a long tool result.
+func compactionExchanges() []crewlet.Exchange {
+	return append(histEarlier(),
+		crewlet.Exchange{MessageID: "m-3", Seq: 4, Messages: []crewlet.ChatMessage{
+			{Role: "user", Content: "Message from operator (conversation c-1):\n\n" + histCurrent},
+			{Role: "assistant", Content: "You gave me 7."},
+		}},
+		crewlet.Exchange{MessageID: "m-4", Seq: 5, Messages: []crewlet.ChatMessage{
+			{Role: "user", Content: "Message from operator (conversation c-1):\n\nread the build log"},
+			{Role: "assistant", ToolCalls: []crewlet.ToolCall{{ID: "call_1", Name: "fs__read_file", Args: json.RawMessage(`{"filePath":"/srv/build.log"}`)}}},
+			{Role: "tool", ToolCallID: "call_1", Content: strings.Repeat("compiling package ok\n", 300)},
+			{Role: "assistant", Content: "The build passed."},
+		}},
+	)
+}
+
+// longConversation is histEarlier followed by n more exchanges.
+func longConversation(n int) []crewlet.Exchange {
+	xs := histEarlier()
+	for i := range n {
+		xs = append(xs, crewlet.Exchange{MessageID: fmt.Sprintf("m-%d", 10+i), Seq: int64(10 + i), Messages: []crewlet.ChatMessage{
+			{Role: "user", Content: fmt.Sprintf("Message from operator (conversation c-1):\n\nstatus of item %d, please, with all the details you have on it", i)},
+			{Role: "assistant", Content: fmt.Sprintf("Item %d is on track; the supplier confirmed delivery for next week and the invoice is paid.", i)},
+		}})
+	}
+	return xs
+}
+
+func compactionRequest(prev *crewlet.ConversationSummary, exchanges []crewlet.Exchange) crewlet.ModelRequest {
+	return crewlet.ModelRequest{
+		Seat: "cto", Purpose: crewlet.PurposeCompact, System: crewlet.CompactionSystem,
+		Messages: []crewlet.ChatMessage{{Role: "user", Content: crewlet.CompactionPrompt(prev, exchanges, 16000)}},
+	}
+}
+
+func TestScriptedCompaction(t *testing.T) {
+	s := setupScripted(t, 0, nil)
+	prev := histSummaryValue()
+	tests := []struct {
+		name string
+		req  crewlet.ModelRequest
+		// keep are texts the summary must hold, in this order.
+		keep []string
+	}{
+		{"first summary", compactionRequest(nil, compactionExchanges()), []string{
+			"remember the number 7", "Noted: 7", "budget approved", "You gave me 7.", "The build passed.",
+		}},
+		{"folds in the previous summary", compactionRequest(&prev, compactionExchanges()[1:]), []string{
+			"The operator is Dana", "budget approved", "The build passed.",
+		}},
+		// However long the conversation grew, the summary stays short and
+		// the oldest fact is in it.
+		{"long conversation", compactionRequest(nil, longConversation(60)), []string{"remember the number 7"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prompt := tt.req.Messages[0].Content
+			resp, err := s.Chat(context.Background(), tt.req)
+			if err != nil {
+				t.Fatalf("Chat: %v", err)
+			}
+			got := resp.Text
+			if !strings.HasPrefix(got, "Earlier: ") || resp.ToolCalls != nil {
+				t.Fatalf("response = %+v, want a scripted summary, not a rule's reply", resp)
+			}
+			rest := got
+			for _, k := range tt.keep {
+				i := strings.Index(rest, k)
+				if i < 0 {
+					t.Fatalf("summary %q lacks %q (or has it out of order)", got, k)
+				}
+				rest = rest[i+len(k):]
+			}
+			if len(got) >= len(prompt) || strings.Contains(got, strings.Repeat("compiling package ok ", 10)) {
+				t.Errorf("summary is %d bytes from a %d-byte prompt, want it shorter and the long result clipped: %q", len(got), len(prompt), got)
+			}
+			if len(prompt) > 10000 && len(got) > len(prompt)/10 {
+				t.Errorf("summary is %d bytes from a %d-byte prompt, want a tenth at most", len(got), len(prompt))
+			}
+			if want := tokens(len(crewlet.CompactionSystem) + len(prompt)); resp.Usage.InputTokens != want {
+				t.Errorf("input tokens = %d, want %d: the prompt counts against the budget", resp.Usage.InputTokens, want)
+			}
+			again, err := s.Chat(context.Background(), tt.req)
+			if err != nil || again.Text != got {
+				t.Errorf("second summary = %q, %v; want the same %q", again.Text, err, got)
+			}
+		})
+	}
+}
+
+// reflectionRequest is a post-turn reflection as a turn asks it: the turn's
+// threads as earlier exchanges, then the reflection prompt.
+func reflectionRequest(t *testing.T, threads ...crewlet.Exchange) crewlet.ModelRequest {
+	t.Helper()
+	plan := crewlet.AssembleContext(crewlet.ContextInput{
+		System:  histSystem,
+		Earlier: threads,
+		Current: []crewlet.ChatMessage{{Role: "user", Content: crewlet.ReflectionPrompt}},
+		Budget:  100000,
+	})
+	if plan.Compact != 0 || plan.Oversize || len(plan.Messages) == 0 {
+		t.Fatalf("AssembleContext = %+v, want the turn sent whole", plan)
+	}
+	return crewlet.ModelRequest{Seat: "cto", Role: "executive", Purpose: crewlet.PurposeReflect, System: histSystem, Messages: plan.Messages}
+}
+
+func TestScriptedReflection(t *testing.T) {
+	s := setupScripted(t, 0, nil)
+	tests := []struct {
+		name    string
+		threads []crewlet.Exchange
+		want    string
+	}{
+		{"one thread", histEarlier()[:1], "Worth keeping: Message from operator (conversation c-1): remember the number 7"},
+		// The "what number" rule would answer this trigger in a turn; a
+		// reflection never goes to the rules.
+		{"two threads", append(histEarlier()[:1], crewlet.Exchange{MessageID: "m-5", Messages: []crewlet.ChatMessage{
+			{Role: "user", Content: "Message from cfo (conversation c-2):\n\n" + histCurrent},
+			{Role: "assistant", Content: "7."},
+		}}), "Worth keeping: Message from operator (conversation c-1): remember the number 7 / Message from cfo (conversation c-2): " + histCurrent},
+		{"long message clipped", []crewlet.Exchange{{MessageID: "m-6", Messages: []crewlet.ChatMessage{
+			{Role: "user", Content: strings.Repeat("é", scriptedSummaryLine+50)},
+			{Role: "assistant", Content: "ok"},
+		}}}, "Worth keeping: " + strings.Repeat("é", scriptedSummaryLine) + "…"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := s.Chat(context.Background(), reflectionRequest(t, tt.threads...))
+			if err != nil {
+				t.Fatalf("Chat: %v", err)
+			}
+			if resp.Text != tt.want || resp.ToolCalls != nil {
+				t.Errorf("reflection:\n got  %q\n want %q", resp.Text, tt.want)
+			}
+		})
+	}
+}
+
+func TestScriptedProbePurposes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "probe.jsonl")
+	t.Setenv("CREWLET_SCRIPTED_PROBE", path)
+	probe, err := OpenProbe("node-b")
+	if err != nil || probe == nil {
+		t.Fatalf("OpenProbe = %v, %v", probe, err)
+	}
+	s := setupScripted(t, 0, probe)
+	ctx := context.Background()
+	for _, req := range []crewlet.ModelRequest{
+		request("Hello"),
+		compactionRequest(nil, histEarlier()),
+		reflectionRequest(t, histEarlier()[:1]...),
+	} {
+		if _, err := s.Chat(ctx, req); err != nil {
+			t.Fatalf("Chat(purpose %q): %v", req.Purpose, err)
+		}
+	}
+
+	var got []string
+	for _, r := range readProbe(t, path) {
+		if r.Seat != "cto" || r.Node != "node-b" || r.At.IsZero() {
+			t.Errorf("probe record = %+v, want seat cto, node node-b, a time", r)
+		}
+		got = append(got, r.Phase+"@"+r.EventID)
+	}
+	// Only a turn's round has a trigger to name.
+	want := []string{"start@ev-1", "end@ev-1", "compact_start@", "compact_end@", "reflect_start@", "reflect_end@"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("probe phases = %v, want %v", got, want)
 	}
 }

@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crewlet/crewlet/internal/model"
+	"github.com/crewlet/crewlet/internal/testenv"
+)
+
+// memoryOrg's seat cto notes what it is told and, asked, says back every
+// earlier message of the conversation (.History). Its profile's context is
+// small, so a long conversation is compacted by the summarizer profile.
+const memoryOrg = `company: { name: memco }
+profiles:
+  mind:
+    provider: scripted
+    context_tokens: %d
+    compact_with: summarizer
+    rules:
+      - match: '^remember (.*)'
+        tools: [ { name: diary_write, args: { text: '{{index .Groups 1}}' } } ]
+        reply: 'Noted: {{index .Groups 1}}'
+      - match: '(?i)what did I tell you'
+        reply: 'You told me:{{range .History}}{{if eq .Role "user"}} [{{.Text}}]{{end}}{{end}}'
+  summarizer: { provider: scripted, delay: %s }
+roles:
+  lead: { charter: remembers what it is told, profile: mind }
+seats:
+  - { handle: cto, role: lead }
+`
+
+// Three messages in one conversation: the third answer carries what the
+// first said, because every round sends the conversation so far.
+func TestConversationRemembersEarlierMessages(t *testing.T) {
+	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(memoryOrg, 32000, "0s")))
+	c.apiServer()
+	c.worker("n1")
+	c.waitAttached(30 * time.Second)
+
+	conv := "conv-" + testenv.Suffix()
+	first := c.send("cto", "remember the number 7", inConversation(conv))
+	if got := c.waitReply(first, 30*time.Second); got != "Noted: the number 7" {
+		t.Fatalf("first reply %q; want %q", got, "Noted: the number 7")
+	}
+	second := c.send("cto", "remember the launch is on friday", inConversation(conv))
+	c.waitReply(second, 30*time.Second)
+	third := c.send("cto", "what did I tell you?", inConversation(conv))
+	reply := c.waitReply(third, 30*time.Second)
+	if !strings.Contains(reply, "remember the number 7") || !strings.Contains(reply, "remember the launch is on friday") {
+		t.Fatalf("third reply %q; want it to carry the first two messages", reply)
+	}
+	if strings.Contains(reply, "what did I tell you") {
+		t.Fatalf("third reply %q carries the message it answers as history", reply)
+	}
+	// Another conversation starts from nothing.
+	other := c.send("cto", "what did I tell you?")
+	if got := c.waitReply(other, 30*time.Second); got != "You told me:" {
+		t.Fatalf("reply in a new conversation %q; want nothing remembered", got)
+	}
+	out, err := c.cli("conversation", conv)
+	if err != nil {
+		t.Fatalf("crewlet conversation: %v\n%s", err, out)
+	}
+	t.Logf("crewlet conversation %s:\n%s", conv, out)
+}
+
+// probePhases counts the probe's records by phase.
+func probePhases(t *testing.T, path string) map[string]int {
+	t.Helper()
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return map[string]int{}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]int{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r model.ProbeRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("probe line %q: %v", sc.Text(), err)
+		}
+		out[r.Phase]++
+	}
+	return out
+}
+
+// A conversation pushed past a small context_tokens is compacted once: the
+// worker is killed in the middle of the summarizer's call, the round runs
+// again on another node, and one summary is stored; the next two turns
+// reuse it without calling the summarizer again.
+func TestCompactionSurvivesAWorkerKill(t *testing.T) {
+	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(memoryOrg, 3000, "3s")))
+	probe := filepath.Join(t.TempDir(), "probe.jsonl")
+	c.setenv("CREWLET_SCRIPTED_PROBE=" + probe)
+	c.apiServer()
+	n1 := c.worker("n1")
+	c.waitAttached(30 * time.Second)
+
+	conv := "long-" + testenv.Suffix()
+	filler := strings.Repeat("more words to fill the context. ", 12)
+	compactedAt := 0
+	for i := 1; i <= 30 && compactedAt == 0; i++ {
+		msg := c.send("cto", fmt.Sprintf("remember fact %d. %s", i, filler), inConversation(conv))
+		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("reply or compaction for message %d", i), func() error {
+			if probePhases(t, probe)["compact_start"] > 0 {
+				compactedAt = i
+				return nil
+			}
+			if len(c.repliesTo(msg)) > 0 {
+				return nil
+			}
+			return fmt.Errorf("neither yet")
+		})
+		if compactedAt == 0 {
+			continue
+		}
+		if probePhases(t, probe)["compact_end"] != 0 {
+			t.Fatal("the summarizer finished before the kill; give it a longer delay")
+		}
+		n1.kill(t)
+		c.worker("n2")
+		c.waitReply(msg, 60*time.Second)
+	}
+	// The round runs again on n2; the old tenure's retry of it may race the
+	// new tenure's for a moment, so more than one call may finish, but one
+	// summary is stored.
+	recovered := probePhases(t, probe)
+	if compactedAt == 0 {
+		t.Fatal("30 messages never outgrew a 3000-token context")
+	}
+	for i := compactedAt + 1; i <= compactedAt+2; i++ {
+		c.waitReply(c.send("cto", fmt.Sprintf("remember fact %d. %s", i, filler), inConversation(conv)), 30*time.Second)
+	}
+	reply := c.waitReply(c.send("cto", "what did I tell you?", inConversation(conv)), 30*time.Second)
+	phases := probePhases(t, probe)
+	if recovered["compact_start"] < 2 || recovered["compact_end"] < 1 {
+		t.Fatalf("summarizer calls by the recovered reply: %d started, %d ended; want the killed one and at least one finished", recovered["compact_start"], recovered["compact_end"])
+	}
+	if phases["compact_start"] != recovered["compact_start"] {
+		t.Fatalf("the summarizer was called %d more times in the three turns after the summary; want none (reused)", phases["compact_start"]-recovered["compact_start"])
+	}
+	summaries := c.conversation(conv)[0].Summaries
+	if len(summaries) != 1 {
+		t.Fatalf("%d summaries stored; want 1: %+v", len(summaries), summaries)
+	}
+	s := summaries[0]
+	if s.Seat != "cto" || s.Profile != "summarizer" || !strings.Contains(s.Text, "remember fact 1.") {
+		t.Fatalf("summary = %+v; want cto's, by the summarizer, keeping fact 1", s)
+	}
+	// The model reads the summary in place of the exchanges it covers.
+	if !strings.Contains(reply, "Summary of the earlier part of this conversation") || strings.Count(reply, "[Message from") > 4 {
+		t.Fatalf("last reply %q; want the summary and only the exchanges after it", reply)
+	}
+	out, err := c.cli("conversation", conv)
+	if err != nil || !strings.Contains(out, "[compaction summary by cto (profile summarizer)") {
+		t.Fatalf("crewlet conversation: %v\n%s", err, out)
+	}
+	t.Logf("compacted at message %d; summary covers %d exchanges through %s: %s", compactedAt, s.Covered, s.ThroughID, s.Text)
+}
