@@ -36,8 +36,9 @@ const (
 	ActivityModelRound = "ModelRound"
 	ActivityToolCall   = "ToolCall"
 	ActivityFinishTurn = "FinishTurn"
-	// ActivityReflect asks the model, after a turn that answered, what to
-	// keep in the seat's diary; on any node, like a model round.
+	// ActivityReflect asks the model, once a turn answered and before it
+	// finishes, what to keep in the seat's diary; on any node, like a model
+	// round.
 	ActivityReflect = "Reflect"
 	// ActivityCheckBudget asks, for a seat whose turns a budget cap holds,
 	// whether it still does; a local activity of the seat.

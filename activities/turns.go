@@ -611,10 +611,11 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 	return out, nil
 }
 
-// Reflect asks the model, after a turn that answered, what from the turn is
-// worth keeping, and writes the answer to the seat's diary keyed on the
-// turn's work: a reflection that already wrote is not asked again, and one
-// re-run after a crash writes once. Fenced like every step of the turn.
+// Reflect asks the model, once a turn's threads are answered and before the
+// turn finishes, what from the turn is worth keeping, and writes the answer
+// to the seat's diary keyed on the turn's work: a reflection that already
+// wrote is not asked again, and one re-run after a crash writes once.
+// Fenced like every step of the turn.
 func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error) {
 	defer recoverPanic(a.log, in.Handle, "Reflect", &err)
 	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {

@@ -105,23 +105,34 @@ func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error
 		t.out.Status = crewlet.TurnFailed
 		t.out.Note = strings.Join(t.refused, "; ")
 	}
-	out, err := t.finish(ctx)
-	if err != nil || out.Status != crewlet.TurnDone || out.Replies == 0 || !begin.Reflect {
-		return out, err
+	if begin.Reflect && t.out.Status == crewlet.TurnDone {
+		if err := t.reflect(ctx); err != nil {
+			if isFenced(err) {
+				return t.fenced(), nil
+			}
+			return crewlet.TurnOutput{}, err
+		}
 	}
-	t.reflect(ctx)
-	return out, nil
+	return t.finish(ctx)
 }
 
-// reflect runs the post-turn reflection. It only records, so a reflection
-// that fails is logged and the turn stands as finished.
-func (t *turn) reflect(ctx workflow.Context) {
+// reflect runs the post-turn reflection, before the turn is finished: a
+// turn cut short before its ledger row re-runs, and its reflection with it
+// (keyed on the work, so it writes once). Memory only records, so a
+// reflection that fails is logged and the turn goes on; only a lost tenure
+// or a cancellation stops it.
+func (t *turn) reflect(ctx workflow.Context) error {
 	err := workflow.ExecuteActivity(t.modelContext(ctx), crewlet.ActivityReflect, crewlet.ReflectInput{
 		Handle: t.in.Handle, Epoch: t.in.Epoch, TurnID: t.in.TurnID, WorkKey: t.in.WorkKey,
 	}).Get(ctx, nil)
-	if err != nil {
+	switch {
+	case err == nil:
+	case isFenced(err) || temporal.IsCanceledError(err):
+		return err
+	default:
 		t.logger.Warn("turn_reflection_failed", "seat", t.in.Handle, "turn", t.in.TurnID, "error", err)
 	}
+	return nil
 }
 
 // converse runs one trigger's conversation until the model answers without

@@ -372,8 +372,9 @@ func TestTurnWithARefusedThreadIsRecordedFailed(t *testing.T) {
 }
 
 // With the role's reflect on, a turn that answered asks for its reflection
-// after it finished; a failed reflection leaves the turn done. With reflect
-// off, or a turn that failed, there is none.
+// before it finishes (so a turn cut short re-runs it); a failed reflection
+// leaves the turn done. With reflect off, or a turn that failed, there is
+// none.
 func TestTurnReflectsAfterAnAnsweredTurn(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
@@ -382,8 +383,8 @@ func TestTurnReflectsAfterAnAnsweredTurn(t *testing.T) {
 		err     error
 		want    []string
 	}{
-		{"on", true, false, nil, []string{"begin", "model t0 r1", "finish done rounds=1", "reflect k"}},
-		{"on, reflection fails", true, false, errors.New("provider down"), []string{"begin", "model t0 r1", "finish done rounds=1", "reflect k"}},
+		{"on", true, false, nil, []string{"begin", "model t0 r1", "reflect k", "finish done rounds=1"}},
+		{"on, reflection fails", true, false, errors.New("provider down"), []string{"begin", "model t0 r1", "reflect k", "finish done rounds=1"}},
 		{"off", false, false, nil, []string{"begin", "model t0 r1", "finish done rounds=1"}},
 		{"on, turn failed", true, true, nil, []string{"begin", "model t0 r1", "finish failed rounds=1"}},
 	} {

@@ -2,15 +2,20 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/model"
+	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
 )
 
@@ -166,4 +171,116 @@ func TestCompactionSurvivesAWorkerKill(t *testing.T) {
 		t.Fatalf("crewlet conversation: %v\n%s", err, out)
 	}
 	t.Logf("compacted at message %d; summary covers %d exchanges through %s: %s", compactedAt, s.Covered, s.ThroughID, s.Text)
+}
+
+// A model that answers nothing, twice, is not silent: the sender gets a
+// note, the turn is recorded failed and acked, the seat's last_error says so
+// (also in `crewlet seats show`) and its events name the trigger, until a
+// turn succeeds.
+func TestEmptyAnswerIsNotSilent(t *testing.T) {
+	org := `company: { name: quietco }
+profiles:
+  mute:
+    provider: scripted
+    rules:
+      - { match: '^silence', reply: '{{if false}}never{{end}}' }
+roles:
+  lead: { charter: says nothing when asked for silence, profile: mute }
+seats:
+  - { handle: cto, role: lead }
+`
+	c := newCompany(t, writeFile(t, "org.yaml", org))
+	c.apiServer()
+	c.worker("n1")
+	c.waitAttached(30 * time.Second)
+
+	msg := c.send("cto", "silence please")
+	if reply := c.waitReply(msg, 30*time.Second); !strings.HasPrefix(reply, "No answer was produced") {
+		t.Fatalf("reply %q; want the no-answer note", reply)
+	}
+	var st crewlet.SeatState
+	testenv.Eventually(t, 20*time.Second, "last_error set", func() error {
+		if st = c.state("cto"); !strings.Contains(st.LastError, "No answer was produced") {
+			return fmt.Errorf("last_error %q", st.LastError)
+		}
+		return nil
+	})
+	if want := crewlet.TurnWorkflowID("cto", crewlet.WorkKey([]string{msg.EventID})); st.FailedTurn != want {
+		t.Errorf("failed_turn %q; want %q", st.FailedTurn, want)
+	}
+	turns, err := c.store().SeatTurns(context.Background(), "cto", 5)
+	if err != nil || len(turns) != 1 || turns[0].Status != string(crewlet.TurnFailed) || !strings.HasPrefix(turns[0].Note, "No answer was produced") {
+		t.Fatalf("turns = %+v, %v; want one recorded failed with the reason", turns, err)
+	}
+	var events []store.SeatEvent
+	if err := c.call(http.MethodGet, "/seats/cto/events", nil, &events); err != nil {
+		t.Fatal(err)
+	}
+	if len(events) == 0 || events[0].Kind != "turn_trigger_failed" || events[0].EventID != msg.EventID {
+		t.Fatalf("events = %+v; want turn_trigger_failed for %s", events, msg.EventID)
+	}
+	out, err := c.cli("seats", "show", "cto")
+	if err != nil || !strings.Contains(out, `"last_error": "turn failed: No answer was produced`) {
+		t.Fatalf("crewlet seats show: %v\n%s", err, out)
+	}
+	if pending, err := c.mailbox().Pending(context.Background(), "cto"); err != nil || pending != 0 {
+		t.Fatalf("pending entries %d, %v; want the failed turn's trigger acked", pending, err)
+	}
+
+	c.waitReply(c.send("cto", "hello"), 30*time.Second)
+	testenv.Eventually(t, 20*time.Second, "last_error cleared by a good turn", func() error {
+		if st := c.state("cto"); st.LastError != "" || st.FailedTurn != "" {
+			return fmt.Errorf("last_error %q, failed_turn %q", st.LastError, st.FailedTurn)
+		}
+		return nil
+	})
+}
+
+// With reflect on, a worker killed after the reflection's model call and
+// before its diary write: the turn re-runs on another node, the reflection
+// is asked again and written once, and the trigger was answered once.
+func TestReflectionAfterAKillWritesOnce(t *testing.T) {
+	org := `company: { name: thinkco }
+profiles:
+  mind: { provider: scripted }
+roles:
+  lead: { charter: reflects, profile: mind, reflect: true }
+seats:
+  - { handle: cto, role: lead }
+`
+	c := newCompany(t, writeFile(t, "org.yaml", org))
+	probe := filepath.Join(t.TempDir(), "probe.jsonl")
+	c.setenv("CREWLET_SCRIPTED_PROBE=" + probe)
+	c.apiServer()
+	crashing := c.workerWithEnv("n1", []string{"CREWLET_TEST_CRASH_AT=after_reflection_model", "CREWLET_TEST_CRASH_SEAT=cto"})
+	c.waitAttached(30 * time.Second)
+
+	msg := c.send("cto", "the launch moved to friday")
+	if code := crashing.wait(t, 30*time.Second); code == 0 {
+		t.Fatal("worker exited 0; want it killed after the reflection's model call")
+	}
+	c.worker("n2")
+	if reply := c.waitReply(msg, 60*time.Second); reply != "[cto] the launch moved to friday" {
+		t.Fatalf("reply %q", reply)
+	}
+	var mem api.MemoryView
+	testenv.Eventually(t, 30*time.Second, "reflection in the diary", func() error {
+		if err := c.call(http.MethodGet, "/seats/cto/memory?kind=diary", nil, &mem); err != nil {
+			return err
+		}
+		if mem.Diary == nil || len(mem.Diary.Items) == 0 {
+			return fmt.Errorf("diary empty")
+		}
+		return nil
+	})
+	if len(mem.Diary.Items) != 1 || !strings.Contains(mem.Diary.Items[0].Content, "the launch moved to friday") ||
+		mem.Diary.Items[0].WorkKey != crewlet.WorkKey([]string{msg.EventID}) {
+		t.Fatalf("diary = %+v; want one reflection keyed on the turn's work", mem.Diary.Items)
+	}
+	if got := probePhases(t, probe)["reflect_start"]; got != 2 {
+		t.Fatalf("reflection asked %d times; want 2 (the killed one, then the re-run)", got)
+	}
+	if replies := c.repliesTo(msg); len(replies) != 1 {
+		t.Fatalf("replies %v; want one", replies)
+	}
 }

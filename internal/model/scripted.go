@@ -307,7 +307,7 @@ func scriptedReflection(msgs []crewlet.ChatMessage) string {
 	var asked []string
 	for _, m := range msgs {
 		if m.Role == "user" && m.Content != crewlet.ReflectionPrompt {
-			asked = append(asked, clipRunes(m.Content, scriptedSummaryLine))
+			asked = append(asked, clipRunes(senderPrefix.ReplaceAllString(m.Content, "$1: "), scriptedSummaryLine))
 		}
 	}
 	return "Worth keeping: " + strings.Join(asked, " / ")

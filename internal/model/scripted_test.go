@@ -477,13 +477,14 @@ func TestScriptedReflection(t *testing.T) {
 		threads []crewlet.Exchange
 		want    string
 	}{
-		{"one thread", histEarlier()[:1], "Worth keeping: Message from operator (conversation c-1): remember the number 7"},
+		// Only the sender of a trigger's "Message from ..." header is kept.
+		{"one thread", histEarlier()[:1], "Worth keeping: operator: remember the number 7"},
 		// The "what number" rule would answer this trigger in a turn; a
 		// reflection never goes to the rules.
 		{"two threads", append(histEarlier()[:1], crewlet.Exchange{MessageID: "m-5", Messages: []crewlet.ChatMessage{
 			{Role: "user", Content: "Message from cfo (conversation c-2):\n\n" + histCurrent},
 			{Role: "assistant", Content: "7."},
-		}}), "Worth keeping: Message from operator (conversation c-1): remember the number 7 / Message from cfo (conversation c-2): " + histCurrent},
+		}}), "Worth keeping: operator: remember the number 7 / cfo: " + histCurrent},
 		{"long message clipped", []crewlet.Exchange{{MessageID: "m-6", Messages: []crewlet.ChatMessage{
 			{Role: "user", Content: strings.Repeat("é", scriptedSummaryLine+50)},
 			{Role: "assistant", Content: "ok"},
