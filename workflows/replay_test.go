@@ -25,9 +25,13 @@ import (
 //     third (epoch 3), a turn.
 //   - turn_history.json: one Turn child of the first: a model round asking
 //     for recall, the tool call on the host queue, the final round.
+//   - turn_reflect_history.json: a Turn of a role with reflect: true (the
+//     example org's executive with it turned on): a round asking for
+//     diary_write, the tool call, the final round, then the Reflect activity
+//     before the finish.
 func TestReplaysRecordedHistories(t *testing.T) {
 	files, err := filepath.Glob("testdata/*_history.json")
-	if err != nil || len(files) < 3 {
+	if err != nil || len(files) < 4 {
 		t.Fatalf("want the recorded histories in testdata, found %v (%v)", files, err)
 	}
 	for _, file := range files {

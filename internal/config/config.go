@@ -211,8 +211,9 @@ func (p Profile) InputBudget() int64 {
 
 // Rule is one scripted-provider rule: the first rule whose Match regexp
 // matches the incoming text produces Reply, a text/template executed with
-// .Text, .From, .Handle, .Role, .Conversation and .Groups (the submatches),
-// and, after Tools ran, .Results and .Tools.
+// .Text, .From, .Handle, .Role, .Conversation, .Groups (the submatches) and
+// .History (the conversation before the message), and, after Tools ran,
+// .Results and .Tools.
 type Rule struct {
 	Match string `mapstructure:"match"`
 	Reply string `mapstructure:"reply"`

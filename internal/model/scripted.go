@@ -72,7 +72,11 @@ type ReplyData struct {
 // HistoryEntry is one earlier message of the conversation.
 type HistoryEntry struct {
 	Role string
+	// Text is the message as the model reads it; for what the seat was
+	// told, From and Body are its sender and its text without the header.
 	Text string
+	From string
+	Body string
 }
 
 // NewScripted compiles a scripted profile. The config package validated it,
@@ -221,7 +225,11 @@ func (s *Scripted) Chat(ctx context.Context, req crewlet.ModelRequest) (crewlet.
 	}
 	for _, m := range req.Messages[:max(lastUser, 0)] {
 		if (m.Role == "user" || m.Role == "assistant") && m.Content != "" {
-			data.History = append(data.History, HistoryEntry{Role: m.Role, Text: m.Content})
+			e := HistoryEntry{Role: m.Role, Text: m.Content, Body: m.Content}
+			if g := senderPrefix.FindStringSubmatch(m.Content); g != nil {
+				e.From, e.Body = g[1], m.Content[len(g[0]):]
+			}
+			data.History = append(data.History, e)
 		}
 	}
 	called := false
