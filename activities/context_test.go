@@ -8,8 +8,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/store"
 )
 
 // fakeModel answers with answer and keeps every request it was sent.
@@ -395,4 +397,50 @@ func TestReflectionWritesOnce(t *testing.T) {
 	// A stale tenure's reflection is fenced.
 	in.Epoch = e.epoch - 1
 	wantErrorType(t, "Reflect with stale epoch", e.turns.Reflect(e.ctx, in), crewlet.FencedErrorType)
+}
+
+// Once turn_retention trimmed a turn's records, its exchange still reaches
+// later rounds as the transcript has it: the trigger and the answer.
+func TestTrimmedTurnRecordsReadFromTheTranscript(t *testing.T) {
+	e := setupTurnsOrg(t, contextOrg, nil)
+	model := &fakeModel{answer: func(req crewlet.ModelRequest) (crewlet.ModelResponse, error) {
+		return text(fmt.Sprintf("answer %d", len(req.Messages))), nil
+	}}
+	e.turns.models["local"] = model
+	e.say(t, "m1", "c", "the number is 7")
+	if _, err := e.store.TrimTurns(e.ctx, time.Nanosecond); err != nil {
+		t.Fatal(err)
+	}
+	e.say(t, "m2", "c", "which number?")
+	req := model.last("")
+	if got, want := roles(req.Messages), "user assistant user"; got != want {
+		t.Fatalf("roles = %q; want %q: %+v", got, want, req.Messages)
+	}
+	if !strings.Contains(req.Messages[0].Content, "the number is 7") || req.Messages[1].Content != "answer 1" {
+		t.Fatalf("earlier exchange = %+v; want m1 and its recorded answer", req.Messages[:2])
+	}
+}
+
+// A turn begun before triggers were recorded at BeginTurn (a seat upgraded
+// mid-turn) has no place in the transcript; its round records it and goes
+// on instead of failing.
+func TestRoundOfATriggerMissingFromTheTranscriptRecordsIt(t *testing.T) {
+	e := setupTurnsOrg(t, contextOrg, nil)
+	model := &fakeModel{answer: func(crewlet.ModelRequest) (crewlet.ModelResponse, error) { return text("ok"), nil }}
+	e.turns.models["local"] = model
+	ref := e.publish(t, "m1", "hello")
+	workKey := crewlet.WorkKey([]string{"m1"})
+	e.begin(t, workKey, ref)
+	if _, err := e.store.TrimRetention(e.ctx, store.Retention{
+		Messages: time.Nanosecond, Events: time.Hour, Diary: time.Hour, Episodes: time.Hour, Counterparties: time.Hour, Nodes: time.Hour,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Handle: "cto", Epoch: e.epoch, WorkKey: workKey, Round: 1}); err != nil {
+		t.Fatalf("round of a trigger missing from the transcript: %v", err)
+	}
+	conv, err := e.store.Conversation(e.ctx, "c-m1")
+	if err != nil || len(conv) != 1 || conv[0].ID != "m1" {
+		t.Fatalf("transcript = %+v, %v; want the trigger recorded again", conv, err)
+	}
 }

@@ -331,6 +331,13 @@ func (a *Turns) recordRound(ctx context.Context, handle, key string, round int, 
 func (a *Turns) assemble(ctx context.Context, handle, profileName, system string, catalog []crewlet.ToolSpec, trigger crewlet.Message, key string, thread []store.TurnMessage) (crewlet.ContextPlan, error) {
 	started := time.Now()
 	tc, err := a.store.ThreadContext(ctx, handle, trigger.Conversation, trigger.EventID, triggerText)
+	if crewlet.ErrorCode(err) == crewlet.ENOTFOUND {
+		// A turn begun before triggers were recorded at BeginTurn: record
+		// it now, which gives it its place.
+		if err = a.store.AppendMessages(ctx, crewlet.ThreadKey(trigger.EventID), trigger); err == nil {
+			tc, err = a.store.ThreadContext(ctx, handle, trigger.Conversation, trigger.EventID, triggerText)
+		}
+	}
 	if err != nil {
 		return crewlet.ContextPlan{}, err
 	}

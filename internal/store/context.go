@@ -80,13 +80,30 @@ func (s *Store) ThreadContext(ctx context.Context, seat, conversation, triggerID
 		if err != nil {
 			return err
 		}
+		var unthreaded []string
+		for i, m := range msgs {
+			if len(threads[keys[i]]) == 0 {
+				unthreaded = append(unthreaded, m.msg.EventID)
+			}
+		}
+		answers, err := transcriptAnswers(ctx, tx, seat, conversation, unthreaded)
+		if err != nil {
+			return err
+		}
 		for i, m := range msgs {
 			x := crewlet.Exchange{MessageID: m.msg.EventID, Seq: m.seq, Messages: threads[keys[i]]}
 			if len(x.Messages) == 0 {
-				if m.msg.Type != crewlet.MessageReply {
+				// No thread: a reply received, or a trigger whose turn
+				// records were trimmed (turn_retention is shorter than
+				// message_retention), which reads as the transcript has it.
+				answer, answered := answers[m.msg.EventID]
+				if m.msg.Type != crewlet.MessageReply && !answered {
 					continue // never answered on its own: a chat message answered with another
 				}
 				x.Messages = []crewlet.ChatMessage{{Role: "user", Content: userText(m.msg)}}
+				if answered {
+					x.Messages = append(x.Messages, crewlet.ChatMessage{Role: "assistant", Content: answer})
+				}
 			}
 			out.Earlier = append(out.Earlier, x)
 		}
@@ -96,6 +113,31 @@ func (s *Store) ThreadContext(ctx context.Context, seat, conversation, triggerID
 		return ThreadContext{}, fmt.Errorf("read context of %s in conversation %s: %w", seat, conversation, schemaMissing(err))
 	}
 	return out, nil
+}
+
+// transcriptAnswers returns the seat's recorded replies to the given
+// messages of a conversation, by the message they answer.
+func transcriptAnswers(ctx context.Context, q pgx.Tx, seat, conversation string, ids []string) (map[string]string, error) {
+	out := map[string]string{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := q.Query(ctx, `
+		SELECT in_reply_to, body FROM messages
+		WHERE conversation_id = $1 AND sender = $2 AND type = $3 AND in_reply_to = ANY($4) ORDER BY seq`,
+		conversation, seat, crewlet.MessageReply, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, body string
+		if err := rows.Scan(&id, &body); err != nil {
+			return nil, err
+		}
+		out[id] = body
+	}
+	return out, rows.Err()
 }
 
 // threadMessages returns the messages of the seat's threads with the given

@@ -1,0 +1,190 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/testenv"
+)
+
+// conversationSeats is fewer than BenchmarkThroughput's 100: at the dev
+// stack's ~15 turns/s a seat must get through 20 messages of a conversation
+// within a 20 s run.
+const conversationSeats = 10
+
+// conversationLength is how many messages a sender sends in one
+// conversation before it starts a fresh one.
+const conversationLength = 20
+
+// BenchmarkConversationThroughput is BenchmarkThroughput with memory: each
+// seat's sender keeps one conversation for 20 messages (send, wait for the
+// reply, send the next), then starts a fresh one, so a turn's context holds
+// up to 19 earlier exchanges read from Postgres. The same company first runs
+// a phase of fresh conversations (one message each) for comparison. It
+// reports replies/s and publish→reply p50/p99 of both phases, and the
+// Temporal history size of the turns that answered messages 1 and 20 of one
+// conversation (TestTurnHistoryDoesNotGrowWithTheConversation asserts that
+// they match).
+//
+//	go test ./internal/e2e -run '^$' -bench ConversationThroughput -benchtime 1x -timeout 20m
+func BenchmarkConversationThroughput(b *testing.B) {
+	d := benchDuration(b)
+	c := newCompany(b, fleetOrg(b, conversationSeats, 0))
+	defer c.stopAll()
+	c.serve()
+	c.waitAttached(2 * time.Minute)
+	replied := watchReplies(b, c.dbURL)
+
+	fresh := conversationPhase(b, c, replied, d, "fresh", 1)
+	long := conversationPhase(b, c, replied, d, "long", conversationLength)
+	for _, p := range []struct {
+		prefix string
+		r      phaseResult
+	}{{"fresh-", fresh}, {"", long}} {
+		b.ReportMetric(p.r.rate, p.prefix+"replies/s")
+		b.ReportMetric(float64(p.r.p50.Milliseconds()), p.prefix+"p50-ms")
+		b.ReportMetric(float64(p.r.p99.Milliseconds()), p.prefix+"p99-ms")
+	}
+	b.ReportMetric(long.meanPrior, "mean-prior")
+	b.Logf("%d seats, %s a phase: fresh conversations %.1f replies/s (p50 %s p99 %s); "+
+		"%d-message conversations %.1f replies/s (p50 %s p99 %s, %.1f earlier exchanges a turn on average)",
+		conversationSeats, d, fresh.rate, fresh.p50, fresh.p99, conversationLength, long.rate, long.p50, long.p99, long.meanPrior)
+
+	if long.first == "" || long.last == "" {
+		b.Logf("s01 did not finish a %d-message conversation in %s; no history sizes", conversationLength, d)
+		return
+	}
+	events1, bytes1 := turnHistory(b, c, "s01", long.first)
+	eventsN, bytesN := turnHistory(b, c, "s01", long.last)
+	b.ReportMetric(float64(bytes1), "turn1-history-B")
+	b.ReportMetric(float64(bytesN), "turn20-history-B")
+	b.Logf("s01's turn for message 1: %d events, %d bytes of history; for message %d: %d events, %d bytes",
+		events1, bytes1, conversationLength, eventsN, bytesN)
+}
+
+// phaseResult is what one phase of BenchmarkConversationThroughput measured.
+type phaseResult struct {
+	rate      float64
+	p50, p99  time.Duration
+	meanPrior float64
+	// first and last are the event ids of messages 1 and conversationLength
+	// of s01's first conversation; empty if it did not get that far.
+	first, last string
+}
+
+// conversationPhase runs one sender per seat for d, each sending perConv
+// messages in a conversation before starting another.
+func conversationPhase(b *testing.B, c *company, replied *replyWatcher, d time.Duration, name string, perConv int) phaseResult {
+	suffix := testenv.Suffix()
+	var mu sync.Mutex
+	var latencies []time.Duration
+	var res phaseResult
+	prior := 0
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for _, seat := range seatNames(conversationSeats) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; time.Now().Before(deadline); n++ {
+				conv := fmt.Sprintf("%s-%s-%s-%d", name, seat, suffix, n/perConv)
+				start := time.Now()
+				var msg crewlet.Message
+				req := api.SendMessageRequest{Text: "ping", Conversation: conv}
+				if err := c.call(http.MethodPost, "/seats/"+seat+"/messages", req, &msg); err != nil {
+					b.Error(err)
+					return
+				}
+				at := replied.wait(msg.EventID)
+				mu.Lock()
+				latencies = append(latencies, at.Sub(start))
+				prior += n % perConv
+				if seat == "s01" && n == 0 {
+					res.first = msg.EventID
+				}
+				if seat == "s01" && n == perConv-1 {
+					res.last = msg.EventID
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(latencies) == 0 {
+		b.Fatalf("%s phase: no replies in %s", name, d)
+	}
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	res.rate = float64(len(latencies)) / d.Seconds()
+	res.p50 = latencies[len(latencies)/2]
+	res.p99 = latencies[len(latencies)*99/100]
+	res.meanPrior = float64(prior) / float64(len(latencies))
+	return res
+}
+
+// turnHistory waits for the turn that answered eventID alone to close and
+// returns its history's event count and size in bytes.
+func turnHistory(tb testing.TB, c *company, handle, eventID string) (events, bytes int) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id := crewlet.TurnWorkflowID(handle, crewlet.WorkKey([]string{eventID}))
+	if err := c.temporal.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
+		tb.Fatalf("turn %s for message %s: %v", id, eventID, err)
+	}
+	iter := c.temporal.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		e, err := iter.Next()
+		if err != nil {
+			tb.Fatalf("history of %s: %v", id, err)
+		}
+		events++
+		bytes += proto.Size(e)
+	}
+	return events, bytes
+}
+
+// Twenty messages in one conversation, each asking for everything said
+// before, so the context and the answer grow with every message: the turn
+// that answers the 20th has the history of the turn that answered the
+// first, give or take a few bytes of counters. A turn carries ids; the
+// conversation lives in Postgres.
+func TestTurnHistoryDoesNotGrowWithTheConversation(t *testing.T) {
+	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(memoryOrg, 32000, "0s")))
+	c.apiServer()
+	c.worker("n1")
+	c.waitAttached(30 * time.Second)
+
+	conv := "history-" + testenv.Suffix()
+	filler := strings.Repeat("words that make the message longer. ", 4)
+	var first, last crewlet.Message
+	var reply string
+	for i := 1; i <= conversationLength; i++ {
+		last = c.send("cto", fmt.Sprintf("what did I tell you? This is message %d: %s", i, filler), inConversation(conv))
+		if i == 1 {
+			first = last
+		}
+		reply = c.waitReply(last, 30*time.Second)
+	}
+	if !strings.Contains(reply, "This is message 1:") || !strings.Contains(reply, fmt.Sprintf("This is message %d:", conversationLength-1)) {
+		t.Fatalf("reply to message %d %q; want it to carry the earlier messages", conversationLength, reply)
+	}
+	events1, bytes1 := turnHistory(t, c, "cto", first.EventID)
+	eventsN, bytesN := turnHistory(t, c, "cto", last.EventID)
+	t.Logf("turn for message 1: %d events, %d bytes; for message %d: %d events, %d bytes (its reply %d bytes)",
+		events1, bytes1, conversationLength, eventsN, bytesN, len(reply))
+	if eventsN > events1+2 || eventsN < events1-2 || bytesN > bytes1+bytes1/10 {
+		t.Fatalf("turn for message %d: %d events, %d bytes of history; want those of message 1's turn (%d events, %d bytes) within 2 events and +10%%",
+			conversationLength, eventsN, bytesN, events1, bytes1)
+	}
+}
