@@ -36,7 +36,7 @@ type zombieEnv struct {
 	mb    *mailbox.Mailbox
 }
 
-func setupZombie(t *testing.T) zombieEnv {
+func setupZombie(t testing.TB) zombieEnv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -50,7 +50,7 @@ func setupZombie(t *testing.T) zombieEnv {
 }
 
 // seat creates the seat's row and mailbox.
-func (e zombieEnv) seat(t *testing.T, handle string) {
+func (e zombieEnv) seat(t testing.TB, handle string) {
 	t.Helper()
 	if err := e.store.EnsureSeat(e.ctx, handle, "worker", crewlet.SeatAgent); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,9 +8,6 @@ import (
 	"time"
 
 	"github.com/crewlet/crewlet"
-	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/mailbox"
-	"github.com/crewlet/crewlet/internal/testenv"
 )
 
 // benchContextOrg is contextOrg with a context far larger than the
@@ -41,7 +37,7 @@ const benchExchanges = 20
 //
 //	go test ./activities -run '^$' -bench ContextAssembly -benchtime 200x
 func BenchmarkContextAssembly(b *testing.B) {
-	e := benchTurnsOrg(b, benchContextOrg)
+	e := setupTurnsOrg(b, benchContextOrg, nil)
 	filler := strings.Repeat("some words of an ordinary message. ", 8)
 	model := &fakeModel{answer: func(req crewlet.ModelRequest) (crewlet.ModelResponse, error) {
 		last := req.Messages[len(req.Messages)-1]
@@ -57,7 +53,7 @@ func BenchmarkContextAssembly(b *testing.B) {
 		if i%3 == 0 {
 			body = fmt.Sprintf("message %d, note this: %s", i, filler)
 		}
-		benchSay(b, e, fmt.Sprintf("long-%d", i), "long", body)
+		e.say(b, fmt.Sprintf("long-%d", i), "long", body)
 	}
 	// Earlier turns leave 2 messages (trigger, answer), 4 with a tool call.
 	wantLong := benchExchanges*2 + benchExchanges/3*2 + 1
@@ -72,7 +68,7 @@ func BenchmarkContextAssembly(b *testing.B) {
 	p50 := map[int]time.Duration{}
 	for _, c := range cases {
 		trigger := fmt.Sprintf("%s-next", c.conv)
-		benchBegin(b, e, trigger, c.conv, "and one more message: "+filler)
+		e.beginIn(b, trigger, c.conv, "and one more message: "+filler)
 		b.Run(fmt.Sprintf("prior=%d", c.prior), func(b *testing.B) {
 			assemble := benchAssembler(b, e, trigger)
 			took := make([]time.Duration, 0, b.N)
@@ -129,92 +125,5 @@ func benchAssembler(b *testing.B, e *turnEnv, eventID string) func() (crewlet.Co
 	system := e.turns.systemPrompt("cto", seat.Role, role)
 	return func() (crewlet.ContextPlan, error) {
 		return e.turns.assemble(e.ctx, "cto", role.Profile, system, catalog, trigger, key, thread)
-	}
-}
-
-// benchTurnsOrg is setupTurnsOrg for a benchmark, which has no *testing.T
-// to pass it.
-func benchTurnsOrg(b *testing.B, orgYAML string) *turnEnv {
-	b.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	b.Cleanup(cancel)
-	st := testenv.Store(b, testenv.Database(b))
-	mb, err := mailbox.Open(ctx, testenv.Stack(b).RedisURL, "actbench"+testenv.Suffix())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = mb.Close() })
-	e := &turnEnv{zombieEnv: zombieEnv{ctx: ctx, store: st, mb: mb}}
-	org, err := config.Parse([]byte(orgYAML))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := st.EnsureSeat(ctx, "cto", "worker", crewlet.SeatAgent); err != nil {
-		b.Fatal(err)
-	}
-	if err := mb.Ensure(ctx, "cto"); err != nil {
-		b.Fatal(err)
-	}
-	e.host = newHost(e.zombieEnv, "n1:aaaa")
-	if e.turns, err = NewTurns(e.host, org, st, mb, nil, discard); err != nil {
-		b.Fatal(err)
-	}
-	e.now = time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC)
-	e.turns.Now = func() time.Time { return e.now }
-	out, err := e.host.Attach(ctx, crewlet.AttachInput{Handle: "cto"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	e.epoch = out.Epoch
-	b.Cleanup(func() { _ = e.host.teardown("cto") })
-	return e
-}
-
-// benchBegin publishes body in conversation conv and begins its turn.
-func benchBegin(b *testing.B, e *turnEnv, eventID, conv, body string) string {
-	b.Helper()
-	id, _, err := e.mb.Publish(e.ctx, crewlet.Message{
-		EventID: eventID, Type: crewlet.MessageChat, From: crewlet.ExternalSender, To: "cto",
-		Conversation: conv, Body: body, SentAt: e.now,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	workKey := crewlet.WorkKey([]string{eventID})
-	if _, err := e.turns.BeginTurn(e.ctx, crewlet.BeginTurnInput{
-		Handle: "cto", Epoch: e.epoch, TurnID: crewlet.TurnWorkflowID("cto", workKey), WorkKey: workKey,
-		Mail: []crewlet.MailRef{{StreamID: id, EventID: eventID}},
-	}); err != nil {
-		b.Fatalf("BeginTurn %s: %v", eventID, err)
-	}
-	return workKey
-}
-
-// benchSay is say for a benchmark: the whole turn over body, rounds with
-// their tool calls until an answer, then finish.
-func benchSay(b *testing.B, e *turnEnv, eventID, conv, body string) {
-	b.Helper()
-	workKey := benchBegin(b, e, eventID, conv, body)
-	for round := 1; ; round++ {
-		if round == 10 {
-			b.Fatalf("%s: no answer in 9 rounds", eventID)
-		}
-		out, err := e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Handle: "cto", Epoch: e.epoch, WorkKey: workKey, Round: round})
-		if err != nil || out.Failed != "" {
-			b.Fatalf("%s round %d: %v %s", eventID, round, err, out.Failed)
-		}
-		if len(out.Calls) == 0 {
-			break
-		}
-		for _, c := range out.Calls {
-			if _, err := e.turns.ToolCall(e.ctx, crewlet.ToolCallInput{Handle: "cto", Epoch: e.epoch, WorkKey: workKey, Round: round, Call: c}); err != nil {
-				b.Fatalf("%s round %d call %s: %v", eventID, round, c.Name, err)
-			}
-		}
-	}
-	if _, err := e.turns.FinishTurn(e.ctx, crewlet.FinishTurnInput{
-		Handle: "cto", Epoch: e.epoch, TurnID: crewlet.TurnWorkflowID("cto", workKey), WorkKey: workKey, Status: crewlet.TurnDone,
-	}); err != nil {
-		b.Fatalf("%s finish: %v", eventID, err)
 	}
 }

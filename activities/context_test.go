@@ -79,21 +79,9 @@ seats:
   - { handle: cto, role: clerk }
 `
 
-// say publishes body in conversation conv and runs the whole turn over it:
-// rounds (with first-party tool calls) until an answer, then finish. It
-// returns the round outputs' failure, if any.
-func (e *turnEnv) say(t *testing.T, eventID, conv, body string) string {
-	t.Helper()
-	failed, err := e.sayErr(t, eventID, conv, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return failed
-}
-
-// sayErr is say that returns a round's error instead of failing the test;
-// the turn is then left unfinished.
-func (e *turnEnv) sayErr(t *testing.T, eventID, conv, body string) (string, error) {
+// beginIn publishes body in conversation conv and begins its turn; it
+// returns the turn's work key.
+func (e *turnEnv) beginIn(t testing.TB, eventID, conv, body string) string {
 	t.Helper()
 	id, _, err := e.mb.Publish(e.ctx, crewlet.Message{
 		EventID: eventID, Type: crewlet.MessageChat, From: crewlet.ExternalSender, To: "cto",
@@ -104,6 +92,26 @@ func (e *turnEnv) sayErr(t *testing.T, eventID, conv, body string) (string, erro
 	}
 	workKey := crewlet.WorkKey([]string{eventID})
 	e.begin(t, workKey, crewlet.MailRef{StreamID: id, EventID: eventID})
+	return workKey
+}
+
+// say publishes body in conversation conv and runs the whole turn over it:
+// rounds (with first-party tool calls) until an answer, then finish. It
+// returns the round outputs' failure, if any.
+func (e *turnEnv) say(t testing.TB, eventID, conv, body string) string {
+	t.Helper()
+	failed, err := e.sayErr(t, eventID, conv, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return failed
+}
+
+// sayErr is say that returns a round's error instead of failing the test;
+// the turn is then left unfinished.
+func (e *turnEnv) sayErr(t testing.TB, eventID, conv, body string) (string, error) {
+	t.Helper()
+	workKey := e.beginIn(t, eventID, conv, body)
 	status, failed := crewlet.TurnDone, ""
 	for round := 1; round < 10; round++ {
 		out, err := e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Handle: "cto", Epoch: e.epoch, WorkKey: workKey, Round: round})

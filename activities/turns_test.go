@@ -49,7 +49,7 @@ func setupTurns(t *testing.T, startTools func(context.Context, string) (ToolSess
 }
 
 // setupTurnsOrg is setupTurns on another org file; it must have a seat cto.
-func setupTurnsOrg(t *testing.T, orgYAML string, startTools func(context.Context, string) (ToolSession, error)) *turnEnv {
+func setupTurnsOrg(t testing.TB, orgYAML string, startTools func(context.Context, string) (ToolSession, error)) *turnEnv {
 	t.Helper()
 	e := &turnEnv{zombieEnv: setupZombie(t)}
 	org, err := config.Parse([]byte(orgYAML))
@@ -86,7 +86,7 @@ func (e *turnEnv) publish(t *testing.T, eventID, body string) crewlet.MailRef {
 	return crewlet.MailRef{StreamID: id, EventID: eventID}
 }
 
-func (e *turnEnv) begin(t *testing.T, workKey string, mail ...crewlet.MailRef) crewlet.BeginTurnOutput {
+func (e *turnEnv) begin(t testing.TB, workKey string, mail ...crewlet.MailRef) crewlet.BeginTurnOutput {
 	t.Helper()
 	out, err := e.turns.BeginTurn(e.ctx, crewlet.BeginTurnInput{
 		Handle: "cto", Epoch: e.epoch, TurnID: crewlet.TurnWorkflowID("cto", workKey), WorkKey: workKey, Mail: mail,

@@ -37,7 +37,7 @@ const conversationLength = 20
 // conversation (TestTurnHistoryDoesNotGrowWithTheConversation asserts that
 // they match).
 //
-//	go test ./internal/e2e -run '^$' -bench ConversationThroughput -benchtime 1x -timeout 20m
+//	go test ./internal/e2e -run '^$' -bench ConversationThroughput -benchtime 1x
 func BenchmarkConversationThroughput(b *testing.B) {
 	d := benchDuration(b)
 	c := newCompany(b, fleetOrg(b, conversationSeats, 0))
