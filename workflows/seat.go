@@ -433,6 +433,12 @@ func (s *seat) readBatch() int {
 }
 
 func (s *seat) readMail(ctx workflow.Context) ([]crewlet.MailRef, error) {
+	// A failed turn's error is about a trigger already acked, so it is no
+	// reason for an entry dead-lettered now.
+	lastError := s.state.LastError
+	if s.state.FailedTurn != "" {
+		lastError = ""
+	}
 	var out crewlet.ReadMailOutput
 	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityReadMail, crewlet.ReadMailInput{
 		Handle:     s.in.Handle,
@@ -440,7 +446,7 @@ func (s *seat) readMail(ctx workflow.Context) ([]crewlet.MailRef, error) {
 		Consumer:   fmt.Sprintf("%s:e%d", s.state.Node, s.state.Epoch),
 		Max:        s.readBatch(),
 		ClearAwake: true,
-		LastError:  s.state.LastError,
+		LastError:  lastError,
 	}).Get(ctx, &out)
 	if err != nil {
 		return nil, err

@@ -1676,6 +1676,14 @@ func TestSeatKeepsTheErrorOfAFailedAndAckedTurn(t *testing.T) {
 	eq(t, "acked at the end", after.acked, ids("m1", "m2"))
 	eq(t, "last error after a good turn", after.state.LastError, "")
 	eq(t, "failed turn after a good turn", after.state.FailedTurn, "")
+	// The acked turn's error is no reason to dead-letter another entry.
+	h.world.mu.Lock()
+	defer h.world.mu.Unlock()
+	for i, e := range h.world.readErrs {
+		if e != "" {
+			t.Errorf("read %d was given last error %q; want none while it reports an acked turn", i, e)
+		}
+	}
 }
 
 // A failed turn backs off min(RetryBackoff, failures*2s) before the seat

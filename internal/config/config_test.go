@@ -77,6 +77,7 @@ func TestExampleOrg(t *testing.T) {
 		Groups                                 []string
 		Results                                []string
 		Tools                                  map[string]string
+		History                                []struct{ Role, Text, From, Body string }
 	}
 	rules := c.Profiles["local"].Rules
 	if len(rules) < 2 {
@@ -86,7 +87,8 @@ func TestExampleOrg(t *testing.T) {
 		re := regexp.MustCompile(rule.Match)
 		tmpl := template.Must(template.New("reply").Option("missingkey=error").Parse(rule.Reply))
 		data := replyData{Text: "x", From: "alice", Handle: "cto", Role: "executive", Conversation: "c1",
-			Groups: make([]string, re.NumSubexp()+1), Results: make([]string, len(rule.Tools)), Tools: map[string]string{}}
+			Groups: make([]string, re.NumSubexp()+1), Results: make([]string, len(rule.Tools)), Tools: map[string]string{},
+			History: []struct{ Role, Text, From, Body string }{{Role: "user", Text: "Message from alice (conversation c1):\n\nhi", From: "alice", Body: "hi"}}}
 		for _, tool := range rule.Tools {
 			data.Tools[tool.Name] = "result"
 		}
