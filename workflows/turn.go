@@ -236,10 +236,14 @@ func (t *turn) finish(ctx workflow.Context) (crewlet.TurnOutput, error) {
 
 func (t *turn) modelContext(ctx workflow.Context) workflow.Context {
 	// The heartbeat timeout notices a model call whose worker died; the
-	// retry on another worker finds the answer if it was recorded.
+	// retry on another worker finds the answer if it was recorded. A
+	// cancelled turn waits for its model call to stop (the call learns of
+	// it at its next heartbeat), so the seat's next tenure never has this
+	// tenure's call still running beside its own.
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: modelCallTimeout,
 		HeartbeatTimeout:    t.in.HeartbeatTimeout,
+		WaitForCancellation: true,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        time.Second,
 			BackoffCoefficient:     2,

@@ -195,7 +195,10 @@ func TestPausedSeatHoldsMailAndAnswersItInOrderAfterResume(t *testing.T) {
 	for _, m := range c.conversation(first.Conversation)[0].Messages {
 		order = append(order, m.Body)
 	}
-	want := []string{"one", "[cto] one", "two", "[cto] two", "three", "[cto] three"}
+	// The held messages are answered in one turn: each takes its place in
+	// the transcript when the turn begins, and the answers follow, in the
+	// same order.
+	want := []string{"one", "two", "three", "[cto] one", "[cto] two", "[cto] three"}
 	if !slices.Equal(order, want) {
 		t.Fatalf("transcript = %q; want %q (each message once, answered once, in order)", order, want)
 	}
