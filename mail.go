@@ -28,7 +28,9 @@ type Message struct {
 	// ChatID is the message's identity on the chat system it came from, when
 	// one carried it; the completion ledger records it beside the event id, so
 	// the same chat message delivered twice is answered once.
-	ChatID string    `json:"chat_id,omitempty"`
+	ChatID string `json:"chat_id,omitempty"`
+	// Ticket is the delegation a ticket request or notice is about.
+	Ticket string    `json:"ticket,omitempty"`
 	Body   string    `json:"body"`
 	SentAt time.Time `json:"sent_at"`
 	// Deliveries is how many times the mailbox handed this entry out,

@@ -179,7 +179,7 @@ func TestHostRefusesSeatsItDoesNotHost(t *testing.T) {
 	e.seat(t, "cto")
 	n1 := newHost(e, "n1:aaaa")
 	n2 := newHost(e, "n2:bbbb")
-	turns, err := NewTurns(n1, &config.Config{}, e.store, e.mb, nil, discard)
+	turns, err := NewTurns(n1, &config.Config{}, e.store, e.mb, nil, nil, discard)
 	if err != nil {
 		t.Fatal(err)
 	}

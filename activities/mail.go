@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/store"
 )
@@ -14,6 +15,8 @@ import (
 type Mail struct {
 	Store   *store.Store
 	Mailbox *mailbox.Mailbox
+	// Tickets fails the ticket of a request that is dead-lettered.
+	Tickets *control.Tickets
 	Log     *slog.Logger
 }
 
@@ -32,6 +35,14 @@ func (a *Mail) ReadMail(ctx context.Context, in crewlet.ReadMailInput) (crewlet.
 		a.recordEvent(ctx, in.Handle, "dead_lettered", dl.Message.EventID, map[string]any{
 			"reason": dl.Reason, "deliveries": dl.Deliveries, "stream_id": dl.StreamID,
 		})
+		if dl.Message.Type == crewlet.MessageTicket {
+			// Nobody will serve it now: the delegator hears why. A failure
+			// here is logged; the request is in the dead letters, and a
+			// requeue serves the ticket only while it is still open.
+			if _, _, err := a.Tickets.End(ctx, dl.Message.Ticket, crewlet.TicketFailed, "its request was dead-lettered: "+dl.Reason); err != nil {
+				a.Log.Warn("ticket_unfailed", "seat", in.Handle, "ticket", dl.Message.Ticket, "error", err)
+			}
+		}
 	}
 	if err != nil {
 		return crewlet.ReadMailOutput{}, err

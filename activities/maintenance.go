@@ -3,10 +3,12 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/store"
 )
@@ -16,6 +18,9 @@ type Maintenance struct {
 	Store   *store.Store
 	Mailbox *mailbox.Mailbox
 	Org     *config.Config
+	// Tickets fails the tickets of seats gone from the org and expires old
+	// ones.
+	Tickets *control.Tickets
 	Log     *slog.Logger
 }
 
@@ -32,8 +37,15 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 		return out, err
 	}
 	out.MailboxesAbsent, out.MailboxesReturned = absent, returned
+	var errs []error
 	for _, seat := range absent {
 		a.Log.Info("seat_mailbox_absent", "seat", seat, "retired_after", a.Org.Mailbox.RetireAfter)
+		if err := a.Tickets.FailTarget(ctx, seat, fmt.Sprintf("seat %s is no longer in the org", seat)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if out.TicketsExpired, err = a.Tickets.Expire(ctx, a.Org.Tickets.ExpireAfter); err != nil {
+		errs = append(errs, err)
 	}
 	for _, seat := range returned {
 		a.Log.Info("seat_mailbox_returned", "seat", seat)
@@ -42,7 +54,6 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 	if err != nil {
 		return out, err
 	}
-	var errs []error
 	for _, seat := range expired {
 		retired, err := a.Store.RetireMailbox(ctx, seat, a.Org.Mailbox.RetireAfter, func(ctx context.Context) error {
 			return a.Mailbox.Delete(ctx, seat)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/testenv"
 )
@@ -61,7 +62,7 @@ seats: [ { handle: cto, role: clerk } ]
 		}
 	}
 
-	out, err := (&Maintenance{Store: st, Mailbox: mb, Org: org, Log: discard}).Maintenance(ctx)
+	out, err := (&Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: control.NewTickets(nil, st, discard), Log: discard}).Maintenance(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

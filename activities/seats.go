@@ -12,6 +12,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/placement"
 	"github.com/crewlet/crewlet/internal/store"
 )
@@ -21,6 +22,8 @@ import (
 type Seats struct {
 	Store *store.Store
 	Org   *config.Config
+	// Tickets fails the open tickets of a seat that stopped.
+	Tickets *control.Tickets
 	// LiveWithin is the host heartbeat timeout: a node whose presence row is
 	// older is not live.
 	LiveWithin time.Duration
@@ -68,8 +71,20 @@ func Snapshot(org *config.Config, nodes []store.NodeRow, hosts map[string]string
 
 // SetSeatStatus records the seat's lifecycle status, fenced by epoch.
 func (a *Seats) SetSeatStatus(ctx context.Context, in crewlet.SeatStatusInput) error {
-	return fence(a.Log, in.Handle, in.Epoch, a.Store.SetStatus(ctx, in.Handle, in.Epoch, in.Status))
+	if err := a.Store.SetStatus(ctx, in.Handle, in.Epoch, in.Status); err != nil {
+		return fence(a.Log, in.Handle, in.Epoch, err)
+	}
+	if in.Status == seatStopped {
+		// A seat that left the org will serve nothing: a certain teardown,
+		// so its tickets fail, asking ones too, and their delegators hear.
+		return a.Tickets.FailTarget(ctx, in.Handle, fmt.Sprintf("seat %s was removed from the org and stopped", in.Handle))
+	}
+	return nil
 }
+
+// seatStopped is the status the seat workflow records when its seat left
+// the org.
+const seatStopped = "stopped"
 
 // fence turns a stale-epoch refusal into the non-retryable error the seat
 // workflow recognises; other errors pass through and are retried.

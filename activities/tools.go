@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tools"
 )
@@ -17,7 +18,14 @@ const (
 	toolSendMessage = "send_message"
 	toolDiaryWrite  = "diary_write"
 	toolRecall      = "recall"
+	toolDelegate    = "delegate"
+	toolTickets     = "tickets"
 )
+
+// keyedTools are the first-party writes keyed on the call's idempotency
+// key: calling one again does nothing more, so a call whose first attempt
+// left no result is made again instead of being reported unknown.
+var keyedTools = map[string]bool{toolSendMessage: true, toolDiaryWrite: true, toolDelegate: true}
 
 // recallLimit is the most memories one recall returns.
 const recallLimit = 10
@@ -33,6 +41,19 @@ func firstPartyTools() []crewlet.ToolSpec {
 			Name:        toolDiaryWrite,
 			Description: "Write an entry in your diary, to recall in later turns. Writing the same text twice keeps one entry.",
 			Schema:      json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","description":"the entry"}},"required":["text"]}`),
+		},
+		{
+			Name: toolDelegate,
+			Description: "Hand a task to another seat as a ticket. `to` is a seat handle, or role:NAME for the seat of that role with the least open work. " +
+				"It returns the ticket id at once; when the ticket is done or fails you get a notice that starts a new turn, with the reply. " +
+				"When a task comes to you as a ticket, your final answer is its reply.",
+			Schema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string","description":"a seat handle or role:NAME"},"task":{"type":"string","description":"what to do, with everything needed to do it"}},"required":["to","task"]}`),
+		},
+		{
+			Name:        toolTickets,
+			Description: "List your open tickets: those you delegated and those you serve, with their phase.",
+			Schema:      json.RawMessage(`{"type":"object","properties":{}}`),
+			ReadOnly:    true,
 		},
 		{
 			Name:        toolRecall,
@@ -67,7 +88,7 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 	if err != nil {
 		return out, err
 	}
-	_, thread, err := threadOf(turn, in.Thread)
+	trigger, thread, err := threadOf(turn, in.Thread)
 	if err != nil {
 		return out, err
 	}
@@ -90,13 +111,13 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 		if err != nil {
 			return out, err
 		}
-		if !first {
+		if !first && !keyedTools[call.Name] {
 			out.Unknown, out.IsError = true, true
 			return out, a.recordResult(ctx, in, thread, call, tools.Result{Text: outcomeUnknown, IsError: true})
 		}
 	}
 	idempotencyKey := fmt.Sprintf("%s:%d:%d", thread, in.Round, in.Call.Call)
-	res, err := a.callTool(ctx, in.Handle, call, idempotencyKey)
+	res, err := a.callTool(ctx, in.Handle, trigger.Conversation, call, idempotencyKey)
 	if err != nil {
 		if in.Call.ReadOnly {
 			return out, err // retried by the turn's retry policy
@@ -129,7 +150,7 @@ func (a *Turns) recordResult(ctx context.Context, in crewlet.ToolCallInput, thre
 // callTool runs a first-party tool or an MCP tool. A call refused before it
 // reached anything (unknown tool, bad arguments) is an error result the
 // model sees; an error return means the outcome is unknown.
-func (a *Turns) callTool(ctx context.Context, handle string, call crewlet.ToolCall, idempotencyKey string) (tools.Result, error) {
+func (a *Turns) callTool(ctx context.Context, handle, conversation string, call crewlet.ToolCall, idempotencyKey string) (tools.Result, error) {
 	switch call.Name {
 	case toolSendMessage:
 		return a.sendMessage(ctx, handle, call.Args, idempotencyKey)
@@ -144,6 +165,10 @@ func (a *Turns) callTool(ctx context.Context, handle string, call crewlet.ToolCa
 			return tools.Result{}, err
 		}
 		return tools.Result{Text: "written"}, nil
+	case toolDelegate:
+		return a.delegate(ctx, handle, conversation, call.Args, idempotencyKey)
+	case toolTickets:
+		return a.openTickets(ctx, handle)
 	case toolRecall:
 		var args struct {
 			Query string `json:"query"`
@@ -206,6 +231,56 @@ func (a *Turns) sendMessage(ctx context.Context, from string, raw json.RawMessag
 		return tools.Result{}, err
 	}
 	return tools.Result{Text: fmt.Sprintf("sent to %s (conversation %s)", msg.To, msg.Conversation)}, nil
+}
+
+// delegate opens a ticket from the seat, in the conversation the seat is
+// answering, keyed on the call's idempotency key: the same call again
+// returns the same ticket.
+func (a *Turns) delegate(ctx context.Context, from, conversation string, raw json.RawMessage, idempotencyKey string) (tools.Result, error) {
+	var args struct {
+		To   string `json:"to"`
+		Task string `json:"task"`
+	}
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return refused(`delegate needs {"to": "<seat handle or role:NAME>", "task": "..."}`), nil
+	}
+	ticket, err := a.tickets.Open(ctx, control.OpenTicketRequest{
+		Key: "tool:" + from + ":" + idempotencyKey, From: from, To: args.To, Task: args.Task, Conversation: conversation,
+	})
+	switch crewlet.ErrorCode(err) {
+	case "":
+	case crewlet.EINVALID, crewlet.ENOTFOUND:
+		return refused(crewlet.ErrorMessage(err)), nil
+	default:
+		return tools.Result{}, err
+	}
+	to := ticket.To
+	if ticket.RoutedFrom != "" {
+		to += " (routed from " + ticket.RoutedFrom + ")"
+	}
+	return tools.Result{Text: fmt.Sprintf("Ticket %s opened for %s; it is %s. You will get a notice with the reply when it is done or fails.", ticket.ID, to, ticket.Phase)}, nil
+}
+
+// openTickets lists the seat's open tickets in both directions.
+func (a *Turns) openTickets(ctx context.Context, handle string) (tools.Result, error) {
+	var b strings.Builder
+	for _, dir := range []struct {
+		title  string
+		filter store.TicketFilter
+	}{
+		{"You delegated", store.TicketFilter{From: handle, Open: true}},
+		{"You serve", store.TicketFilter{To: handle, Open: true}},
+	} {
+		list, err := a.store.Tickets(ctx, dir.filter)
+		if err != nil {
+			return tools.Result{}, err
+		}
+		fmt.Fprintf(&b, "%s: %d open\n", dir.title, len(list))
+		for _, t := range list {
+			fmt.Fprintf(&b, "- %s %s → %s, %s since %s: %s\n", t.ID, t.From, t.To, t.Phase, t.CreatedAt.UTC().Format("2006-01-02 15:04"), clip(t.Task))
+		}
+	}
+	return tools.Result{Text: strings.TrimSuffix(b.String(), "\n")}, nil
 }
 
 func refused(text string) tools.Result { return tools.Result{Text: text, IsError: true} }

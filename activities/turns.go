@@ -30,6 +30,7 @@ import (
 // under a key of the work, so a step run twice does its work once.
 type Turns struct {
 	host    *Host
+	tickets *control.Tickets
 	org     *config.Config
 	store   *store.Store
 	mailbox *mailbox.Mailbox
@@ -41,7 +42,7 @@ type Turns struct {
 }
 
 // NewTurns builds the model of every profile in org once.
-func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailbox, ctl *control.Control, log *slog.Logger) (*Turns, error) {
+func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailbox, ctl *control.Control, tickets *control.Tickets, log *slog.Logger) (*Turns, error) {
 	probe, err := model.OpenProbe(host.Incarnation)
 	if err != nil {
 		return nil, err
@@ -54,7 +55,7 @@ func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailb
 		}
 		models[name] = m
 	}
-	return &Turns{host: host, org: org, store: st, mailbox: mb, control: ctl, models: models, log: log, Now: time.Now}, nil
+	return &Turns{host: host, org: org, store: st, mailbox: mb, control: ctl, tickets: tickets, models: models, log: log, Now: time.Now}, nil
 }
 
 // Keys of a turn's messages in Postgres, one per step that wrote them.
@@ -180,8 +181,13 @@ func (a *Turns) CheckBudget(ctx context.Context, in crewlet.CheckBudgetInput) (*
 // triggerText is how a trigger, or a reply the seat received, reads to the
 // model.
 func triggerText(m crewlet.Message) string {
-	if m.Type == crewlet.MessageReply {
+	switch m.Type {
+	case crewlet.MessageReply:
 		return fmt.Sprintf("Reply from %s to your message (conversation %s):\n\n%s", m.From, m.Conversation, m.Body)
+	case crewlet.MessageTicket:
+		return crewlet.TicketRequestText(crewlet.Ticket{ID: m.Ticket, From: m.From, Conversation: m.Conversation, Task: m.Body})
+	case crewlet.MessageTicketNotice:
+		return fmt.Sprintf("Notice about your ticket %s (conversation %s):\n\n%s", m.Ticket, m.Conversation, m.Body)
 	}
 	return fmt.Sprintf("Message from %s (conversation %s):\n\n%s", m.From, m.Conversation, m.Body)
 }
@@ -520,6 +526,10 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 		return out, err
 	}
 	replies := map[int]string{}
+	// answered marks the threads that ended in the model's own answer, not
+	// a note (stopped, out of rounds, refused): only such an answer settles
+	// a ticket.
+	answered := map[int]bool{}
 	for thread := range turn.Threads {
 		_, key, err := threadOf(turn, thread)
 		if err != nil {
@@ -530,6 +540,7 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 			return out, err
 		}
 		text, finished := answerOf(msgs)
+		answered[turn.Threads[thread]] = finished && msgs[len(msgs)-1].Message.Role == "assistant"
 		if !finished && in.Note != "" {
 			note, err := a.store.AppendTurnMessage(ctx, in.Handle, key, store.TurnMessage{
 				Key: noteKey, Message: crewlet.ChatMessage{Role: "note", Content: in.Note},
@@ -577,9 +588,18 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 	if err := a.store.AppendMessages(ctx, in.WorkKey, transcript...); err != nil {
 		return out, err
 	}
+	tickets := map[string]crewlet.Message{}
+	for i, trigger := range turn.Mail {
+		if _, isThread := replies[i]; isThread && trigger.Type == crewlet.MessageTicket {
+			tickets[trigger.EventID] = trigger
+		}
+	}
 	for _, r := range transcript {
 		if r.From != in.Handle {
 			continue
+		}
+		if _, ok := tickets[r.InReplyTo]; ok {
+			continue // the ticket's notice tells its delegator, below
 		}
 		if _, ok := a.org.Seat(r.To); !ok {
 			continue // the sender is not a seat: the transcript is where the reply lives
@@ -587,6 +607,9 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 		if _, err := a.control.Deliver(ctx, r); err != nil {
 			return out, fmt.Errorf("deliver reply to %s: %w", r.To, err)
 		}
+	}
+	if err := a.closeTickets(ctx, turn, replies, answered); err != nil {
+		return out, err
 	}
 	crashPoint("after_publish", in.Handle)
 	a.remember(ctx, in, exchanges, counterparties)
@@ -683,6 +706,29 @@ func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error
 		return err
 	}
 	a.log.Info("turn_reflected", "seat", in.Handle, "turn", in.TurnID, "kept", true)
+	return nil
+}
+
+// closeTickets ends the tickets the turn served: the model's answer settles
+// one (exactly one reply settles a ticket), and a thread that ended in a
+// note instead (stopped, out of rounds, refused, the turn failed) fails it
+// with that note. Either way the delegator is told.
+func (a *Turns) closeTickets(ctx context.Context, turn store.TurnRow, replies map[int]string, answered map[int]bool) error {
+	for i, trigger := range turn.Mail {
+		text, isThread := replies[i]
+		if !isThread || trigger.Type != crewlet.MessageTicket {
+			continue
+		}
+		var err error
+		if answered[i] {
+			_, _, err = a.tickets.Settle(ctx, trigger.Ticket, text)
+		} else {
+			_, _, err = a.tickets.End(ctx, trigger.Ticket, crewlet.TicketFailed, "the turn serving it ended without an answer: "+text)
+		}
+		if err != nil {
+			return fmt.Errorf("close ticket %s: %w", trigger.Ticket, err)
+		}
+	}
 	return nil
 }
 

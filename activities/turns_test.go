@@ -59,7 +59,7 @@ func setupTurnsOrg(t testing.TB, orgYAML string, startTools func(context.Context
 	e.seat(t, "cto")
 	e.host = newHost(e.zombieEnv, "n1:aaaa")
 	e.host.StartTools = startTools
-	if e.turns, err = NewTurns(e.host, org, e.store, e.mb, nil, discard); err != nil {
+	if e.turns, err = NewTurns(e.host, org, e.store, e.mb, nil, nil, discard); err != nil {
 		t.Fatal(err)
 	}
 	e.now = time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC) // 23:30 in Berlin

@@ -26,6 +26,7 @@ type Server struct {
 	Org      *config.Config
 	Control  *control.Control
 	Store    *store.Store
+	Tickets  *control.Tickets
 	Mailbox  *mailbox.Mailbox
 	Temporal client.Client
 	Log      *slog.Logger
@@ -61,6 +62,10 @@ func (s *Server) Handler() http.Handler {
 	})
 	r.Get("/turns/{handle}/{work_key}", s.getTurn)
 	r.Get("/conversations/{id}", s.getConversation)
+	r.Post("/tickets", s.openTicket)
+	r.Get("/tickets", s.listTickets)
+	r.Get("/tickets/{id}", s.getTicket)
+	r.Post("/tickets/{id}/cancel", s.cancelTicket)
 	r.Get("/nodes", s.listNodes)
 	r.Get("/deadletters", s.listDeadLetters)
 	r.Post("/deadletters/{id}/requeue", s.requeueDeadLetter)

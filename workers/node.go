@@ -104,7 +104,8 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 			return startTools(ctx, org, handle, n.log)
 		},
 	}
-	turns, err := activities.NewTurns(n.host, org, st, mb, ctl, n.log)
+	tickets := control.NewTickets(ctl, st, n.log)
+	turns, err := activities.NewTurns(n.host, org, st, mb, ctl, tickets, n.log)
 	if err != nil {
 		return nil, err
 	}
@@ -114,10 +115,10 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		return nil, err
 	}
 	deps := Deps{
-		Seats:       &activities.Seats{Store: st, Org: org, LiveWithin: hb, Log: n.log},
-		Mail:        &activities.Mail{Store: st, Mailbox: mb, Log: n.log},
+		Seats:       &activities.Seats{Store: st, Org: org, Tickets: tickets, LiveWithin: hb, Log: n.log},
+		Mail:        &activities.Mail{Store: st, Mailbox: mb, Tickets: tickets, Log: n.log},
 		Rebalance:   &activities.Rebalance{Store: st, Org: org, Temporal: tc, LiveWithin: hb, MaxMoves: org.Nodes.RebalanceMaxMoves, Log: n.log},
-		Maintenance: &activities.Maintenance{Store: st, Mailbox: mb, Org: org, Log: n.log},
+		Maintenance: &activities.Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tickets, Log: n.log},
 		Host:        n.host,
 		Turns:       turns,
 	}

@@ -38,6 +38,14 @@ Client commands (talk to the API at --api URL, default $CREWLET_API or http://12
                                 a seat's diary, episodes and counterparties, newest first;
                                 --kind diary|episodes|counterparties pages one list
   turn show TURN-ID             a turn's model transcript per thread and its charter receipts
+  ask TARGET TASK [--wait D] [--from SEAT] [--conversation ID]
+                                open a ticket to a seat or role:NAME (POST /tickets) and print
+                                its reply; --wait 0 returns once it is open
+  tickets ls [--from H] [--to H] [--phase P] [--open] [--limit N]
+                                tickets, newest first (GET /tickets)
+  tickets show ID               one ticket (GET /tickets/{id})
+  tickets cancel ID [--reason TEXT] [--by NAME]
+                                cancel an open ticket; its delegator is told (POST /tickets/{id}/cancel)
   deadletters ls                mail the seats gave up on, with reason and delivery count
   deadletters requeue ID        put a dead letter back in its seat's mailbox with a fresh budget
   nodes ls [--all]              list worker nodes: labels, seats held, fair share, heartbeat age
@@ -136,6 +144,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runNodesDrain(ctx, rest[1:], stdout)
 		}
 		return usageError{fmt.Sprintf("unknown nodes command %q; use ls or drain", rest[0])}
+	case "ask":
+		return runAsk(ctx, rest, stdout)
+	case "tickets":
+		if len(rest) == 0 {
+			return usageError{"usage: crewlet tickets ls | tickets show ID | tickets cancel ID"}
+		}
+		switch rest[0] {
+		case "ls":
+			return runTicketsList(ctx, rest[1:], stdout)
+		case "show":
+			return runTicketShow(ctx, rest[1:], stdout)
+		case "cancel":
+			return runTicketCancel(ctx, rest[1:], stdout)
+		}
+		return usageError{fmt.Sprintf("unknown tickets command %q; use ls, show or cancel", rest[0])}
 	case "send":
 		return runSend(ctx, rest, stdout)
 	case "inbox":

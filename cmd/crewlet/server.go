@@ -150,7 +150,8 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 			}
 			return fmt.Errorf("api: listen on %s: %w", d.org.API.Listen, err)
 		}
-		h := &api.Server{Org: d.org, Control: d.control, Store: d.store, Mailbox: d.mailbox, Temporal: d.temporal, Log: log}
+		h := &api.Server{Org: d.org, Control: d.control, Store: d.store, Tickets: control.NewTickets(d.control, d.store, log),
+			Mailbox: d.mailbox, Temporal: d.temporal, Log: log}
 		srv = &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- srv.Serve(ln) }()
 		log.Info("api_listening", "addr", ln.Addr().String())

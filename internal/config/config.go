@@ -20,6 +20,7 @@ type Config struct {
 	Mailbox     Mailbox            `mapstructure:"mailbox"`
 	Nodes       Nodes              `mapstructure:"nodes"`
 	Maintenance Maintenance        `mapstructure:"maintenance"`
+	Tickets     Tickets            `mapstructure:"tickets"`
 	Profiles    map[string]Profile `mapstructure:"profiles"`
 	Roles       map[string]Role    `mapstructure:"roles"`
 	Seats       []Seat             `mapstructure:"seats"`
@@ -148,6 +149,13 @@ type Maintenance struct {
 	// stopped, or stopped beating, is kept. A live node's row is never
 	// older than the heartbeat timeout, far below the 1h floor. 1h to 87600h.
 	NodeRetention time.Duration `mapstructure:"node_retention"`
+}
+
+// Tickets times delegation tickets (DESIGN §8).
+type Tickets struct {
+	// ExpireAfter ends a ticket still open this long after it was opened
+	// (expired), and tells its delegator. 1m to 8760h.
+	ExpireAfter time.Duration `mapstructure:"expire_after"`
 }
 
 // Providers a profile may name.

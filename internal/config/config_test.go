@@ -334,6 +334,15 @@ roles:
 			not: []string{"profiles.local.api_key_env", "profiles.badurl.api_key_env", "sk-test-value", "u:pw"},
 		},
 		{
+			name: "reserved handles",
+			yaml: `company: { name: acme }
+seats: [ { handle: operator, kind: human }, { handle: tickets, kind: human } ]`,
+			want: []string{
+				`seats[0].handle: "operator" is reserved: crewlet sends mail under that name`,
+				`seats[1].handle: "tickets" is reserved: crewlet sends mail under that name`,
+			},
+		},
+		{
 			name: "context budgets",
 			yaml: minimal + `profiles:
   small: { provider: scripted, context_tokens: 255 }

@@ -59,6 +59,8 @@ var defaults = map[string]any{
 	"maintenance.counterparty_retention": 8760 * time.Hour,
 	"maintenance.node_retention":         168 * time.Hour,
 
+	"tickets.expire_after": 24 * time.Hour,
+
 	"company.budget.tokens_per_day":   0,
 	"company.budget.tokens_per_week":  0,
 	"company.budget.tokens_per_month": 0,

@@ -25,6 +25,12 @@ const (
 	AnthropicBaseURL = "https://api.anthropic.com"
 )
 
+// Bounds of tickets.expire_after.
+const (
+	minTicketExpiry = time.Minute
+	maxTicketExpiry = 8760 * time.Hour
+)
+
 // Bounds of a profile's context_tokens.
 const (
 	minContextTokens = 256
@@ -212,6 +218,7 @@ func (c *Config) problems() []*Problem {
 	} {
 		checkDuration(r.path, r.val, minRetention, maxRetention)
 	}
+	checkDuration("tickets.expire_after", c.Tickets.ExpireAfter, minTicketExpiry, maxTicketExpiry)
 	// Compared only when both are in range: one that is not is reported
 	// already, and setting it right may settle this too.
 	inRange := func(v, lo, hi time.Duration) bool { return v >= lo && v <= hi }
@@ -318,6 +325,8 @@ func (c *Config) problems() []*Problem {
 			add(base+".handle", "required")
 		case !crewlet.ValidName(s.Handle):
 			add(base+".handle", "invalid handle %q; names must be %s", s.Handle, crewlet.NamePattern)
+		case s.Handle == crewlet.ExternalSender || s.Handle == crewlet.TicketSender:
+			add(base+".handle", "%q is reserved: crewlet sends mail under that name; choose another handle", s.Handle)
 		}
 		if s.Handle != "" {
 			if j, dup := first[s.Handle]; dup {

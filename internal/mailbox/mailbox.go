@@ -276,6 +276,7 @@ func encode(msg crewlet.Message) []any {
 		"conversation", msg.Conversation,
 		"in_reply_to", msg.InReplyTo,
 		"chat_id", msg.ChatID,
+		"ticket", msg.Ticket,
 		"body", msg.Body,
 		"sent_at", msg.SentAt.UTC().Format(time.RFC3339Nano),
 	}
@@ -304,6 +305,7 @@ func decode(e redis.XMessage) crewlet.Message {
 		Conversation: field("conversation"),
 		InReplyTo:    field("in_reply_to"),
 		ChatID:       field("chat_id"),
+		Ticket:       field("ticket"),
 		Body:         field("body"),
 		SentAt:       sentAt,
 	}

@@ -1,0 +1,162 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/store"
+)
+
+// OpenTicketRequest is the body of POST /tickets.
+type OpenTicketRequest struct {
+	// To is an agent seat or "role:NAME".
+	To   string `json:"to"`
+	Task string `json:"task"`
+	// From is the asking person's human seat; empty asks as "operator".
+	From         string `json:"from"`
+	Conversation string `json:"conversation"`
+	// Wait holds the request open until the ticket ends, for at most this
+	// long ("5m"; at most maxTicketWait): 200 with the ended ticket, or 202
+	// with it still open. Empty answers 202 at once.
+	Wait string `json:"wait"`
+}
+
+// CancelTicketRequest is the body of POST /tickets/{id}/cancel.
+type CancelTicketRequest struct {
+	Reason string `json:"reason"`
+	By     string `json:"by"`
+}
+
+// maxTicketWait bounds a POST /tickets long-poll.
+const maxTicketWait = 10 * time.Minute
+
+// ticketPoll is how often a long-poll looks at its ticket.
+const ticketPoll = 200 * time.Millisecond
+
+func (s *Server) openTicket(w http.ResponseWriter, r *http.Request) {
+	var req OpenTicketRequest
+	if err := readJSON(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	var wait time.Duration
+	if req.Wait != "" {
+		d, err := time.ParseDuration(req.Wait)
+		if err != nil || d < 0 || d > maxTicketWait {
+			writeError(w, crewlet.Errorf(crewlet.EINVALID, "wait must be a duration from 0s to %s such as \"5m\", got %q", maxTicketWait, req.Wait))
+			return
+		}
+		wait = d
+	}
+	ticket, err := s.Tickets.Open(r.Context(), control.OpenTicketRequest{
+		From: req.From, To: req.To, Task: req.Task, Conversation: req.Conversation,
+	})
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	if wait > 0 {
+		if ticket, err = s.awaitTicket(r.Context(), ticket, wait); err != nil {
+			s.logError(w, r, err)
+			return
+		}
+	}
+	status := http.StatusAccepted
+	if !ticket.Phase.Open() {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, ticket)
+}
+
+// awaitTicket waits until the ticket ended or wait passed, and returns it as
+// it stands then.
+func (s *Server) awaitTicket(ctx context.Context, ticket crewlet.Ticket, wait time.Duration) (crewlet.Ticket, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(ticketPoll)
+	defer tick.Stop()
+	for ticket.Phase.Open() {
+		select {
+		case <-ctx.Done():
+			return ticket, nil
+		case <-tick.C:
+		}
+		t, err := s.Store.Ticket(context.WithoutCancel(ctx), ticket.ID)
+		if err != nil {
+			return ticket, err
+		}
+		ticket = t
+	}
+	return ticket, nil
+}
+
+func (s *Server) listTickets(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, err := limitParam(r, 50, maxLimit)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	f := store.TicketFilter{From: q.Get("from"), To: q.Get("to"), Phase: crewlet.TicketPhase(q.Get("phase")), Limit: limit}
+	switch v := q.Get("open"); v {
+	case "", "false":
+	case "true":
+		f.Open = true
+	default:
+		writeError(w, crewlet.Errorf(crewlet.EINVALID, "open must be true or false, got %q", v))
+		return
+	}
+	if f.Phase != "" && !f.Phase.Valid() {
+		writeError(w, crewlet.Errorf(crewlet.EINVALID, "phase must be one of %v, got %q", crewlet.TicketPhases, f.Phase))
+		return
+	}
+	tickets, err := s.Store.Tickets(r.Context(), f)
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	if tickets == nil {
+		tickets = []crewlet.Ticket{}
+	}
+	writeJSON(w, http.StatusOK, tickets)
+}
+
+func (s *Server) getTicket(w http.ResponseWriter, r *http.Request) {
+	ticket, err := s.Store.Ticket(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ticket)
+}
+
+func (s *Server) cancelTicket(w http.ResponseWriter, r *http.Request) {
+	var req CancelTicketRequest
+	if err := readJSON(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	by := req.By
+	if by == "" {
+		by = crewlet.ExternalSender
+	}
+	reason := "cancelled by " + by
+	if req.Reason != "" {
+		reason += ": " + req.Reason
+	}
+	ticket, ended, err := s.Tickets.End(r.Context(), chi.URLParam(r, "id"), crewlet.TicketCancelled, reason)
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	if !ended {
+		writeError(w, crewlet.Errorf(crewlet.ECONFLICT, "ticket %s is %s already; only a pending or asking ticket can be cancelled", ticket.ID, ticket.Phase))
+		return
+	}
+	writeJSON(w, http.StatusOK, ticket)
+}

@@ -1,0 +1,225 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/store"
+)
+
+// Tickets opens delegation tickets and tells delegators how they ended
+// (DESIGN §8). Every phase change is one statement in the store; this adds
+// the mail around it.
+type Tickets struct {
+	control *Control
+	store   *store.Store
+	log     *slog.Logger
+}
+
+// NewTickets builds the ticket service over the seats' mailboxes and store.
+func NewTickets(c *Control, st *store.Store, log *slog.Logger) *Tickets {
+	return &Tickets{control: c, store: st, log: log}
+}
+
+// OpenTicketRequest opens a ticket.
+type OpenTicketRequest struct {
+	// Key identifies the request: opening again with the same key returns
+	// the same ticket and sends nothing more. Empty makes a fresh one.
+	Key string
+	// From is the opening seat, a person's human seat, or empty for the
+	// operator.
+	From string
+	// To is a seat handle or "role:NAME".
+	To           string
+	Task         string
+	Conversation string
+}
+
+// maxTaskBytes bounds a ticket's task; the request travels in one mailbox
+// entry and reads into every round of the turn serving it.
+const maxTaskBytes = 64 << 10
+
+// Open validates a ticket request, routes it, records the ticket pending and
+// puts its request in the target's mailbox.
+func (t *Tickets) Open(ctx context.Context, req OpenTicketRequest) (crewlet.Ticket, error) {
+	task := strings.TrimSpace(req.Task)
+	switch {
+	case task == "":
+		return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "task is empty; say what to do")
+	case len(task) > maxTaskBytes:
+		return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "task is %d bytes; at most %d", len(task), maxTaskBytes)
+	}
+	from, fromSeat := req.From, false
+	switch {
+	case from == "" || from == crewlet.ExternalSender:
+		from = crewlet.ExternalSender
+	default:
+		s, ok := t.control.org.Seat(from)
+		if !ok {
+			return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "from: no seat %q; leave it empty to ask as %s", from, crewlet.ExternalSender)
+		}
+		fromSeat = s.Kind == string(crewlet.SeatAgent)
+	}
+	to, routedFrom, err := t.route(ctx, req.To)
+	if err != nil {
+		return crewlet.Ticket{}, err
+	}
+	if to == from {
+		return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "%s cannot open a ticket to itself", from)
+	}
+	key := req.Key
+	if key == "" {
+		key = uuid.NewString()
+	}
+	conv := req.Conversation
+	if conv == "" {
+		conv = uuid.NewString()
+	}
+	ticket, created, err := t.store.CreateTicket(ctx, key, crewlet.Ticket{
+		From: from, FromSeat: fromSeat, To: to, RoutedFrom: routedFrom, Task: task, Conversation: conv,
+	})
+	if err != nil {
+		return crewlet.Ticket{}, err
+	}
+	if created {
+		t.log.Info("ticket_opened", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To, "routed_from", ticket.RoutedFrom)
+	}
+	// Published again on a repeat: the event id is the ticket's, so a
+	// request whose first publish was lost arrives once.
+	if _, err := t.control.Deliver(ctx, crewlet.Message{
+		EventID: ticket.RequestEvent, Type: crewlet.MessageTicket, From: ticket.From, To: ticket.To,
+		Conversation: ticket.Conversation, Ticket: ticket.ID, Body: ticket.Task, SentAt: ticket.CreatedAt.UTC(),
+	}); err != nil {
+		return crewlet.Ticket{}, err
+	}
+	return ticket, nil
+}
+
+// route resolves a target: a seat that runs turns, or "role:NAME" to the
+// agent seat of that role serving the fewest open tickets (ties by handle).
+func (t *Tickets) route(ctx context.Context, to string) (handle, routedFrom string, err error) {
+	role, byRole := strings.CutPrefix(to, crewlet.RolePrefix)
+	if !byRole {
+		s, err := t.control.seat(to)
+		if err != nil {
+			return "", "", err
+		}
+		if s.Kind != string(crewlet.SeatAgent) {
+			return "", "", crewlet.Errorf(crewlet.EINVALID, "%s is a human seat; a ticket goes to an agent seat or a role (role:NAME)", to)
+		}
+		return s.Handle, "", nil
+	}
+	var seats []string
+	for _, s := range t.control.org.Seats {
+		if s.Role == role && s.Kind != string(crewlet.SeatHuman) {
+			seats = append(seats, s.Handle)
+		}
+	}
+	if len(seats) == 0 {
+		return "", "", crewlet.Errorf(crewlet.ENOTFOUND, "no agent seat has the role %q", role)
+	}
+	open, err := t.store.OpenTicketCounts(ctx, seats)
+	if err != nil {
+		return "", "", err
+	}
+	sort.Slice(seats, func(i, j int) bool {
+		if open[seats[i]] != open[seats[j]] {
+			return open[seats[i]] < open[seats[j]]
+		}
+		return seats[i] < seats[j]
+	})
+	return seats[0], to, nil
+}
+
+// Ended tells the delegator that a ticket settled or failed: a seat gets a
+// notice that starts a turn, a person's human seat a note in its inbox. The
+// operator reads GET /tickets. The notice's event id is the ticket's, so
+// telling twice tells once.
+func (t *Tickets) Ended(ctx context.Context, ticket crewlet.Ticket) error {
+	t.log.Info("ticket_ended", "ticket", ticket.ID, "phase", ticket.Phase, "from", ticket.From, "to", ticket.To, "reason", ticket.Reason)
+	if _, ok := t.control.org.Seat(ticket.From); !ok {
+		return nil
+	}
+	_, err := t.control.Deliver(ctx, crewlet.Message{
+		EventID: crewlet.TicketNoticeEventID(ticket.ID), Type: crewlet.MessageTicketNotice, From: crewlet.TicketSender, To: ticket.From,
+		Conversation: ticket.Conversation, Ticket: ticket.ID, Body: crewlet.TicketNoticeText(ticket), SentAt: time.Now().UTC(),
+	})
+	if err != nil {
+		return fmt.Errorf("tell %s ticket %s ended: %w", ticket.From, ticket.ID, err)
+	}
+	return nil
+}
+
+// End ends an open ticket failed, cancelled or expired and tells its
+// delegator. It returns the ticket as it stands and whether this call ended
+// it; a ticket already ended is left as it is.
+func (t *Tickets) End(ctx context.Context, id string, phase crewlet.TicketPhase, reason string) (crewlet.Ticket, bool, error) {
+	ticket, ended, err := t.store.EndTicket(ctx, id, phase, reason)
+	if err != nil {
+		return ticket, false, err
+	}
+	// The same end again is a step retried after its notice failed: tell
+	// again (the notice's event id makes it land once).
+	if ended || (ticket.Phase == phase && ticket.Reason == reason) {
+		return ticket, ended, t.Ended(ctx, ticket)
+	}
+	return ticket, false, nil
+}
+
+// Settle records the reply that settles a ticket and tells its delegator;
+// a second reply is refused: settled is false and the ticket says its state.
+func (t *Tickets) Settle(ctx context.Context, id, reply string) (crewlet.Ticket, bool, error) {
+	if strings.TrimSpace(reply) == "" {
+		ticket, _, err := t.End(ctx, id, crewlet.TicketFailed, "the turn serving it produced an empty reply")
+		return ticket, false, err
+	}
+	ticket, settled, err := t.store.SettleTicket(ctx, id, reply)
+	switch {
+	case err != nil:
+		return ticket, false, err
+	case settled || (ticket.Phase == crewlet.TicketDone && ticket.Reply == reply):
+		// The same reply again is a step retried after its notice failed.
+		return ticket, settled, t.Ended(ctx, ticket)
+	}
+	t.log.Warn("ticket_reply_refused", "ticket", id, "phase", ticket.Phase, "reason", "one reply settles one ticket")
+	return ticket, false, nil
+}
+
+// FailTarget fails every open ticket a seat serves, asking ones too, and
+// tells their delegators: the seat was stopped or removed, which is certain.
+func (t *Tickets) FailTarget(ctx context.Context, handle, reason string) error {
+	failed, err := t.store.FailTicketsTo(ctx, handle, reason)
+	if err != nil {
+		return err
+	}
+	return t.tellAll(ctx, failed)
+}
+
+// Expire ends every open ticket older than age and tells its delegator.
+func (t *Tickets) Expire(ctx context.Context, age time.Duration) (int, error) {
+	expired, err := t.store.ExpireTickets(ctx, age)
+	if err != nil {
+		return 0, err
+	}
+	return len(expired), t.tellAll(ctx, expired)
+}
+
+func (t *Tickets) tellAll(ctx context.Context, tickets []crewlet.Ticket) error {
+	var errs []string
+	for _, ticket := range tickets {
+		if err := t.Ended(ctx, ticket); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}

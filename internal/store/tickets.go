@@ -1,0 +1,175 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/crewlet/crewlet"
+)
+
+const ticketColumns = `id, from_handle, from_seat, to_handle, routed_from, task, conversation, phase, question, asked_at,
+	answer, reply, reason, request_event, created_at, updated_at, settled_at`
+
+func scanTicket(r pgx.Row) (crewlet.Ticket, error) {
+	var t crewlet.Ticket
+	err := r.Scan(&t.ID, &t.From, &t.FromSeat, &t.To, &t.RoutedFrom, &t.Task, &t.Conversation, &t.Phase, &t.Question,
+		&t.AskedAt, &t.Answer, &t.Reply, &t.Reason, &t.RequestEvent, &t.CreatedAt, &t.UpdatedAt, &t.SettledAt)
+	return t, err
+}
+
+// TicketID is the id of the ticket a create key makes: the same key, the same
+// ticket.
+func TicketID(createKey string) string {
+	sum := sha256.Sum256([]byte(createKey))
+	return "t-" + hex.EncodeToString(sum[:6])
+}
+
+// CreateTicket records a pending ticket, keyed on createKey: creating it again
+// (a tool call or a request retried) returns the ticket already there, with
+// created false. t's ID and RequestEvent are set from the key.
+func (s *Store) CreateTicket(ctx context.Context, createKey string, t crewlet.Ticket) (crewlet.Ticket, bool, error) {
+	t.ID = TicketID(createKey)
+	t.RequestEvent = crewlet.TicketRequestEventID(t.ID)
+	stored, err := scanTicket(s.pool.QueryRow(ctx, `
+		INSERT INTO tickets (id, create_key, from_handle, from_seat, to_handle, routed_from, task, conversation, request_event)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		ON CONFLICT (create_key) DO NOTHING
+		RETURNING `+ticketColumns,
+		t.ID, createKey, t.From, t.FromSeat, t.To, t.RoutedFrom, t.Task, t.Conversation, t.RequestEvent))
+	if errors.Is(err, pgx.ErrNoRows) {
+		stored, err = s.Ticket(ctx, t.ID)
+		return stored, false, err
+	}
+	if err != nil {
+		return crewlet.Ticket{}, false, fmt.Errorf("create ticket: %w", schemaMissing(err))
+	}
+	return stored, true, nil
+}
+
+// Ticket returns one ticket; ENOTFOUND when there is none.
+func (s *Store) Ticket(ctx context.Context, id string) (crewlet.Ticket, error) {
+	t, err := scanTicket(s.pool.QueryRow(ctx, `SELECT `+ticketColumns+` FROM tickets WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return crewlet.Ticket{}, crewlet.Errorf(crewlet.ENOTFOUND, "no ticket %q; `crewlet tickets ls` lists them", id)
+	}
+	if err != nil {
+		return crewlet.Ticket{}, fmt.Errorf("read ticket %s: %w", id, schemaMissing(err))
+	}
+	return t, nil
+}
+
+// TicketFilter narrows a ticket listing; empty fields match everything.
+type TicketFilter struct {
+	From, To string
+	Phase    crewlet.TicketPhase
+	// Open keeps pending and asking tickets only.
+	Open  bool
+	Limit int
+}
+
+// Tickets lists tickets, newest first.
+func (s *Store) Tickets(ctx context.Context, f TicketFilter) ([]crewlet.Ticket, error) {
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+ticketColumns+` FROM tickets
+		WHERE ($1 = '' OR from_handle = $1) AND ($2 = '' OR to_handle = $2) AND ($3 = '' OR phase = $3)
+		  AND (NOT $4 OR phase IN ('pending', 'asking'))
+		ORDER BY created_at DESC, id LIMIT $5`, f.From, f.To, string(f.Phase), f.Open, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list tickets: %w", schemaMissing(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (crewlet.Ticket, error) { return scanTicket(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list tickets: %w", err)
+	}
+	return out, nil
+}
+
+// OpenTicketCounts returns how many open tickets each of the handles serves.
+func (s *Store) OpenTicketCounts(ctx context.Context, handles []string) (map[string]int, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT to_handle, count(*) FROM tickets WHERE to_handle = ANY($1) AND phase IN ('pending', 'asking') GROUP BY to_handle`, handles)
+	if err != nil {
+		return nil, fmt.Errorf("count open tickets: %w", schemaMissing(err))
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var h string
+		var n int
+		if err := rows.Scan(&h, &n); err != nil {
+			return nil, fmt.Errorf("count open tickets: %w", err)
+		}
+		out[h] = n
+	}
+	return out, rows.Err()
+}
+
+// SettleTicket records the reply that settles an open ticket. Exactly one
+// reply settles a ticket: settled is false, and the ticket is returned as it
+// stands, when it was not open any more.
+func (s *Store) SettleTicket(ctx context.Context, id, reply string) (crewlet.Ticket, bool, error) {
+	return s.endTicket(ctx, id, `phase = 'done', reply = $2`, reply)
+}
+
+// EndTicket ends an open ticket failed, cancelled or expired with its
+// reason; ended is false, and the ticket is returned as it stands, when it
+// was not open any more.
+func (s *Store) EndTicket(ctx context.Context, id string, phase crewlet.TicketPhase, reason string) (crewlet.Ticket, bool, error) {
+	switch phase {
+	case crewlet.TicketFailed, crewlet.TicketCancelled, crewlet.TicketExpired:
+	default:
+		return crewlet.Ticket{}, false, crewlet.Errorf(crewlet.EINVALID, "a ticket cannot be ended %s", phase)
+	}
+	return s.endTicket(ctx, id, `phase = '`+string(phase)+`', reason = $2`, reason)
+}
+
+func (s *Store) endTicket(ctx context.Context, id, set, text string) (crewlet.Ticket, bool, error) {
+	t, err := scanTicket(s.pool.QueryRow(ctx, `
+		UPDATE tickets SET `+set+`, updated_at = now(), settled_at = now()
+		WHERE id = $1 AND phase IN ('pending', 'asking')
+		RETURNING `+ticketColumns, id, text))
+	if errors.Is(err, pgx.ErrNoRows) {
+		t, err = s.Ticket(ctx, id)
+		return t, false, err
+	}
+	if err != nil {
+		return crewlet.Ticket{}, false, fmt.Errorf("end ticket %s: %w", id, schemaMissing(err))
+	}
+	return t, true, nil
+}
+
+// FailTicketsTo fails every open ticket a seat serves, asking ones too: the
+// seat was stopped or removed, which is certain, so nobody can answer them.
+func (s *Store) FailTicketsTo(ctx context.Context, handle, reason string) ([]crewlet.Ticket, error) {
+	return s.endTickets(ctx, `to_handle = $1`, handle, crewlet.TicketFailed, reason)
+}
+
+// ExpireTickets ends every open ticket older than age.
+func (s *Store) ExpireTickets(ctx context.Context, age time.Duration) ([]crewlet.Ticket, error) {
+	return s.endTickets(ctx, `created_at < now() - make_interval(secs => $1)`, age.Seconds(), crewlet.TicketExpired,
+		fmt.Sprintf("not settled within %s (tickets.expire_after)", age))
+}
+
+func (s *Store) endTickets(ctx context.Context, where string, arg any, phase crewlet.TicketPhase, reason string) ([]crewlet.Ticket, error) {
+	rows, err := s.pool.Query(ctx, `
+		UPDATE tickets SET phase = $2, reason = $3, updated_at = now(), settled_at = now()
+		WHERE `+where+` AND phase IN ('pending', 'asking')
+		RETURNING `+ticketColumns, arg, string(phase), reason)
+	if err != nil {
+		return nil, fmt.Errorf("end tickets %s: %w", phase, schemaMissing(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (crewlet.Ticket, error) { return scanTicket(r) })
+	if err != nil {
+		return nil, fmt.Errorf("end tickets %s: %w", phase, err)
+	}
+	return out, nil
+}
