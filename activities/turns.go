@@ -104,6 +104,18 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 		if m.Type == crewlet.MessageReply || (m.ChatID != "" && answeredChat[m.ChatID]) {
 			continue
 		}
+		if m.Type == crewlet.MessageTicket {
+			// A ticket cancelled or failed while its request waited is
+			// recorded, not worked on.
+			ticket, err := a.store.Ticket(ctx, m.Ticket)
+			if err != nil && crewlet.ErrorCode(err) != crewlet.ENOTFOUND {
+				return out, err
+			}
+			if err != nil || !ticket.Phase.Open() {
+				a.log.Info("ticket_request_skipped", "seat", in.Handle, "ticket", m.Ticket, "phase", ticket.Phase)
+				continue
+			}
+		}
 		if m.ChatID != "" {
 			answeredChat[m.ChatID] = true
 		}

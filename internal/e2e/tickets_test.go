@@ -1,0 +1,233 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/testenv"
+)
+
+// ticketsOrg: cto delegates to the engineers by role and reports what a
+// ticket's notice says; the engineers fix things, or answer nothing.
+const ticketsOrg = `company: { name: delegco }
+profiles:
+  lead:
+    provider: scripted
+    rules:
+      - match: '^get a fix for (.*)'
+        tools: [ { name: delegate, args: { to: 'role:engineer', task: 'please fix {{index .Groups 1}}' } } ]
+        reply: 'Delegated: {{index .Results 0}}'
+      - match: '(?s)^Ticket (\S+) to (\S+) is done\. Reply:\s*(.*?)\s*The task was'
+        reply: 'Update: {{index .Groups 2}} reports: {{index .Groups 3}}'
+      - match: '(?s)^Ticket (\S+) to (\S+) is failed: (.*?)\s*The task was'
+        reply: 'Trouble with {{index .Groups 1}}: {{index .Groups 3}}'
+  eng:
+    provider: scripted
+    rules:
+      - { match: '^please fix (.*)', reply: 'Fixed {{index .Groups 1}}' }
+      - { match: '^stay silent', reply: '{{if false}}never{{end}}' }
+roles:
+  lead: { charter: leads and delegates, profile: lead }
+  engineer: { charter: fixes what it is given, profile: eng }
+seats:
+  - { handle: cto, role: lead }
+  - { handle: eng-1, role: engineer }
+  - { handle: eng-2, role: engineer }
+  - { handle: alice, kind: human }
+`
+
+func (c *company) tickets(query string) []crewlet.Ticket {
+	c.t.Helper()
+	var out []crewlet.Ticket
+	if err := c.call(http.MethodGet, "/tickets?"+query, nil, &out); err != nil {
+		c.t.Fatalf("GET /tickets?%s: %v", query, err)
+	}
+	return out
+}
+
+// waitTranscript waits until conversation conv holds a message from sender
+// whose body starts with prefix, and returns it.
+func (c *company) waitTranscript(conv, sender, prefix string, timeout time.Duration) string {
+	c.t.Helper()
+	var body string
+	testenv.Eventually(c.t, timeout, fmt.Sprintf("%s: %q… in %s", sender, prefix, conv), func() error {
+		for _, cv := range c.conversation(conv) {
+			for _, m := range cv.Messages {
+				if m.From == sender && strings.HasPrefix(m.Body, prefix) {
+					body = m.Body
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("not yet")
+	})
+	return body
+}
+
+// A person asks cto for a fix; cto delegates it by role without waiting; the
+// engineer's answer settles the ticket, and the notice starts a turn on cto
+// that reports the result in the person's conversation. One ticket, done,
+// and every message answered once.
+func TestDelegationComesBack(t *testing.T) {
+	c := newCompany(t, writeFile(t, "org.yaml", ticketsOrg))
+	c.apiServer()
+	c.worker("n1")
+	c.waitAttached(30 * time.Second)
+
+	conv := "fix-" + testenv.Suffix()
+	ask := c.send("cto", "get a fix for the build", inConversation(conv))
+	delegated := c.waitReply(ask, 30*time.Second)
+	if !strings.HasPrefix(delegated, "Delegated: Ticket t-") || !strings.Contains(delegated, "opened for eng-1 (routed from role:engineer)") {
+		t.Fatalf("cto's answer %q; want the ticket opened for eng-1 by role", delegated)
+	}
+	update := c.waitTranscript(conv, "cto", "Update:", 30*time.Second)
+	if update != "Update: eng-1 reports: Fixed the build" {
+		t.Fatalf("cto's report %q", update)
+	}
+	tickets := c.tickets("from=cto")
+	if len(tickets) != 1 {
+		t.Fatalf("tickets from cto: %+v; want one", tickets)
+	}
+	tk := tickets[0]
+	if tk.Phase != crewlet.TicketDone || tk.To != "eng-1" || tk.RoutedFrom != "role:engineer" || tk.Reply != "Fixed the build" ||
+		tk.Conversation != conv || tk.SettledAt == nil {
+		t.Fatalf("ticket = %+v; want done by eng-1 in %s with its reply", tk, conv)
+	}
+	var order []string
+	for _, m := range c.conversation(conv)[0].Messages {
+		order = append(order, m.From+"→"+m.To+": "+strings.SplitN(m.Body, "\n", 2)[0])
+	}
+	want := []string{
+		"operator→cto: get a fix for the build",
+		"cto→operator: " + delegated,
+		"cto→eng-1: please fix the build",
+		"eng-1→cto: Fixed the build",
+		"tickets→cto: Ticket " + tk.ID + " to eng-1 is done. Reply:",
+		"cto→tickets: Update: eng-1 reports: Fixed the build",
+	}
+	// cto's answer and eng-1's turn over the request run at once, so the
+	// two lines in the middle may come in either order; the rest may not.
+	got := append([]string(nil), order...)
+	if len(got) == len(want) && got[1] != want[1] {
+		got[1], got[2] = got[2], got[1]
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("transcript:\n%s\nwant (lines 2 and 3 in either order):\n%s", strings.Join(order, "\n"), strings.Join(want, "\n"))
+	}
+	t.Logf("transcript of %s:\n%s\nticket %s: opened %s, settled %s", conv, strings.Join(order, "\n"), tk.ID,
+		tk.CreatedAt.Format(time.RFC3339Nano), tk.SettledAt.Format(time.RFC3339Nano))
+}
+
+// People open tickets over REST and the CLI: routing by role skips the
+// engineer already holding one, a waited-for ticket comes back with its
+// reply, a person's inbox gets the notice, an open ticket can be cancelled
+// once, a cancelled ticket's request is not worked on, and a turn that
+// answers nothing fails its ticket with the reason.
+func TestPeopleOpenAndFollowTickets(t *testing.T) {
+	c := newCompany(t, writeFile(t, "org.yaml", ticketsOrg))
+	c.apiServer()
+	c.worker("n1")
+	c.waitAttached(30 * time.Second)
+
+	if err := c.call(http.MethodPost, "/seats/eng-1/pause", crewlet.PauseRequest{Reason: "busy", By: "tester"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var held crewlet.Ticket
+	if err := c.call(http.MethodPost, "/tickets", api.OpenTicketRequest{To: "eng-1", Task: "please fix the tests", From: "alice"}, &held); err != nil {
+		t.Fatal(err)
+	}
+	if held.Phase != crewlet.TicketPending || held.To != "eng-1" || held.From != "alice" || held.FromSeat {
+		t.Fatalf("held ticket = %+v", held)
+	}
+
+	var routed crewlet.Ticket
+	status, body, err := c.raw(http.MethodPost, "/tickets", api.OpenTicketRequest{To: "role:engineer", Task: "please fix the docs", From: "alice", Wait: "30s"})
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("POST /tickets with wait: %d %s %v", status, body, err)
+	}
+	if err := json.Unmarshal(body, &routed); err != nil {
+		t.Fatal(err)
+	}
+	if routed.To != "eng-2" || routed.Phase != crewlet.TicketDone || routed.Reply != "Fixed the docs" {
+		t.Fatalf("routed ticket = %+v; want eng-2 (eng-1 holds one) done with its reply", routed)
+	}
+	var inbox []crewlet.Message
+	testenv.Eventually(t, 10*time.Second, "alice's notice", func() error {
+		if err := c.call(http.MethodGet, "/seats/alice/inbox", nil, &inbox); err != nil {
+			return err
+		}
+		for _, m := range inbox {
+			if m.Type == crewlet.MessageTicketNotice && m.Ticket == routed.ID && strings.Contains(m.Body, "Fixed the docs") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no notice for %s in %+v", routed.ID, inbox)
+	})
+
+	var cancelled crewlet.Ticket
+	if err := c.call(http.MethodPost, "/tickets/"+held.ID+"/cancel", api.CancelTicketRequest{Reason: "not needed", By: "alice"}, &cancelled); err != nil {
+		t.Fatal(err)
+	}
+	if cancelled.Phase != crewlet.TicketCancelled || cancelled.Reason != "cancelled by alice: not needed" {
+		t.Fatalf("cancelled = %+v", cancelled)
+	}
+	if status, body, _ := c.raw(http.MethodPost, "/tickets/"+held.ID+"/cancel", nil); status != http.StatusConflict {
+		t.Fatalf("second cancel: %d %s; want 409", status, body)
+	}
+	if err := c.call(http.MethodPost, "/seats/eng-1/resume", crewlet.ResumeRequest{By: "tester"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 20*time.Second, "eng-1 skips the cancelled request", func() error {
+		st := c.state("eng-1")
+		if st.Counters.Triggers < 1 {
+			return fmt.Errorf("eng-1 has handled %d triggers", st.Counters.Triggers)
+		}
+		return nil
+	})
+	for _, cv := range c.conversation(held.Conversation) {
+		for _, m := range cv.Messages {
+			if m.From == "eng-1" {
+				t.Fatalf("eng-1 worked on a cancelled ticket: %q", m.Body)
+			}
+		}
+	}
+
+	out, err := c.cli("ask", "eng-2", "stay silent", "--wait", "30s")
+	if err == nil || !strings.Contains(out, "failed: the turn serving it ended without an answer: No answer was produced") {
+		t.Fatalf("crewlet ask of a turn that answers nothing: %v\n%s", err, out)
+	}
+	out, err = c.cli("tickets", "ls", "--from", "alice")
+	if err != nil || strings.Count(out, "alice") != 2 || !strings.Contains(out, "cancelled") || !strings.Contains(out, "done") {
+		t.Fatalf("crewlet tickets ls --from alice: %v\n%s", err, out)
+	}
+	if out, err := c.cli("tickets", "show", routed.ID); err != nil || !strings.Contains(out, `"reply": "Fixed the docs"`) {
+		t.Fatalf("crewlet tickets show: %v\n%s", err, out)
+	}
+
+	for _, bad := range []struct {
+		method, path string
+		body         any
+		want         int
+	}{
+		{http.MethodPost, "/tickets", api.OpenTicketRequest{To: "eng-1", Task: "  "}, http.StatusBadRequest},
+		{http.MethodPost, "/tickets", api.OpenTicketRequest{To: "nobody", Task: "x"}, http.StatusNotFound},
+		{http.MethodPost, "/tickets", api.OpenTicketRequest{To: "alice", Task: "x"}, http.StatusBadRequest},
+		{http.MethodPost, "/tickets", api.OpenTicketRequest{To: "role:nobody", Task: "x"}, http.StatusNotFound},
+		{http.MethodPost, "/tickets", api.OpenTicketRequest{To: "eng-1", Task: "x", Wait: "forever"}, http.StatusBadRequest},
+		{http.MethodPost, "/tickets", api.OpenTicketRequest{To: "eng-1", Task: "x", From: "ghost"}, http.StatusBadRequest},
+		{http.MethodGet, "/tickets?phase=lost", nil, http.StatusBadRequest},
+		{http.MethodGet, "/tickets/" + url.PathEscape("t-nope"), nil, http.StatusNotFound},
+		{http.MethodPost, "/tickets/t-nope/cancel", nil, http.StatusNotFound},
+	} {
+		if status, body, _ := c.raw(bad.method, bad.path, bad.body); status != bad.want || !strings.Contains(string(body), `"detail"`) {
+			t.Errorf("%s %s %+v: %d %s; want %d with a detail", bad.method, bad.path, bad.body, status, body, bad.want)
+		}
+	}
+}
