@@ -118,6 +118,16 @@ type TurnProgress struct {
 	MaxRounds int `json:"max_rounds"`
 	// StopRequested names who asked the turn to stop, once someone did.
 	StopRequested string `json:"stop_requested,omitempty"`
+	// Waiting is the ticket the turn waits on, while it waits.
+	Waiting *TicketWaiting `json:"waiting,omitempty"`
+}
+
+// TicketWaiting is a turn's wait on a ticket, as its state query tells it.
+type TicketWaiting struct {
+	Ticket string    `json:"ticket"`
+	Kind   string    `json:"kind"`
+	Since  time.Time `json:"since"`
+	Until  time.Time `json:"until"`
 }
 
 // SeatCounters are running totals carried across continue-as-new.

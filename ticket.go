@@ -48,6 +48,10 @@ const (
 	// MessageTicketNotice tells a delegator a ticket it opened settled or
 	// failed.
 	MessageTicketNotice = "ticket_reply"
+	// MessageTicketQuestion tells a delegator the seat serving its ticket
+	// asks a question; it answers with the answer tool (or POST
+	// /tickets/{id}/answer).
+	MessageTicketQuestion = "ticket_question"
 )
 
 // TicketSender is the sender of a ticket notice. It is no seat, so the
@@ -78,10 +82,16 @@ type Ticket struct {
 	Reply        string      `json:"reply,omitempty"`
 	Reason       string      `json:"reason,omitempty"`
 	// RequestEvent is the event id of the request in the target's mailbox.
-	RequestEvent string     `json:"request_event"`
-	CreatedAt    time.Time  `json:"created_at"`
-	UpdatedAt    time.Time  `json:"updated_at"`
-	SettledAt    *time.Time `json:"settled_at,omitempty"`
+	RequestEvent string `json:"request_event"`
+	// Waiter is the delegator's turn waiting for the ticket to settle or
+	// ask; AskWaiter the serving turn waiting for an answer; AskKey the
+	// call that asked.
+	Waiter    string     `json:"waiter,omitempty"`
+	AskWaiter string     `json:"ask_waiter,omitempty"`
+	AskKey    string     `json:"-"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	SettledAt *time.Time `json:"settled_at,omitempty"`
 }
 
 // TicketRequestEventID is the event id of a ticket's request: one per ticket,
@@ -113,4 +123,10 @@ func TicketNoticeText(t Ticket) string {
 	}
 	fmt.Fprintf(&b, "\n\nThe task was: %s", t.Task)
 	return b.String()
+}
+
+// TicketQuestionText is how a delegator hears the question on its ticket.
+func TicketQuestionText(t Ticket) string {
+	return fmt.Sprintf("Ticket %s to %s: %s asks:\n\n%s\n\nAnswer with answer(ticket: %q, text: ...); %s waits for it.\n\nThe task was: %s",
+		t.ID, t.To, t.To, t.Question, t.ID, t.To, t.Task)
 }

@@ -36,6 +36,9 @@ const (
 	ActivityModelRound = "ModelRound"
 	ActivityToolCall   = "ToolCall"
 	ActivityFinishTurn = "FinishTurn"
+	// ActivityResolveWait ends a wait on a ticket and records the waiting
+	// tool call's result; a local activity of the turn.
+	ActivityResolveWait = "ResolveWait"
 	// ActivityReflect asks the model, once a turn answered and before it
 	// finishes, what to keep in the seat's diary; on any node, like a model
 	// round.
@@ -165,8 +168,53 @@ type ToolCallInput struct {
 	Call    ToolCallRef `json:"call"`
 }
 
+// SignalTicket tells a turn waiting on a ticket that the ticket changed
+// (settled, failed, asked, answered); its payload is a TicketSignal. A
+// signal about another ticket, or after the wait ended, changes nothing.
+const SignalTicket = "ticket"
+
+// TicketSignal names the ticket that changed.
+type TicketSignal struct {
+	Ticket string `json:"ticket"`
+}
+
+// Kinds of ticket wait.
+const (
+	// WaitSettle waits for a delegated ticket to settle, fail or ask.
+	WaitSettle = "settle"
+	// WaitAnswer waits for the answer to the serving turn's question.
+	WaitAnswer = "answer"
+)
+
+// TicketWait asks the turn to wait durably (a timer and a signal, nothing
+// held open) before the tool call has its result.
+type TicketWait struct {
+	Ticket string        `json:"ticket"`
+	Kind   string        `json:"kind"`
+	For    time.Duration `json:"for"`
+}
+
+// ResolveWaitInput ends a turn's wait on a ticket and records the tool
+// call's result from the ticket as it stands.
+type ResolveWaitInput struct {
+	Handle  string      `json:"handle"`
+	Epoch   int64       `json:"epoch"`
+	WorkKey string      `json:"work_key"`
+	Thread  int         `json:"thread"`
+	Round   int         `json:"round"`
+	Call    ToolCallRef `json:"call"`
+	Wait    TicketWait  `json:"wait"`
+	// TimedOut is set when the wait's time ran out; StoppedBy when a
+	// person stopped the turn while it waited.
+	TimedOut  bool   `json:"timed_out,omitempty"`
+	StoppedBy string `json:"stopped_by,omitempty"`
+}
+
 // ToolCallOutput says what a tool call did.
 type ToolCallOutput struct {
+	// Wait, when set, means the call has no result yet: the turn waits on
+	// the ticket, then records it with ResolveWait.
+	Wait *TicketWait `json:"wait,omitempty"`
 	IsError bool `json:"is_error"`
 	// Wrote is true when a write may have reached outside (the tool is not
 	// read-only and was called, or its outcome is unknown).

@@ -20,12 +20,14 @@ const (
 	toolRecall      = "recall"
 	toolDelegate    = "delegate"
 	toolTickets     = "tickets"
+	toolAsk         = "ask"
+	toolAnswer      = "answer"
 )
 
 // keyedTools are the first-party writes keyed on the call's idempotency
 // key: calling one again does nothing more, so a call whose first attempt
 // left no result is made again instead of being reported unknown.
-var keyedTools = map[string]bool{toolSendMessage: true, toolDiaryWrite: true, toolDelegate: true}
+var keyedTools = map[string]bool{toolSendMessage: true, toolDiaryWrite: true, toolDelegate: true, toolAsk: true, toolAnswer: true}
 
 // recallLimit is the most memories one recall returns.
 const recallLimit = 10
@@ -45,9 +47,21 @@ func firstPartyTools() []crewlet.ToolSpec {
 		{
 			Name: toolDelegate,
 			Description: "Hand a task to another seat as a ticket. `to` is a seat handle, or role:NAME for the seat of that role with the least open work. " +
-				"It returns the ticket id at once; when the ticket is done or fails you get a notice that starts a new turn, with the reply. " +
+				"With wait: true this call returns when the ticket is done, fails or the seat asks you a question (then answer it with answer). " +
+				"With wait: false it returns the ticket id at once, and a notice starts a new turn when the ticket ends. " +
 				"When a task comes to you as a ticket, your final answer is its reply.",
-			Schema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string","description":"a seat handle or role:NAME"},"task":{"type":"string","description":"what to do, with everything needed to do it"}},"required":["to","task"]}`),
+			Schema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string","description":"a seat handle or role:NAME"},"task":{"type":"string","description":"what to do, with everything needed to do it"},"wait":{"type":"boolean","description":"wait for the reply (default false)"}},"required":["to","task"]}`),
+		},
+		{
+			Name: toolAsk,
+			Description: "Only while you serve a ticket: ask the seat or person that gave it to you a question, and wait for the answer. " +
+				"If no answer comes in time you are told so: decide yourself and go on.",
+			Schema: json.RawMessage(`{"type":"object","properties":{"question":{"type":"string"}},"required":["question"]}`),
+		},
+		{
+			Name:        toolAnswer,
+			Description: "Answer the question asked on a ticket you delegated. With wait: true, go on waiting for the ticket's reply.",
+			Schema:      json.RawMessage(`{"type":"object","properties":{"ticket":{"type":"string"},"text":{"type":"string"},"wait":{"type":"boolean","description":"wait for the reply after answering (default false)"}},"required":["ticket","text"]}`),
 		},
 		{
 			Name:        toolTickets,
@@ -116,8 +130,14 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 			return out, a.recordResult(ctx, in, thread, call, tools.Result{Text: outcomeUnknown, IsError: true})
 		}
 	}
-	idempotencyKey := fmt.Sprintf("%s:%d:%d", thread, in.Round, in.Call.Call)
-	res, err := a.callTool(ctx, in.Handle, trigger.Conversation, call, idempotencyKey)
+	idempotencyKey := callKey(thread, in.Round, in.Call.Call)
+	res, wait, err := a.callTool(ctx, toolContext{handle: in.Handle, turnID: crewlet.TurnWorkflowID(in.Handle, in.WorkKey), trigger: trigger}, call, idempotencyKey)
+	if wait != nil {
+		// No result yet: the turn waits on the ticket and ResolveWait
+		// records it.
+		out.Wait = wait
+		return out, nil
+	}
 	if err != nil {
 		if in.Call.ReadOnly {
 			return out, err // retried by the turn's retry policy
@@ -150,7 +170,35 @@ func (a *Turns) recordResult(ctx context.Context, in crewlet.ToolCallInput, thre
 // callTool runs a first-party tool or an MCP tool. A call refused before it
 // reached anything (unknown tool, bad arguments) is an error result the
 // model sees; an error return means the outcome is unknown.
-func (a *Turns) callTool(ctx context.Context, handle, conversation string, call crewlet.ToolCall, idempotencyKey string) (tools.Result, error) {
+// callKey is a tool call's idempotency key, {work_key}:{round}:{call}, the
+// work key being its thread's.
+func callKey(thread string, round, call int) string {
+	return fmt.Sprintf("%s:%d:%d", thread, round, call)
+}
+
+// toolContext is what a first-party tool knows of the call: the seat, the
+// turn (a waiter's identity) and the trigger of the thread it serves.
+type toolContext struct {
+	handle  string
+	turnID  string
+	trigger crewlet.Message
+}
+
+func (a *Turns) callTool(ctx context.Context, tc toolContext, call crewlet.ToolCall, idempotencyKey string) (tools.Result, *crewlet.TicketWait, error) {
+	switch call.Name {
+	case toolDelegate:
+		return a.delegate(ctx, tc, call.Args, idempotencyKey)
+	case toolAsk:
+		return a.ask(ctx, tc, call.Args, idempotencyKey)
+	case toolAnswer:
+		return a.answer(ctx, tc, call.Args)
+	}
+	res, err := a.callPlainTool(ctx, tc, call, idempotencyKey)
+	return res, nil, err
+}
+
+func (a *Turns) callPlainTool(ctx context.Context, tc toolContext, call crewlet.ToolCall, idempotencyKey string) (tools.Result, error) {
+	handle := tc.handle
 	switch call.Name {
 	case toolSendMessage:
 		return a.sendMessage(ctx, handle, call.Args, idempotencyKey)
@@ -165,8 +213,6 @@ func (a *Turns) callTool(ctx context.Context, handle, conversation string, call 
 			return tools.Result{}, err
 		}
 		return tools.Result{Text: "written"}, nil
-	case toolDelegate:
-		return a.delegate(ctx, handle, conversation, call.Args, idempotencyKey)
 	case toolTickets:
 		return a.openTickets(ctx, handle)
 	case toolRecall:
@@ -235,30 +281,198 @@ func (a *Turns) sendMessage(ctx context.Context, from string, raw json.RawMessag
 
 // delegate opens a ticket from the seat, in the conversation the seat is
 // answering, keyed on the call's idempotency key: the same call again
-// returns the same ticket.
-func (a *Turns) delegate(ctx context.Context, from, conversation string, raw json.RawMessage, idempotencyKey string) (tools.Result, error) {
+// returns the same ticket. With wait it makes the turn wait on the ticket,
+// unless the ticket has an outcome already.
+func (a *Turns) delegate(ctx context.Context, tc toolContext, raw json.RawMessage, idempotencyKey string) (tools.Result, *crewlet.TicketWait, error) {
 	var args struct {
 		To   string `json:"to"`
 		Task string `json:"task"`
+		Wait bool   `json:"wait"`
 	}
 	if err := json.Unmarshal(raw, &args); err != nil {
-		return refused(`delegate needs {"to": "<seat handle or role:NAME>", "task": "..."}`), nil
+		return refused(`delegate needs {"to": "<seat handle or role:NAME>", "task": "...", "wait": true|false}`), nil, nil
 	}
 	ticket, err := a.tickets.Open(ctx, control.OpenTicketRequest{
-		Key: "tool:" + from + ":" + idempotencyKey, From: from, To: args.To, Task: args.Task, Conversation: conversation,
+		Key: "tool:" + tc.handle + ":" + idempotencyKey, From: tc.handle, To: args.To, Task: args.Task, Conversation: tc.trigger.Conversation,
 	})
 	switch crewlet.ErrorCode(err) {
 	case "":
 	case crewlet.EINVALID, crewlet.ENOTFOUND:
-		return refused(crewlet.ErrorMessage(err)), nil
+		return refused(crewlet.ErrorMessage(err)), nil, nil
 	default:
-		return tools.Result{}, err
+		return tools.Result{}, nil, err
+	}
+	if args.Wait {
+		return a.waitSettle(ctx, tc, ticket.ID)
 	}
 	to := ticket.To
 	if ticket.RoutedFrom != "" {
 		to += " (routed from " + ticket.RoutedFrom + ")"
 	}
-	return tools.Result{Text: fmt.Sprintf("Ticket %s opened for %s; it is %s. You will get a notice with the reply when it is done or fails.", ticket.ID, to, ticket.Phase)}, nil
+	return tools.Result{Text: fmt.Sprintf("Ticket %s opened for %s; it is %s. You will get a notice with the reply when it is done or fails.", ticket.ID, to, ticket.Phase)}, nil, nil
+}
+
+// waitSettle makes the turn wait for a ticket it delegated to settle, fail
+// or ask, up to tickets.max_wait; a ticket not pending has its outcome now.
+func (a *Turns) waitSettle(ctx context.Context, tc toolContext, id string) (tools.Result, *crewlet.TicketWait, error) {
+	ticket, waiting, err := a.store.WaitTicket(ctx, id, tc.turnID)
+	if err != nil {
+		return tools.Result{}, nil, err
+	}
+	if waiting {
+		return tools.Result{}, &crewlet.TicketWait{Ticket: id, Kind: crewlet.WaitSettle, For: a.org.Tickets.MaxWait}, nil
+	}
+	return tools.Result{Text: settleText(ticket)}, nil, nil
+}
+
+// settleText is what a delegator's waiting call reads of its ticket.
+func settleText(t crewlet.Ticket) string {
+	switch t.Phase {
+	case crewlet.TicketDone:
+		return fmt.Sprintf("Ticket %s is done. Reply from %s:\n\n%s", t.ID, t.To, t.Reply)
+	case crewlet.TicketAsking:
+		return fmt.Sprintf("Ticket %s: %s asks:\n\n%s\n\nAnswer with answer(ticket: %q, text: ..., wait: true) to answer and go on waiting for the reply.",
+			t.ID, t.To, t.Question, t.ID)
+	case crewlet.TicketPending:
+		return fmt.Sprintf("Ticket %s to %s is still pending; you will get a notice when it ends.", t.ID, t.To)
+	}
+	return fmt.Sprintf("Ticket %s to %s is %s: %s", t.ID, t.To, t.Phase, t.Reason)
+}
+
+// ask puts a question on the ticket the thread serves and makes the turn
+// wait for the answer, up to tickets.ask_timeout. The same call again (a
+// re-run) asks nothing more and reads the answer if it came.
+func (a *Turns) ask(ctx context.Context, tc toolContext, raw json.RawMessage, idempotencyKey string) (tools.Result, *crewlet.TicketWait, error) {
+	var args struct {
+		Question string `json:"question"`
+	}
+	if err := json.Unmarshal(raw, &args); err != nil || strings.TrimSpace(args.Question) == "" {
+		return refused(`ask needs {"question": "..."} with a question`), nil, nil
+	}
+	if tc.trigger.Type != crewlet.MessageTicket {
+		return refused("ask works only in a turn that serves a ticket; this message is not one. Ask with send_message instead."), nil, nil
+	}
+	ticket, mine, err := a.tickets.Ask(ctx, tc.trigger.Ticket, args.Question, idempotencyKey, tc.turnID)
+	if err != nil {
+		return tools.Result{}, nil, err
+	}
+	switch {
+	case !mine:
+		return refused(fmt.Sprintf("ticket %s is %s: it takes no question now", ticket.ID, ticket.Phase)), nil, nil
+	case ticket.Phase == crewlet.TicketAsking && ticket.AskWaiter != "":
+		return tools.Result{}, &crewlet.TicketWait{Ticket: ticket.ID, Kind: crewlet.WaitAnswer, For: a.org.Tickets.AskTimeout}, nil
+	}
+	return tools.Result{Text: a.answerText(ticket, false)}, nil, nil
+}
+
+// answerText is what an asking call reads of its ticket once the wait
+// ended.
+func (a *Turns) answerText(t crewlet.Ticket, timedOut bool) string {
+	switch {
+	case !t.Phase.Open():
+		return fmt.Sprintf("Ticket %s is %s: %s. Stop working on it.", t.ID, t.Phase, t.Reason)
+	case t.Answer != "":
+		return fmt.Sprintf("Answer from %s:\n\n%s", t.From, t.Answer)
+	case timedOut:
+		return fmt.Sprintf("No answer within %s; decide yourself and go on.", a.org.Tickets.AskTimeout)
+	}
+	return "Your question was not answered; decide yourself and go on."
+}
+
+// answer answers the question on a ticket the seat delegated, and with wait
+// makes the turn wait on the ticket again.
+func (a *Turns) answer(ctx context.Context, tc toolContext, raw json.RawMessage) (tools.Result, *crewlet.TicketWait, error) {
+	var args struct {
+		Ticket string `json:"ticket"`
+		Text   string `json:"text"`
+		Wait   bool   `json:"wait"`
+	}
+	if err := json.Unmarshal(raw, &args); err != nil || args.Ticket == "" {
+		return refused(`answer needs {"ticket": "<ticket id>", "text": "...", "wait": true|false}`), nil, nil
+	}
+	ticket, err := a.store.Ticket(ctx, args.Ticket)
+	switch {
+	case crewlet.ErrorCode(err) == crewlet.ENOTFOUND:
+		return refused(crewlet.ErrorMessage(err)), nil, nil
+	case err != nil:
+		return tools.Result{}, nil, err
+	case ticket.From != tc.handle:
+		return refused(fmt.Sprintf("ticket %s is %s's, not yours: only its delegator answers its questions", ticket.ID, ticket.From)), nil, nil
+	}
+	if ticket.Phase == crewlet.TicketAsking || ticket.Answer != args.Text {
+		// Answering again with the same text (a re-run) is a no-op.
+		if ticket, err = a.tickets.Answer(ctx, args.Ticket, args.Text); err != nil {
+			if code := crewlet.ErrorCode(err); code == crewlet.ECONFLICT || code == crewlet.EINVALID {
+				return refused(crewlet.ErrorMessage(err)), nil, nil
+			}
+			return tools.Result{}, nil, err
+		}
+	}
+	if args.Wait {
+		return a.waitSettle(ctx, tc, ticket.ID)
+	}
+	return tools.Result{Text: fmt.Sprintf("Answered on ticket %s; %s goes on with it.", ticket.ID, ticket.To)}, nil, nil
+}
+
+// ResolveWait ends a turn's wait on a ticket (it changed, the wait's time ran
+// out, or a person stopped the turn) and records the waiting call's result
+// from the ticket as it stands. Ending the wait and reading the ticket are
+// one statement, ordered against a settle by the row's lock, so the outcome
+// reaches the turn here or the seat by a notice, never neither.
+func (a *Turns) ResolveWait(ctx context.Context, in crewlet.ResolveWaitInput) (err error) {
+	defer recoverPanic(a.log, in.Handle, "ResolveWait", &err)
+	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
+		return fence(a.log, in.Handle, in.Epoch, err)
+	}
+	turn, err := a.store.Turn(ctx, in.Handle, in.WorkKey)
+	if err != nil {
+		return err
+	}
+	_, thread, err := threadOf(turn, in.Thread)
+	if err != nil {
+		return err
+	}
+	msgs, err := a.store.TurnMessages(ctx, in.Handle, thread, 0)
+	if err != nil {
+		return err
+	}
+	if _, done := findKey(msgs, resultKey(in.Round, in.Call.Call)); done {
+		return nil
+	}
+	asked, ok := findKey(msgs, roundKey(in.Round))
+	if !ok || in.Call.Call >= len(asked.Message.ToolCalls) {
+		return fmt.Errorf("thread %s of %s has no call %d in round %d", thread, in.Handle, in.Call.Call, in.Round)
+	}
+	call := asked.Message.ToolCalls[in.Call.Call]
+	turnID := crewlet.TurnWorkflowID(in.Handle, in.WorkKey)
+	var text string
+	switch in.Wait.Kind {
+	case crewlet.WaitAnswer:
+		ticket, err := a.store.StopAsking(ctx, in.Wait.Ticket, callKey(thread, in.Round, in.Call.Call))
+		if err != nil {
+			return err
+		}
+		text = a.answerText(ticket, in.TimedOut)
+	default:
+		ticket, err := a.store.StopWaiting(ctx, in.Wait.Ticket, turnID)
+		if err != nil {
+			return err
+		}
+		text = settleText(ticket)
+		if in.TimedOut && ticket.Phase == crewlet.TicketPending {
+			text = fmt.Sprintf("Ticket %s to %s is still pending after %s (tickets.max_wait); you will get a notice when it ends.", ticket.ID, ticket.To, in.Wait.For)
+		}
+	}
+	if in.StoppedBy != "" {
+		text = fmt.Sprintf("Stopped by %s while waiting. %s", in.StoppedBy, text)
+	}
+	if err := a.recordResult(ctx, crewlet.ToolCallInput{Handle: in.Handle, Round: in.Round, Call: in.Call}, thread, call, tools.Result{Text: text}); err != nil {
+		return err
+	}
+	if err := a.store.FinishToolCall(ctx, in.Handle, thread, in.Round, in.Call.Call); err != nil {
+		a.log.Warn("tool_call_unrecorded", "seat", in.Handle, "ticket", in.Wait.Ticket, "error", err)
+	}
+	return nil
 }
 
 // openTickets lists the seat's open tickets in both directions.

@@ -623,6 +623,12 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 	if err := a.closeTickets(ctx, turn, replies, answered); err != nil {
 		return out, err
 	}
+	// The turn waits on nothing any more: what still comes of a ticket it
+	// waited on reaches the seat by a notice, and a question it left
+	// unanswered no longer holds its ticket asking.
+	if err := a.store.ForgetWaiter(ctx, in.TurnID); err != nil {
+		return out, err
+	}
 	crashPoint("after_publish", in.Handle)
 	a.remember(ctx, in, exchanges, counterparties)
 	first, err := a.store.FinishTurn(ctx, in.Handle, in.WorkKey, string(in.Status), in.Note, in.StoppedBy, in.Rounds)

@@ -65,6 +65,7 @@ func (s *Server) Handler() http.Handler {
 	r.Post("/tickets", s.openTicket)
 	r.Get("/tickets", s.listTickets)
 	r.Get("/tickets/{id}", s.getTicket)
+	r.Post("/tickets/{id}/answer", s.answerTicket)
 	r.Post("/tickets/{id}/cancel", s.cancelTicket)
 	r.Get("/nodes", s.listNodes)
 	r.Get("/deadletters", s.listDeadLetters)

@@ -30,6 +30,16 @@ type SeatDetail struct {
 	Row        *store.SeatRow     `json:"row,omitempty"`
 	State      *crewlet.SeatState `json:"state,omitempty"`
 	StateError string             `json:"state_error,omitempty"`
+	// Tickets are the seat's open tickets both ways; a delegated one
+	// "asking" is a question waiting on this seat.
+	Tickets SeatTickets `json:"tickets"`
+}
+
+// SeatTickets are a seat's open tickets: those it delegated and those it
+// serves.
+type SeatTickets struct {
+	Delegated []crewlet.Ticket `json:"delegated"`
+	Serving   []crewlet.Ticket `json:"serving"`
 }
 
 func (s *Server) listSeats(w http.ResponseWriter, r *http.Request) {
@@ -79,6 +89,20 @@ func (s *Server) getSeat(w http.ResponseWriter, r *http.Request) {
 	} else if crewlet.ErrorCode(err) != crewlet.ENOTFOUND {
 		s.logError(w, r, err)
 		return
+	}
+	for _, list := range []struct {
+		into   *[]crewlet.Ticket
+		filter store.TicketFilter
+	}{
+		{&detail.Tickets.Delegated, store.TicketFilter{From: seat.Handle, Open: true}},
+		{&detail.Tickets.Serving, store.TicketFilter{To: seat.Handle, Open: true}},
+	} {
+		tickets, err := s.Store.Tickets(r.Context(), list.filter)
+		if err != nil {
+			s.logError(w, r, err)
+			return
+		}
+		*list.into = append([]crewlet.Ticket{}, tickets...)
 	}
 	if seat.Kind == string(crewlet.SeatAgent) {
 		if st, err := s.Control.State(r.Context(), seat.Handle); err == nil {

@@ -26,6 +26,11 @@ type OpenTicketRequest struct {
 	Wait string `json:"wait"`
 }
 
+// AnswerTicketRequest is the body of POST /tickets/{id}/answer.
+type AnswerTicketRequest struct {
+	Text string `json:"text"`
+}
+
 // CancelTicketRequest is the body of POST /tickets/{id}/cancel.
 type CancelTicketRequest struct {
 	Reason string `json:"reason"`
@@ -156,6 +161,20 @@ func (s *Server) cancelTicket(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ended {
 		writeError(w, crewlet.Errorf(crewlet.ECONFLICT, "ticket %s is %s already; only a pending or asking ticket can be cancelled", ticket.ID, ticket.Phase))
+		return
+	}
+	writeJSON(w, http.StatusOK, ticket)
+}
+
+func (s *Server) answerTicket(w http.ResponseWriter, r *http.Request) {
+	var req AnswerTicketRequest
+	if err := readJSON(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	ticket, err := s.Tickets.Answer(r.Context(), chi.URLParam(r, "id"), req.Text)
+	if err != nil {
+		s.logError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, ticket)

@@ -41,6 +41,7 @@ func RegisterShared(r worker.Registry, d Deps) {
 		crewlet.ActivityModelRound:    d.Turns.ModelRound,
 		crewlet.ActivityFinishTurn:    d.Turns.FinishTurn,
 		crewlet.ActivityReflect:       d.Turns.Reflect,
+		crewlet.ActivityResolveWait:   d.Turns.ResolveWait,
 		crewlet.ActivityCheckBudget:   d.Turns.CheckBudget,
 	})
 }

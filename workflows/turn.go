@@ -32,7 +32,9 @@ type turn struct {
 	out   crewlet.TurnOutput
 	stop  *crewlet.StopTurnRequest
 	stops workflow.ReceiveChannel
-	wrote bool
+	// tickets receives the signals of tickets the turn waits on.
+	tickets workflow.ReceiveChannel
+	wrote   bool
 	// refused says why threads ended without an answer; their senders
 	// were told, and the turn is recorded failed.
 	refused []string
@@ -53,7 +55,8 @@ func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error
 	if in.HeartbeatTimeout <= 0 {
 		in.HeartbeatTimeout = defaultHeartbeatTimeout
 	}
-	t := &turn{in: in, stops: workflow.GetSignalChannel(ctx, crewlet.SignalStopTurn), logger: workflow.GetLogger(ctx)}
+	t := &turn{in: in, stops: workflow.GetSignalChannel(ctx, crewlet.SignalStopTurn),
+		tickets: workflow.GetSignalChannel(ctx, crewlet.SignalTicket), logger: workflow.GetLogger(ctx)}
 	if err := workflow.SetQueryHandler(ctx, crewlet.QueryState, func() (crewlet.TurnProgress, error) {
 		p := t.progress
 		if t.stop != nil {
@@ -187,9 +190,61 @@ func (t *turn) converse(ctx workflow.Context, thread, maxRounds int) error {
 				// The next round tells the model what became of the call:
 				// a failed read, or a write whose outcome is unknown.
 				t.logger.Warn("tool_call_failed", "seat", t.in.Handle, "round", round, "tool", call.Name, "error", err)
+				continue
+			}
+			if res.Wait != nil {
+				if err := t.wait(ctx, thread, round, call, *res.Wait); err != nil {
+					return err
+				}
 			}
 		}
 	}
+}
+
+// wait holds the turn durably until the ticket it waits on changes, the
+// wait's time runs out, or a person stops the turn: a timer and signals,
+// nothing held open, so the wait survives restarts and failovers and its
+// history does not grow while it waits. Then the call's result is recorded
+// from the ticket as it stands.
+func (t *turn) wait(ctx workflow.Context, thread, round int, call crewlet.ToolCallRef, w crewlet.TicketWait) error {
+	now := workflow.Now(ctx)
+	t.progress.Waiting = &crewlet.TicketWaiting{Ticket: w.Ticket, Kind: w.Kind, Since: now, Until: now.Add(w.For)}
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("waiting on ticket %s (%s) until %s", w.Ticket, w.Kind, now.Add(w.For).UTC().Format(time.RFC3339)))
+	defer func() {
+		t.progress.Waiting = nil
+		workflow.SetCurrentDetails(ctx, "")
+	}()
+	t.logger.Info("turn_waiting", "seat", t.in.Handle, "turn", t.in.TurnID, "ticket", w.Ticket, "kind", w.Kind, "for", w.For)
+	timerCtx, cancelTimer := workflow.WithCancel(ctx)
+	defer cancelTimer()
+	timer := workflow.NewTimer(timerCtx, w.For)
+	in := crewlet.ResolveWaitInput{
+		Handle: t.in.Handle, Epoch: t.in.Epoch, WorkKey: t.in.WorkKey, Thread: thread, Round: round, Call: call, Wait: w,
+	}
+	for done := false; !done; {
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(timer, func(workflow.Future) { in.TimedOut, done = true, true })
+		sel.AddReceive(t.tickets, func(c workflow.ReceiveChannel, _ bool) {
+			var sig crewlet.TicketSignal
+			c.Receive(ctx, &sig)
+			done = done || sig.Ticket == w.Ticket
+		})
+		sel.AddReceive(t.stops, func(c workflow.ReceiveChannel, _ bool) {
+			var req crewlet.StopTurnRequest
+			c.Receive(ctx, &req)
+			if t.stop == nil {
+				t.stop = &req
+			}
+			in.StoppedBy, done = t.stop.By, true
+		})
+		sel.Select(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityResolveWait, in).Get(ctx, nil)
+	t.logger.Info("turn_waited", "seat", t.in.Handle, "turn", t.in.TurnID, "ticket", w.Ticket, "timed_out", in.TimedOut, "stopped_by", in.StoppedBy)
+	return err
 }
 
 // stopRequested takes in the stop signals received so far.

@@ -44,6 +44,7 @@ Client commands (talk to the API at --api URL, default $CREWLET_API or http://12
   tickets ls [--from H] [--to H] [--phase P] [--open] [--limit N]
                                 tickets, newest first (GET /tickets)
   tickets show ID               one ticket (GET /tickets/{id})
+  tickets answer ID TEXT        answer the question asked on a ticket (POST /tickets/{id}/answer)
   tickets cancel ID [--reason TEXT] [--by NAME]
                                 cancel an open ticket; its delegator is told (POST /tickets/{id}/cancel)
   deadletters ls                mail the seats gave up on, with reason and delivery count
@@ -148,17 +149,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runAsk(ctx, rest, stdout)
 	case "tickets":
 		if len(rest) == 0 {
-			return usageError{"usage: crewlet tickets ls | tickets show ID | tickets cancel ID"}
+			return usageError{"usage: crewlet tickets ls | tickets show ID | tickets answer ID TEXT | tickets cancel ID"}
 		}
 		switch rest[0] {
 		case "ls":
 			return runTicketsList(ctx, rest[1:], stdout)
 		case "show":
 			return runTicketShow(ctx, rest[1:], stdout)
+		case "answer":
+			return runTicketAnswer(ctx, rest[1:], stdout)
 		case "cancel":
 			return runTicketCancel(ctx, rest[1:], stdout)
 		}
-		return usageError{fmt.Sprintf("unknown tickets command %q; use ls, show or cancel", rest[0])}
+		return usageError{fmt.Sprintf("unknown tickets command %q; use ls, show, answer or cancel", rest[0])}
 	case "send":
 		return runSend(ctx, rest, stdout)
 	case "inbox":

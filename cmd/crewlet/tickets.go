@@ -94,6 +94,22 @@ func runTicketShow(ctx context.Context, args []string, stdout io.Writer) error {
 	return printJSON(stdout, t)
 }
 
+// runTicketAnswer is `crewlet tickets answer ID TEXT` (POST /tickets/{id}/answer).
+func runTicketAnswer(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("tickets answer", flag.ContinueOnError)
+	base := apiFlag(fs)
+	pos, err := parseFlags(fs, args, 2, "crewlet tickets answer ID TEXT")
+	if err != nil {
+		return err
+	}
+	var t crewlet.Ticket
+	if err := newAPIClient(*base).call(ctx, http.MethodPost, ticketPath(pos[0], "/answer"), api.AnswerTicketRequest{Text: pos[1]}, &t); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "answered on ticket %s; %s goes on with it\n", t.ID, t.To)
+	return nil
+}
+
 // runTicketCancel is `crewlet tickets cancel ID` (POST /tickets/{id}/cancel).
 func runTicketCancel(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("tickets cancel", flag.ContinueOnError)

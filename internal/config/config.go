@@ -156,6 +156,14 @@ type Tickets struct {
 	// ExpireAfter ends a ticket still open this long after it was opened
 	// (expired), and tells its delegator. 1m to 8760h.
 	ExpireAfter time.Duration `mapstructure:"expire_after"`
+	// MaxWait bounds how long a turn waits on a ticket it delegated with
+	// wait: true (or answered with wait: true); then the model is told it
+	// is still pending, and a notice follows when it ends. 1s to 24h.
+	MaxWait time.Duration `mapstructure:"max_wait"`
+	// AskTimeout bounds how long a turn serving a ticket waits for the
+	// answer to its question; then it decides itself and the ticket
+	// returns to pending. 1s to 24h.
+	AskTimeout time.Duration `mapstructure:"ask_timeout"`
 }
 
 // Providers a profile may name.

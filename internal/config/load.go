@@ -60,6 +60,8 @@ var defaults = map[string]any{
 	"maintenance.node_retention":         168 * time.Hour,
 
 	"tickets.expire_after": 24 * time.Hour,
+	"tickets.max_wait":     time.Hour,
+	"tickets.ask_timeout":  30 * time.Minute,
 
 	"company.budget.tokens_per_day":   0,
 	"company.budget.tokens_per_week":  0,

@@ -29,6 +29,8 @@ const (
 const (
 	minTicketExpiry = time.Minute
 	maxTicketExpiry = 8760 * time.Hour
+	// maxTicketWait bounds tickets.max_wait and tickets.ask_timeout.
+	maxTicketWait = 24 * time.Hour
 )
 
 // Bounds of a profile's context_tokens.
@@ -219,6 +221,8 @@ func (c *Config) problems() []*Problem {
 		checkDuration(r.path, r.val, minRetention, maxRetention)
 	}
 	checkDuration("tickets.expire_after", c.Tickets.ExpireAfter, minTicketExpiry, maxTicketExpiry)
+	checkDuration("tickets.max_wait", c.Tickets.MaxWait, time.Second, maxTicketWait)
+	checkDuration("tickets.ask_timeout", c.Tickets.AskTimeout, time.Second, maxTicketWait)
 	// Compared only when both are in range: one that is not is reported
 	// already, and setting it right may settle this too.
 	inRange := func(v, lo, hi time.Duration) bool { return v >= lo && v <= hi }

@@ -67,7 +67,7 @@ func (t *Tickets) Open(ctx context.Context, req OpenTicketRequest) (crewlet.Tick
 		}
 		fromSeat = s.Kind == string(crewlet.SeatAgent)
 	}
-	to, routedFrom, err := t.route(ctx, req.To)
+	to, routedFrom, err := t.route(ctx, req.To, from)
 	if err != nil {
 		return crewlet.Ticket{}, err
 	}
@@ -103,8 +103,9 @@ func (t *Tickets) Open(ctx context.Context, req OpenTicketRequest) (crewlet.Tick
 }
 
 // route resolves a target: a seat that runs turns, or "role:NAME" to the
-// agent seat of that role serving the fewest open tickets (ties by handle).
-func (t *Tickets) route(ctx context.Context, to string) (handle, routedFrom string, err error) {
+// agent seat of that role, other than the delegator, serving the fewest open
+// tickets (ties by handle).
+func (t *Tickets) route(ctx context.Context, to, from string) (handle, routedFrom string, err error) {
 	role, byRole := strings.CutPrefix(to, crewlet.RolePrefix)
 	if !byRole {
 		s, err := t.control.seat(to)
@@ -118,12 +119,12 @@ func (t *Tickets) route(ctx context.Context, to string) (handle, routedFrom stri
 	}
 	var seats []string
 	for _, s := range t.control.org.Seats {
-		if s.Role == role && s.Kind != string(crewlet.SeatHuman) {
+		if s.Role == role && s.Kind != string(crewlet.SeatHuman) && s.Handle != from {
 			seats = append(seats, s.Handle)
 		}
 	}
 	if len(seats) == 0 {
-		return "", "", crewlet.Errorf(crewlet.ENOTFOUND, "no agent seat has the role %q", role)
+		return "", "", crewlet.Errorf(crewlet.ENOTFOUND, "no agent seat other than %s has the role %q", from, role)
 	}
 	open, err := t.store.OpenTicketCounts(ctx, seats)
 	if err != nil {
@@ -138,12 +139,16 @@ func (t *Tickets) route(ctx context.Context, to string) (handle, routedFrom stri
 	return seats[0], to, nil
 }
 
-// Ended tells the delegator that a ticket settled or failed: a seat gets a
-// notice that starts a turn, a person's human seat a note in its inbox. The
-// operator reads GET /tickets. The notice's event id is the ticket's, so
-// telling twice tells once.
+// Ended tells the delegator that a ticket settled or failed: a turn of the
+// delegator waiting on it is signalled and reads the outcome as its tool
+// result; otherwise a seat gets a notice that starts a turn, and a person's
+// human seat a note in its inbox. The operator reads GET /tickets. The
+// notice's event id is the ticket's, so telling twice tells once.
 func (t *Tickets) Ended(ctx context.Context, ticket crewlet.Ticket) error {
 	t.log.Info("ticket_ended", "ticket", ticket.ID, "phase", ticket.Phase, "from", ticket.From, "to", ticket.To, "reason", ticket.Reason)
+	if t.signalled(ctx, ticket.Waiter, ticket.ID) {
+		return nil
+	}
 	if _, ok := t.control.org.Seat(ticket.From); !ok {
 		return nil
 	}
@@ -222,4 +227,69 @@ func (t *Tickets) tellAll(ctx context.Context, tickets []crewlet.Ticket) error {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// signalled signals the turn waiting on a ticket, if one is, and reports
+// whether it reached it. A turn that is gone (it ended; a re-run reads the
+// ticket as it stands) is not reached: the caller tells another way.
+func (t *Tickets) signalled(ctx context.Context, turnID, ticketID string) bool {
+	if turnID == "" {
+		return false
+	}
+	err := t.control.temporal.SignalWorkflow(ctx, turnID, "", crewlet.SignalTicket, crewlet.TicketSignal{Ticket: ticketID})
+	if err != nil {
+		t.log.Warn("ticket_waiter_unreached", "ticket", ticketID, "turn", turnID, "error", err)
+		return false
+	}
+	return true
+}
+
+// Ask puts a question from the turn serving a ticket (the call askKey of
+// turn askWaiter) and tells the delegator: its waiting turn reads the
+// question as its tool result; otherwise a seat gets a question that starts
+// a turn, a person's human seat a note in its inbox. It returns the ticket
+// as it stands and whether the question is (still) this call's.
+func (t *Tickets) Ask(ctx context.Context, id, question, askKey, askWaiter string) (crewlet.Ticket, bool, error) {
+	ticket, asked, err := t.store.AskTicket(ctx, id, question, askKey, askWaiter)
+	if err != nil {
+		return ticket, false, err
+	}
+	if !asked {
+		return ticket, ticket.AskKey == askKey, nil
+	}
+	t.log.Info("ticket_asking", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To)
+	if t.signalled(ctx, ticket.Waiter, ticket.ID) {
+		return ticket, true, nil
+	}
+	if _, ok := t.control.org.Seat(ticket.From); !ok {
+		return ticket, true, nil
+	}
+	_, err = t.control.Deliver(ctx, crewlet.Message{
+		EventID: "ticket-question-" + crewlet.WorkKey([]string{ticket.ID, askKey}), Type: crewlet.MessageTicketQuestion,
+		From: crewlet.TicketSender, To: ticket.From, Conversation: ticket.Conversation, Ticket: ticket.ID,
+		Body: crewlet.TicketQuestionText(ticket), SentAt: time.Now().UTC(),
+	})
+	if err != nil {
+		return ticket, true, fmt.Errorf("tell %s of the question on ticket %s: %w", ticket.From, ticket.ID, err)
+	}
+	return ticket, true, nil
+}
+
+// Answer answers an asking ticket's question on behalf of its delegator and
+// signals the turn waiting for it. It refuses (ECONFLICT, naming the phase)
+// a ticket with no question waiting.
+func (t *Tickets) Answer(ctx context.Context, id, answer string) (crewlet.Ticket, error) {
+	if strings.TrimSpace(answer) == "" {
+		return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "the answer is empty; say something")
+	}
+	ticket, answered, err := t.store.AnswerTicket(ctx, id, answer)
+	if err != nil {
+		return ticket, err
+	}
+	if !answered {
+		return ticket, crewlet.Errorf(crewlet.ECONFLICT, "ticket %s is %s: no question waits on it", ticket.ID, ticket.Phase)
+	}
+	t.log.Info("ticket_answered", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To)
+	t.signalled(ctx, ticket.AskWaiter, ticket.ID)
+	return ticket, nil
 }

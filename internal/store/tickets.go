@@ -14,12 +14,13 @@ import (
 )
 
 const ticketColumns = `id, from_handle, from_seat, to_handle, routed_from, task, conversation, phase, question, asked_at,
-	answer, reply, reason, request_event, created_at, updated_at, settled_at`
+	answer, reply, reason, request_event, created_at, updated_at, settled_at, waiter, ask_waiter, ask_key`
 
 func scanTicket(r pgx.Row) (crewlet.Ticket, error) {
 	var t crewlet.Ticket
 	err := r.Scan(&t.ID, &t.From, &t.FromSeat, &t.To, &t.RoutedFrom, &t.Task, &t.Conversation, &t.Phase, &t.Question,
-		&t.AskedAt, &t.Answer, &t.Reply, &t.Reason, &t.RequestEvent, &t.CreatedAt, &t.UpdatedAt, &t.SettledAt)
+		&t.AskedAt, &t.Answer, &t.Reply, &t.Reason, &t.RequestEvent, &t.CreatedAt, &t.UpdatedAt, &t.SettledAt,
+		&t.Waiter, &t.AskWaiter, &t.AskKey)
 	return t, err
 }
 
@@ -172,4 +173,80 @@ func (s *Store) endTickets(ctx context.Context, where string, arg any, phase cre
 		return nil, fmt.Errorf("end tickets %s: %w", phase, err)
 	}
 	return out, nil
+}
+
+// updateTicket runs one UPDATE ... RETURNING of a ticket; changed is false,
+// and the ticket is returned as it stands, when the WHERE matched nothing.
+func (s *Store) updateTicket(ctx context.Context, what, id, sql string, args ...any) (crewlet.Ticket, bool, error) {
+	t, err := scanTicket(s.pool.QueryRow(ctx, sql+` RETURNING `+ticketColumns, append([]any{id}, args...)...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		t, err = s.Ticket(ctx, id)
+		return t, false, err
+	}
+	if err != nil {
+		return crewlet.Ticket{}, false, fmt.Errorf("%s ticket %s: %w", what, id, schemaMissing(err))
+	}
+	return t, true, nil
+}
+
+// WaitTicket makes a turn the waiter of a pending ticket: it is signalled
+// when the ticket settles, fails or asks. waiting is false when the ticket
+// is not pending (asking, or ended): the caller has its outcome already.
+func (s *Store) WaitTicket(ctx context.Context, id, waiter string) (crewlet.Ticket, bool, error) {
+	return s.updateTicket(ctx, "wait on", id, `
+		UPDATE tickets SET waiter = $2, updated_at = now() WHERE id = $1 AND phase = 'pending'`, waiter)
+}
+
+// StopWaiting ends a turn's wait on a ticket and returns the ticket as it
+// stands: whoever changes it after this tells the delegator by a notice, not
+// by signalling the turn. Row locking orders it against a settle, so the
+// outcome is in the returned ticket or in a notice, never in neither.
+func (s *Store) StopWaiting(ctx context.Context, id, waiter string) (crewlet.Ticket, error) {
+	t, _, err := s.updateTicket(ctx, "stop waiting on", id, `
+		UPDATE tickets SET waiter = '', updated_at = now() WHERE id = $1 AND waiter = $2`, waiter)
+	return t, err
+}
+
+// AskTicket puts a question on a pending ticket from the serving turn's
+// call askKey: the ticket goes asking and the turn waits as askWaiter. The
+// same call asking again (a re-run) changes nothing. asked is false when
+// the ticket could not take the question (ended, or asking from another
+// call).
+func (s *Store) AskTicket(ctx context.Context, id, question, askKey, askWaiter string) (crewlet.Ticket, bool, error) {
+	return s.updateTicket(ctx, "ask on", id, `
+		UPDATE tickets SET phase = 'asking', question = $2, asked_at = now(), answer = '', ask_key = $3, ask_waiter = $4, updated_at = now()
+		WHERE id = $1 AND phase = 'pending' AND ask_key <> $3`, question, askKey, askWaiter)
+}
+
+// AnswerTicket records the answer to an asking ticket's question and
+// returns it to pending, the one move back a phase may make. answered is
+// false when no question was waiting.
+func (s *Store) AnswerTicket(ctx context.Context, id, answer string) (crewlet.Ticket, bool, error) {
+	return s.updateTicket(ctx, "answer", id, `
+		UPDATE tickets SET phase = 'pending', answer = $2, updated_at = now() WHERE id = $1 AND phase = 'asking'`, answer)
+}
+
+// StopAsking ends the serving turn's wait for an answer to the question
+// askKey put: unanswered, the ticket returns to pending (the turn decides
+// itself). It returns the ticket as it stands.
+func (s *Store) StopAsking(ctx context.Context, id, askKey string) (crewlet.Ticket, error) {
+	t, _, err := s.updateTicket(ctx, "stop asking on", id, `
+		UPDATE tickets SET phase = CASE WHEN phase = 'asking' THEN 'pending' ELSE phase END, ask_waiter = '', updated_at = now()
+		WHERE id = $1 AND ask_key = $2 AND ask_waiter <> ''`, askKey)
+	return t, err
+}
+
+// ForgetWaiter clears a turn from every ticket it waits on: the turn ended
+// (finished, failed, stopped), and what it waited for reaches the seat by a
+// notice instead.
+func (s *Store) ForgetWaiter(ctx context.Context, turnID string) error {
+	_, err := s.pool.Exec(ctx, `
+		UPDATE tickets SET waiter = CASE WHEN waiter = $1 THEN '' ELSE waiter END,
+		                   ask_waiter = CASE WHEN ask_waiter = $1 THEN '' ELSE ask_waiter END,
+		                   phase = CASE WHEN ask_waiter = $1 AND phase = 'asking' THEN 'pending' ELSE phase END
+		WHERE waiter = $1 OR ask_waiter = $1`, turnID)
+	if err != nil {
+		return fmt.Errorf("forget waiter %s: %w", turnID, schemaMissing(err))
+	}
+	return nil
 }
