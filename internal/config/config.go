@@ -229,9 +229,14 @@ func (p Profile) InputBudget() int64 {
 // matches the incoming text produces Reply, a text/template executed with
 // .Text, .From, .Handle, .Role, .Conversation, .Groups (the submatches) and
 // .History (the conversation before the message), and, after Tools ran,
-// .Results and .Tools.
+// .Results, .Tools and .Last (the latest result).
 type Rule struct {
 	Match string `mapstructure:"match"`
+	// OnResult, instead of Match, makes a rule that follows a tool round:
+	// it matches the latest tool result (.Groups are its submatches) and
+	// may call tools again, so a script can go several rounds (answer a
+	// question a delegated ticket brought back, say).
+	OnResult string `mapstructure:"on_result"`
 	Reply string `mapstructure:"reply"`
 	// Tools, when set, are called first, in one round; Reply answers once
 	// their results are in.

@@ -424,8 +424,17 @@ func defaultBaseURL(provider string) string {
 }
 
 func checkRule(add addFunc, rp string, r Rule) {
-	if _, err := regexp.Compile(r.Match); err != nil {
-		add(rp+".match", "%v", err)
+	switch {
+	case r.OnResult != "" && r.Match != "":
+		add(rp, "has both match and on_result; a rule matches the message or the latest tool result")
+	case r.OnResult != "":
+		if _, err := regexp.Compile(r.OnResult); err != nil {
+			add(rp+".on_result", "%v", err)
+		}
+	default:
+		if _, err := regexp.Compile(r.Match); err != nil {
+			add(rp+".match", "%v", err)
+		}
 	}
 	if _, err := template.New("reply").Parse(r.Reply); err != nil {
 		add(rp+".reply", "%v", err)
@@ -435,8 +444,10 @@ func checkRule(add addFunc, rp string, r Rule) {
 		add(rp, "has both reply and fail; a rule either replies or fails")
 	case r.Fail != "" && len(r.Tools) > 0:
 		add(rp, "has both tools and fail; a failing rule calls no tools")
-	case r.Fail == "" && r.Reply == "":
-		add(rp, "has neither reply nor fail; a rule either replies or fails")
+	case r.Fail != "" && r.OnResult != "":
+		add(rp, "has both on_result and fail; a rule that follows a tool result calls tools or replies")
+	case r.Fail == "" && r.Reply == "" && (r.OnResult == "" || len(r.Tools) == 0):
+		add(rp, "has neither reply nor fail; a rule either replies or fails (an on_result rule may call tools instead)")
 	}
 	for i, t := range r.Tools {
 		tp := fmt.Sprintf("%s.tools[%d]", rp, i)

@@ -231,3 +231,161 @@ func TestPeopleOpenAndFollowTickets(t *testing.T) {
 		}
 	}
 }
+
+// waitOrg: cto delegates with wait: true and answers the question the ticket
+// brings back, going on waiting; eng-1 asks a question mid-turn and uses the
+// answer in its reply. eng-2 asks and gets no answer in time.
+const waitOrg = `company: { name: waitco }
+tickets: { ask_timeout: %s }
+profiles:
+  lead:
+    provider: scripted
+    delay: %s
+    rules:
+      - match: '^get a fix for (.*)'
+        tools: [ { name: delegate, args: { to: eng-1, task: 'please fix {{index .Groups 1}}', wait: true } } ]
+        reply: 'eng-1 says: {{.Last}}'
+      - on_result: '(?s)asks:\s*(.*?)\s*Answer with answer\(ticket: "(\S+)"'
+        tools: [ { name: answer, args: { ticket: '{{index .Groups 2}}', text: 'use the staging config', wait: true } } ]
+  eng:
+    provider: scripted
+    delay: %s
+    rules:
+      - match: '^please fix (.*)'
+        tools: [ { name: ask, args: { question: 'which config should I use for {{index .Groups 1}}?' } } ]
+        reply: 'Fixed {{index .Groups 1}}. {{.Last}}'
+roles:
+  lead: { charter: leads and delegates, profile: lead }
+  engineer: { charter: fixes what it is given, profile: eng }
+seats:
+  - { handle: cto, role: lead }
+  - { handle: eng-1, role: engineer }
+  - { handle: eng-2, role: engineer }
+`
+
+// ticketPhases reads a ticket's phase every few milliseconds until stop,
+// and returns each phase it saw with when it first saw it.
+func (c *company) ticketPhases(id func() string, stop <-chan struct{}) <-chan []string {
+	out := make(chan []string, 1)
+	go func() {
+		var seen []string
+		last := crewlet.TicketPhase("")
+		for {
+			select {
+			case <-stop:
+				out <- seen
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			tid := id()
+			if tid == "" {
+				continue
+			}
+			var t crewlet.Ticket
+			if err := c.call(http.MethodGet, "/tickets/"+tid, nil, &t); err != nil || t.Phase == last {
+				continue
+			}
+			last = t.Phase
+			seen = append(seen, fmt.Sprintf("%s %s", time.Now().UTC().Format("15:04:05.000"), t.Phase))
+		}
+	}()
+	return out
+}
+
+// A person asks cto for a fix; cto delegates to eng-1 and waits; eng-1 asks
+// cto a question mid-turn; cto's waiting turn answers and waits on; eng-1
+// replies; cto's turn resumes and answers the person with eng-1's result.
+// One ticket, phases pending → asking → pending → done, each message
+// answered once, no notice (the waiting turn took the reply).
+func TestDelegationWithDurableWaitAndQuestion(t *testing.T) {
+	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(waitOrg, "30m", "0s", "0s")))
+	c.apiServer()
+	c.worker("n1")
+	c.waitAttached(30 * time.Second)
+
+	conv := "wait-" + testenv.Suffix()
+	stop := make(chan struct{})
+	ticketID := func() string {
+		var ts []crewlet.Ticket
+		_ = c.call(http.MethodGet, "/tickets?from=cto", nil, &ts)
+		if len(ts) == 0 {
+			return ""
+		}
+		return ts[0].ID
+	}
+	phases := c.ticketPhases(ticketID, stop)
+	ask := c.send("cto", "get a fix for the build", inConversation(conv))
+	reply := c.waitReply(ask, 60*time.Second)
+	close(stop)
+	want := "eng-1 says: Ticket t-"
+	if !strings.HasPrefix(reply, want) || !strings.Contains(reply, "is done. Reply from eng-1:\n\nFixed the build. Answer from cto:\n\nuse the staging config") {
+		t.Fatalf("cto's answer %q; want eng-1's reply carrying cto's answer", reply)
+	}
+	tickets := c.tickets("from=cto")
+	if len(tickets) != 1 {
+		t.Fatalf("tickets: %+v; want one", tickets)
+	}
+	tk := tickets[0]
+	if tk.Phase != crewlet.TicketDone || tk.Question != "which config should I use for the build?" || tk.Answer != "use the staging config" ||
+		tk.Waiter != "" || tk.AskWaiter != "" {
+		t.Fatalf("ticket = %+v", tk)
+	}
+	// The waiting turn took the reply: no notice turn on cto.
+	for _, m := range c.conversation(conv)[0].Messages {
+		if m.Type == crewlet.MessageTicketNotice || m.Type == crewlet.MessageTicketQuestion {
+			t.Fatalf("a %s reached cto although its turn waited: %+v", m.Type, m)
+		}
+	}
+	if replies := c.repliesTo(ask); len(replies) != 1 {
+		t.Fatalf("replies to the person: %q; want one", replies)
+	}
+	seen := <-phases
+	t.Logf("transcript of %s:", conv)
+	for _, m := range c.conversation(conv)[0].Messages {
+		t.Logf("  %s %s → %s: %s", m.RecordedAt.Format("15:04:05.000"), m.From, m.To, strings.ReplaceAll(m.Body, "\n", " "))
+	}
+	t.Logf("ticket %s phases seen: %v; opened %s, asked %s, settled %s", tk.ID, seen,
+		tk.CreatedAt.Format("15:04:05.000"), tk.AskedAt.Format("15:04:05.000"), tk.SettledAt.Format("15:04:05.000"))
+	if got := strings.Join(phaseNames(seen), " → "); got != "pending → asking → pending → done" && got != "pending → asking → done" && got != "asking → pending → done" {
+		t.Errorf("phases seen: %s; want pending → asking → pending → done (a fast poll may miss a step, never reorder)", got)
+	}
+}
+
+func phaseNames(seen []string) []string {
+	out := make([]string, len(seen))
+	for i, s := range seen {
+		out[i] = s[strings.IndexByte(s, ' ')+1:]
+	}
+	return out
+}
+
+// An ask nobody answers in time: the asking turn is told to decide itself,
+// the ticket goes back to pending, and the turn's reply still settles it;
+// the delegator's own wait ends with the question, which it leaves.
+func TestUnansweredAskReturnsTheTicketToPending(t *testing.T) {
+	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(waitOrg, "2s", "0s", "0s")))
+	c.apiServer()
+	c.worker("n1")
+	c.waitAttached(30 * time.Second)
+
+	var tk crewlet.Ticket
+	if err := c.call(http.MethodPost, "/tickets", api.OpenTicketRequest{To: "eng-2", Task: "please fix the flaky test"}, &tk); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the ticket settled", func() error {
+		if err := c.call(http.MethodGet, "/tickets/"+tk.ID, nil, &tk); err != nil {
+			return err
+		}
+		if tk.Phase != crewlet.TicketDone {
+			return fmt.Errorf("ticket is %s", tk.Phase)
+		}
+		return nil
+	})
+	if tk.Question != "which config should I use for the flaky test?" || tk.Answer != "" ||
+		tk.Reply != "Fixed the flaky test. No answer within 2s; decide yourself and go on." {
+		t.Fatalf("ticket = %+v; want the question unanswered and the reply made without it", tk)
+	}
+	if status, body, _ := c.raw(http.MethodPost, "/tickets/"+tk.ID+"/answer", api.AnswerTicketRequest{Text: "too late"}); status != http.StatusConflict {
+		t.Fatalf("answering a settled ticket: %d %s; want 409", status, body)
+	}
+}

@@ -37,6 +37,8 @@ var _ crewlet.ChatModel = (*Scripted)(nil)
 
 type scriptedRule struct {
 	match *regexp.Regexp
+	// onResult matches the latest tool result instead of the trigger.
+	onResult bool
 	reply *template.Template
 	tools []scriptedTool
 	fail  string
@@ -63,6 +65,8 @@ type ReplyData struct {
 	// Tools maps each called tool's name to its result's text; a tool called
 	// twice keeps its last result.
 	Tools map[string]string
+	// Last is the latest tool result's text.
+	Last string
 	// History is the conversation before the message being answered, oldest
 	// first: earlier triggers, replies received and a compaction summary
 	// (Role "user"), and the seat's earlier answers (Role "assistant").
@@ -84,7 +88,11 @@ type HistoryEntry struct {
 func NewScripted(p config.Profile, probe *Probe) (*Scripted, error) {
 	s := &Scripted{delay: p.Delay, probe: probe}
 	for i, r := range p.Rules {
-		re, err := regexp.Compile(r.Match)
+		expr, onResult := r.Match, false
+		if r.OnResult != "" {
+			expr, onResult = r.OnResult, true
+		}
+		re, err := regexp.Compile(expr)
 		if err != nil {
 			return nil, fmt.Errorf("rules[%d].match: %w", i, err)
 		}
@@ -92,7 +100,7 @@ func NewScripted(p config.Profile, probe *Probe) (*Scripted, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rules[%d].reply: %w", i, err)
 		}
-		rule := scriptedRule{match: re, reply: tmpl, fail: r.Fail}
+		rule := scriptedRule{match: re, onResult: onResult, reply: tmpl, fail: r.Fail}
 		for j, t := range r.Tools {
 			args := map[string]any{}
 			if t.Args != nil {
@@ -251,7 +259,23 @@ func (s *Scripted) Chat(ctx context.Context, req crewlet.ModelRequest) (crewlet.
 			}
 		}
 	}
+	if n := len(data.Results); n > 0 {
+		data.Last = data.Results[n-1]
+		// A rule that follows a tool result: its match is the result's.
+		for _, r := range s.rules {
+			if !r.onResult {
+				continue
+			}
+			if groups := r.match.FindStringSubmatch(data.Last); groups != nil {
+				data.Groups = groups
+				return s.answer(r, data, in, true)
+			}
+		}
+	}
 	for _, r := range s.rules {
+		if r.onResult {
+			continue
+		}
 		groups := r.match.FindStringSubmatch(data.Text)
 		if groups == nil {
 			continue
@@ -260,16 +284,22 @@ func (s *Scripted) Chat(ctx context.Context, req crewlet.ModelRequest) (crewlet.
 			return crewlet.ModelResponse{}, &crewlet.ProviderError{Provider: "scripted", Kind: crewlet.ProviderBadRequest, Status: 400, Message: r.fail}
 		}
 		data.Groups = groups
-		if len(r.tools) > 0 && !called {
-			return s.toolCalls(r, data, in)
-		}
-		var b strings.Builder
-		if err := r.reply.Execute(&b, data); err != nil {
-			return crewlet.ModelResponse{}, crewlet.Errorf(crewlet.EINVALID, "scripted reply template for %q failed: %v", r.match, err)
-		}
-		return textResponse(b.String(), in), nil
+		return s.answer(r, data, in, !called)
 	}
 	return textResponse(fmt.Sprintf("[%s] %s", req.Seat, data.Text), in), nil
+}
+
+// answer is a matched rule's response: its tool calls when callTools and it
+// has any, else its reply.
+func (s *Scripted) answer(r scriptedRule, data ReplyData, in int64, callTools bool) (crewlet.ModelResponse, error) {
+	if len(r.tools) > 0 && callTools {
+		return s.toolCalls(r, data, in)
+	}
+	var b strings.Builder
+	if err := r.reply.Execute(&b, data); err != nil {
+		return crewlet.ModelResponse{}, crewlet.Errorf(crewlet.EINVALID, "scripted reply template for %q failed: %v", r.match, err)
+	}
+	return textResponse(b.String(), in), nil
 }
 
 // scriptedSummary stands in for a model's compaction summary: who said
