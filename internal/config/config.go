@@ -237,7 +237,7 @@ type Rule struct {
 	// may call tools again, so a script can go several rounds (answer a
 	// question a delegated ticket brought back, say).
 	OnResult string `mapstructure:"on_result"`
-	Reply string `mapstructure:"reply"`
+	Reply    string `mapstructure:"reply"`
 	// Tools, when set, are called first, in one round; Reply answers once
 	// their results are in.
 	Tools []RuleTool `mapstructure:"tools"`

@@ -39,9 +39,9 @@ type scriptedRule struct {
 	match *regexp.Regexp
 	// onResult matches the latest tool result instead of the trigger.
 	onResult bool
-	reply *template.Template
-	tools []scriptedTool
-	fail  string
+	reply    *template.Template
+	tools    []scriptedTool
+	fail     string
 }
 
 type scriptedTool struct {
