@@ -33,6 +33,10 @@ type fakeTurnWorld struct {
 	toolErr func(in crewlet.ToolCallInput, attempt int32) error
 	// duringRound runs without mu held while a round is asked.
 	duringRound func(round int)
+	// wait makes the first call of round 1 wait on a ticket.
+	wait *crewlet.TicketWait
+	// resolved records the waits ResolveWait ended.
+	resolved []crewlet.ResolveWaitInput
 	// refused ends these threads' first round without an answer.
 	refused map[int]string
 	// reflect is the role's reflect; reflectErr fails the reflection.
@@ -90,7 +94,18 @@ func (w *fakeTurnWorld) ToolCall(ctx context.Context, in crewlet.ToolCallInput) 
 			return crewlet.ToolCallOutput{}, err
 		}
 	}
+	if w.wait != nil && in.Round == 1 && in.Call.Call == 0 {
+		return crewlet.ToolCallOutput{Wrote: true, Wait: w.wait}, nil
+	}
 	return crewlet.ToolCallOutput{Wrote: !in.Call.ReadOnly}, nil
+}
+
+func (w *fakeTurnWorld) ResolveWait(_ context.Context, in crewlet.ResolveWaitInput) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.logf("resolve %s timed_out=%v stopped_by=%q", in.Wait.Ticket, in.TimedOut, in.StoppedBy)
+	w.resolved = append(w.resolved, in)
+	return nil
 }
 
 func (w *fakeTurnWorld) FinishTurn(_ context.Context, in crewlet.FinishTurnInput) (crewlet.FinishTurnOutput, error) {
@@ -126,6 +141,11 @@ func newTurnHarness(t *testing.T) *turnHarness {
 		crewlet.ActivityToolCall:   h.world.ToolCall,
 		crewlet.ActivityFinishTurn: h.world.FinishTurn,
 		crewlet.ActivityReflect:    h.world.Reflect,
+	} {
+		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+	for name, fn := range map[string]any{
+		crewlet.ActivityResolveWait: h.world.ResolveWait,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
@@ -406,6 +426,56 @@ func TestTurnReflectsAfterAnAnsweredTurn(t *testing.T) {
 			if want := crewlet.TurnDone; !tt.refused && out.Status != want {
 				t.Errorf("status = %s; want %s", out.Status, want)
 			}
+		})
+	}
+}
+
+// A call that must wait on a ticket holds the turn until the ticket's
+// signal (one for another ticket changes nothing), the wait's time, or a
+// person's stop; then ResolveWait records the result and the turn goes on.
+func TestTurnWaitsOnATicket(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		at   time.Duration
+		send func(h *turnHarness)
+		want string
+	}{
+		{"signal", 10 * time.Minute, func(h *turnHarness) {
+			h.env.SignalWorkflow(crewlet.SignalTicket, crewlet.TicketSignal{Ticket: "t-other"})
+			h.env.SignalWorkflow(crewlet.SignalTicket, crewlet.TicketSignal{Ticket: "t-1"})
+		}, `resolve t-1 timed_out=false stopped_by=""`},
+		{"timeout", 2 * time.Hour, func(*turnHarness) {}, `resolve t-1 timed_out=true stopped_by=""`},
+		{"stop", 5 * time.Minute, func(h *turnHarness) {
+			h.env.SignalWorkflow(crewlet.SignalStopTurn, crewlet.StopTurnRequest{By: "alice"})
+		}, `resolve t-1 timed_out=false stopped_by="alice"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newTurnHarness(t)
+			h.world.rounds = []roundScript{{calls: []crewlet.ToolCallRef{write(0, "delegate")}}}
+			h.world.wait = &crewlet.TicketWait{Ticket: "t-1", Kind: crewlet.WaitSettle, For: time.Hour}
+			var during crewlet.TurnProgress
+			h.env.RegisterDelayedCallback(func() {
+				v, err := h.env.QueryWorkflow(crewlet.QueryState)
+				if err == nil {
+					_ = v.Get(&during)
+				}
+				tt.send(h)
+			}, min(tt.at, 59*time.Minute))
+			out, err := h.run()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if during.Waiting == nil || during.Waiting.Ticket != "t-1" || during.Waiting.Kind != crewlet.WaitSettle {
+				t.Errorf("state while waiting: %+v; want waiting on t-1", during)
+			}
+			want := []string{"begin", "model t0 r1", "tool t0 r1 c0 delegate attempt=1 queue=crewlet.host.n1", tt.want}
+			if tt.name == "stop" {
+				want = append(want, "finish stopped rounds=1")
+				eq(t, "status", out.Status, crewlet.TurnStopped)
+			} else {
+				want = append(want, "model t0 r2", "finish done rounds=2")
+			}
+			eq(t, "steps", h.world.log, want)
 		})
 	}
 }
