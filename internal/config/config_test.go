@@ -78,6 +78,7 @@ func TestExampleOrg(t *testing.T) {
 		Results                                []string
 		Tools                                  map[string]string
 		History                                []struct{ Role, Text, From, Body string }
+		Last                                   string
 	}
 	rules := c.Profiles["local"].Rules
 	if len(rules) < 2 {
