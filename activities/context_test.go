@@ -112,24 +112,9 @@ func (e *turnEnv) say(t testing.TB, eventID, conv, body string) string {
 func (e *turnEnv) sayErr(t testing.TB, eventID, conv, body string) (string, error) {
 	t.Helper()
 	workKey := e.beginIn(t, eventID, conv, body)
-	status, failed := crewlet.TurnDone, ""
-	for round := 1; round < 10; round++ {
-		out, err := e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Handle: "cto", Epoch: e.epoch, WorkKey: workKey, Round: round})
-		if err != nil {
-			return "", fmt.Errorf("%s round %d: %w", eventID, round, err)
-		}
-		if out.Failed != "" {
-			status, failed = crewlet.TurnFailed, out.Failed
-			break
-		}
-		if len(out.Calls) == 0 {
-			break
-		}
-		for _, c := range out.Calls {
-			if _, err := e.turns.ToolCall(e.ctx, crewlet.ToolCallInput{Handle: "cto", Epoch: e.epoch, WorkKey: workKey, Round: round, Call: c}); err != nil {
-				t.Fatalf("%s round %d call %s: %v", eventID, round, c.Name, err)
-			}
-		}
+	status, failed, _, err := e.runRounds("cto", e.epoch, workKey)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", eventID, err)
 	}
 	if _, err := e.turns.FinishTurn(e.ctx, crewlet.FinishTurnInput{
 		Handle: "cto", Epoch: e.epoch, TurnID: crewlet.TurnWorkflowID("cto", workKey), WorkKey: workKey, Status: status, Note: failed,
@@ -137,6 +122,31 @@ func (e *turnEnv) sayErr(t testing.TB, eventID, conv, body string) (string, erro
 		t.Fatalf("%s finish: %v", eventID, err)
 	}
 	return failed, nil
+}
+
+// runRounds runs a begun turn's rounds, with their tool calls, until its
+// thread answered; it returns how the turn ends, the failure a round
+// reported, and how many rounds it made.
+func (e *turnEnv) runRounds(handle string, epoch int64, workKey string) (status crewlet.TurnStatus, failed string, rounds int, err error) {
+	status = crewlet.TurnDone
+	for rounds = 1; rounds < 10; rounds++ {
+		out, err := e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Handle: handle, Epoch: epoch, WorkKey: workKey, Round: rounds})
+		if err != nil {
+			return status, "", rounds, fmt.Errorf("round %d: %w", rounds, err)
+		}
+		if out.Failed != "" {
+			return crewlet.TurnFailed, out.Failed, rounds, nil
+		}
+		if len(out.Calls) == 0 {
+			return status, "", rounds, nil
+		}
+		for _, c := range out.Calls {
+			if _, err := e.turns.ToolCall(e.ctx, crewlet.ToolCallInput{Handle: handle, Epoch: epoch, WorkKey: workKey, Round: rounds, Call: c}); err != nil {
+				return status, "", rounds, fmt.Errorf("round %d call %s: %w", rounds, c.Name, err)
+			}
+		}
+	}
+	return status, "", rounds, fmt.Errorf("no answer in %d rounds", rounds-1)
 }
 
 func compactJSON(t *testing.T, raw []byte) []byte {

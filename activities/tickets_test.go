@@ -126,25 +126,9 @@ func (e ticketTurnEnv) runTurn(t *testing.T, handle string, epoch int64, refs ..
 	if err != nil || begun.Hold != nil || begun.Threads != 1 {
 		t.Fatalf("BeginTurn of %s: %+v, %v; want one thread", handle, begun, err)
 	}
-	status, failed, rounds := crewlet.TurnDone, "", 0
-	for round := 1; round < 10; round++ {
-		rounds = round
-		out, err := e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Handle: handle, Epoch: epoch, WorkKey: workKey, Round: round})
-		if err != nil {
-			t.Fatalf("%s round %d: %v", handle, round, err)
-		}
-		if out.Failed != "" {
-			status, failed = crewlet.TurnFailed, out.Failed
-			break
-		}
-		if len(out.Calls) == 0 {
-			break
-		}
-		for _, c := range out.Calls {
-			if _, err := e.turns.ToolCall(e.ctx, crewlet.ToolCallInput{Handle: handle, Epoch: epoch, WorkKey: workKey, Round: round, Call: c}); err != nil {
-				t.Fatalf("%s round %d call %s: %v", handle, round, c.Name, err)
-			}
-		}
+	status, failed, rounds, err := e.runRounds(handle, epoch, workKey)
+	if err != nil {
+		t.Fatalf("%s: %v", handle, err)
 	}
 	fin := crewlet.FinishTurnInput{
 		Handle: handle, Epoch: epoch, TurnID: crewlet.TurnWorkflowID(handle, workKey), WorkKey: workKey,

@@ -39,31 +39,12 @@ func TestTurnHistoryStaysSmallOver50Rounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tc.Close()
-	queue := "crewlet-turn-history-" + testenv.Suffix()
-	hostQueue := queue + "-host"
-
+	t.Cleanup(tc.Close)
 	world := &fakeTurnWorld{threads: 1, maxRounds: historyRounds}
 	for range historyRounds - 1 {
 		world.rounds = append(world.rounds, roundScript{calls: []crewlet.ToolCallRef{write(0, "ledger__write")}})
 	}
-	shared := worker.New(tc, queue, worker.Options{})
-	shared.RegisterWorkflowWithOptions(Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
-	host := worker.New(tc, hostQueue, worker.Options{})
-	for name, fn := range map[string]any{
-		crewlet.ActivityBeginTurn:  world.BeginTurn,
-		crewlet.ActivityModelRound: world.ModelRound,
-		crewlet.ActivityFinishTurn: world.FinishTurn,
-	} {
-		shared.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
-	}
-	host.RegisterActivityWithOptions(world.ToolCall, activity.RegisterOptions{Name: crewlet.ActivityToolCall})
-	for _, w := range []worker.Worker{shared, host} {
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer w.Stop()
-	}
+	queue, hostQueue := startTurnWorkers(t, tc, world)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -97,4 +78,32 @@ func TestTurnHistoryStaysSmallOver50Rounds(t *testing.T) {
 		t.Fatalf("%d-round turn history: %d events, %d bytes; want at most %d events and %d bytes",
 			historyRounds, events, bytes, maxEventsRound*historyRounds, maxHistoryBytes)
 	}
+}
+
+// startTurnWorkers runs the Turn workflow and world's activities on the dev
+// server, on a shared and a host queue of the test's own, until the test
+// ends.
+func startTurnWorkers(t *testing.T, tc client.Client, world *fakeTurnWorld) (queue, hostQueue string) {
+	t.Helper()
+	queue = "crewlet-turn-" + testenv.Suffix()
+	hostQueue = queue + "-host"
+	shared := worker.New(tc, queue, worker.Options{})
+	shared.RegisterWorkflowWithOptions(Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
+	host := worker.New(tc, hostQueue, worker.Options{})
+	for name, fn := range map[string]any{
+		crewlet.ActivityBeginTurn:   world.BeginTurn,
+		crewlet.ActivityModelRound:  world.ModelRound,
+		crewlet.ActivityFinishTurn:  world.FinishTurn,
+		crewlet.ActivityResolveWait: world.ResolveWait,
+	} {
+		shared.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+	host.RegisterActivityWithOptions(world.ToolCall, activity.RegisterOptions{Name: crewlet.ActivityToolCall})
+	for _, w := range []worker.Worker{shared, host} {
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+	}
+	return queue, hostQueue
 }

@@ -9,11 +9,8 @@ import (
 	"time"
 
 	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/crewlet/crewlet"
@@ -55,29 +52,10 @@ func TestTurnWaitingOnATicketAddsNoHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tc.Close()
-	queue := "crewlet-turn-wait-" + testenv.Suffix()
-	hostQueue := queue + "-host"
+	t.Cleanup(tc.Close)
 	world := &fakeTurnWorld{threads: 1, rounds: []roundScript{{calls: []crewlet.ToolCallRef{write(0, "delegate")}}},
 		wait: &crewlet.TicketWait{Ticket: "t-1", Kind: crewlet.WaitSettle, For: time.Hour}}
-	shared := worker.New(tc, queue, worker.Options{})
-	shared.RegisterWorkflowWithOptions(Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
-	host := worker.New(tc, hostQueue, worker.Options{})
-	for name, fn := range map[string]any{
-		crewlet.ActivityBeginTurn:   world.BeginTurn,
-		crewlet.ActivityModelRound:  world.ModelRound,
-		crewlet.ActivityFinishTurn:  world.FinishTurn,
-		crewlet.ActivityResolveWait: world.ResolveWait,
-	} {
-		shared.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
-	}
-	host.RegisterActivityWithOptions(world.ToolCall, activity.RegisterOptions{Name: crewlet.ActivityToolCall})
-	for _, w := range []worker.Worker{shared, host} {
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer w.Stop()
-	}
+	queue, hostQueue := startTurnWorkers(t, tc, world)
 
 	ctx, cancel := context.WithTimeout(context.Background(), wait+2*time.Minute)
 	defer cancel()
