@@ -127,3 +127,9 @@ func (a *Mail) recordEvent(ctx context.Context, seat, kind, eventID string, deta
 		a.Log.Warn("seat_event_unrecorded", "seat", seat, "kind", kind, "error", err)
 	}
 }
+
+// TicketNote writes one note in a person's inbox about the tickets they
+// opened that changed; the activity of the PersonNotes workflow.
+func (a *Mail) TicketNote(ctx context.Context, in crewlet.TicketNoteInput) error {
+	return a.Tickets.Note(ctx, in)
+}

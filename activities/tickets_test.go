@@ -9,8 +9,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
@@ -18,6 +21,7 @@ import (
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/workflows"
 )
 
 // Tickets (DESIGN §8) end where the seats' activities are: the turn serving
@@ -76,7 +80,26 @@ func ticketService(t testing.TB, st *store.Store, mb *mailbox.Mailbox, org *conf
 		}
 	})
 	ctl := control.New(tc, mb, org, discard)
-	return ctl, control.NewTickets(ctl, st, discard)
+	tickets := control.NewTickets(ctl, st, discard)
+	// A person's notes run for real on the test's queue; their workflow id
+	// (notes/{person}) is fixed, so a run left on another queue is closed
+	// first, and this one when the test ends.
+	endNotes := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = tc.TerminateWorkflow(ctx, crewlet.PersonNotesWorkflowID("alice"), "", "ticket test")
+	}
+	endNotes()
+	w := worker.New(tc, org.Temporal.TaskQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.PersonNotesWorkflowType})
+	w.RegisterActivityWithOptions((&Mail{Store: st, Mailbox: mb, Tickets: tickets, Log: discard}).TicketNote,
+		activity.RegisterOptions{Name: crewlet.ActivityTicketNote})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(endNotes)
+	t.Cleanup(w.Stop)
+	return ctl, tickets
 }
 
 // ticketTurnEnv is a turnEnv (cto attached on a host) whose turns open and
@@ -169,9 +192,35 @@ func noticesOf(t testing.TB, ctx context.Context, mb *mailbox.Mailbox, handle, t
 }
 
 // wantOneNotice fails unless handle's mailbox holds exactly one notice of
-// the ticket, the one its notice event id names, saying how it stands.
+// the ticket, the one its notice event id names, saying how it stands. A
+// person (alice) gets it in a note of their notes workflow, which writes
+// the changes that come together as one note: it waits for that note.
 func wantOneNotice(t testing.TB, ctx context.Context, mb *mailbox.Mailbox, handle string, tk crewlet.Ticket) crewlet.Message {
 	t.Helper()
+	if handle == "alice" {
+		var got []crewlet.Message
+		testenv.Eventually(t, 15*time.Second, "alice's note of "+tk.ID, func() error {
+			got = got[:0]
+			for _, m := range notices(t, ctx, mb, handle) {
+				if strings.Contains(m.Body, "- "+tk.ID+" ") || strings.Contains(m.Body, "- "+tk.ID+":") {
+					got = append(got, m)
+				}
+			}
+			if len(got) == 0 {
+				return fmt.Errorf("no note yet")
+			}
+			return nil
+		})
+		n := got[0]
+		want := string(tk.Phase)
+		if tk.Phase == crewlet.TicketDone {
+			want = tk.Reply
+		}
+		if len(got) != 1 || n.From != crewlet.TicketSender || !strings.Contains(n.Body, want) || !strings.Contains(n.Body, tk.Reason) {
+			t.Fatalf("alice's notes of %s: %+v; want one from %s saying %q and %q", tk.ID, got, crewlet.TicketSender, want, tk.Reason)
+		}
+		return n
+	}
 	got := noticesOf(t, ctx, mb, handle, tk.ID)
 	if len(got) != 1 {
 		t.Fatalf("%s holds %d notices of ticket %s %+v; want exactly one", handle, len(got), tk.ID, got)

@@ -29,6 +29,7 @@ func RegisterShared(r worker.Registry, d Deps) {
 	r.RegisterWorkflowWithOptions(workflows.Rebalance, workflow.RegisterOptions{Name: workflows.RebalanceWorkflowType})
 	r.RegisterWorkflowWithOptions(workflows.Maintenance, workflow.RegisterOptions{Name: workflows.MaintenanceWorkflowType})
 	r.RegisterWorkflowWithOptions(workflows.Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
+	r.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.PersonNotesWorkflowType})
 	register(r, map[string]any{
 		crewlet.ActivityPlaceSeat:     d.Seats.PlaceSeat,
 		crewlet.ActivitySetSeatStatus: d.Seats.SetSeatStatus,
@@ -42,6 +43,7 @@ func RegisterShared(r worker.Registry, d Deps) {
 		crewlet.ActivityFinishTurn:    d.Turns.FinishTurn,
 		crewlet.ActivityReflect:       d.Turns.Reflect,
 		crewlet.ActivityResolveWait:   d.Turns.ResolveWait,
+		crewlet.ActivityTicketNote:    d.Mail.TicketNote,
 		crewlet.ActivityCheckBudget:   d.Turns.CheckBudget,
 	})
 }

@@ -29,9 +29,11 @@ import (
 //     example org's executive with it turned on): a round asking for
 //     diary_write, the tool call, the final round, then the Reflect activity
 //     before the finish.
+//   - person_notes_history.json: alice's notes (`crewlet serve` on the example
+//     org): two tickets she opened end together and make one note.
 func TestReplaysRecordedHistories(t *testing.T) {
 	files, err := filepath.Glob("testdata/*_history.json")
-	if err != nil || len(files) < 4 {
+	if err != nil || len(files) < 5 {
 		t.Fatalf("want the recorded histories in testdata, found %v (%v)", files, err)
 	}
 	for _, file := range files {
@@ -39,6 +41,7 @@ func TestReplaysRecordedHistories(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflowWithOptions(Seat, workflow.RegisterOptions{Name: crewlet.SeatWorkflowType})
 			r.RegisterWorkflowWithOptions(Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
+			r.RegisterWorkflowWithOptions(PersonNotes, workflow.RegisterOptions{Name: crewlet.PersonNotesWorkflowType})
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, file); err != nil {
 				t.Fatalf("replay of %s: %v", file, err)
 			}

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.temporal.io/sdk/client"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/workflows"
 )
 
 // Tickets opens delegation tickets and tells delegators how they ended
@@ -149,8 +151,12 @@ func (t *Tickets) Ended(ctx context.Context, ticket crewlet.Ticket) error {
 	if t.signalled(ctx, ticket.Waiter, ticket.ID) {
 		return nil
 	}
-	if _, ok := t.control.org.Seat(ticket.From); !ok {
+	seat, ok := t.control.org.Seat(ticket.From)
+	if !ok {
 		return nil
+	}
+	if seat.Kind == string(crewlet.SeatHuman) {
+		return t.notePerson(ctx, ticket)
 	}
 	_, err := t.control.Deliver(ctx, crewlet.Message{
 		EventID: crewlet.TicketNoticeEventID(ticket.ID), Type: crewlet.MessageTicketNotice, From: crewlet.TicketSender, To: ticket.From,
@@ -261,8 +267,12 @@ func (t *Tickets) Ask(ctx context.Context, id, question, askKey, askWaiter strin
 	if t.signalled(ctx, ticket.Waiter, ticket.ID) {
 		return ticket, true, nil
 	}
-	if _, ok := t.control.org.Seat(ticket.From); !ok {
+	seat, ok := t.control.org.Seat(ticket.From)
+	if !ok {
 		return ticket, true, nil
+	}
+	if seat.Kind == string(crewlet.SeatHuman) {
+		return ticket, true, t.notePerson(ctx, ticket)
 	}
 	_, err = t.control.Deliver(ctx, crewlet.Message{
 		EventID: "ticket-question-" + crewlet.WorkKey([]string{ticket.ID, askKey}), Type: crewlet.MessageTicketQuestion,
@@ -292,4 +302,58 @@ func (t *Tickets) Answer(ctx context.Context, id, answer string) (crewlet.Ticket
 	t.log.Info("ticket_answered", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To)
 	t.signalled(ctx, ticket.AskWaiter, ticket.ID)
 	return ticket, nil
+}
+
+// notePerson tells a person's notes workflow that a ticket they opened
+// changed; changes that come together make one note in their inbox.
+func (t *Tickets) notePerson(ctx context.Context, ticket crewlet.Ticket) error {
+	_, err := t.control.temporal.SignalWithStartWorkflow(ctx, crewlet.PersonNotesWorkflowID(ticket.From), crewlet.SignalTicketNote, ticket.ID,
+		client.StartWorkflowOptions{ID: crewlet.PersonNotesWorkflowID(ticket.From), TaskQueue: t.control.org.Temporal.TaskQueue},
+		crewlet.PersonNotesWorkflowType, workflows.PersonNotesInput{Person: ticket.From})
+	if err != nil {
+		return crewlet.Errorf(crewlet.EUNAVAILABLE, "tell %s ticket %s changed: %v", ticket.From, ticket.ID, err)
+	}
+	return nil
+}
+
+// Note writes one note in a person's inbox about the tickets they opened
+// that changed: each as it stands now. The note's event id is made from the
+// tickets and their phases, so writing the same note again lands once.
+func (t *Tickets) Note(ctx context.Context, in crewlet.TicketNoteInput) error {
+	seen := map[string]bool{}
+	var lines, keys []string
+	for _, id := range in.Tickets {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		ticket, err := t.store.Ticket(ctx, id)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, ticket.ID+":"+string(ticket.Phase)+":"+ticket.Question)
+		lines = append(lines, "- "+ticketLine(ticket))
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	body := fmt.Sprintf("%d of your tickets changed:\n%s", len(lines), strings.Join(lines, "\n"))
+	_, err := t.control.Deliver(ctx, crewlet.Message{
+		EventID: "ticket-note-" + crewlet.WorkKey(keys), Type: crewlet.MessageTicketNotice, From: crewlet.TicketSender, To: in.Person,
+		Conversation: "tickets-" + in.Person, Body: body, SentAt: time.Now().UTC(),
+	})
+	return err
+}
+
+// ticketLine is one ticket in a person's note.
+func ticketLine(t crewlet.Ticket) string {
+	switch t.Phase {
+	case crewlet.TicketDone:
+		return fmt.Sprintf("%s to %s is done: %s", t.ID, t.To, t.Reply)
+	case crewlet.TicketAsking:
+		return fmt.Sprintf("%s: %s asks: %s (answer with `crewlet tickets answer %s TEXT`)", t.ID, t.To, t.Question, t.ID)
+	case crewlet.TicketPending:
+		return fmt.Sprintf("%s to %s is pending again", t.ID, t.To)
+	}
+	return fmt.Sprintf("%s to %s is %s: %s", t.ID, t.To, t.Phase, t.Reason)
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -263,13 +264,18 @@ func (p *proc) wait(t testing.TB, timeout time.Duration) int {
 func (c *company) terminateSeats() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := c.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-		Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", crewlet.SeatWorkflowType),
-	})
-	if err != nil {
-		c.t.Fatalf("list seat workflows: %v", err)
+	// A person's notes workflow has a fixed id too (notes/{person}).
+	var executions []*workflowpb.WorkflowExecutionInfo
+	for _, wt := range []string{crewlet.SeatWorkflowType, crewlet.PersonNotesWorkflowType} {
+		resp, err := c.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", wt),
+		})
+		if err != nil {
+			c.t.Fatalf("list %s workflows: %v", wt, err)
+		}
+		executions = append(executions, resp.GetExecutions()...)
 	}
-	for _, ex := range resp.GetExecutions() {
+	for _, ex := range executions {
 		if ex.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			continue
 		}

@@ -52,6 +52,27 @@ func (c *company) tickets(query string) []crewlet.Ticket {
 	return out
 }
 
+// waitNote waits until a person's inbox holds a ticket note that starts
+// with prefix, and returns it.
+func (c *company) waitNote(person, prefix string) string {
+	c.t.Helper()
+	var body string
+	testenv.Eventually(c.t, 20*time.Second, person+"'s note "+prefix, func() error {
+		var inbox []crewlet.Message
+		if err := c.call(http.MethodGet, "/seats/"+person+"/inbox", nil, &inbox); err != nil {
+			return err
+		}
+		for _, m := range inbox {
+			if m.Type == crewlet.MessageTicketNotice && strings.HasPrefix(m.Body, prefix) {
+				body = m.Body
+				return nil
+			}
+		}
+		return fmt.Errorf("none in %d messages", len(inbox))
+	})
+	return body
+}
+
 // waitTranscript waits until conversation conv holds a message from sender
 // whose body starts with prefix, and returns it.
 func (c *company) waitTranscript(conv, sender, prefix string, timeout time.Duration) string {
@@ -158,18 +179,23 @@ func TestPeopleOpenAndFollowTickets(t *testing.T) {
 	if routed.To != "eng-2" || routed.Phase != crewlet.TicketDone || routed.Reply != "Fixed the docs" {
 		t.Fatalf("routed ticket = %+v; want eng-2 (eng-1 holds one) done with its reply", routed)
 	}
-	var inbox []crewlet.Message
-	testenv.Eventually(t, 10*time.Second, "alice's notice", func() error {
-		if err := c.call(http.MethodGet, "/seats/alice/inbox", nil, &inbox); err != nil {
-			return err
+	c.waitNote("alice", "1 of your tickets changed:\n- "+routed.ID+" to eng-2 is done: Fixed the docs")
+
+	// Two tickets that end together make one note.
+	var both []crewlet.Ticket
+	for _, task := range []string{"please fix the logo", "please fix the footer"} {
+		var tk crewlet.Ticket
+		if err := c.call(http.MethodPost, "/tickets", api.OpenTicketRequest{To: "eng-2", Task: task, From: "alice"}, &tk); err != nil {
+			t.Fatal(err)
 		}
-		for _, m := range inbox {
-			if m.Type == crewlet.MessageTicketNotice && m.Ticket == routed.ID && strings.Contains(m.Body, "Fixed the docs") {
-				return nil
-			}
+		both = append(both, tk)
+	}
+	note := c.waitNote("alice", "2 of your tickets changed:")
+	for _, tk := range both {
+		if !strings.Contains(note, "- "+tk.ID+" to eng-2 is done: Fixed the") {
+			t.Fatalf("alice's note %q does not name %s", note, tk.ID)
 		}
-		return fmt.Errorf("no notice for %s in %+v", routed.ID, inbox)
-	})
+	}
 
 	var cancelled crewlet.Ticket
 	if err := c.call(http.MethodPost, "/tickets/"+held.ID+"/cancel", api.CancelTicketRequest{Reason: "not needed", By: "alice"}, &cancelled); err != nil {
@@ -204,7 +230,7 @@ func TestPeopleOpenAndFollowTickets(t *testing.T) {
 		t.Fatalf("crewlet ask of a turn that answers nothing: %v\n%s", err, out)
 	}
 	out, err = c.cli("tickets", "ls", "--from", "alice")
-	if err != nil || strings.Count(out, "alice") != 2 || !strings.Contains(out, "cancelled") || !strings.Contains(out, "done") {
+	if err != nil || strings.Count(out, "alice") != 4 || !strings.Contains(out, "cancelled") || !strings.Contains(out, "done") {
 		t.Fatalf("crewlet tickets ls --from alice: %v\n%s", err, out)
 	}
 	if out, err := c.cli("tickets", "show", routed.ID); err != nil || !strings.Contains(out, `"reply": "Fixed the docs"`) {
