@@ -446,3 +446,59 @@ func TestExpireTickets(t *testing.T) {
 		t.Fatalf("ExpireTickets again = %v, %v; want nothing more", ids(again), err)
 	}
 }
+
+// A question takes a pending ticket to asking and its answer back to
+// pending, the one move back; the same ask call again changes nothing; a
+// second question from another call keeps the ticket, with the earlier
+// answer cleared; a question that lapses returns the ticket to pending.
+func TestAskAnswerAndChainedQuestions(t *testing.T) {
+	st, ctx := setup(t)
+	tk := newTicket(t, st, ctx, "k-ask", "eng-1")
+
+	asked, ok, err := st.AskTicket(ctx, tk.ID, "which config?", "w:1:0", "turn/eng-1/w")
+	if err != nil || !ok || asked.Phase != crewlet.TicketAsking || asked.Question != "which config?" || asked.AskWaiter != "turn/eng-1/w" || asked.AskedAt == nil {
+		t.Fatalf("AskTicket = %+v, %v, %v; want asking with the question and its waiter", asked, ok, err)
+	}
+	if again, ok, err := st.AskTicket(ctx, tk.ID, "which config?", "w:1:0", "turn/eng-1/w"); err != nil || ok || again.Phase != crewlet.TicketAsking || again.AskKey != "w:1:0" {
+		t.Fatalf("the same ask again = %+v, %v, %v; want nothing changed", again, ok, err)
+	}
+	if _, settled, err := st.SettleTicket(ctx, tk.ID, "done anyway"); err != nil || !settled {
+		// An asking ticket can still be settled: the serving turn answered.
+		t.Fatalf("SettleTicket of an asking ticket: %v, %v; want settled", settled, err)
+	}
+
+	tk = newTicket(t, st, ctx, "k-chain", "eng-1")
+	if _, ok, err := st.AskTicket(ctx, tk.ID, "first?", "w:1:0", "turn/eng-1/w"); err != nil || !ok {
+		t.Fatalf("first ask: %v, %v", ok, err)
+	}
+	answered, ok, err := st.AnswerTicket(ctx, tk.ID, "yes")
+	if err != nil || !ok || answered.Phase != crewlet.TicketPending || answered.Answer != "yes" {
+		t.Fatalf("AnswerTicket = %+v, %v, %v; want pending with the answer", answered, ok, err)
+	}
+	if _, ok, err := st.AnswerTicket(ctx, tk.ID, "again"); err != nil || ok {
+		t.Fatalf("answering with no question waiting: %v, %v; want refused", ok, err)
+	}
+	second, ok, err := st.AskTicket(ctx, tk.ID, "second?", "w:2:0", "turn/eng-1/w")
+	if err != nil || !ok || second.Phase != crewlet.TicketAsking || second.Question != "second?" || second.Answer != "" {
+		t.Fatalf("chained ask = %+v, %v, %v; want asking the second question, the first answer cleared", second, ok, err)
+	}
+	lapsed, err := st.StopAsking(ctx, tk.ID, "w:2:0")
+	if err != nil || lapsed.Phase != crewlet.TicketPending || lapsed.AskWaiter != "" || lapsed.Answer != "" {
+		t.Fatalf("StopAsking unanswered = %+v, %v; want pending, no waiter, no answer", lapsed, err)
+	}
+
+	// A waiter is cleared by StopWaiting only if it is the one waiting,
+	// and by ForgetWaiter when its turn ends.
+	if w, waiting, err := st.WaitTicket(ctx, tk.ID, "turn/cto/x"); err != nil || !waiting || w.Waiter != "turn/cto/x" {
+		t.Fatalf("WaitTicket = %+v, %v, %v", w, waiting, err)
+	}
+	if w, err := st.StopWaiting(ctx, tk.ID, "turn/cto/other"); err != nil || w.Waiter != "turn/cto/x" {
+		t.Fatalf("StopWaiting by another turn = %+v, %v; want the waiter kept", w, err)
+	}
+	if err := st.ForgetWaiter(ctx, "turn/cto/x"); err != nil {
+		t.Fatal(err)
+	}
+	if w := mustTicket(t, st, ctx, tk.ID); w.Waiter != "" {
+		t.Fatalf("after ForgetWaiter: waiter %q; want none", w.Waiter)
+	}
+}
