@@ -353,6 +353,9 @@ func (a *Turns) ask(ctx context.Context, tc toolContext, raw json.RawMessage, id
 		return refused("ask works only in a turn that serves a ticket; this message is not one. Ask with send_message instead."), nil, nil
 	}
 	ticket, mine, err := a.tickets.Ask(ctx, tc.trigger.Ticket, args.Question, idempotencyKey, tc.turnID)
+	if crewlet.ErrorCode(err) == crewlet.EINVALID {
+		return refused(crewlet.ErrorMessage(err)), nil, nil
+	}
 	if err != nil {
 		return tools.Result{}, nil, err
 	}

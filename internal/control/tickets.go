@@ -44,8 +44,8 @@ type OpenTicketRequest struct {
 	Conversation string
 }
 
-// maxTaskBytes bounds a ticket's task; the request travels in one mailbox
-// entry and reads into every round of the turn serving it.
+// maxTaskBytes bounds a ticket's task, question and answer; each travels
+// in one mailbox entry or tool result and reads into every later round.
 const maxTaskBytes = 64 << 10
 
 // Open validates a ticket request, routes it, records the ticket pending and
@@ -256,6 +256,9 @@ func (t *Tickets) signalled(ctx context.Context, turnID, ticketID string) bool {
 // a turn, a person's human seat a note in its inbox. It returns the ticket
 // as it stands and whether the question is (still) this call's.
 func (t *Tickets) Ask(ctx context.Context, id, question, askKey, askWaiter string) (crewlet.Ticket, bool, error) {
+	if len(question) > maxTaskBytes {
+		return crewlet.Ticket{}, false, crewlet.Errorf(crewlet.EINVALID, "the question is %d bytes; at most %d", len(question), maxTaskBytes)
+	}
 	ticket, asked, err := t.store.AskTicket(ctx, id, question, askKey, askWaiter)
 	if err != nil {
 		return ticket, false, err
@@ -289,8 +292,11 @@ func (t *Tickets) Ask(ctx context.Context, id, question, askKey, askWaiter strin
 // signals the turn waiting for it. It refuses (ECONFLICT, naming the phase)
 // a ticket with no question waiting.
 func (t *Tickets) Answer(ctx context.Context, id, answer string) (crewlet.Ticket, error) {
-	if strings.TrimSpace(answer) == "" {
+	switch {
+	case strings.TrimSpace(answer) == "":
 		return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "the answer is empty; say something")
+	case len(answer) > maxTaskBytes:
+		return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "the answer is %d bytes; at most %d", len(answer), maxTaskBytes)
 	}
 	ticket, answered, err := t.store.AnswerTicket(ctx, id, answer)
 	if err != nil {
