@@ -12,6 +12,7 @@ const (
 	EINTERNAL    = "internal"
 	EINVALID     = "invalid"
 	ENOTFOUND    = "not_found"
+	ETOOLARGE    = "too_large"
 	EUNAVAILABLE = "unavailable"
 )
 

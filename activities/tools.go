@@ -162,7 +162,7 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 func (a *Turns) recordResult(ctx context.Context, in crewlet.ToolCallInput, thread string, call crewlet.ToolCall, res tools.Result) error {
 	_, err := a.store.AppendTurnMessage(ctx, in.Handle, thread, store.TurnMessage{
 		Key: resultKey(in.Round, in.Call.Call), Round: in.Round,
-		Message: crewlet.ChatMessage{Role: "tool", ToolCallID: call.ID, Content: res.Text, IsError: res.IsError},
+		Message: crewlet.ChatMessage{Role: "tool", ToolCallID: call.ID, Content: crewlet.Clean(res.Text), IsError: res.IsError},
 	})
 	return err
 }

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -297,11 +299,15 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 	if resp.Text == "" && len(resp.ToolCalls) == 0 {
 		return a.refuse(ctx, in.Handle, key, emptyAnswerNote)
 	}
-	answer := crewlet.ChatMessage{Role: "assistant", Content: resp.Text, ToolCalls: resp.ToolCalls}
+	// What a model says is stored and mailed as it is, but for what neither
+	// Postgres nor a mailbox can hold (NUL, invalid UTF-8).
+	answer := crewlet.ChatMessage{Role: "assistant", Content: crewlet.Clean(resp.Text), ToolCalls: resp.ToolCalls}
 	for i := range answer.ToolCalls {
-		if answer.ToolCalls[i].ID == "" {
-			answer.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", in.Round, i)
+		c := &answer.ToolCalls[i]
+		if c.ID == "" {
+			c.ID = fmt.Sprintf("call_%d_%d", in.Round, i)
 		}
+		c.ID, c.Name, c.Args = crewlet.Clean(c.ID), crewlet.Clean(c.Name), cleanJSON(c.Args)
 	}
 	stored, err := a.store.AppendTurnMessage(ctx, in.Handle, key, store.TurnMessage{
 		Key: roundKey(in.Round), Round: in.Round, Message: answer,
@@ -310,6 +316,15 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		return out, err
 	}
 	return roundOutput(stored.Message, catalog, usage.InputTokens+usage.OutputTokens), nil
+}
+
+// cleanJSON makes a model's tool arguments storable: Postgres jsonb holds no
+// \u0000, and no invalid UTF-8.
+func cleanJSON(raw json.RawMessage) json.RawMessage {
+	if !bytes.Contains(raw, []byte(`\u0000`)) && utf8.Valid(raw) {
+		return raw
+	}
+	return json.RawMessage(bytes.ReplaceAll(bytes.ToValidUTF8(raw, []byte("\uFFFD")), []byte(`\u0000`), []byte(`\ufffd`)))
 }
 
 // What the model and the sender are told when the model answers nothing.

@@ -3,12 +3,14 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -84,6 +86,7 @@ var statusOf = map[string]int{
 	crewlet.ECONFLICT:    http.StatusConflict,
 	crewlet.EFENCED:      http.StatusConflict,
 	crewlet.EINVALID:     http.StatusBadRequest,
+	crewlet.ETOOLARGE:    http.StatusRequestEntityTooLarge,
 	crewlet.ENOTFOUND:    http.StatusNotFound,
 	crewlet.EUNAVAILABLE: http.StatusServiceUnavailable,
 	crewlet.EINTERNAL:    http.StatusInternalServerError,
@@ -110,18 +113,85 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // readJSON decodes a request body into v. An empty body leaves v as it is;
-// unknown fields, trailing data and malformed JSON are EINVALID.
+// unknown fields, duplicate keys, trailing data and malformed JSON are
+// EINVALID, a body over maxBody ETOOLARGE.
 func readJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return crewlet.Errorf(crewlet.ETOOLARGE, "request body is over %d bytes", maxBody)
+	case err != nil:
+		return crewlet.Errorf(crewlet.EINVALID, "request body could not be read: %v", err)
+	case len(bytes.TrimSpace(body)) == 0:
+		return nil
+	}
+	if !utf8.Valid(body) {
+		// The JSON decoder would quietly turn the bad bytes into U+FFFD.
+		return crewlet.Errorf(crewlet.EINVALID, "request body is not valid UTF-8; send UTF-8 JSON")
+	}
+	if key, dup := duplicateKey(body); dup {
+		return crewlet.Errorf(crewlet.EINVALID, "request body names %q twice; name each field once", key)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
 		return crewlet.Errorf(crewlet.EINVALID, "request body is not valid JSON for this call: %v", err)
 	}
 	if dec.More() {
 		return crewlet.Errorf(crewlet.EINVALID, "request body has data after the JSON object")
 	}
 	return nil
+}
+
+// duplicateKey reports the first key an object in the JSON document names
+// twice. A document that is not JSON has none; decoding reports it.
+func duplicateKey(doc []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	var walk func() (string, bool)
+	walk = func() (string, bool) {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return "", false
+				}
+				key, _ := k.(string)
+				if seen[key] {
+					return key, true
+				}
+				seen[key] = true
+				if key, dup := walk(); dup {
+					return key, true
+				}
+			}
+			_, _ = dec.Token()
+		case json.Delim('['):
+			for dec.More() {
+				if key, dup := walk(); dup {
+					return key, true
+				}
+			}
+			_, _ = dec.Token()
+		}
+		return "", false
+	}
+	return walk()
+}
+
+// pathID returns the path parameter name, or writes a 400 and false when it
+// is not an id: checked before anything reads the store with it.
+func pathID(w http.ResponseWriter, r *http.Request, name string) (string, bool) {
+	id := chi.URLParam(r, name)
+	if err := crewlet.CheckID(name, id); err != nil {
+		writeError(w, err)
+		return "", false
+	}
+	return id, true
 }

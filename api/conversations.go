@@ -3,8 +3,6 @@ package api
 import (
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/crewlet/crewlet/internal/store"
 )
 
@@ -18,7 +16,10 @@ type Conversation struct {
 }
 
 func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
 	msgs, err := s.Store.Conversation(r.Context(), id)
 	if err != nil {
 		s.logError(w, r, err)

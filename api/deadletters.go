@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/crewlet/crewlet"
 )
 
@@ -40,7 +38,11 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) requeueDeadLetter(w http.ResponseWriter, r *http.Request) {
-	dl, err := s.Control.Requeue(r.Context(), s.Store, chi.URLParam(r, "id"))
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	dl, err := s.Control.Requeue(r.Context(), s.Store, id)
 	if err != nil {
 		s.logError(w, r, err)
 		return

@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"sort"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/crewlet/crewlet/activities"
 )
 
@@ -87,7 +85,11 @@ type DrainNodeResponse struct {
 // node id) draining; the node notices on its next beat, moves its seats off
 // and exits.
 func (s *Server) drainNode(w http.ResponseWriter, r *http.Request) {
-	marked, err := s.Store.SetNodeDraining(r.Context(), chi.URLParam(r, "id"), s.Org.Nodes.HeartbeatTimeout)
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	marked, err := s.Store.SetNodeDraining(r.Context(), id, s.Org.Nodes.HeartbeatTimeout)
 	if err != nil {
 		s.logError(w, r, err)
 		return

@@ -3,8 +3,6 @@ package api
 import (
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/control"
@@ -70,7 +68,10 @@ func (s *Server) listSeats(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) orgSeat(w http.ResponseWriter, r *http.Request) (config.Seat, bool) {
-	handle := chi.URLParam(r, "handle")
+	handle, ok := pathID(w, r, "handle")
+	if !ok {
+		return config.Seat{}, false
+	}
 	seat, ok := s.Org.Seat(handle)
 	if !ok {
 		writeError(w, crewlet.Errorf(crewlet.ENOTFOUND, "no seat %q in company %s; GET /seats lists them", handle, s.Org.Company.Name))

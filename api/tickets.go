@@ -2,10 +2,9 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
-
-	"github.com/go-chi/chi/v5"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/control"
@@ -132,7 +131,11 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getTicket(w http.ResponseWriter, r *http.Request) {
-	ticket, err := s.Store.Ticket(r.Context(), chi.URLParam(r, "id"))
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	ticket, err := s.Store.Ticket(r.Context(), id)
 	if err != nil {
 		s.logError(w, r, err)
 		return
@@ -154,7 +157,15 @@ func (s *Server) cancelTicket(w http.ResponseWriter, r *http.Request) {
 	if req.Reason != "" {
 		reason += ": " + req.Reason
 	}
-	ticket, ended, err := s.Tickets.End(r.Context(), chi.URLParam(r, "id"), crewlet.TicketCancelled, reason)
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	if err := errors.Join(crewlet.CheckText("reason", req.Reason, crewlet.MaxReasonBytes), crewlet.CheckText("by", req.By, crewlet.MaxNameBytes)); err != nil {
+		writeError(w, err)
+		return
+	}
+	ticket, ended, err := s.Tickets.End(r.Context(), id, crewlet.TicketCancelled, reason)
 	if err != nil {
 		s.logError(w, r, err)
 		return
@@ -172,7 +183,11 @@ func (s *Server) answerTicket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	ticket, err := s.Tickets.Answer(r.Context(), chi.URLParam(r, "id"), req.Text)
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	ticket, err := s.Tickets.Answer(r.Context(), id, req.Text)
 	if err != nil {
 		s.logError(w, r, err)
 		return

@@ -3,8 +3,6 @@ package api
 import (
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/control"
 )
@@ -41,7 +39,15 @@ func (s *Server) seatTurns(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) {
-	id := crewlet.TurnWorkflowID(chi.URLParam(r, "handle"), chi.URLParam(r, "work_key"))
+	handle, ok := pathID(w, r, "handle")
+	if !ok {
+		return
+	}
+	workKey, ok := pathID(w, r, "work_key")
+	if !ok {
+		return
+	}
+	id := crewlet.TurnWorkflowID(handle, workKey)
 	view, err := s.Control.Turn(r.Context(), s.Store, id)
 	if err != nil {
 		s.logError(w, r, err)

@@ -152,7 +152,10 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		}
 		h := &api.Server{Org: d.org, Control: d.control, Store: d.store, Tickets: control.NewTickets(d.control, d.store, log),
 			Mailbox: d.mailbox, Temporal: d.temporal, Log: log}
-		srv = &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		// WriteTimeout outlasts the longest request, a POST /tickets
+		// long-poll (10 minutes).
+		srv = &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+			WriteTimeout: 11 * time.Minute, IdleTimeout: 2 * time.Minute}
 		go func() { errc <- srv.Serve(ln) }()
 		log.Info("api_listening", "addr", ln.Addr().String())
 	}
@@ -259,10 +262,13 @@ func runConfigCheck(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	org, err := config.Load(pos[0])
+	org, overrides, err := config.LoadWithOverrides(pos[0])
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: ok (company %s, %d seats, %d agent)\n", pos[0], org.Company.Name, len(org.Seats), len(org.AgentSeats()))
+	if len(overrides) > 0 {
+		fmt.Fprintln(stdout, "overrides from the environment:", strings.Join(overrides, ", "))
+	}
 	return nil
 }

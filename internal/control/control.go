@@ -103,8 +103,9 @@ func (c *Control) Send(ctx context.Context, req SendRequest) (crewlet.Message, e
 	if strings.TrimSpace(req.Text) == "" {
 		return crewlet.Message{}, crewlet.Errorf(crewlet.EINVALID, "text is empty; say something")
 	}
-	if len(req.ChatID) > 256 {
-		return crewlet.Message{}, crewlet.Errorf(crewlet.EINVALID, "chat_id is %d characters; at most 256", len(req.ChatID))
+	if err := errors.Join(crewlet.CheckText("text", req.Text, crewlet.MaxMessageBytes),
+		crewlet.CheckText("chat_id", req.ChatID, crewlet.MaxChatIDBytes), checkConversation(req.Conversation)); err != nil {
+		return crewlet.Message{}, firstError(err)
 	}
 	from := req.From
 	switch {
@@ -212,8 +213,34 @@ func (c *Control) workflowError(handle string, err error) error {
 	}
 }
 
+// checkConversation refuses a conversation id outside the id charset; empty
+// starts a new conversation.
+func checkConversation(id string) error {
+	if id == "" {
+		return nil
+	}
+	return crewlet.CheckID("conversation", id)
+}
+
+// checkWho refuses a reason or a "by" that is not short, valid text.
+func checkWho(reason, by string) error {
+	return firstError(errors.Join(crewlet.CheckText("reason", reason, crewlet.MaxReasonBytes), crewlet.CheckText("by", by, crewlet.MaxNameBytes)))
+}
+
+// firstError is the first error errors.Join gathered, so the caller reads
+// one problem with its own code; nil stays nil.
+func firstError(err error) error {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok && len(joined.Unwrap()) > 0 {
+		return joined.Unwrap()[0]
+	}
+	return err
+}
+
 // Pause holds the seat. Pausing a paused seat is a conflict.
 func (c *Control) Pause(ctx context.Context, handle string, req crewlet.PauseRequest) error {
+	if err := checkWho(req.Reason, req.By); err != nil {
+		return err
+	}
 	st, err := c.State(ctx, handle)
 	if err != nil {
 		return err
@@ -227,6 +254,9 @@ func (c *Control) Pause(ctx context.Context, handle string, req crewlet.PauseReq
 
 // Resume lifts a pause or a drain. Resuming a seat that is neither is a conflict.
 func (c *Control) Resume(ctx context.Context, handle string, req crewlet.ResumeRequest) error {
+	if err := checkWho("", req.By); err != nil {
+		return err
+	}
 	st, err := c.State(ctx, handle)
 	if err != nil {
 		return err
@@ -239,6 +269,9 @@ func (c *Control) Resume(ctx context.Context, handle string, req crewlet.ResumeR
 
 // Drain asks the seat to finish its turn and release its host until resumed.
 func (c *Control) Drain(ctx context.Context, handle string, req crewlet.DrainRequest) error {
+	if err := checkWho(req.Reason, req.By); err != nil {
+		return err
+	}
 	st, err := c.State(ctx, handle)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -46,17 +47,17 @@ type OpenTicketRequest struct {
 
 // maxTaskBytes bounds a ticket's task, question and answer; each travels
 // in one mailbox entry or tool result and reads into every later round.
-const maxTaskBytes = 64 << 10
+const maxTaskBytes = crewlet.MaxMessageBytes
 
 // Open validates a ticket request, routes it, records the ticket pending and
 // puts its request in the target's mailbox.
 func (t *Tickets) Open(ctx context.Context, req OpenTicketRequest) (crewlet.Ticket, error) {
 	task := strings.TrimSpace(req.Task)
-	switch {
-	case task == "":
+	if task == "" {
 		return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "task is empty; say what to do")
-	case len(task) > maxTaskBytes:
-		return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "task is %d bytes; at most %d", len(task), maxTaskBytes)
+	}
+	if err := errors.Join(crewlet.CheckText("task", task, maxTaskBytes), checkConversation(req.Conversation), crewlet.CheckID("to", req.To)); err != nil {
+		return crewlet.Ticket{}, firstError(err)
 	}
 	from, fromSeat := req.From, false
 	switch {
@@ -256,8 +257,8 @@ func (t *Tickets) signalled(ctx context.Context, turnID, ticketID string) bool {
 // a turn, a person's human seat a note in its inbox. It returns the ticket
 // as it stands and whether the question is (still) this call's.
 func (t *Tickets) Ask(ctx context.Context, id, question, askKey, askWaiter string) (crewlet.Ticket, bool, error) {
-	if len(question) > maxTaskBytes {
-		return crewlet.Ticket{}, false, crewlet.Errorf(crewlet.EINVALID, "the question is %d bytes; at most %d", len(question), maxTaskBytes)
+	if err := crewlet.CheckText("the question", question, maxTaskBytes); err != nil {
+		return crewlet.Ticket{}, false, err
 	}
 	ticket, asked, err := t.store.AskTicket(ctx, id, question, askKey, askWaiter)
 	if err != nil {
@@ -292,11 +293,11 @@ func (t *Tickets) Ask(ctx context.Context, id, question, askKey, askWaiter strin
 // signals the turn waiting for it. It refuses (ECONFLICT, naming the phase)
 // a ticket with no question waiting.
 func (t *Tickets) Answer(ctx context.Context, id, answer string) (crewlet.Ticket, error) {
-	switch {
-	case strings.TrimSpace(answer) == "":
+	if strings.TrimSpace(answer) == "" {
 		return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "the answer is empty; say something")
-	case len(answer) > maxTaskBytes:
-		return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "the answer is %d bytes; at most %d", len(answer), maxTaskBytes)
+	}
+	if err := crewlet.CheckText("the answer", answer, maxTaskBytes); err != nil {
+		return crewlet.Ticket{}, err
 	}
 	ticket, answered, err := t.store.AnswerTicket(ctx, id, answer)
 	if err != nil {
