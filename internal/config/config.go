@@ -4,6 +4,7 @@ package config
 
 import (
 	"os"
+	"strings"
 	"time"
 
 	"github.com/crewlet/crewlet"
@@ -17,6 +18,7 @@ type Config struct {
 	Postgres    Store              `mapstructure:"postgres"`
 	Redis       Store              `mapstructure:"redis"`
 	API         API                `mapstructure:"api"`
+	Auth        Auth               `mapstructure:"auth"`
 	Mailbox     Mailbox            `mapstructure:"mailbox"`
 	Nodes       Nodes              `mapstructure:"nodes"`
 	Maintenance Maintenance        `mapstructure:"maintenance"`
@@ -72,7 +74,41 @@ type Store struct {
 // API is the REST listener.
 type API struct {
 	Listen string `mapstructure:"listen"`
+	// AllowedOrigins are the browser origins ("https://ops.example.com")
+	// whose requests the API takes; a request with any other Origin header
+	// is refused. Empty: no browser page may call the API.
+	AllowedOrigins []string `mapstructure:"allowed_origins"`
 }
+
+// Auth says who may call the API (DESIGN §11).
+type Auth struct {
+	// Tokens are the API's principals. None: the API takes anonymous
+	// requests, which is allowed on a loopback listen only.
+	Tokens []Token `mapstructure:"tokens"`
+}
+
+// Token is one API principal: a bearer token, read from the environment
+// variable TokenEnv, with a role.
+type Token struct {
+	// Name is who the token is: the "by" of what it does, and the sender of
+	// the mail it sends unless Seat binds it to a human seat.
+	Name     string `mapstructure:"name"`
+	Role     string `mapstructure:"role"`
+	TokenEnv string `mapstructure:"token_env"`
+	// Seat binds the principal to a human seat: mail it sends is from that
+	// seat.
+	Seat string `mapstructure:"seat"`
+}
+
+// Roles a token may have, from most to least allowed.
+const (
+	RoleAdmin    = "admin"
+	RoleOperator = "operator"
+	RoleViewer   = "viewer"
+)
+
+// Secret is the token's value from the environment; empty when unset.
+func (t Token) Secret() string { return strings.TrimSpace(os.Getenv(t.TokenEnv)) }
 
 // Mailbox tunes the Redis mailboxes.
 type Mailbox struct {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"text/template"
@@ -439,7 +440,7 @@ seats: [ { handle: alice, kind: human } ]`,
 		{
 			name: "unknown key far from any",
 			yaml: minimal + `api: { zzz: 1 }`,
-			want: []string{"api.zzz: unknown key; valid keys: listen"},
+			want: []string{"api.zzz: unknown key; valid keys: allowed_origins, listen"},
 			not:  []string{"did you mean"},
 		},
 		{
@@ -920,7 +921,7 @@ seats: [ { handle: a, role: r } ]
 }
 
 func TestEnvOverride(t *testing.T) {
-	t.Setenv("CREWLET_API_LISTEN", "0.0.0.0:9999")
+	t.Setenv("CREWLET_API_LISTEN", "127.0.0.1:9999")
 	t.Setenv("CREWLET_TEMPORAL_ADDRESS", "temporal:7233")
 	t.Setenv("CREWLET_MAILBOX_READ_BATCH", "64")
 	t.Setenv("CREWLET_NODES_HEARTBEAT_TIMEOUT", "2s")
@@ -951,7 +952,7 @@ maintenance: { interval: 5m }`))
 		env       string
 		got, want any
 	}{
-		{"CREWLET_API_LISTEN over the file", c.API.Listen, "0.0.0.0:9999"},
+		{"CREWLET_API_LISTEN over the file", c.API.Listen, "127.0.0.1:9999"},
 		{"CREWLET_TEMPORAL_ADDRESS over the default", c.Temporal.Address, "temporal:7233"},
 		{"CREWLET_MAILBOX_READ_BATCH", c.Mailbox.ReadBatch, 64},
 		{"CREWLET_NODES_HEARTBEAT_TIMEOUT over the file", c.Nodes.HeartbeatTimeout, 2 * time.Second},
@@ -1292,5 +1293,147 @@ func TestMessageRetentionOutlivesTurns(t *testing.T) {
 	want = "maintenance.message_retention: 2160h is shorter than maintenance.turn_retention (4320h)"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Parse: %v; want %q", err, want)
+	}
+}
+
+// clearOverrides unsets every CREWLET_ variable for the test's duration, so
+// that what the test sets is all the environment says (.dev/env exports
+// CREWLET_TEMPORAL_ADDRESS, for one).
+func clearOverrides(t *testing.T) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, EnvPrefix+"_") {
+			unsetEnv(t, name)
+		}
+	}
+}
+
+// A variable that names a whole section overrides nothing: CREWLET_API is
+// the CLI's API URL, and with it exported every command must load the org
+// as without it (issue 11).
+func TestSectionVariablesAreNoOverrides(t *testing.T) {
+	clearOverrides(t)
+	want, err := Load(examplePath)
+	if err != nil {
+		t.Fatalf("Load(%s) with no overrides: %v", examplePath, err)
+	}
+	sections := map[string]string{
+		"CREWLET_API":                      "http://127.0.0.1:8080",
+		"CREWLET_COMPANY":                  "x",
+		"CREWLET_COMPANY_BUDGET":           "1",
+		"CREWLET_TEMPORAL":                 "temporal:7233",
+		"CREWLET_POSTGRES":                 "postgres://u@h/db",
+		"CREWLET_MAILBOX":                  "x",
+		"CREWLET_NODES":                    "y",
+		"CREWLET_MAINTENANCE":              "1h",
+		"CREWLET_TICKETS":                  "1h",
+		"CREWLET_PROFILES":                 "z",
+		"CREWLET_PROFILES_LOCAL":           "z",
+		"CREWLET_PROFILES_LOCAL_RULES":     "z",
+		"CREWLET_ROLES":                    "r",
+		"CREWLET_ROLES_ENGINEER":           "r",
+		"CREWLET_ROLES_ENGINEER_BUDGET":    "5",
+		"CREWLET_ROLES_ENGINEER_PLACEMENT": "gpu",
+		"CREWLET_ROLES_ENGINEER_MCP":       "fs",
+		"CREWLET_SEATS":                    "s",
+	}
+	for name, value := range sections {
+		t.Setenv(name, value)
+	}
+	got, err := Load(examplePath)
+	if err != nil {
+		t.Fatalf("Load(%s) with section variables set: %v", examplePath, err)
+	}
+	if got.API.Listen != "127.0.0.1:8080" {
+		t.Errorf("api.listen = %q, want the file's %q", got.API.Listen, "127.0.0.1:8080")
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("section variables changed the config\ngot:  %+v\nwant: %+v", got, want)
+	}
+
+	// Each alone too, over the smallest org, where every section but the
+	// company and the seats comes from the defaults.
+	base, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatalf("Parse(minimal): %v", err)
+	}
+	clearOverrides(t)
+	for name, value := range sections {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, value)
+			c, err := Parse([]byte(minimal))
+			if err != nil {
+				t.Fatalf("Parse(minimal) with %s=%s: %v", name, value, err)
+			}
+			if !reflect.DeepEqual(c, base) {
+				t.Errorf("%s changed the config\ngot:  %+v\nwant: %+v", name, c, base)
+			}
+		})
+	}
+}
+
+// Every scalar key outside profiles and roles has a default, and nothing
+// else does: a section given a default would be a scalar to viper.
+func TestDefaultsHoldEveryScalarKey(t *testing.T) {
+	got := scalarKeys("", reflect.TypeFor[Config](), nil)
+	sort.Strings(got)
+	var want []string
+	for k := range defaults {
+		want = append(want, k)
+	}
+	sort.Strings(want)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("scalar keys of Config:\n%v\nkeys of defaults:\n%v", got, want)
+	}
+}
+
+// LoadWithOverrides says which keys the environment set, by key and
+// variable and never by value; a section variable, or an empty one, is none.
+func TestOverridesListed(t *testing.T) {
+	clearOverrides(t)
+	c, applied, err := LoadWithOverrides(examplePath)
+	if err != nil {
+		t.Fatalf("LoadWithOverrides(%s): %v", examplePath, err)
+	}
+	if applied != nil {
+		t.Errorf("overrides with none set = %q, want none", applied)
+	}
+
+	t.Setenv("CREWLET_API", "http://127.0.0.1:8080")
+	t.Setenv("CREWLET_API_LISTEN", "127.0.0.1:9999")
+	t.Setenv("CREWLET_COMPANY_BUDGET_TOKENS_PER_DAY", "5000")
+	t.Setenv("CREWLET_NODES_DRAIN_TIMEOUT", "")
+	t.Setenv("CREWLET_PROFILES_LOCAL_DELAY", "1s")
+	t.Setenv("CREWLET_ROLES_ENGINEER_MAX_ROUNDS", "12")
+	t.Setenv("CREWLET_ROLES_SUPPORT_REFLECT", "true") // not in the file
+	c, applied, err = LoadWithOverrides(examplePath)
+	if err != nil {
+		t.Fatalf("LoadWithOverrides(%s): %v", examplePath, err)
+	}
+	want := []string{
+		"company.budget.tokens_per_day (CREWLET_COMPANY_BUDGET_TOKENS_PER_DAY)",
+		"api.listen (CREWLET_API_LISTEN)",
+		"profiles.local.delay (CREWLET_PROFILES_LOCAL_DELAY)",
+		"roles.engineer.max_rounds (CREWLET_ROLES_ENGINEER_MAX_ROUNDS)",
+		"roles.support.reflect (CREWLET_ROLES_SUPPORT_REFLECT)",
+	}
+	if !reflect.DeepEqual(applied, want) {
+		t.Errorf("overrides =\n%q\nwant\n%q", applied, want)
+	}
+	tests := []struct {
+		key       string
+		got, want any
+	}{
+		{"company.budget.tokens_per_day", c.Company.Budget.TokensPerDay, int64(5000)},
+		{"api.listen", c.API.Listen, "127.0.0.1:9999"},
+		{"nodes.drain_timeout", c.Nodes.DrainTimeout, time.Minute},
+		{"profiles.local.delay", c.Profiles["local"].Delay, time.Second},
+		{"roles.engineer.max_rounds", c.Roles["engineer"].MaxRounds, 12},
+		{"roles.support.reflect", c.Roles["support"].Reflect, true},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s = %v, want %v", tt.key, tt.got, tt.want)
+		}
 	}
 }

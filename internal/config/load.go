@@ -23,9 +23,8 @@ import (
 // api.listen is overridden by CREWLET_API_LISTEN.
 const EnvPrefix = "CREWLET"
 
-// defaults holds every scalar key. viper's AutomaticEnv only feeds Unmarshal
-// keys it has seen, so a key missing here could not be set from the
-// environment.
+// defaults holds every scalar key outside profiles and roles, whose keys
+// are named by the file.
 var defaults = map[string]any{
 	"company.name":        "",
 	"company.timezone":    "UTC",
@@ -72,23 +71,31 @@ var defaults = map[string]any{
 // environment overrides, and returns the config only if it is valid. A
 // validation error lists every problem, one per line.
 func Load(path string) (*Config, error) {
+	c, _, err := LoadWithOverrides(path)
+	return c, err
+}
+
+// LoadWithOverrides is Load that also returns the keys the environment
+// overrode, each as "key (VARIABLE)", section by section as Config lists
+// them. It never names a value: one may be a secret.
+func LoadWithOverrides(path string) (*Config, []string, error) {
 	doc, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read config %s: %w", path, err)
+		return nil, nil, fmt.Errorf("read config %s: %w", path, err)
 	}
 	v := newViper()
 	if err := v.ReadConfig(bytes.NewReader(doc)); err != nil {
 		var pe viper.ConfigParseError
 		if errors.As(err, &pe) {
-			return nil, fmt.Errorf("config %s: not valid YAML: %w", path, pe.Unwrap())
+			return nil, nil, fmt.Errorf("config %s: not valid YAML: %w", path, pe.Unwrap())
 		}
-		return nil, fmt.Errorf("read config %s: %w", path, err)
+		return nil, nil, fmt.Errorf("read config %s: %w", path, err)
 	}
-	c, err := build(v, doc)
+	c, applied, err := build(v, doc)
 	if err != nil {
-		return nil, fmt.Errorf("config %s is invalid:\n%w", path, err)
+		return nil, nil, fmt.Errorf("config %s is invalid:\n%w", path, err)
 	}
-	return c, nil
+	return c, applied, nil
 }
 
 // Parse is Load for a YAML document already in memory.
@@ -101,7 +108,8 @@ func Parse(yamlBytes []byte) (*Config, error) {
 		}
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return build(v, yamlBytes)
+	c, _, err := build(v, yamlBytes)
+	return c, err
 }
 
 func newViper() *viper.Viper {
@@ -111,16 +119,70 @@ func newViper() *viper.Viper {
 	for k, d := range defaults {
 		v.SetDefault(k, d)
 	}
-	v.SetEnvPrefix(EnvPrefix)
-	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
-	v.AutomaticEnv()
 	return v
 }
 
-// build decodes the merged settings and reports, in this order, unknown keys,
-// values of the wrong type, and what Validate finds. doc is the file as
-// written, for what viper cannot keep.
-func build(v *viper.Viper, doc []byte) (*Config, error) {
+// bindEnv binds each scalar key of the org, those of its defaults and those
+// under the profiles and roles the file names, to its CREWLET_ variable,
+// and returns the keys whose variable is set, as "key (VARIABLE)".
+//
+// Only scalar keys are bound. viper's AutomaticEnv would also take a
+// variable named after a section (CREWLET_API, which the CLI reads as the
+// API URL) as that section's value, hiding every key under it.
+func bindEnv(v *viper.Viper) []string {
+	var applied []string
+	for _, k := range scalarKeys("", reflect.TypeFor[Config](), v.AllSettings()) {
+		name := envVar(k)
+		_ = v.BindEnv(k, name) // fails only without a key
+		// viper, too, takes an empty variable for an unset one.
+		if val, ok := os.LookupEnv(name); ok && val != "" {
+			applied = append(applied, fmt.Sprintf("%s (%s)", k, name))
+		}
+	}
+	return applied
+}
+
+// envVar is the variable that overrides key: api.listen is overridden by
+// CREWLET_API_LISTEN.
+func envVar(key string) string {
+	return strings.ToUpper(EnvPrefix + "_" + strings.ReplaceAll(key, ".", "_"))
+}
+
+// scalarKeys lists the scalar keys at path of type t: every field of a
+// struct, whether raw (the settings at path) has it or not; every entry of
+// a map that raw has; nothing inside a list.
+func scalarKeys(path string, t reflect.Type, raw any) []string {
+	m, _ := raw.(map[string]any)
+	switch t.Kind() {
+	case reflect.Struct:
+		var out []string
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+			if name == "" || name == "-" || !f.IsExported() {
+				continue
+			}
+			out = append(out, scalarKeys(joinPath(path, name), f.Type, m[name])...)
+		}
+		return out
+	case reflect.Map:
+		var out []string
+		for _, k := range sortedKeys(m) {
+			out = append(out, scalarKeys(joinPath(path, k), t.Elem(), m[k])...)
+		}
+		return out
+	case reflect.Slice, reflect.Array, reflect.Interface:
+		return nil
+	}
+	return []string{path}
+}
+
+// build binds the environment overrides, decodes the merged settings and
+// reports, in this order, unknown keys, values of the wrong type, and what
+// Validate finds. doc is the file as written, for what viper cannot keep. It
+// returns the overrides bindEnv applied.
+func build(v *viper.Viper, doc []byte) (*Config, []string, error) {
+	applied := bindEnv(v)
 	raw := v.AllSettings()
 
 	var problems []*Problem
@@ -148,9 +210,9 @@ func build(v *viper.Viper, doc []byte) (*Config, error) {
 		}
 	}
 	if len(problems) > 0 {
-		return nil, joinProblems(problems)
+		return nil, nil, joinProblems(problems)
 	}
-	return &c, nil
+	return &c, applied, nil
 }
 
 func decode(in, out any) error {

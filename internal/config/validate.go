@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"reflect"
@@ -317,6 +318,8 @@ func (c *Config) problems() []*Problem {
 			}
 		}
 	}
+
+	checkAuth(add, c)
 
 	if len(c.Seats) == 0 {
 		add("seats", "at least one seat is required")
@@ -715,4 +718,69 @@ func editDistance(a, b string) int {
 		}
 	}
 	return d[len(x)][len(y)]
+}
+
+// checkAuth checks the API's principals: a known role, a token in the
+// environment (named, never shown), a distinct name and secret, a seat that
+// is a human seat; and that a listen beyond loopback has tokens at all.
+func checkAuth(add addFunc, c *Config) {
+	names := map[string]int{}
+	secrets := map[string]int{}
+	for i, t := range c.Auth.Tokens {
+		base := fmt.Sprintf("auth.tokens[%d]", i)
+		switch {
+		case t.Name == "":
+			add(base+".name", "required; it is who the token is in the audit log")
+		case !crewlet.ValidName(t.Name):
+			add(base+".name", "invalid name %q; names must be %s", t.Name, crewlet.NamePattern)
+		default:
+			if j, dup := names[t.Name]; dup {
+				add(base+".name", "duplicate name %q (also auth.tokens[%d])", t.Name, j)
+			}
+			names[t.Name] = i
+		}
+		if roles := []string{RoleAdmin, RoleOperator, RoleViewer}; !contains(roles, t.Role) {
+			add(base+".role", "unknown role %q; roles: %s", t.Role, strings.Join(roles, ", "))
+		}
+		switch secret := t.Secret(); {
+		case t.TokenEnv == "":
+			add(base+".token_env", "required; name the environment variable holding the token")
+		case !envNameRE.MatchString(t.TokenEnv):
+			add(base+".token_env", "invalid environment variable name %q; must match %s", t.TokenEnv, EnvNamePattern)
+		case secret == "":
+			add(base+".token_env", "environment variable %s is not set or empty; export the token in it", t.TokenEnv)
+		case len(secret) < minTokenBytes:
+			add(base+".token_env", "the token in %s is %d bytes; use at least %d random bytes", t.TokenEnv, len(secret), minTokenBytes)
+		default:
+			if j, dup := secrets[secret]; dup {
+				add(base+".token_env", "the token in %s is also auth.tokens[%d]'s; give each principal its own", t.TokenEnv, j)
+			}
+			secrets[secret] = i
+		}
+		if t.Seat != "" {
+			if s, ok := c.Seat(t.Seat); !ok || s.Kind != string(crewlet.SeatHuman) {
+				add(base+".seat", "%q is not a human seat of the org; a principal binds to a person's seat", t.Seat)
+			}
+		}
+	}
+	if len(c.Auth.Tokens) == 0 && !LoopbackListen(c.API.Listen) {
+		add("api.listen", "%s is reachable beyond this machine but auth.tokens is empty: anyone could send as any seat; add tokens or listen on 127.0.0.1", c.API.Listen)
+	}
+}
+
+// minTokenBytes is the shortest token the API takes.
+const minTokenBytes = 16
+
+// LoopbackListen reports whether a listen address only takes connections
+// from this machine.
+func LoopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
