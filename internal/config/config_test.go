@@ -166,7 +166,7 @@ func TestEveryProblemReported(t *testing.T) {
 		`roles.engineer.placement.lables: unknown key; did you mean "labels"?`,
 		`mailbox.keep_aked: unknown key; did you mean "keep_acked"?`,
 		`nodes.rebalance_max_mves: unknown key; did you mean "rebalance_max_moves"?`,
-		`schedules: unknown key; valid keys: api, company, mailbox, maintenance, nodes, postgres, profiles, redis, roles, seats, temporal`,
+		`schedules: unknown key; valid keys: api, auth, company, mailbox, maintenance, nodes, postgres, profiles, redis, roles, seats, temporal, tickets`,
 		`company.timezone: unknown time zone "Mars/Olympus"`,
 		`company.budget.tokens_per_day: -1 is negative; must be 0 (no cap) or more`,
 		`mailbox.read_batch: 0 is out of range; must be between 1 and 1000`,
