@@ -123,6 +123,7 @@ type MaintenanceOutput struct {
 	EntriesTrimmed    int64    `json:"entries_trimmed"`
 	TurnsTrimmed      int64    `json:"turns_trimmed"`
 	TicketsExpired    int      `json:"tickets_expired"`
+	AuditTrimmed      int64    `json:"audit_trimmed"`
 	// Rows deleted by the retention of each other kind of record.
 	MessagesTrimmed       int64 `json:"messages_trimmed"`
 	ConversationsTrimmed  int64 `json:"conversations_trimmed"`

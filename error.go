@@ -7,13 +7,18 @@ import (
 
 // Error codes. The api package maps each to one HTTP status.
 const (
-	ECONFLICT    = "conflict"
-	EFENCED      = "fenced"
-	EINTERNAL    = "internal"
-	EINVALID     = "invalid"
-	ENOTFOUND    = "not_found"
-	ETOOLARGE    = "too_large"
-	EUNAVAILABLE = "unavailable"
+	ECONFLICT = "conflict"
+	EFENCED   = "fenced"
+	EINTERNAL = "internal"
+	EINVALID  = "invalid"
+	ENOTFOUND = "not_found"
+	ETOOLARGE = "too_large"
+	// EUNAUTHORIZED: no valid credential; EFORBIDDEN: the credential's role
+	// may not do it; EUNSUPPORTED: a body in a type the API does not take.
+	EUNAUTHORIZED = "unauthorized"
+	EFORBIDDEN    = "forbidden"
+	EUNSUPPORTED  = "unsupported_media_type"
+	EUNAVAILABLE  = "unavailable"
 )
 
 // Error is a failure a user can act on: Code says which kind, Message says what

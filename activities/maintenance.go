@@ -47,6 +47,9 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 	if out.TicketsExpired, err = a.Tickets.Expire(ctx, a.Org.Tickets.ExpireAfter); err != nil {
 		errs = append(errs, err)
 	}
+	if out.AuditTrimmed, err = a.Store.TrimAudit(ctx, a.Org.Maintenance.AuditRetention); err != nil {
+		errs = append(errs, err)
+	}
 	for _, seat := range returned {
 		a.Log.Info("seat_mailbox_returned", "seat", seat)
 	}

@@ -32,13 +32,56 @@ type Server struct {
 	Mailbox  *mailbox.Mailbox
 	Temporal client.Client
 	Log      *slog.Logger
+	// creds are the org's tokens, read from the environment by Handler.
+	creds []credential
 }
 
 // maxBody bounds a request body; mail and signals are small.
 const maxBody = 1 << 20
 
+// route is one API route and the right it needs: the one table of who may
+// do what, for REST and the CLI (which calls REST) alike. docs/operations.md
+// lists it, and a test holds the two together.
+type route struct {
+	method, pattern string
+	right           Right
+	handler         http.HandlerFunc
+}
+
+func (s *Server) routes() []route {
+	get, post := http.MethodGet, http.MethodPost
+	return []route{
+		{get, "/healthz", Public, s.healthz},
+		{get, "/readyz", Public, s.readyz},
+		{get, "/seats", Read, s.listSeats},
+		{get, "/seats/{handle}", Read, s.getSeat},
+		{post, "/seats/{handle}/messages", Operate, s.sendMessage},
+		{get, "/seats/{handle}/inbox", Read, s.inbox},
+		{get, "/seats/{handle}/events", Read, s.seatEvents},
+		{post, "/seats/{handle}/pause", Operate, s.pauseSeat},
+		{post, "/seats/{handle}/resume", Operate, s.resumeSeat},
+		{post, "/seats/{handle}/drain", Operate, s.drainSeat},
+		{get, "/seats/{handle}/usage", Read, s.seatUsage},
+		{get, "/seats/{handle}/turns", Read, s.seatTurns},
+		{get, "/seats/{handle}/memory", Read, s.seatMemory},
+		{get, "/turns/{handle}/{work_key}", Read, s.getTurn},
+		{get, "/conversations/{id}", Read, s.getConversation},
+		{post, "/tickets", Operate, s.openTicket},
+		{get, "/tickets", Read, s.listTickets},
+		{get, "/tickets/{id}", Read, s.getTicket},
+		{post, "/tickets/{id}/answer", Operate, s.answerTicket},
+		{post, "/tickets/{id}/cancel", Operate, s.cancelTicket},
+		{get, "/nodes", Read, s.listNodes},
+		{post, "/nodes/{id}/drain", Operate, s.drainNode},
+		{get, "/deadletters", Read, s.listDeadLetters},
+		{post, "/deadletters/{id}/requeue", Operate, s.requeueDeadLetter},
+		{get, "/audit", Administer, s.listAudit},
+	}
+}
+
 // Handler returns the API's router.
 func (s *Server) Handler() http.Handler {
+	s.creds = credentials(s.Org)
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
@@ -47,32 +90,9 @@ func (s *Server) Handler() http.Handler {
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Detail: fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)})
 	})
-	r.Get("/healthz", s.healthz)
-	r.Get("/readyz", s.readyz)
-	r.Route("/seats", func(r chi.Router) {
-		r.Get("/", s.listSeats)
-		r.Get("/{handle}", s.getSeat)
-		r.Post("/{handle}/messages", s.sendMessage)
-		r.Get("/{handle}/inbox", s.inbox)
-		r.Get("/{handle}/events", s.seatEvents)
-		r.Post("/{handle}/pause", s.pauseSeat)
-		r.Post("/{handle}/resume", s.resumeSeat)
-		r.Post("/{handle}/drain", s.drainSeat)
-		r.Get("/{handle}/usage", s.seatUsage)
-		r.Get("/{handle}/turns", s.seatTurns)
-		r.Get("/{handle}/memory", s.seatMemory)
-	})
-	r.Get("/turns/{handle}/{work_key}", s.getTurn)
-	r.Get("/conversations/{id}", s.getConversation)
-	r.Post("/tickets", s.openTicket)
-	r.Get("/tickets", s.listTickets)
-	r.Get("/tickets/{id}", s.getTicket)
-	r.Post("/tickets/{id}/answer", s.answerTicket)
-	r.Post("/tickets/{id}/cancel", s.cancelTicket)
-	r.Get("/nodes", s.listNodes)
-	r.Get("/deadletters", s.listDeadLetters)
-	r.Post("/deadletters/{id}/requeue", s.requeueDeadLetter)
-	r.Post("/nodes/{id}/drain", s.drainNode)
+	for _, rt := range s.routes() {
+		r.Method(rt.method, rt.pattern, s.guard(rt))
+	}
 	return r
 }
 
@@ -83,13 +103,16 @@ type errorBody struct {
 
 // statusOf maps domain error codes to HTTP statuses, once for the whole API.
 var statusOf = map[string]int{
-	crewlet.ECONFLICT:    http.StatusConflict,
-	crewlet.EFENCED:      http.StatusConflict,
-	crewlet.EINVALID:     http.StatusBadRequest,
-	crewlet.ETOOLARGE:    http.StatusRequestEntityTooLarge,
-	crewlet.ENOTFOUND:    http.StatusNotFound,
-	crewlet.EUNAVAILABLE: http.StatusServiceUnavailable,
-	crewlet.EINTERNAL:    http.StatusInternalServerError,
+	crewlet.ECONFLICT:     http.StatusConflict,
+	crewlet.EFENCED:       http.StatusConflict,
+	crewlet.EINVALID:      http.StatusBadRequest,
+	crewlet.ETOOLARGE:     http.StatusRequestEntityTooLarge,
+	crewlet.EUNAUTHORIZED: http.StatusUnauthorized,
+	crewlet.EFORBIDDEN:    http.StatusForbidden,
+	crewlet.EUNSUPPORTED:  http.StatusUnsupportedMediaType,
+	crewlet.ENOTFOUND:     http.StatusNotFound,
+	crewlet.EUNAVAILABLE:  http.StatusServiceUnavailable,
+	crewlet.EINTERNAL:     http.StatusInternalServerError,
 }
 
 func writeError(w http.ResponseWriter, err error) {
@@ -101,7 +124,7 @@ func writeError(w http.ResponseWriter, err error) {
 // fault, to the log with its full text.
 func (s *Server) logError(w http.ResponseWriter, r *http.Request, err error) {
 	if code := crewlet.ErrorCode(err); code == crewlet.EINTERNAL || code == crewlet.EUNAVAILABLE {
-		s.Log.Error("api_error", "method", r.Method, "path", r.URL.Path, "error", err)
+		s.Log.Error("api_error", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "error", err)
 	}
 	writeError(w, err)
 }

@@ -141,7 +141,12 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, crewlet.Errorf(crewlet.EINVALID, "text is required"))
 		return
 	}
-	msg, err := s.Control.Send(r.Context(), control.SendRequest{To: seat.Handle, From: req.From, Text: req.Text, Conversation: req.Conversation, ChatID: req.ChatID})
+	from, err := s.sender(r, req.From)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	msg, err := s.Control.Send(r.Context(), control.SendRequest{To: seat.Handle, From: from, Text: req.Text, Conversation: req.Conversation, ChatID: req.ChatID})
 	if err != nil {
 		s.logError(w, r, err)
 		return
@@ -176,20 +181,22 @@ type SignalResponse struct {
 
 func (s *Server) pauseSeat(w http.ResponseWriter, r *http.Request) {
 	var req crewlet.PauseRequest
-	s.signalSeat(w, r, crewlet.SignalPause, &req, func(h string) error { return s.Control.Pause(r.Context(), h, req) })
+	s.signalSeat(w, r, crewlet.SignalPause, &req, &req.By, func(h string) error { return s.Control.Pause(r.Context(), h, req) })
 }
 
 func (s *Server) resumeSeat(w http.ResponseWriter, r *http.Request) {
 	var req crewlet.ResumeRequest
-	s.signalSeat(w, r, crewlet.SignalResume, &req, func(h string) error { return s.Control.Resume(r.Context(), h, req) })
+	s.signalSeat(w, r, crewlet.SignalResume, &req, &req.By, func(h string) error { return s.Control.Resume(r.Context(), h, req) })
 }
 
 func (s *Server) drainSeat(w http.ResponseWriter, r *http.Request) {
 	var req crewlet.DrainRequest
-	s.signalSeat(w, r, crewlet.SignalDrain, &req, func(h string) error { return s.Control.Drain(r.Context(), h, req) })
+	s.signalSeat(w, r, crewlet.SignalDrain, &req, &req.By, func(h string) error { return s.Control.Drain(r.Context(), h, req) })
 }
 
-func (s *Server) signalSeat(w http.ResponseWriter, r *http.Request, signal string, req any, send func(handle string) error) {
+// signalSeat sends a seat a signal whose request's by (who asks) is the
+// caller's principal.
+func (s *Server) signalSeat(w http.ResponseWriter, r *http.Request, signal string, req any, by *string, send func(handle string) error) {
 	seat, ok := s.orgSeat(w, r)
 	if !ok {
 		return
@@ -198,6 +205,12 @@ func (s *Server) signalSeat(w http.ResponseWriter, r *http.Request, signal strin
 		writeError(w, err)
 		return
 	}
+	who, err := actingAs(r, *by, "")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	*by = who
 	if seat.Kind != string(crewlet.SeatAgent) {
 		writeError(w, crewlet.Errorf(crewlet.EINVALID, "%s is a human seat; only agent seats can be paused, resumed or drained", seat.Handle))
 		return

@@ -57,8 +57,13 @@ func (s *Server) openTicket(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = d
 	}
+	from, err := s.sender(r, req.From)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	ticket, err := s.Tickets.Open(r.Context(), control.OpenTicketRequest{
-		From: req.From, To: req.To, Task: req.Task, Conversation: req.Conversation,
+		From: from, To: req.To, Task: req.Task, Conversation: req.Conversation,
 	})
 	if err != nil {
 		s.logError(w, r, err)
@@ -149,9 +154,10 @@ func (s *Server) cancelTicket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	by := req.By
-	if by == "" {
-		by = crewlet.ExternalSender
+	by, err := actingAs(r, req.By, crewlet.ExternalSender)
+	if err != nil {
+		writeError(w, err)
+		return
 	}
 	reason := "cancelled by " + by
 	if req.Reason != "" {

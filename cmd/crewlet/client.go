@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -22,16 +23,23 @@ import (
 
 // apiClient calls the crewlet REST API.
 type apiClient struct {
-	base string
-	http *http.Client
+	base  string
+	token string
+	http  *http.Client
 }
 
+// apiFlag adds the flags of every client command, --api and --token, and
+// returns --api.
 func apiFlag(fs *flag.FlagSet) *string {
+	fs.StringVar(&apiToken, "token", os.Getenv("CREWLET_TOKEN"), "bearer token for the API (default $CREWLET_TOKEN)")
 	return fs.String("api", envOr("CREWLET_API", "http://127.0.0.1:8080"), "API base URL")
 }
 
+// apiToken is the --token of the command being run: one command a process.
+var apiToken string
+
 func newAPIClient(base string) *apiClient {
-	return &apiClient{base: strings.TrimRight(base, "/"), http: &http.Client{Timeout: 30 * time.Second}}
+	return &apiClient{base: strings.TrimRight(base, "/"), token: apiToken, http: &http.Client{Timeout: 30 * time.Second}}
 }
 
 // apiError is an error response from the API.
@@ -58,6 +66,9 @@ func (c *apiClient) call(ctx context.Context, method, path string, body, out any
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -23,7 +23,8 @@ Server commands (read the org file; --config FILE, default $CREWLET_CONFIG or cr
   migrate           apply database migrations and exit
   config check FILE validate an org file; lists every problem
 
-Client commands (talk to the API at --api URL, default $CREWLET_API or http://127.0.0.1:8080):
+Client commands (talk to the API at --api URL, default $CREWLET_API or http://127.0.0.1:8080,
+with the bearer token --token, default $CREWLET_TOKEN):
   seats ls                      list every seat and its status
   seats show HANDLE             show one seat: org entry, database row, live state
   send HANDLE TEXT [--wait D] [--from SEAT] [--conversation ID]
@@ -47,6 +48,8 @@ Client commands (talk to the API at --api URL, default $CREWLET_API or http://12
   tickets answer ID TEXT        answer the question asked on a ticket (POST /tickets/{id}/answer)
   tickets cancel ID [--reason TEXT] [--by NAME]
                                 cancel an open ticket; its delegator is told (POST /tickets/{id}/cancel)
+  audit [--principal NAME] [--outcome O] [--limit N]
+                                the API's audit log, newest first (admin; GET /audit)
   deadletters ls                mail the seats gave up on, with reason and delivery count
   deadletters requeue ID        put a dead letter back in its seat's mailbox with a fresh budget
   nodes ls [--all]              list worker nodes: labels, seats held, fair share, heartbeat age
@@ -147,6 +150,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Sprintf("unknown nodes command %q; use ls or drain", rest[0])}
 	case "ask":
 		return runAsk(ctx, rest, stdout)
+	case "audit":
+		return runAudit(ctx, rest, stdout)
 	case "tickets":
 		if len(rest) == 0 {
 			return usageError{"usage: crewlet tickets ls | tickets show ID | tickets answer ID TEXT | tickets cancel ID"}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/store"
 )
 
 // runAsk opens a ticket (POST /tickets) and, with --wait, prints its reply.
@@ -140,4 +141,34 @@ func clipLine(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return string(r)
+}
+
+// runAudit is `crewlet audit` (GET /audit, admin).
+func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	base := apiFlag(fs)
+	principal := fs.String("principal", "", "only this principal's actions")
+	outcome := fs.String("outcome", "", "only allowed, denied or failed actions")
+	limit := fs.Int("limit", 50, "how many of the newest to show")
+	if _, err := parseFlags(fs, args, 0, "crewlet audit [--principal NAME] [--outcome O] [--limit N]"); err != nil {
+		return err
+	}
+	q := url.Values{"limit": {fmt.Sprint(*limit)}}
+	if *principal != "" {
+		q.Set("principal", *principal)
+	}
+	if *outcome != "" {
+		q.Set("outcome", *outcome)
+	}
+	var rows []store.AuditEntry
+	if err := newAPIClient(*base).call(ctx, http.MethodGet, "/audit?"+q.Encode(), nil, &rows); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tPRINCIPAL\tROLE\tACTION\tTARGET\tOUTCOME\tSTATUS\tREQUEST\tREASON")
+	for _, e := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), e.Principal, e.Role, e.Action,
+			e.Target, e.Outcome, e.Status, e.RequestID, clipLine(e.Reason, 80))
+	}
+	return tw.Flush()
 }

@@ -185,6 +185,9 @@ type Maintenance struct {
 	// stopped, or stopped beating, is kept. A live node's row is never
 	// older than the heartbeat timeout, far below the 1h floor. 1h to 87600h.
 	NodeRetention time.Duration `mapstructure:"node_retention"`
+	// AuditRetention is how long the API's audit log keeps a row.
+	// 1h to 87600h.
+	AuditRetention time.Duration `mapstructure:"audit_retention"`
 }
 
 // Tickets times delegation tickets (DESIGN §8).

@@ -590,7 +590,7 @@ seats: [ { handle: alice, kind: human } ]`,
 			yaml: minimal + `maintenance: { intervl: 1m, retention: 1h, event_retenton: 1h }`,
 			want: []string{
 				`maintenance.intervl: unknown key; did you mean "interval"?`,
-				`maintenance.retention: unknown key; valid keys: counterparty_retention, diary_retention, episode_retention, event_retention, interval, ledger_retention, message_retention, node_retention, turn_retention`,
+				`maintenance.retention: unknown key; valid keys: audit_retention, counterparty_retention, diary_retention, episode_retention, event_retention, interval, ledger_retention, message_retention, node_retention, turn_retention`,
 				`maintenance.event_retenton: unknown key; did you mean "event_retention"?`,
 			},
 		},
@@ -1068,11 +1068,12 @@ var defaultMaintenance = Maintenance{
 	Interval: 15 * time.Minute, LedgerRetention: 168 * time.Hour, TurnRetention: 720 * time.Hour,
 	MessageRetention: 2160 * time.Hour, EventRetention: 720 * time.Hour, DiaryRetention: 8760 * time.Hour,
 	EpisodeRetention: 2160 * time.Hour, CounterpartyRetention: 8760 * time.Hour, NodeRetention: 168 * time.Hour,
+	AuditRetention: 8760 * time.Hour,
 }
 
 func TestMaintenanceBounds(t *testing.T) {
 	every := func(interval, ledger, rest time.Duration) Maintenance {
-		return Maintenance{interval, ledger, rest, rest, rest, rest, rest, rest, rest}
+		return Maintenance{interval, ledger, rest, rest, rest, rest, rest, rest, rest, rest}
 	}
 	tests := []struct {
 		name string
@@ -1080,10 +1081,11 @@ func TestMaintenanceBounds(t *testing.T) {
 		want Maintenance
 	}{
 		{"lowest", `maintenance: { interval: 1s, ledger_retention: 60m, turn_retention: 1h, message_retention: 1h,
-  event_retention: 1h, diary_retention: 60m, episode_retention: 1h, counterparty_retention: 3600s, node_retention: 1h }`,
+  event_retention: 1h, diary_retention: 60m, episode_retention: 1h, counterparty_retention: 3600s, node_retention: 1h, audit_retention: 1h }`,
 			every(time.Second, time.Hour, time.Hour)},
 		{"highest", `maintenance: { interval: 1440m, ledger_retention: 8760h, turn_retention: 87600h, message_retention: 87600h,
-  event_retention: 87600h, diary_retention: 87600h, episode_retention: 87600h, counterparty_retention: 87600h, node_retention: 87600h }`,
+  event_retention: 87600h, diary_retention: 87600h, episode_retention: 87600h, counterparty_retention: 87600h, node_retention: 87600h,
+  audit_retention: 87600h }`,
 			every(24*time.Hour, 8760*time.Hour, 87600*time.Hour)},
 		{"empty section keeps the defaults", "maintenance:\n", defaultMaintenance},
 		{"one key keeps the other defaults", `maintenance: { ledger_retention: 336h, node_retention: 24h }`,

@@ -57,6 +57,7 @@ var defaults = map[string]any{
 	"maintenance.episode_retention":      2160 * time.Hour,
 	"maintenance.counterparty_retention": 8760 * time.Hour,
 	"maintenance.node_retention":         168 * time.Hour,
+	"maintenance.audit_retention":        8760 * time.Hour,
 
 	"tickets.expire_after": 24 * time.Hour,
 	"tickets.max_wait":     time.Hour,

@@ -218,6 +218,7 @@ func (c *Config) problems() []*Problem {
 		{"maintenance.episode_retention", c.Maintenance.EpisodeRetention},
 		{"maintenance.counterparty_retention", c.Maintenance.CounterpartyRetention},
 		{"maintenance.node_retention", c.Maintenance.NodeRetention},
+		{"maintenance.audit_retention", c.Maintenance.AuditRetention},
 	} {
 		checkDuration(r.path, r.val, minRetention, maxRetention)
 	}

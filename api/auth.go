@@ -1,0 +1,267 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/store"
+)
+
+// Right is what a route needs of its caller (DESIGN §11).
+type Right int
+
+// Rights, each including the ones before it: a viewer reads, an operator
+// also steers seats and mail, an admin may do everything.
+const (
+	// Public routes take anyone: health and readiness probes.
+	Public Right = iota
+	Read
+	Operate
+	Administer
+)
+
+func (r Right) String() string {
+	return [...]string{"public", "read", "operate", "admin"}[r]
+}
+
+// rightsOf is what each role may do.
+var rightsOf = map[string]Right{
+	config.RoleViewer:   Read,
+	config.RoleOperator: Operate,
+	config.RoleAdmin:    Administer,
+}
+
+// Principal is who calls the API: a token's name and role, or, when the
+// org names no tokens (a loopback listen), the anonymous operator with
+// every right.
+type Principal struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+	// Seat is the human seat the principal is bound to: mail it sends is
+	// from that seat.
+	Seat      string `json:"seat,omitempty"`
+	Anonymous bool   `json:"anonymous,omitempty"`
+}
+
+type principalKey struct{}
+type requestIDKey struct{}
+
+// principalOf is the request's principal.
+func principalOf(r *http.Request) Principal {
+	p, _ := r.Context().Value(principalKey{}).(Principal)
+	return p
+}
+
+// requestID is the request's id, also in the X-Request-Id response header.
+func requestID(r *http.Request) string {
+	id, _ := r.Context().Value(requestIDKey{}).(string)
+	return id
+}
+
+// credential is a configured token.
+type credential struct {
+	secret    []byte
+	principal Principal
+}
+
+// credentials reads the org's tokens from the environment once.
+func credentials(org *config.Config) []credential {
+	var out []credential
+	for _, t := range org.Auth.Tokens {
+		out = append(out, credential{secret: []byte(t.Secret()), principal: Principal{Name: t.Name, Role: t.Role, Seat: t.Seat}})
+	}
+	return out
+}
+
+// authenticate returns the principal of a request's bearer token. Every
+// configured token is compared, in constant time, so the time taken says
+// nothing of which one came close.
+func (s *Server) authenticate(r *http.Request) (Principal, bool) {
+	if len(s.creds) == 0 {
+		return Principal{Name: crewlet.ExternalSender, Role: config.RoleAdmin, Anonymous: true}, true
+	}
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || token == "" {
+		return Principal{}, false
+	}
+	found := -1
+	for i, c := range s.creds {
+		if subtle.ConstantTimeCompare([]byte(token), c.secret) == 1 {
+			found = i
+		}
+	}
+	if found < 0 {
+		return Principal{}, false
+	}
+	return s.creds[found].principal, true
+}
+
+// guard wraps a route's handler with what every route needs: a request id,
+// the caller's principal (401 without one), the route's right (403 when the
+// role lacks it), JSON bodies only on mutations (415), and an audit row for
+// every mutation and every refusal.
+func (s *Server) guard(rt route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if len(id) > 64 || crewlet.CheckID("request id", id) != nil {
+			id = newRequestID()
+		}
+		w.Header().Set("X-Request-Id", id)
+		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
+		if rt.right == Public {
+			rt.handler(w, r.WithContext(ctx))
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		p, ok := s.authenticate(r)
+		var refused error
+		switch {
+		case !ok:
+			refused = crewlet.Errorf(crewlet.EUNAUTHORIZED, "no valid bearer token; send Authorization: Bearer <token> (the CLI reads --token or CREWLET_TOKEN)")
+		case rightsOf[p.Role] < rt.right:
+			refused = crewlet.Errorf(crewlet.EFORBIDDEN, "role %s may not %s: %s %s needs the right to %s", p.Role, rt.right, rt.method, rt.pattern, rt.right)
+		case r.Header.Get("Origin") != "" && !slices.Contains(s.Org.API.AllowedOrigins, r.Header.Get("Origin")):
+			// A page elsewhere must not drive the API with a visitor's
+			// network position or token.
+			refused = crewlet.Errorf(crewlet.EFORBIDDEN, "requests from origin %q are not allowed; list it in api.allowed_origins", crewlet.Clean(r.Header.Get("Origin")))
+		case r.Method != http.MethodGet && r.ContentLength != 0 && !jsonContent(r):
+			refused = crewlet.Errorf(crewlet.EUNSUPPORTED, "send the body as Content-Type: application/json")
+		}
+		ctx = context.WithValue(ctx, principalKey{}, p)
+		r = r.WithContext(ctx)
+		if refused != nil {
+			writeError(rec, refused)
+		} else {
+			rt.handler(rec, r)
+		}
+		if r.Method != http.MethodGet || refused != nil {
+			s.audit(r, rt, p, rec, refused)
+		}
+	}
+}
+
+// audit records one action: who, what, on which ids, and how it ended.
+// Never a body: no message text, no secret. It only records, so a failure
+// is logged and the response stands.
+func (s *Server) audit(r *http.Request, rt route, p Principal, rec *statusRecorder, refused error) {
+	e := store.AuditEntry{
+		Principal: p.Name, Role: p.Role, Action: rt.method + " " + rt.pattern, Target: targetOf(r),
+		Outcome: store.AuditAllowed, Status: rec.status, RequestID: requestID(r),
+	}
+	switch {
+	case refused != nil:
+		e.Outcome, e.Reason = store.AuditDenied, crewlet.ErrorMessage(refused)
+	case rec.status == http.StatusUnauthorized || rec.status == http.StatusForbidden:
+		// Refused by the handler: acting as someone else.
+		e.Outcome, e.Reason = store.AuditDenied, rec.detail()
+	case rec.status >= 400:
+		e.Outcome, e.Reason = store.AuditFailed, rec.detail()
+	}
+	if e.Principal == "" {
+		e.Principal, e.Role = "-", "-"
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	if err := s.Store.RecordAudit(ctx, e); err != nil {
+		s.Log.Error("audit_unrecorded", "request_id", e.RequestID, "action", e.Action, "error", err)
+	}
+}
+
+// targetOf lists the route's path ids, "handle=cto".
+func targetOf(r *http.Request) string {
+	rc := chi.RouteContext(r.Context())
+	if rc == nil {
+		return ""
+	}
+	var parts []string
+	for i, k := range rc.URLParams.Keys {
+		parts = append(parts, k+"="+crewlet.Clean(rc.URLParams.Values[i]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func jsonContent(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mt == "application/json"
+}
+
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// statusRecorder keeps the status a handler wrote and, of an error, the
+// start of its body, for the audit row.
+type statusRecorder struct {
+	http.ResponseWriter
+	status  int
+	errBody []byte
+}
+
+func (w *statusRecorder) WriteHeader(status int) {
+	w.status = status
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusRecorder) Write(b []byte) (int, error) {
+	if w.status >= 400 && len(w.errBody) < 1024 {
+		w.errBody = append(w.errBody, b[:min(len(b), 1024-len(w.errBody))]...)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// detail is the error's detail the handler answered with; internal errors
+// answer no internal text, so none reaches the audit log either.
+func (w *statusRecorder) detail() string {
+	var e errorBody
+	_ = json.Unmarshal(w.errBody, &e)
+	return e.Detail
+}
+
+// actingAs is who a request acts as when it names someone ("by", "from"):
+// an anonymous caller (no tokens, loopback) is whoever it says, defaulting
+// to fallback; a principal is itself, and naming someone else is refused.
+func actingAs(r *http.Request, named, fallback string) (string, error) {
+	p := principalOf(r)
+	switch {
+	case p.Anonymous && named != "":
+		return named, nil
+	case p.Anonymous:
+		return fallback, nil
+	case named == "" || named == p.Name:
+		return p.Name, nil
+	}
+	return "", crewlet.Errorf(crewlet.EFORBIDDEN, "%s may not act as %q: who acts is the token's principal", p.Name, named)
+}
+
+// sender is who mail a request sends is from: a principal bound to a human
+// seat sends as that seat; an admin may send as another human seat
+// explicitly (audited as any send); anyone else sends as the operator.
+func (s *Server) sender(r *http.Request, from string) (string, error) {
+	p := principalOf(r)
+	switch {
+	case p.Anonymous || from == "" && p.Seat == "":
+		return from, nil
+	case from == "" || from == p.Seat:
+		return p.Seat, nil
+	case p.Role == config.RoleAdmin:
+		if seat, ok := s.Org.Seat(from); ok && seat.Kind == string(crewlet.SeatHuman) {
+			return from, nil
+		}
+		return "", crewlet.Errorf(crewlet.EFORBIDDEN, "an admin may send as a human seat only; %q is not one", from)
+	}
+	return "", crewlet.Errorf(crewlet.EFORBIDDEN, "%s may not send as %q: mail is from the token's seat", p.Name, from)
+}

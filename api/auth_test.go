@@ -1,0 +1,210 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/store"
+)
+
+// authOrg has a token per role and an admin bound to alice's seat.
+const authOrg = `company: { name: authco }
+auth:
+  tokens:
+    - { name: ann, role: admin, token_env: CREWLET_TEST_TOKEN_ADMIN }
+    - { name: otto, role: operator, token_env: CREWLET_TEST_TOKEN_OPERATOR }
+    - { name: vic, role: viewer, token_env: CREWLET_TEST_TOKEN_VIEWER }
+    - { name: alice-bot, role: operator, token_env: CREWLET_TEST_TOKEN_ALICE, seat: alice }
+profiles: { local: { provider: scripted } }
+roles: { lead: { profile: local } }
+seats:
+  - { handle: cto, role: lead }
+  - { handle: alice, kind: human }
+  - { handle: bob, kind: human }
+`
+
+var tokens = map[string]string{
+	"admin":    "admin-token-0123456789",
+	"operator": "operator-token-0123456789",
+	"viewer":   "viewer-token-0123456789",
+	"alice":    "alice-token-0123456789",
+}
+
+func authServer(t *testing.T) (string, *store.Store) {
+	t.Helper()
+	for role, tok := range tokens {
+		t.Setenv("CREWLET_TEST_TOKEN_"+strings.ToUpper(role), tok)
+	}
+	org, err := config.Parse([]byte(authOrg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv := httptest.NewServer((&api.Server{Org: org, Control: control.New(nil, nil, org, log), Store: b.st, Log: log}).Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL, b.st
+}
+
+func call(t *testing.T, method, url, token, body string, headers ...string) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
+
+// Every route of the router, against every caller: no token → 401 (but the
+// probes), a role below the route's right → 403, at or above → neither.
+// The routes come from the router itself, so a new route without a right
+// (or without a row in docs/operations.md's authority table) fails here.
+func TestEveryRouteAgainstEveryRole(t *testing.T) {
+	base, _ := authServer(t)
+	org, _ := config.Parse([]byte(authOrg))
+	h := (&api.Server{Org: org, Log: slog.New(slog.DiscardHandler)}).Handler()
+	docs, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank := map[string]int{"": 0, "viewer": 1, "operator": 2, "admin": 3}
+	need := map[string]int{"public": -1, "read": 1, "operate": 2, "admin": 3}
+	ids := strings.NewReplacer("{handle}", "cto", "{id}", "x1", "{work_key}", "abc")
+	n := 0
+	err = chi.Walk(h.(chi.Routes), func(method, pattern string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		n++
+		row := regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(method+" "+pattern) + "` \\| (public|read|operate|admin) \\|")
+		m := row.FindStringSubmatch(string(docs))
+		if m == nil {
+			t.Errorf("%s %s has no row in docs/operations.md's authority table", method, pattern)
+			return nil
+		}
+		right := m[1]
+		body := ""
+		if method == http.MethodPost {
+			body = "{}"
+		}
+		for _, role := range []string{"", "viewer", "operator", "admin"} {
+			status, resp := call(t, method, base+ids.Replace(pattern), tokens[role], body)
+			switch {
+			case right == "public":
+				if status == 401 || status == 403 {
+					t.Errorf("%s %s as %q: %d; want it public", method, pattern, role, status)
+				}
+			case role == "":
+				if status != 401 || !strings.Contains(resp, `"error":"unauthorized"`) {
+					t.Errorf("%s %s without a token: %d %s; want 401 unauthorized", method, pattern, status, resp)
+				}
+			case rank[role] < need[right]:
+				if status != 403 || !strings.Contains(resp, `"error":"forbidden"`) {
+					t.Errorf("%s %s as %s: %d %s; want 403 forbidden (needs %s)", method, pattern, role, status, resp, right)
+				}
+			default:
+				if status == 401 || status == 403 {
+					t.Errorf("%s %s as %s: %d %s; want it allowed (needs %s)", method, pattern, role, status, resp, right)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil || n < 20 {
+		t.Fatalf("walked %d routes (%v)", n, err)
+	}
+}
+
+// Identity comes from the token: naming someone else in by or from is
+// refused; a principal bound to alice's seat sends as alice; an admin may
+// send as a human seat explicitly; a bad token is 401; a cross-origin POST
+// and a form POST are refused; every refusal is in the audit log, and no
+// row holds message text.
+func TestIdentityIsThePrincipal(t *testing.T) {
+	base, st := authServer(t)
+	for _, c := range []struct {
+		name, method, path, token, body string
+		headers                         []string
+		want                            int
+	}{
+		{"a wrong token", "GET", "/seats", "not-a-token-at-all", "", nil, 401},
+		{"operator pausing as someone else", "POST", "/seats/cto/pause", tokens["operator"], `{"by":"ann"}`, nil, 403},
+		{"operator sending as alice", "POST", "/seats/cto/messages", tokens["operator"], `{"text":"secret plan","from":"alice"}`, nil, 403},
+		{"alice's principal sending as bob", "POST", "/seats/cto/messages", tokens["alice"], `{"text":"secret plan","from":"bob"}`, nil, 403},
+		{"admin sending as an agent seat", "POST", "/seats/cto/messages", tokens["admin"], `{"text":"secret plan","from":"cto"}`, nil, 403},
+		{"a cross-origin POST", "POST", "/seats/cto/messages", tokens["operator"], `{"text":"secret plan"}`, []string{"Origin", "https://evil.example"}, 403},
+		{"a form POST", "POST", "/seats/cto/pause", tokens["operator"], `reason=x`, []string{"Content-Type", "application/x-www-form-urlencoded"}, 415},
+	} {
+		req, _ := http.NewRequest(c.method, base+c.path, bytes.NewBufferString(c.body))
+		if c.body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		for i := 0; i+1 < len(c.headers); i += 2 {
+			req.Header.Set(c.headers[i], c.headers[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want || resp.Header.Get("X-Request-Id") == "" {
+			t.Errorf("%s: %d %s (request id %q); want %d with a request id", c.name, resp.StatusCode, data, resp.Header.Get("X-Request-Id"), c.want)
+		}
+	}
+	rows, err := st.Audit(context.Background(), store.AuditFilter{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied := 0
+	for _, r := range rows {
+		if r.Outcome == store.AuditDenied {
+			denied++
+		}
+		if strings.Contains(fmt.Sprint(r), "secret plan") || strings.Contains(fmt.Sprint(r), "token-0123") {
+			t.Fatalf("audit row %+v holds message text or a token", r)
+		}
+	}
+	if denied < 6 {
+		t.Fatalf("audit log %+v; want a denied row for each refusal", rows)
+	}
+	// The audit log is the admin's: a viewer may not read it.
+	if status, _ := call(t, "GET", base+"/audit", tokens["viewer"], ""); status != 403 {
+		t.Fatalf("viewer reading the audit log: %d; want 403", status)
+	}
+	status, body := call(t, "GET", base+"/audit?outcome=denied&limit=3", tokens["admin"], "")
+	if status != 200 || strings.Count(body, `"outcome":"denied"`) != 3 {
+		t.Fatalf("GET /audit?outcome=denied&limit=3: %d %s", status, body)
+	}
+}
