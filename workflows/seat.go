@@ -3,6 +3,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -644,6 +645,8 @@ func (s *seat) fenced() {
 }
 
 func (s *seat) noteError(msg string) {
+	// A turn's note can be long; the state is queried and carried.
+	msg = clipText(msg, maxLastErrorBytes)
 	s.state.LastError, s.state.FailedTurn = msg, ""
 	s.logger.Warn("seat_error", "seat", s.in.Handle, "error", msg)
 }
@@ -703,13 +706,43 @@ func (s *seat) continueAsNew(ctx workflow.Context, signals *seatSignals) error {
 	// Hold ends with the run.
 	s.holdID++
 	s.cancelHold = nil
+	next := s.next()
+	//workflowcheck:ignore encoding/json is deterministic; flagged only through reflect
+	if b, err := json.Marshal(next); err != nil || len(b) > maxCarryBytes {
+		// Only reports: every carried field is bounded, so this means a
+		// field was added without a bound.
+		s.logger.Warn("seat_carry_large", "seat", s.in.Handle, "bytes", len(b), "bound", maxCarryBytes, "error", err)
+	}
+	return workflow.NewContinueAsNewError(ctx, Seat, next)
+}
+
+// next is the input of the seat's next run: its settings and what it
+// carries. What came from outside (signals, turn notes) is clipped to its
+// bound, so a value this seat took in before signals were checked cannot
+// grow the carry past maxCarryBytes.
+func (s *seat) next() SeatInput {
 	next := s.in
 	exclude := s.exclude
 	if s.hostLost && s.state.Node != "" {
 		exclude = append(exclude, s.state.Node)
 	}
-	next.Carry = &SeatCarry{State: s.state, Attached: s.attached && !s.hostLost, WakePending: s.wakePending, Move: s.move, Exclude: exclude}
-	return workflow.NewContinueAsNewError(ctx, Seat, next)
+	if len(exclude) > maxCarriedExclude {
+		exclude = exclude[len(exclude)-maxCarriedExclude:]
+	}
+	state := s.state
+	state.LastError = clipText(state.LastError, maxLastErrorBytes)
+	if p := state.Pause; p != nil {
+		state.Pause = &crewlet.PauseHold{By: clipText(p.By, maxByBytes), Reason: clipText(p.Reason, maxReasonBytes), StopTurn: p.StopTurn, Since: p.Since}
+	}
+	if d := state.Drain; d != nil {
+		state.Drain = &crewlet.DrainHold{By: clipText(d.By, maxByBytes), Reason: clipText(d.Reason, maxReasonBytes), Since: d.Since}
+	}
+	move := s.move
+	if m := move; m != nil {
+		move = &crewlet.MoveRequest{ExcludeNode: clipText(m.ExcludeNode, maxNodeBytes), Reason: clipText(m.Reason, maxReasonBytes), By: clipText(m.By, maxByBytes)}
+	}
+	next.Carry = &SeatCarry{State: state, Attached: s.attached && !s.hostLost, WakePending: s.wakePending, Move: move, Exclude: exclude}
+	return next
 }
 
 // hostContext runs an activity on the seat's host. The schedule-to-start and

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/crewlet/crewlet"
@@ -32,30 +33,45 @@ type signalHandler struct {
 	take func(ctx workflow.Context, wait bool) bool
 }
 
-// onSignal binds the signal name, whose payload is a T, to apply.
-func onSignal[T any](ctx workflow.Context, name string, apply func(workflow.Context, T)) signalHandler {
+// onSignal binds the signal name to apply. Its payload is received raw and
+// decoded by decode; one that fails is dropped and logged (the signal name,
+// the payload's size and why, never its content), and the seat goes on.
+func onSignal[T any](ctx workflow.Context, s *seat, name string, decode func(converter.RawValue) (T, error), apply func(workflow.Context, T)) signalHandler {
 	ch := workflow.GetSignalChannel(ctx, name)
 	return signalHandler{ch: ch, take: func(ctx workflow.Context, wait bool) bool {
-		var v T
+		var raw converter.RawValue
 		if wait {
-			ch.Receive(ctx, &v)
-		} else if !ch.ReceiveAsync(&v) {
+			ch.Receive(ctx, &raw)
+		} else if !ch.ReceiveAsync(&raw) {
 			return false
+		}
+		v, err := decode(raw)
+		if err != nil {
+			s.logger.Warn("signal_rejected", "seat", s.in.Handle, "signal", name, "bytes", payloadBytes(raw), "error", err)
+			return true
 		}
 		apply(ctx, v)
 		return true
 	}}
 }
 
+// checked decodes a payload strictly into a T and validates it with check.
+func checked[T any](check func(T) error) func(converter.RawValue) (T, error) {
+	return func(raw converter.RawValue) (T, error) { return decodeSignal(raw, check) }
+}
+
+// anyPayload accepts every payload: a wake is a hint and carries nothing.
+func anyPayload(converter.RawValue) (struct{}, error) { return struct{}{}, nil }
+
 func newSeatSignals(ctx workflow.Context, s *seat) *seatSignals {
 	return &seatSignals{
 		handlers: []signalHandler{
-			onSignal(ctx, crewlet.SignalWake, func(workflow.Context, struct{}) { s.wakePending = true }),
-			onSignal(ctx, crewlet.SignalPause, s.applyPause),
-			onSignal(ctx, crewlet.SignalResume, s.applyResume),
-			onSignal(ctx, crewlet.SignalDrain, s.applyDrain),
-			onSignal(ctx, crewlet.SignalMove, s.applyMove),
-			onSignal(ctx, crewlet.SignalStop, s.applyStop),
+			onSignal(ctx, s, crewlet.SignalWake, anyPayload, func(workflow.Context, struct{}) { s.wakePending = true }),
+			onSignal(ctx, s, crewlet.SignalPause, checked(checkPause), s.applyPause),
+			onSignal(ctx, s, crewlet.SignalResume, checked(checkResume), s.applyResume),
+			onSignal(ctx, s, crewlet.SignalDrain, checked(checkDrain), s.applyDrain),
+			onSignal(ctx, s, crewlet.SignalMove, checked(checkMove), s.applyMove),
+			onSignal(ctx, s, crewlet.SignalStop, checked(checkStop), s.applyStop),
 		},
 		handover: workflow.NewBufferedChannel(ctx, 1),
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -225,13 +226,23 @@ func (t *turn) wait(ctx workflow.Context, thread, round int, call crewlet.ToolCa
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(timer, func(workflow.Future) { in.TimedOut, done = true, true })
 		sel.AddReceive(t.tickets, func(c workflow.ReceiveChannel, _ bool) {
-			var sig crewlet.TicketSignal
-			c.Receive(ctx, &sig)
+			var raw converter.RawValue
+			c.Receive(ctx, &raw)
+			sig, err := decodeSignal(raw, checkTicket)
+			if err != nil {
+				t.rejected(crewlet.SignalTicket, raw, err)
+				return
+			}
 			done = done || sig.Ticket == w.Ticket
 		})
 		sel.AddReceive(t.stops, func(c workflow.ReceiveChannel, _ bool) {
-			var req crewlet.StopTurnRequest
-			c.Receive(ctx, &req)
+			var raw converter.RawValue
+			c.Receive(ctx, &raw)
+			req, err := decodeSignal(raw, checkStopTurn)
+			if err != nil {
+				t.rejected(crewlet.SignalStopTurn, raw, err)
+				return
+			}
 			if t.stop == nil {
 				t.stop = &req
 			}
@@ -249,14 +260,24 @@ func (t *turn) wait(ctx workflow.Context, thread, round int, call crewlet.ToolCa
 
 // stopRequested takes in the stop signals received so far.
 func (t *turn) stopRequested() bool {
-	var req crewlet.StopTurnRequest
-	for t.stops.ReceiveAsync(&req) {
+	var raw converter.RawValue
+	for t.stops.ReceiveAsync(&raw) {
+		req, err := decodeSignal(raw, checkStopTurn)
+		if err != nil {
+			t.rejected(crewlet.SignalStopTurn, raw, err)
+			continue
+		}
 		if t.stop == nil {
-			r := req
-			t.stop = &r
+			t.stop = &req
 		}
 	}
 	return t.stop != nil
+}
+
+// rejected logs a signal whose payload failed its checks: it is dropped and
+// the turn goes on. The payload's content is never logged, only its size.
+func (t *turn) rejected(name string, raw converter.RawValue, err error) {
+	t.logger.Warn("signal_rejected", "seat", t.in.Handle, "turn", t.in.TurnID, "signal", name, "bytes", payloadBytes(raw), "error", err)
 }
 
 // fenced ends a turn whose tenure is over: its triggers stay unacked for

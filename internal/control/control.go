@@ -222,9 +222,16 @@ func checkConversation(id string) error {
 	return crewlet.CheckID("conversation", id)
 }
 
-// checkWho refuses a reason or a "by" that is not short, valid text.
+// checkWho refuses a reason that is not short, valid text, and a "by" that
+// is not a name (the seat workflow drops a signal whose by is not one).
 func checkWho(reason, by string) error {
-	return firstError(errors.Join(crewlet.CheckText("reason", reason, crewlet.MaxReasonBytes), crewlet.CheckText("by", by, crewlet.MaxNameBytes)))
+	err := crewlet.CheckText("reason", reason, crewlet.MaxReasonBytes)
+	if err == nil && by != "" {
+		if err = crewlet.CheckText("by", by, crewlet.MaxNameBytes); err == nil {
+			err = crewlet.CheckID("by", by)
+		}
+	}
+	return err
 }
 
 // firstError is the first error errors.Join gathered, so the caller reads
