@@ -87,11 +87,13 @@ func connect(ctx context.Context, path string, log *slog.Logger) (*deps, error) 
 		d.close()
 		return nil, err
 	}
-	d.temporal, err = client.DialContext(ctx, client.Options{
-		HostPort:  org.Temporal.Address,
-		Namespace: org.Temporal.Namespace,
-		Logger:    tlog.NewStructuredLogger(log),
-	})
+	opts, err := temporalOptions(org)
+	if err != nil {
+		d.close()
+		return nil, err
+	}
+	opts.Logger = tlog.NewStructuredLogger(log)
+	d.temporal, err = client.DialContext(ctx, opts)
 	if err != nil {
 		d.close()
 		return nil, fmt.Errorf("connect temporal at %s: %w", org.Temporal.Address, err)
@@ -271,4 +273,25 @@ func runConfigCheck(args []string, stdout io.Writer) error {
 		fmt.Fprintln(stdout, "overrides from the environment:", strings.Join(overrides, ", "))
 	}
 	return nil
+}
+
+// temporalOptions are the client options of the org's Temporal connection:
+// address, namespace, and, when configured, TLS and an API key.
+func temporalOptions(org *config.Config) (client.Options, error) {
+	tlsConfig, err := org.Temporal.ClientTLS()
+	if err != nil {
+		return client.Options{}, err
+	}
+	key, err := org.Temporal.APIKey()
+	if err != nil {
+		return client.Options{}, err
+	}
+	opts := client.Options{
+		HostPort: org.Temporal.Address, Namespace: org.Temporal.Namespace,
+		ConnectionOptions: client.ConnectionOptions{TLS: tlsConfig},
+	}
+	if key != "" {
+		opts.Credentials = client.NewAPIKeyStaticCredentials(key)
+	}
+	return opts, nil
 }

@@ -63,6 +63,24 @@ type Temporal struct {
 	Address   string `mapstructure:"address"`
 	Namespace string `mapstructure:"namespace"`
 	TaskQueue string `mapstructure:"task_queue"`
+	// TLS secures the connection; unset, it is plaintext (the dev server).
+	TLS TemporalTLS `mapstructure:"tls"`
+	// APIKeyEnv names the environment variable holding an API key sent with
+	// every call (Temporal Cloud, a gateway that takes keys); the file never
+	// holds the key.
+	APIKeyEnv string `mapstructure:"api_key_env"`
+}
+
+// TemporalTLS are the files of a TLS connection to Temporal: the CA that
+// signed the server's certificate (empty: the system's roots), a client
+// certificate and key for mutual TLS (both or neither), and the name the
+// server's certificate must carry (empty: the address's host).
+type TemporalTLS struct {
+	Enabled    bool   `mapstructure:"enabled"`
+	CAFile     string `mapstructure:"ca_file"`
+	CertFile   string `mapstructure:"cert_file"`
+	KeyFile    string `mapstructure:"key_file"`
+	ServerName string `mapstructure:"server_name"`
 }
 
 // Store names the environment variable holding a connection URL. URLs carry

@@ -321,6 +321,7 @@ func (c *Config) problems() []*Problem {
 	}
 
 	checkAuth(add, c)
+	checkTemporal(add, c.Temporal)
 
 	if len(c.Seats) == 0 {
 		add("seats", "at least one seat is required")
