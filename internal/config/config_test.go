@@ -1439,3 +1439,51 @@ func TestOverridesListed(t *testing.T) {
 		}
 	}
 }
+
+// A listen beyond this machine needs tokens: refused without, named; a
+// loopback listen takes anonymous calls. Tokens are checked: role, an env
+// var that is set and long enough, distinct secrets, a bound human seat.
+func TestAuthAndTheBindRule(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:8080", "[::1]:8080", "localhost:8080"} {
+		if !LoopbackListen(addr) {
+			t.Errorf("LoopbackListen(%s) = false; want true", addr)
+		}
+	}
+	for _, addr := range []string{"0.0.0.0:8080", ":8080", "10.0.0.5:8080", "example.com:80"} {
+		if LoopbackListen(addr) {
+			t.Errorf("LoopbackListen(%s) = true; want false", addr)
+		}
+	}
+	open := minimal + "api: { listen: \"0.0.0.0:8080\" }\n"
+	if _, err := Parse([]byte(open)); err == nil || !strings.Contains(err.Error(), "api.listen: 0.0.0.0:8080 is reachable beyond this machine but auth.tokens is empty") {
+		t.Fatalf("non-loopback listen without tokens: %v; want it refused naming api.listen", err)
+	}
+	t.Setenv("CREWLET_TEST_TOK_A", "a-long-enough-token-1")
+	t.Setenv("CREWLET_TEST_TOK_SHORT", "short")
+	t.Setenv("CREWLET_TEST_TOK_DUP", "a-long-enough-token-1")
+	_, err := Parse([]byte(open + `auth:
+  tokens:
+    - { name: ops, role: admin, token_env: CREWLET_TEST_TOK_A }
+    - { name: ops, role: root, token_env: CREWLET_TEST_TOK_SHORT }
+    - { name: dup, role: viewer, token_env: CREWLET_TEST_TOK_DUP, seat: nobody }
+    - { name: unset, role: viewer, token_env: CREWLET_TEST_TOK_UNSET }
+`))
+	for _, want := range []string{
+		`auth.tokens[1].name: duplicate name "ops" (also auth.tokens[0])`,
+		`auth.tokens[1].role: unknown role "root"; roles: admin, operator, viewer`,
+		`auth.tokens[1].token_env: the token in CREWLET_TEST_TOK_SHORT is 5 bytes; use at least 16`,
+		`auth.tokens[2].token_env: the token in CREWLET_TEST_TOK_DUP is also auth.tokens[0]'s`,
+		`auth.tokens[2].seat: "nobody" is not a human seat of the org`,
+		`auth.tokens[3].token_env: environment variable CREWLET_TEST_TOK_UNSET is not set or empty`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q; got:\n%v", want, err)
+		}
+	}
+	if err != nil && (strings.Contains(err.Error(), "a-long-enough-token") || strings.Contains(err.Error(), "short\"")) {
+		t.Fatalf("an error shows a token: %v", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "api.listen") {
+		t.Fatalf("with tokens the listen is allowed: %v", err)
+	}
+}
