@@ -422,6 +422,9 @@ func (c *company) raw(method, path string, body any) (int, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, nil, err

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -69,5 +70,43 @@ seats:
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("after %s a normal message took %s to be answered", p.name, d)
 		}
+	}
+}
+
+// Signals with bad payloads sent straight to a seat's workflow with the
+// Temporal client (the second door) are ignored: the seat is not paused,
+// drained or stopped by them, and keeps answering.
+func TestBadSignalsStraightToASeatAreIgnored(t *testing.T) {
+	c := newCompany(t, writeFile(t, "org.yaml", `company: { name: signalco }
+profiles: { local: { provider: scripted } }
+roles: { lead: { charter: answers, profile: local } }
+seats: [ { handle: cto, role: lead } ]
+`))
+	c.apiServer()
+	c.worker("n1")
+	c.waitAttached(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, s := range []struct {
+		name    string
+		payload any
+	}{
+		{"pause", map[string]any{"reason": strings.Repeat("r", 200<<10)}},
+		{"pause", map[string]any{"reason": "x", "sudo": true}},
+		{"pause", "not an object"},
+		{"drain", map[string]any{"by": "a\u0000b"}},
+		{"stop", map[string]any{"reason": 42}},
+		{"move", map[string]any{"exclude_node": strings.Repeat("n", 10000)}},
+	} {
+		if err := c.temporal.SignalWorkflow(ctx, "seat/cto", "", s.name, s.payload); err != nil {
+			t.Fatalf("signal %s: %v", s.name, err)
+		}
+	}
+	if reply := c.waitReply(c.send("cto", "still serving?"), 20*time.Second); !strings.Contains(reply, "still serving") {
+		t.Fatalf("reply %q", reply)
+	}
+	st := c.state("cto")
+	if st.Pause != nil || st.Drain != nil || st.Status == "stopped" || st.Epoch != 1 {
+		t.Fatalf("state after bad signals: %+v; want idle on its first tenure, unpaused", st)
 	}
 }
