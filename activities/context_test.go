@@ -331,7 +331,7 @@ func TestEmptyAnswerIsNudgedOnceThenNoted(t *testing.T) {
 	if !strings.HasPrefix(failed, "No answer was produced") {
 		t.Fatalf("round failure = %q; want the no-answer note", failed)
 	}
-	conv, err := e.store.Conversation(e.ctx, "c")
+	conv, err := e.store.Conversation(e.ctx, "c", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +457,7 @@ func TestRoundOfATriggerMissingFromTheTranscriptRecordsIt(t *testing.T) {
 	if _, err := e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Handle: "cto", Epoch: e.epoch, WorkKey: workKey, Round: 1}); err != nil {
 		t.Fatalf("round of a trigger missing from the transcript: %v", err)
 	}
-	conv, err := e.store.Conversation(e.ctx, "c-m1")
+	conv, err := e.store.Conversation(e.ctx, "c-m1", 0, 0)
 	if err != nil || len(conv) != 1 || conv[0].ID != "m1" {
 		t.Fatalf("transcript = %+v, %v; want the trigger recorded again", conv, err)
 	}

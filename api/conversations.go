@@ -2,17 +2,29 @@ package api
 
 import (
 	"net/http"
+	"strconv"
+
+	"github.com/crewlet/crewlet"
 
 	"github.com/crewlet/crewlet/internal/store"
+)
+
+// A conversation is read a page at a time: conversationPage messages
+// unless ?limit says otherwise, at most maxConversationPage.
+const (
+	conversationPage    = 200
+	maxConversationPage = 1000
 )
 
 // Conversation is GET /conversations/{id}: the transcript, and the
 // compaction summaries seats made of it (each stands, in that seat's model
 // context, for its exchanges up to and including message through_id).
 type Conversation struct {
-	ID        string                  `json:"id"`
-	Messages  []store.TranscriptEntry `json:"messages"`
-	Summaries []store.Summary         `json:"summaries"`
+	ID       string                  `json:"id"`
+	Messages []store.TranscriptEntry `json:"messages"`
+	// Next, when set, is the after= of the next page of messages.
+	Next      string          `json:"next,omitempty"`
+	Summaries []store.Summary `json:"summaries"`
 }
 
 func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) {
@@ -20,10 +32,27 @@ func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	msgs, err := s.Store.Conversation(r.Context(), id)
+	limit, err := limitParam(r, conversationPage, maxConversationPage)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var after int64
+	if v := r.URL.Query().Get("after"); v != "" {
+		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
+			writeError(w, crewlet.Errorf(crewlet.EINVALID, "after must be a message's seq (the next of a previous page), got %q", v))
+			return
+		}
+	}
+	msgs, err := s.Store.Conversation(r.Context(), id, after, limit+1)
 	if err != nil {
 		s.logError(w, r, err)
 		return
+	}
+	next := ""
+	if len(msgs) > limit {
+		msgs = msgs[:limit]
+		next = strconv.FormatInt(msgs[limit-1].Seq, 10)
 	}
 	summaries, err := s.Store.ConversationSummaries(r.Context(), id)
 	if err != nil {
@@ -33,5 +62,5 @@ func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) {
 	if summaries == nil {
 		summaries = []store.Summary{}
 	}
-	writeJSON(w, http.StatusOK, Conversation{ID: id, Messages: msgs, Summaries: summaries})
+	writeJSON(w, http.StatusOK, Conversation{ID: id, Messages: msgs, Next: next, Summaries: summaries})
 }

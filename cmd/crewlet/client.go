@@ -171,12 +171,14 @@ func runSend(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// waitForReply polls the conversation until the reply to msg is recorded.
+// waitForReply polls the conversation until the reply to msg is recorded,
+// reading on from the last message it saw.
 func waitForReply(ctx context.Context, c *apiClient, msg crewlet.Message, wait time.Duration) (crewlet.Message, error) {
 	deadline := time.Now().Add(wait)
+	after := int64(0)
 	for {
 		var conv api.Conversation
-		err := c.call(ctx, http.MethodGet, "/conversations/"+url.PathEscape(msg.Conversation), nil, &conv)
+		err := c.call(ctx, http.MethodGet, conversationPath(msg.Conversation, after), nil, &conv)
 		if ae, ok := err.(*apiError); err != nil && !(ok && ae.Status == http.StatusNotFound) {
 			return crewlet.Message{}, err
 		}
@@ -184,6 +186,10 @@ func waitForReply(ctx context.Context, c *apiClient, msg crewlet.Message, wait t
 			if m.InReplyTo == msg.EventID {
 				return crewlet.Message{EventID: m.ID, From: m.From, Body: m.Body}, nil
 			}
+			after = m.Seq
+		}
+		if conv.Next != "" {
+			continue
 		}
 		if time.Now().After(deadline) {
 			return crewlet.Message{}, fmt.Errorf("no reply from %s within %s; the message is queued (event %s, conversation %s): `crewlet seats show %s` says what the seat is doing",
@@ -195,6 +201,11 @@ func waitForReply(ctx context.Context, c *apiClient, msg crewlet.Message, wait t
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// conversationPath is GET /conversations/{id} from after on, a full page.
+func conversationPath(id string, after int64) string {
+	return fmt.Sprintf("/conversations/%s?limit=1000&after=%d", url.PathEscape(id), after)
 }
 
 func runInbox(ctx context.Context, args []string, stdout io.Writer) error {
@@ -223,9 +234,18 @@ func runConversation(ctx context.Context, args []string, stdout io.Writer) error
 	if err != nil {
 		return err
 	}
+	c := newAPIClient(*base)
 	var conv api.Conversation
-	if err := newAPIClient(*base).call(ctx, http.MethodGet, "/conversations/"+url.PathEscape(pos[0]), nil, &conv); err != nil {
-		return err
+	for after := int64(0); ; {
+		var page api.Conversation
+		if err := c.call(ctx, http.MethodGet, conversationPath(pos[0], after), nil, &page); err != nil {
+			return err
+		}
+		conv.Messages, conv.Summaries = append(conv.Messages, page.Messages...), page.Summaries
+		if page.Next == "" || len(page.Messages) == 0 {
+			break
+		}
+		after = page.Messages[len(page.Messages)-1].Seq
 	}
 	// A summary is printed after the last message it covers, as what it
 	// is: what that seat's model reads instead of the messages before it.

@@ -151,14 +151,14 @@ func TestLedgerAndTranscriptAreKeyedOnTheWork(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	conv, err := st.Conversation(ctx, "c1")
+	conv, err := st.Conversation(ctx, "c1", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(conv) != 2 || conv[0].ID != "e1" || conv[1].InReplyTo != "e1" {
 		t.Fatalf("conversation = %+v; want e1 then its reply, once each", conv)
 	}
-	if _, err := st.Conversation(ctx, "nope"); crewlet.ErrorCode(err) != crewlet.ENOTFOUND {
+	if _, err := st.Conversation(ctx, "nope", 0, 0); crewlet.ErrorCode(err) != crewlet.ENOTFOUND {
 		t.Fatalf("unknown conversation error = %v; want not found", err)
 	}
 }

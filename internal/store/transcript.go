@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,6 +13,9 @@ import (
 
 // TranscriptEntry is one message of a conversation as recorded.
 type TranscriptEntry struct {
+	// Seq orders the conversation; GET /conversations/{id}?after=SEQ reads
+	// on from it.
+	Seq        int64     `json:"seq"`
 	ID         string    `json:"id"`
 	Type       string    `json:"type"`
 	From       string    `json:"from"`
@@ -49,17 +53,22 @@ func (s *Store) AppendMessages(ctx context.Context, workKey string, msgs ...crew
 	return nil
 }
 
-// Conversation returns a conversation's messages in the order they were recorded.
-func (s *Store) Conversation(ctx context.Context, id string) ([]TranscriptEntry, error) {
+// Conversation returns a conversation's messages in the order they were
+// recorded: at most limit (0: all) of those after the message with seq
+// after.
+func (s *Store) Conversation(ctx context.Context, id string, after int64, limit int) ([]TranscriptEntry, error) {
+	if limit <= 0 {
+		limit = math.MaxInt32
+	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, type, sender, recipient, body, COALESCE(in_reply_to, ''), COALESCE(work_key, ''), sent_at, recorded_at
-		FROM messages WHERE conversation_id = $1 ORDER BY seq`, id)
+		SELECT seq, id, type, sender, recipient, body, COALESCE(in_reply_to, ''), COALESCE(work_key, ''), sent_at, recorded_at
+		FROM messages WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, id, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read conversation %s: %w", id, schemaMissing(err))
 	}
 	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TranscriptEntry, error) {
 		var e TranscriptEntry
-		err := r.Scan(&e.ID, &e.Type, &e.From, &e.To, &e.Body, &e.InReplyTo, &e.WorkKey, &e.SentAt, &e.RecordedAt)
+		err := r.Scan(&e.Seq, &e.ID, &e.Type, &e.From, &e.To, &e.Body, &e.InReplyTo, &e.WorkKey, &e.SentAt, &e.RecordedAt)
 		return e, err
 	})
 	if err != nil {
