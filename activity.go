@@ -133,6 +133,10 @@ type MaintenanceOutput struct {
 	EpisodesTrimmed       int64 `json:"episodes_trimmed"`
 	CounterpartiesTrimmed int64 `json:"counterparties_trimmed"`
 	NodesTrimmed          int64 `json:"nodes_trimmed"`
+	// Entries trimmed from human seats' mailboxes past mailbox.human_keep,
+	// and dead letters past mailbox.dead_letter_keep.
+	HumanEntriesTrimmed int64 `json:"human_entries_trimmed"`
+	DeadLettersTrimmed  int64 `json:"dead_letters_trimmed"`
 }
 
 // AckMailInput marks entries handled, fenced by epoch.

@@ -18,6 +18,7 @@ const (
 	EUNAUTHORIZED = "unauthorized"
 	EFORBIDDEN    = "forbidden"
 	EUNSUPPORTED  = "unsupported_media_type"
+	ERATELIMITED  = "rate_limited"
 	EUNAVAILABLE  = "unavailable"
 )
 

@@ -43,10 +43,22 @@ const (
 	// finishes, what to keep in the seat's diary; on any node, like a model
 	// round.
 	ActivityReflect = "Reflect"
+	// ActivityDeadLetterMail moves triggers that can never succeed to the
+	// dead letters at once; a local activity of the seat.
+	ActivityDeadLetterMail = "DeadLetterMail"
 	// ActivityCheckBudget asks, for a seat whose turns a budget cap holds,
 	// whether it still does; a local activity of the seat.
 	ActivityCheckBudget = "CheckBudget"
 )
+
+// DeadLetterMailInput dead-letters a seat's entries with the reason, fenced
+// by epoch.
+type DeadLetterMailInput struct {
+	Handle    string   `json:"handle"`
+	Epoch     int64    `json:"epoch"`
+	StreamIDs []string `json:"stream_ids"`
+	Reason    string   `json:"reason"`
+}
 
 // CheckBudgetInput names the seat whose budget hold to check.
 type CheckBudgetInput struct {
@@ -58,8 +70,12 @@ const (
 	// PanicErrorType marks an activity that panicked: the turn is recorded
 	// as failed and its triggers acked, never replayed.
 	PanicErrorType = "turn_panicked"
-	// ProviderErrorType marks a model call the provider refused for good
-	// (bad request, auth, exhausted quota).
+	// PermanentErrorType marks a turn that can never succeed for its
+	// triggers (the provider refused the request itself as bad): the seat
+	// dead-letters a trigger that fails so at once, with the reason.
+	PermanentErrorType = "permanent"
+	// ProviderErrorType marks a model call the provider refused for now
+	// (auth, exhausted quota): an operator's fix may let it through.
 	ProviderErrorType = "provider_error"
 )
 

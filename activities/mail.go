@@ -133,3 +133,26 @@ func (a *Mail) recordEvent(ctx context.Context, seat, kind, eventID string, deta
 func (a *Mail) TicketNote(ctx context.Context, in crewlet.TicketNoteInput) error {
 	return a.Tickets.Note(ctx, in)
 }
+
+// DeadLetterMail moves triggers that can never succeed (the provider refused
+// their turn as a bad request) to the dead letters at once, each recorded in
+// the seat's event history; a ticket's request fails its ticket.
+func (a *Mail) DeadLetterMail(ctx context.Context, in crewlet.DeadLetterMailInput) error {
+	if err := a.Store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
+		return fence(a.Log, in.Handle, in.Epoch, err)
+	}
+	moved, err := a.Mailbox.DeadLetterNow(ctx, in.Handle, in.StreamIDs, in.Reason)
+	if err != nil {
+		return err
+	}
+	for _, m := range moved {
+		a.Log.Warn("mail_dead_lettered", "seat", in.Handle, "event_id", m.EventID, "reason", in.Reason)
+		a.recordEvent(ctx, in.Handle, "dead_lettered", m.EventID, map[string]any{"reason": in.Reason, "stream_id": m.StreamID})
+		if m.Type == crewlet.MessageTicket {
+			if _, _, err := a.Tickets.End(ctx, m.Ticket, crewlet.TicketFailed, "its request was dead-lettered: "+in.Reason); err != nil {
+				a.Log.Warn("ticket_unfailed", "seat", in.Handle, "ticket", m.Ticket, "error", err)
+			}
+		}
+	}
+	return nil
+}

@@ -73,13 +73,25 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 	if out.LedgerTrimmed, err = a.Store.TrimLedger(ctx, a.Org.Maintenance.LedgerRetention); err != nil {
 		errs = append(errs, err)
 	}
-	for _, seat := range present {
-		n, err := a.Mailbox.Trim(ctx, seat, int64(a.Org.Mailbox.KeepAcked), a.Org.Mailbox.KeepAckedFor)
+	for _, seat := range a.Org.Seats {
+		if seat.Kind == string(crewlet.SeatHuman) {
+			// Nothing acks a person's mail, so Trim would keep it all.
+			n, err := a.Mailbox.TrimHuman(ctx, seat.Handle, int64(a.Org.Mailbox.HumanKeep))
+			if err != nil {
+				errs = append(errs, err)
+			}
+			out.HumanEntriesTrimmed += n
+			continue
+		}
+		n, err := a.Mailbox.Trim(ctx, seat.Handle, int64(a.Org.Mailbox.KeepAcked), a.Org.Mailbox.KeepAckedFor)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		out.EntriesTrimmed += n
+	}
+	if out.DeadLettersTrimmed, err = a.Mailbox.TrimDeadLetters(ctx, int64(a.Org.Mailbox.DeadLetterKeep)); err != nil {
+		errs = append(errs, err)
 	}
 	turns, err := a.Store.TrimTurns(ctx, a.Org.Maintenance.TurnRetention)
 	if err != nil {
@@ -98,8 +110,10 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 	out.MessagesTrimmed, out.ConversationsTrimmed, out.SummariesTrimmed = rest.Messages, rest.Conversations, rest.Summaries
 	out.EventsTrimmed, out.DiaryTrimmed, out.EpisodesTrimmed = rest.Events, rest.Diary, rest.Episodes
 	out.CounterpartiesTrimmed, out.NodesTrimmed = rest.Counterparties, rest.Nodes
-	if out.LedgerTrimmed > 0 || out.EntriesTrimmed > 0 || turns != (store.TurnsTrimmed{}) || rest != (store.RetentionTrimmed{}) {
+	if out.LedgerTrimmed > 0 || out.EntriesTrimmed > 0 || out.HumanEntriesTrimmed > 0 || out.DeadLettersTrimmed > 0 ||
+		turns != (store.TurnsTrimmed{}) || rest != (store.RetentionTrimmed{}) {
 		a.Log.Info("retention_trimmed", "ledger_rows", out.LedgerTrimmed, "mailbox_entries", out.EntriesTrimmed,
+			"human_mailbox_entries", out.HumanEntriesTrimmed, "dead_letters", out.DeadLettersTrimmed,
 			"turns", turns.Turns, "turn_messages", turns.Messages, "turn_rounds", turns.Rounds,
 			"tool_calls", turns.ToolCalls, "usage_counters", turns.Counters,
 			"messages", rest.Messages, "conversations", rest.Conversations, "conversation_summaries", rest.Summaries,

@@ -2,11 +2,13 @@ package activities
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/mailbox"
@@ -75,5 +77,74 @@ seats: [ { handle: cto, role: clerk } ]
 	}
 	if mem, err := st.Memory(ctx, "cto"); err != nil || mem.Diary != 2 {
 		t.Fatalf("diary = %+v, %v; want both entries", mem, err)
+	}
+}
+
+// A human seat's mailbox, which nothing acks, is trimmed to
+// mailbox.human_keep and the dead-letter stream to mailbox.dead_letter_keep;
+// an agent seat's unread mail is not touched.
+func TestMaintenanceTrimsHumanMailboxesAndDeadLetters(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st := testenv.Store(t, testenv.Database(t))
+	mb, err := mailbox.Open(ctx, testenv.Stack(t).RedisURL, "acttest"+testenv.Suffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mb.Close() })
+	org, err := config.Parse([]byte(`
+company: { name: acme }
+mailbox: { human_keep: 2, dead_letter_keep: 1 }
+profiles: { local: { provider: scripted } }
+roles: { clerk: { profile: local } }
+seats: [ { handle: cto, role: clerk }, { handle: eng, role: clerk }, { handle: alice, kind: human } ]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seat := range org.Handles() {
+		if err := mb.Ensure(ctx, seat); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.EnsureMailbox(ctx, seat, mb.Stream(seat), mb.Group(seat)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish := func(to string, n int) {
+		t.Helper()
+		for i := range n {
+			m := crewlet.Message{EventID: fmt.Sprintf("%s-%d", to, i), Type: crewlet.MessageChat, From: "operator", To: to,
+				Conversation: "c", Body: fmt.Sprint(i), SentAt: time.Now()}
+			if _, _, err := mb.Publish(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish("alice", 7)
+	publish("cto", 7)
+	// Three dead letters from eng: read until each is past its budget.
+	publish("eng", 3)
+	for range mailbox.DeliveryBudget + 1 {
+		if _, err := mb.Read(ctx, mailbox.ReadRequest{Handle: "eng", Consumer: "n1:e1", Max: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	out, err := (&Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: control.NewTickets(nil, st, discard), Log: discard}).Maintenance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.HumanEntriesTrimmed != 5 || out.DeadLettersTrimmed != 2 || out.EntriesTrimmed != 0 {
+		t.Errorf("trimmed %d human entries, %d dead letters, %d agent entries; want 5, 2 and 0",
+			out.HumanEntriesTrimmed, out.DeadLettersTrimmed, out.EntriesTrimmed)
+	}
+	if left, err := mb.Recent(ctx, "alice", 100); err != nil || len(left) != 2 || left[0].Body != "5" || left[1].Body != "6" {
+		t.Errorf("alice's mailbox = %d entries (%v); want the newest two, 5 and 6", len(left), err)
+	}
+	if left, err := mb.Recent(ctx, "cto", 100); err != nil || len(left) != 7 {
+		t.Errorf("cto's unread mailbox = %d entries (%v); want all 7", len(left), err)
+	}
+	if dls, err := mb.DeadLetters(ctx, 100); err != nil || len(dls) != 1 || dls[0].Message.Body != "2" {
+		t.Errorf("dead letters = %+v (%v); want only the newest, body 2", dls, err)
 	}
 }

@@ -537,6 +537,9 @@ func modelFailure(err error) error {
 	if pe.Retryable() {
 		return temporal.NewApplicationErrorWithOptions(pe.Error(), pe.Kind, temporal.ApplicationErrorOptions{NextRetryDelay: pe.RetryAfter})
 	}
+	if pe.Kind == crewlet.ProviderBadRequest {
+		return temporal.NewNonRetryableApplicationError(pe.Error(), crewlet.PermanentErrorType, nil)
+	}
 	return temporal.NewNonRetryableApplicationError(pe.Error(), crewlet.ProviderErrorType, nil)
 }
 

@@ -334,12 +334,14 @@ func TestModelFailureDecidesTheRetry(t *testing.T) {
 		kind       string
 		retryAfter time.Duration
 		retryable  bool
+		errType    string
 	}{
-		{crewlet.ProviderRateLimited, 7 * time.Second, true},
-		{crewlet.ProviderServerError, 0, true},
-		{crewlet.ProviderBadRequest, 0, false},
-		{crewlet.ProviderAuth, 0, false},
-		{crewlet.ProviderExhausted, time.Hour, false},
+		{crewlet.ProviderRateLimited, 7 * time.Second, true, ""},
+		{crewlet.ProviderServerError, 0, true, ""},
+		// A bad request will never succeed: the seat dead-letters its trigger.
+		{crewlet.ProviderBadRequest, 0, false, crewlet.PermanentErrorType},
+		{crewlet.ProviderAuth, 0, false, crewlet.ProviderErrorType},
+		{crewlet.ProviderExhausted, time.Hour, false, crewlet.ProviderErrorType},
 	}
 	for _, tc := range cases {
 		t.Run(tc.kind, func(t *testing.T) {
@@ -354,8 +356,8 @@ func TestModelFailureDecidesTheRetry(t *testing.T) {
 			if tc.retryable && appErr.NextRetryDelay() != tc.retryAfter {
 				t.Fatalf("next retry delay %s; want the provider's %s", appErr.NextRetryDelay(), tc.retryAfter)
 			}
-			if !tc.retryable && appErr.Type() != crewlet.ProviderErrorType {
-				t.Fatalf("type %q; want %q", appErr.Type(), crewlet.ProviderErrorType)
+			if !tc.retryable && appErr.Type() != tc.errType {
+				t.Fatalf("type %q; want %q", appErr.Type(), tc.errType)
 			}
 		})
 	}

@@ -10,11 +10,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"go.temporal.io/sdk/client"
+	"golang.org/x/time/rate"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
@@ -34,6 +36,9 @@ type Server struct {
 	Log      *slog.Logger
 	// creds are the org's tokens, read from the environment by Handler.
 	creds []credential
+	// limiters hold each principal's mutation budget.
+	limitMu  sync.Mutex
+	limiters map[string]*rate.Limiter
 }
 
 // maxBody bounds a request body; mail and signals are small.
@@ -110,6 +115,7 @@ var statusOf = map[string]int{
 	crewlet.EUNAUTHORIZED: http.StatusUnauthorized,
 	crewlet.EFORBIDDEN:    http.StatusForbidden,
 	crewlet.EUNSUPPORTED:  http.StatusUnsupportedMediaType,
+	crewlet.ERATELIMITED:  http.StatusTooManyRequests,
 	crewlet.ENOTFOUND:     http.StatusNotFound,
 	crewlet.EUNAVAILABLE:  http.StatusServiceUnavailable,
 	crewlet.EINTERNAL:     http.StatusInternalServerError,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"golang.org/x/time/rate"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
@@ -138,6 +139,8 @@ func (s *Server) guard(rt route) http.HandlerFunc {
 			refused = crewlet.Errorf(crewlet.EFORBIDDEN, "requests from origin %q are not allowed; list it in api.allowed_origins", crewlet.Clean(r.Header.Get("Origin")))
 		case r.Method != http.MethodGet && r.ContentLength != 0 && !jsonContent(r):
 			refused = crewlet.Errorf(crewlet.EUNSUPPORTED, "send the body as Content-Type: application/json")
+		case r.Method != http.MethodGet && !s.allowMutation(p.Name):
+			refused = crewlet.Errorf(crewlet.ERATELIMITED, "%s sent more than %d mutations in a minute (api.mutations_per_minute); slow down", p.Name, s.Org.API.MutationsPerMinute)
 		}
 		ctx = context.WithValue(ctx, principalKey{}, p)
 		r = r.WithContext(ctx)
@@ -264,4 +267,24 @@ func (s *Server) sender(r *http.Request, from string) (string, error) {
 		return "", crewlet.Errorf(crewlet.EFORBIDDEN, "an admin may send as a human seat only; %q is not one", from)
 	}
 	return "", crewlet.Errorf(crewlet.EFORBIDDEN, "%s may not send as %q: mail is from the token's seat", p.Name, from)
+}
+
+// allowMutation spends one of the principal's mutations; false when its
+// budget for the minute is spent. The limit is per API process.
+func (s *Server) allowMutation(principal string) bool {
+	n := s.Org.API.MutationsPerMinute
+	if n <= 0 {
+		return true
+	}
+	s.limitMu.Lock()
+	defer s.limitMu.Unlock()
+	if s.limiters == nil {
+		s.limiters = map[string]*rate.Limiter{}
+	}
+	l, ok := s.limiters[principal]
+	if !ok {
+		l = rate.NewLimiter(rate.Limit(float64(n)/60), n)
+		s.limiters[principal] = l
+	}
+	return l.Allow()
 }

@@ -208,3 +208,34 @@ func TestIdentityIsThePrincipal(t *testing.T) {
 		t.Fatalf("GET /audit?outcome=denied&limit=3: %d %s", status, body)
 	}
 }
+
+// A principal's mutations beyond api.mutations_per_minute are refused with
+// 429 and audited; another principal's budget is its own; reads are not
+// counted.
+func TestMutationsAreRateLimitedPerPrincipal(t *testing.T) {
+	for role, tok := range tokens {
+		t.Setenv("CREWLET_TEST_TOKEN_"+strings.ToUpper(role), tok)
+	}
+	org, err := config.Parse([]byte(authOrg + "api: { mutations_per_minute: 3 }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t)
+	log := slog.New(slog.DiscardHandler)
+	srv := httptest.NewServer((&api.Server{Org: org, Control: control.New(nil, nil, org, log), Store: b.st, Log: log}).Handler())
+	defer srv.Close()
+	for i := range 5 {
+		call(t, "GET", srv.URL+"/seats", tokens["operator"], "")
+		status, body := call(t, "POST", srv.URL+"/tickets/t-000000000000/cancel", tokens["operator"], "{}")
+		if limited := status == http.StatusTooManyRequests; limited != (i >= 3) {
+			t.Fatalf("mutation %d: %d %s; want 429 from the 4th on", i+1, status, body)
+		}
+	}
+	if status, _ := call(t, "POST", srv.URL+"/tickets/t-000000000000/cancel", tokens["admin"], "{}"); status == http.StatusTooManyRequests {
+		t.Fatalf("another principal was limited by the operator's mutations")
+	}
+	rows, err := b.st.Audit(b.ctx, store.AuditFilter{Principal: "otto", Outcome: store.AuditDenied, Limit: 10})
+	if err != nil || len(rows) != 2 || rows[0].Status != http.StatusTooManyRequests {
+		t.Fatalf("audit of the refusals: %+v, %v; want two 429 denials", rows, err)
+	}
+}

@@ -31,20 +31,21 @@ func RegisterShared(r worker.Registry, d Deps) {
 	r.RegisterWorkflowWithOptions(workflows.Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
 	r.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.PersonNotesWorkflowType})
 	register(r, map[string]any{
-		crewlet.ActivityPlaceSeat:     d.Seats.PlaceSeat,
-		crewlet.ActivitySetSeatStatus: d.Seats.SetSeatStatus,
-		crewlet.ActivityReadMail:      d.Mail.ReadMail,
-		crewlet.ActivityPrepareTurn:   d.Mail.PrepareTurn,
-		crewlet.ActivityMaintenance:   d.Maintenance.Maintenance,
-		crewlet.ActivityAckMail:       d.Mail.AckMail,
-		crewlet.ActivityRebalance:     d.Rebalance.Rebalance,
-		crewlet.ActivityBeginTurn:     d.Turns.BeginTurn,
-		crewlet.ActivityModelRound:    d.Turns.ModelRound,
-		crewlet.ActivityFinishTurn:    d.Turns.FinishTurn,
-		crewlet.ActivityReflect:       d.Turns.Reflect,
-		crewlet.ActivityResolveWait:   d.Turns.ResolveWait,
-		crewlet.ActivityTicketNote:    d.Mail.TicketNote,
-		crewlet.ActivityCheckBudget:   d.Turns.CheckBudget,
+		crewlet.ActivityPlaceSeat:      d.Seats.PlaceSeat,
+		crewlet.ActivitySetSeatStatus:  d.Seats.SetSeatStatus,
+		crewlet.ActivityReadMail:       d.Mail.ReadMail,
+		crewlet.ActivityPrepareTurn:    d.Mail.PrepareTurn,
+		crewlet.ActivityMaintenance:    d.Maintenance.Maintenance,
+		crewlet.ActivityAckMail:        d.Mail.AckMail,
+		crewlet.ActivityDeadLetterMail: d.Mail.DeadLetterMail,
+		crewlet.ActivityRebalance:      d.Rebalance.Rebalance,
+		crewlet.ActivityBeginTurn:      d.Turns.BeginTurn,
+		crewlet.ActivityModelRound:     d.Turns.ModelRound,
+		crewlet.ActivityFinishTurn:     d.Turns.FinishTurn,
+		crewlet.ActivityReflect:        d.Turns.Reflect,
+		crewlet.ActivityResolveWait:    d.Turns.ResolveWait,
+		crewlet.ActivityTicketNote:     d.Mail.TicketNote,
+		crewlet.ActivityCheckBudget:    d.Turns.CheckBudget,
 	})
 }
 

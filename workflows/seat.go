@@ -293,6 +293,12 @@ func (s *seat) runBatch(ctx workflow.Context, mail []crewlet.MailRef) {
 		}
 		s.state.Counters.Failures++
 		s.failures++
+		if reason, ok := permanent(err); ok && len(mail) == 1 {
+			// It will never succeed: dead-lettered now, with the reason,
+			// rather than after its whole delivery budget.
+			s.deadLetter(ctx, mail, reason)
+			return
+		}
 		s.noteError(fmt.Sprintf("turn failed: %v", err))
 		s.setStatus(ctx, crewlet.StatusIdle)
 		_ = workflow.Sleep(ctx, min(s.in.RetryBackoff, time.Duration(s.failures)*2*time.Second))
@@ -770,4 +776,33 @@ func localContext(ctx workflow.Context) workflow.Context {
 			NonRetryableErrorTypes: []string{crewlet.FencedErrorType},
 		},
 	})
+}
+
+// permanent reports whether a turn's error says its trigger can never
+// succeed, and why.
+func permanent(err error) (string, bool) {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == crewlet.PermanentErrorType {
+		return rootMessage(err), true
+	}
+	return "", false
+}
+
+// deadLetter moves the one trigger that can never succeed to the dead
+// letters. A move that fails leaves it to the delivery budget.
+func (s *seat) deadLetter(ctx workflow.Context, mail []crewlet.MailRef, reason string) {
+	ids := make([]string, len(mail))
+	for i, m := range mail {
+		ids[i] = m.StreamID
+	}
+	reason = clipText("the turn can never succeed: "+reason, crewlet.MaxReasonBytes)
+	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityDeadLetterMail, crewlet.DeadLetterMailInput{
+		Handle: s.in.Handle, Epoch: s.state.Epoch, StreamIDs: ids, Reason: reason,
+	}).Get(ctx, nil)
+	if err != nil {
+		s.noteError(fmt.Sprintf("dead-letter %s: %v", mail[0].EventID, err))
+		return
+	}
+	s.failures = 0
+	s.noteError(reason)
 }

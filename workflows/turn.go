@@ -325,7 +325,7 @@ func (t *turn) modelContext(ctx workflow.Context) workflow.Context {
 			BackoffCoefficient:     2,
 			MaximumInterval:        time.Minute,
 			MaximumAttempts:        modelAttempts,
-			NonRetryableErrorTypes: []string{crewlet.FencedErrorType, crewlet.PanicErrorType, crewlet.ProviderErrorType},
+			NonRetryableErrorTypes: []string{crewlet.FencedErrorType, crewlet.PanicErrorType, crewlet.ProviderErrorType, crewlet.PermanentErrorType},
 		},
 	})
 }

@@ -96,6 +96,10 @@ type API struct {
 	// whose requests the API takes; a request with any other Origin header
 	// is refused. Empty: no browser page may call the API.
 	AllowedOrigins []string `mapstructure:"allowed_origins"`
+	// MutationsPerMinute bounds each principal's mutations (POSTs) per
+	// minute on one API process, with bursts of as many; over it the API
+	// answers 429. 0 turns the limit off. 0 to 100000.
+	MutationsPerMinute int `mapstructure:"mutations_per_minute"`
 }
 
 // Auth says who may call the API (DESIGN §11).
@@ -147,6 +151,13 @@ type Mailbox struct {
 	// RetryBackoff is the most a seat waits after a failed turn before it
 	// reads again: it backs off 2s, 4s, ... up to this. 10ms to 10m.
 	RetryBackoff time.Duration `mapstructure:"retry_backoff"`
+	// HumanKeep is the most entries kept in a human seat's mailbox, which
+	// people read and nothing acks; maintenance trims the oldest beyond it.
+	// 0 to 10000000; 0 keeps none past the next maintenance pass.
+	HumanKeep int `mapstructure:"human_keep"`
+	// DeadLetterKeep is the most entries kept in the dead-letter stream;
+	// maintenance trims the oldest beyond it. 1 to 10000000.
+	DeadLetterKeep int `mapstructure:"dead_letter_keep"`
 }
 
 // Nodes times the fleet of worker nodes that host seats (DESIGN §4).
@@ -301,6 +312,12 @@ type Rule struct {
 	// Fail, when set, makes a matching message fail the model call with this
 	// text instead of replying: a way to exercise retries and dead letters.
 	Fail string `mapstructure:"fail"`
+	// FailKind is the kind of provider failure Fail is: bad_request (the
+	// default; it will never succeed, so its message is dead-lettered at
+	// once), auth (fails the turn; the message is retried until its
+	// delivery budget ends), or server_error / rate_limited (retried by the
+	// model call's own backoff).
+	FailKind string `mapstructure:"fail_kind"`
 }
 
 // RuleTool is one tool call a scripted rule makes.

@@ -51,7 +51,7 @@ func TestExampleOrg(t *testing.T) {
 	if want := (Nodes{3 * time.Second, time.Minute, 30 * time.Second, 30 * time.Second, 4}); c.Nodes != want {
 		t.Errorf("nodes = %+v, want the defaults %+v", c.Nodes, want)
 	}
-	if want := (Mailbox{"crewlet", 16, 24 * time.Hour, 10000, 24 * time.Hour, 10 * time.Second}); c.Mailbox != want {
+	if want := (Mailbox{"crewlet", 16, 24 * time.Hour, 10000, 24 * time.Hour, 10 * time.Second, 1000, 10000}); c.Mailbox != want {
 		t.Errorf("mailbox = %+v, want the defaults %+v", c.Mailbox, want)
 	}
 	if got, want := c.Location().String(), "Europe/Berlin"; got != want {
@@ -557,7 +557,7 @@ seats: [ { handle: alice, kind: human } ]`,
 			yaml: minimal + `mailbox: { retire_afer: 1h, zzz: 1 }`,
 			want: []string{
 				`mailbox.retire_afer: unknown key; did you mean "retire_after"?`,
-				`mailbox.zzz: unknown key; valid keys: keep_acked, keep_acked_for, key_prefix, read_batch, retire_after, retry_backoff`,
+				`mailbox.zzz: unknown key; valid keys: dead_letter_keep, human_keep, keep_acked, keep_acked_for, key_prefix, read_batch, retire_after, retry_backoff`,
 			},
 		},
 		{
@@ -748,6 +748,8 @@ func TestDefaults(t *testing.T) {
 		{"mailbox.keep_acked", c.Mailbox.KeepAcked, 10000},
 		{"mailbox.keep_acked_for", c.Mailbox.KeepAckedFor, 24 * time.Hour},
 		{"mailbox.retry_backoff", c.Mailbox.RetryBackoff, 10 * time.Second},
+		{"mailbox.human_keep", c.Mailbox.HumanKeep, 1000},
+		{"mailbox.dead_letter_keep", c.Mailbox.DeadLetterKeep, 10000},
 		{"maintenance.interval", c.Maintenance.Interval, 15 * time.Minute},
 		{"maintenance.ledger_retention", c.Maintenance.LedgerRetention, 168 * time.Hour},
 		{"maintenance.turn_retention", c.Maintenance.TurnRetention, 720 * time.Hour},
@@ -1041,14 +1043,14 @@ func TestMailboxBounds(t *testing.T) {
 		yaml string
 		want Mailbox
 	}{
-		{"lowest", `mailbox: { retire_after: 1s, keep_acked: 0, keep_acked_for: 0, retry_backoff: 10ms }`,
-			Mailbox{"crewlet", 16, time.Second, 0, 0, 10 * time.Millisecond}},
-		{"highest", `mailbox: { retire_after: 720h, keep_acked: 10000000, keep_acked_for: 8760h, retry_backoff: 600s }`,
-			Mailbox{"crewlet", 16, 720 * time.Hour, 10_000_000, 8760 * time.Hour, 10 * time.Minute}},
+		{"lowest", `mailbox: { retire_after: 1s, keep_acked: 0, keep_acked_for: 0, retry_backoff: 10ms, human_keep: 0, dead_letter_keep: 1 }`,
+			Mailbox{"crewlet", 16, time.Second, 0, 0, 10 * time.Millisecond, 0, 1}},
+		{"highest", `mailbox: { retire_after: 720h, keep_acked: 10000000, keep_acked_for: 8760h, retry_backoff: 600s, human_keep: 10000000, dead_letter_keep: 10000000 }`,
+			Mailbox{"crewlet", 16, 720 * time.Hour, 10_000_000, 8760 * time.Hour, 10 * time.Minute, 10_000_000, 10_000_000}},
 		{"empty section keeps the defaults", "mailbox:\n",
-			Mailbox{"crewlet", 16, 24 * time.Hour, 10000, 24 * time.Hour, 10 * time.Second}},
+			Mailbox{"crewlet", 16, 24 * time.Hour, 10000, 24 * time.Hour, 10 * time.Second, 1000, 10000}},
 		{"one key keeps the other defaults", `mailbox: { keep_acked_for: 1h }`,
-			Mailbox{"crewlet", 16, 24 * time.Hour, 10000, time.Hour, 10 * time.Second}},
+			Mailbox{"crewlet", 16, 24 * time.Hour, 10000, time.Hour, 10 * time.Second, 1000, 10000}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1485,5 +1487,73 @@ func TestAuthAndTheBindRule(t *testing.T) {
 	}
 	if err != nil && strings.Contains(err.Error(), "api.listen") {
 		t.Fatalf("with tokens the listen is allowed: %v", err)
+	}
+}
+
+// The human-seat and dead-letter trims are bounded like keep_acked: each
+// out-of-range value is named with its range, and a typo is named too.
+func TestMailboxTrimKeys(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"below range", `mailbox: { human_keep: -1, dead_letter_keep: 0 }`, []string{
+			"mailbox.human_keep: -1 is out of range; must be between 0 and 10000000",
+			"mailbox.dead_letter_keep: 0 is out of range; must be between 1 and 10000000",
+		}},
+		{"above range", `mailbox: { human_keep: 10000001, dead_letter_keep: 10000001 }`, []string{
+			"mailbox.human_keep: 10000001 is out of range; must be between 0 and 10000000",
+			"mailbox.dead_letter_keep: 10000001 is out of range; must be between 1 and 10000000",
+		}},
+		{"not numbers", `mailbox: { human_keep: all, dead_letter_keep: lots }`, []string{
+			`mailbox.human_keep: invalid value "all"; want an integer`,
+			`mailbox.dead_letter_keep: invalid value "lots"; want an integer`,
+		}},
+		{"typo", `mailbox: { human_kep: 5 }`, []string{`mailbox.human_kep: unknown key; did you mean "human_keep"?`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(minimal + tt.yaml))
+			if err == nil {
+				t.Fatalf("Parse: no error; want %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q\ngot:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// An MCP server URL with credentials in it is refused at its key, and the
+// credentials are never shown, not even when the URL does not parse.
+func TestMCPURLCredentialsRefused(t *testing.T) {
+	_, err := Parse([]byte(minimal + `profiles: { p: { provider: scripted } }
+roles:
+  r:
+    profile: p
+    mcp:
+      - { name: ok, url: "https://h.example/mcp" }
+      - { name: userpw, url: "https://bob:pw-secret@h.example/mcp" }
+      - { name: token, url: "http://tok-secret@127.0.0.1:9000/mcp" }
+      - { name: broken, url: "https://bob:pw-secret@h.example/%zz" }
+`))
+	if err == nil {
+		t.Fatal("Parse: no error; want the credentials refused")
+	}
+	for _, w := range []string{
+		"roles.r.mcp[1].url: must not hold credentials; send them as a header with headers_from",
+		"roles.r.mcp[2].url: must not hold credentials",
+		"roles.r.mcp[3].url: invalid URL; want an http or https URL, without credentials",
+	} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q\ngot:\n%v", w, err)
+		}
+	}
+	for _, n := range []string{"secret", "bob", "roles.r.mcp[0]"} {
+		if strings.Contains(err.Error(), n) {
+			t.Errorf("error contains %q\ngot:\n%v", n, err)
+		}
 	}
 }

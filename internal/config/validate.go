@@ -79,6 +79,12 @@ const (
 	maxKeepAckedFor = 8760 * time.Hour
 	minRetryBackoff = 10 * time.Millisecond
 	maxRetryBackoff = 10 * time.Minute
+	minHumanKeep    = 0
+	maxHumanKeep    = 10_000_000
+	// A dead-letter stream trimmed to nothing would lose mail no one has
+	// looked at; at least the newest is kept.
+	minDeadLetterKeep = 1
+	maxDeadLetterKeep = 10_000_000
 )
 
 // Bounds of the maintenance section.
@@ -186,6 +192,12 @@ func (c *Config) problems() []*Problem {
 	}
 	checkDuration("mailbox.keep_acked_for", c.Mailbox.KeepAckedFor, minKeepAckedFor, maxKeepAckedFor)
 	checkDuration("mailbox.retry_backoff", c.Mailbox.RetryBackoff, minRetryBackoff, maxRetryBackoff)
+	if n := c.Mailbox.HumanKeep; n < minHumanKeep || n > maxHumanKeep {
+		add("mailbox.human_keep", "%d is out of range; must be between %d and %d", n, minHumanKeep, maxHumanKeep)
+	}
+	if n := c.Mailbox.DeadLetterKeep; n < minDeadLetterKeep || n > maxDeadLetterKeep {
+		add("mailbox.dead_letter_keep", "%d is out of range; must be between %d and %d", n, minDeadLetterKeep, maxDeadLetterKeep)
+	}
 
 	for _, r := range []struct {
 		path          string
@@ -321,6 +333,9 @@ func (c *Config) problems() []*Problem {
 	}
 
 	checkAuth(add, c)
+	if n := c.API.MutationsPerMinute; n < 0 || n > 100000 {
+		add("api.mutations_per_minute", "%d is out of range; must be between 0 (no limit) and 100000", n)
+	}
 	checkTemporal(add, c.Temporal)
 
 	if len(c.Seats) == 0 {
@@ -454,6 +469,14 @@ func checkRule(add addFunc, rp string, r Rule) {
 	case r.Fail == "" && r.Reply == "" && (r.OnResult == "" || len(r.Tools) == 0):
 		add(rp, "has neither reply nor fail; a rule either replies or fails (an on_result rule may call tools instead)")
 	}
+	kinds := []string{crewlet.ProviderBadRequest, crewlet.ProviderAuth, crewlet.ProviderServerError, crewlet.ProviderRateLimited, crewlet.ProviderExhausted}
+	switch {
+	case r.FailKind == "":
+	case r.Fail == "":
+		add(rp+".fail_kind", "applies to a rule with fail; this rule has none")
+	case !contains(kinds, r.FailKind):
+		add(rp+".fail_kind", "unknown kind %q; kinds: %s", r.FailKind, strings.Join(kinds, ", "))
+	}
 	for i, t := range r.Tools {
 		tp := fmt.Sprintf("%s.tools[%d]", rp, i)
 		switch {
@@ -517,7 +540,14 @@ func checkMCP(add addFunc, base string, servers []MCPServer) {
 			add(sp+".command[0]", "empty program name")
 		case sc.URL != "":
 			u, err := url.Parse(sc.URL)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			switch {
+			case err == nil && u.User != nil:
+				// Not shown: it holds a password or a token.
+				add(sp+".url", "must not hold credentials; send them as a header with headers_from")
+			case err != nil && strings.Contains(sc.URL, "@"):
+				// Not shown either: what precedes the "@" may be a secret.
+				add(sp+".url", "invalid URL; want an http or https URL, without credentials")
+			case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 				add(sp+".url", "invalid URL %q; want an http or https URL", sc.URL)
 			}
 		}

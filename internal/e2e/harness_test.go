@@ -69,8 +69,10 @@ type company struct {
 	env       []string
 	api       string
 	temporal  client.Client
-	mu        sync.Mutex
-	procs     []*proc
+	// token, when set, is the bearer token of the company's API calls.
+	token string
+	mu    sync.Mutex
+	procs []*proc
 }
 
 // proc is one crewlet process and its output.
@@ -425,6 +427,9 @@ func (c *company) raw(method, path string, body any) (int, []byte, error) {
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, nil, err
@@ -531,7 +536,8 @@ func fleetOrg(t testing.TB, n int, delay time.Duration, extraSeats ...string) st
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "company: { name: fleet }\n")
-	fmt.Fprintf(&b, "profiles:\n  slow: { provider: scripted, delay: %s, rules: [ { match: '^poison', fail: 'this message always fails' } ] }\n", delay)
+	fmt.Fprintf(&b, "profiles:\n  slow: { provider: scripted, delay: %s, rules: [ { match: '^poison', fail: 'this message always fails', fail_kind: auth },\n", delay)
+	fmt.Fprintf(&b, "    { match: '^malformed', fail: 'the provider refuses this request' } ] }\n")
 	fmt.Fprintf(&b, "roles:\n  worker: { charter: works, profile: slow }\n")
 	fmt.Fprintf(&b, "  gitter: { charter: needs git, profile: slow, placement: { labels: { tools: git } } }\n")
 	fmt.Fprintf(&b, "seats:\n")

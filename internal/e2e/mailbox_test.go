@@ -333,3 +333,33 @@ func TestOneChatMessageDeliveredTwiceIsAnsweredOnce(t *testing.T) {
 		t.Fatalf("conversation has %d replies; want the chat message answered exactly once", replies)
 	}
 }
+
+// A message whose turn the provider refuses as a bad request will never
+// succeed: it is dead-lettered at once with that reason, after one
+// delivery, not its whole budget; the seat goes on answering.
+func TestPermanentFailureIsDeadLetteredAtOnce(t *testing.T) {
+	c := newCompany(t, fleetOrg(t, 1, 0))
+	c.apiServer()
+	c.worker("n1")
+	c.waitAttached(30 * time.Second)
+
+	bad := c.send("s01", "malformed request")
+	var dls []mailbox.DeadLetter
+	testenv.Eventually(t, 30*time.Second, "malformed dead-lettered", func() error {
+		if err := c.call(http.MethodGet, "/deadletters", nil, &dls); err != nil {
+			return err
+		}
+		if len(dls) == 0 {
+			return fmt.Errorf("no dead letter yet")
+		}
+		return nil
+	})
+	dl := dls[0]
+	if len(dls) != 1 || dl.Message.EventID != bad.EventID || dl.Deliveries != 1 || !strings.Contains(dl.Reason, "the provider refuses this request") {
+		t.Fatalf("dead letters = %+v; want one for the message after 1 delivery naming the provider's refusal", dls)
+	}
+	if failures := c.state("s01").Counters.Failures; failures != 1 {
+		t.Fatalf("the seat ran it %d times; want once", failures)
+	}
+	c.waitReply(c.send("s01", "hello"), replyWait)
+}

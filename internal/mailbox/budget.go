@@ -117,7 +117,7 @@ func (m *Mailbox) Requeue(ctx context.Context, id string) (DeadLetter, error) {
 	args := append([]any{id}, encode(dl.Message)...)
 	newID, err := requeueScript.Run(ctx, m.rdb, []string{m.deadLetterKey(), m.Stream(dl.Seat)}, args...).Text()
 	if errors.Is(err, redis.Nil) {
-		return DeadLetter{}, crewlet.Errorf(crewlet.ENOTFOUND, "dead letter %q was requeued already", id)
+		return DeadLetter{}, crewlet.Errorf(crewlet.ENOTFOUND, "dead letter %q was requeued already, or trimmed (mailbox.dead_letter_keep)", id)
 	}
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("requeue dead letter %s: %w", id, err)
@@ -171,6 +171,31 @@ func (m *Mailbox) Trim(ctx context.Context, handle string, maxLen int64, maxAge 
 	n, err := m.rdb.XTrimMinID(ctx, stream, bound).Result()
 	if err != nil {
 		return 0, fmt.Errorf("trim mailbox of %s: %w", handle, err)
+	}
+	return n, nil
+}
+
+// TrimHuman keeps the newest keep entries of a human seat's mailbox and
+// deletes the rest, returning how many it deleted. Nothing acks a human
+// seat's mail (people read it through Recent), so Trim would keep all of it
+// for ever; this bounds it by count instead. Never for an agent seat, whose
+// unhandled entries it would delete.
+func (m *Mailbox) TrimHuman(ctx context.Context, handle string, keep int64) (int64, error) {
+	// Exact, not "~": the cost is the entries deleted, once a maintenance
+	// pass, and a person sees exactly keep entries.
+	n, err := m.rdb.XTrimMaxLen(ctx, m.Stream(handle), keep).Result()
+	if err != nil {
+		return 0, fmt.Errorf("trim mailbox of human seat %s: %w", handle, err)
+	}
+	return n, nil
+}
+
+// TrimDeadLetters keeps the newest keep dead letters and deletes the rest,
+// returning how many it deleted.
+func (m *Mailbox) TrimDeadLetters(ctx context.Context, keep int64) (int64, error) {
+	n, err := m.rdb.XTrimMaxLen(ctx, m.deadLetterKey(), keep).Result()
+	if err != nil {
+		return 0, fmt.Errorf("trim dead letters: %w", err)
 	}
 	return n, nil
 }

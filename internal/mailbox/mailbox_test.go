@@ -2,6 +2,7 @@ package mailbox_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -237,5 +238,98 @@ func TestTrimKeepsEverythingNotYetHandled(t *testing.T) {
 	}
 	if _, err := mb.Read(ctx, mailbox.ReadRequest{Handle: "cto", Consumer: "n2:e2", Max: 10}); err == nil {
 		t.Fatal("read after Delete succeeded; want the mailbox gone")
+	}
+}
+
+// A human seat's mailbox keeps its newest entries, however unread; an agent
+// seat's mailbox next to it is not touched.
+func TestTrimHumanKeepsTheNewest(t *testing.T) {
+	mb, ctx := setup(t)
+	const keep = 3
+	for _, seat := range []string{"alice", "cto"} {
+		if err := mb.Ensure(ctx, seat); err != nil {
+			t.Fatal(err)
+		}
+		for i := range keep + 5 {
+			id := fmt.Sprint(i)
+			if _, _, err := mb.Publish(ctx, msg(seat+id, seat, id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	n, err := mb.TrimHuman(ctx, "alice", keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 5 {
+		t.Errorf("trimmed %d; want 5", n)
+	}
+	left, err := mb.Recent(ctx, "alice", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(bodies(left), ","); got != "5,6,7" {
+		t.Errorf("alice's mailbox holds %s; want the newest 5,6,7", got)
+	}
+	if others, _ := mb.Recent(ctx, "cto", 100); len(others) != keep+5 {
+		t.Errorf("cto's mailbox holds %d; want all %d", len(others), keep+5)
+	}
+	// Trimmed to nothing, the mailbox still exists and takes mail.
+	if _, err := mb.TrimHuman(ctx, "alice", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mb.Pending(ctx, "alice"); err != nil {
+		t.Errorf("mailbox gone after trimming it empty: %v", err)
+	}
+	if _, _, err := mb.Publish(ctx, msg("alice-late", "alice", "late")); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := mb.Recent(ctx, "alice", 100); strings.Join(bodies(left), ",") != "late" {
+		t.Errorf("after an empty trim and a publish alice holds %v; want [late]", bodies(left))
+	}
+}
+
+func TestTrimDeadLettersKeepsTheNewest(t *testing.T) {
+	mb, ctx := setup(t)
+	const keep = 3
+	if err := mb.Ensure(ctx, "cto"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range keep + 5 {
+		id := fmt.Sprint(i)
+		if _, _, err := mb.Publish(ctx, msg(id, "cto", id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every read hands out every pending entry again, until each is past
+	// its delivery budget and dead-lettered, in stream order.
+	dead := 0
+	for range mailbox.DeliveryBudget + 1 {
+		res, err := mb.Read(ctx, mailbox.ReadRequest{Handle: "cto", Consumer: "n1:e1", Max: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead += len(res.DeadLettered)
+	}
+	if dead != keep+5 {
+		t.Fatalf("dead-lettered %d; want %d", dead, keep+5)
+	}
+	n, err := mb.TrimDeadLetters(ctx, keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 5 {
+		t.Errorf("trimmed %d; want 5", n)
+	}
+	dls, err := mb.DeadLetters(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, dl := range dls {
+		got = append(got, dl.Message.Body)
+	}
+	if strings.Join(got, ",") != "7,6,5" {
+		t.Errorf("dead letters left %v, newest first; want [7 6 5]", got)
 	}
 }

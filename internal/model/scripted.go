@@ -42,6 +42,13 @@ type scriptedRule struct {
 	reply    *template.Template
 	tools    []scriptedTool
 	fail     string
+	failKind string
+}
+
+// failStatus is the HTTP status a scripted failure of each kind reports.
+var failStatus = map[string]int{
+	crewlet.ProviderBadRequest: 400, crewlet.ProviderAuth: 401, crewlet.ProviderRateLimited: 429,
+	crewlet.ProviderExhausted: 429, crewlet.ProviderServerError: 500,
 }
 
 type scriptedTool struct {
@@ -100,7 +107,10 @@ func NewScripted(p config.Profile, probe *Probe) (*Scripted, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rules[%d].reply: %w", i, err)
 		}
-		rule := scriptedRule{match: re, onResult: onResult, reply: tmpl, fail: r.Fail}
+		rule := scriptedRule{match: re, onResult: onResult, reply: tmpl, fail: r.Fail, failKind: r.FailKind}
+		if rule.failKind == "" {
+			rule.failKind = crewlet.ProviderBadRequest
+		}
 		for j, t := range r.Tools {
 			args := map[string]any{}
 			if t.Args != nil {
@@ -281,7 +291,7 @@ func (s *Scripted) Chat(ctx context.Context, req crewlet.ModelRequest) (crewlet.
 			continue
 		}
 		if r.fail != "" {
-			return crewlet.ModelResponse{}, &crewlet.ProviderError{Provider: "scripted", Kind: crewlet.ProviderBadRequest, Status: 400, Message: r.fail}
+			return crewlet.ModelResponse{}, &crewlet.ProviderError{Provider: "scripted", Kind: r.failKind, Status: failStatus[r.failKind], Message: r.fail}
 		}
 		data.Groups = groups
 		return s.answer(r, data, in, !called)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -83,6 +84,14 @@ func Validate(servers []ServerConfig) error {
 		seen[sc.Name] = true
 		if (len(sc.Command) == 0) == (sc.URL == "") {
 			errs = append(errs, crewlet.Errorf(crewlet.EINVALID, "%s (%s): set exactly one of command and url", where, sc.Name))
+		}
+		if sc.URL != "" {
+			// Never echoed: it may hold a password or token.
+			if u, err := url.Parse(sc.URL); err != nil {
+				errs = append(errs, crewlet.Errorf(crewlet.EINVALID, "%s (%s): url is not a valid URL", where, sc.Name))
+			} else if u.User != nil {
+				errs = append(errs, crewlet.Errorf(crewlet.EINVALID, "%s (%s): url must not hold credentials; send them as headers", where, sc.Name))
+			}
 		}
 		if sc.URL != "" && len(sc.Env) > 0 {
 			errs = append(errs, crewlet.Errorf(crewlet.EINVALID, "%s (%s): env applies only to a command", where, sc.Name))
@@ -216,7 +225,7 @@ func (s *Session) connect(ctx context.Context, sc ServerConfig) (*server, []*mcp
 	if sc.URL != "" {
 		// Nothing here consumes server-initiated notifications, so the
 		// standalone SSE stream would only hold a connection open.
-		transport = &mcp.StreamableClientTransport{Endpoint: sc.URL, DisableStandaloneSSE: true, HTTPClient: headerClient(sc.Headers)}
+		transport = &mcp.StreamableClientTransport{Endpoint: sc.URL, DisableStandaloneSSE: true, HTTPClient: headerClient(sc.URL, sc.Headers)}
 	} else {
 		// Not CommandContext: the child outlives the start's ctx.
 		cmd := exec.Command(sc.Command[0], sc.Command[1:]...)
@@ -252,7 +261,7 @@ func (s *Session) connect(ctx context.Context, sc ServerConfig) (*server, []*mcp
 	if sv.cmd != nil {
 		s.log.Info("mcp_server_started", "server", sc.Name, "pid", sv.cmd.Process.Pid)
 	} else {
-		s.log.Info("mcp_server_connected", "server", sc.Name, "url", sc.URL)
+		s.log.Info("mcp_server_connected", "server", sc.Name, "url", redactURL(sc.URL))
 	}
 	var tools []*mcp.Tool
 	for t, err := range cs.Tools(ctx, nil) {
@@ -264,26 +273,80 @@ func (s *Session) connect(ctx context.Context, sc ServerConfig) (*server, []*mcp
 	return sv, tools, nil
 }
 
-// headerClient is an HTTP client that adds headers to every request; the
-// SDK's default client when there are none.
-func headerClient(headers map[string]string) *http.Client {
+// headerClient is an HTTP client that adds headers to every request to the
+// server at endpoint; the SDK's default client when there are none. The
+// headers are secrets meant for that server alone, so they go only to its
+// origin (scheme, host and port), and a redirect to another origin is not
+// followed: a compromised or misconfigured server cannot collect them by
+// redirecting elsewhere.
+func headerClient(endpoint string, headers map[string]string) *http.Client {
 	if len(headers) == 0 {
 		return nil
 	}
-	return &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: headers}}
+	origin := originOf(endpoint)
+	return &http.Client{
+		Transport: headerTransport{base: http.DefaultTransport, origin: origin, headers: headers},
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 10 {
+				return errors.New("stopped after 10 redirects")
+			}
+			if o := originOf(req.URL.String()); o != origin {
+				// Only the host is named: the location may hold credentials.
+				return fmt.Errorf("refused a redirect to another host (%s)", req.URL.Host)
+			}
+			return nil
+		},
+	}
 }
 
 type headerTransport struct {
-	base    http.RoundTripper
+	base http.RoundTripper
+	// origin is the configured server's; requests elsewhere go without
+	// headers.
+	origin  string
 	headers map[string]string
 }
 
 func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if originOf(req.URL.String()) != t.origin {
+		return t.base.RoundTrip(req)
+	}
 	req = req.Clone(req.Context())
 	for k, v := range t.headers {
 		req.Header.Set(k, v)
 	}
 	return t.base.RoundTrip(req)
+}
+
+// originOf is a URL's scheme, host and port, lowercased, with the scheme's
+// default port made explicit; "" when it does not parse.
+func originOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		switch scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return scheme + "://" + strings.ToLower(u.Hostname()) + ":" + port
+}
+
+// redactURL is a URL fit for a log line: without userinfo, query or
+// fragment, any of which may hold a secret.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable url)"
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	return u.String()
 }
 
 func (s *Session) logStderr(server string, r *os.File) {

@@ -510,6 +510,9 @@ func TestValidate(t *testing.T) {
 		{"both", []ServerConfig{{Name: "a", Command: cmd, URL: "http://h"}}, []string{"exactly one"}},
 		{"env on url", []ServerConfig{{Name: "a", URL: "http://h", Env: []string{"K=V"}}}, []string{"env applies only"}},
 		{"bad env", []ServerConfig{{Name: "a", Command: cmd, Env: []string{"NOVALUE"}}}, []string{`env entry "NOVALUE"`}},
+		{"credentials in url", []ServerConfig{{Name: "a", URL: "https://user:pw-secret@h/mcp"}}, []string{"mcp[0] (a): url must not hold credentials"}},
+		{"token as url user", []ServerConfig{{Name: "a", URL: "https://tok-secret@h/mcp"}}, []string{"mcp[0] (a): url must not hold credentials"}},
+		{"unparsable url", []ServerConfig{{Name: "a", URL: "https://u:pw-secret@h/%zz"}}, []string{"mcp[0] (a): url is not a valid URL"}},
 		{"every problem", []ServerConfig{{Name: "A"}, {Name: "b__c", Command: cmd}}, []string{`name "A"`, "exactly one", `name "b__c"`}},
 	}
 	for _, tt := range tests {
@@ -528,6 +531,9 @@ func TestValidate(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("Validate = %q, want it to contain %q", err, w)
 				}
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Errorf("Validate = %q shows a credential", err)
 			}
 		})
 	}
@@ -607,5 +613,127 @@ func TestTextOf(t *testing.T) {
 				t.Errorf("textOf = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// recorder is an HTTP server that notes the Authorization header of every
+// request it gets.
+type recorder struct {
+	*httptest.Server
+	mu    sync.Mutex
+	auths []string
+}
+
+func newRecorder(t *testing.T, h http.Handler) *recorder {
+	t.Helper()
+	r := &recorder{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.auths = append(r.auths, req.Header.Get("Authorization"))
+		r.mu.Unlock()
+		h.ServeHTTP(w, req)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *recorder) seen() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.auths)
+}
+
+// An MCP server that redirects elsewhere must not get a seat's secret
+// headers delivered to the other host.
+func TestHeadersNeverFollowARedirectToAnotherHost(t *testing.T) {
+	const token = "Bearer tok-secret"
+	other := newRecorder(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
+		return mcp.NewServer(&mcp.Implementation{Name: "other", Version: "1"}, nil)
+	}, nil))
+	redirector := newRecorder(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/mcp", http.StatusTemporaryRedirect)
+	}))
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, err := Start(context.Background(), []ServerConfig{{Name: "web", URL: redirector.URL + "/mcp", Headers: map[string]string{"Authorization": token}}}, log)
+	if err == nil {
+		s.Close()
+		t.Error("Start through a redirect to another host succeeded; want it refused")
+		err = errors.New("")
+	}
+	if got := redirector.seen(); len(got) == 0 || got[0] != token {
+		t.Errorf("configured server saw Authorization %q, want %q first", got, token)
+	}
+	for _, a := range other.seen() {
+		if a != "" {
+			t.Errorf("the host redirected to saw Authorization %q", a)
+		}
+	}
+	for _, text := range []string{err.Error(), logs.String()} {
+		if strings.Contains(text, "tok-secret") {
+			t.Errorf("the token leaked into %q", text)
+		}
+	}
+}
+
+// The transport itself sends the headers only to the configured origin,
+// whatever redirect policy the client around it has.
+func TestHeaderTransportSendsOnlyToTheConfiguredOrigin(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+	other := newRecorder(t, ok)
+	home := newRecorder(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/away" {
+			http.Redirect(w, r, other.URL+"/x", http.StatusTemporaryRedirect)
+			return
+		}
+		if r.URL.Path == "/here" {
+			http.Redirect(w, r, "/mcp/", http.StatusTemporaryRedirect)
+		}
+	}))
+	// A client with the default redirect policy, which follows both.
+	client := &http.Client{Transport: headerClient(home.URL+"/mcp", map[string]string{"Authorization": "t"}).Transport}
+	for _, path := range []string{"/here", "/away"} {
+		resp, err := client.Post(home.URL+path, "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatalf("POST %s: %v", path, err)
+		}
+		resp.Body.Close()
+	}
+	if got, want := home.seen(), []string{"t", "t", "t"}; !slices.Equal(got, want) {
+		t.Errorf("configured origin saw Authorization %q, want %q (a same-host redirect keeps it)", got, want)
+	}
+	if got, want := other.seen(), []string{""}; !slices.Equal(got, want) {
+		t.Errorf("other origin saw Authorization %q, want %q", got, want)
+	}
+}
+
+func TestOriginOf(t *testing.T) {
+	tests := []struct {
+		a, b string
+		same bool
+	}{
+		{"http://h/mcp", "http://h:80/other", true},
+		{"https://H/mcp", "https://h:443/", true},
+		{"http://h/mcp", "https://h/mcp", false},
+		{"http://h:8080/mcp", "http://h:8081/mcp", false},
+		{"http://h/mcp", "http://h.evil/mcp", false},
+	}
+	for _, tt := range tests {
+		if got := originOf(tt.a) == originOf(tt.b); got != tt.same {
+			t.Errorf("same origin(%s, %s) = %v, want %v", tt.a, tt.b, got, tt.same)
+		}
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"https://user:pw@h:8443/mcp?token=x#f", "https://h:8443/mcp"},
+		{"http://127.0.0.1:9000/mcp", "http://127.0.0.1:9000/mcp"},
+		{"https://u:pw@h/%zz", "(unparsable url)"},
+	}
+	for _, tt := range tests {
+		if got := redactURL(tt.in); got != tt.want {
+			t.Errorf("redactURL(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }

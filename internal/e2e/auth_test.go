@@ -1,0 +1,66 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/store"
+)
+
+// With tokens, the processes, the API and the CLI agree: a viewer cannot
+// send, an admin sends as a human seat explicitly and the audit log says
+// so, and the CLI works with --token and is refused without it.
+func TestTokensFromTheProcessesToTheCLI(t *testing.T) {
+	org := `company: { name: authco }
+auth:
+  tokens:
+    - { name: ann, role: admin, token_env: CREWLET_E2E_TOKEN_ADMIN }
+    - { name: vic, role: viewer, token_env: CREWLET_E2E_TOKEN_VIEWER }
+profiles: { local: { provider: scripted } }
+roles: { lead: { charter: answers, profile: local } }
+seats:
+  - { handle: cto, role: lead }
+  - { handle: alice, kind: human }
+`
+	c := newCompany(t, writeFile(t, "org.yaml", org))
+	admin, viewer := "e2e-admin-token-0123456789", "e2e-viewer-token-0123456789"
+	c.setenv("CREWLET_E2E_TOKEN_ADMIN="+admin, "CREWLET_E2E_TOKEN_VIEWER="+viewer)
+	c.token = admin
+	c.apiServer()
+	c.worker("n1")
+	c.waitAttached(30 * time.Second)
+
+	c.token = viewer
+	if status, body, _ := c.raw(http.MethodPost, "/seats/cto/messages", api.SendMessageRequest{Text: "hi"}); status != http.StatusForbidden {
+		t.Fatalf("viewer sending: %d %s; want 403", status, body)
+	}
+	c.token = admin
+	var msg crewlet.Message
+	if err := c.call(http.MethodPost, "/seats/cto/messages", api.SendMessageRequest{Text: "status please", From: "alice"}, &msg); err != nil {
+		t.Fatal(err)
+	}
+	if msg.From != "alice" {
+		t.Fatalf("admin sending as alice: from %q", msg.From)
+	}
+	c.waitReply(msg, 30*time.Second)
+	rows, err := c.store().Audit(context.Background(), store.AuditFilter{Principal: "ann", Action: "POST /seats/{handle}/messages", Limit: 5})
+	if err != nil || len(rows) != 1 || rows[0].Outcome != store.AuditAllowed || rows[0].Target != "handle=cto" || strings.Contains(rows[0].Reason, "status please") {
+		t.Fatalf("audit of the admin's send-as: %+v, %v; want one allowed row, no text", rows, err)
+	}
+	if out, err := c.cli("seats", "ls"); err == nil || !strings.Contains(out, "unauthorized") {
+		t.Fatalf("CLI without a token: %v\n%s", err, out)
+	}
+	if out, err := c.cli("seats", "ls", "--token", viewer); err != nil || !strings.Contains(out, "cto") {
+		t.Fatalf("CLI with --token: %v\n%s", err, out)
+	}
+	out, err := c.cli("audit", "--token", admin, "--principal", "vic")
+	if err != nil || !strings.Contains(out, "denied") || !strings.Contains(out, "POST /seats/{handle}/messages") {
+		t.Fatalf("crewlet audit: %v\n%s", err, out)
+	}
+	t.Logf("crewlet audit --principal vic:\n%s", out)
+}
