@@ -27,9 +27,27 @@ const (
 type Error struct {
 	Code    string
 	Message string
+	// cause is the internal failure behind it (a Redis, SQL or Temporal
+	// error): in Error() and the log, never in Message, which a client or
+	// a seat's reply gets.
+	cause error
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+func (e *Error) Error() string {
+	if e.cause != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.cause)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Unwrap is the internal cause, if any.
+func (e *Error) Unwrap() error { return e.cause }
+
+// Wrapf returns an *Error whose message a client may read, caused by an
+// internal failure it must not: the cause goes to the log only.
+func Wrapf(code string, cause error, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), cause: cause}
+}
 
 // Errorf returns an *Error with the given code and formatted message.
 func Errorf(code, format string, args ...any) *Error {

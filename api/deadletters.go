@@ -31,7 +31,7 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 	}
 	dls, err := s.Mailbox.DeadLetters(r.Context(), int64(limit))
 	if err != nil {
-		s.logError(w, r, crewlet.Errorf(crewlet.EUNAVAILABLE, "read dead letters: %v", err))
+		s.logError(w, r, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the dead letters cannot be read; see the server log"))
 		return
 	}
 	writeJSON(w, http.StatusOK, dls)

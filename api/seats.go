@@ -166,7 +166,7 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 	}
 	msgs, err := s.Mailbox.Recent(r.Context(), seat.Handle, int64(limit))
 	if err != nil {
-		s.logError(w, r, crewlet.Errorf(crewlet.EUNAVAILABLE, "read mailbox of %s: %v", seat.Handle, err))
+		s.logError(w, r, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the mailbox of %s cannot be read; see the server log", seat.Handle))
 		return
 	}
 	writeJSON(w, http.StatusOK, msgs)

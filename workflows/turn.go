@@ -97,8 +97,11 @@ func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error
 		case isPanic(err) || t.wrote:
 			// Recorded and acked, never replayed: it may already have
 			// acted, or it would only panic again.
+			// The note reaches the sender: it names the kind of failure,
+			// never its internal text (the log has that).
 			t.out.Status = crewlet.TurnFailed
-			t.out.Note = fmt.Sprintf("This turn failed and will not be retried, because it may already have acted: %s", rootMessage(err))
+			t.out.Note = fmt.Sprintf("This turn failed (%s) and will not be retried, because it may already have acted. The seat's events and the server log say more.", failureKind(err))
+			t.logger.Warn("turn_failed", "seat", t.in.Handle, "turn", t.in.TurnID, "error", err)
 		default:
 			// Nothing reached outside: fail, and the triggers are
 			// redelivered.
@@ -374,6 +377,20 @@ func isPanic(err error) bool {
 	var appErr *temporal.ApplicationError
 	var panicErr *temporal.PanicError
 	return errors.As(err, &panicErr) || (errors.As(err, &appErr) && appErr.Type() == crewlet.PanicErrorType)
+}
+
+// failureKind names a failure for a note a sender reads: the application
+// error's type ("provider_error", "turn_panicked"), never its message.
+func failureKind(err error) string {
+	var appErr *temporal.ApplicationError
+	var panicErr *temporal.PanicError
+	switch {
+	case errors.As(err, &panicErr):
+		return crewlet.PanicErrorType
+	case errors.As(err, &appErr) && appErr.Type() != "":
+		return appErr.Type()
+	}
+	return "step_failed"
 }
 
 // rootMessage is the innermost message of an activity error chain, without

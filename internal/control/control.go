@@ -139,7 +139,7 @@ func (c *Control) Deliver(ctx context.Context, msg crewlet.Message) (crewlet.Mes
 	}
 	streamID, wake, err := c.mailbox.Publish(ctx, msg)
 	if err != nil {
-		return crewlet.Message{}, crewlet.Errorf(crewlet.EUNAVAILABLE, "mailbox of %s is unreachable: %v", msg.To, err)
+		return crewlet.Message{}, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the mailbox of %s does not take mail now (Redis is unreachable or full); see the server log", msg.To)
 	}
 	msg.StreamID = streamID
 	if wake && s.Kind == string(crewlet.SeatAgent) {
@@ -209,7 +209,7 @@ func (c *Control) workflowError(handle string, err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return crewlet.Errorf(crewlet.EUNAVAILABLE, "seat %s did not answer within %s; is a worker running?", handle, queryTimeout)
 	default:
-		return crewlet.Errorf(crewlet.EUNAVAILABLE, "seat %s: temporal: %v", handle, err)
+		return crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "seat %s cannot be reached through Temporal now; see the server log", handle)
 	}
 }
 
@@ -327,7 +327,7 @@ func (c *Control) Statuses(ctx context.Context) (map[string]crewlet.SeatStatus, 
 	for {
 		resp, err := c.temporal.ListWorkflow(ctx, req)
 		if err != nil {
-			return nil, crewlet.Errorf(crewlet.EUNAVAILABLE, "list seat workflows: %v", err)
+			return nil, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the seats' workflows cannot be listed; Temporal is unreachable")
 		}
 		for _, ex := range resp.GetExecutions() {
 			handle, ok := crewlet.HandleFromWorkflowID(ex.GetExecution().GetWorkflowId())

@@ -318,7 +318,7 @@ func (t *Tickets) notePerson(ctx context.Context, ticket crewlet.Ticket) error {
 		client.StartWorkflowOptions{ID: crewlet.PersonNotesWorkflowID(ticket.From), TaskQueue: t.control.org.Temporal.TaskQueue},
 		crewlet.PersonNotesWorkflowType, workflows.PersonNotesInput{Person: ticket.From})
 	if err != nil {
-		return crewlet.Errorf(crewlet.EUNAVAILABLE, "tell %s ticket %s changed: %v", ticket.From, ticket.ID, err)
+		return crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "%s cannot be told that ticket %s changed; Temporal is unreachable", ticket.From, ticket.ID)
 	}
 	return nil
 }
