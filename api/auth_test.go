@@ -55,7 +55,8 @@ func authServer(t *testing.T) (string, *store.Store) {
 	}
 	b := setup(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := httptest.NewServer((&api.Server{Org: org, Control: control.New(nil, nil, org, log), Store: b.st, Log: log}).Handler())
+	ctl := control.New(nil, nil, org, log)
+	srv := httptest.NewServer((&api.Server{Org: org, Control: ctl, Tickets: control.NewTickets(ctl, b.st, log), Store: b.st, Log: log}).Handler())
 	t.Cleanup(srv.Close)
 	return srv.URL, b.st
 }
@@ -182,6 +183,15 @@ func TestIdentityIsThePrincipal(t *testing.T) {
 		if resp.StatusCode != c.want || resp.Header.Get("X-Request-Id") == "" {
 			t.Errorf("%s: %d %s (request id %q); want %d with a request id", c.name, resp.StatusCode, data, resp.Header.Get("X-Request-Id"), c.want)
 		}
+	}
+	// An allowed call that fails (no such ticket) is recorded failed.
+	if status, _ := call(t, "POST", base+"/tickets/t-000000000000/cancel", tokens["operator"], "{}"); status != http.StatusNotFound {
+		t.Fatalf("cancel of an unknown ticket: %d; want 404", status)
+	}
+	failed, err := st.Audit(context.Background(), store.AuditFilter{Outcome: store.AuditFailed, Limit: 1})
+	if err != nil || len(failed) != 1 || failed[0].Principal != "otto" || failed[0].Status != http.StatusNotFound ||
+		failed[0].Target != "id=t-000000000000" || !strings.Contains(failed[0].Reason, "no ticket") {
+		t.Fatalf("audit of a failed action: %+v, %v; want otto's 404 with its reason", failed, err)
 	}
 	rows, err := st.Audit(context.Background(), store.AuditFilter{Limit: 100})
 	if err != nil {
