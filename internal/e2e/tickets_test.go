@@ -372,9 +372,27 @@ func TestDelegationWithDurableWaitAndQuestion(t *testing.T) {
 	}
 	t.Logf("ticket %s phases seen: %v; opened %s, asked %s, settled %s", tk.ID, seen,
 		tk.CreatedAt.Format("15:04:05.000"), tk.AskedAt.Format("15:04:05.000"), tk.SettledAt.Format("15:04:05.000"))
-	if got := strings.Join(phaseNames(seen), " → "); got != "pending → asking → pending → done" && got != "pending → asking → done" && got != "asking → pending → done" {
-		t.Errorf("phases seen: %s; want pending → asking → pending → done (a fast poll may miss a step, never reorder)", got)
+	// The poll may miss a step (the whole exchange takes tens of
+	// milliseconds), never see them out of order; that it asked is in the
+	// ticket's question and asked_at above.
+	if got := phaseNames(seen); !subsequence(got, []string{"pending", "asking", "pending", "done"}) || len(got) == 0 || got[len(got)-1] != "done" {
+		t.Errorf("phases seen: %s; want in the order pending → asking → pending → done, ending done", strings.Join(got, " → "))
 	}
+}
+
+// subsequence reports whether got appears in want in order.
+func subsequence(got, want []string) bool {
+	i := 0
+	for _, g := range got {
+		for i < len(want) && want[i] != g {
+			i++
+		}
+		if i == len(want) {
+			return false
+		}
+		i++
+	}
+	return true
 }
 
 func phaseNames(seen []string) []string {
