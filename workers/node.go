@@ -15,6 +15,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
@@ -125,14 +126,16 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	// A workflow task waiting on a dead worker's sticky queue falls back to
 	// the shared queue after this long, so it adds to failover time after the
 	// heartbeat timeout. On a live worker a fallback only costs a replay.
+	errs := []interceptor.WorkerInterceptor{&publicErrors{log: n.log}}
 	n.shared = worker.New(tc, org.Temporal.TaskQueue, worker.Options{
 		StickyScheduleToStartTimeout: hb / 3,
 		// Every seat's workflow task comes through here; two pollers (the
 		// default) leave tasks queued behind a busy pair under load.
 		MaxConcurrentWorkflowTaskPollers: 8,
+		Interceptors:                     errs,
 	})
 	RegisterShared(n.shared, deps)
-	n.hosted = worker.New(tc, n.HostQueue, worker.Options{})
+	n.hosted = worker.New(tc, n.HostQueue, worker.Options{Interceptors: errs})
 	RegisterHost(n.hosted, deps)
 	if err := n.hosted.Start(); err != nil {
 		return nil, fmt.Errorf("start host worker: %w", err)

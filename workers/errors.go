@@ -1,0 +1,70 @@
+package workers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/crewlet/crewlet"
+)
+
+// InternalErrorType is the error type of an activity failure whose text
+// stayed in the worker's log.
+const InternalErrorType = "internal"
+
+// publicErrors keeps internal failure text (SQL, Redis, Temporal, a dial
+// error) out of what an activity's failure carries into workflow state: a
+// seat's last_error, a dead letter's reason, a turn's note, and from there
+// API responses and replies. Every activity passes through it, so a new one
+// cannot forget.
+type publicErrors struct {
+	interceptor.WorkerInterceptorBase
+	log *slog.Logger
+}
+
+func (p *publicErrors) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	a := &publicErrorsActivity{log: p.log}
+	a.Next = next
+	return a
+}
+
+type publicErrorsActivity struct {
+	interceptor.ActivityInboundInterceptorBase
+	log *slog.Logger
+}
+
+func (a *publicErrorsActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	res, err := a.Next.ExecuteActivity(ctx, in)
+	return res, publicError(err, activity.GetInfo(ctx).ActivityType.Name, a.log)
+}
+
+// publicError is what an activity's failure may say outside the worker: an
+// error the activity made deliberately (a Temporal application error:
+// fenced, a provider's refusal, a panic) or a domain error (crewlet.Error:
+// its public message) as it is; a cancellation as it is; anything else an
+// "internal error" that names the log line holding its text. It stays
+// retryable, as it was.
+func publicError(err error, activityName string, log *slog.Logger) error {
+	var appErr *temporal.ApplicationError
+	var domain *crewlet.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &appErr), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.As(err, &domain):
+		return temporal.NewApplicationError(fmt.Sprintf("%s: %s", crewlet.ErrorCode(err), crewlet.ErrorMessage(err)), crewlet.ErrorCode(err))
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	log.Error("activity_failed", "activity", activityName, "error_id", id, "error", err)
+	return temporal.NewApplicationError(fmt.Sprintf("internal error in %s; the worker log has it as error_id=%s", activityName, id), InternalErrorType)
+}
