@@ -12,6 +12,7 @@ import (
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
 )
 
@@ -20,25 +21,13 @@ import (
 // entry as old stays (its retention is a year), and the pass says what it
 // trimmed.
 func TestMaintenanceTrimsEachKindAtItsConfiguredHorizon(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	url := testenv.Database(t)
-	st := testenv.Store(t, url)
-	mb, err := mailbox.Open(ctx, testenv.Stack(t).RedisURL, "acttest"+testenv.Suffix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = mb.Close() })
-	org, err := config.Parse([]byte(`
+	ctx, url, st, mb, org := setupMaintenance(t, `
 company: { name: acme }
 maintenance: { event_retention: 2h }
 profiles: { local: { provider: scripted } }
 roles: { clerk: { profile: local } }
 seats: [ { handle: cto, role: clerk } ]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	if err := mb.Ensure(ctx, "cto"); err != nil {
 		t.Fatal(err)
 	}
@@ -84,24 +73,13 @@ seats: [ { handle: cto, role: clerk } ]
 // mailbox.human_keep and the dead-letter stream to mailbox.dead_letter_keep;
 // an agent seat's unread mail is not touched.
 func TestMaintenanceTrimsHumanMailboxesAndDeadLetters(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st := testenv.Store(t, testenv.Database(t))
-	mb, err := mailbox.Open(ctx, testenv.Stack(t).RedisURL, "acttest"+testenv.Suffix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = mb.Close() })
-	org, err := config.Parse([]byte(`
+	ctx, _, st, mb, org := setupMaintenance(t, `
 company: { name: acme }
 mailbox: { human_keep: 2, dead_letter_keep: 1 }
 profiles: { local: { provider: scripted } }
 roles: { clerk: { profile: local } }
 seats: [ { handle: cto, role: clerk }, { handle: eng, role: clerk }, { handle: alice, kind: human } ]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	for _, seat := range org.Handles() {
 		if err := mb.Ensure(ctx, seat); err != nil {
 			t.Fatal(err)
@@ -147,4 +125,24 @@ seats: [ { handle: cto, role: clerk }, { handle: eng, role: clerk }, { handle: a
 	if dls, err := mb.DeadLetters(ctx, 100); err != nil || len(dls) != 1 || dls[0].Message.Body != "2" {
 		t.Errorf("dead letters = %+v (%v); want only the newest, body 2", dls, err)
 	}
+}
+
+// setupMaintenance gives a maintenance test its own database (and its URL,
+// to backdate rows), a mailbox key prefix and the org.
+func setupMaintenance(t *testing.T, orgYAML string) (context.Context, string, *store.Store, *mailbox.Mailbox, *config.Config) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	url := testenv.Database(t)
+	st := testenv.Store(t, url)
+	mb, err := mailbox.Open(ctx, testenv.Stack(t).RedisURL, "acttest"+testenv.Suffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mb.Close() })
+	org, err := config.Parse([]byte(orgYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, url, st, mb, org
 }
