@@ -105,7 +105,8 @@ func (c *Control) Send(ctx context.Context, req SendRequest) (crewlet.Message, e
 	}
 	if err := errors.Join(crewlet.CheckText("text", req.Text, crewlet.MaxMessageBytes),
 		crewlet.CheckText("chat_id", req.ChatID, crewlet.MaxChatIDBytes), checkConversation(req.Conversation)); err != nil {
-		return crewlet.Message{}, firstError(err)
+		// The API and a tool read the first problem's code and message.
+		return crewlet.Message{}, err
 	}
 	from := req.From
 	switch {
@@ -230,15 +231,6 @@ func checkWho(reason, by string) error {
 		if err = crewlet.CheckText("by", by, crewlet.MaxNameBytes); err == nil {
 			err = crewlet.CheckID("by", by)
 		}
-	}
-	return err
-}
-
-// firstError is the first error errors.Join gathered, so the caller reads
-// one problem with its own code; nil stays nil.
-func firstError(err error) error {
-	if joined, ok := err.(interface{ Unwrap() []error }); ok && len(joined.Unwrap()) > 0 {
-		return joined.Unwrap()[0]
 	}
 	return err
 }

@@ -57,7 +57,7 @@ func (t *Tickets) Open(ctx context.Context, req OpenTicketRequest) (crewlet.Tick
 		return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "task is empty; say what to do")
 	}
 	if err := errors.Join(crewlet.CheckText("task", task, maxTaskBytes), checkConversation(req.Conversation), crewlet.CheckID("to", req.To)); err != nil {
-		return crewlet.Ticket{}, firstError(err)
+		return crewlet.Ticket{}, err
 	}
 	from, fromSeat := req.From, false
 	switch {
