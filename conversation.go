@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unicode/utf8"
 )
 
 // Exchange is one earlier exchange of a conversation as a seat saw it: a
@@ -193,13 +194,11 @@ func ClipText(s string, keep int) string {
 		return s
 	}
 	cut := keep
-	for cut > 0 && !runeStart(s[cut]) {
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
 	return fmt.Sprintf("%s\n[clipped: %d of %d bytes cut to keep the conversation within the context budget]", s[:cut], len(s)-cut, len(s))
 }
-
-func runeStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // closeExchange makes an earlier exchange sendable on its own: a note reads
 // as what the seat said, an empty answer is dropped, every tool call has a
@@ -273,22 +272,22 @@ const CompactionSystem = "You compact conversations for an AI agent so it can ca
 func CompactionPrompt(prev *ConversationSummary, exchanges []Exchange, budgetBytes int) string {
 	var lines []string
 	if prev != nil {
-		lines = append(lines, "(summary of what came before) "+oneLine(prev.Text))
+		lines = append(lines, "(summary of what came before) "+OneLine(prev.Text, 0))
 	}
 	for _, x := range exchanges {
 		for _, m := range closeExchange(x.Messages) {
 			switch m.Role {
 			case "user":
-				lines = append(lines, oneLine(m.Content))
+				lines = append(lines, OneLine(m.Content, 0))
 			case "assistant":
 				if m.Content != "" {
-					lines = append(lines, "you answered: "+oneLine(m.Content))
+					lines = append(lines, "you answered: "+OneLine(m.Content, 0))
 				}
 				for _, c := range m.ToolCalls {
-					lines = append(lines, fmt.Sprintf("you called %s(%s)", c.Name, oneLine(string(c.Args))))
+					lines = append(lines, fmt.Sprintf("you called %s(%s)", c.Name, OneLine(string(c.Args), 0)))
 				}
 			case "tool":
-				lines = append(lines, "tool result: "+oneLine(m.Content))
+				lines = append(lines, "tool result: "+OneLine(m.Content, 0))
 			}
 		}
 	}
@@ -299,7 +298,7 @@ func CompactionPrompt(prev *ConversationSummary, exchanges []Exchange, budgetByt
 		if len(l) > perLine {
 			l = ClipText(l, perLine)
 		}
-		l = "\n- " + oneLine(l)
+		l = "\n- " + OneLine(l, 0)
 		if b.Len()+len(l) > budgetBytes && i > 0 {
 			// So many messages that even clipped they would not fit the
 			// summarizer: the oldest are kept, the rest said to be missing.
@@ -311,4 +310,12 @@ func CompactionPrompt(prev *ConversationSummary, exchanges []Exchange, budgetByt
 	return b.String()
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// OneLine is s on one line (every run of white space one space) and, when
+// max is above 0, at most max runes, an ellipsis marking a cut.
+func OneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); max > 0 && len(r) > max {
+		return string(r[:max]) + "…"
+	}
+	return s
+}

@@ -494,7 +494,7 @@ func (a *Turns) openTickets(ctx context.Context, handle string) (tools.Result, e
 		}
 		fmt.Fprintf(&b, "%s: %d open\n", dir.title, len(list))
 		for _, t := range list {
-			fmt.Fprintf(&b, "- %s %s → %s, %s since %s: %s\n", t.ID, t.From, t.To, t.Phase, t.CreatedAt.UTC().Format("2006-01-02 15:04"), clip(t.Task))
+			fmt.Fprintf(&b, "- %s %s → %s, %s since %s: %s\n", t.ID, t.From, t.To, t.Phase, t.CreatedAt.UTC().Format("2006-01-02 15:04"), crewlet.OneLine(t.Task, episodeClip))
 		}
 	}
 	return tools.Result{Text: strings.TrimSuffix(b.String(), "\n")}, nil

@@ -811,16 +811,7 @@ func (a *Turns) remember(ctx context.Context, in crewlet.FinishTurnInput, exchan
 
 // exchange is one line of an episode: who asked what, and the answer.
 func exchange(trigger crewlet.Message, reply string) string {
-	return fmt.Sprintf("%s asked %q; answered %q", trigger.From, clip(trigger.Body), clip(reply))
-}
-
-// clip shortens s to episodeClip runes, on one line.
-func clip(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > episodeClip {
-		return string(r[:episodeClip]) + "…"
-	}
-	return s
+	return fmt.Sprintf("%s asked %q; answered %q", trigger.From, crewlet.OneLine(trigger.Body, episodeClip), crewlet.OneLine(reply, episodeClip))
 }
 
 // episodeClip is how much of a trigger and its answer an episode keeps.

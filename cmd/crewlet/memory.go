@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/store"
 )
@@ -42,7 +43,7 @@ func runSeatMemory(ctx context.Context, args []string, stdout io.Writer) error {
 		lists = append(lists, memoryList{"DIARY", api.MemoryDiary, len(p.Items), p.Next, func(tw io.Writer) {
 			fmt.Fprintln(tw, "  ID\tRECORDED\tWORK KEY\tCONTENT")
 			for _, d := range p.Items {
-				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", d.ID, d.RecordedAt.Format(time.RFC3339), dash(d.WorkKey), oneLine(d.Content))
+				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", d.ID, d.RecordedAt.Format(time.RFC3339), dash(d.WorkKey), crewlet.OneLine(d.Content, 0))
 			}
 		}})
 	}
@@ -50,7 +51,7 @@ func runSeatMemory(ctx context.Context, args []string, stdout io.Writer) error {
 		lists = append(lists, memoryList{"EPISODES", api.MemoryEpisodes, len(p.Items), p.Next, func(tw io.Writer) {
 			fmt.Fprintln(tw, "  ID\tRECORDED\tTURN\tSUMMARY")
 			for _, e := range p.Items {
-				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", e.ID, e.RecordedAt.Format(time.RFC3339), e.TurnID, oneLine(e.Summary))
+				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", e.ID, e.RecordedAt.Format(time.RFC3339), e.TurnID, crewlet.OneLine(e.Summary, 0))
 			}
 		}})
 	}

@@ -75,7 +75,7 @@ func runTicketsList(ctx context.Context, args []string, stdout io.Writer) error 
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tFROM\tTO\tPHASE\tOPENED\tTASK")
 	for _, t := range tickets {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.From, t.To, t.Phase, t.CreatedAt.Format(time.RFC3339), clipLine(t.Task, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.From, t.To, t.Phase, t.CreatedAt.Format(time.RFC3339), crewlet.OneLine(t.Task, 59))
 	}
 	return tw.Flush()
 }
@@ -129,20 +129,6 @@ func runTicketCancel(ctx context.Context, args []string, stdout io.Writer) error
 	return nil
 }
 
-// clipLine shortens s to n runes on one line.
-func clipLine(s string, n int) string {
-	r := []rune(s)
-	for i, c := range r {
-		if c == '\n' {
-			r[i] = ' '
-		}
-	}
-	if len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return string(r)
-}
-
 // runAudit is `crewlet audit` (GET /audit, admin).
 func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
@@ -168,7 +154,7 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintln(tw, "AT\tPRINCIPAL\tROLE\tACTION\tTARGET\tOUTCOME\tSTATUS\tREQUEST\tREASON")
 	for _, e := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), e.Principal, e.Role, e.Action,
-			e.Target, e.Outcome, e.Status, e.RequestID, clipLine(e.Reason, 80))
+			e.Target, e.Outcome, e.Status, e.RequestID, crewlet.OneLine(e.Reason, 79))
 	}
 	return tw.Flush()
 }

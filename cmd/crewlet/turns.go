@@ -65,7 +65,7 @@ func runSeatTurns(ctx context.Context, args []string, stdout io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tROUNDS\tSTARTED\tNOTE")
 	for _, t := range turns {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.TurnID, t.Status, t.Rounds, t.StartedAt.Format(time.RFC3339), dash(oneLine(t.Note)))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.TurnID, t.Status, t.Rounds, t.StartedAt.Format(time.RFC3339), dash(crewlet.OneLine(t.Note, 0)))
 	}
 	return tw.Flush()
 }
@@ -179,8 +179,6 @@ func messageLine(m crewlet.ChatMessage, names map[string]string) string {
 
 // indent keeps a multi-line message under its own bullet.
 func indent(s string) string { return strings.ReplaceAll(s, "\n", "\n    ") }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func short(s string, n int) string {
 	if len(s) > n {

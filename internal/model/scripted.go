@@ -325,7 +325,7 @@ func scriptedSummary(prompt string) string {
 		if !ok || strings.HasPrefix(line, "you called ") || strings.HasPrefix(line, "tool result: ") {
 			continue
 		}
-		line = clipRunes(senderPrefix.ReplaceAllString(line, "$1: "), scriptedSummaryLine)
+		line = crewlet.OneLine(senderPrefix.ReplaceAllString(line, "$1: "), scriptedSummaryLine)
 		sep := " / "
 		if b.Len() == len("Earlier:") {
 			sep = " "
@@ -355,18 +355,10 @@ func scriptedReflection(msgs []crewlet.ChatMessage) string {
 	var asked []string
 	for _, m := range msgs {
 		if m.Role == "user" && m.Content != crewlet.ReflectionPrompt {
-			asked = append(asked, clipRunes(senderPrefix.ReplaceAllString(m.Content, "$1: "), scriptedSummaryLine))
+			asked = append(asked, crewlet.OneLine(senderPrefix.ReplaceAllString(m.Content, "$1: "), scriptedSummaryLine))
 		}
 	}
 	return "Worth keeping: " + strings.Join(asked, " / ")
-}
-
-func clipRunes(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
 }
 
 func (s *Scripted) toolCalls(r scriptedRule, data ReplyData, in int64) (crewlet.ModelResponse, error) {
