@@ -35,14 +35,7 @@ func (a *Mail) ReadMail(ctx context.Context, in crewlet.ReadMailInput) (crewlet.
 		a.recordEvent(ctx, in.Handle, "dead_lettered", dl.Message.EventID, map[string]any{
 			"reason": dl.Reason, "deliveries": dl.Deliveries, "stream_id": dl.StreamID,
 		})
-		if dl.Message.Type == crewlet.MessageTicket {
-			// Nobody will serve it now: the delegator hears why. A failure
-			// here is logged; the request is in the dead letters, and a
-			// requeue serves the ticket only while it is still open.
-			if _, _, err := a.Tickets.End(ctx, dl.Message.Ticket, crewlet.TicketFailed, "its request was dead-lettered: "+dl.Reason); err != nil {
-				a.Log.Warn("ticket_unfailed", "seat", in.Handle, "ticket", dl.Message.Ticket, "error", err)
-			}
-		}
+		a.deadLettered(ctx, in.Handle, dl.Message, dl.Reason)
 	}
 	if err != nil {
 		return crewlet.ReadMailOutput{}, err
@@ -148,11 +141,20 @@ func (a *Mail) DeadLetterMail(ctx context.Context, in crewlet.DeadLetterMailInpu
 	for _, m := range moved {
 		a.Log.Warn("mail_dead_lettered", "seat", in.Handle, "event_id", m.EventID, "reason", in.Reason)
 		a.recordEvent(ctx, in.Handle, "dead_lettered", m.EventID, map[string]any{"reason": in.Reason, "stream_id": m.StreamID})
-		if m.Type == crewlet.MessageTicket {
-			if _, _, err := a.Tickets.End(ctx, m.Ticket, crewlet.TicketFailed, "its request was dead-lettered: "+in.Reason); err != nil {
-				a.Log.Warn("ticket_unfailed", "seat", in.Handle, "ticket", m.Ticket, "error", err)
-			}
-		}
+		a.deadLettered(ctx, in.Handle, m, in.Reason)
 	}
 	return nil
+}
+
+// deadLettered fails the ticket of a request that was dead-lettered: nobody
+// will serve it now, and the delegator hears why. A failure here is logged;
+// the request is in the dead letters, and a requeue serves the ticket only
+// while it is still open.
+func (a *Mail) deadLettered(ctx context.Context, handle string, m crewlet.Message, reason string) {
+	if m.Type != crewlet.MessageTicket {
+		return
+	}
+	if _, _, err := a.Tickets.End(ctx, m.Ticket, crewlet.TicketFailed, "its request was dead-lettered: "+reason); err != nil {
+		a.Log.Warn("ticket_unfailed", "seat", handle, "ticket", m.Ticket, "error", err)
+	}
 }
