@@ -98,28 +98,15 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 	go heartbeatWhile(ctx, a.host.Beat, stop)
 
 	out.Wrote = !in.Call.ReadOnly
-	turn, err := a.store.Turn(ctx, in.Handle, in.WorkKey)
+	pc, err := a.pendingCall(ctx, in.Handle, in.WorkKey, in.Thread, in.Round, in.Call.Call)
 	if err != nil {
 		return out, err
 	}
-	trigger, thread, err := threadOf(turn, in.Thread)
-	if err != nil {
-		return out, err
-	}
-	msgs, err := a.store.TurnMessages(ctx, in.Handle, thread, 0)
-	if err != nil {
-		return out, err
-	}
-	key := resultKey(in.Round, in.Call.Call)
-	if done, ok := findKey(msgs, key); ok {
-		out.IsError = done.Message.IsError
+	if pc.done != nil {
+		out.IsError = pc.done.Message.IsError
 		return out, nil
 	}
-	asked, ok := findKey(msgs, roundKey(in.Round))
-	if !ok || in.Call.Call >= len(asked.Message.ToolCalls) {
-		return out, fmt.Errorf("thread %s of %s has no call %d in round %d", thread, in.Handle, in.Call.Call, in.Round)
-	}
-	call := asked.Message.ToolCalls[in.Call.Call]
+	trigger, thread, call := pc.trigger, pc.thread, pc.call
 	if out.Wrote {
 		first, err := a.store.StartToolCall(ctx, in.Handle, thread, in.Round, in.Call.Call, call.Name, false)
 		if err != nil {
@@ -157,6 +144,42 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 		}
 	}
 	return out, nil
+}
+
+// pendingCall is a tool call of a turn's thread as recorded: the thread's
+// trigger and key, the call the round asked for, and its result when one is
+// recorded already.
+type pendingCall struct {
+	trigger crewlet.Message
+	thread  string
+	call    crewlet.ToolCall
+	done    *store.TurnMessage
+}
+
+func (a *Turns) pendingCall(ctx context.Context, handle, workKey string, threadIndex, round, callIndex int) (pendingCall, error) {
+	turn, err := a.store.Turn(ctx, handle, workKey)
+	if err != nil {
+		return pendingCall{}, err
+	}
+	trigger, thread, err := threadOf(turn, threadIndex)
+	if err != nil {
+		return pendingCall{}, err
+	}
+	msgs, err := a.store.TurnMessages(ctx, handle, thread, 0)
+	if err != nil {
+		return pendingCall{}, err
+	}
+	pc := pendingCall{trigger: trigger, thread: thread}
+	if done, ok := findKey(msgs, resultKey(round, callIndex)); ok {
+		pc.done = &done
+		return pc, nil
+	}
+	asked, ok := findKey(msgs, roundKey(round))
+	if !ok || callIndex >= len(asked.Message.ToolCalls) {
+		return pc, fmt.Errorf("thread %s of %s has no call %d in round %d", thread, handle, callIndex, round)
+	}
+	pc.call = asked.Message.ToolCalls[callIndex]
+	return pc, nil
 }
 
 func (a *Turns) recordResult(ctx context.Context, in crewlet.ToolCallInput, thread string, call crewlet.ToolCall, res tools.Result) error {
@@ -427,26 +450,11 @@ func (a *Turns) ResolveWait(ctx context.Context, in crewlet.ResolveWaitInput) (e
 	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
 		return fence(a.log, in.Handle, in.Epoch, err)
 	}
-	turn, err := a.store.Turn(ctx, in.Handle, in.WorkKey)
-	if err != nil {
+	pc, err := a.pendingCall(ctx, in.Handle, in.WorkKey, in.Thread, in.Round, in.Call.Call)
+	if err != nil || pc.done != nil {
 		return err
 	}
-	_, thread, err := threadOf(turn, in.Thread)
-	if err != nil {
-		return err
-	}
-	msgs, err := a.store.TurnMessages(ctx, in.Handle, thread, 0)
-	if err != nil {
-		return err
-	}
-	if _, done := findKey(msgs, resultKey(in.Round, in.Call.Call)); done {
-		return nil
-	}
-	asked, ok := findKey(msgs, roundKey(in.Round))
-	if !ok || in.Call.Call >= len(asked.Message.ToolCalls) {
-		return fmt.Errorf("thread %s of %s has no call %d in round %d", thread, in.Handle, in.Call.Call, in.Round)
-	}
-	call := asked.Message.ToolCalls[in.Call.Call]
+	thread, call := pc.thread, pc.call
 	turnID := crewlet.TurnWorkflowID(in.Handle, in.WorkKey)
 	var text string
 	switch in.Wait.Kind {
