@@ -80,6 +80,9 @@ type ModelResponse struct {
 	Text      string     `json:"text"`
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	Usage     Usage      `json:"usage"`
+	// Model is the model the provider says answered; "" when it did not
+	// say. A server may route to another model than the one asked for.
+	Model string `json:"model,omitempty"`
 }
 
 // ChatModel is a model backend with tool calling (DESIGN §6, §9).

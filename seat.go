@@ -120,6 +120,11 @@ type TurnProgress struct {
 	StopRequested string `json:"stop_requested,omitempty"`
 	// Waiting is the ticket the turn waits on, while it waits.
 	Waiting *TicketWaiting `json:"waiting,omitempty"`
+	// Profile is the profile the turn runs on.
+	Profile string `json:"profile,omitempty"`
+	// Held says which profiles of its pool the turn waits for, and until
+	// when, while none can take it.
+	Held *ProfileHold `json:"held,omitempty"`
 }
 
 // TicketWaiting is a turn's wait on a ticket, as its state query tells it.

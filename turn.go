@@ -49,7 +49,41 @@ const (
 	// ActivityCheckBudget asks, for a seat whose turns a budget cap holds,
 	// whether it still does; a local activity of the seat.
 	ActivityCheckBudget = "CheckBudget"
+	// ActivityAcquireProfile picks the profile a turn runs on and takes a
+	// slot of it, or says why none can take the turn; a local activity of
+	// the turn.
+	ActivityAcquireProfile = "AcquireProfile"
+	// ActivityReleaseProfile gives back a turn's profile slot and wakes a
+	// turn waiting for one; a local activity of the turn.
+	ActivityReleaseProfile = "ReleaseProfile"
 )
+
+// SignalProfileFree tells a turn held for want of a profile that one of its
+// pool may have freed (a slot given back, a model switched on): it tries
+// again. It carries nothing.
+const SignalProfileFree = "profile_free"
+
+// AcquireProfileInput asks for a profile for a turn run.
+type AcquireProfileInput struct {
+	Handle  string `json:"handle"`
+	Epoch   int64  `json:"epoch"`
+	TurnID  string `json:"turn_id"`
+	WorkKey string `json:"work_key"`
+}
+
+// AcquireProfileOutput is the profile the turn runs on, or the hold that
+// says why no profile of its pool can take it now.
+type AcquireProfileOutput struct {
+	Profile string       `json:"profile,omitempty"`
+	Hold    *ProfileHold `json:"hold,omitempty"`
+}
+
+// ReleaseProfileInput gives back a turn run's profile slot.
+type ReleaseProfileInput struct {
+	Handle string `json:"handle"`
+	Epoch  int64  `json:"epoch"`
+	TurnID string `json:"turn_id"`
+}
 
 // DeadLetterMailInput dead-letters a seat's entries with the reason, fenced
 // by epoch.
@@ -75,8 +109,13 @@ const (
 	// dead-letters a trigger that fails so at once, with the reason.
 	PermanentErrorType = "permanent"
 	// ProviderErrorType marks a model call the provider refused for now
-	// (auth, exhausted quota): an operator's fix may let it through.
+	// (auth): an operator's fix may let it through.
 	ProviderErrorType = "provider_error"
+	// ProfileUnavailableErrorType marks a model call whose profile can no
+	// longer be used (its credential was quarantined or cooled off, its
+	// model switched off): the turn fails over to another profile of its
+	// pool, or waits for one.
+	ProfileUnavailableErrorType = "profile_unavailable"
 )
 
 // TurnStatus is how a turn ended.
@@ -153,6 +192,11 @@ type ModelRoundInput struct {
 	WorkKey string `json:"work_key"`
 	Thread  int    `json:"thread"`
 	Round   int    `json:"round"`
+	// TurnID and Profile say which turn run asks and the profile it holds
+	// a slot of; "" for a turn begun before profile pools, which runs on
+	// its role's first profile.
+	TurnID  string `json:"turn_id,omitempty"`
+	Profile string `json:"profile,omitempty"`
 }
 
 // ToolCallRef names one tool call a model round asked for; its arguments
@@ -261,6 +305,8 @@ type ReflectInput struct {
 	Epoch   int64  `json:"epoch"`
 	TurnID  string `json:"turn_id"`
 	WorkKey string `json:"work_key"`
+	// Profile is the profile the turn ran on, as in ModelRoundInput.
+	Profile string `json:"profile,omitempty"`
 }
 
 // FinishTurnOutput says what the turn answered.

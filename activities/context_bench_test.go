@@ -124,6 +124,6 @@ func benchAssembler(b *testing.B, e *turnEnv, eventID string) func() (crewlet.Co
 	}
 	system := e.turns.systemPrompt("cto", seat.Role, role)
 	return func() (crewlet.ContextPlan, error) {
-		return e.turns.assemble(e.ctx, "cto", role.Profile, system, catalog, trigger, key, thread)
+		return e.turns.assemble(e.ctx, "cto", role.Pool()[0], "", system, catalog, trigger, key, thread)
 	}
 }

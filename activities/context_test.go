@@ -231,7 +231,7 @@ func TestRoundSendsTheConversationSoFar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := e.turns.assemble(e.ctx, "cto", "local", req.System, req.Tools, trigger, key, thread[:1])
+	plan, err := e.turns.assemble(e.ctx, "cto", "local", "", req.System, req.Tools, trigger, key, thread[:1])
 	if err != nil {
 		t.Fatal(err)
 	}

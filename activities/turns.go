@@ -37,14 +37,17 @@ type Turns struct {
 	store   *store.Store
 	mailbox *mailbox.Mailbox
 	control *control.Control
-	models  map[string]crewlet.ChatModel
-	log     *slog.Logger
+	// profiles picks the profile each turn runs on and keeps the health
+	// of the credentials they spend.
+	profiles *control.Profiles
+	models   map[string]crewlet.ChatModel
+	log      *slog.Logger
 	// Now is the clock budgets are charged and checked on.
 	Now func() time.Time
 }
 
 // NewTurns builds the model of every profile in org once.
-func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailbox, ctl *control.Control, tickets *control.Tickets, log *slog.Logger) (*Turns, error) {
+func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailbox, ctl *control.Control, tickets *control.Tickets, profiles *control.Profiles, log *slog.Logger) (*Turns, error) {
 	probe, err := model.OpenProbe(host.Incarnation)
 	if err != nil {
 		return nil, err
@@ -57,7 +60,7 @@ func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailb
 		}
 		models[name] = m
 	}
-	return &Turns{host: host, org: org, store: st, mailbox: mb, control: ctl, tickets: tickets, models: models, log: log, Now: time.Now}, nil
+	return &Turns{host: host, org: org, store: st, mailbox: mb, control: ctl, tickets: tickets, profiles: profiles, models: models, log: log, Now: time.Now}, nil
 }
 
 // Keys of a turn's messages in Postgres, one per step that wrote them.
@@ -259,27 +262,31 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 	if err != nil {
 		return out, err
 	}
+	name, err := a.roundProfile(ctx, in.Handle, in.TurnID, in.Epoch, in.Profile, role)
+	if err != nil {
+		return out, err
+	}
+	profile := a.org.Profiles[name]
 	system := a.systemPrompt(in.Handle, seat.Role, role)
 	stop := make(chan struct{})
 	defer close(stop)
 	go heartbeatWhile(ctx, a.host.Beat, stop)
-	plan, err := a.assemble(ctx, in.Handle, role.Profile, system, catalog, trigger, key, msgs)
+	plan, err := a.assemble(ctx, in.Handle, name, in.TurnID, system, catalog, trigger, key, msgs)
 	if err != nil {
 		return out, err
 	}
 	if plan.Oversize {
-		profile := a.org.Profiles[role.Profile]
 		note := fmt.Sprintf("Your message was not answered: at about %d tokens it does not fit %s's context budget of %d tokens (profile %s, context_tokens %d less room for the answer). Send it in smaller parts, or point to where the text lives.",
-			plan.Tokens, in.Handle, profile.InputBudget(), role.Profile, profile.ContextTokens)
+			plan.Tokens, in.Handle, profile.InputBudget(), name, profile.ContextTokens)
 		return a.refuse(ctx, in.Handle, key, note)
 	}
 	req := crewlet.ModelRequest{
 		Seat: in.Handle, Role: seat.Role, Trigger: &trigger, System: system, Messages: plan.Messages,
-		Tools: catalog, MaxTokens: a.org.Profiles[role.Profile].MaxTokens,
+		Tools: catalog, MaxTokens: profile.MaxTokens,
 	}
-	resp, err := a.models[role.Profile].Chat(ctx, req)
+	resp, err := a.models[name].Chat(ctx, req)
 	if err != nil {
-		return out, modelFailure(err)
+		return out, a.modelFailure(ctx, name, in.TurnID, in.Profile != "", err)
 	}
 	usage := resp.Usage
 	if resp.Text == "" && len(resp.ToolCalls) == 0 {
@@ -287,13 +294,15 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		// the sender hears that instead of silence.
 		a.log.Warn("model_answer_empty", "seat", in.Handle, "work_key", key, "round", in.Round)
 		req.Messages = append(append([]crewlet.ChatMessage(nil), req.Messages...), crewlet.ChatMessage{Role: "user", Content: emptyAnswerNudge})
-		if resp, err = a.models[role.Profile].Chat(ctx, req); err != nil {
-			return out, modelFailure(err)
+		if resp, err = a.models[name].Chat(ctx, req); err != nil {
+			return out, a.modelFailure(ctx, name, in.TurnID, in.Profile != "", err)
 		}
 		usage.InputTokens += resp.Usage.InputTokens
 		usage.OutputTokens += resp.Usage.OutputTokens
 	}
-	if _, err := a.recordRound(ctx, in.Handle, key, in.Round, role.Profile, system, usage, plan.Bytes); err != nil {
+	a.profiles.Answered(ctx, name, resp.Model)
+	if _, err := a.recordRound(ctx, store.RoundRow{Seat: in.Handle, WorkKey: key, Round: in.Round, Profile: name,
+		InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens, ContextBytes: plan.Bytes, AnsweredModel: resp.Model}, system); err != nil {
 		return out, err
 	}
 	if resp.Text == "" && len(resp.ToolCalls) == 0 {
@@ -347,21 +356,19 @@ func (a *Turns) refuse(ctx context.Context, handle, key, note string) (crewlet.M
 	return crewlet.ModelRoundOutput{Failed: stored.Message.Content}, nil
 }
 
-// recordRound records a model call of a seat and charges its tokens once.
-func (a *Turns) recordRound(ctx context.Context, handle, key string, round int, profile, system string, usage crewlet.Usage, contextBytes int64) (bool, error) {
+// recordRound records a model call of a seat, with the receipt of its
+// system prompt, and charges its tokens once.
+func (a *Turns) recordRound(ctx context.Context, r store.RoundRow, system string) (bool, error) {
 	sum := sha256.Sum256([]byte(system))
-	return a.store.RecordRound(ctx, store.RoundRow{
-		Seat: handle, WorkKey: key, Round: round, Profile: profile,
-		SystemSHA256: hex.EncodeToString(sum[:]), SystemBytes: len(system),
-		InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens, ContextBytes: contextBytes, RecordedAt: a.Now(),
-	}, a.org.Location())
+	r.SystemSHA256, r.SystemBytes, r.RecordedAt = hex.EncodeToString(sum[:]), len(system), a.Now()
+	return a.store.RecordRound(ctx, r, a.org.Location())
 }
 
 // assemble reads a thread's conversation from Postgres and lays out the
 // round's request with crewlet.AssembleContext. When the conversation has
 // outgrown the profile's context budget, it first makes (or finds) the
 // compaction summary of its oldest exchanges.
-func (a *Turns) assemble(ctx context.Context, handle, profileName, system string, catalog []crewlet.ToolSpec, trigger crewlet.Message, key string, thread []store.TurnMessage) (crewlet.ContextPlan, error) {
+func (a *Turns) assemble(ctx context.Context, handle, profileName, turnID, system string, catalog []crewlet.ToolSpec, trigger crewlet.Message, key string, thread []store.TurnMessage) (crewlet.ContextPlan, error) {
 	started := time.Now()
 	tc, err := a.store.ThreadContext(ctx, handle, trigger.Conversation, trigger.EventID, triggerText)
 	if crewlet.ErrorCode(err) == crewlet.ENOTFOUND {
@@ -392,7 +399,7 @@ func (a *Turns) assemble(ctx context.Context, handle, profileName, system string
 	plan := crewlet.AssembleContext(in)
 	if plan.Compact > 0 {
 		covered := in.Earlier[:plan.Compact]
-		summary, err := a.compact(ctx, handle, profileName, trigger.Conversation, in.Summary, covered, in.Budget)
+		summary, err := a.compact(ctx, handle, profileName, turnID, trigger.Conversation, in.Summary, covered)
 		if err != nil {
 			return crewlet.ContextPlan{}, err
 		}
@@ -409,11 +416,13 @@ func (a *Turns) assemble(ctx context.Context, handle, profileName, system string
 
 // compact returns the compaction summary of prev and the exchanges covered:
 // the one already stored if a round made it before (this one re-run, or an
-// earlier turn), else one model call of the profile's compact_with profile,
-// stored once. A summarizer that refuses for good leaves the exchanges out
-// with a note saying so, since a turn must not fail because a conversation
-// grew long; nil means that.
-func (a *Turns) compact(ctx context.Context, handle, profileName, conversation string, prev *crewlet.ConversationSummary, covered []crewlet.Exchange, budget int64) (*crewlet.ConversationSummary, error) {
+// earlier turn), else one model call of the profile's compact_with profile
+// (the turn's own profile while that one is quarantined, cooling off or
+// switched off), stored once. A summarizer that refuses for good leaves the
+// exchanges out with a note saying so, since a turn must not fail because a
+// conversation grew long; nil means that. A usage limit is not for good: it
+// quarantines the summarizer's credential and the round is tried again.
+func (a *Turns) compact(ctx context.Context, handle, profileName, turnID, conversation string, prev *crewlet.ConversationSummary, covered []crewlet.Exchange) (*crewlet.ConversationSummary, error) {
 	last := covered[len(covered)-1]
 	if x, err := a.store.SummaryThrough(ctx, handle, conversation, last.MessageID); err == nil {
 		return &x.ConversationSummary, nil
@@ -422,7 +431,11 @@ func (a *Turns) compact(ctx context.Context, handle, profileName, conversation s
 	}
 	summarizer := profileName
 	if w := a.org.Profiles[profileName].CompactWith; w != "" {
-		summarizer = w
+		if reason, err := a.profiles.Usable(ctx, w); err != nil {
+			return nil, err
+		} else if reason == "" {
+			summarizer = w
+		}
 	}
 	n := len(covered)
 	if prev != nil {
@@ -438,8 +451,8 @@ func (a *Turns) compact(ctx context.Context, handle, profileName, conversation s
 	text := strings.TrimSpace(resp.Text)
 	if err != nil || text == "" {
 		var pe *crewlet.ProviderError
-		if err != nil && (!errors.As(err, &pe) || pe.Retryable()) {
-			return nil, modelFailure(err)
+		if err != nil && (!errors.As(err, &pe) || pe.Retryable() || a.exhausted(summarizer, pe)) {
+			return nil, a.modelFailure(ctx, summarizer, turnID, turnID != "", err)
 		}
 		a.log.Warn("conversation_compaction_failed", "seat", handle, "conversation", conversation, "profile", summarizer, "error", err)
 		text = fmt.Sprintf("(%d earlier exchanges are left out: they could not be summarized.)", n)
@@ -453,8 +466,10 @@ func (a *Turns) compact(ctx context.Context, handle, profileName, conversation s
 		return nil, err
 	}
 	// Charged once, under the summary's own key.
-	if _, err := a.recordRound(ctx, handle, "compact:"+crewlet.WorkKey([]string{conversation, last.MessageID}), 1, summarizer,
-		crewlet.CompactionSystem, resp.Usage, 0); err != nil {
+	a.profiles.Answered(ctx, summarizer, resp.Model)
+	if _, err := a.recordRound(ctx, store.RoundRow{Seat: handle, WorkKey: "compact:" + crewlet.WorkKey([]string{conversation, last.MessageID}),
+		Round: 1, Profile: summarizer, InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens,
+		AnsweredModel: resp.Model}, crewlet.CompactionSystem); err != nil {
 		a.log.Warn("usage_unrecorded", "seat", handle, "what", "compaction", "error", err)
 	}
 	crashPoint("after_compaction", handle)
@@ -527,12 +542,30 @@ func decodeCatalog(raw json.RawMessage) ([]crewlet.ToolSpec, error) {
 }
 
 // modelFailure turns a provider's classified failure into what Temporal's
-// retry policy acts on: rate limits and server errors retry, after the
-// provider's retry-after when it gave one; the rest fail the round.
-func modelFailure(err error) error {
+// retry policy acts on, after telling the profile service what it says of
+// the credential. A usage limit quarantines the credential and, for a turn
+// holding a profile slot (pooled), fails the round over to another profile
+// of its pool. A server error counts toward cooling the credential off and
+// retries, as a rate limit does, after the provider's retry-after when it
+// gave one; the rest fail the round.
+func (a *Turns) modelFailure(ctx context.Context, profile, turnID string, pooled bool, err error) error {
 	var pe *crewlet.ProviderError
 	if !errors.As(err, &pe) {
 		return fmt.Errorf("model: %w", err)
+	}
+	switch {
+	case a.exhausted(profile, pe):
+		if rerr := a.profiles.Exhausted(ctx, profile, pe.Message); rerr != nil {
+			a.log.Warn("credential_unreported", "profile", profile, "error", rerr)
+		}
+		if pooled {
+			return temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("profile %s: usage limit reached: %s", profile, pe.Message), crewlet.ProfileUnavailableErrorType, nil)
+		}
+	case pe.Kind == crewlet.ProviderServerError:
+		if rerr := a.profiles.Failed(ctx, profile, turnID, pe.Message); rerr != nil {
+			a.log.Warn("credential_unreported", "profile", profile, "error", rerr)
+		}
 	}
 	if pe.Retryable() {
 		return temporal.NewApplicationErrorWithOptions(pe.Error(), pe.Kind, temporal.ApplicationErrorOptions{NextRetryDelay: pe.RetryAfter})
@@ -541,6 +574,73 @@ func modelFailure(err error) error {
 		return temporal.NewNonRetryableApplicationError(pe.Error(), crewlet.PermanentErrorType, nil)
 	}
 	return temporal.NewNonRetryableApplicationError(pe.Error(), crewlet.ProviderErrorType, nil)
+}
+
+// exhausted reports whether a provider's failure says the profile's
+// account reached its usage limit: the provider's own quota error, or a
+// message matching the profile's exhausted_pattern.
+func (a *Turns) exhausted(profile string, pe *crewlet.ProviderError) bool {
+	return pe.Kind == crewlet.ProviderExhausted || a.org.Profiles[profile].Exhausted(pe.Message)
+}
+
+// roundProfile is the profile a round runs on. A turn holding a slot
+// (requested) renews it and runs on that profile while it can still be
+// used; once its credential is quarantined or cooling off, or its model
+// switched off, the round fails over. A turn begun before profile pools
+// asked for none and runs on its role's first profile.
+func (a *Turns) roundProfile(ctx context.Context, handle, turnID string, epoch int64, requested string, role config.Role) (string, error) {
+	if requested == "" {
+		return role.Pool()[0], nil
+	}
+	if _, ok := a.models[requested]; !ok {
+		return "", temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("profile %s is no longer in the org", requested), crewlet.ProfileUnavailableErrorType, nil)
+	}
+	if err := a.store.RenewProfileSlot(ctx, turnID, epoch, a.profiles.Now().Add(control.SlotLease)); err != nil {
+		a.log.Warn("profile_slot_unrenewed", "seat", handle, "turn", turnID, "error", err)
+	}
+	reason, err := a.profiles.Usable(ctx, requested)
+	if err != nil {
+		return "", err
+	}
+	if reason != "" {
+		return "", temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("profile %s is %s", requested, strings.ReplaceAll(reason, "_", " ")), crewlet.ProfileUnavailableErrorType, nil)
+	}
+	return requested, nil
+}
+
+// AcquireProfile picks the profile a turn runs on and takes a slot of it
+// (DESIGN §9). A turn keeps the profile it ran on while that one can take
+// it; else it fails over to another of its pool; with none able to, the
+// output says why and the turn waits. Fenced like every step of the turn.
+func (a *Turns) AcquireProfile(ctx context.Context, in crewlet.AcquireProfileInput) (out crewlet.AcquireProfileOutput, err error) {
+	defer recoverPanic(a.log, in.Handle, "AcquireProfile", &err)
+	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
+		return out, fence(a.log, in.Handle, in.Epoch, err)
+	}
+	seat, _, err := a.role(in.Handle)
+	if err != nil {
+		return out, err
+	}
+	turn, err := a.store.Turn(ctx, in.Handle, in.WorkKey)
+	if err != nil {
+		return out, err
+	}
+	out.Profile, out.Hold, err = a.profiles.Acquire(ctx, control.AcquireRequest{
+		Seat: in.Handle, Role: seat.Role, TurnID: in.TurnID, WorkKey: in.WorkKey, Epoch: in.Epoch, Prefer: turn.Profile,
+	})
+	if out.Hold != nil {
+		a.log.Info("turn_held_for_profile", "seat", in.Handle, "turn", in.TurnID, "pool", seat.Role, "profiles", len(out.Hold.Profiles), "until", out.Hold.Until)
+	}
+	return out, err
+}
+
+// ReleaseProfile gives back a turn run's profile slot and wakes the oldest
+// turn waiting for that profile. Not fenced: a slot is its run's own.
+func (a *Turns) ReleaseProfile(ctx context.Context, in crewlet.ReleaseProfileInput) (err error) {
+	defer recoverPanic(a.log, in.Handle, "ReleaseProfile", &err)
+	return a.profiles.Release(ctx, in.TurnID, in.Epoch)
 }
 
 // FinishTurn closes a turn: every conversation's answer (or the turn's note
@@ -698,10 +798,15 @@ func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error
 	if err != nil {
 		return err
 	}
+	name, err := a.roundProfile(ctx, in.Handle, in.TurnID, in.Epoch, in.Profile, role)
+	if err != nil {
+		return err
+	}
+	profile := a.org.Profiles[name]
 	ctxIn := crewlet.ContextInput{
 		System:  a.systemPrompt(in.Handle, seat.Role, role),
 		Current: []crewlet.ChatMessage{{Role: "user", Content: crewlet.ReflectionPrompt}},
-		Budget:  a.org.Profiles[role.Profile].InputBudget(),
+		Budget:  profile.InputBudget(),
 	}
 	for thread := range turn.Threads {
 		_, key, err := threadOf(turn, thread)
@@ -722,14 +827,16 @@ func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error
 	stop := make(chan struct{})
 	defer close(stop)
 	go heartbeatWhile(ctx, a.host.Beat, stop)
-	resp, err := a.models[role.Profile].Chat(ctx, crewlet.ModelRequest{
+	resp, err := a.models[name].Chat(ctx, crewlet.ModelRequest{
 		Seat: in.Handle, Role: seat.Role, Purpose: crewlet.PurposeReflect, System: ctxIn.System,
-		Messages: plan.Messages, MaxTokens: a.org.Profiles[role.Profile].MaxTokens,
+		Messages: plan.Messages, MaxTokens: profile.MaxTokens,
 	})
 	if err != nil {
-		return modelFailure(err)
+		return a.modelFailure(ctx, name, in.TurnID, in.Profile != "", err)
 	}
-	if _, err := a.recordRound(ctx, in.Handle, "reflect:"+in.WorkKey, 1, role.Profile, ctxIn.System, resp.Usage, plan.Bytes); err != nil {
+	a.profiles.Answered(ctx, name, resp.Model)
+	if _, err := a.recordRound(ctx, store.RoundRow{Seat: in.Handle, WorkKey: "reflect:" + in.WorkKey, Round: 1, Profile: name,
+		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, ContextBytes: plan.Bytes, AnsweredModel: resp.Model}, ctxIn.System); err != nil {
 		a.log.Warn("usage_unrecorded", "seat", in.Handle, "what", "reflection", "error", err)
 	}
 	crashPoint("after_reflection_model", in.Handle)
@@ -821,7 +928,7 @@ const episodeClip = 160
 func (a *Turns) role(handle string) (config.Seat, config.Role, error) {
 	seat, ok := a.org.Seat(handle)
 	role, hasRole := a.org.Roles[seat.Role]
-	if !ok || !hasRole || a.models[role.Profile] == nil {
+	if !ok || !hasRole || len(role.Pool()) == 0 {
 		return seat, role, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("seat %s has no agent role with a profile in the org", handle), "no_role", nil)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
@@ -59,7 +60,7 @@ func setupTurnsOrg(t testing.TB, orgYAML string, startTools func(context.Context
 	e.seat(t, "cto")
 	e.host = newHost(e.zombieEnv, "n1:aaaa")
 	e.host.StartTools = startTools
-	if e.turns, err = NewTurns(e.host, org, e.store, e.mb, nil, nil, discard); err != nil {
+	if e.turns, err = NewTurns(e.host, org, e.store, e.mb, nil, nil, control.NewProfiles(nil, e.store, org, discard), discard); err != nil {
 		t.Fatal(err)
 	}
 	e.now = time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC) // 23:30 in Berlin
@@ -327,25 +328,31 @@ func TestFirstPartyTools(t *testing.T) {
 
 // A provider's classified failure decides the round's retry: a rate limit
 // retries after the provider's retry-after, a server error retries on the
-// policy's backoff, and a bad request, an auth failure or an exhausted quota
-// fails the round for good.
+// policy's backoff, a bad request or an auth failure fails the round for
+// good, and an exhausted quota quarantines the credential and fails a pooled
+// turn's round over to another profile (a turn begun before pools fails as
+// before).
 func TestModelFailureDecidesTheRetry(t *testing.T) {
+	e := setupTurns(t, nil)
 	cases := []struct {
 		kind       string
+		pooled     bool
 		retryAfter time.Duration
 		retryable  bool
 		errType    string
 	}{
-		{crewlet.ProviderRateLimited, 7 * time.Second, true, ""},
-		{crewlet.ProviderServerError, 0, true, ""},
+		{crewlet.ProviderRateLimited, true, 7 * time.Second, true, ""},
+		{crewlet.ProviderServerError, true, 0, true, ""},
 		// A bad request will never succeed: the seat dead-letters its trigger.
-		{crewlet.ProviderBadRequest, 0, false, crewlet.PermanentErrorType},
-		{crewlet.ProviderAuth, 0, false, crewlet.ProviderErrorType},
-		{crewlet.ProviderExhausted, time.Hour, false, crewlet.ProviderErrorType},
+		{crewlet.ProviderBadRequest, true, 0, false, crewlet.PermanentErrorType},
+		{crewlet.ProviderAuth, true, 0, false, crewlet.ProviderErrorType},
+		{crewlet.ProviderExhausted, true, time.Hour, false, crewlet.ProfileUnavailableErrorType},
+		{crewlet.ProviderExhausted, false, time.Hour, false, crewlet.ProviderErrorType},
 	}
 	for _, tc := range cases {
-		t.Run(tc.kind, func(t *testing.T) {
-			err := modelFailure(fmt.Errorf("chat: %w", &crewlet.ProviderError{Provider: "openai", Kind: tc.kind, RetryAfter: tc.retryAfter, Status: 429, Message: "m"}))
+		t.Run(fmt.Sprintf("%s pooled=%v", tc.kind, tc.pooled), func(t *testing.T) {
+			err := e.turns.modelFailure(e.ctx, "local", "turn-1", tc.pooled,
+				fmt.Errorf("chat: %w", &crewlet.ProviderError{Provider: "openai", Kind: tc.kind, RetryAfter: tc.retryAfter, Status: 429, Message: "m"}))
 			var appErr *temporal.ApplicationError
 			if !errors.As(err, &appErr) {
 				t.Fatalf("got %v (%T); want a Temporal application error", err, err)
@@ -361,7 +368,14 @@ func TestModelFailureDecidesTheRetry(t *testing.T) {
 			}
 		})
 	}
-	if err := modelFailure(errors.New("connection reset")); err == nil || strings.Contains(err.Error(), "provider_error") {
+	if err := e.turns.modelFailure(e.ctx, "local", "turn-1", true, errors.New("connection reset")); err == nil || strings.Contains(err.Error(), "provider_error") {
 		t.Fatalf("an unclassified failure: %v; want a plain retryable error", err)
+	}
+	health, err := e.store.CredentialHealth(e.ctx, []string{"local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := health["local"]; h.Attempt != 1 || h.QuarantineUntil.IsZero() || h.LastFailureTurn != "turn-1" {
+		t.Fatalf("credential local after the failures: %+v; want one quarantine (the second refusal came while quarantined) and the server error recorded", h)
 	}
 }

@@ -31,6 +31,7 @@ type Server struct {
 	Control  *control.Control
 	Store    *store.Store
 	Tickets  *control.Tickets
+	Profiles *control.Profiles
 	Mailbox  *mailbox.Mailbox
 	Temporal client.Client
 	Log      *slog.Logger
@@ -78,6 +79,9 @@ func (s *Server) routes() []route {
 		{post, "/tickets/{id}/cancel", Operate, s.cancelTicket},
 		{get, "/nodes", Read, s.listNodes},
 		{post, "/nodes/{id}/drain", Operate, s.drainNode},
+		{get, "/profiles", Read, s.listProfiles},
+		{post, "/models/{id}/disable", Operate, s.disableModel},
+		{post, "/models/{id}/enable", Operate, s.enableModel},
 		{get, "/deadletters", Read, s.listDeadLetters},
 		{post, "/deadletters/{id}/requeue", Operate, s.requeueDeadLetter},
 		{get, "/audit", Administer, s.listAudit},

@@ -106,7 +106,7 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		},
 	}
 	tickets := control.NewTickets(ctl, st, n.log)
-	turns, err := activities.NewTurns(n.host, org, st, mb, ctl, tickets, n.log)
+	turns, err := activities.NewTurns(n.host, org, st, mb, ctl, tickets, control.NewProfiles(ctl, st, org, n.log), n.log)
 	if err != nil {
 		return nil, err
 	}

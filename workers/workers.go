@@ -46,6 +46,8 @@ func RegisterShared(r worker.Registry, d Deps) {
 		crewlet.ActivityResolveWait:    d.Turns.ResolveWait,
 		crewlet.ActivityTicketNote:     d.Mail.TicketNote,
 		crewlet.ActivityCheckBudget:    d.Turns.CheckBudget,
+		crewlet.ActivityAcquireProfile: d.Turns.AcquireProfile,
+		crewlet.ActivityReleaseProfile: d.Turns.ReleaseProfile,
 	})
 }
 

@@ -661,7 +661,7 @@ func TestTurnIgnoresBadSignalPayloads(t *testing.T) {
 				t.Errorf("state after the bad signals: %+v; want still waiting on t-1, no stop", during)
 			}
 			h.world.mu.Lock()
-			eq(t, "resolved", h.world.log[3], tc.resolved)
+			eq(t, "resolved", h.world.log[5], tc.resolved)
 			h.world.mu.Unlock()
 			got := rec.rejected()
 			eq(t, "rejected", len(got), len(badTickets)+len(badStops))

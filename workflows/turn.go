@@ -25,6 +25,13 @@ const (
 	modelAttempts = 8
 	// readOnlyAttempts is how often a read-only tool call is tried.
 	readOnlyAttempts = 3
+	// profileRecheck is the longest a turn held for want of a profile waits
+	// before it asks again, should the signal that one freed be lost. A
+	// timer, not a poll: a quarantine's end is waited for exactly.
+	profileRecheck = 5 * time.Minute
+	// profilePoolsVersion marks turns that pick a profile from their role's
+	// pool and hold a slot of it; older turns run on the role's profile.
+	profilePoolsVersion = 1
 )
 
 // turn is the running state of one turn workflow.
@@ -35,6 +42,12 @@ type turn struct {
 	stops workflow.ReceiveChannel
 	// tickets receives the signals of tickets the turn waits on.
 	tickets workflow.ReceiveChannel
+	// freed receives the nudges that a profile of the pool may have freed.
+	freed workflow.ReceiveChannel
+	// pooled is set when the turn picks its profile and holds a slot of it;
+	// profile is the one it holds, "" while it holds none.
+	pooled  bool
+	profile string
 	wrote   bool
 	// refused says why threads ended without an answer; their senders
 	// were told, and the turn is recorded failed.
@@ -57,7 +70,8 @@ func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error
 		in.HeartbeatTimeout = defaultHeartbeatTimeout
 	}
 	t := &turn{in: in, stops: workflow.GetSignalChannel(ctx, crewlet.SignalStopTurn),
-		tickets: workflow.GetSignalChannel(ctx, crewlet.SignalTicket), logger: workflow.GetLogger(ctx)}
+		tickets: workflow.GetSignalChannel(ctx, crewlet.SignalTicket),
+		freed:   workflow.GetSignalChannel(ctx, crewlet.SignalProfileFree), logger: workflow.GetLogger(ctx)}
 	if err := workflow.SetQueryHandler(ctx, crewlet.QueryState, func() (crewlet.TurnProgress, error) {
 		p := t.progress
 		if t.stop != nil {
@@ -82,8 +96,19 @@ func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error
 	if begin.Hold != nil {
 		return crewlet.TurnOutput{Status: crewlet.TurnHeld, Hold: begin.Hold}, nil
 	}
-	t.out.Status = crewlet.TurnDone
 	t.progress.Threads, t.progress.MaxRounds = begin.Threads, begin.MaxRounds
+	// A turn of replies only makes no model call, so it takes no profile.
+	if begin.Threads > 0 && workflow.GetVersion(ctx, "profile-pools", workflow.DefaultVersion, profilePoolsVersion) == profilePoolsVersion {
+		t.pooled = true
+		defer t.release(ctx)
+		if err := t.acquire(ctx); err != nil {
+			if isFenced(err) {
+				return t.fenced(), nil
+			}
+			return crewlet.TurnOutput{}, err
+		}
+	}
+	t.out.Status = crewlet.TurnDone
 	for thread := 0; thread < begin.Threads && t.out.Status == crewlet.TurnDone; thread++ {
 		t.progress.Thread = thread
 		err := t.converse(ctx, thread, begin.MaxRounds)
@@ -112,7 +137,7 @@ func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error
 		t.out.Status = crewlet.TurnFailed
 		t.out.Note = strings.Join(t.refused, "; ")
 	}
-	if begin.Reflect && t.out.Status == crewlet.TurnDone {
+	if begin.Reflect && begin.Threads > 0 && t.out.Status == crewlet.TurnDone {
 		if err := t.reflect(ctx); err != nil {
 			if isFenced(err) {
 				return t.fenced(), nil
@@ -130,7 +155,7 @@ func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error
 // or a cancellation stops it.
 func (t *turn) reflect(ctx workflow.Context) error {
 	err := workflow.ExecuteActivity(t.modelContext(ctx), crewlet.ActivityReflect, crewlet.ReflectInput{
-		Handle: t.in.Handle, Epoch: t.in.Epoch, TurnID: t.in.TurnID, WorkKey: t.in.WorkKey,
+		Handle: t.in.Handle, Epoch: t.in.Epoch, TurnID: t.in.TurnID, WorkKey: t.in.WorkKey, Profile: t.profile,
 	}).Get(ctx, nil)
 	switch {
 	case err == nil:
@@ -147,11 +172,7 @@ func (t *turn) reflect(ctx workflow.Context) error {
 func (t *turn) converse(ctx workflow.Context, thread, maxRounds int) error {
 	for round := 1; ; round++ {
 		if t.stopRequested() {
-			t.out.Status = crewlet.TurnStopped
-			t.out.Note = fmt.Sprintf("Turn stopped by %s", t.stop.By)
-			if t.stop.Reason != "" {
-				t.out.Note += ": " + t.stop.Reason
-			}
+			t.stopped()
 			return nil
 		}
 		if t.out.Rounds >= maxRounds {
@@ -160,12 +181,14 @@ func (t *turn) converse(ctx workflow.Context, thread, maxRounds int) error {
 		}
 		t.out.Rounds++
 		t.progress.Round = round
-		var answer crewlet.ModelRoundOutput
-		err := workflow.ExecuteActivity(t.modelContext(ctx), crewlet.ActivityModelRound, crewlet.ModelRoundInput{
-			Handle: t.in.Handle, Epoch: t.in.Epoch, WorkKey: t.in.WorkKey, Thread: thread, Round: round,
-		}).Get(ctx, &answer)
+		answer, err := t.modelRound(ctx, thread, round)
 		if err != nil {
 			return err
+		}
+		if t.stop != nil && t.profile == "" {
+			// Stopped while it waited for a profile.
+			t.stopped()
+			return nil
 		}
 		if answer.Failed != "" {
 			t.refused = append(t.refused, answer.Failed)
@@ -205,6 +228,138 @@ func (t *turn) converse(ctx workflow.Context, thread, maxRounds int) error {
 	}
 }
 
+// stopped ends the turn as a person asked.
+func (t *turn) stopped() {
+	t.out.Status = crewlet.TurnStopped
+	t.out.Note = fmt.Sprintf("Turn stopped by %s", t.stop.By)
+	if t.stop.Reason != "" {
+		t.out.Note += ": " + t.stop.Reason
+	}
+}
+
+// modelRound makes one model call of a thread on the turn's profile. When
+// that profile can no longer be used (a usage limit quarantined its
+// credential, it cooled off, its model was switched off) the turn fails
+// over to another of its pool, or waits for one, and the call is made
+// again; the round counts once. It returns with no profile held when a
+// person stopped the turn while it waited.
+func (t *turn) modelRound(ctx workflow.Context, thread, round int) (crewlet.ModelRoundOutput, error) {
+	for {
+		var answer crewlet.ModelRoundOutput
+		err := workflow.ExecuteActivity(t.modelContext(ctx), crewlet.ActivityModelRound, crewlet.ModelRoundInput{
+			Handle: t.in.Handle, Epoch: t.in.Epoch, WorkKey: t.in.WorkKey, Thread: thread, Round: round,
+			TurnID: t.in.TurnID, Profile: t.profile,
+		}).Get(ctx, &answer)
+		if !t.pooled || !isProfileUnavailable(err) {
+			return answer, err
+		}
+		t.logger.Warn("turn_failing_over", "seat", t.in.Handle, "turn", t.in.TurnID, "profile", t.profile, "error", err)
+		if err := t.acquire(ctx); err != nil || t.profile == "" {
+			return answer, err
+		}
+	}
+}
+
+// acquire takes a slot of a profile of the turn's pool: the one it ran on
+// while that one can take it, else the pool's pick. With none able to, the
+// turn waits, durably (a timer and signals, nothing held open), until the
+// soonest quarantine or cooling-off ends, a nudge says a slot or a model
+// freed, or profileRecheck passes; then it asks again. Its triggers stay
+// read and unanswered meanwhile: no delivery is spent and nothing is
+// dead-lettered. A person's stop ends the wait with no profile held.
+func (t *turn) acquire(ctx workflow.Context) error {
+	var since time.Time
+	defer func() { t.progress.Held = nil }()
+	for {
+		var raw converter.RawValue
+		for t.freed.ReceiveAsync(&raw) {
+			// Nudges from before this ask are answered by it.
+		}
+		var out crewlet.AcquireProfileOutput
+		err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityAcquireProfile, crewlet.AcquireProfileInput{
+			Handle: t.in.Handle, Epoch: t.in.Epoch, TurnID: t.in.TurnID, WorkKey: t.in.WorkKey,
+		}).Get(ctx, &out)
+		if err != nil {
+			return err
+		}
+		if out.Profile != "" {
+			if !since.IsZero() {
+				t.logger.Info("turn_unheld", "seat", t.in.Handle, "turn", t.in.TurnID, "profile", out.Profile, "held_for", workflow.Now(ctx).Sub(since))
+			}
+			t.profile, t.progress.Profile = out.Profile, out.Profile
+			return nil
+		}
+		t.profile, t.progress.Profile = "", ""
+		now := workflow.Now(ctx)
+		if since.IsZero() {
+			since = now
+			t.logger.Warn("turn_held", "seat", t.in.Handle, "turn", t.in.TurnID, "reason", "no profile of the pool can take it")
+		}
+		hold := out.Hold
+		if hold == nil {
+			hold = &crewlet.ProfileHold{}
+		}
+		hold.Since = since
+		t.progress.Held = hold
+		if stopped, err := t.awaitProfile(ctx, heldWait(hold, now)); err != nil || stopped {
+			return err
+		}
+	}
+}
+
+// heldWait is how long a held turn waits before it asks again: until the
+// soonest quarantine or cooling-off ends, exactly; but no longer than
+// profileRecheck while a profile waits on something with no known end (a
+// slot, a switch), whose nudge may be lost.
+func heldWait(hold *crewlet.ProfileHold, now time.Time) time.Duration {
+	openEnded := len(hold.Profiles) == 0
+	for _, p := range hold.Profiles {
+		openEnded = openEnded || p.Until == nil
+	}
+	switch {
+	case hold.Until == nil:
+		return profileRecheck
+	case openEnded:
+		return min(profileRecheck, max(hold.Until.Sub(now), time.Second))
+	}
+	return max(hold.Until.Sub(now), time.Second)
+}
+
+// awaitProfile waits up to d for a nudge that a profile freed, or a stop.
+func (t *turn) awaitProfile(ctx workflow.Context, d time.Duration) (stopped bool, err error) {
+	timerCtx, cancelTimer := workflow.WithCancel(ctx)
+	defer cancelTimer()
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(workflow.NewTimer(timerCtx, d), func(workflow.Future) {})
+	sel.AddReceive(t.freed, func(c workflow.ReceiveChannel, _ bool) {
+		var raw converter.RawValue
+		c.Receive(ctx, &raw)
+	})
+	sel.AddReceive(t.stops, func(workflow.ReceiveChannel, bool) {})
+	sel.Select(ctx)
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	return t.stopRequested(), nil
+}
+
+// release gives back the turn's profile slot, whatever ended the turn: it
+// runs on a context no cancellation reaches. Losing it only costs the
+// slot's lease, so a failure is logged.
+func (t *turn) release(ctx workflow.Context) {
+	if !t.pooled {
+		return
+	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	err := workflow.ExecuteLocalActivity(localContext(dctx), crewlet.ActivityReleaseProfile, crewlet.ReleaseProfileInput{
+		Handle: t.in.Handle, Epoch: t.in.Epoch, TurnID: t.in.TurnID,
+	}).Get(dctx, nil)
+	if err != nil {
+		t.logger.Warn("profile_unreleased", "seat", t.in.Handle, "turn", t.in.TurnID, "error", err)
+	}
+	t.profile = ""
+}
+
 // wait holds the turn durably until the ticket it waits on changes, the
 // wait's time runs out, or a person stops the turn: a timer and signals,
 // nothing held open, so the wait survives restarts and failovers and its
@@ -219,6 +374,9 @@ func (t *turn) wait(ctx workflow.Context, thread, round int, call crewlet.ToolCa
 		workflow.SetCurrentDetails(ctx, "")
 	}()
 	t.logger.Info("turn_waiting", "seat", t.in.Handle, "turn", t.in.TurnID, "ticket", w.Ticket, "kind", w.Kind, "for", w.For)
+	// A wait uses no model: the profile's slot goes to another turn
+	// meanwhile, and the next round takes one again.
+	t.release(ctx)
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	defer cancelTimer()
 	timer := workflow.NewTimer(timerCtx, w.For)
@@ -258,7 +416,10 @@ func (t *turn) wait(ctx workflow.Context, thread, round int, call crewlet.ToolCa
 	}
 	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityResolveWait, in).Get(ctx, nil)
 	t.logger.Info("turn_waited", "seat", t.in.Handle, "turn", t.in.TurnID, "ticket", w.Ticket, "timed_out", in.TimedOut, "stopped_by", in.StoppedBy)
-	return err
+	if err != nil || !t.pooled || t.stop != nil {
+		return err
+	}
+	return t.acquire(ctx)
 }
 
 // stopRequested takes in the stop signals received so far.
@@ -328,7 +489,7 @@ func (t *turn) modelContext(ctx workflow.Context) workflow.Context {
 			BackoffCoefficient:     2,
 			MaximumInterval:        time.Minute,
 			MaximumAttempts:        modelAttempts,
-			NonRetryableErrorTypes: []string{crewlet.FencedErrorType, crewlet.PanicErrorType, crewlet.ProviderErrorType, crewlet.PermanentErrorType},
+			NonRetryableErrorTypes: []string{crewlet.FencedErrorType, crewlet.PanicErrorType, crewlet.ProviderErrorType, crewlet.PermanentErrorType, crewlet.ProfileUnavailableErrorType},
 		},
 	})
 }
@@ -352,6 +513,11 @@ func (t *turn) toolContext(ctx workflow.Context, readOnly bool) workflow.Context
 			NonRetryableErrorTypes: []string{crewlet.FencedErrorType, crewlet.PanicErrorType},
 		},
 	})
+}
+
+func isProfileUnavailable(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == crewlet.ProfileUnavailableErrorType
 }
 
 func isFenced(err error) bool {

@@ -91,10 +91,12 @@ func startTurnWorkers(t *testing.T, tc client.Client, world *fakeTurnWorld) (que
 	shared.RegisterWorkflowWithOptions(Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
 	host := worker.New(tc, hostQueue, worker.Options{})
 	for name, fn := range map[string]any{
-		crewlet.ActivityBeginTurn:   world.BeginTurn,
-		crewlet.ActivityModelRound:  world.ModelRound,
-		crewlet.ActivityFinishTurn:  world.FinishTurn,
-		crewlet.ActivityResolveWait: world.ResolveWait,
+		crewlet.ActivityBeginTurn:      world.BeginTurn,
+		crewlet.ActivityModelRound:     world.ModelRound,
+		crewlet.ActivityFinishTurn:     world.FinishTurn,
+		crewlet.ActivityResolveWait:    world.ResolveWait,
+		crewlet.ActivityAcquireProfile: world.AcquireProfile,
+		crewlet.ActivityReleaseProfile: world.ReleaseProfile,
 	} {
 		shared.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

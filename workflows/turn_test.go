@@ -42,6 +42,10 @@ type fakeTurnWorld struct {
 	// reflect is the role's reflect; reflectErr fails the reflection.
 	reflect    bool
 	reflectErr error
+	// acquire answers the turn's n-th ask for a profile (from 1); nil
+	// gives profile p1 every time.
+	acquire func(n int) crewlet.AcquireProfileOutput
+	asked   int
 
 	log      []string
 	finished *crewlet.FinishTurnInput
@@ -73,7 +77,7 @@ func (w *fakeTurnWorld) ModelRound(_ context.Context, in crewlet.ModelRoundInput
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.logf("model t%d r%d", in.Thread, in.Round)
+	w.logf("model t%d r%d %s", in.Thread, in.Round, in.Profile)
 	if note, ok := w.refused[in.Thread]; ok {
 		return crewlet.ModelRoundOutput{Failed: note}, nil
 	}
@@ -98,6 +102,29 @@ func (w *fakeTurnWorld) ToolCall(ctx context.Context, in crewlet.ToolCallInput) 
 		return crewlet.ToolCallOutput{Wrote: true, Wait: w.wait}, nil
 	}
 	return crewlet.ToolCallOutput{Wrote: !in.Call.ReadOnly}, nil
+}
+
+func (w *fakeTurnWorld) AcquireProfile(_ context.Context, in crewlet.AcquireProfileInput) (crewlet.AcquireProfileOutput, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.asked++
+	out := crewlet.AcquireProfileOutput{Profile: "p1"}
+	if w.acquire != nil {
+		out = w.acquire(w.asked)
+	}
+	if out.Profile == "" {
+		w.logf("acquire held")
+	} else {
+		w.logf("acquire %s", out.Profile)
+	}
+	return out, nil
+}
+
+func (w *fakeTurnWorld) ReleaseProfile(_ context.Context, in crewlet.ReleaseProfileInput) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.logf("release")
+	return nil
 }
 
 func (w *fakeTurnWorld) ResolveWait(_ context.Context, in crewlet.ResolveWaitInput) error {
@@ -145,7 +172,9 @@ func newTurnHarness(t *testing.T) *turnHarness {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
 	for name, fn := range map[string]any{
-		crewlet.ActivityResolveWait: h.world.ResolveWait,
+		crewlet.ActivityResolveWait:    h.world.ResolveWait,
+		crewlet.ActivityAcquireProfile: h.world.AcquireProfile,
+		crewlet.ActivityReleaseProfile: h.world.ReleaseProfile,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
@@ -184,12 +213,14 @@ func TestTurnRunsRoundsAndToolCallsOnTheHost(t *testing.T) {
 	}
 	eq(t, "steps", h.world.log, ids(
 		"begin",
-		"model t0 r1",
+		"acquire p1",
+		"model t0 r1 p1",
 		"tool t0 r1 c0 fs__write attempt=1 queue=crewlet.host.n1",
 		"tool t0 r1 c1 recall attempt=1 queue=crewlet.host.n1",
-		"model t0 r2",
-		"model t1 r1",
-		"finish done rounds=3"))
+		"model t0 r2 p1",
+		"model t1 r1 p1",
+		"finish done rounds=3",
+		"release"))
 	eq(t, "status", out.Status, crewlet.TurnDone)
 	eq(t, "rounds", out.Rounds, 3)
 	eq(t, "answered", out.Answered, ids("m1"))
@@ -212,13 +243,15 @@ func TestTurnRetriesReadsButNotWrites(t *testing.T) {
 	}
 	eq(t, "steps", h.world.log, ids(
 		"begin",
-		"model t0 r1",
+		"acquire p1",
+		"model t0 r1 p1",
 		"tool t0 r1 c0 fs__read attempt=1 queue=crewlet.host.n1",
 		"tool t0 r1 c0 fs__read attempt=2 queue=crewlet.host.n1",
 		"tool t0 r1 c0 fs__read attempt=3 queue=crewlet.host.n1",
 		"tool t0 r1 c1 fs__write attempt=1 queue=crewlet.host.n1",
-		"model t0 r2",
-		"finish done rounds=2"))
+		"model t0 r2 p1",
+		"finish done rounds=2",
+		"release"))
 	eq(t, "status", out.Status, crewlet.TurnDone)
 }
 
@@ -246,13 +279,15 @@ func TestTurnStopsAtTheNextRoundBoundary(t *testing.T) {
 	}
 	eq(t, "steps", h.world.log, ids(
 		"begin",
-		"model t0 r1",
+		"acquire p1",
+		"model t0 r1 p1",
 		"tool t0 r1 c0 fs__write attempt=1 queue=crewlet.host.n1",
-		"finish stopped rounds=1"))
+		"finish stopped rounds=1",
+		"release"))
 	eq(t, "status", out.Status, crewlet.TurnStopped)
 	eq(t, "stopped by", h.world.finished.StoppedBy, "alice")
 	eq(t, "note", h.world.finished.Note, "Turn stopped by alice: wrong repo")
-	eq(t, "progress queried in round 1", progress, crewlet.TurnProgress{Thread: 0, Threads: 1, Round: 1, Rounds: 1, MaxRounds: 4})
+	eq(t, "progress queried in round 1", progress, crewlet.TurnProgress{Thread: 0, Threads: 1, Round: 1, Rounds: 1, MaxRounds: 4, Profile: "p1"})
 }
 
 // A turn that keeps calling tools ends at max_rounds with a note that says so.
@@ -267,7 +302,7 @@ func TestTurnEndsAtMaxRounds(t *testing.T) {
 	}
 	eq(t, "rounds", out.Rounds, 4)
 	eq(t, "status", out.Status, crewlet.TurnDone)
-	eq(t, "last step", h.world.log[len(h.world.log)-1], "finish done rounds=4")
+	eq(t, "last steps", h.world.log[len(h.world.log)-2:], ids("finish done rounds=4", "release"))
 	if !strings.Contains(h.world.finished.Note, "4 rounds") || !strings.Contains(h.world.finished.Note, "max_rounds") {
 		t.Errorf("final note %q does not say the turn hit max_rounds (4)", h.world.finished.Note)
 	}
@@ -286,7 +321,8 @@ func TestTurnFencedStopsBeforeTheNextToolCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	eq(t, "status", out.Status, crewlet.TurnFenced)
-	eq(t, "steps", h.world.log, ids("begin", "model t0 r1", "tool t0 r1 c0 fs__write attempt=1 queue=crewlet.host.n1"))
+	// The slot is given back even so: it is this run's own.
+	eq(t, "steps", h.world.log, ids("begin", "acquire p1", "model t0 r1 p1", "tool t0 r1 c0 fs__write attempt=1 queue=crewlet.host.n1", "release"))
 }
 
 // A turn over a budget cap does not start: no model call, and the hold is
@@ -388,7 +424,7 @@ func TestTurnWithARefusedThreadIsRecordedFailed(t *testing.T) {
 	}
 	eq(t, "status", out.Status, crewlet.TurnFailed)
 	eq(t, "note", out.Note, "No answer was produced")
-	eq(t, "steps", h.world.log, []string{"begin", "model t0 r1", "model t1 r1", "finish failed rounds=2"})
+	eq(t, "steps", h.world.log, []string{"begin", "acquire p1", "model t0 r1 p1", "model t1 r1 p1", "finish failed rounds=2", "release"})
 }
 
 // With the role's reflect on, a turn that answered asks for its reflection
@@ -403,10 +439,10 @@ func TestTurnReflectsAfterAnAnsweredTurn(t *testing.T) {
 		err     error
 		want    []string
 	}{
-		{"on", true, false, nil, []string{"begin", "model t0 r1", "reflect k", "finish done rounds=1"}},
-		{"on, reflection fails", true, false, errors.New("provider down"), []string{"begin", "model t0 r1", "reflect k", "finish done rounds=1"}},
-		{"off", false, false, nil, []string{"begin", "model t0 r1", "finish done rounds=1"}},
-		{"on, turn failed", true, true, nil, []string{"begin", "model t0 r1", "finish failed rounds=1"}},
+		{"on", true, false, nil, []string{"begin", "acquire p1", "model t0 r1 p1", "reflect k", "finish done rounds=1", "release"}},
+		{"on, reflection fails", true, false, errors.New("provider down"), []string{"begin", "acquire p1", "model t0 r1 p1", "reflect k", "finish done rounds=1", "release"}},
+		{"off", false, false, nil, []string{"begin", "acquire p1", "model t0 r1 p1", "finish done rounds=1", "release"}},
+		{"on, turn failed", true, true, nil, []string{"begin", "acquire p1", "model t0 r1 p1", "finish failed rounds=1", "release"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newTurnHarness(t)
@@ -468,12 +504,14 @@ func TestTurnWaitsOnATicket(t *testing.T) {
 			if during.Waiting == nil || during.Waiting.Ticket != "t-1" || during.Waiting.Kind != crewlet.WaitSettle {
 				t.Errorf("state while waiting: %+v; want waiting on t-1", during)
 			}
-			want := []string{"begin", "model t0 r1", "tool t0 r1 c0 delegate attempt=1 queue=crewlet.host.n1", tt.want}
+			// The wait gives the profile slot back, and the next round
+			// takes one again.
+			want := []string{"begin", "acquire p1", "model t0 r1 p1", "tool t0 r1 c0 delegate attempt=1 queue=crewlet.host.n1", "release", tt.want}
 			if tt.name == "stop" {
-				want = append(want, "finish stopped rounds=1")
+				want = append(want, "finish stopped rounds=1", "release")
 				eq(t, "status", out.Status, crewlet.TurnStopped)
 			} else {
-				want = append(want, "model t0 r2", "finish done rounds=2")
+				want = append(want, "acquire p1", "model t0 r2 p1", "finish done rounds=2", "release")
 			}
 			eq(t, "steps", h.world.log, want)
 		})

@@ -52,6 +52,10 @@ with the bearer token --token, default $CREWLET_TOKEN):
                                 the API's audit log, newest first (admin; GET /audit)
   deadletters ls                mail the seats gave up on, with reason and delivery count
   deadletters requeue ID        put a dead letter back in its seat's mailbox with a fresh budget
+  profiles                      model profiles: load, free slots, quarantine, cooling-off, model gate
+  models disable MODEL [--reason TEXT]
+                                switch a model off fleet-wide: its profiles take no new turn
+  models enable MODEL           switch it back on; turns waiting for it run
   nodes ls [--all]              list worker nodes: labels, seats held, fair share, heartbeat age
   nodes drain ID                drain a node (incarnation or node id): its seats move, it exits
   pause HANDLE [--stop-turn] [--reason TEXT] [--by NAME]
@@ -148,6 +152,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runNodesDrain(ctx, rest[1:], stdout)
 		}
 		return usageError{fmt.Sprintf("unknown nodes command %q; use ls or drain", rest[0])}
+	case "profiles":
+		return runProfiles(ctx, rest, stdout)
+	case "models":
+		if len(rest) == 0 || (rest[0] != "disable" && rest[0] != "enable") {
+			return usageError{"usage: crewlet models disable MODEL | models enable MODEL"}
+		}
+		return runModelSwitch(ctx, rest[0], rest[1:], stdout)
 	case "ask":
 		return runAsk(ctx, rest, stdout)
 	case "audit":

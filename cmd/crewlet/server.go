@@ -153,7 +153,8 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 			return fmt.Errorf("api: listen on %s: %w", d.org.API.Listen, err)
 		}
 		h := &api.Server{Org: d.org, Control: d.control, Store: d.store, Tickets: control.NewTickets(d.control, d.store, log),
-			Mailbox: d.mailbox, Temporal: d.temporal, Log: log}
+			Profiles: control.NewProfiles(d.control, d.store, d.org, log),
+			Mailbox:  d.mailbox, Temporal: d.temporal, Log: log}
 		// WriteTimeout outlasts the longest request, a POST /tickets
 		// long-poll (10 minutes).
 		srv = &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,

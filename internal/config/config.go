@@ -4,6 +4,7 @@ package config
 
 import (
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -23,6 +24,8 @@ type Config struct {
 	Nodes       Nodes              `mapstructure:"nodes"`
 	Maintenance Maintenance        `mapstructure:"maintenance"`
 	Tickets     Tickets            `mapstructure:"tickets"`
+	Quarantine  Quarantine         `mapstructure:"quarantine"`
+	Models      Models             `mapstructure:"models"`
 	Profiles    map[string]Profile `mapstructure:"profiles"`
 	Roles       map[string]Role    `mapstructure:"roles"`
 	Seats       []Seat             `mapstructure:"seats"`
@@ -234,6 +237,21 @@ type Tickets struct {
 	AskTimeout time.Duration `mapstructure:"ask_timeout"`
 }
 
+// Quarantine times how long a credential that reached its usage limit is
+// left alone (DESIGN §9).
+type Quarantine struct {
+	// Base is the first quarantine's length; each consecutive one doubles
+	// it, up to crewlet.QuarantineMultiplierCap times Base. 1s to 24h.
+	Base time.Duration `mapstructure:"base"`
+}
+
+// Models is the model gate: which models the org's profiles may use.
+type Models struct {
+	// Allow lists the model ids profiles may use (Profile.ModelID); empty:
+	// any model.
+	Allow []string `mapstructure:"allow"`
+}
+
 // Providers a profile may name.
 const (
 	ProviderScripted  = "scripted"
@@ -271,6 +289,59 @@ type Profile struct {
 	Rules []Rule `mapstructure:"rules"`
 	// Delay is written with a unit ("2s"); a bare number other than 0 is refused.
 	Delay time.Duration `mapstructure:"delay"`
+
+	// Weight is the profile's share of a weighted pool's turns, against the
+	// weights of the pool's other profiles. 0 to 1000000; DefaultWeight
+	// when the file does not say; 0: weighted selection never picks it.
+	Weight int `mapstructure:"weight"`
+	// MaxLoad is the most turns running on the profile at once, fleet-wide.
+	// 0 allows none; Unlimited when the file does not say, which is the
+	// only negative value a loaded config holds.
+	MaxLoad int `mapstructure:"max_load"`
+	// Credential names the account the profile spends: profiles naming the
+	// same one are quarantined together. The profile's own name when the
+	// file does not say.
+	Credential string `mapstructure:"credential"`
+	// ExhaustedPattern is a Go (RE2) regexp matched against a provider's
+	// error message; a match means the credential reached its usage limit.
+	ExhaustedPattern string `mapstructure:"exhausted_pattern"`
+
+	// exhausted is ExhaustedPattern compiled, once, at load.
+	exhausted *regexp.Regexp `mapstructure:"-"`
+	// maxLoadSet says the file wrote max_load, so that a written -1 is
+	// refused rather than taken for Unlimited.
+	maxLoadSet bool
+}
+
+// Unlimited is Profile.MaxLoad of a profile whose file entry sets no
+// max_load: no cap on its concurrent turns.
+const Unlimited = -1
+
+// DefaultWeight is Profile.Weight when the file does not say.
+const DefaultWeight = 1
+
+// Exhausted reports whether a provider's error message says the profile's
+// credential reached its usage limit: whether it matches ExhaustedPattern.
+// False when the profile has none.
+func (p Profile) Exhausted(msg string) bool {
+	if p.exhausted != nil {
+		return p.exhausted.MatchString(msg)
+	}
+	if p.ExhaustedPattern == "" {
+		return false
+	}
+	// A Profile that Load or Parse did not make has no compiled pattern.
+	ok, err := regexp.MatchString(p.ExhaustedPattern, msg)
+	return err == nil && ok
+}
+
+// ModelID is the model id models.allow is compared with: Model, or
+// "scripted" for a scripted profile, which names no model.
+func (p Profile) ModelID() string {
+	if p.Model == "" && p.Provider == ProviderScripted {
+		return ProviderScripted
+	}
+	return p.Model
 }
 
 // DefaultContextTokens is a provider's context budget when a profile names
@@ -329,10 +400,19 @@ type RuleTool struct {
 	Args map[string]any `mapstructure:"args"`
 }
 
-// Role is a charter plus the profile that runs it.
+// Role is a charter plus the pool of profiles that runs it.
 type Role struct {
 	Charter string `mapstructure:"charter"`
+	// Profile is the one-item form of Profiles. After load it is the pool's
+	// first profile, whichever form the file used.
 	Profile string `mapstructure:"profile"`
+	// Profiles is the role's pool, in order of preference (ordered
+	// selection) and of ties (weighted). After load it holds the pool
+	// whichever form the file used: "profile: x" is [x].
+	Profiles []string `mapstructure:"profiles"`
+	// Selection is how a turn picks a profile of the pool:
+	// crewlet.SelectionWeighted (the default) or crewlet.SelectionOrdered.
+	Selection string `mapstructure:"selection"`
 	// MaxRounds bounds the model calls of one thread of a turn. 1 to 256;
 	// DefaultMaxRounds when the file does not say.
 	MaxRounds int `mapstructure:"max_rounds"`
@@ -346,6 +426,31 @@ type Role struct {
 	// to keep; the answer goes to the seat's diary. Off by default: it
 	// costs tokens on every turn.
 	Reflect bool `mapstructure:"reflect"`
+
+	// oneItem says the file wrote the pool as profile; bothForms that it
+	// wrote both profile and profiles. Problems are named by the key the
+	// file used.
+	oneItem, bothForms bool
+}
+
+// Pool returns the role's profiles in order: Profiles, or Profile alone
+// for a Role built without Profiles.
+func (r Role) Pool() []string {
+	if len(r.Profiles) > 0 {
+		return append([]string(nil), r.Profiles...)
+	}
+	if r.Profile != "" {
+		return []string{r.Profile}
+	}
+	return nil
+}
+
+// selection is the role's selection policy with the default applied.
+func (r Role) selection() string {
+	if r.Selection == "" {
+		return crewlet.SelectionWeighted
+	}
+	return r.Selection
 }
 
 // MCPServer is one MCP tool server: a command the seat's host starts (stdio)

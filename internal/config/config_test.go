@@ -166,7 +166,7 @@ func TestEveryProblemReported(t *testing.T) {
 		`roles.engineer.placement.lables: unknown key; did you mean "labels"?`,
 		`mailbox.keep_aked: unknown key; did you mean "keep_acked"?`,
 		`nodes.rebalance_max_mves: unknown key; did you mean "rebalance_max_moves"?`,
-		`schedules: unknown key; valid keys: api, auth, company, mailbox, maintenance, nodes, postgres, profiles, redis, roles, seats, temporal, tickets`,
+		`schedules: unknown key; valid keys: api, auth, company, mailbox, maintenance, models, nodes, postgres, profiles, quarantine, redis, roles, seats, temporal, tickets`,
 		`company.timezone: unknown time zone "Mars/Olympus"`,
 		`company.budget.tokens_per_day: -1 is negative; must be 0 (no cap) or more`,
 		`mailbox.read_batch: 0 is out of range; must be between 1 and 1000`,
@@ -182,7 +182,7 @@ func TestEveryProblemReported(t *testing.T) {
 		`profiles.local.delay: -1s is negative; must be 0 or more`,
 		`roles.cto.max_rounds: 0 is out of range; must be between 1 and 256`,
 		`roles.cto.mcp[0]: needs a command (a stdio server) or a url (an HTTP server)`,
-		`roles.engineer.profile: required; known profiles: gpt, local`,
+		`roles.engineer.profile: required: name the role's profile (profile: x) or its pool (profiles: [x, y]); known profiles: gpt, local`,
 		`roles.support.profile: unknown profile "gtp"; known profiles: gpt, local; did you mean "gpt"?`,
 		`seats[1].handle: invalid handle "Eng1"; names must be lowercase letters`,
 		`seats[2].role: unknown role "enginer"; known roles: cto, engineer, support; did you mean "engineer"?`,
@@ -690,6 +690,207 @@ seats: [ { handle: a, role: r } ]`,
 			// the role did not decode whole, but it exists.
 			not: []string{`unknown role "r"`},
 		},
+		{
+			name: "profile weight out of range",
+			yaml: minimal + `profiles:
+  neg: { provider: scripted, weight: -1 }
+  big: { provider: scripted, weight: 1000001 }
+  word: { provider: scripted, weight: lots }
+  top: { provider: scripted, weight: 1000000 }
+  zero: { provider: scripted, weight: 0 }`,
+			want: []string{
+				"profiles.neg.weight: -1 is out of range; must be between 0 (never picked by weighted selection) and 1000000",
+				"profiles.big.weight: 1000001 is out of range; must be between 0 (never picked by weighted selection) and 1000000",
+				`profiles.word.weight: invalid value "lots"; want an integer`,
+			},
+			not: []string{"profiles.top", "profiles.zero", "profiles.word.weight: 0"},
+		},
+		{
+			name: "profile max_load negative",
+			yaml: minimal + `profiles:
+  one: { provider: scripted, max_load: -1 }
+  five: { provider: scripted, max_load: -5 }
+  word: { provider: scripted, max_load: many }
+  none: { provider: scripted, max_load: 0 }`,
+			want: []string{
+				// -1 written is refused: it is not a way to say unlimited.
+				"profiles.one.max_load: -1 is negative; 0 means no turns at all, and leaving out max_load means unlimited",
+				"profiles.five.max_load: -5 is negative; 0 means no turns at all, and leaving out max_load means unlimited",
+				`profiles.word.max_load: invalid value "many"; want an integer`,
+			},
+			not: []string{"profiles.none", "profiles.word.max_load: 0"},
+		},
+		{
+			name: "weight and max_load written without a value",
+			yaml: minimal + `profiles: { p: { provider: scripted, weight: , max_load: ~ } }`,
+			want: []string{
+				"profiles.p.weight: empty value; write a weight from 0 (never picked by weighted selection) to 1000000, or leave out weight for the default 1",
+				"profiles.p.max_load: empty value; write the most concurrent turns (0 allows none), or leave out max_load for no limit",
+			},
+		},
+		{
+			name: "profile credential",
+			yaml: minimal + `profiles:
+  upper: { provider: scripted, credential: Main }
+  spaced: { provider: scripted, credential: "a b" }
+  empty: { provider: scripted, credential: "" }
+  "-p": { provider: scripted }
+  shared: { provider: scripted, credential: upper }`,
+			want: []string{
+				`profiles.upper.credential: invalid credential name "Main"; names must be lowercase letters`,
+				`profiles.spaced.credential: invalid credential name "a b"`,
+				`profiles.empty.credential: empty; leave it out to use the profile's name`,
+				`profiles.-p: invalid profile name "-p"`,
+			},
+			// a credential defaulted to an invalid profile name is that
+			// problem, once; a credential may be another profile's name.
+			not: []string{"profiles.-p.credential", "profiles.shared"},
+		},
+		{
+			name: "exhausted_pattern does not compile",
+			yaml: minimal + `profiles:
+  bad: { provider: openai, model: m, base_url: "http://127.0.0.1:11434/v1", exhausted_pattern: "(?i)quota(" }
+  lookahead: { provider: scripted, exhausted_pattern: "limit(?=d)" }
+  ok: { provider: scripted, exhausted_pattern: "(?i)usage limit" }`,
+			want: []string{
+				"profiles.bad.exhausted_pattern: error parsing regexp: missing closing ): `(?i)quota(`; want a Go (RE2) regexp",
+				"profiles.lookahead.exhausted_pattern: error parsing regexp: invalid or unsupported Perl syntax: `(?=`; want a Go (RE2) regexp",
+			},
+			not: []string{"profiles.ok"},
+		},
+		{
+			name: "pool profiles unknown, duplicate, empty",
+			yaml: minimal + `profiles: { gpt: { provider: scripted }, local: { provider: scripted } }
+roles:
+  typo: { profiles: [local, gtp] }
+  far: { profiles: [zzzzzz] }
+  dup: { profiles: [gpt, local, gpt] }
+  blank: { profiles: [gpt, ""] }
+  emptylist: { profiles: [] }
+  one: { profile: gtp }`,
+			want: []string{
+				`roles.typo.profiles[1]: unknown profile "gtp"; known profiles: gpt, local; did you mean "gpt"?`,
+				`roles.far.profiles[0]: unknown profile "zzzzzz"; known profiles: gpt, local`,
+				`roles.dup.profiles[2]: duplicate profile "gpt" (also roles.dup.profiles[0]); a pool names each profile once`,
+				`roles.blank.profiles[1]: empty profile name; known profiles: gpt, local`,
+				`roles.emptylist.profiles: empty; list at least one profile; known profiles: gpt, local`,
+				// the one-item form is named by its own key
+				`roles.one.profile: unknown profile "gtp"; known profiles: gpt, local; did you mean "gpt"?`,
+			},
+			not: []string{"roles.typo.profiles[0]", `"zzzzzz"; known profiles: gpt, local; did you mean`, "roles.dup.profiles[0]:", "roles.dup.profiles[1]:"},
+		},
+		{
+			name: "profile and profiles both",
+			yaml: minimal + `profiles: { a: { provider: scripted }, b: { provider: scripted } }
+roles:
+  same: { profile: a, profiles: [a, b] }
+  other: { profile: b, profiles: [a] }
+  emptylist: { profile: a, profiles: [] }`,
+			want: []string{
+				"roles.same: has both profile and profiles; use one: profile is the one-item form of profiles",
+				"roles.other: has both profile and profiles; use one: profile is the one-item form of profiles",
+				"roles.emptylist: has both profile and profiles; use one",
+			},
+		},
+		{
+			name: "neither profile nor profiles",
+			yaml: minimal + `profiles: { a: { provider: scripted } }
+roles: { r: { charter: x } }`,
+			want: []string{"roles.r.profile: required: name the role's profile (profile: x) or its pool (profiles: [x, y]); known profiles: a"},
+		},
+		{
+			name: "selection unknown",
+			yaml: minimal + `profiles: { a: { provider: scripted } }
+roles: { r: { profiles: [a], selection: cheapest }, s: { profile: a, selection: Ordered } }`,
+			want: []string{
+				`roles.r.selection: unknown selection "cheapest"; must be one of: weighted, ordered`,
+				`roles.s.selection: unknown selection "Ordered"; must be one of: weighted, ordered`,
+			},
+		},
+		{
+			name: "weighted pool of weight 0 only",
+			yaml: minimal + `profiles:
+  a: { provider: scripted, weight: 0 }
+  b: { provider: scripted, weight: 0 }
+  c: { provider: scripted }
+roles:
+  zero: { profiles: [a, b] }
+  alone: { profile: a, selection: weighted }
+  mixed: { profiles: [a, c] }
+  ordered: { profiles: [a, b], selection: ordered }
+  unknown: { profiles: [a, x] }`,
+			want: []string{
+				"roles.zero.profiles: every profile of the pool has weight 0, and weighted selection never picks a profile of weight 0; give one a weight above 0, or set selection: ordered to take the pool in order",
+				"roles.alone.profile: every profile of the pool has weight 0",
+				`roles.unknown.profiles[1]: unknown profile "x"`,
+			},
+			// ordered selection does not consult weights; a pool with an
+			// unknown profile is told that first.
+			not: []string{"roles.mixed", "roles.ordered", "roles.unknown.profiles:"},
+		},
+		{
+			name: "models.allow refuses other models",
+			yaml: minimal + `models: { allow: [gpt-4o-mini, claude-sonnet-4-5] }
+profiles:
+  gpt: { provider: openai, model: gpt-4o-mini, base_url: "http://127.0.0.1:11434/v1" }
+  big: { provider: openai, model: gpt-4o, base_url: "http://127.0.0.1:11434/v1" }
+  local: { provider: scripted }`,
+			want: []string{
+				`profiles.big.model: model "gpt-4o" is not in models.allow (gpt-4o-mini, claude-sonnet-4-5); add it to models.allow or change the model`,
+				`profiles.local.model: model "scripted" is not in models.allow (gpt-4o-mini, claude-sonnet-4-5); add it to models.allow or change the model`,
+			},
+			not: []string{"profiles.gpt"},
+		},
+		{
+			name: "models.allow entries",
+			yaml: minimal + `models: { allow: [gpt-4o, "", "  ", "gpt\tx", gpt-4o, scripted] }
+profiles: { local: { provider: scripted } }`,
+			want: []string{
+				`models.allow[1]: empty; list model ids as profiles name them, e.g. "gpt-4o-mini"`,
+				`models.allow[2]: empty; list model ids`,
+				`models.allow[3]: "gpt\tx" holds a control character; list model ids as profiles name them`,
+				`models.allow[4]: duplicate model "gpt-4o" (also models.allow[0])`,
+			},
+			not: []string{"models.allow[0]:", "models.allow[5]:", "profiles.local"},
+		},
+		{
+			name: "models.allow not a list",
+			yaml: minimal + `models: { allow: { gpt: 1 } }`,
+			want: []string{"models.allow"},
+		},
+		{
+			name: "quarantine.base out of range",
+			yaml: minimal + `quarantine: { base: 999ms }`,
+			want: []string{"quarantine.base: 999ms is out of range; must be between 1s and 24h"},
+		},
+		{
+			name: "quarantine.base above range",
+			yaml: minimal + `quarantine: { base: 24h0m1s }`,
+			want: []string{"quarantine.base: 24h0m1s is out of range; must be between 1s and 24h"},
+		},
+		{
+			name: "quarantine.base without unit",
+			yaml: minimal + `quarantine: { base: 1800 }`,
+			want: []string{`quarantine.base: invalid duration 1800; write it with a unit, e.g. "1800s"`},
+			not:  []string{"out of range"},
+		},
+		{
+			name: "pool keys misspelled",
+			yaml: minimal + `quarantine: { bse: 1m }
+models: { alow: [m] }
+profiles: { p: { provider: scripted, wieght: 2, max_laod: 3, credentail: c, exhausted_patern: x } }
+roles: { r: { proflies: [p], selecton: ordered } }`,
+			want: []string{
+				`quarantine.bse: unknown key; did you mean "base"?`,
+				`models.alow: unknown key; did you mean "allow"?`,
+				`profiles.p.wieght: unknown key; did you mean "weight"?`,
+				`profiles.p.max_laod: unknown key; did you mean "max_load"?`,
+				`profiles.p.credentail: unknown key; did you mean "credential"?`,
+				`profiles.p.exhausted_patern: unknown key; did you mean "exhausted_pattern"?`,
+				`roles.r.proflies: unknown key; did you mean "profiles"?`,
+				`roles.r.selecton: unknown key; did you mean "selection"?`,
+			},
+		},
 	}
 	t.Setenv("CREWLET_TEST_KEY_SET", "sk-test-value")
 	t.Setenv("CREWLET_TEST_KEY_EMPTY", "")
@@ -759,6 +960,8 @@ func TestDefaults(t *testing.T) {
 		{"maintenance.episode_retention", c.Maintenance.EpisodeRetention, 2160 * time.Hour},
 		{"maintenance.counterparty_retention", c.Maintenance.CounterpartyRetention, 8760 * time.Hour},
 		{"maintenance.node_retention", c.Maintenance.NodeRetention, 168 * time.Hour},
+		{"quarantine.base", c.Quarantine.Base, 30 * time.Minute},
+		{"models.allow (any model)", len(c.Models.Allow), 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {
@@ -774,7 +977,7 @@ func TestDefaults(t *testing.T) {
 const models = `
 company: { name: acme, timezone: America/New_York, budget: { tokens_per_month: 50000000 } }
 profiles:
-  gpt: { provider: openai, model: gpt-4o-mini, api_key_env: CREWLET_TEST_OPENAI_KEY, max_tokens: 2048 }
+  gpt: { provider: openai, model: gpt-4o-mini, api_key_env: CREWLET_TEST_OPENAI_KEY, max_tokens: 2048, weight: 2, max_load: 8, credential: openai-main }
   ollama: { provider: openai, model: llama3, base_url: "http://127.0.0.1:11434/v1", context_tokens: 8192, compact_with: claude }
   claude: { provider: anthropic, model: claude-sonnet-4-5, api_key_env: CREWLET_TEST_ANTHROPIC_KEY }
   local:
@@ -820,9 +1023,12 @@ func TestModelsRolesAndTools(t *testing.T) {
 		name string
 		want Profile
 	}{
-		{"gpt", Profile{Provider: "openai", BaseURL: "https://api.openai.com/v1", Model: "gpt-4o-mini", APIKeyEnv: "CREWLET_TEST_OPENAI_KEY", MaxTokens: 2048, ContextTokens: 128000}},
-		{"ollama", Profile{Provider: "openai", BaseURL: "http://127.0.0.1:11434/v1", Model: "llama3", ContextTokens: 8192, CompactWith: "claude"}},
-		{"claude", Profile{Provider: "anthropic", BaseURL: "https://api.anthropic.com", Model: "claude-sonnet-4-5", APIKeyEnv: "CREWLET_TEST_ANTHROPIC_KEY", ContextTokens: 200000}},
+		{"gpt", Profile{Provider: "openai", BaseURL: "https://api.openai.com/v1", Model: "gpt-4o-mini", APIKeyEnv: "CREWLET_TEST_OPENAI_KEY", MaxTokens: 2048, ContextTokens: 128000,
+			Weight: 2, MaxLoad: 8, Credential: "openai-main", maxLoadSet: true}},
+		{"ollama", Profile{Provider: "openai", BaseURL: "http://127.0.0.1:11434/v1", Model: "llama3", ContextTokens: 8192, CompactWith: "claude",
+			Weight: DefaultWeight, MaxLoad: Unlimited, Credential: "ollama"}},
+		{"claude", Profile{Provider: "anthropic", BaseURL: "https://api.anthropic.com", Model: "claude-sonnet-4-5", APIKeyEnv: "CREWLET_TEST_ANTHROPIC_KEY", ContextTokens: 200000,
+			Weight: DefaultWeight, MaxLoad: Unlimited, Credential: "claude"}},
 	}
 	for _, tt := range profiles {
 		if got := c.Profiles[tt.name]; !reflect.DeepEqual(got, tt.want) {
@@ -940,13 +1146,15 @@ func TestEnvOverride(t *testing.T) {
 	t.Setenv("CREWLET_MAINTENANCE_NODE_RETENTION", "24h")
 	t.Setenv("CREWLET_COMPANY_BUDGET_TOKENS_PER_MONTH", "50000000")
 	t.Setenv("CREWLET_COMPANY_BUDGET_TOKENS_PER_DAY", "0")
+	t.Setenv("CREWLET_QUARANTINE_BASE", "2h")
 
 	c, err := Parse([]byte(`company: { name: acme, budget: { tokens_per_day: 100 } }
 seats: [ { handle: alice, kind: human } ]
 api: { listen: 127.0.0.1:1 }
 nodes: { heartbeat_timeout: 10s }
 mailbox: { retire_after: 48h, keep_acked: 5 }
-maintenance: { interval: 5m }`))
+maintenance: { interval: 5m }
+quarantine: { base: 5m }`))
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
@@ -971,6 +1179,7 @@ maintenance: { interval: 5m }`))
 		{"CREWLET_MAINTENANCE_NODE_RETENTION", c.Maintenance.NodeRetention, 24 * time.Hour},
 		{"CREWLET_COMPANY_BUDGET_TOKENS_PER_MONTH", c.Company.Budget.TokensPerMonth, int64(50_000_000)},
 		{"CREWLET_COMPANY_BUDGET_TOKENS_PER_DAY 0 over the file", c.Company.Budget.TokensPerDay, int64(0)},
+		{"CREWLET_QUARANTINE_BASE over the file", c.Quarantine.Base, 2 * time.Hour},
 	}
 	for _, tt := range tests {
 		t.Run(tt.env, func(t *testing.T) {
@@ -990,6 +1199,7 @@ maintenance: { interval: 5m }`))
 	t.Setenv("CREWLET_MAINTENANCE_LEDGER_RETENTION", "1m")
 	t.Setenv("CREWLET_MAINTENANCE_NODE_RETENTION", "0")
 	t.Setenv("CREWLET_COMPANY_BUDGET_TOKENS_PER_WEEK", "-5")
+	t.Setenv("CREWLET_QUARANTINE_BASE", "25h")
 	_, err = Parse([]byte(minimal))
 	for _, w := range []string{
 		"mailbox.read_batch: 0 is out of range",
@@ -1002,6 +1212,7 @@ maintenance: { interval: 5m }`))
 		"maintenance.ledger_retention: 1m is out of range; must be between 1h and 8760h",
 		"maintenance.node_retention: 0s is out of range; must be between 1h and 87600h",
 		"company.budget.tokens_per_week: -5 is negative",
+		"quarantine.base: 25h is out of range; must be between 1s and 24h",
 	} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("an env override is not validated: want %q, err = %v", w, err)
@@ -1340,6 +1551,10 @@ func TestSectionVariablesAreNoOverrides(t *testing.T) {
 		"CREWLET_ROLES_ENGINEER_PLACEMENT": "gpu",
 		"CREWLET_ROLES_ENGINEER_MCP":       "fs",
 		"CREWLET_SEATS":                    "s",
+		"CREWLET_QUARANTINE":               "1h",
+		"CREWLET_MODELS":                   "gpt-4o",
+		"CREWLET_MODELS_ALLOW":             "gpt-4o",
+		"CREWLET_ROLES_ENGINEER_PROFILES":  "local",
 	}
 	for name, value := range sections {
 		t.Setenv(name, value)
@@ -1555,5 +1770,241 @@ roles:
 		if strings.Contains(err.Error(), n) {
 			t.Errorf("error contains %q\ngot:\n%v", n, err)
 		}
+	}
+}
+
+// pools has a role of each pool form and selection, and profiles with and
+// without the pool keys.
+const pools = `
+company: { name: acme }
+profiles:
+  box: { provider: openai, model: llama3, base_url: "http://127.0.0.1:11434/v1", max_load: 0, weight: 0 }
+  paid: { provider: openai, model: gpt-4o-mini, base_url: "http://127.0.0.1:8000/v1", max_load: 4, weight: 3, credential: openai-main,
+          exhausted_pattern: "(?i)usage limit|quota exceeded" }
+  paid2: { provider: openai, model: gpt-4o, base_url: "http://127.0.0.1:8000/v1", credential: openai-main }
+  local: { provider: scripted }
+roles:
+  one: { profile: paid }
+  listed: { profiles: [paid] }
+  spread: { profiles: [paid2, paid, box] }
+  cheap: { profiles: [box, paid], selection: ordered }
+seats: [ { handle: alice, kind: human } ]
+`
+
+func TestProfilePools(t *testing.T) {
+	c, err := Parse([]byte(pools))
+	if err != nil {
+		t.Fatalf("Parse(pools): %v", err)
+	}
+	profiles := []struct {
+		name       string
+		weight     int
+		maxLoad    int
+		credential string
+	}{
+		// max_load 0 is none, not unlimited; weight 0 is kept.
+		{"box", 0, 0, "box"},
+		{"paid", 3, 4, "openai-main"},
+		// unset: weight 1, unlimited, the profile's own name.
+		{"paid2", DefaultWeight, Unlimited, "openai-main"},
+		{"local", 1, -1, "local"},
+	}
+	for _, tt := range profiles {
+		t.Run("profiles."+tt.name, func(t *testing.T) {
+			p := c.Profiles[tt.name]
+			if p.Weight != tt.weight || p.MaxLoad != tt.maxLoad || p.Credential != tt.credential {
+				t.Errorf("weight, max_load, credential = %d, %d, %q; want %d, %d, %q",
+					p.Weight, p.MaxLoad, p.Credential, tt.weight, tt.maxLoad, tt.credential)
+			}
+		})
+	}
+
+	roles := []struct {
+		name, profile, selection string
+		pool                     []string
+	}{
+		{"one", "paid", crewlet.SelectionWeighted, []string{"paid"}},
+		{"listed", "paid", crewlet.SelectionWeighted, []string{"paid"}},
+		// Profile is the pool's first, for readers not yet on Pool.
+		{"spread", "paid2", crewlet.SelectionWeighted, []string{"paid2", "paid", "box"}},
+		{"cheap", "box", crewlet.SelectionOrdered, []string{"box", "paid"}},
+	}
+	for _, tt := range roles {
+		t.Run("roles."+tt.name, func(t *testing.T) {
+			r := c.Roles[tt.name]
+			if r.Profile != tt.profile || r.Selection != tt.selection || !reflect.DeepEqual(r.Profiles, tt.pool) || !reflect.DeepEqual(r.Pool(), tt.pool) {
+				t.Errorf("profile %q, selection %q, profiles %v, Pool() %v; want %q, %q, %v, %v",
+					r.Profile, r.Selection, r.Profiles, r.Pool(), tt.profile, tt.selection, tt.pool, tt.pool)
+			}
+		})
+	}
+	// The one-item form is the pool of one: the same role, written either way.
+	one, listed := c.Roles["one"], c.Roles["listed"]
+	if !reflect.DeepEqual(one.Pool(), listed.Pool()) || one.Profile != listed.Profile || one.Selection != listed.Selection {
+		t.Errorf("profile: paid = %+v; profiles: [paid] = %+v; want the same pool", one, listed)
+	}
+	// Pool is a copy: changing it leaves the config as it was.
+	c.Roles["spread"].Pool()[0] = "changed"
+	if got := c.Roles["spread"].Profiles[0]; got != "paid2" {
+		t.Errorf("changing Pool() changed roles.spread.profiles[0] to %q", got)
+	}
+	// A loaded config validates again as it is: the pool written in one
+	// form and kept in both is not taken for both forms written.
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate() of a loaded config: %v", err)
+	}
+
+	// The scalar pool keys take environment overrides like every scalar key.
+	clearOverrides(t)
+	t.Setenv("CREWLET_PROFILES_PAID2_MAX_LOAD", "0")
+	t.Setenv("CREWLET_PROFILES_PAID2_WEIGHT", "5")
+	t.Setenv("CREWLET_PROFILES_LOCAL_CREDENTIAL", "shared")
+	t.Setenv("CREWLET_ROLES_SPREAD_SELECTION", "ordered")
+	if c, err = Parse([]byte(pools)); err != nil {
+		t.Fatalf("Parse(pools) with overrides: %v", err)
+	}
+	if p := c.Profiles["paid2"]; p.MaxLoad != 0 || p.Weight != 5 {
+		t.Errorf("profiles.paid2 max_load, weight = %d, %d; want the overrides 0, 5", p.MaxLoad, p.Weight)
+	}
+	if got := c.Profiles["local"].Credential; got != "shared" {
+		t.Errorf("profiles.local.credential = %q, want the override %q", got, "shared")
+	}
+	if got := c.Roles["spread"].Selection; got != crewlet.SelectionOrdered {
+		t.Errorf("roles.spread.selection = %q, want the override %q", got, crewlet.SelectionOrdered)
+	}
+	t.Setenv("CREWLET_PROFILES_PAID2_MAX_LOAD", "-1")
+	if _, err := Parse([]byte(pools)); err == nil || !strings.Contains(err.Error(), "profiles.paid2.max_load: -1 is negative") {
+		t.Errorf("CREWLET_PROFILES_PAID2_MAX_LOAD=-1: %v; want it refused", err)
+	}
+}
+
+// A role built in code rather than loaded has its pool in Profile or
+// Profiles; Pool reads either, and Validate holds it to one pool.
+func TestPoolOfABuiltRole(t *testing.T) {
+	tests := []struct {
+		name string
+		role Role
+		want []string
+	}{
+		{"profile only", Role{Profile: "a"}, []string{"a"}},
+		{"profiles only", Role{Profiles: []string{"a", "b"}}, []string{"a", "b"}},
+		{"both, agreeing", Role{Profile: "a", Profiles: []string{"a", "b"}}, []string{"a", "b"}},
+		{"none", Role{}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.role.Pool(); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Pool() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+
+	c, err := Parse([]byte(minimal + `profiles: { a: { provider: scripted }, b: { provider: scripted } }`))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	c.Roles = map[string]Role{
+		"built":    {Profile: "a", MaxRounds: 1},                          // no selection: weighted
+		"disagree": {Profile: "b", Profiles: []string{"a"}, MaxRounds: 1}, // which one runs it?
+	}
+	err = c.Validate()
+	want := "roles.disagree: has both profile and profiles; use one: profile is the one-item form of profiles"
+	if err == nil || err.Error() != want {
+		t.Errorf("Validate() = %v; want only %q", err, want)
+	}
+}
+
+func TestExhausted(t *testing.T) {
+	c, err := Parse([]byte(pools))
+	if err != nil {
+		t.Fatalf("Parse(pools): %v", err)
+	}
+	tests := []struct {
+		profile, msg string
+		want         bool
+	}{
+		{"paid", "429: You have reached your Usage Limit for this month", true},
+		{"paid", "error: quota exceeded", true},
+		{"paid", "429: rate limited, retry in 2s", false},
+		{"paid", "", false},
+		// no pattern: never
+		{"paid2", "usage limit", false},
+		{"local", "quota exceeded", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.profile+"/"+tt.msg, func(t *testing.T) {
+			if got := c.Profiles[tt.profile].Exhausted(tt.msg); got != tt.want {
+				t.Errorf("profiles.%s.Exhausted(%q) = %v, want %v", tt.profile, tt.msg, got, tt.want)
+			}
+		})
+	}
+	if c.Profiles["paid"].exhausted == nil {
+		t.Errorf("profiles.paid: exhausted_pattern not compiled at load")
+	}
+	// A profile built in code has no compiled pattern and still matches.
+	built := Profile{ExhaustedPattern: "(?i)usage limit"}
+	if !built.Exhausted("Usage limit reached") || built.Exhausted("timeout") {
+		t.Errorf("a built profile's Exhausted does not follow its pattern")
+	}
+	if (Profile{ExhaustedPattern: "("}).Exhausted("(") {
+		t.Errorf("a pattern that does not compile matched")
+	}
+}
+
+func TestModelID(t *testing.T) {
+	tests := []struct {
+		p    Profile
+		want string
+	}{
+		{Profile{Provider: ProviderOpenAI, Model: "gpt-4o-mini"}, "gpt-4o-mini"},
+		{Profile{Provider: ProviderAnthropic, Model: "claude-sonnet-4-5"}, "claude-sonnet-4-5"},
+		{Profile{Provider: ProviderScripted}, "scripted"},
+		{Profile{Provider: ProviderOpenAI}, ""},
+	}
+	for _, tt := range tests {
+		if got := tt.p.ModelID(); got != tt.want {
+			t.Errorf("%+v.ModelID() = %q, want %q", tt.p, got, tt.want)
+		}
+	}
+	// Every profile's model on the list: accepted.
+	c, err := Parse([]byte(pools + `models: { allow: [llama3, gpt-4o-mini, gpt-4o, scripted] }`))
+	if err != nil {
+		t.Fatalf("Parse(pools) with every model allowed: %v", err)
+	}
+	if want := []string{"llama3", "gpt-4o-mini", "gpt-4o", "scripted"}; !reflect.DeepEqual(c.Models.Allow, want) {
+		t.Errorf("models.allow = %v, want %v", c.Models.Allow, want)
+	}
+}
+
+// quarantine.base is a scalar key: it has a default, takes its bounds, and
+// the environment overrides it; models.allow and a role's profiles are
+// lists, which it does not.
+func TestQuarantineBase(t *testing.T) {
+	clearOverrides(t)
+	tests := []struct {
+		name, yaml, env string
+		want            time.Duration
+	}{
+		{"default", minimal, "", 30 * time.Minute},
+		{"lowest", minimal + `quarantine: { base: 1s }`, "", time.Second},
+		{"highest", minimal + `quarantine: { base: 1440m }`, "", 24 * time.Hour},
+		{"env over the default", minimal, "45m", 45 * time.Minute},
+		{"env over the file", minimal + `quarantine: { base: 10m }`, "2h", 2 * time.Hour},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("CREWLET_QUARANTINE_BASE", tt.env)
+			c, err := Parse([]byte(tt.yaml))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if c.Quarantine.Base != tt.want {
+				t.Errorf("quarantine.base = %v, want %v", c.Quarantine.Base, tt.want)
+			}
+		})
+	}
+	t.Setenv("CREWLET_QUARANTINE_BASE", "0s")
+	if _, err := Parse([]byte(minimal)); err == nil || !strings.Contains(err.Error(), "quarantine.base: 0s is out of range; must be between 1s and 24h") {
+		t.Errorf("CREWLET_QUARANTINE_BASE=0s: %v; want it refused naming quarantine.base", err)
 	}
 }

@@ -72,6 +72,8 @@ var defaults = map[string]any{
 	"tickets.max_wait":     time.Hour,
 	"tickets.ask_timeout":  30 * time.Minute,
 
+	"quarantine.base": 30 * time.Minute,
+
 	"company.budget.tokens_per_day":   0,
 	"company.budget.tokens_per_week":  0,
 	"company.budget.tokens_per_month": 0,
@@ -192,6 +194,9 @@ func scalarKeys(path string, t reflect.Type, raw any) []string {
 // Validate finds. doc is the file as written, for what viper cannot keep. It
 // returns the overrides bindEnv applied.
 func build(v *viper.Viper, doc []byte) (*Config, []string, error) {
+	// Before the environment is bound, which makes every scalar key of a
+	// named profile one of AllKeys, written or not.
+	written := writtenCounts(v)
 	applied := bindEnv(v)
 	raw := v.AllSettings()
 
@@ -202,6 +207,7 @@ func build(v *viper.Viper, doc []byte) (*Config, []string, error) {
 	bad := decodeProblems(decode(raw, &c))
 	labelHints(bad)
 	bad = append(bad, nullLabels(v)...)
+	bad = append(bad, nullCounts(v, written)...)
 	problems = append(problems, bad...)
 	keepPartialEntries(raw, &c)
 	for i := range c.Seats {
@@ -298,6 +304,41 @@ func nullLabels(v *viper.Viper) []*Problem {
 	return out
 }
 
+// writtenCounts lists the profiles' weight and max_load keys the file
+// wrote, with a value or without.
+func writtenCounts(v *viper.Viper) []string {
+	var out []string
+	for _, k := range v.AllKeys() {
+		if countPath.MatchString(k) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// nullCounts reports the written weight or max_load keys that have no
+// value, which viper drops without a word: the profile would get the
+// default (weight 1, no cap on its load) where its author may have meant 0.
+// An environment override gives one a value.
+func nullCounts(v *viper.Viper, written []string) []*Problem {
+	var out []*Problem
+	for _, k := range written {
+		if v.Get(k) != nil {
+			continue
+		}
+		hint := "write the most concurrent turns (0 allows none), or leave out max_load for no limit"
+		if strings.HasSuffix(k, ".weight") {
+			hint = "write a weight from 0 (never picked by weighted selection) to 1000000, or leave out weight for the default 1"
+		}
+		out = append(out, &Problem{Path: k, Msg: "empty value; " + hint})
+	}
+	return out
+}
+
+// countPath matches the key path of a profile's weight or max_load.
+var countPath = regexp.MustCompile(`^profiles\.[^.]+\.(weight|max_load)$`)
+
 // keepPartialEntries puts back profiles and roles that mapstructure dropped
 // because one of their fields failed to decode, so that seats and roles
 // naming them are not also reported as naming something unknown.
@@ -330,13 +371,26 @@ func keepPartialEntries(raw map[string]any, c *Config) {
 
 // applyEntryDefaults fills in the defaults of keys inside profiles and roles,
 // which SetDefault cannot reach: their names are the file's. A key written
-// with a zero value keeps it, so that "max_rounds: 0" is reported.
+// with a zero value keeps it, so that "max_rounds: 0" is reported and
+// "max_load: 0" means none. It also puts a role's pool in both its forms
+// and compiles each profile's exhausted_pattern.
 func applyEntryDefaults(raw map[string]any, c *Config) {
 	for name, r := range c.Roles {
 		if !hasKey(raw, "roles", name, "max_rounds") {
 			r.MaxRounds = DefaultMaxRounds
-			c.Roles[name] = r
 		}
+		if !hasKey(raw, "roles", name, "selection") {
+			r.Selection = crewlet.SelectionWeighted
+		}
+		switch {
+		case r.Profile != "" && r.Profiles != nil:
+			r.bothForms = true // reported; neither form wins
+		case r.Profile != "":
+			r.Profiles, r.oneItem = []string{r.Profile}, true
+		case len(r.Profiles) > 0:
+			r.Profile = r.Profiles[0]
+		}
+		c.Roles[name] = r
 	}
 	for name, p := range c.Profiles {
 		if p.BaseURL == "" && (p.Provider == ProviderOpenAI || p.Provider == ProviderAnthropic) {
@@ -344,6 +398,18 @@ func applyEntryDefaults(raw map[string]any, c *Config) {
 		}
 		if !hasKey(raw, "profiles", name, "context_tokens") {
 			p.ContextTokens = DefaultContextTokens[p.Provider]
+		}
+		if !hasKey(raw, "profiles", name, "weight") {
+			p.Weight = DefaultWeight
+		}
+		if p.maxLoadSet = hasKey(raw, "profiles", name, "max_load"); !p.maxLoadSet {
+			p.MaxLoad = Unlimited
+		}
+		if !hasKey(raw, "profiles", name, "credential") {
+			p.Credential = name
+		}
+		if p.ExhaustedPattern != "" {
+			p.exhausted, _ = regexp.Compile(p.ExhaustedPattern) // one that does not compile is reported
 		}
 		c.Profiles[name] = p
 	}

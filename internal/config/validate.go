@@ -13,6 +13,7 @@ import (
 	"strings"
 	"text/template"
 	"time"
+	"unicode"
 
 	"github.com/crewlet/crewlet"
 )
@@ -38,6 +39,18 @@ const (
 const (
 	minContextTokens = 256
 	maxContextTokens = 10_000_000
+)
+
+// Bounds of a profile's weight.
+const (
+	minWeight = 0
+	maxWeight = 1_000_000
+)
+
+// Bounds of quarantine.base.
+const (
+	minQuarantineBase = time.Second
+	maxQuarantineBase = 24 * time.Hour
 )
 
 // Bounds of a role's max_rounds.
@@ -237,6 +250,8 @@ func (c *Config) problems() []*Problem {
 	checkDuration("tickets.expire_after", c.Tickets.ExpireAfter, minTicketExpiry, maxTicketExpiry)
 	checkDuration("tickets.max_wait", c.Tickets.MaxWait, time.Second, maxTicketWait)
 	checkDuration("tickets.ask_timeout", c.Tickets.AskTimeout, time.Second, maxTicketWait)
+	checkDuration("quarantine.base", c.Quarantine.Base, minQuarantineBase, maxQuarantineBase)
+	checkAllow(add, c.Models.Allow)
 	// Compared only when both are in range: one that is not is reported
 	// already, and setting it right may settle this too.
 	inRange := func(v, lo, hi time.Duration) bool { return v >= lo && v <= hi }
@@ -294,6 +309,29 @@ func (c *Config) problems() []*Problem {
 		if w := p.CompactWith; w != "" && !contains(profiles, w) {
 			add(base+".compact_with", "unknown profile %q; known profiles: %s%s", w, list(profiles), didYouMean(w, profiles))
 		}
+		if w := p.Weight; w < minWeight || w > maxWeight {
+			add(base+".weight", "%d is out of range; must be between %d (never picked by weighted selection) and %d", w, minWeight, maxWeight)
+		}
+		if n := p.MaxLoad; n < 0 && (n != Unlimited || p.maxLoadSet) {
+			add(base+".max_load", "%d is negative; 0 means no turns at all, and leaving out max_load means unlimited", n)
+		}
+		switch cr := p.Credential; {
+		case cr == "":
+			add(base+".credential", "empty; leave it out to use the profile's name, or name the account the profile spends")
+		case cr != name && !crewlet.ValidName(cr):
+			// One defaulted to an invalid profile name is reported as that.
+			add(base+".credential", "invalid credential name %q; names must be %s", cr, crewlet.NamePattern)
+		}
+		if p.ExhaustedPattern != "" && p.exhausted == nil {
+			if _, err := regexp.Compile(p.ExhaustedPattern); err != nil {
+				add(base+".exhausted_pattern", "%v; want a Go (RE2) regexp", err)
+			}
+		}
+		if allow := c.Models.Allow; len(allow) > 0 {
+			if id := p.ModelID(); id != "" && !contains(allow, id) {
+				add(base+".model", "model %q is not in models.allow (%s); add it to models.allow or change the model", id, strings.Join(allow, ", "))
+			}
+		}
 	}
 
 	roles := sortedKeys(c.Roles)
@@ -302,12 +340,7 @@ func (c *Config) problems() []*Problem {
 		if !crewlet.ValidName(name) {
 			add(base, "invalid role name %q; names must be %s", name, crewlet.NamePattern)
 		}
-		switch {
-		case r.Profile == "":
-			add(base+".profile", "required; known profiles: %s", list(profiles))
-		case !contains(profiles, r.Profile):
-			add(base+".profile", "unknown profile %q; known profiles: %s%s", r.Profile, list(profiles), didYouMean(r.Profile, profiles))
-		}
+		checkPool(add, base, r, c.Profiles, profiles)
 		if n := r.MaxRounds; n < minMaxRounds || n > maxMaxRounds {
 			add(base+".max_rounds", "%d is out of range; must be between %d and %d", n, minMaxRounds, maxMaxRounds)
 		}
@@ -374,6 +407,91 @@ func (c *Config) problems() []*Problem {
 }
 
 type addFunc func(path, format string, args ...any)
+
+// checkPool checks a role's pool: one of its two forms, each profile known
+// and named once, a known selection, and a weighted pool that can pick.
+// defined holds the profiles, names their sorted names.
+func checkPool(add addFunc, base string, r Role, defined map[string]Profile, names []string) {
+	// at names the pool's i-th profile by the key the file wrote it under.
+	oneItem := r.oneItem || r.Profiles == nil
+	at := func(i int) string {
+		if oneItem {
+			return base + ".profile"
+		}
+		return fmt.Sprintf("%s.profiles[%d]", base, i)
+	}
+	poolKey := base + ".profiles"
+	if oneItem {
+		poolKey = base + ".profile"
+	}
+	pool := r.Pool()
+	switch {
+	case r.bothForms || (r.Profile != "" && len(r.Profiles) > 0 && r.Profile != r.Profiles[0]):
+		add(base, "has both profile and profiles; use one: profile is the one-item form of profiles")
+		return
+	case r.Profiles != nil && len(r.Profiles) == 0:
+		add(poolKey, "empty; list at least one profile; known profiles: %s", list(names))
+		return
+	case len(pool) == 0:
+		add(poolKey, "required: name the role's profile (profile: x) or its pool (profiles: [x, y]); known profiles: %s", list(names))
+		return
+	}
+	known := true
+	first := map[string]int{}
+	for i, name := range pool {
+		switch {
+		case name == "":
+			add(at(i), "empty profile name; known profiles: %s", list(names))
+		case !contains(names, name):
+			add(at(i), "unknown profile %q; known profiles: %s%s", name, list(names), didYouMean(name, names))
+		}
+		known = known && contains(names, name)
+		if j, dup := first[name]; dup {
+			add(at(i), "duplicate profile %q (also %s); a pool names each profile once", name, at(j))
+		} else {
+			first[name] = i
+		}
+	}
+	switch sel := r.selection(); sel {
+	case crewlet.SelectionWeighted:
+		// Checked only when every profile is known: setting an unknown one
+		// right may settle this too.
+		if !known {
+			break
+		}
+		zero := true
+		for _, name := range pool {
+			zero = zero && defined[name].Weight == 0
+		}
+		if zero {
+			add(poolKey, "every profile of the pool has weight 0, and weighted selection never picks a profile of weight 0; give one a weight above 0, or set selection: %s to take the pool in order", crewlet.SelectionOrdered)
+		}
+	case crewlet.SelectionOrdered:
+		// Weights are not consulted.
+	default:
+		add(base+".selection", "unknown selection %q; must be one of: %s, %s", sel, crewlet.SelectionWeighted, crewlet.SelectionOrdered)
+	}
+}
+
+// checkAllow checks models.allow: model ids, each once.
+func checkAllow(add addFunc, allow []string) {
+	first := map[string]int{}
+	for i, m := range allow {
+		at := fmt.Sprintf("models.allow[%d]", i)
+		switch {
+		case strings.TrimSpace(m) == "":
+			add(at, "empty; list model ids as profiles name them, e.g. %q", "gpt-4o-mini")
+			continue
+		case strings.IndexFunc(m, unicode.IsControl) >= 0:
+			add(at, "%q holds a control character; list model ids as profiles name them", m)
+		}
+		if j, dup := first[m]; dup {
+			add(at, "duplicate model %q (also models.allow[%d])", m, j)
+		} else {
+			first[m] = i
+		}
+	}
+}
 
 func checkBudget(add addFunc, base string, b Budget) {
 	for _, w := range []struct {

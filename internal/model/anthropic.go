@@ -180,6 +180,7 @@ func anthropicResponse(out *anthropic.Message) crewlet.ModelResponse {
 		}
 	}
 	resp.Text = text.String()
+	resp.Model = string(out.Model)
 	u := out.Usage
 	// Cached prompt tokens are still prompt tokens the budget must see.
 	resp.Usage = crewlet.Usage{

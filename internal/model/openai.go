@@ -171,7 +171,8 @@ func (o *OpenAI) response(out *openai.ChatCompletion) (crewlet.ModelResponse, er
 	}
 	msg := out.Choices[0].Message
 	resp := crewlet.ModelResponse{
-		Text: msg.Content,
+		Text:  msg.Content,
+		Model: out.Model,
 		Usage: crewlet.Usage{
 			InputTokens:  out.Usage.PromptTokens,
 			OutputTokens: out.Usage.CompletionTokens,

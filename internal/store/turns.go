@@ -65,18 +65,21 @@ type TurnRow struct {
 	Note      string            `json:"note,omitempty"`
 	StoppedBy string            `json:"stopped_by,omitempty"`
 	Rounds    int               `json:"rounds"`
-	StartedAt time.Time         `json:"started_at"`
+	// Profile is the profile the turn runs on: picked when it begins,
+	// changed only when it fails over; "" before the pick.
+	Profile   string    `json:"profile,omitempty"`
+	StartedAt time.Time `json:"started_at"`
 	// FinishedAt is nil while the turn runs.
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 }
 
-const turnColumns = `seat, work_key, turn_id, epoch, mail, threads, tools, max_rounds, status, note, stopped_by, rounds, started_at, finished_at`
+const turnColumns = `seat, work_key, turn_id, epoch, mail, threads, tools, max_rounds, status, note, stopped_by, rounds, profile, started_at, finished_at`
 
 func scanTurn(r pgx.Row) (TurnRow, error) {
 	var t TurnRow
 	var tools []byte
 	err := r.Scan(&t.Seat, &t.WorkKey, &t.TurnID, &t.Epoch, &t.Mail, &t.Threads, &tools, &t.MaxRounds,
-		&t.Status, &t.Note, &t.StoppedBy, &t.Rounds, &t.StartedAt, &t.FinishedAt)
+		&t.Status, &t.Note, &t.StoppedBy, &t.Rounds, &t.Profile, &t.StartedAt, &t.FinishedAt)
 	if len(tools) > 0 {
 		t.Tools = tools
 	}
@@ -287,8 +290,11 @@ type RoundRow struct {
 	OutputTokens int64  `json:"output_tokens"`
 	// ContextBytes is the size of the context sent, the measure the token
 	// estimate is made in; 0 when not known.
-	ContextBytes int64     `json:"context_bytes"`
-	RecordedAt   time.Time `json:"recorded_at"`
+	ContextBytes int64 `json:"context_bytes"`
+	// AnsweredModel is the model the provider said answered; "" when it
+	// did not say.
+	AnsweredModel string    `json:"answered_model,omitempty"`
+	RecordedAt    time.Time `json:"recorded_at"`
 }
 
 // RecordRound records a model call and, the first time only, charges its
@@ -311,10 +317,10 @@ func (s *Store) RecordRound(ctx context.Context, r RoundRow, loc *time.Location)
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `
-			INSERT INTO turn_rounds (seat, work_key, round, profile, system_sha256, system_bytes, input_tokens, output_tokens, context_bytes, recorded_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+			INSERT INTO turn_rounds (seat, work_key, round, profile, system_sha256, system_bytes, input_tokens, output_tokens, context_bytes, answered_model, recorded_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 			ON CONFLICT (seat, work_key, round) DO NOTHING`,
-			r.Seat, r.WorkKey, r.Round, r.Profile, r.SystemSHA256, r.SystemBytes, r.InputTokens, r.OutputTokens, r.ContextBytes, r.RecordedAt)
+			r.Seat, r.WorkKey, r.Round, r.Profile, r.SystemSHA256, r.SystemBytes, r.InputTokens, r.OutputTokens, r.ContextBytes, r.AnsweredModel, r.RecordedAt)
 		if err != nil {
 			return err
 		}
@@ -341,14 +347,14 @@ func (s *Store) RecordRound(ctx context.Context, r RoundRow, loc *time.Location)
 // TurnRounds returns the turn's model calls in round order.
 func (s *Store) TurnRounds(ctx context.Context, seat, workKey string) ([]RoundRow, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT seat, work_key, round, profile, system_sha256, system_bytes, input_tokens, output_tokens, context_bytes, recorded_at
+		SELECT seat, work_key, round, profile, system_sha256, system_bytes, input_tokens, output_tokens, context_bytes, answered_model, recorded_at
 		FROM turn_rounds WHERE seat = $1 AND work_key = $2 ORDER BY round`, seat, workKey)
 	if err != nil {
 		return nil, fmt.Errorf("read rounds of %s/%s: %w", seat, workKey, schemaMissing(err))
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RoundRow, error) {
 		var x RoundRow
-		err := r.Scan(&x.Seat, &x.WorkKey, &x.Round, &x.Profile, &x.SystemSHA256, &x.SystemBytes, &x.InputTokens, &x.OutputTokens, &x.ContextBytes, &x.RecordedAt)
+		err := r.Scan(&x.Seat, &x.WorkKey, &x.Round, &x.Profile, &x.SystemSHA256, &x.SystemBytes, &x.InputTokens, &x.OutputTokens, &x.ContextBytes, &x.AnsweredModel, &x.RecordedAt)
 		return x, err
 	})
 	if err != nil {
