@@ -267,6 +267,27 @@ func (m *Mailbox) Pending(ctx context.Context, handle string) (int64, error) {
 	return p.Count, nil
 }
 
+// Deliveries returns, for each entry the seat has read but not acked (by
+// stream id), how many times it was delivered: what its delivery budget has
+// spent. A held turn's triggers keep their count while they wait.
+func (m *Mailbox) Deliveries(ctx context.Context, handle string) (map[string]int64, error) {
+	pending, err := m.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream: m.Stream(handle), Group: m.Group(handle), Start: "-", End: "+", Count: maxPendingShown,
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("count deliveries of %s: %w", handle, err)
+	}
+	out := make(map[string]int64, len(pending))
+	for _, p := range pending {
+		out[p.ID] = p.RetryCount
+	}
+	return out, nil
+}
+
+// maxPendingShown bounds Deliveries: a seat reads at most a batch at a time,
+// so more pending entries than this mean something else is wrong.
+const maxPendingShown = 1000
+
 func encode(msg crewlet.Message) []any {
 	return []any{
 		"event_id", msg.EventID,
