@@ -31,9 +31,14 @@ import (
 //     before the finish.
 //   - person_notes_history.json: alice's notes (`crewlet serve` on the example
 //     org): two tickets she opened end together and make one note.
+//   - turn_pool_history.json: a Turn since profile pools (its profile-pools
+//     version marker): AcquireProfile before the first round, a round asking
+//     for diary_write on the profile it got, the tool call, the final round,
+//     FinishTurn, then ReleaseProfile. The turn histories above predate the
+//     marker and replay down the old path.
 func TestReplaysRecordedHistories(t *testing.T) {
 	files, err := filepath.Glob("testdata/*_history.json")
-	if err != nil || len(files) < 5 {
+	if err != nil || len(files) < 6 {
 		t.Fatalf("want the recorded histories in testdata, found %v (%v)", files, err)
 	}
 	for _, file := range files {
