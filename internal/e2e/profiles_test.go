@@ -15,6 +15,8 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
 )
 
@@ -30,6 +32,9 @@ import (
 type fakeProvider struct {
 	name  string
 	delay time.Duration
+	// answerAs, when set, is the model the server says answered, whatever
+	// was asked for.
+	answerAs string
 	start time.Time
 	srv   *httptest.Server
 
@@ -91,9 +96,13 @@ func (f *fakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 	f.answered++
 	f.timeline = append(f.timeline, fmt.Sprintf("%6s %s answered", at, f.name))
 	f.mu.Unlock()
+	model := req.Model
+	if f.answerAs != "" {
+		model = f.answerAs
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": req.Model,
+		"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
 		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
 			"message": map[string]any{"role": "assistant", "content": "answer from " + f.name}}},
 		"usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
@@ -325,11 +334,13 @@ seats:
 
 // A model switched off at runtime takes effect on the next turn on every
 // node: its profile is skipped and turns go to the next of the pool; on
-// again, turns come back to it.
+// again, turns come back to it. The model a provider says answered is
+// recorded, and a mismatch shown.
 func TestModelDisableReachesEveryNode(t *testing.T) {
 	start := time.Now()
 	a := newFakeProvider(t, "a", 0, start)
 	b := newFakeProvider(t, "b", 0, start)
+	b.answerAs = "model-b-2026-05"
 	c := newCompany(t, writeOrg(t, fmt.Sprintf(`
 company: { name: gate }
 profiles:
@@ -370,7 +381,25 @@ seats:
 	if p := c.profiles()["a"]; !p.Disabled || p.Free == nil || *p.Free != 0 {
 		t.Fatalf("GET /profiles a after disable: %+v; want disabled", p)
 	}
+	if out, err := c.cli("profiles"); err != nil || !strings.Contains(out, "model disabled") {
+		t.Fatalf("crewlet profiles: %v\n%s; want a's row saying its model is disabled", err, out)
+	}
 	round("b")
+	ps := c.profiles()
+	if ps["b"].AnsweredModel != "model-b-2026-05" || ps["a"].AnsweredModel != "" {
+		t.Fatalf("GET /profiles answered models: a %q, b %q; want b's mismatch shown, a none", ps["a"].AnsweredModel, ps["b"].AnsweredModel)
+	}
+	var turns []store.TurnRow
+	if err := c.call(http.MethodGet, "/seats/s01/turns?limit=1", nil, &turns); err != nil || len(turns) != 1 {
+		t.Fatalf("GET /seats/s01/turns: %v %+v", err, turns)
+	}
+	var view control.TurnView
+	if err := c.call(http.MethodGet, "/turns/s01/"+turns[0].WorkKey, nil, &view); err != nil || len(view.Receipts) == 0 {
+		t.Fatalf("GET /turns/s01/%s: %v %+v", turns[0].WorkKey, err, view)
+	}
+	if r := view.Receipts[0]; view.Turn.Profile != "b" || r.Profile != "b" || r.AnsweredModel != "model-b-2026-05" {
+		t.Fatalf("turn profile %q, round %+v; want profile b recorded on the turn and the round, with the model that answered", view.Turn.Profile, r)
+	}
 	if out, err := c.cli("models", "enable", "model-a"); err != nil {
 		t.Fatalf("crewlet models enable: %v: %s", err, out)
 	}
