@@ -61,6 +61,8 @@ CREATE TABLE model_switches (
 -- a freed slot or a model switched back on wakes them by a signal.
 CREATE TABLE profile_waiters (
     turn_id  text PRIMARY KEY,
+    -- the waiting run's tenure: a stale run never removes its successor's row
+    epoch    bigint NOT NULL,
     profiles text[] NOT NULL,
     since    timestamptz NOT NULL DEFAULT now()
 );

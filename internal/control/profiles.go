@@ -88,7 +88,7 @@ func (p *Profiles) Acquire(ctx context.Context, req AcquireRequest) (string, *cr
 	names := role.Pool()
 	now := p.Now()
 	var hold *crewlet.ProfileHold
-	picked, err := p.store.AcquireProfile(ctx, store.SlotRequest{
+	picked, freed, err := p.store.AcquireProfile(ctx, store.SlotRequest{
 		Pool: req.Role, Profiles: names, Credentials: p.credentials(names),
 		TurnID: req.TurnID, Epoch: req.Epoch, Seat: req.Seat, WorkKey: req.WorkKey,
 		Now: now, ExpiresAt: now.Add(SlotLease),
@@ -103,6 +103,9 @@ func (p *Profiles) Acquire(ctx context.Context, req AcquireRequest) (string, *cr
 	})
 	if err != nil {
 		return "", nil, err
+	}
+	if freed != "" {
+		p.wake(ctx, []string{freed}, 1)
 	}
 	if picked == "" {
 		return "", hold, nil

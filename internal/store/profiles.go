@@ -49,10 +49,11 @@ type SlotRequest struct {
 // turn's recorded profile and the scores are written together; a turn run
 // that already holds a slot moves it (a failover). With no profile the run
 // gives back any slot it held and is recorded as a waiter on the pool, so a
-// freed slot wakes it; with one it stops waiting.
-func (s *Store) AcquireProfile(ctx context.Context, req SlotRequest, decide func(ProfileFacts) (string, pool.Scores)) (string, error) {
-	var picked string
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+// freed slot wakes it; with one it stops waiting. freed is the profile whose
+// slot the run gave up, "" when none.
+func (s *Store) AcquireProfile(ctx context.Context, req SlotRequest, decide func(ProfileFacts) (string, pool.Scores)) (picked, freed string, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		picked, freed = "", ""
 		// Advisory locks in one order: two pools sharing a profile lock it
 		// the same way, so picks cannot deadlock and never both see a free
 		// last slot.
@@ -89,13 +90,18 @@ func (s *Store) AcquireProfile(ctx context.Context, req SlotRequest, decide func
 		}
 		var next pool.Scores
 		picked, next = decide(facts)
+		if facts.Current != picked {
+			freed = facts.Current
+		}
 		if picked == "" {
 			if _, err := tx.Exec(ctx, `DELETE FROM profile_slots WHERE turn_id = $1 AND epoch = $2`, req.TurnID, req.Epoch); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, `
-				INSERT INTO profile_waiters (turn_id, profiles, since) VALUES ($1, $2, $3)
-				ON CONFLICT (turn_id) DO UPDATE SET profiles = EXCLUDED.profiles`, req.TurnID, req.Profiles, req.Now)
+				INSERT INTO profile_waiters AS w (turn_id, epoch, profiles, since) VALUES ($1, $2, $3, $4)
+				ON CONFLICT (turn_id) DO UPDATE SET profiles = EXCLUDED.profiles, epoch = EXCLUDED.epoch,
+				    since = CASE WHEN w.epoch = EXCLUDED.epoch THEN w.since ELSE EXCLUDED.since END
+				WHERE w.epoch <= EXCLUDED.epoch`, req.TurnID, req.Epoch, req.Profiles, req.Now)
 			return err
 		}
 		if _, err := tx.Exec(ctx, `
@@ -105,10 +111,12 @@ func (s *Store) AcquireProfile(ctx context.Context, req SlotRequest, decide func
 			req.TurnID, req.Epoch, req.Seat, picked, req.Now, req.ExpiresAt); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM profile_waiters WHERE turn_id = $1`, req.TurnID); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM profile_waiters WHERE turn_id = $1 AND epoch = $2`, req.TurnID, req.Epoch); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE turns SET profile = $3 WHERE seat = $1 AND work_key = $2`, req.Seat, req.WorkKey, picked); err != nil {
+		// Only the tenure that opened the turn last records its profile.
+		if _, err := tx.Exec(ctx, `UPDATE turns SET profile = $3 WHERE seat = $1 AND work_key = $2 AND epoch = $4`,
+			req.Seat, req.WorkKey, picked, req.Epoch); err != nil {
 			return err
 		}
 		b, err := json.Marshal(next)
@@ -119,9 +127,9 @@ func (s *Store) AcquireProfile(ctx context.Context, req SlotRequest, decide func
 		return err
 	})
 	if err != nil {
-		return "", fmt.Errorf("acquire a profile of pool %s for %s: %w", req.Pool, req.TurnID, schemaMissing(err))
+		return "", "", fmt.Errorf("acquire a profile of pool %s for %s: %w", req.Pool, req.TurnID, schemaMissing(err))
 	}
-	return picked, nil
+	return picked, freed, nil
 }
 
 // ReleaseProfile gives back a turn run's slot and its place among the
@@ -133,7 +141,7 @@ func (s *Store) ReleaseProfile(ctx context.Context, turnID string, epoch int64) 
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM profile_waiters WHERE turn_id = $1`, turnID)
+		_, err = tx.Exec(ctx, `DELETE FROM profile_waiters WHERE turn_id = $1 AND epoch = $2`, turnID, epoch)
 		return err
 	})
 	if err != nil {

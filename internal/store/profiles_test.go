@@ -50,7 +50,7 @@ func always(profile string, seen *store.ProfileFacts) func(store.ProfileFacts) (
 
 func mustAcquire(t *testing.T, st *store.Store, ctx context.Context, req store.SlotRequest, decide func(store.ProfileFacts) (string, pool.Scores), want string) {
 	t.Helper()
-	got, err := st.AcquireProfile(ctx, req, decide)
+	got, _, err := st.AcquireProfile(ctx, req, decide)
 	if err != nil || got != want {
 		t.Fatalf("AcquireProfile(%s epoch %d at %s) = %q, %v; want %q", req.TurnID, req.Epoch, req.Now.Format(time.RFC3339), got, err, want)
 	}
@@ -113,7 +113,7 @@ func TestAcquireProfileHoldsMaxLoadUnderConcurrency(t *testing.T) {
 					req := slotReq(fmt.Sprintf("turn/s/k%d", i), 1)
 					req.Pool, req.Profiles = tc.pool(i), []string{"p"}
 					<-start
-					got, err := st.AcquireProfile(ctx, req, capped("p", limit))
+					got, _, err := st.AcquireProfile(ctx, req, capped("p", limit))
 					results <- result{req.TurnID, got, err}
 				}()
 			}
@@ -611,5 +611,58 @@ func TestNoteAnsweredModel(t *testing.T) {
 	want := map[string][2]string{"p1": {"claude-w", "claude-z"}, "p2": {"claude-x", "claude-y"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("AnsweredModels = %v; want %v", got, want)
+	}
+}
+
+// A turn run that is gone (its tenure moved on) and acts late touches
+// nothing of the run that replaced it: its release leaves the successor's
+// place among the waiters, and its pick does not overwrite the profile the
+// successor recorded on the turn.
+func TestStaleTurnRunLeavesItsSuccessorAlone(t *testing.T) {
+	st, ctx := setup(t)
+	if _, err := st.OpenTurn(ctx, store.TurnRow{Seat: "s", WorkKey: "k1", TurnID: "turn/s/k1", Epoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	old, cur := slotReq("turn/s/k1", 1), slotReq("turn/s/k1", 2)
+	old.WorkKey, cur.WorkKey = "k1", "k1"
+	mustAcquire(t, st, ctx, old, always("p", nil), "p")
+	if _, err := st.OpenTurn(ctx, store.TurnRow{Seat: "s", WorkKey: "k1", TurnID: "turn/s/k1", Epoch: 2}); err != nil {
+		t.Fatal(err)
+	}
+	none := func(f store.ProfileFacts) (string, pool.Scores) { return "", f.Scores }
+	mustAcquire(t, st, ctx, cur, none, "")
+	if freed, err := st.ReleaseProfile(ctx, old.TurnID, old.Epoch); err != nil || freed != "p" {
+		t.Fatalf("stale release = %q, %v; want its own slot of p", freed, err)
+	}
+	checkWaiters(t, st, ctx, []string{"p"}, 10, "turn/s/k1")
+	mustAcquire(t, st, ctx, cur, always("q", nil), "q")
+	mustAcquire(t, st, ctx, old, always("p", nil), "p")
+	if row, err := st.Turn(ctx, "s", "k1"); err != nil || row.Profile != "q" {
+		t.Fatalf("turn profile after a stale pick = %q, %v; want the successor's q", row.Profile, err)
+	}
+}
+
+// A pick says which profile's slot the run gave up, so the caller can wake
+// a turn waiting for it: none on a first pick or a pick of the same
+// profile, the old one on a failover or a hold.
+func TestAcquireProfileSaysWhatItFreed(t *testing.T) {
+	st, ctx := setup(t)
+	req := slotReq("turn/s/k1", 1)
+	none := func(f store.ProfileFacts) (string, pool.Scores) { return "", f.Scores }
+	for _, step := range []struct {
+		name          string
+		decide        func(store.ProfileFacts) (string, pool.Scores)
+		picked, freed string
+	}{
+		{"first pick", always("p", nil), "p", ""},
+		{"same again", always("p", nil), "p", ""},
+		{"failed over", always("q", nil), "q", "p"},
+		{"held", none, "", "q"},
+		{"held again", none, "", ""},
+	} {
+		picked, freed, err := st.AcquireProfile(ctx, req, step.decide)
+		if err != nil || picked != step.picked || freed != step.freed {
+			t.Fatalf("%s: picked %q freed %q (%v); want picked %q freed %q", step.name, picked, freed, err, step.picked, step.freed)
+		}
 	}
 }
