@@ -35,8 +35,8 @@ type fakeProvider struct {
 	// answerAs, when set, is the model the server says answered, whatever
 	// was asked for.
 	answerAs string
-	start time.Time
-	srv   *httptest.Server
+	start    time.Time
+	srv      *httptest.Server
 
 	mu          sync.Mutex
 	quota       bool
