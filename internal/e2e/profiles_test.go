@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -109,16 +107,6 @@ func (f *fakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// writeOrg writes an org file and returns its path.
-func writeOrg(t *testing.T, yaml string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "org.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // profiles returns GET /profiles keyed by name.
 func (c *company) profiles() map[string]crewlet.ProfileStatus {
 	c.t.Helper()
@@ -152,7 +140,7 @@ func TestQuotaOutageFailsOverThenHoldsThenRecovers(t *testing.T) {
 	start := time.Now()
 	first := newFakeProvider(t, "first", 200*time.Millisecond, start)
 	second := newFakeProvider(t, "second", 200*time.Millisecond, start)
-	c := newCompany(t, writeOrg(t, fmt.Sprintf(`
+	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(`
 company: { name: outage }
 quarantine: { base: 10s }
 profiles:
@@ -283,7 +271,7 @@ func TestMaxLoadHoldsAcrossTwoNodes(t *testing.T) {
 	for i := 1; i <= 6; i++ {
 		fmt.Fprintf(&seats, "  - { handle: s%02d, role: worker }\n", i)
 	}
-	c := newCompany(t, writeOrg(t, fmt.Sprintf(`
+	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(`
 company: { name: capped }
 profiles:
   capped: { provider: openai, base_url: %s, model: model-c, max_load: 2 }
@@ -341,7 +329,7 @@ func TestModelDisableReachesEveryNode(t *testing.T) {
 	a := newFakeProvider(t, "a", 0, start)
 	b := newFakeProvider(t, "b", 0, start)
 	b.answerAs = "model-b-2026-05"
-	c := newCompany(t, writeOrg(t, fmt.Sprintf(`
+	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(`
 company: { name: gate }
 profiles:
   a: { provider: openai, base_url: %s, model: model-a }
