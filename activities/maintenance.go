@@ -115,7 +115,7 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 		a.Log.Info("retention_trimmed", "ledger_rows", out.LedgerTrimmed, "mailbox_entries", out.EntriesTrimmed,
 			"human_mailbox_entries", out.HumanEntriesTrimmed, "dead_letters", out.DeadLettersTrimmed,
 			"turns", turns.Turns, "turn_messages", turns.Messages, "turn_rounds", turns.Rounds,
-			"tool_calls", turns.ToolCalls, "usage_counters", turns.Counters,
+			"tool_calls", turns.ToolCalls, "usage_counters", turns.Counters, "profile_slots", turns.Slots,
 			"messages", rest.Messages, "conversations", rest.Conversations, "conversation_summaries", rest.Summaries,
 			"seat_events", rest.Events, "diary_entries", rest.Diary, "episodes", rest.Episodes,
 			"counterparty_profiles", rest.Counterparties, "node_rows", rest.Nodes)

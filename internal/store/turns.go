@@ -412,12 +412,15 @@ const usageRetention = 400 * 24 * time.Hour
 // TurnsTrimmed counts what one TrimTurns deleted.
 type TurnsTrimmed struct {
 	Turns, Messages, Rounds, ToolCalls, Counters int64
+	// Slots are profile slots whose lease ran out: their turn vanished
+	// without giving them back, and they count no more.
+	Slots int64
 }
 
 // TrimTurns deletes turn records older than age: turns that finished (or,
 // abandoned, started) before it, and conversation messages, rounds and tool
 // calls written before it; and token counters of windows that started
-// before usageRetention.
+// before usageRetention; and profile slots whose lease ran out.
 func (s *Store) TrimTurns(ctx context.Context, age time.Duration) (TurnsTrimmed, error) {
 	var out TurnsTrimmed
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -431,6 +434,7 @@ func (s *Store) TrimTurns(ctx context.Context, age time.Duration) (TurnsTrimmed,
 			{&out.Rounds, `DELETE FROM turn_rounds WHERE recorded_at < now() - make_interval(secs => $1)`, age},
 			{&out.ToolCalls, `DELETE FROM tool_calls WHERE started_at < now() - make_interval(secs => $1)`, age},
 			{&out.Counters, `DELETE FROM usage_counters WHERE window_start < now() - make_interval(secs => $1)`, usageRetention},
+			{&out.Slots, `DELETE FROM profile_slots WHERE expires_at < now() - make_interval(secs => $1)`, 0},
 		} {
 			tag, err := tx.Exec(ctx, step.sql, step.age.Seconds())
 			if err != nil {

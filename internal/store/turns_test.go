@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/pool"
 	"github.com/crewlet/crewlet/internal/store"
 )
 
@@ -380,12 +381,25 @@ func TestTrimTurnsDropsOnlyOldRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	slot := func(workKey string, expiresAt time.Time) {
+		t.Helper()
+		_, _, err := st.AcquireProfile(ctx, store.SlotRequest{Pool: "clerk", Profiles: []string{"p"}, TurnID: "turn/cto/" + workKey,
+			Epoch: 1, Seat: "cto", WorkKey: workKey, Now: time.Now(), ExpiresAt: expiresAt},
+			func(f store.ProfileFacts) (string, pool.Scores) { return "p", f.Scores })
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	record("old")
+	// A slot whose lease ran out (its turn vanished) goes at once; a live
+	// one stays.
+	slot("old", time.Now().Add(-time.Minute))
+	slot("running", time.Now().Add(time.Hour))
 	if _, err := st.FinishTurn(ctx, "cto", "old", "done", "", "", 1); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := st.TrimTurns(ctx, time.Hour); err != nil || got != (store.TurnsTrimmed{}) {
-		t.Fatalf("trim with an hour's retention removed %+v (%v); want nothing", got, err)
+	if got, err := st.TrimTurns(ctx, time.Hour); err != nil || got != (store.TurnsTrimmed{Slots: 1}) {
+		t.Fatalf("trim with an hour's retention removed %+v (%v); want the expired slot only", got, err)
 	}
 	time.Sleep(50 * time.Millisecond)
 	record("new")
