@@ -286,7 +286,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 	}
 	resp, err := a.models[name].Chat(ctx, req)
 	if err != nil {
-		return out, a.modelFailure(ctx, name, in.TurnID, in.Profile != "", err)
+		return out, a.modelFailure(ctx, name, in.TurnID, err)
 	}
 	usage := resp.Usage
 	if resp.Text == "" && len(resp.ToolCalls) == 0 {
@@ -295,7 +295,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		a.log.Warn("model_answer_empty", "seat", in.Handle, "work_key", key, "round", in.Round)
 		req.Messages = append(append([]crewlet.ChatMessage(nil), req.Messages...), crewlet.ChatMessage{Role: "user", Content: emptyAnswerNudge})
 		if resp, err = a.models[name].Chat(ctx, req); err != nil {
-			return out, a.modelFailure(ctx, name, in.TurnID, in.Profile != "", err)
+			return out, a.modelFailure(ctx, name, in.TurnID, err)
 		}
 		usage.InputTokens += resp.Usage.InputTokens
 		usage.OutputTokens += resp.Usage.OutputTokens
@@ -452,7 +452,7 @@ func (a *Turns) compact(ctx context.Context, handle, profileName, turnID, conver
 	if err != nil || text == "" {
 		var pe *crewlet.ProviderError
 		if err != nil && (!errors.As(err, &pe) || pe.Retryable() || a.exhausted(summarizer, pe)) {
-			return nil, a.modelFailure(ctx, summarizer, turnID, turnID != "", err)
+			return nil, a.modelFailure(ctx, summarizer, turnID, err)
 		}
 		a.log.Warn("conversation_compaction_failed", "seat", handle, "conversation", conversation, "profile", summarizer, "error", err)
 		text = fmt.Sprintf("(%d earlier exchanges are left out: they could not be summarized.)", n)
@@ -543,12 +543,12 @@ func decodeCatalog(raw json.RawMessage) ([]crewlet.ToolSpec, error) {
 
 // modelFailure turns a provider's classified failure into what Temporal's
 // retry policy acts on, after telling the profile service what it says of
-// the credential. A usage limit quarantines the credential and, for a turn
-// holding a profile slot (pooled), fails the round over to another profile
-// of its pool. A server error counts toward cooling the credential off and
-// retries, as a rate limit does, after the provider's retry-after when it
-// gave one; the rest fail the round.
-func (a *Turns) modelFailure(ctx context.Context, profile, turnID string, pooled bool, err error) error {
+// the credential. A usage limit quarantines the credential and fails the
+// round over to another profile of the turn's pool (ProfileUnavailable). A
+// server error counts toward cooling the credential off and retries, as a
+// rate limit does, after the provider's retry-after when it gave one; the
+// rest fail the round.
+func (a *Turns) modelFailure(ctx context.Context, profile, turnID string, err error) error {
 	var pe *crewlet.ProviderError
 	if !errors.As(err, &pe) {
 		return fmt.Errorf("model: %w", err)
@@ -558,10 +558,8 @@ func (a *Turns) modelFailure(ctx context.Context, profile, turnID string, pooled
 		if rerr := a.profiles.Exhausted(ctx, profile, pe.Message); rerr != nil {
 			a.log.Warn("credential_unreported", "profile", profile, "error", rerr)
 		}
-		if pooled {
-			return temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("profile %s: usage limit reached: %s", profile, pe.Message), crewlet.ProfileUnavailableErrorType, nil)
-		}
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("profile %s: usage limit reached: %s", profile, pe.Message), crewlet.ProfileUnavailableErrorType, nil)
 	case pe.Kind == crewlet.ProviderServerError:
 		if rerr := a.profiles.Failed(ctx, profile, turnID, pe.Message); rerr != nil {
 			a.log.Warn("credential_unreported", "profile", profile, "error", rerr)
@@ -585,29 +583,41 @@ func (a *Turns) exhausted(profile string, pe *crewlet.ProviderError) bool {
 
 // roundProfile is the profile a round runs on. A turn holding a slot
 // (requested) renews it and runs on that profile while it can still be
-// used; once its credential is quarantined or cooling off, or its model
-// switched off, the round fails over. A turn begun before profile pools
-// asked for none and runs on its role's first profile.
+// used; once its credential is quarantined or cooling off, its model
+// switched off, or its slot lapsed, the round fails over. A turn begun
+// before profile pools asked for none and runs on its role's first profile
+// while that one can be used; when it cannot, the round fails as
+// ProfileUnavailable, which such a turn cannot fail over from: it fails,
+// and its triggers come back in a turn that picks from the pool.
 func (a *Turns) roundProfile(ctx context.Context, handle, turnID string, epoch int64, requested string, role config.Role) (string, error) {
 	if requested == "" {
-		return role.Pool()[0], nil
+		return role.Pool()[0], a.usable(ctx, role.Pool()[0])
 	}
 	if _, ok := a.models[requested]; !ok {
 		return "", temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("profile %s is no longer in the org", requested), crewlet.ProfileUnavailableErrorType, nil)
 	}
-	if err := a.store.RenewProfileSlot(ctx, turnID, epoch, a.profiles.Now().Add(control.SlotLease)); err != nil {
-		a.log.Warn("profile_slot_unrenewed", "seat", handle, "turn", turnID, "error", err)
-	}
-	reason, err := a.profiles.Usable(ctx, requested)
+	now := a.profiles.Now()
+	renewed, err := a.store.RenewProfileSlot(ctx, turnID, epoch, now, now.Add(control.SlotLease))
 	if err != nil {
 		return "", err
 	}
-	if reason != "" {
+	if !renewed {
 		return "", temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("profile %s is %s", requested, strings.ReplaceAll(reason, "_", " ")), crewlet.ProfileUnavailableErrorType, nil)
+			fmt.Sprintf("the turn's slot of profile %s lapsed", requested), crewlet.ProfileUnavailableErrorType, nil)
 	}
-	return requested, nil
+	return requested, a.usable(ctx, requested)
+}
+
+// usable fails as ProfileUnavailable when a profile can no longer be used:
+// its credential is quarantined or cooling off, or its model switched off.
+func (a *Turns) usable(ctx context.Context, profile string) error {
+	reason, err := a.profiles.Usable(ctx, profile)
+	if err != nil || reason == "" {
+		return err
+	}
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("profile %s is %s", profile, strings.ReplaceAll(reason, "_", " ")), crewlet.ProfileUnavailableErrorType, nil)
 }
 
 // AcquireProfile picks the profile a turn runs on and takes a slot of it
@@ -832,7 +842,7 @@ func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error
 		Messages: plan.Messages, MaxTokens: profile.MaxTokens,
 	})
 	if err != nil {
-		return a.modelFailure(ctx, name, in.TurnID, in.Profile != "", err)
+		return a.modelFailure(ctx, name, in.TurnID, err)
 	}
 	a.profiles.Answered(ctx, name, resp.Model)
 	if _, err := a.recordRound(ctx, store.RoundRow{Seat: in.Handle, WorkKey: "reflect:" + in.WorkKey, Round: 1, Profile: name,

@@ -329,29 +329,26 @@ func TestFirstPartyTools(t *testing.T) {
 // A provider's classified failure decides the round's retry: a rate limit
 // retries after the provider's retry-after, a server error retries on the
 // policy's backoff, a bad request or an auth failure fails the round for
-// good, and an exhausted quota quarantines the credential and fails a pooled
-// turn's round over to another profile (a turn begun before pools fails as
-// before).
+// good, and an exhausted quota quarantines the credential and fails the
+// round over to another profile of the turn's pool.
 func TestModelFailureDecidesTheRetry(t *testing.T) {
 	e := setupTurns(t, nil)
 	cases := []struct {
 		kind       string
-		pooled     bool
 		retryAfter time.Duration
 		retryable  bool
 		errType    string
 	}{
-		{crewlet.ProviderRateLimited, true, 7 * time.Second, true, ""},
-		{crewlet.ProviderServerError, true, 0, true, ""},
+		{crewlet.ProviderRateLimited, 7 * time.Second, true, ""},
+		{crewlet.ProviderServerError, 0, true, ""},
 		// A bad request will never succeed: the seat dead-letters its trigger.
-		{crewlet.ProviderBadRequest, true, 0, false, crewlet.PermanentErrorType},
-		{crewlet.ProviderAuth, true, 0, false, crewlet.ProviderErrorType},
-		{crewlet.ProviderExhausted, true, time.Hour, false, crewlet.ProfileUnavailableErrorType},
-		{crewlet.ProviderExhausted, false, time.Hour, false, crewlet.ProviderErrorType},
+		{crewlet.ProviderBadRequest, 0, false, crewlet.PermanentErrorType},
+		{crewlet.ProviderAuth, 0, false, crewlet.ProviderErrorType},
+		{crewlet.ProviderExhausted, time.Hour, false, crewlet.ProfileUnavailableErrorType},
 	}
 	for _, tc := range cases {
-		t.Run(fmt.Sprintf("%s pooled=%v", tc.kind, tc.pooled), func(t *testing.T) {
-			err := e.turns.modelFailure(e.ctx, "local", "turn-1", tc.pooled,
+		t.Run(tc.kind, func(t *testing.T) {
+			err := e.turns.modelFailure(e.ctx, "local", "turn-1",
 				fmt.Errorf("chat: %w", &crewlet.ProviderError{Provider: "openai", Kind: tc.kind, RetryAfter: tc.retryAfter, Status: 429, Message: "m"}))
 			var appErr *temporal.ApplicationError
 			if !errors.As(err, &appErr) {
@@ -368,7 +365,7 @@ func TestModelFailureDecidesTheRetry(t *testing.T) {
 			}
 		})
 	}
-	if err := e.turns.modelFailure(e.ctx, "local", "turn-1", true, errors.New("connection reset")); err == nil || strings.Contains(err.Error(), "provider_error") {
+	if err := e.turns.modelFailure(e.ctx, "local", "turn-1", errors.New("connection reset")); err == nil || strings.Contains(err.Error(), "provider_error") {
 		t.Fatalf("an unclassified failure: %v; want a plain retryable error", err)
 	}
 	health, err := e.store.CredentialHealth(e.ctx, []string{"local"})
@@ -376,6 +373,6 @@ func TestModelFailureDecidesTheRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	if h := health["local"]; h.Attempt != 1 || h.QuarantineUntil.IsZero() || h.LastFailureTurn != "turn-1" {
-		t.Fatalf("credential local after the failures: %+v; want one quarantine (the second refusal came while quarantined) and the server error recorded", h)
+		t.Fatalf("credential local after the failures: %+v; want one quarantine and the server error recorded", h)
 	}
 }

@@ -150,12 +150,17 @@ func (s *Store) ReleaseProfile(ctx context.Context, turnID string, epoch int64) 
 	return freed, nil
 }
 
-// RenewProfileSlot pushes out when a turn run's slot stops counting.
-func (s *Store) RenewProfileSlot(ctx context.Context, turnID string, epoch int64, expiresAt time.Time) error {
-	if _, err := s.pool.Exec(ctx, `UPDATE profile_slots SET expires_at = $3 WHERE turn_id = $1 AND epoch = $2`, turnID, epoch, expiresAt); err != nil {
-		return fmt.Errorf("renew the profile slot of %s: %w", turnID, schemaMissing(err))
+// RenewProfileSlot pushes out when a turn run's slot stops counting, as of
+// now. A slot whose lease already ran out is not revived: its capacity may
+// have gone to another turn since, so renewed is false and the run must
+// take a slot again, through a pick that checks the load.
+func (s *Store) RenewProfileSlot(ctx context.Context, turnID string, epoch int64, now, expiresAt time.Time) (renewed bool, err error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE profile_slots SET expires_at = $4 WHERE turn_id = $1 AND epoch = $2 AND expires_at > $3`,
+		turnID, epoch, now, expiresAt)
+	if err != nil {
+		return false, fmt.Errorf("renew the profile slot of %s: %w", turnID, schemaMissing(err))
 	}
-	return nil
+	return tag.RowsAffected() > 0, nil
 }
 
 // ProfileWaiters returns the turns waiting on any of profiles, oldest first.

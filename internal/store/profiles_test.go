@@ -270,16 +270,21 @@ func TestProfileSlotExpiresUnlessRenewed(t *testing.T) {
 		t.Fatalf("a pick after the expiry saw Live %v; want p: 0", facts.Live)
 	}
 
-	if err := st.RenewProfileSlot(ctx, "turn/s/k1", 1, expires.Add(3*time.Hour)); err != nil {
-		t.Fatal(err)
+	// A lapsed slot is not revived: its capacity may be someone else's now.
+	if renewed, err := st.RenewProfileSlot(ctx, "turn/s/k1", 1, expires.Add(time.Hour), expires.Add(3*time.Hour)); err != nil || renewed {
+		t.Fatalf("renewing a lapsed slot = %v, %v; want false", renewed, err)
 	}
-	checkLive(t, st, ctx, expires.Add(time.Hour), map[string]int{"p": 1, "q": 1})
-	checkLive(t, st, ctx, expires.Add(3*time.Hour), map[string]int{})
+	checkLive(t, st, ctx, expires.Add(time.Hour), map[string]int{"q": 1})
+	// A live one is pushed out.
+	if renewed, err := st.RenewProfileSlot(ctx, "turn/s/k2", 1, expires.Add(time.Hour), expires.Add(5*time.Hour)); err != nil || !renewed {
+		t.Fatalf("renewing a live slot = %v, %v; want true", renewed, err)
+	}
+	checkLive(t, st, ctx, expires.Add(4*time.Hour), map[string]int{"q": 1})
 	// Renewing another epoch's slot touches nothing.
-	if err := st.RenewProfileSlot(ctx, "turn/s/k1", 2, expires.Add(10*time.Hour)); err != nil {
-		t.Fatal(err)
+	if renewed, err := st.RenewProfileSlot(ctx, "turn/s/k2", 2, expires.Add(time.Hour), expires.Add(10*time.Hour)); err != nil || renewed {
+		t.Fatalf("renewing another epoch's slot = %v, %v; want false", renewed, err)
 	}
-	checkLive(t, st, ctx, expires.Add(3*time.Hour), map[string]int{})
+	checkLive(t, st, ctx, expires.Add(6*time.Hour), map[string]int{})
 }
 
 // A run no profile can take is recorded as waiting on its pool's profiles,
