@@ -265,7 +265,7 @@ func runConversation(ctx context.Context, args []string, stdout io.Writer) error
 func runSignal(ctx context.Context, signal string, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet(signal, flag.ContinueOnError)
 	base := apiFlag(fs)
-	by := fs.String("by", envOr("USER", ""), "who is asking (recorded with the hold)")
+	by := fs.String("by", "", "who is asking, recorded with the hold (default: the token's principal; $USER without a token)")
 	var body func() any
 	synopsis := "crewlet " + signal + " HANDLE [--by NAME]"
 	switch signal {
@@ -284,6 +284,11 @@ func runSignal(ctx context.Context, signal string, args []string, stdout io.Writ
 	pos, err := parseFlags(fs, args, 1, synopsis)
 	if err != nil {
 		return err
+	}
+	if *by == "" && apiToken == "" {
+		// A token acts as its principal, which the API refuses to see
+		// renamed; without one, $USER is the best name at hand.
+		*by = os.Getenv("USER")
 	}
 	var resp api.SignalResponse
 	if err := newAPIClient(*base).call(ctx, http.MethodPost, seatPath(pos[0], "/"+signal), body(), &resp); err != nil {
