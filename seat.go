@@ -34,8 +34,20 @@ const (
 	SignalDrain  = "drain"
 	SignalMove   = "move"
 	SignalStop   = "stop"
-	QueryState   = "state"
+	// SignalHostLost tells a seat the node hosting it is gone (the failure
+	// detector claimed it, or the node fenced itself): it re-establishes
+	// elsewhere. Its payload is a HostLostRequest.
+	SignalHostLost = "host_lost"
+	QueryState     = "state"
 )
+
+// HostLostRequest is the payload of the host_lost signal: the node
+// incarnation that is gone, and who says so. A seat hosted elsewhere
+// ignores it.
+type HostLostRequest struct {
+	Node string `json:"node"`
+	By   string `json:"by"`
+}
 
 // Search attributes the seat workflow upserts on every change. They must be
 // registered on the Temporal namespace (temporal-config/search-attributes.txt).

@@ -17,10 +17,14 @@ import (
 	"github.com/crewlet/crewlet/internal/watchdog"
 )
 
-// Host is a node's side of seat tenure: the seats it hosts, at which epoch.
-// Its activities run on the node's own host queue, so reaching them at all
-// proves the node is alive; and a node refuses work for a seat it does not
-// host (a restarted node hosts nothing, so its successor's seats re-establish).
+// Host is a node's side of seat tenure: the seats it hosts, at which epoch,
+// and the MCP servers each tenure runs here. Its activities run on the
+// node's own host queue, so reaching them at all proves the node is alive;
+// and a node refuses work for a seat it does not host (a restarted node
+// hosts nothing, so its successor's seats re-establish). Nothing runs per
+// seat to keep a tenure: the node's presence loop checks, every beat, that
+// each tenure here is still the seat's (Reconcile), and fences itself when
+// it cannot reach Postgres (FenceSelf).
 type Host struct {
 	Store       *store.Store
 	Incarnation string
@@ -34,11 +38,52 @@ type Host struct {
 	// servers. nil starts nothing.
 	StartTools func(ctx context.Context, handle string) (ToolSession, error)
 
+	// toolSlots bounds the tool calls this node runs at once
+	// (nodes.max_tool_calls); nil means no bound.
+	toolSlots chan struct{}
+
 	mu       sync.Mutex
 	hosted   map[string]int64
 	sessions map[string]ToolSession
 	unproven map[string]time.Time
+	// alarmed is when each unproven teardown was last alarmed about.
+	alarmed  map[string]time.Time
 	draining bool
+	// selfFenced is set while the node cannot reach Postgres for longer
+	// than it may act for its seats: it hosts nothing and takes no seat.
+	selfFenced bool
+	// teardownMu serializes teardowns: a session's Close is not safe to
+	// call from two goroutines at once.
+	teardownMu sync.Mutex
+}
+
+// SetMaxToolCalls bounds the tool calls this node runs at once.
+func (h *Host) SetMaxToolCalls(n int) {
+	if n > 0 {
+		h.toolSlots = make(chan struct{}, n)
+	}
+}
+
+// toolSlot waits for a free tool-call slot, heartbeating meanwhile, and
+// returns its release.
+func (h *Host) toolSlot(ctx context.Context) (func(), error) {
+	if h.toolSlots == nil {
+		return func() {}, nil
+	}
+	t := time.NewTicker(max(h.Beat, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case h.toolSlots <- struct{}{}:
+			return func() { <-h.toolSlots }, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+			if activity.IsActivity(ctx) {
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}
 }
 
 // ToolSession is the MCP servers one tenure started on this node
@@ -97,11 +142,15 @@ func (h *Host) SetDraining() {
 // and the node records that it hosts the seat at the new epoch.
 func (h *Host) Attach(ctx context.Context, in crewlet.AttachInput) (crewlet.AttachOutput, error) {
 	h.mu.Lock()
-	draining := h.draining
+	draining, fenced := h.draining, h.selfFenced
 	h.mu.Unlock()
-	if draining {
+	switch {
+	case draining:
 		return crewlet.AttachOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("node %s is draining and takes no new seat", h.Incarnation), crewlet.RefusedErrorType, nil)
+	case fenced:
+		return crewlet.AttachOutput{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("node %s cannot reach Postgres and takes no seat", h.Incarnation), crewlet.RefusedErrorType, nil)
 	}
 	// A tenure this node held before (a lost host that came back) ends
 	// here first: its children must not outlive it.
@@ -127,9 +176,10 @@ func (h *Host) Attach(ctx context.Context, in crewlet.AttachInput) (crewlet.Atta
 	return crewlet.AttachOutput{Epoch: row.Epoch, Node: row.Node, AcquiredAt: *row.AcquiredAt}, nil
 }
 
-// Hold heartbeats for as long as this node hosts the seat at the epoch. The
-// seat workflow runs it for the whole tenure: when the node dies or wedges
-// the heartbeat stops and the seat fails over within the heartbeat timeout.
+// Hold heartbeats for as long as this node hosts the seat at the epoch. Only
+// a seat run begun before node-level liveness runs it, for its whole
+// tenure: when the node dies or wedges the heartbeat stops and the seat
+// fails over within the heartbeat timeout.
 func (h *Host) Hold(ctx context.Context, in crewlet.HoldInput) error {
 	loop := "hold/" + in.Handle
 	defer h.Watchdog.Forget(loop)
@@ -153,24 +203,15 @@ func (h *Host) Hold(ctx context.Context, in crewlet.HoldInput) error {
 // once its teardown is proven; a teardown that fails keeps the seat here,
 // is retried every beat and is reported as unproven, because a seat released
 // while this node may still act for it would be half-owned.
+//
+// The wait has no end but the node's: a seat whose teardown here cannot be
+// proven stays on this node until the process restarts (DESIGN §4), and the
+// presence loop alarms about it every minute (seat_still_unproven).
 func (h *Host) Detach(ctx context.Context, in crewlet.DetachInput) error {
 	if !h.Hosts(in.Handle, in.Epoch) {
 		return nil
 	}
-	for {
-		err := h.teardown(in.Handle)
-		if err == nil {
-			break
-		}
-		h.mu.Lock()
-		if h.unproven == nil {
-			h.unproven = map[string]time.Time{}
-		}
-		if _, ok := h.unproven[in.Handle]; !ok {
-			h.unproven[in.Handle] = time.Now()
-			h.Log.Warn("seat_release_unproven", "seat", in.Handle, "epoch", in.Epoch, "error", err)
-		}
-		h.mu.Unlock()
+	for !h.endTenure(in.Handle, in.Epoch, "detached: "+in.Reason) {
 		activity.RecordHeartbeat(ctx)
 		select {
 		case <-ctx.Done():
@@ -178,17 +219,107 @@ func (h *Host) Detach(ctx context.Context, in crewlet.DetachInput) error {
 		case <-time.After(h.Beat):
 		}
 	}
-	h.mu.Lock()
-	if e, ok := h.hosted[in.Handle]; ok && e == in.Epoch {
-		delete(h.hosted, in.Handle)
+	return nil
+}
+
+// endTenure stops the tenure's MCP servers and stops hosting the seat at
+// epoch. A teardown that fails keeps the seat hosted here and unproven (the
+// next call retries it), because a seat let go while this node may still
+// act for it would be half-owned; it reports whether the tenure ended.
+func (h *Host) endTenure(handle string, epoch int64, reason string) bool {
+	if err := h.teardown(handle); err != nil {
+		h.mu.Lock()
+		if h.unproven == nil {
+			h.unproven = map[string]time.Time{}
+		}
+		if _, ok := h.unproven[handle]; !ok {
+			h.unproven[handle] = time.Now()
+			h.Log.Warn("seat_release_unproven", "seat", handle, "epoch", epoch, "reason", reason, "error", err)
+		}
+		h.mu.Unlock()
+		return false
 	}
-	if _, ok := h.unproven[in.Handle]; ok {
-		delete(h.unproven, in.Handle)
-		h.Log.Info("seat_release_recovered", "seat", in.Handle, "epoch", in.Epoch)
+	h.mu.Lock()
+	if e, ok := h.hosted[handle]; ok && e == epoch {
+		delete(h.hosted, handle)
+	}
+	if _, ok := h.unproven[handle]; ok {
+		delete(h.unproven, handle)
+		delete(h.alarmed, handle)
+		h.Log.Info("seat_release_recovered", "seat", handle, "epoch", epoch)
 	}
 	h.mu.Unlock()
-	h.Log.Info("seat_detached", "seat", in.Handle, "epoch", in.Epoch, "reason", in.Reason)
+	h.Log.Info("seat_detached", "seat", handle, "epoch", epoch, "reason", reason)
+	return true
+}
+
+// Reconcile ends the tenures here that moved on: a seat whose epoch in
+// Postgres is no longer the one this node hosts it at was established
+// elsewhere (fenced, or its host given up for lost while this node lived).
+// Its MCP servers stop within a beat of it, before they can act for a seat
+// another node now runs. The presence loop calls it every beat: one query
+// over the seats hosted here.
+func (h *Host) Reconcile(ctx context.Context) error {
+	hosted := h.Hosted()
+	moved, err := h.Store.MovedOn(ctx, hosted)
+	if err != nil {
+		return err
+	}
+	for _, handle := range moved {
+		h.Log.Warn("seat_fenced", "seat", handle, "epoch", hosted[handle], "node", h.Incarnation, "reason", "its tenure moved on")
+		h.endTenure(handle, hosted[handle], "tenure moved on")
+	}
 	return nil
+}
+
+// FenceSelf stops acting for every seat this node hosts: the node could not
+// write its presence for long enough that a peer may soon take its seats.
+// Every tenure's MCP servers stop and the node hosts nothing, so a tool
+// call for one of them is refused as fenced and the seat re-establishes;
+// no seat attaches here until Unfence. It returns the seats it let go.
+func (h *Host) FenceSelf() []string {
+	h.mu.Lock()
+	h.selfFenced = true
+	h.mu.Unlock()
+	hosted := h.Hosted()
+	out := make([]string, 0, len(hosted))
+	for handle, epoch := range hosted {
+		h.endTenure(handle, epoch, "node fenced itself")
+		out = append(out, handle)
+	}
+	return out
+}
+
+// Unfence lets the node take seats again once it reaches Postgres.
+func (h *Host) Unfence() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	was := h.selfFenced
+	h.selfFenced = false
+	return was
+}
+
+// unprovenAlarm is how often a seat whose teardown keeps failing is alarmed
+// about again.
+const unprovenAlarm = time.Minute
+
+// AlarmUnproven repeats, every unprovenAlarm, the alarm about each seat
+// whose teardown here keeps failing: it stays on this node until the
+// process restarts, and someone should look.
+func (h *Host) AlarmUnproven(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for handle, since := range h.unproven {
+		if last, ok := h.alarmed[handle]; ok && now.Sub(last) < unprovenAlarm {
+			continue
+		}
+		if h.alarmed == nil {
+			h.alarmed = map[string]time.Time{}
+		}
+		h.alarmed[handle] = now
+		h.Log.Error("seat_still_unproven", "seat", handle, "node", h.Incarnation, "for", now.Sub(since).Round(time.Second),
+			"action", "its MCP servers would not stop; the seat stays on this node until the process restarts")
+	}
 }
 
 // startTools starts the tenure's MCP servers and records the tool catalog
@@ -243,6 +374,8 @@ func (h *Host) keepSession(handle string, session ToolSession) {
 // teardown stops the seat's MCP servers on this node, if it runs any. A
 // session whose Close fails stays, so the next teardown retries it.
 func (h *Host) teardown(handle string) error {
+	h.teardownMu.Lock()
+	defer h.teardownMu.Unlock()
 	session := h.session(handle)
 	if session == nil {
 		return nil
@@ -259,8 +392,13 @@ func (h *Host) teardown(handle string) error {
 }
 
 // CheckHosted returns a fenced error unless this node hosts the seat at epoch.
+// A self-fenced node acts for no seat, even one whose teardown it could
+// not prove.
 func (h *Host) CheckHosted(handle string, epoch int64) error {
-	if h.Hosts(handle, epoch) {
+	h.mu.Lock()
+	fenced := h.selfFenced
+	h.mu.Unlock()
+	if !fenced && h.Hosts(handle, epoch) {
 		return nil
 	}
 	return h.fenced(handle, epoch)

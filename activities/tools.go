@@ -93,6 +93,11 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
 		return out, fence(a.log, in.Handle, in.Epoch, err)
 	}
+	release, err := a.host.toolSlot(ctx)
+	if err != nil {
+		return out, err
+	}
+	defer release()
 	stop := make(chan struct{})
 	defer close(stop)
 	go heartbeatWhile(ctx, a.host.Beat, stop)

@@ -39,6 +39,10 @@ type NodeOptions struct {
 	// WedgeAfter, when set, blocks the node's presence loop after that long.
 	// It exists for the watchdog's test and nothing else.
 	WedgeAfter time.Duration
+	// CutStoreAfter, when set, makes every presence write fail after that
+	// long, as a node cut off from Postgres sees it. It exists for the
+	// self-fencing test and nothing else.
+	CutStoreAfter time.Duration
 	Stderr     io.Writer
 	// Exit ends the process; the watchdog calls it with code 75.
 	Exit func(int)
@@ -66,7 +70,20 @@ type Node struct {
 	drainOnce      sync.Once
 	stop           chan struct{}
 	loopsDone      sync.WaitGroup
+	// started is when the node started; lastBeat is when the last presence
+	// write that succeeded was sent. Only the presence loop touches them.
+	started, lastBeat time.Time
 }
+
+// tenureActivitySlots are the host worker's activity slots beyond the tool
+// calls: tenure steps (Attach, Detach), and the Holds of seat runs begun
+// before node-level liveness while they last.
+const tenureActivitySlots = 1000
+
+// fenceAfter is how long a node goes without writing its presence before
+// it stops acting for its seats: half the heartbeat timeout, so it has
+// stopped well before a peer may claim it (at the whole timeout).
+func (n *Node) fenceAfter() time.Duration { return n.org.Nodes.HeartbeatTimeout / 2 }
 
 // Incarnation mints a node identity {node_id}:{random}. Two processes with
 // one node id are still two incarnations.
@@ -135,7 +152,11 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		Interceptors:                     errs,
 	})
 	RegisterShared(n.shared, deps)
-	n.hosted = worker.New(tc, n.HostQueue, worker.Options{Interceptors: errs})
+	n.host.SetMaxToolCalls(org.Nodes.MaxToolCalls)
+	n.hosted = worker.New(tc, n.HostQueue, worker.Options{
+		Interceptors:                       errs,
+		MaxConcurrentActivityExecutionSize: org.Nodes.MaxToolCalls + tenureActivitySlots,
+	})
 	RegisterHost(n.hosted, deps)
 	if err := n.hosted.Start(); err != nil {
 		return nil, fmt.Errorf("start host worker: %w", err)
@@ -144,6 +165,8 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		n.hosted.Stop()
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
+	n.started = time.Now()
+	n.lastBeat = n.started
 	n.beat(ctx)
 	n.loopsDone.Add(2)
 	go n.presenceLoop()
@@ -164,21 +187,21 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	return n, nil
 }
 
-// presenceLoop stamps the node's presence row every beat and notices a drain
-// asked for through it.
+// presenceLoop is the node's liveness (DESIGN §4): every beat it stamps the
+// node's presence row, ends the tenures here that moved on, and runs the
+// failure detector over its peers. Nothing beats per seat.
 func (n *Node) presenceLoop() {
 	defer n.loopsDone.Done()
 	defer n.watchdog.Forget("presence")
 	t := time.NewTicker(n.org.Nodes.HeartbeatTimeout / 3)
 	defer t.Stop()
-	started := time.Now()
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-t.C:
 		}
-		if n.opts.WedgeAfter > 0 && time.Since(started) > n.opts.WedgeAfter {
+		if n.opts.WedgeAfter > 0 && time.Since(n.started) > n.opts.WedgeAfter {
 			n.log.Warn("node_wedged_by_test_hook")
 			select {} // what a deadlock looks like from outside
 		}
@@ -186,19 +209,133 @@ func (n *Node) presenceLoop() {
 	}
 }
 
+// beat is one presence beat. A node that cannot write its presence keeps
+// trying; once it has gone fenceAfter without, it fences itself, before any
+// peer may claim it.
 func (n *Node) beat(ctx context.Context) {
 	n.watchdog.Beat("presence")
-	ctx, cancel := context.WithTimeout(ctx, n.org.Nodes.HeartbeatTimeout/2)
+	sent := time.Now()
+	bctx, cancel := context.WithTimeout(ctx, n.org.Nodes.HeartbeatTimeout/3)
 	defer cancel()
-	draining, err := n.store.NodeHeartbeat(ctx, n.Incarnation, len(n.host.Hosted()), n.host.Unproven(time.Now()))
+	draining, err := n.heartbeat(bctx)
 	if err != nil {
-		// An unreachable store says nothing about who owns what; the node
-		// keeps its seats and tries again next beat.
-		n.log.Warn("node_heartbeat_failed", "error", err)
+		n.log.Warn("node_heartbeat_failed", "error", err, "since_last", time.Since(n.lastBeat).Round(time.Millisecond))
+		if time.Since(n.lastBeat) > n.fenceAfter() {
+			n.fenceSelf(time.Since(n.lastBeat))
+		}
 		return
+	}
+	// Counted from when the write was sent, not when it returned: the row
+	// may have been stamped that early, and peers count from the stamp.
+	n.lastBeat = sent
+	if n.host.Unfence() {
+		n.log.Info("node_unfenced", "node", n.Incarnation)
 	}
 	if draining {
 		n.drainOnce.Do(func() { close(n.DrainRequested) })
+	}
+	if err := n.host.Reconcile(bctx); err != nil {
+		n.log.Warn("node_reconcile_failed", "error", err)
+	}
+	n.host.AlarmUnproven(time.Now())
+	n.detect(bctx)
+}
+
+// heartbeat writes the node's presence row.
+func (n *Node) heartbeat(ctx context.Context) (draining bool, err error) {
+	if n.opts.CutStoreAfter > 0 && time.Since(n.started) > n.opts.CutStoreAfter {
+		return false, errors.New("store cut off by test hook")
+	}
+	return n.store.NodeHeartbeat(ctx, n.Incarnation, len(n.host.Hosted()), n.host.Unproven(time.Now()))
+}
+
+// fenceSelf stops the node acting for every seat it hosts (their MCP
+// servers stop, their tool calls are refused) and tells each seat its host
+// is gone, so it re-establishes on a node that can reach the store.
+func (n *Node) fenceSelf(since time.Duration) {
+	seats := n.host.FenceSelf()
+	if len(seats) == 0 {
+		return
+	}
+	n.log.Error("node_fenced_itself", "node", n.Incarnation, "seats", len(seats), "without_presence", since.Round(time.Millisecond),
+		"fence_after", n.fenceAfter())
+	n.loopsDone.Add(1)
+	go func() {
+		defer n.loopsDone.Done()
+		n.tellSeats(n.Incarnation, seats)
+	}()
+}
+
+// detect is the failure detector: it claims every peer incarnation that
+// stopped or stopped beating (one compare-and-set per row in Postgres, so
+// exactly one node acts) and tells that incarnation's seats their host is
+// gone. Per beat it costs one statement over the nodes; per failure, one
+// signal per seat of the dead node, sent off the presence loop.
+func (n *Node) detect(ctx context.Context) {
+	dead, err := n.store.ClaimDeadNodes(ctx, n.Incarnation, n.org.Nodes.HeartbeatTimeout)
+	if err != nil {
+		n.log.Warn("node_detector_failed", "error", err)
+		return
+	}
+	for _, incarnation := range dead {
+		seats, err := n.store.SeatsOn(ctx, incarnation)
+		if err != nil {
+			n.log.Warn("node_detector_failed", "dead", incarnation, "error", err)
+			n.unclaim(incarnation)
+			continue
+		}
+		n.log.Warn("node_claimed", "dead", incarnation, "by", n.Incarnation, "seats", len(seats))
+		if len(seats) == 0 {
+			continue
+		}
+		n.loopsDone.Add(1)
+		go func() {
+			defer n.loopsDone.Done()
+			if !n.tellSeats(incarnation, seats) {
+				n.unclaim(incarnation)
+			}
+		}()
+	}
+}
+
+// tellSeatsAtOnce bounds the host_lost signals in flight at once.
+const tellSeatsAtOnce = 16
+
+// tellSeats signals host_lost to each seat on the incarnation. A seat
+// whose workflow is gone needs nothing; it reports false when a signal
+// failed otherwise, so the claim is given back and tried again.
+func (n *Node) tellSeats(incarnation string, seats []string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	ok := true
+	sem := make(chan struct{}, tellSeatsAtOnce)
+	var wg sync.WaitGroup
+	for _, handle := range seats {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			err := n.temporal.SignalWorkflow(ctx, crewlet.SeatWorkflowID(handle), "", crewlet.SignalHostLost,
+				crewlet.HostLostRequest{Node: incarnation, By: n.Incarnation})
+			var notFound *serviceerror.NotFound
+			if err != nil && !errors.As(err, &notFound) {
+				n.log.Warn("host_lost_signal_failed", "seat", handle, "dead", incarnation, "error", err)
+				mu.Lock()
+				ok = false
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return ok
+}
+
+func (n *Node) unclaim(incarnation string) {
+	ctx, cancel := context.WithTimeout(context.Background(), n.org.Nodes.HeartbeatTimeout)
+	defer cancel()
+	if err := n.store.UnclaimNode(ctx, incarnation); err != nil {
+		n.log.Warn("node_unclaim_failed", "dead", incarnation, "error", err)
 	}
 }
 

@@ -28,6 +28,10 @@ type SeatInput struct {
 	ReleaseWait time.Duration `json:"release_wait,omitempty"`
 	// RetryBackoff caps the wait after a failed turn (2s, 4s, ...). 0 means 10s.
 	RetryBackoff time.Duration `json:"retry_backoff,omitempty"`
+	// Backstop is how long an idle seat waits for a wake before it reads
+	// its mailbox anyway, should every wake signal have been lost. 0 means
+	// 1h.
+	Backstop time.Duration `json:"backstop,omitempty"`
 	// Carry is the state handed over by continue-as-new; nil on a first start.
 	Carry *SeatCarry `json:"carry,omitempty"`
 }
@@ -46,9 +50,16 @@ type SeatCarry struct {
 
 // Tunables of the seat loop.
 const (
-	// backstop wakes an idle seat even if every wake signal was lost. It is a
-	// timer, not a poll: an idle seat costs one timer per period.
-	backstop = 5 * time.Minute
+	// defaultBackstop wakes an idle seat even if every wake signal was
+	// lost. It is a timer, not a poll: an idle seat costs one timer per
+	// period.
+	defaultBackstop = time.Hour
+	// holdBackstop is the backstop of a run begun before node-level
+	// liveness, which still holds its tenure with a heartbeating activity.
+	holdBackstop = 5 * time.Minute
+	// nodeLivenessVersion marks seat runs whose host's liveness is the
+	// node's: no per-seat activity holds the tenure.
+	nodeLivenessVersion = 1
 	// cyclesPerRun bounds a run's history; the seat continues as new after
 	// this many loop cycles even if Temporal does not suggest it yet.
 	cyclesPerRun = 200
@@ -112,7 +123,10 @@ type seat struct {
 	// upserted is the last search-attribute snapshot written, so unchanged
 	// state writes nothing to history.
 	upserted crewlet.SeatState
-	logger   interface {
+	// perSeatHold is set for a run begun before node-level liveness: it
+	// holds its tenure with a heartbeating Hold activity on the host.
+	perSeatHold bool
+	logger      interface {
 		Info(string, ...interface{})
 		Warn(string, ...interface{})
 	}
@@ -133,7 +147,14 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 	if in.RetryBackoff <= 0 {
 		in.RetryBackoff = failureBackoff
 	}
+	if in.Backstop <= 0 {
+		in.Backstop = defaultBackstop
+	}
 	s := &seat{in: in, logger: workflow.GetLogger(ctx)}
+	// A run begun since node-level liveness runs no activity while idle:
+	// the failure detector's host_lost signal, and any host-queue activity
+	// that times out, tell it its host is gone.
+	s.perSeatHold = workflow.GetVersion(ctx, "node-liveness", workflow.DefaultVersion, nodeLivenessVersion) == workflow.DefaultVersion
 	if in.Carry != nil {
 		s.state = in.Carry.State
 		s.attached = in.Carry.Attached
@@ -155,7 +176,7 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 	signals := newSeatSignals(ctx, s)
 	workflow.Go(ctx, signals.run)
 
-	if s.attached {
+	if s.attached && s.perSeatHold {
 		s.startHold(ctx)
 	}
 	for cycle := 0; ; cycle++ {
@@ -209,7 +230,7 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 		}
 		if len(mail) == 0 {
 			s.upsert(ctx)
-			if _, err := workflow.AwaitWithTimeout(ctx, backstop, func() bool {
+			if _, err := workflow.AwaitWithTimeout(ctx, s.backstop(), func() bool {
 				return s.wakePending || s.state.Pause != nil || s.interrupted()
 			}); err != nil {
 				return err
@@ -246,6 +267,14 @@ func (s *seat) awaitBudget(ctx workflow.Context) {
 	if hold == nil {
 		s.wakePending = true
 	}
+}
+
+// backstop is how long the idle seat waits for a wake.
+func (s *seat) backstop() time.Duration {
+	if s.perSeatHold {
+		return holdBackstop
+	}
+	return s.in.Backstop
 }
 
 // interrupted reports whether something asks the seat to leave its tenure:
@@ -507,13 +536,16 @@ func (s *seat) establish(ctx workflow.Context) {
 		s.state.LastError = ""
 	}
 	s.logger.Info("seat_attached", "seat", s.in.Handle, "epoch", out.Epoch, "node", out.Node)
-	s.startHold(ctx)
+	if s.perSeatHold {
+		s.startHold(ctx)
+	}
 	s.setStatus(ctx, crewlet.StatusIdle)
 }
 
-// startHold runs the tenure's Hold activity on the host. If it ends on its
-// own (heartbeat or schedule-to-start timeout, or the host no longer hosts
-// the seat) the host is lost and the seat re-establishes elsewhere.
+// startHold runs the tenure's Hold activity on the host, for a run begun
+// before node-level liveness. If it ends on its own (heartbeat or
+// schedule-to-start timeout, or the host no longer hosts the seat) the host
+// is lost and the seat re-establishes elsewhere.
 func (s *seat) startHold(ctx workflow.Context) {
 	holdCtx, cancel := workflow.WithCancel(ctx)
 	s.holdID++
@@ -543,18 +575,14 @@ func (s *seat) stopHold() {
 }
 
 // release ends the tenure voluntarily: Detach on the host (which proves the
-// teardown), then stop holding.
+// teardown), then stop holding. A teardown that cannot be proven keeps the
+// seat on its node for as long as the node lives (Detach heartbeats
+// meanwhile, and the node alarms); only the node's end lets the seat go.
 func (s *seat) release(ctx workflow.Context, reason string) {
 	if !s.attached {
 		return
 	}
-	detachCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              s.state.HostQueue,
-		ScheduleToStartTimeout: s.in.HeartbeatTimeout,
-		StartToCloseTimeout:    time.Hour,
-		HeartbeatTimeout:       s.in.HeartbeatTimeout,
-		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
-	})
+	detachCtx := s.hostContext(ctx, 0)
 	err := workflow.ExecuteActivity(detachCtx, crewlet.ActivityDetach, crewlet.DetachInput{
 		Handle: s.in.Handle, Epoch: s.state.Epoch, Reason: reason,
 	}).Get(ctx, nil)

@@ -72,6 +72,7 @@ func newSeatSignals(ctx workflow.Context, s *seat) *seatSignals {
 			onSignal(ctx, s, crewlet.SignalDrain, checked(checkDrain), s.applyDrain),
 			onSignal(ctx, s, crewlet.SignalMove, checked(checkMove), s.applyMove),
 			onSignal(ctx, s, crewlet.SignalStop, checked(checkStop), s.applyStop),
+			onSignal(ctx, s, crewlet.SignalHostLost, checked(checkHostLost), s.applyHostLost),
 		},
 		handover: workflow.NewBufferedChannel(ctx, 1),
 	}
@@ -155,6 +156,17 @@ func (s *seat) applyMove(_ workflow.Context, req crewlet.MoveRequest) {
 	}
 	s.move = &req
 	s.logger.Info("seat_move_requested", "seat", s.in.Handle, "exclude_node", req.ExcludeNode, "reason", req.Reason, "by", req.By)
+}
+
+// applyHostLost ends the tenure on a node that is gone: the seat
+// re-establishes elsewhere, as when its host queue stops answering. A
+// signal about another node (one the seat already left) is ignored.
+func (s *seat) applyHostLost(_ workflow.Context, req crewlet.HostLostRequest) {
+	if !s.attached || s.hostLost || req.Node != s.state.Node {
+		return
+	}
+	s.hostLost = true
+	s.logger.Warn("seat_host_lost", "seat", s.in.Handle, "epoch", s.state.Epoch, "node", s.state.Node, "by", req.By)
 }
 
 // applyStop ends the seat at its next step: it left the org.

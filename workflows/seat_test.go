@@ -43,7 +43,11 @@ type fakeSeatWorld struct {
 	node     string
 	epoch    int64 // the seat's current epoch; the last one Attach handed out
 	attaches int
+	// holds are the tenures: a run before node-level liveness (legacy)
+	// holds each with a Hold activity; a run since, with nothing, and the
+	// fake records each tenure Attach starts.
 	holds    []*fakeHold
+	legacy   bool
 	detaches []crewlet.DetachInput
 
 	// Mailbox: pending entries were handed out and not acked, fresh ones were
@@ -196,6 +200,15 @@ func (w *fakeSeatWorld) Attach(ctx context.Context, in crewlet.AttachInput) (cre
 	w.attaches++
 	w.node = w.placed.Node
 	w.eventf("attach e%d %s queue=%s", w.epoch, w.node, activity.GetInfo(ctx).TaskQueue)
+	if !w.legacy {
+		// A new tenure ends whatever tenure the seat let go of (fenced).
+		for _, h := range w.holds {
+			if h.ended == "" {
+				h.ended = "cancelled"
+			}
+		}
+		w.holds = append(w.holds, &fakeHold{epoch: w.epoch, node: w.node, queue: activity.GetInfo(ctx).TaskQueue})
+	}
 	return crewlet.AttachOutput{Epoch: w.epoch, Node: w.node}, nil
 }
 
@@ -222,9 +235,22 @@ func (w *fakeSeatWorld) holdCancelled(info *activity.Info) {
 	}
 }
 
-// loseHost makes every Hold still running on node end with an error, as a
-// heartbeat timeout does when the node dies. Call it from a delayed callback.
+// loseHost makes the seat lose its host on node, as a dead node does: for a
+// legacy run, every Hold still running there ends with a heartbeat timeout;
+// for a run since node-level liveness, the failure detector signals
+// host_lost. Call it from a delayed callback.
 func (w *fakeSeatWorld) loseHost(node string) {
+	if !w.legacy {
+		w.mu.Lock()
+		for _, h := range w.holds {
+			if h.node == node && h.ended == "" {
+				h.ended = "lost"
+			}
+		}
+		w.mu.Unlock()
+		w.env.SignalWorkflow(crewlet.SignalHostLost, crewlet.HostLostRequest{Node: node, By: "detector"})
+		return
+	}
 	w.mu.Lock()
 	var lost []*fakeHold
 	for _, h := range w.holds {
@@ -246,6 +272,13 @@ func (w *fakeSeatWorld) Detach(ctx context.Context, in crewlet.DetachInput) erro
 	defer w.mu.Unlock()
 	w.detaches = append(w.detaches, in)
 	w.eventf("detach e%d %q queue=%s", in.Epoch, in.Reason, activity.GetInfo(ctx).TaskQueue)
+	if !w.legacy {
+		for _, h := range w.holds {
+			if h.epoch == in.Epoch && h.ended == "" {
+				h.ended = "cancelled"
+			}
+		}
+	}
 	return nil
 }
 
@@ -552,12 +585,26 @@ type seatHarness struct {
 	saStatus string
 }
 
+// newSeatHarness runs a seat as it runs since node-level liveness.
 func newSeatHarness(t *testing.T) *seatHarness {
+	t.Helper()
+	return newSeatHarnessOf(t, false)
+}
+
+// newLegacySeatHarness runs a seat as a run begun before node-level
+// liveness does: its tenure is held by a heartbeating Hold activity.
+func newLegacySeatHarness(t *testing.T) *seatHarness {
+	t.Helper()
+	return newSeatHarnessOf(t, true)
+}
+
+func newSeatHarnessOf(t *testing.T, legacy bool) *seatHarness {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(10 * time.Second)
 	h := &seatHarness{t: t, env: env, world: newFakeSeatWorld(env)}
+	h.world.legacy = legacy
 	env.RegisterWorkflow(Seat)
 	env.RegisterWorkflowWithOptions(h.world.turnWorkflow, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
 	for name, fn := range map[string]any{
@@ -591,6 +638,9 @@ func newSeatHarness(t *testing.T) *seatHarness {
 			h.saStatus = v
 		}
 	}).Return(nil)
+	if legacy {
+		env.OnGetVersion("node-liveness", workflow.DefaultVersion, nodeLivenessVersion).Return(workflow.DefaultVersion)
+	}
 	return h
 }
 
@@ -1059,45 +1109,11 @@ func TestSeatContinueAsNew(t *testing.T) {
 		eq(t, "detaches", len(h.world.detaches), 0)
 	})
 
-	t.Run("a seat started with a carry keeps its hold and tenure", func(t *testing.T) {
-		h := newSeatHarness(t)
-		h.world.epoch = 3 // the tenure the previous run held
-		h.world.attaches = 3
-		h.world.node = "node-b"
-		since := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-		in := seatIn()
-		in.Carry = &SeatCarry{
-			Attached: true,
-			State: crewlet.SeatState{
-				Handle: testHandle, Role: testRole, Status: crewlet.StatusPaused,
-				Epoch: 3, Node: "node-b", HostQueue: hostQueue("node-b"),
-				Pause:    &crewlet.PauseHold{By: "olga", Reason: "upgrade", Since: since},
-				Counters: crewlet.SeatCounters{Turns: 7, Triggers: 8, Establishes: 3, ContinuedRuns: 1},
-			},
-		}
-		h.publish(time.Second, "m1")
-		held := h.view(10 * time.Minute)
-		h.signal(11*time.Minute, crewlet.SignalResume, crewlet.ResumeRequest{By: "olga"})
-		after := h.view(20 * time.Minute)
-		h.run(in, time.Hour)
-
-		eq(t, "status", held.state.Status, crewlet.StatusPaused)
-		eq(t, "pause", held.state.Pause, &crewlet.PauseHold{By: "olga", Reason: "upgrade", Since: since})
-		eq(t, "epoch", held.state.Epoch, int64(3))
-		eq(t, "node", held.state.Node, "node-b")
-		eq(t, "counters", held.state.Counters, crewlet.SeatCounters{Turns: 7, Triggers: 8, Establishes: 3, ContinuedRuns: 2})
-		eq(t, "turns run while paused", held.ran, []string(nil))
-		eq(t, "CrewletPaused search attribute", held.paused, "true")
-		eq(t, "holds (this run holds the carried tenure)", held.holds, ids("e3@node-b"))
-		eq(t, "placements", held.placements, 0)
-
-		eq(t, "turns run after resume", after.ran, ids("m1"))
-		eq(t, "epoch after resume", after.state.Epoch, int64(3))
-		eq(t, "attaches (none by this run)", after.attaches, 3)
-		eq(t, "turns counter", after.state.Counters.Turns, int64(8))
-		eq(t, "status after resume", after.state.Status, crewlet.StatusIdle)
-		eq(t, "task queue of the turn", h.world.turnQueues(), ids(hostQueue("node-b")))
-	})
+	for _, legacy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("a seat started with a carry keeps its tenure (legacy %v)", legacy), func(t *testing.T) {
+			carriedTenure(t, legacy)
+		})
+	}
 
 	t.Run("a seat started with a carried move moves first", func(t *testing.T) {
 		h := newSeatHarness(t)
@@ -1129,6 +1145,52 @@ func TestSeatContinueAsNew(t *testing.T) {
 		eq(t, "turns run", after.ran, ids("m1"))
 		eq(t, "epochs the turns ran under", h.world.turnEpochs(), []int64{4})
 	})
+}
+
+// carriedTenure runs a seat started with a carry: it keeps the carried
+// tenure, and a legacy run holds it with a Hold of its own.
+func carriedTenure(t *testing.T, legacy bool) {
+	h := newSeatHarnessOf(t, legacy)
+	h.world.epoch = 3 // the tenure the previous run held
+	h.world.attaches = 3
+	h.world.node = "node-b"
+	since := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	in := seatIn()
+	in.Carry = &SeatCarry{
+		Attached: true,
+		State: crewlet.SeatState{
+			Handle: testHandle, Role: testRole, Status: crewlet.StatusPaused,
+			Epoch: 3, Node: "node-b", HostQueue: hostQueue("node-b"),
+			Pause:    &crewlet.PauseHold{By: "olga", Reason: "upgrade", Since: since},
+			Counters: crewlet.SeatCounters{Turns: 7, Triggers: 8, Establishes: 3, ContinuedRuns: 1},
+		},
+	}
+	h.publish(time.Second, "m1")
+	held := h.view(10 * time.Minute)
+	h.signal(11*time.Minute, crewlet.SignalResume, crewlet.ResumeRequest{By: "olga"})
+	after := h.view(20 * time.Minute)
+	h.run(in, time.Hour)
+
+	eq(t, "status", held.state.Status, crewlet.StatusPaused)
+	eq(t, "pause", held.state.Pause, &crewlet.PauseHold{By: "olga", Reason: "upgrade", Since: since})
+	eq(t, "epoch", held.state.Epoch, int64(3))
+	eq(t, "node", held.state.Node, "node-b")
+	eq(t, "counters", held.state.Counters, crewlet.SeatCounters{Turns: 7, Triggers: 8, Establishes: 3, ContinuedRuns: 2})
+	eq(t, "turns run while paused", held.ran, []string(nil))
+	eq(t, "CrewletPaused search attribute", held.paused, "true")
+	if legacy {
+		eq(t, "holds (this run holds the carried tenure)", held.holds, ids("e3@node-b"))
+	} else {
+		eq(t, "holds (nothing holds an idle tenure)", held.holds, []string(nil))
+	}
+	eq(t, "placements", held.placements, 0)
+
+	eq(t, "turns run after resume", after.ran, ids("m1"))
+	eq(t, "epoch after resume", after.state.Epoch, int64(3))
+	eq(t, "attaches (none by this run)", after.attaches, 3)
+	eq(t, "turns counter", after.state.Counters.Turns, int64(8))
+	eq(t, "status after resume", after.state.Status, crewlet.StatusIdle)
+	eq(t, "task queue of the turn", h.world.turnQueues(), ids(hostQueue("node-b")))
 }
 
 func TestSeatFencedReestablishes(t *testing.T) {
@@ -1289,41 +1351,11 @@ func TestSeatFailedTurn(t *testing.T) {
 }
 
 func TestSeatHostLost(t *testing.T) {
-	t.Run("while idle the seat re-establishes elsewhere and runs held mail once", func(t *testing.T) {
-		h := newSeatHarness(t)
-		h.publish(time.Second, "m1")
-		// Mail that reached the stream while the wake went nowhere.
-		h.at(2*time.Minute, func() { h.world.publish("m2") })
-		h.loseHost(3*time.Minute, "node-a")
-		moved := h.view(3*time.Minute + time.Second)
-		h.publish(10*time.Minute, "m3")
-		after := h.view(30 * time.Minute)
-		h.run(seatIn(), time.Hour)
-
-		eq(t, "status", moved.state.Status, crewlet.StatusIdle)
-		eq(t, "epoch", moved.state.Epoch, int64(2))
-		eq(t, "node", moved.state.Node, "node-b")
-		eq(t, "host queue", moved.state.HostQueue, hostQueue("node-b"))
-		eq(t, "holds", moved.holds, ids("e1@node-a:lost", "e2@node-b"))
-		eq(t, "detaches (a lost host is abandoned)", moved.detaches, 0)
-		eq(t, "placements", h.world.placements, []crewlet.PlaceSeatInput{firstPlacement, {Handle: testHandle, Exclude: ids("node-a")}})
-		eq(t, "held mail run on the new tenure at once", moved.ran, ids("m1", "m2"))
-
-		eq(t, "turns run", after.ran, ids("m1", "m2", "m3"))
-		eq(t, "acked", after.acked, ids("m1", "m2", "m3"))
-		eq(t, "turns", after.turns, ids("m1", "m2", "m3"))
-		eq(t, "epochs the turns ran under", h.world.turnEpochs(), []int64{1, 2, 2})
-		eq(t, "task queues of the turns", h.world.turnQueues(), ids(hostQueue("node-a"), hostQueue("node-b"), hostQueue("node-b")))
-		for _, id := range after.ran {
-			eq(t, "deliveries of "+id, h.world.deliveries[id], 1)
-			eq(t, "attempts of "+id, h.world.attempts[id], 1)
-		}
-		eq(t, "establishes", after.state.Counters.Establishes, int64(2))
-		eq(t, "attaches", after.attaches, 2)
-		eq(t, "last error", after.state.LastError, "")
-		eq(t, "epoch at the end", after.state.Epoch, int64(2))
-		eq(t, "holds at the end", after.holds, ids("e1@node-a:lost", "e2@node-b"))
-	})
+	for _, legacy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("while idle the seat re-establishes elsewhere and runs held mail once (legacy %v)", legacy), func(t *testing.T) {
+			idleHostLost(t, legacy)
+		})
+	}
 
 	t.Run("while paused the seat re-establishes and stays paused", func(t *testing.T) {
 		h := newSeatHarness(t)
@@ -1363,6 +1395,46 @@ func TestSeatHostLost(t *testing.T) {
 		eq(t, "status after resume", after.state.Status, crewlet.StatusIdle)
 		eq(t, "deliveries of m2", h.world.deliveries["m2"], 1)
 	})
+}
+
+// idleHostLost loses an idle seat's host: a legacy run learns it from its
+// Hold's heartbeat timeout, a run since node-level liveness from the
+// failure detector's host_lost signal; either re-establishes elsewhere.
+func idleHostLost(t *testing.T, legacy bool) {
+	h := newSeatHarnessOf(t, legacy)
+
+	h.publish(time.Second, "m1")
+	// Mail that reached the stream while the wake went nowhere.
+	h.at(2*time.Minute, func() { h.world.publish("m2") })
+	h.loseHost(3*time.Minute, "node-a")
+	moved := h.view(3*time.Minute + time.Second)
+	h.publish(10*time.Minute, "m3")
+	after := h.view(30 * time.Minute)
+	h.run(seatIn(), time.Hour)
+
+	eq(t, "status", moved.state.Status, crewlet.StatusIdle)
+	eq(t, "epoch", moved.state.Epoch, int64(2))
+	eq(t, "node", moved.state.Node, "node-b")
+	eq(t, "host queue", moved.state.HostQueue, hostQueue("node-b"))
+	eq(t, "holds", moved.holds, ids("e1@node-a:lost", "e2@node-b"))
+	eq(t, "detaches (a lost host is abandoned)", moved.detaches, 0)
+	eq(t, "placements", h.world.placements, []crewlet.PlaceSeatInput{firstPlacement, {Handle: testHandle, Exclude: ids("node-a")}})
+	eq(t, "held mail run on the new tenure at once", moved.ran, ids("m1", "m2"))
+
+	eq(t, "turns run", after.ran, ids("m1", "m2", "m3"))
+	eq(t, "acked", after.acked, ids("m1", "m2", "m3"))
+	eq(t, "turns", after.turns, ids("m1", "m2", "m3"))
+	eq(t, "epochs the turns ran under", h.world.turnEpochs(), []int64{1, 2, 2})
+	eq(t, "task queues of the turns", h.world.turnQueues(), ids(hostQueue("node-a"), hostQueue("node-b"), hostQueue("node-b")))
+	for _, id := range after.ran {
+		eq(t, "deliveries of "+id, h.world.deliveries[id], 1)
+		eq(t, "attempts of "+id, h.world.attempts[id], 1)
+	}
+	eq(t, "establishes", after.state.Counters.Establishes, int64(2))
+	eq(t, "attaches", after.attaches, 2)
+	eq(t, "last error", after.state.LastError, "")
+	eq(t, "epoch at the end", after.state.Epoch, int64(2))
+	eq(t, "holds at the end", after.holds, ids("e1@node-a:lost", "e2@node-b"))
 }
 
 func TestSeatMove(t *testing.T) {

@@ -199,6 +199,13 @@ func checkMove(r crewlet.MoveRequest) error {
 		checkReason("reason", r.Reason), checkID("by", r.By, maxByBytes))
 }
 
+func checkHostLost(r crewlet.HostLostRequest) error {
+	if r.Node == "" {
+		return errors.New("node: empty")
+	}
+	return firstErr(checkID("node", r.Node, maxNodeBytes), checkID("by", r.By, maxByBytes))
+}
+
 func checkStop(r crewlet.StopRequest) error {
 	return firstErr(checkReason("reason", r.Reason), checkID("by", r.By, maxByBytes))
 }

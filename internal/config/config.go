@@ -161,6 +161,10 @@ type Mailbox struct {
 	// DeadLetterKeep is the most entries kept in the dead-letter stream;
 	// maintenance trims the oldest beyond it. 1 to 10000000.
 	DeadLetterKeep int `mapstructure:"dead_letter_keep"`
+	// Backstop is how long an idle seat waits for a wake before it reads
+	// its mailbox anyway, should every wake signal have been lost: an idle
+	// seat's whole steady cost is one timer per backstop. 1m to 24h.
+	Backstop time.Duration `mapstructure:"backstop"`
 }
 
 // Nodes times the fleet of worker nodes that host seats (DESIGN §4).
@@ -179,6 +183,9 @@ type Nodes struct {
 	RebalanceInterval time.Duration `mapstructure:"rebalance_interval"`
 	// RebalanceMaxMoves is the most seats one rebalance pass moves. 1 to 100.
 	RebalanceMaxMoves int `mapstructure:"rebalance_max_moves"`
+	// MaxToolCalls is the most tool calls a node runs at once for the seats
+	// it hosts; more wait for a free one. 1 to 10000.
+	MaxToolCalls int `mapstructure:"max_tool_calls"`
 }
 
 // Maintenance times the maintenance duty: mailbox retirement and trimming,

@@ -48,10 +48,10 @@ func TestExampleOrg(t *testing.T) {
 	if _, ok := c.Seat("nobody"); ok {
 		t.Errorf("Seat(nobody) found a seat")
 	}
-	if want := (Nodes{3 * time.Second, time.Minute, 30 * time.Second, 30 * time.Second, 4}); c.Nodes != want {
+	if want := (Nodes{3 * time.Second, time.Minute, 30 * time.Second, 30 * time.Second, 4, 64}); c.Nodes != want {
 		t.Errorf("nodes = %+v, want the defaults %+v", c.Nodes, want)
 	}
-	if want := (Mailbox{"crewlet", 16, 24 * time.Hour, 10000, 24 * time.Hour, 10 * time.Second, 1000, 10000}); c.Mailbox != want {
+	if want := (Mailbox{"crewlet", 16, 24 * time.Hour, 10000, 24 * time.Hour, 10 * time.Second, 1000, 10000, time.Hour}); c.Mailbox != want {
 		t.Errorf("mailbox = %+v, want the defaults %+v", c.Mailbox, want)
 	}
 	if got, want := c.Location().String(), "Europe/Berlin"; got != want {
@@ -502,13 +502,16 @@ seats: [ { handle: alice, kind: human } ]`,
 			yaml: minimal + `nodes: { heartbeat_timout: 2s, beat: 1s }`,
 			want: []string{
 				`nodes.heartbeat_timout: unknown key; did you mean "heartbeat_timeout"?`,
-				`nodes.beat: unknown key; valid keys: drain_timeout, heartbeat_timeout, rebalance_interval, rebalance_max_moves, release_wait`,
+				`nodes.beat: unknown key; valid keys: drain_timeout, heartbeat_timeout, max_tool_calls, rebalance_interval, rebalance_max_moves, release_wait`,
 			},
 		},
 		{
 			name: "mailbox below range",
-			yaml: minimal + `mailbox: { retire_after: 999ms, keep_acked: -1, keep_acked_for: -1s, retry_backoff: 9ms }`,
+			yaml: minimal + `mailbox: { retire_after: 999ms, keep_acked: -1, keep_acked_for: -1s, retry_backoff: 9ms, backstop: 59s }
+nodes: { max_tool_calls: 0 }`,
 			want: []string{
+				"mailbox.backstop: 59s is out of range; must be between 1m and 24h",
+				"nodes.max_tool_calls: 0 is out of range; must be between 1 and 10000",
 				"mailbox.retire_after: 999ms is out of range; must be between 1s and 720h",
 				"mailbox.keep_acked: -1 is out of range; must be between 0 and 10000000",
 				"mailbox.keep_acked_for: -1s is out of range; must be between 0s and 8760h",
@@ -517,8 +520,11 @@ seats: [ { handle: alice, kind: human } ]`,
 		},
 		{
 			name: "mailbox above range",
-			yaml: minimal + `mailbox: { retire_after: 721h, keep_acked: 10000001, keep_acked_for: 8761h, retry_backoff: 10m1s }`,
+			yaml: minimal + `mailbox: { retire_after: 721h, keep_acked: 10000001, keep_acked_for: 8761h, retry_backoff: 10m1s, backstop: 25h }
+nodes: { max_tool_calls: 10001 }`,
 			want: []string{
+				"mailbox.backstop: 25h is out of range; must be between 1m and 24h",
+				"nodes.max_tool_calls: 10001 is out of range; must be between 1 and 10000",
 				"mailbox.retire_after: 721h is out of range; must be between 1s and 720h",
 				"mailbox.keep_acked: 10000001 is out of range; must be between 0 and 10000000",
 				"mailbox.keep_acked_for: 8761h is out of range; must be between 0s and 8760h",
@@ -557,7 +563,7 @@ seats: [ { handle: alice, kind: human } ]`,
 			yaml: minimal + `mailbox: { retire_afer: 1h, zzz: 1 }`,
 			want: []string{
 				`mailbox.retire_afer: unknown key; did you mean "retire_after"?`,
-				`mailbox.zzz: unknown key; valid keys: dead_letter_keep, human_keep, keep_acked, keep_acked_for, key_prefix, read_batch, retire_after, retry_backoff`,
+				`mailbox.zzz: unknown key; valid keys: backstop, dead_letter_keep, human_keep, keep_acked, keep_acked_for, key_prefix, read_batch, retire_after, retry_backoff`,
 			},
 		},
 		{
@@ -1226,14 +1232,14 @@ func TestNodesBounds(t *testing.T) {
 		yaml string
 		want Nodes
 	}{
-		{"lowest", `nodes: { heartbeat_timeout: 1s, drain_timeout: 1s, release_wait: 0, rebalance_interval: 1s, rebalance_max_moves: 1 }`,
-			Nodes{time.Second, time.Second, 0, time.Second, 1}},
-		{"highest", `nodes: { heartbeat_timeout: 60s, drain_timeout: 1h, release_wait: 60m, rebalance_interval: 3600s, rebalance_max_moves: 100 }`,
-			Nodes{time.Minute, time.Hour, time.Hour, time.Hour, 100}},
+		{"lowest", `nodes: { heartbeat_timeout: 1s, drain_timeout: 1s, release_wait: 0, rebalance_interval: 1s, rebalance_max_moves: 1, max_tool_calls: 1 }`,
+			Nodes{time.Second, time.Second, 0, time.Second, 1, 1}},
+		{"highest", `nodes: { heartbeat_timeout: 60s, drain_timeout: 1h, release_wait: 60m, rebalance_interval: 3600s, rebalance_max_moves: 100, max_tool_calls: 10000 }`,
+			Nodes{time.Minute, time.Hour, time.Hour, time.Hour, 100, 10000}},
 		{"empty section keeps the defaults", "nodes:\n",
-			Nodes{3 * time.Second, time.Minute, 30 * time.Second, 30 * time.Second, 4}},
+			Nodes{3 * time.Second, time.Minute, 30 * time.Second, 30 * time.Second, 4, 64}},
 		{"one key keeps the other defaults", `nodes: { release_wait: 5s }`,
-			Nodes{3 * time.Second, time.Minute, 5 * time.Second, 30 * time.Second, 4}},
+			Nodes{3 * time.Second, time.Minute, 5 * time.Second, 30 * time.Second, 4, 64}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1254,14 +1260,14 @@ func TestMailboxBounds(t *testing.T) {
 		yaml string
 		want Mailbox
 	}{
-		{"lowest", `mailbox: { retire_after: 1s, keep_acked: 0, keep_acked_for: 0, retry_backoff: 10ms, human_keep: 0, dead_letter_keep: 1 }`,
-			Mailbox{"crewlet", 16, time.Second, 0, 0, 10 * time.Millisecond, 0, 1}},
-		{"highest", `mailbox: { retire_after: 720h, keep_acked: 10000000, keep_acked_for: 8760h, retry_backoff: 600s, human_keep: 10000000, dead_letter_keep: 10000000 }`,
-			Mailbox{"crewlet", 16, 720 * time.Hour, 10_000_000, 8760 * time.Hour, 10 * time.Minute, 10_000_000, 10_000_000}},
+		{"lowest", `mailbox: { retire_after: 1s, keep_acked: 0, keep_acked_for: 0, retry_backoff: 10ms, human_keep: 0, dead_letter_keep: 1, backstop: 1m }`,
+			Mailbox{"crewlet", 16, time.Second, 0, 0, 10 * time.Millisecond, 0, 1, time.Minute}},
+		{"highest", `mailbox: { retire_after: 720h, keep_acked: 10000000, keep_acked_for: 8760h, retry_backoff: 600s, human_keep: 10000000, dead_letter_keep: 10000000, backstop: 24h }`,
+			Mailbox{"crewlet", 16, 720 * time.Hour, 10_000_000, 8760 * time.Hour, 10 * time.Minute, 10_000_000, 10_000_000, 24 * time.Hour}},
 		{"empty section keeps the defaults", "mailbox:\n",
-			Mailbox{"crewlet", 16, 24 * time.Hour, 10000, 24 * time.Hour, 10 * time.Second, 1000, 10000}},
+			Mailbox{"crewlet", 16, 24 * time.Hour, 10000, 24 * time.Hour, 10 * time.Second, 1000, 10000, time.Hour}},
 		{"one key keeps the other defaults", `mailbox: { keep_acked_for: 1h }`,
-			Mailbox{"crewlet", 16, 24 * time.Hour, 10000, time.Hour, 10 * time.Second, 1000, 10000}},
+			Mailbox{"crewlet", 16, 24 * time.Hour, 10000, time.Hour, 10 * time.Second, 1000, 10000, time.Hour}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -48,6 +48,7 @@ var defaults = map[string]any{
 	"mailbox.keep_acked":       10000,
 	"mailbox.keep_acked_for":   24 * time.Hour,
 	"mailbox.retry_backoff":    10 * time.Second,
+	"mailbox.backstop":         time.Hour,
 	"mailbox.human_keep":       1000,
 	"mailbox.dead_letter_keep": 10000,
 
@@ -56,6 +57,7 @@ var defaults = map[string]any{
 	"nodes.release_wait":        30 * time.Second,
 	"nodes.rebalance_interval":  30 * time.Second,
 	"nodes.rebalance_max_moves": 4,
+	"nodes.max_tool_calls":      64,
 
 	"maintenance.interval":               15 * time.Minute,
 	"maintenance.ledger_retention":       168 * time.Hour,

@@ -92,6 +92,8 @@ const (
 	maxKeepAckedFor = 8760 * time.Hour
 	minRetryBackoff = 10 * time.Millisecond
 	maxRetryBackoff = 10 * time.Minute
+	minBackstop     = time.Minute
+	maxBackstop     = 24 * time.Hour
 	minHumanKeep    = 0
 	maxHumanKeep    = 10_000_000
 	// A dead-letter stream trimmed to nothing would lose mail no one has
@@ -124,6 +126,8 @@ const (
 	maxRebalanceInterval = time.Hour
 	minRebalanceMoves    = 1
 	maxRebalanceMoves    = 100
+	minToolCalls         = 1
+	maxToolCalls         = 10000
 )
 
 // LabelPattern is what a placement label key and value must match, both in a
@@ -205,6 +209,7 @@ func (c *Config) problems() []*Problem {
 	}
 	checkDuration("mailbox.keep_acked_for", c.Mailbox.KeepAckedFor, minKeepAckedFor, maxKeepAckedFor)
 	checkDuration("mailbox.retry_backoff", c.Mailbox.RetryBackoff, minRetryBackoff, maxRetryBackoff)
+	checkDuration("mailbox.backstop", c.Mailbox.Backstop, minBackstop, maxBackstop)
 	if n := c.Mailbox.HumanKeep; n < minHumanKeep || n > maxHumanKeep {
 		add("mailbox.human_keep", "%d is out of range; must be between %d and %d", n, minHumanKeep, maxHumanKeep)
 	}
@@ -222,6 +227,9 @@ func (c *Config) problems() []*Problem {
 		{"nodes.rebalance_interval", c.Nodes.RebalanceInterval, minRebalanceInterval, maxRebalanceInterval},
 	} {
 		checkDuration(r.path, r.val, r.min, r.max)
+	}
+	if n := c.Nodes.MaxToolCalls; n < minToolCalls || n > maxToolCalls {
+		add("nodes.max_tool_calls", "%d is out of range; must be between %d and %d", n, minToolCalls, maxToolCalls)
 	}
 	if n := c.Nodes.RebalanceMaxMoves; n < minRebalanceMoves || n > maxRebalanceMoves {
 		add("nodes.rebalance_max_moves", "%d is out of range; must be between %d and %d", n, minRebalanceMoves, maxRebalanceMoves)

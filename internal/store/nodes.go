@@ -44,7 +44,9 @@ func (s *Store) RegisterNode(ctx context.Context, n NodeRow) error {
 }
 
 // NodeHeartbeat stamps the node's heartbeat with what it holds and returns
-// whether someone asked it to drain (POST /nodes/{id}/drain).
+// whether someone asked it to drain (POST /nodes/{id}/drain). A node that
+// beats again after a peer claimed it (it fenced itself and came back) is
+// unclaimed: it is alive, and when it dies for good it is claimed anew.
 func (s *Store) NodeHeartbeat(ctx context.Context, incarnation string, held int, unproven map[string]int64) (draining bool, err error) {
 	if unproven == nil {
 		unproven = map[string]int64{}
@@ -54,7 +56,7 @@ func (s *Store) NodeHeartbeat(ctx context.Context, incarnation string, held int,
 		return false, err
 	}
 	err = s.pool.QueryRow(ctx, `
-		UPDATE nodes SET heartbeat_at = now(), seats_held = $2, unproven = $3
+		UPDATE nodes SET heartbeat_at = now(), seats_held = $2, unproven = $3, claimed_by = NULL, claimed_at = NULL
 		WHERE incarnation = $1 RETURNING draining`, incarnation, held, u).Scan(&draining)
 	if err != nil {
 		return false, fmt.Errorf("node %s heartbeat: %w", incarnation, schemaMissing(err))
@@ -206,4 +208,72 @@ func (s *Store) Reserve(ctx context.Context, handle string, liveWithin time.Dura
 		return "", false, fmt.Errorf("place seat %s: %w", handle, schemaMissing(err))
 	}
 	return chosen, ok, nil
+}
+
+// ClaimDeadNodes claims, for the node claimer, every other incarnation that
+// stopped or has not beaten for longer than timeout and that no node claimed
+// yet: one compare-and-set per row, so each dead incarnation is claimed by
+// exactly one live node, which then tells its seats.
+func (s *Store) ClaimDeadNodes(ctx context.Context, claimer string, timeout time.Duration) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `
+		UPDATE nodes SET claimed_by = $1, claimed_at = now()
+		WHERE claimed_by IS NULL AND incarnation <> $1
+		  AND (stopped_at IS NOT NULL OR heartbeat_at < now() - make_interval(secs => $2))
+		RETURNING incarnation`, claimer, timeout.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("claim dead nodes: %w", schemaMissing(err))
+	}
+	claimed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("claim dead nodes: %w", err)
+	}
+	return claimed, nil
+}
+
+// UnclaimNode gives a claim back, so the next beat's detector (this node's
+// or a peer's) tries that incarnation again.
+func (s *Store) UnclaimNode(ctx context.Context, incarnation string) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE nodes SET claimed_by = NULL, claimed_at = NULL WHERE incarnation = $1`, incarnation); err != nil {
+		return fmt.Errorf("unclaim node %s: %w", incarnation, schemaMissing(err))
+	}
+	return nil
+}
+
+// SeatsOn returns the seats whose current tenure is on the incarnation.
+func (s *Store) SeatsOn(ctx context.Context, incarnation string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT handle FROM seats WHERE node = $1 ORDER BY handle`, incarnation)
+	if err != nil {
+		return nil, fmt.Errorf("seats on %s: %w", incarnation, schemaMissing(err))
+	}
+	seats, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("seats on %s: %w", incarnation, err)
+	}
+	return seats, nil
+}
+
+// MovedOn returns the seats of hosted (handle → the epoch a node hosts it
+// at) whose tenure moved on: their epoch in Postgres is another one.
+func (s *Store) MovedOn(ctx context.Context, hosted map[string]int64) ([]string, error) {
+	if len(hosted) == 0 {
+		return nil, nil
+	}
+	handles := make([]string, 0, len(hosted))
+	epochs := make([]int64, 0, len(hosted))
+	for h, e := range hosted {
+		handles, epochs = append(handles, h), append(epochs, e)
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT h.handle FROM unnest($1::text[], $2::bigint[]) AS h (handle, epoch)
+		JOIN seats s ON s.handle = h.handle
+		WHERE s.epoch <> h.epoch
+		ORDER BY h.handle`, handles, epochs)
+	if err != nil {
+		return nil, fmt.Errorf("check hosted tenures: %w", schemaMissing(err))
+	}
+	moved, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("check hosted tenures: %w", err)
+	}
+	return moved, nil
 }
