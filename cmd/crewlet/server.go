@@ -67,8 +67,9 @@ func storeURL(key, envName string) (string, error) {
 	return v, nil
 }
 
-// connect loads the org and connects to Postgres, Redis and Temporal. It
-// fails before anything starts if any of them is missing.
+// connect loads the org, connects to Postgres (migrated and claimed for this
+// deployment, see openDatabase), Redis and Temporal. It fails before anything
+// starts if any of them is missing.
 func connect(ctx context.Context, path string, log *slog.Logger) (*deps, error) {
 	org, err := config.Load(path)
 	if err != nil {
@@ -80,8 +81,12 @@ func connect(ctx context.Context, path string, log *slog.Logger) (*deps, error) 
 		return nil, err
 	}
 	d := &deps{org: org, log: log}
-	if d.store, err = store.Open(ctx, pgURL); err != nil {
+	var applied []string
+	if d.store, applied, err = openDatabase(ctx, org, pgURL); err != nil {
 		return nil, err
+	}
+	if len(applied) > 0 {
+		log.Info("migrations_applied", "names", applied)
 	}
 	if d.mailbox, err = mailbox.Open(ctx, redisURL, org.Mailbox.KeyPrefix); err != nil {
 		d.close()
@@ -102,6 +107,35 @@ func connect(ctx context.Context, path string, log *slog.Logger) (*deps, error) 
 	return d, nil
 }
 
+// openDatabase opens the org's database, applies pending migrations and
+// claims the database for this deployment (company, Temporal namespace, task
+// queue): every server command (serve, worker, api, migrate) comes through
+// here before it uses the database. Nodes, placement and the mailbox registry
+// are per database, so a database another deployment claimed is refused, and
+// refused before a migration touches it. An empty database, or one from
+// before migration 0015 (which holds data but no claim), is claimed by the
+// first process that migrates it.
+func openDatabase(ctx context.Context, org *config.Config, url string) (*store.Store, []string, error) {
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		return nil, nil, err
+	}
+	d := store.Deployment{Company: org.Company.Name, Namespace: org.Temporal.Namespace, TaskQueue: org.Temporal.TaskQueue}
+	if err := st.CheckDeployment(ctx, d); err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	applied, err := st.Migrate(ctx)
+	if err == nil {
+		err = st.ClaimDeployment(ctx, d)
+	}
+	if err != nil {
+		st.Close()
+		return nil, applied, err
+	}
+	return st, applied, nil
+}
+
 func runServer(ctx context.Context, args []string, stderr io.Writer, role serverRole) error {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	cfgPath := configFlag(fs)
@@ -117,10 +151,13 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		return err
 	}
 	defer d.close()
-	if applied, err := d.store.Migrate(ctx); err != nil {
-		return err
-	} else if len(applied) > 0 {
-		log.Info("migrations_applied", "names", applied)
+	if role&roleWorker != 0 {
+		// Seat workflow ids are per namespace: a worker must not start, wake
+		// or host a seat another deployment's workflow already runs. The API
+		// alone starts no seat at boot; its wakes are checked one by one.
+		if err := d.control.CheckSeatWorkflows(ctx); err != nil {
+			return err
+		}
 	}
 	// Every process makes sure every seat has its row and mailbox before it
 	// serves, so mail sent now waits for its seat instead of vanishing.
@@ -217,12 +254,19 @@ func nodeOptions(nodeID, labels string, capacity int, stderr io.Writer) (workers
 		}
 		opts.Labels[strings.ToLower(k)] = v
 	}
-	if v := os.Getenv("CREWLET_TEST_WEDGE_AFTER"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return opts, fmt.Errorf("CREWLET_TEST_WEDGE_AFTER=%q: %w", v, err)
+	// Test hooks: a presence loop that wedges, and one cut off from
+	// Postgres, after the given time.
+	for _, hook := range []struct {
+		env string
+		to  *time.Duration
+	}{{"CREWLET_TEST_WEDGE_AFTER", &opts.WedgeAfter}, {"CREWLET_TEST_CUT_STORE_AFTER", &opts.CutStoreAfter}} {
+		if v := os.Getenv(hook.env); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return opts, fmt.Errorf("%s=%q: %w", hook.env, v, err)
+			}
+			*hook.to = d
 		}
-		opts.WedgeAfter = d
 	}
 	return opts, nil
 }
@@ -241,15 +285,11 @@ func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, url)
+	st, applied, err := openDatabase(ctx, org, url)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	applied, err := st.Migrate(ctx)
-	if err != nil {
-		return err
-	}
 	if len(applied) == 0 {
 		fmt.Fprintln(stdout, "migrations: up to date")
 	}

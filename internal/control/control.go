@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -34,6 +35,9 @@ type Control struct {
 	log      *slog.Logger
 	// Now is the clock usage windows are read on; tests set it.
 	Now func() time.Time
+	// ownRuns holds, per seat workflow id, the run last seen on our task
+	// queue (deployment.go).
+	ownRuns sync.Map
 }
 
 // New returns a Control for org.
@@ -71,17 +75,18 @@ func (c *Control) seatInput(s config.Seat) workflows.SeatInput {
 	return workflows.SeatInput{
 		Handle: s.Handle, Role: s.Role, ReadBatch: c.org.Mailbox.ReadBatch,
 		HeartbeatTimeout: c.org.Nodes.HeartbeatTimeout, ReleaseWait: c.org.Nodes.ReleaseWait,
-		RetryBackoff: c.org.Mailbox.RetryBackoff,
+		RetryBackoff: c.org.Mailbox.RetryBackoff, Backstop: c.org.Mailbox.Backstop,
 	}
 }
 
-// StartSeat starts the seat's workflow unless one is already open.
+// StartSeat starts the seat's workflow unless one is already open. An open
+// one on another task queue is another deployment's: ECONFLICT.
 func (c *Control) StartSeat(ctx context.Context, s config.Seat) error {
-	_, err := c.temporal.ExecuteWorkflow(ctx, c.startOptions(s), crewlet.SeatWorkflowType, c.seatInput(s))
+	run, err := c.temporal.ExecuteWorkflow(ctx, c.startOptions(s), crewlet.SeatWorkflowType, c.seatInput(s))
 	if err != nil {
 		return fmt.Errorf("start seat %s: %w", s.Handle, err)
 	}
-	return nil
+	return c.checkSeatRun(ctx, s.Handle, run.GetRunID())
 }
 
 // SendRequest is mail to deliver to a seat.
@@ -156,11 +161,16 @@ func (c *Control) Deliver(ctx context.Context, msg crewlet.Message) (crewlet.Mes
 	return msg, nil
 }
 
-// wake signals the seat, starting its workflow if none is open.
+// wake signals the seat, starting its workflow if none is open. The open
+// one may turn out another deployment's (ECONFLICT); that seat then got a
+// stray wake, which only makes it read its own mailbox.
 func (c *Control) wake(ctx context.Context, s config.Seat) error {
-	_, err := c.temporal.SignalWithStartWorkflow(ctx, crewlet.SeatWorkflowID(s.Handle), crewlet.SignalWake, nil,
+	run, err := c.temporal.SignalWithStartWorkflow(ctx, crewlet.SeatWorkflowID(s.Handle), crewlet.SignalWake, nil,
 		c.startOptions(s), crewlet.SeatWorkflowType, c.seatInput(s))
-	return err
+	if err != nil {
+		return err
+	}
+	return c.checkSeatRun(ctx, s.Handle, run.GetRunID())
 }
 
 // State asks the seat's workflow what it is doing.

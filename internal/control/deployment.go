@@ -1,0 +1,187 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/crewlet/crewlet"
+)
+
+// Seat workflow ids (seat/{handle}) are unique per Temporal namespace, not per
+// deployment: a second company in the same namespace with an overlapping
+// handle would have its starts (USE_EXISTING) and wakes land on the first
+// company's workflow. A seat workflow runs on its deployment's task queue, so
+// one found on another queue belongs to someone else and is refused.
+
+// seatConflict is a seat workflow of ours found running on another task queue.
+type seatConflict struct{ id, queue string }
+
+// checkSeatRun refuses the run Temporal handed back for the seat's workflow
+// when it runs on another task queue. A run seen on ours before is not asked
+// about again, so a seat costs one describe per run and process at most.
+func (c *Control) checkSeatRun(ctx context.Context, handle, runID string) error {
+	id := crewlet.SeatWorkflowID(handle)
+	if v, ok := c.ownRuns.Load(id); ok && v.(string) == runID {
+		return nil
+	}
+	resp, err := c.temporal.DescribeWorkflowExecution(ctx, id, runID)
+	if err != nil {
+		return crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "cannot tell which deployment runs workflow %s: Temporal does not describe it now", id)
+	}
+	if queue := runQueue(resp); queue != c.org.Temporal.TaskQueue {
+		return c.seatConflicts([]seatConflict{{id: id, queue: queue}})
+	}
+	c.ownRuns.Store(id, runID)
+	return nil
+}
+
+// CheckSeatWorkflows refuses (ECONFLICT) when a workflow of one of the org's
+// agent seats is running on another task queue of the namespace, so a worker
+// does not start on top of another deployment. It asks Temporal's visibility
+// store, not each seat: one paged query for the running seat workflows off
+// our task queue, intersected with the org's seats, costs about the same for
+// 10,000 seats as for one; only the few it finds are described, to confirm.
+// It also remembers the runs on our queue, so the starts that follow at boot
+// need not describe them. Visibility lags a moment behind, so a workflow
+// started just now may be missed here; the start and wake paths check each
+// run they get.
+func (c *Control) CheckSeatWorkflows(ctx context.Context) error {
+	seats := map[string]bool{}
+	for _, s := range c.org.AgentSeats() {
+		seats[crewlet.SeatWorkflowID(s.Handle)] = true
+	}
+	if len(seats) == 0 {
+		return nil
+	}
+	queue := c.org.Temporal.TaskQueue
+	running := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", crewlet.SeatWorkflowType)
+	var conflicts []seatConflict
+	err := c.listWorkflows(ctx, fmt.Sprintf("%s AND TaskQueue != '%s'", running, queue), func(id, runID, q string) {
+		if seats[id] {
+			seats[id] = false // a page may repeat a row that moved
+			conflicts = append(conflicts, seatConflict{id: id, queue: q})
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if conflicts, err = c.confirmConflicts(ctx, conflicts); err != nil {
+		return err
+	}
+	if len(conflicts) > 0 {
+		return c.seatConflicts(conflicts)
+	}
+	return c.listWorkflows(ctx, fmt.Sprintf("%s AND TaskQueue = '%s'", running, queue), func(id, runID, _ string) {
+		if seats[id] {
+			c.ownRuns.Store(id, runID)
+		}
+	})
+}
+
+// describeConcurrency bounds the describes one check runs at once.
+const describeConcurrency = 16
+
+// confirmConflicts keeps the seat workflows that Temporal, asked directly,
+// still runs on another task queue. Visibility lags a moment behind: a
+// workflow closed just before (a previous deployment's, terminated to make
+// way for this one) must not refuse the start. Normally there are none to ask.
+func (c *Control) confirmConflicts(ctx context.Context, candidates []seatConflict) ([]seatConflict, error) {
+	var (
+		mu        sync.Mutex
+		wg        sync.WaitGroup
+		confirmed []seatConflict
+		errs      []error
+	)
+	sem := make(chan struct{}, describeConcurrency)
+	for _, x := range candidates {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			resp, err := c.temporal.DescribeWorkflowExecution(ctx, x.id, "")
+			mu.Lock()
+			defer mu.Unlock()
+			var notFound *serviceerror.NotFound
+			switch {
+			case errors.As(err, &notFound):
+			case err != nil:
+				errs = append(errs, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "cannot tell which deployment runs workflow %s: Temporal does not describe it now", x.id))
+			case resp.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+			default:
+				if q := runQueue(resp); q != c.org.Temporal.TaskQueue {
+					confirmed = append(confirmed, seatConflict{id: x.id, queue: q})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return confirmed, errors.Join(errs...)
+}
+
+// runQueue is the task queue a described workflow runs on.
+func runQueue(resp *workflowservice.DescribeWorkflowExecutionResponse) string {
+	if q := resp.GetExecutionConfig().GetTaskQueue().GetName(); q != "" {
+		return q
+	}
+	return resp.GetWorkflowExecutionInfo().GetTaskQueue()
+}
+
+// listWorkflows calls fn with every execution query matches, page by page.
+func (c *Control) listWorkflows(ctx context.Context, query string, fn func(id, runID, queue string)) error {
+	req := &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: 1000}
+	for {
+		resp, err := c.temporal.ListWorkflow(ctx, req)
+		if err != nil {
+			return crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the seats' workflows cannot be listed; Temporal is unreachable")
+		}
+		for _, ex := range resp.GetExecutions() {
+			fn(ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId(), ex.GetTaskQueue())
+		}
+		if len(resp.GetNextPageToken()) == 0 {
+			return nil
+		}
+		req.NextPageToken = resp.GetNextPageToken()
+	}
+}
+
+// maxConflictsNamed bounds the workflows one refusal lists.
+const maxConflictsNamed = 10
+
+// seatConflicts is the refusal naming the workflows, their task queues and
+// ours, and what to do.
+func (c *Control) seatConflicts(cs []seatConflict) error {
+	sort.Slice(cs, func(i, j int) bool { return cs[i].id < cs[j].id })
+	ours := fmt.Sprintf("this deployment's %q (company %q, Temporal namespace %q)",
+		c.org.Temporal.TaskQueue, c.org.Company.Name, c.org.Temporal.Namespace)
+	const remedy = "Give each company its own Temporal namespace (temporal.namespace) or distinct seat handles"
+	if len(cs) == 1 {
+		return crewlet.Errorf(crewlet.ECONFLICT,
+			"workflow %s already runs on task queue %q, not on %s: another deployment in the namespace has a seat "+
+				"with the same handle, and the two would start, wake and steer each other's seat. %s; "+
+				"if it is this company's own, left on a task queue it no longer uses, terminate it "+
+				"(temporal workflow terminate --workflow-id %s)",
+			cs[0].id, cs[0].queue, ours, remedy, cs[0].id)
+	}
+	named := make([]string, 0, min(len(cs), maxConflictsNamed))
+	for _, x := range cs[:min(len(cs), maxConflictsNamed)] {
+		named = append(named, fmt.Sprintf("%s (task queue %q)", x.id, x.queue))
+	}
+	list := strings.Join(named, ", ")
+	if more := len(cs) - len(named); more > 0 {
+		list += fmt.Sprintf(" and %d more", more)
+	}
+	return crewlet.Errorf(crewlet.ECONFLICT,
+		"%d seat workflows already run on other task queues than %s: %s. Another deployment in the namespace "+
+			"has seats with the same handles, and the two would start, wake and steer each other's seats. %s; "+
+			"if they are this company's own, left on a task queue it no longer uses, terminate them "+
+			"(temporal workflow terminate --workflow-id ID)",
+		len(cs), ours, list, remedy)
+}
