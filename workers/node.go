@@ -43,7 +43,7 @@ type NodeOptions struct {
 	// long, as a node cut off from Postgres sees it. It exists for the
 	// self-fencing test and nothing else.
 	CutStoreAfter time.Duration
-	Stderr     io.Writer
+	Stderr        io.Writer
 	// Exit ends the process; the watchdog calls it with code 75.
 	Exit func(int)
 }
