@@ -215,6 +215,14 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 			runErr = fmt.Errorf("api: %w", err)
 		}
 	}
+	// Shutdown always ends: whatever the seats do, the process is gone
+	// within this bound of being asked to stop.
+	bound := shutdownBound(d.org)
+	forced := time.AfterFunc(bound, func() {
+		log.Error("shutdown_forced", "after", bound, "reason", "the drain and the workers did not finish in time")
+		os.Exit(exitShutdownForced)
+	})
+	defer forced.Stop()
 	if node != nil {
 		// A stopping node hands its seats over first: the turns in flight
 		// finish, the seats move, then the node leaves.
@@ -231,6 +239,17 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		_ = srv.Shutdown(shutdownCtx)
 	}
 	return runErr
+}
+
+// exitShutdownForced is the exit code of a process that had to cut its
+// shutdown short.
+const exitShutdownForced = 1
+
+// shutdownBound is the longest a server process takes to exit once asked:
+// the drain (nodes.drain_timeout and its 5s grace), the node's loops and
+// workers (two heartbeat timeouts), and the API's own shutdown (10s).
+func shutdownBound(org *config.Config) time.Duration {
+	return org.Nodes.DrainTimeout + 5*time.Second + 2*org.Nodes.HeartbeatTimeout + 10*time.Second
 }
 
 // nodeOptions reads the node's own settings: its id, labels and capacity

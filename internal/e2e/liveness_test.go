@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -258,5 +259,24 @@ func TestFencedTenureStopsItsMCPChildOnALiveOldNode(t *testing.T) {
 	// The presence loop beats every third of the 3s heartbeat timeout.
 	if took := time.Since(movedAt); took > 2*time.Second {
 		t.Errorf("n1 stopped the moved tenure's child %v after the move; want within a beat (1s) and the poll", took)
+	}
+}
+
+// Shutdown always ends: a serve whose seats have nowhere to go (it is the
+// only node) still exits within its bound of SIGINT: the drain timeout and
+// its grace, two heartbeat timeouts, the API's 10s.
+func TestServeExitsWithinItsShutdownBoundWhenItsSeatsHaveNowhereToGo(t *testing.T) {
+	c := newCompany(t, mcpFleetOrg(t, 3))
+	c.setenv("CREWLET_NODES_DRAIN_TIMEOUT=2s")
+	p := c.serve()
+	c.waitAttached(60 * time.Second)
+	const bound = 2*time.Second + 5*time.Second + 2*3*time.Second + 10*time.Second
+	asked := time.Now()
+	p.signal(t, syscall.SIGINT)
+	p.wait(t, bound+5*time.Second)
+	took := time.Since(asked)
+	t.Logf("serve exited %v after SIGINT (bound %v)", took.Round(10*time.Millisecond), bound)
+	if took > bound+time.Second {
+		t.Fatalf("serve took %v to exit; want within its bound %v", took, bound)
 	}
 }
