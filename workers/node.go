@@ -146,10 +146,18 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	errs := []interceptor.WorkerInterceptor{&publicErrors{log: n.log}}
 	n.shared = worker.New(tc, org.Temporal.TaskQueue, worker.Options{
 		StickyScheduleToStartTimeout: hb / 3,
-		// Every seat's workflow task comes through here; two pollers (the
-		// default) leave tasks queued behind a busy pair under load.
-		MaxConcurrentWorkflowTaskPollers: 8,
-		Interceptors:                     errs,
+		// Every seat's workflow task comes through here, so it needs more
+		// than the default two pollers. A fixed count (the SDK's
+		// MaxConcurrentWorkflowTaskPollers) is one pool shared by the
+		// sticky and the shared queue, and after a burst of wakes filled
+		// the sticky queue every poll parked there for a whole long poll
+		// (~60 s) while the turns' first tasks waited on the shared queue
+		// with no poller. Autoscaling pollers keep the two queues'
+		// pollers apart, and always one on the shared queue.
+		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
+			InitialNumberOfPollers: 8, MinimumNumberOfPollers: 2, MaximumNumberOfPollers: 16,
+		}),
+		Interceptors: errs,
 	})
 	RegisterShared(n.shared, deps)
 	n.host.SetMaxToolCalls(org.Nodes.MaxToolCalls)

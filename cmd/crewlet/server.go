@@ -353,5 +353,8 @@ func temporalOptions(org *config.Config) (client.Options, error) {
 	if key != "" {
 		opts.Credentials = client.NewAPIKeyStaticCredentials(key)
 	}
+	if count, ok := countTemporalCalls(); ok {
+		opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, count)
+	}
 	return opts, nil
 }

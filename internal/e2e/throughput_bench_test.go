@@ -45,13 +45,17 @@ const benchSeats = 100
 // replies/s; then the bare ceiling on the same stack: 100 no-op workflows each
 // looping over the same steps a turn uses (3 local activities in the seat, a
 // child workflow with 2 local and 1 regular), and crewlet's throughput as a
-// ratio of it.
+// ratio of it. Before those phases, once every seat is established and has
+// sat idle for burstIdle, it sends one message to each of the 100 seats at
+// once and reports, per seat, publish→first reply (burst-p50/p99/max-ms): how
+// fast a company that was quiet answers a wave.
 //
 //	go test ./internal/e2e -run '^$' -bench Throughput -benchtime 1x -timeout 20m
 func BenchmarkThroughput(b *testing.B) {
 	d := benchDuration(b)
-	replies, latencies, unloaded := crewletThroughput(b, d)
+	replies, latencies, unloaded, burst := crewletThroughput(b, d)
 	ceiling := bareCeiling(b, d)
+	reportBurst(b, "burst", burst)
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 	p50 := latencies[len(latencies)/2]
 	p99 := latencies[len(latencies)*99/100]
@@ -69,14 +73,21 @@ func BenchmarkThroughput(b *testing.B) {
 		benchSeats, d, rate, p50, p99, unloaded[len(unloaded)/2], unloaded[len(unloaded)*99/100], ceiling, rate/ceiling)
 }
 
-func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration, []time.Duration) {
+func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration, []time.Duration, []time.Duration) {
 	c := newCompany(b, fleetOrg(b, benchSeats, 0))
 	defer c.stopAll()
+	// The phases send as one principal far faster than the API's
+	// per-principal mutation limit allows a person to.
+	c.setenv("CREWLET_API_MUTATIONS_PER_MINUTE=0")
 	c.serve()
 	c.waitAttached(2 * time.Minute)
 	replied := watchReplies(b, c.dbURL)
 
-	// Unloaded latency first: one message at a time, round-robin over seats.
+	// A wave into a quiet company first: every seat idle for a while.
+	time.Sleep(burstIdle)
+	burst := burstPhase(b, c, replied, seatNames(benchSeats))
+
+	// Then unloaded latency: one message at a time, round-robin over seats.
 	var unloaded []time.Duration
 	for i, seat := range seatNames(benchSeats) {
 		if i == 200 {
@@ -125,7 +136,90 @@ func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration, []t
 		}()
 	}
 	wg.Wait()
-	return len(latencies), latencies, unloaded
+	return len(latencies), latencies, unloaded, burst
+}
+
+// burstIdle is how long every seat sits idle, once established, before the
+// burst: long enough that nothing of establishing is still in flight.
+const burstIdle = 5 * time.Second
+
+// BenchmarkBurst is BenchmarkThroughput's burst phase alone: 100 seats
+// established and idle, then one message to each at once; it reports, per
+// seat, publish→first reply (p50, p99, max). A second wave after another
+// idle spell measures seats that have answered before.
+//
+//	go test ./internal/e2e -run '^$' -bench 'Burst$' -benchtime 1x -timeout 10m
+func BenchmarkBurst(b *testing.B) {
+	c := newCompany(b, fleetOrg(b, benchSeats, 0))
+	defer c.stopAll()
+	c.setenv("CREWLET_API_MUTATIONS_PER_MINUTE=0")
+	c.serve()
+	c.waitAttached(2 * time.Minute)
+	replied := watchReplies(b, c.dbURL)
+	time.Sleep(burstIdle)
+	first := burstPhase(b, c, replied, seatNames(benchSeats))
+	time.Sleep(burstIdle)
+	second := burstPhase(b, c, replied, seatNames(benchSeats))
+	reportBurst(b, "burst", first)
+	reportBurst(b, "burst2", second)
+}
+
+// burstPhase sends one message to each seat at once (every sender waits at
+// one start line) and returns, per seat, the time from just before its POST
+// to its reply being recorded. The slowest seats are logged with how long
+// their POST itself took, to tell a slow publish from a slow turn.
+func burstPhase(b *testing.B, c *company, replied *replyWatcher, seats []string) []time.Duration {
+	type result struct {
+		seat, event string
+		post, reply time.Duration
+	}
+	results := make([]result, len(seats))
+	start := make(chan struct{})
+	var ready, wg sync.WaitGroup
+	for i, seat := range seats {
+		ready.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ready.Done()
+			<-start
+			t0 := time.Now()
+			var msg crewlet.Message
+			if err := c.call(http.MethodPost, "/seats/"+seat+"/messages", api.SendMessageRequest{Text: "ping"}, &msg); err != nil {
+				b.Error(err)
+				return
+			}
+			posted := time.Since(t0)
+			results[i] = result{seat: seat, event: msg.EventID, post: posted, reply: replied.wait(msg.EventID).Sub(t0)}
+		}()
+	}
+	ready.Wait()
+	began := time.Now()
+	close(start)
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	sort.Slice(results, func(i, j int) bool { return results[i].reply < results[j].reply })
+	out := make([]time.Duration, len(results))
+	for i, r := range results {
+		out[i] = r.reply
+	}
+	for _, r := range results[max(0, len(results)-5):] {
+		b.Logf("burst slowest: %s %s post %s reply %s", r.seat, r.event, r.post.Round(time.Millisecond), r.reply.Round(time.Millisecond))
+	}
+	b.Logf("burst of %d at %s: p50 %s p99 %s max %s", len(out), began.Format(time.StampMilli),
+		out[len(out)/2].Round(time.Millisecond), out[len(out)*99/100].Round(time.Millisecond), out[len(out)-1].Round(time.Millisecond))
+	return out
+}
+
+// reportBurst reports a burst's publish→first reply p50, p99 and max as
+// NAME-p50-ms, NAME-p99-ms and NAME-max-ms.
+func reportBurst(b *testing.B, name string, burst []time.Duration) {
+	sort.Slice(burst, func(i, j int) bool { return burst[i] < burst[j] })
+	b.ReportMetric(float64(burst[len(burst)/2].Milliseconds()), name+"-p50-ms")
+	b.ReportMetric(float64(burst[len(burst)*99/100].Milliseconds()), name+"-p99-ms")
+	b.ReportMetric(float64(burst[len(burst)-1].Milliseconds()), name+"-max-ms")
 }
 
 // replyWatcher tells senders when the reply to their message was recorded,

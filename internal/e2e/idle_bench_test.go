@@ -1,0 +1,238 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/crewlet/crewlet/internal/testenv"
+)
+
+// BenchmarkIdleSeats establishes CREWLET_BENCH_SEATS agent seats (default
+// 1000) on one node (`crewlet serve`), then leaves them idle for
+// CREWLET_BENCH_IDLE (default 2m) and reports what they cost: Temporal
+// calls per second made by crewlet (counted by the binary's call hook),
+// CPU % of one core for crewlet and for the Temporal dev server, crewlet's
+// RSS. It also reports the time to establish every seat against the bare
+// ceiling of the same stack: as many workflows, each running one activity,
+// started and finished.
+//
+//	CREWLET_BENCH_SEATS=10000 go test ./internal/e2e -run '^$' -bench IdleSeats -benchtime 1x -timeout 60m
+func BenchmarkIdleSeats(b *testing.B) {
+	n := envInt(b, "CREWLET_BENCH_SEATS", 1000)
+	idle := envDuration(b, "CREWLET_BENCH_IDLE", 2*time.Minute)
+	c := newCompany(b, fleetOrg(b, n, 0))
+	defer c.stopAll()
+	calls := filepath.Join(b.TempDir(), "calls")
+	c.setenv("CREWLET_TEST_TEMPORAL_CALLS="+calls, "CREWLET_API_MUTATIONS_PER_MINUTE=0")
+	start := time.Now()
+	p := c.start("serve", "serve")
+	testenv.Eventually(b, 60*time.Minute, "every seat established", func() error {
+		select {
+		case <-p.done:
+			b.Fatalf("serve exited: %s", p.out.String())
+		default:
+		}
+		node := c.onlyLiveIncarnation()
+		if node == "" {
+			return fmt.Errorf("no live node yet")
+		}
+		held, err := c.store().SeatsOn(context.Background(), node)
+		if err != nil {
+			return err
+		}
+		if len(held) < n {
+			return fmt.Errorf("%d of %d seats established", len(held), n)
+		}
+		return nil
+	})
+	established := time.Since(start)
+	b.Logf("%d seats established in %s", n, established.Round(100*time.Millisecond))
+	// Let the boot's work (first reads, search attributes) settle.
+	time.Sleep(15 * time.Second)
+
+	temporal := temporalServerPID(b)
+	crewlet := p.cmd.Process.Pid
+	calls0, crewCPU0, tempCPU0 := readCalls(b, calls), cpuTicks(b, crewlet), cpuTicks(b, temporal)
+	t0 := time.Now()
+	time.Sleep(idle)
+	window := time.Since(t0).Seconds()
+	callsPerSec := float64(readCalls(b, calls)-calls0) / window
+	crewPct := 100 * float64(cpuTicks(b, crewlet)-crewCPU0) / clockTicks / window
+	tempPct := 100 * float64(cpuTicks(b, temporal)-tempCPU0) / clockTicks / window
+	rss := rssMiB(b, crewlet)
+	c.stopAll()
+	c.terminateSeats()
+
+	bare := bareStarts(b, n)
+	b.ReportMetric(established.Seconds(), "established-s")
+	b.ReportMetric(bare.Seconds(), "bare-start-s")
+	b.ReportMetric(established.Seconds()/bare.Seconds(), "established/bare")
+	b.ReportMetric(callsPerSec, "idle-calls/s")
+	b.ReportMetric(crewPct, "crewlet-cpu-%")
+	b.ReportMetric(tempPct, "temporal-cpu-%")
+	b.ReportMetric(rss, "crewlet-rss-MiB")
+	b.Logf("%d idle seats over %s: %.2f Temporal calls/s, crewlet %.1f%% of a core, Temporal %.1f%%, crewlet RSS %.0f MiB; established in %s, bare ceiling %s (%.2fx)",
+		n, idle, callsPerSec, crewPct, tempPct, rss, established.Round(100*time.Millisecond), bare.Round(100*time.Millisecond), established.Seconds()/bare.Seconds())
+}
+
+// onlyLiveIncarnation is the incarnation of the company's one live node,
+// "" while it has none.
+func (c *company) onlyLiveIncarnation() string {
+	for _, n := range c.nodes().Nodes {
+		if n.Live {
+			return n.Incarnation
+		}
+	}
+	return ""
+}
+
+// clockTicks is the kernel's USER_HZ, what /proc's CPU times count in.
+const clockTicks = 100
+
+// cpuTicks returns a process's user + system CPU time in clock ticks.
+func cpuTicks(b *testing.B, pid int) int64 {
+	b.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := string(stat)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	// After the comm: state ppid ... utime is field 14 of the whole line,
+	// index 11 here; stime follows.
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return utime + stime
+}
+
+// rssMiB returns a process's resident set size.
+func rssMiB(b *testing.B, pid int) float64 {
+	b.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			kb, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// readCalls returns the call hook's running total.
+func readCalls(b *testing.B, path string) int64 {
+	b.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatalf("read the Temporal call count: %v", err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(string(raw), "calls ")), 10, 64)
+	if err != nil {
+		b.Fatalf("Temporal call count %q: %v", raw, err)
+	}
+	return n
+}
+
+// temporalServerPID finds the dev stack's Temporal server.
+func temporalServerPID(b *testing.B) int {
+	b.Helper()
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(cmdline), "start-dev") {
+			return pid
+		}
+	}
+	b.Fatal("no Temporal dev server process (temporal server start-dev) found")
+	return 0
+}
+
+func envInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return n
+}
+
+func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		b.Fatalf("%s=%q: want a duration", name, v)
+	}
+	return d
+}
+
+// bareStarts is the ceiling of establishing n seats on this stack: the time
+// to start n workflows that each run one activity, and see them finish.
+func bareStarts(b *testing.B, n int) time.Duration {
+	quiet := tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	tc, err := client.Dial(client.Options{HostPort: testenv.Stack(b).Temporal, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tc.Close()
+	queue := "crewlet-bare-start-" + testenv.Suffix()
+	w := worker.New(tc, queue, worker.Options{MaxConcurrentWorkflowTaskPollers: 8})
+	w.RegisterWorkflow(bareStart)
+	w.RegisterActivity(bareActivity)
+	if err := w.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	start := time.Now()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			r, err := tc.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
+				ID: fmt.Sprintf("bare-start/%s/%d", queue, i), TaskQueue: queue,
+			}, bareStart)
+			if err == nil {
+				err = r.Get(context.Background(), nil)
+			}
+			if err != nil {
+				b.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
+// bareStart is a seat's establishment at its barest: one activity.
+func bareStart(ctx workflow.Context) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+	return workflow.ExecuteActivity(ctx, bareActivity).Get(ctx, nil)
+}
