@@ -366,28 +366,21 @@ func orUnknown(s string) string {
 // Mailboxes come first, so mail sent before a seat attaches waits for it.
 func (c *Control) Reconcile(ctx context.Context, st *store.Store, startSeats bool) error {
 	org, mb := c.org, c.mailbox
-	var errs []error
-	for _, s := range org.Seats {
+	errs := []error{inParallel(len(org.Seats), func(i int) error {
+		s := org.Seats[i]
 		if err := st.EnsureSeat(ctx, s.Handle, s.Role, crewlet.SeatKind(s.Kind)); err != nil {
-			errs = append(errs, err)
-			continue
+			return err
 		}
 		if err := st.EnsureMailbox(ctx, s.Handle, mb.Stream(s.Handle), mb.Group(s.Handle)); err != nil {
-			errs = append(errs, err)
-			continue
+			return err
 		}
-		if err := mb.Ensure(ctx, s.Handle); err != nil {
-			errs = append(errs, err)
-		}
-	}
+		return mb.Ensure(ctx, s.Handle)
+	})}
 	if !startSeats {
 		return errors.Join(errs...)
 	}
-	for _, s := range org.AgentSeats() {
-		if err := c.StartSeat(ctx, s); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	agents := org.AgentSeats()
+	errs = append(errs, inParallel(len(agents), func(i int) error { return c.StartSeat(ctx, agents[i]) }))
 	running, err := c.Statuses(ctx)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
@@ -404,5 +397,35 @@ func (c *Control) Reconcile(ctx context.Context, st *store.Store, startSeats boo
 		}
 		c.log.Info("seat_stop_requested", "seat", handle, "reason", "not in the org")
 	}
+	return errors.Join(errs...)
+}
+
+// reconcileAtOnce bounds the seats a reconcile prepares or starts at once:
+// at boot a node prepares and starts every seat of the org, and one at a
+// time that is minutes for 10,000 seats.
+const reconcileAtOnce = 16
+
+// inParallel runs fn for 0..n-1, reconcileAtOnce at a time, and joins what
+// failed.
+func inParallel(n int, fn func(i int) error) error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	sem := make(chan struct{}, reconcileAtOnce)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := fn(i); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
 	return errors.Join(errs...)
 }

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -264,28 +263,45 @@ func (p *proc) wait(t testing.TB, timeout time.Duration) int {
 
 // terminateSeats ends every open seat workflow in the namespace.
 func (c *company) terminateSeats() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	// A person's notes workflow has a fixed id too (notes/{person}).
-	var executions []*workflowpb.WorkflowExecutionInfo
+	// A person's notes workflow has a fixed id too (notes/{person}). Every
+	// page: a benchmark leaves thousands.
+	var ids []string
 	for _, wt := range []string{crewlet.SeatWorkflowType, crewlet.PersonNotesWorkflowType} {
-		resp, err := c.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", wt),
-		})
-		if err != nil {
-			c.t.Fatalf("list %s workflows: %v", wt, err)
+		var token []byte
+		for {
+			resp, err := c.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+				Query:         fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", wt),
+				NextPageToken: token,
+			})
+			if err != nil {
+				c.t.Fatalf("list %s workflows: %v", wt, err)
+			}
+			for _, ex := range resp.GetExecutions() {
+				if ex.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+					ids = append(ids, ex.GetExecution().GetWorkflowId())
+				}
+			}
+			if token = resp.GetNextPageToken(); len(token) == 0 {
+				break
+			}
 		}
-		executions = append(executions, resp.GetExecutions()...)
 	}
-	for _, ex := range executions {
-		if ex.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			continue
-		}
-		err := c.temporal.TerminateWorkflow(ctx, ex.GetExecution().GetWorkflowId(), "", "e2e test cleanup")
-		if err != nil && !strings.Contains(err.Error(), "not found") && !strings.Contains(err.Error(), "already completed") {
-			c.t.Logf("terminate %s: %v", ex.GetExecution().GetWorkflowId(), err)
-		}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, id := range ids {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			err := c.temporal.TerminateWorkflow(ctx, id, "", "e2e test cleanup")
+			if err != nil && !strings.Contains(err.Error(), "not found") && !strings.Contains(err.Error(), "already completed") {
+				c.t.Logf("terminate %s: %v", id, err)
+			}
+		}()
 	}
+	wg.Wait()
 }
 
 // start runs `crewlet args... --config FILE` with the company's env.
