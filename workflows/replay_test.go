@@ -36,9 +36,14 @@ import (
 //     for diary_write on the profile it got, the tool call, the final round,
 //     FinishTurn, then ReleaseProfile. The turn histories above predate the
 //     marker and replay down the old path.
+//   - seat_node_liveness_history.json: seat/cto since node-level liveness
+//     (its node-liveness version marker; `crewlet serve` on the example
+//     org): place, attach, no Hold, a turn with diary_write, pause, resume.
+//     The seat histories above predate the marker and hold their tenure
+//     with a Hold.
 func TestReplaysRecordedHistories(t *testing.T) {
 	files, err := filepath.Glob("testdata/*_history.json")
-	if err != nil || len(files) < 6 {
+	if err != nil || len(files) < 7 {
 		t.Fatalf("want the recorded histories in testdata, found %v (%v)", files, err)
 	}
 	for _, file := range files {
