@@ -50,12 +50,7 @@ func failoverOnce(b *testing.B) (moved, answered []time.Duration) {
 	c.apiServer()
 	nodes := map[string]*proc{"n1": c.worker("n1"), "n2": c.worker("n2"), "n3": c.worker("n3")}
 	c.waitAttached(60 * time.Second)
-	var victim api.NodeView
-	for _, n := range c.nodes().Nodes {
-		if n.Live && len(n.SeatsHeld) > len(victim.SeatsHeld) {
-			victim = n
-		}
-	}
+	victim := c.busiestNode()
 	killedAt := time.Now()
 	nodes[victim.NodeID].kill(b)
 	sent := map[string]crewlet.Message{}

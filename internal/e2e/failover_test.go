@@ -162,12 +162,7 @@ func TestFailoverMovesEverySeatOfAKilledNode(t *testing.T) {
 
 	tr := startTraffic(c, seatNames(seats), 30*time.Millisecond)
 	time.Sleep(2 * time.Second)
-	var victim api.NodeView
-	for _, n := range c.nodes().Nodes {
-		if n.Live && len(n.SeatsHeld) > len(victim.SeatsHeld) {
-			victim = n
-		}
-	}
+	victim := c.busiestNode()
 	before := map[string]api.SeatSummary{}
 	for _, s := range c.seats() {
 		before[s.Handle] = s

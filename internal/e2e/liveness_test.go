@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/crewlet/crewlet"
-	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
 )
@@ -89,12 +88,7 @@ func TestDetectorMovesEverySeatOfAKilledNode(t *testing.T) {
 	nodes := map[string]*proc{"n1": c.worker("n1"), "n2": c.worker("n2"), "n3": c.worker("n3")}
 	c.waitAttached(60 * time.Second)
 
-	var victim api.NodeView
-	for _, n := range c.nodes().Nodes {
-		if n.Live && len(n.SeatsHeld) > len(victim.SeatsHeld) {
-			victim = n
-		}
-	}
+	victim := c.busiestNode()
 	if len(victim.SeatsHeld) == 0 {
 		t.Fatalf("no node holds a seat: %+v", c.nodes())
 	}

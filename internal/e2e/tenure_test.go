@@ -42,6 +42,17 @@ func (c *company) liveIncarnation(nodeID string) string {
 	return ""
 }
 
+// busiestNode returns the live node holding the most seats.
+func (c *company) busiestNode() api.NodeView {
+	var busiest api.NodeView
+	for _, n := range c.nodes().Nodes {
+		if n.Live && len(n.SeatsHeld) > len(busiest.SeatsHeld) {
+			busiest = n
+		}
+	}
+	return busiest
+}
+
 // allOn checks that every agent seat is held by incarnation and returns the
 // seats.
 func (c *company) allOn(incarnation string) map[string]api.SeatSummary {

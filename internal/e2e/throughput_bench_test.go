@@ -74,14 +74,8 @@ func BenchmarkThroughput(b *testing.B) {
 }
 
 func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration, []time.Duration, []time.Duration) {
-	c := newCompany(b, fleetOrg(b, benchSeats, 0))
+	c, replied := benchCompany(b)
 	defer c.stopAll()
-	// The phases send as one principal far faster than the API's
-	// per-principal mutation limit allows a person to.
-	c.setenv("CREWLET_API_MUTATIONS_PER_MINUTE=0")
-	c.serve()
-	c.waitAttached(2 * time.Minute)
-	replied := watchReplies(b, c.dbURL)
 
 	// A wave into a quiet company first: every seat idle for a while.
 	time.Sleep(burstIdle)
@@ -150,12 +144,8 @@ const burstIdle = 5 * time.Second
 //
 //	go test ./internal/e2e -run '^$' -bench 'Burst$' -benchtime 1x -timeout 10m
 func BenchmarkBurst(b *testing.B) {
-	c := newCompany(b, fleetOrg(b, benchSeats, 0))
+	c, replied := benchCompany(b)
 	defer c.stopAll()
-	c.setenv("CREWLET_API_MUTATIONS_PER_MINUTE=0")
-	c.serve()
-	c.waitAttached(2 * time.Minute)
-	replied := watchReplies(b, c.dbURL)
 	time.Sleep(burstIdle)
 	first := burstPhase(b, c, replied, seatNames(benchSeats))
 	time.Sleep(burstIdle)
@@ -375,4 +365,16 @@ func bareCeiling(b *testing.B, d time.Duration) float64 {
 	}
 	wg.Wait()
 	return float64(done.Load()) / time.Since(deadline.Add(-d)).Seconds()
+}
+
+// benchCompany runs benchSeats seats under `crewlet serve`, every one
+// attached, and watches their replies. The benchmarks send as one principal
+// far faster than the API's per-principal mutation limit allows a person
+// to, so the limit is off.
+func benchCompany(b *testing.B) (*company, *replyWatcher) {
+	c := newCompany(b, fleetOrg(b, benchSeats, 0))
+	c.setenv("CREWLET_API_MUTATIONS_PER_MINUTE=0")
+	c.serve()
+	c.waitAttached(2 * time.Minute)
+	return c, watchReplies(b, c.dbURL)
 }
