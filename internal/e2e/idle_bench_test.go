@@ -50,12 +50,19 @@ func BenchmarkIdleSeats(b *testing.B) {
 		if node == "" {
 			return fmt.Errorf("no live node yet")
 		}
-		held, err := c.store().SeatsOn(context.Background(), node)
+		// Attached, not only reserved: Attach bumps the epoch.
+		seats, err := c.store().Seats(context.Background())
 		if err != nil {
 			return err
 		}
-		if len(held) < n {
-			return fmt.Errorf("%d of %d seats established", len(held), n)
+		attached := 0
+		for _, s := range seats {
+			if s.Node == node && s.Epoch > 0 {
+				attached++
+			}
+		}
+		if attached < n {
+			return fmt.Errorf("%d of %d seats established", attached, n)
 		}
 		return nil
 	})
