@@ -259,9 +259,12 @@ func (h *Host) endTenure(handle string, epoch int64, reason string) bool {
 // Its MCP servers stop within a beat of it, before they can act for a seat
 // another node now runs. The presence loop calls it every beat: one query
 // over the seats hosted here.
-func (h *Host) Reconcile(ctx context.Context) error {
+//
+// It asks st, the node's presence store, so the check never waits behind
+// the seats' own work for a connection.
+func (h *Host) Reconcile(ctx context.Context, st *store.Store) error {
 	hosted := h.Hosted()
-	moved, err := h.Store.MovedOn(ctx, hosted)
+	moved, err := st.MovedOn(ctx, hosted)
 	if err != nil {
 		return err
 	}

@@ -55,8 +55,12 @@ type Node struct {
 	NodeID      string
 	HostQueue   string
 
-	org      *config.Config
-	store    *store.Store
+	org   *config.Config
+	store *store.Store
+	// presence is the presence loop's own small pool: the beat, the
+	// reconcile and the detector never wait for a connection behind the
+	// seats' work, so a busy node does not fence itself.
+	presence *store.Store
 	temporal client.Client
 	host     *activities.Host
 	watchdog *watchdog.Watchdog
@@ -74,6 +78,10 @@ type Node struct {
 	// write that succeeded was sent. Only the presence loop touches them.
 	started, lastBeat time.Time
 }
+
+// presenceConns is the presence loop's own pool: a beat runs its
+// statements one after another, and the detector's signals need none.
+const presenceConns = 2
 
 // tenureActivitySlots are the host worker's activity slots beyond the tool
 // calls: tenure steps (Attach, Detach), and the Holds of seat runs begun
@@ -107,12 +115,21 @@ func HostQueue(incarnation string) string {
 // StartNode registers the node's presence and starts its workers, its
 // presence loop and its watchdog.
 func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mailbox.Mailbox, tc client.Client,
-	ctl *control.Control, log *slog.Logger, opts NodeOptions) (*Node, error) {
+	ctl *control.Control, log *slog.Logger, opts NodeOptions) (_ *Node, err error) {
 	incarnation, nodeID := Incarnation(opts.NodeID)
 	hb := org.Nodes.HeartbeatTimeout
+	presence, err := st.Dedicated(ctx, presenceConns)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			presence.Close()
+		}
+	}()
 	n := &Node{
 		Incarnation: incarnation, NodeID: nodeID, HostQueue: HostQueue(incarnation),
-		org: org, store: st, temporal: tc, log: log.With("node", incarnation), opts: opts,
+		org: org, store: st, presence: presence, temporal: tc, log: log.With("node", incarnation), opts: opts,
 		DrainRequested: make(chan struct{}), stop: make(chan struct{}),
 	}
 	n.watchdog = watchdog.New(hb, opts.Stderr, opts.Exit)
@@ -242,7 +259,7 @@ func (n *Node) beat(ctx context.Context) {
 	if draining {
 		n.drainOnce.Do(func() { close(n.DrainRequested) })
 	}
-	if err := n.host.Reconcile(bctx); err != nil {
+	if err := n.host.Reconcile(bctx, n.presence); err != nil {
 		n.log.Warn("node_reconcile_failed", "error", err)
 	}
 	n.host.AlarmUnproven(time.Now())
@@ -254,7 +271,7 @@ func (n *Node) heartbeat(ctx context.Context) (draining bool, err error) {
 	if n.opts.CutStoreAfter > 0 && time.Since(n.started) > n.opts.CutStoreAfter {
 		return false, errors.New("store cut off by test hook")
 	}
-	return n.store.NodeHeartbeat(ctx, n.Incarnation, len(n.host.Hosted()), n.host.Unproven(time.Now()))
+	return n.presence.NodeHeartbeat(ctx, n.Incarnation, len(n.host.Hosted()), n.host.Unproven(time.Now()))
 }
 
 // fenceSelf stops the node acting for every seat it hosts (their MCP
@@ -280,13 +297,13 @@ func (n *Node) fenceSelf(since time.Duration) {
 // gone. Per beat it costs one statement over the nodes; per failure, one
 // signal per seat of the dead node, sent off the presence loop.
 func (n *Node) detect(ctx context.Context) {
-	dead, err := n.store.ClaimDeadNodes(ctx, n.Incarnation, n.org.Nodes.HeartbeatTimeout)
+	dead, err := n.presence.ClaimDeadNodes(ctx, n.Incarnation, n.org.Nodes.HeartbeatTimeout)
 	if err != nil {
 		n.log.Warn("node_detector_failed", "error", err)
 		return
 	}
 	for _, incarnation := range dead {
-		seats, err := n.store.SeatsOn(ctx, incarnation)
+		seats, err := n.presence.SeatsOn(ctx, incarnation)
 		if err != nil {
 			n.log.Warn("node_detector_failed", "dead", incarnation, "error", err)
 			n.unclaim(incarnation)
@@ -342,7 +359,7 @@ func (n *Node) tellSeats(incarnation string, seats []string) bool {
 func (n *Node) unclaim(incarnation string) {
 	ctx, cancel := context.WithTimeout(context.Background(), n.org.Nodes.HeartbeatTimeout)
 	defer cancel()
-	if err := n.store.UnclaimNode(ctx, incarnation); err != nil {
+	if err := n.presence.UnclaimNode(ctx, incarnation); err != nil {
 		n.log.Warn("node_unclaim_failed", "dead", incarnation, "error", err)
 	}
 }
@@ -354,7 +371,7 @@ func (n *Node) Drain(ctx context.Context) error {
 	// the middle of it would abandon the releases that make a drain graceful.
 	n.watchdog.Disarm()
 	n.host.SetDraining()
-	if err := n.store.MarkNodeDraining(ctx, n.Incarnation); err != nil {
+	if err := n.presence.MarkNodeDraining(ctx, n.Incarnation); err != nil {
 		n.log.Warn("node_drain_mark_failed", "error", err)
 	}
 	hosted := n.host.Hosted()
@@ -400,9 +417,10 @@ func (n *Node) Stop() {
 	n.hosted.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := n.store.StopNode(ctx, n.Incarnation); err != nil {
+	if err := n.presence.StopNode(ctx, n.Incarnation); err != nil {
 		n.log.Warn("node_stop_record_failed", "error", err)
 	}
+	n.presence.Close()
 	n.log.Info("node_stopped")
 }
 

@@ -43,6 +43,21 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	return &Store{pool: pool}, nil
 }
 
+// Dedicated returns a Store on a small pool of its own, to the same
+// database: for a loop that must not wait behind the work it watches. A
+// node's presence beat on the shared pool waited for a connection while
+// placements held every one waiting on their lock, and the node fenced
+// itself for want of a free connection.
+func (s *Store) Dedicated(ctx context.Context, conns int32) (*Store, error) {
+	cfg := s.pool.Config()
+	cfg.MaxConns, cfg.MinConns = conns, min(cfg.MinConns, conns)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open a dedicated postgres pool: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
 // redactURL keeps a connection URL (which may hold a password) out of errors.
 func redactURL(err error, url string) error {
 	if url == "" || !strings.Contains(err.Error(), url) {
