@@ -332,28 +332,17 @@ const tellSeatsAtOnce = 16
 func (n *Node) tellSeats(incarnation string, seats []string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var mu sync.Mutex
-	ok := true
-	sem := make(chan struct{}, tellSeatsAtOnce)
-	var wg sync.WaitGroup
-	for _, handle := range seats {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			err := n.temporal.SignalWorkflow(ctx, crewlet.SeatWorkflowID(handle), "", crewlet.SignalHostLost,
-				crewlet.HostLostRequest{Node: incarnation, By: n.Incarnation})
-			var notFound *serviceerror.NotFound
-			if err != nil && !errors.As(err, &notFound) {
-				n.log.Warn("host_lost_signal_failed", "seat", handle, "dead", incarnation, "error", err)
-				mu.Lock()
-				ok = false
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return ok
+	err := control.InParallel(len(seats), tellSeatsAtOnce, func(i int) error {
+		err := n.temporal.SignalWorkflow(ctx, crewlet.SeatWorkflowID(seats[i]), "", crewlet.SignalHostLost,
+			crewlet.HostLostRequest{Node: incarnation, By: n.Incarnation})
+		var notFound *serviceerror.NotFound
+		if err != nil && !errors.As(err, &notFound) {
+			n.log.Warn("host_lost_signal_failed", "seat", seats[i], "dead", incarnation, "error", err)
+			return err
+		}
+		return nil
+	})
+	return err == nil
 }
 
 func (n *Node) unclaim(incarnation string) {

@@ -366,7 +366,7 @@ func orUnknown(s string) string {
 // Mailboxes come first, so mail sent before a seat attaches waits for it.
 func (c *Control) Reconcile(ctx context.Context, st *store.Store, startSeats bool) error {
 	org, mb := c.org, c.mailbox
-	errs := []error{inParallel(len(org.Seats), func(i int) error {
+	errs := []error{InParallel(len(org.Seats), reconcileAtOnce, func(i int) error {
 		s := org.Seats[i]
 		if err := st.EnsureSeat(ctx, s.Handle, s.Role, crewlet.SeatKind(s.Kind)); err != nil {
 			return err
@@ -380,7 +380,7 @@ func (c *Control) Reconcile(ctx context.Context, st *store.Store, startSeats boo
 		return errors.Join(errs...)
 	}
 	agents := org.AgentSeats()
-	errs = append(errs, inParallel(len(agents), func(i int) error { return c.StartSeat(ctx, agents[i]) }))
+	errs = append(errs, InParallel(len(agents), reconcileAtOnce, func(i int) error { return c.StartSeat(ctx, agents[i]) }))
 	running, err := c.Statuses(ctx)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
@@ -405,15 +405,16 @@ func (c *Control) Reconcile(ctx context.Context, st *store.Store, startSeats boo
 // time that is minutes for 10,000 seats.
 const reconcileAtOnce = 16
 
-// inParallel runs fn for 0..n-1, reconcileAtOnce at a time, and joins what
-// failed.
-func inParallel(n int, fn func(i int) error) error {
+// InParallel runs fn for 0..n-1, at most atOnce at a time, and joins what
+// failed: the one bounded fan-out of the Temporal and Postgres calls made
+// per seat.
+func InParallel(n, atOnce int, fn func(i int) error) error {
 	var (
 		mu   sync.Mutex
 		errs []error
 		wg   sync.WaitGroup
 	)
-	sem := make(chan struct{}, reconcileAtOnce)
+	sem := make(chan struct{}, atOnce)
 	for i := range n {
 		sem <- struct{}{}
 		wg.Add(1)

@@ -96,34 +96,27 @@ const describeConcurrency = 16
 func (c *Control) confirmConflicts(ctx context.Context, candidates []seatConflict) ([]seatConflict, error) {
 	var (
 		mu        sync.Mutex
-		wg        sync.WaitGroup
 		confirmed []seatConflict
-		errs      []error
 	)
-	sem := make(chan struct{}, describeConcurrency)
-	for _, x := range candidates {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			resp, err := c.temporal.DescribeWorkflowExecution(ctx, x.id, "")
-			mu.Lock()
-			defer mu.Unlock()
-			var notFound *serviceerror.NotFound
-			switch {
-			case errors.As(err, &notFound):
-			case err != nil:
-				errs = append(errs, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "cannot tell which deployment runs workflow %s: Temporal does not describe it now", x.id))
-			case resp.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-			default:
-				if q := runQueue(resp); q != c.org.Temporal.TaskQueue {
-					confirmed = append(confirmed, seatConflict{id: x.id, queue: q})
-				}
+	err := InParallel(len(candidates), describeConcurrency, func(i int) error {
+		x := candidates[i]
+		resp, err := c.temporal.DescribeWorkflowExecution(ctx, x.id, "")
+		var notFound *serviceerror.NotFound
+		switch {
+		case errors.As(err, &notFound):
+		case err != nil:
+			return crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "cannot tell which deployment runs workflow %s: Temporal does not describe it now", x.id)
+		case resp.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		default:
+			if q := runQueue(resp); q != c.org.Temporal.TaskQueue {
+				mu.Lock()
+				confirmed = append(confirmed, seatConflict{id: x.id, queue: q})
+				mu.Unlock()
 			}
-		}()
-	}
-	wg.Wait()
-	return confirmed, errors.Join(errs...)
+		}
+		return nil
+	})
+	return confirmed, err
 }
 
 // runQueue is the task queue a described workflow runs on.
