@@ -39,10 +39,15 @@ type PlaceSeatInput struct {
 	Exclude []string `json:"exclude,omitempty"`
 }
 
-// PlaceSeatOutput is the chosen node, already reserved for the seat.
+// PlaceSeatOutput is the chosen node, already reserved for the seat. When
+// that node is the one that ran the placement, it attached the seat there
+// and then: Attached is the new tenure, or AttachError why it could not
+// start one; the seat runs no Attach activity on the host queue.
 type PlaceSeatOutput struct {
-	Node      string `json:"node"`
-	HostQueue string `json:"host_queue"`
+	Node        string        `json:"node"`
+	HostQueue   string        `json:"host_queue"`
+	Attached    *AttachOutput `json:"attached,omitempty"`
+	AttachError string        `json:"attach_error,omitempty"`
 }
 
 // HoldInput keeps a tenure: the activity heartbeats on the host for as long

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -269,6 +270,124 @@ func TestDrainingHostRefusesAttach(t *testing.T) {
 	}
 	if got := h.Hosted(); len(got) != 0 {
 		t.Fatalf("draining host hosts %v after a refused Attach; want nothing", got)
+	}
+}
+
+// A placement that chose the node running it attaches the seat there and
+// reports the tenure; one that chose another node only reserves it, for
+// that node's Attach on its host queue. An attach in place that the node
+// refuses is reported, not hidden: the seat places itself elsewhere.
+func TestPlaceSeatAttachesInPlaceOnlyOnTheNodeItChose(t *testing.T) {
+	e := setupZombie(t)
+	org, err := config.Parse([]byte(`
+company: { name: acme }
+profiles: { local: { provider: scripted } }
+roles: { clerk: { profile: local } }
+seats: [ { handle: cto, role: clerk }, { handle: cfo, role: clerk }, { handle: ceo, role: clerk } ]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"cto", "cfo", "ceo"} {
+		e.seat(t, h)
+	}
+	if err := e.store.RegisterNode(e.ctx, store.NodeRow{Incarnation: "n1:aaaa", NodeID: "n1", HostQueue: "crewlet.host.n1:aaaa"}); err != nil {
+		t.Fatal(err)
+	}
+	n1, elsewhere := newHost(e, "n1:aaaa"), newHost(e, "n2:bbbb")
+	place := func(here *Host, handle string) crewlet.PlaceSeatOutput {
+		t.Helper()
+		seats := &Seats{Store: e.store, Org: org, LiveWithin: time.Minute, Here: here, Log: discard}
+		out, err := seats.PlaceSeat(e.ctx, crewlet.PlaceSeatInput{Handle: handle})
+		if err != nil {
+			t.Fatalf("place %s: %v", handle, err)
+		}
+		return out
+	}
+
+	reserved := place(elsewhere, "cto")
+	if reserved.Node != "n1:aaaa" || reserved.Attached != nil || reserved.AttachError != "" {
+		t.Fatalf("placement run on n2 that chose n1: got %+v; want n1 reserved and nothing attached", reserved)
+	}
+	if got := n1.Hosted(); len(got) != 0 {
+		t.Fatalf("n1 hosts %v after another node placed a seat on it; want nothing until its Attach", got)
+	}
+
+	inPlace := place(n1, "cfo")
+	if inPlace.Attached == nil || inPlace.Attached.Node != "n1:aaaa" || inPlace.AttachError != "" {
+		t.Fatalf("placement run on n1 that chose n1: got %+v; want the seat attached there", inPlace)
+	}
+	row, err := e.store.Seat(e.ctx, "cfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Epoch != inPlace.Attached.Epoch || row.Node != "n1:aaaa" {
+		t.Fatalf("seat row after the attach in place: epoch %d node %q; want epoch %d on n1:aaaa", row.Epoch, row.Node, inPlace.Attached.Epoch)
+	}
+	if err := n1.CheckHosted("cfo", inPlace.Attached.Epoch); err != nil {
+		t.Fatalf("n1 after attaching cfo in place: %v; want it to host the tenure", err)
+	}
+
+	n1.SetDraining()
+	refused := place(n1, "ceo")
+	if refused.Attached != nil || !strings.Contains(refused.AttachError, "draining") {
+		t.Fatalf("placement on a node that refuses the attach: got %+v; want the refusal reported", refused)
+	}
+	if err := n1.CheckHosted("ceo", 1); err == nil {
+		t.Fatal("n1 hosts ceo after refusing its attach")
+	}
+}
+
+// Seats that ask for placement at once are placed together, and each sees
+// the ones placed before it: 40 seats asking at the same moment of two
+// empty nodes end up 20 on each, as 40 placements one after another would.
+func TestSeatsPlacedTogetherKeepFairShares(t *testing.T) {
+	e := setupZombie(t)
+	var yaml strings.Builder
+	yaml.WriteString("company: { name: acme }\nprofiles: { local: { provider: scripted } }\nroles: { clerk: { profile: local } }\nseats:\n")
+	var handles []string
+	for i := range 40 {
+		h := fmt.Sprintf("s%02d", i)
+		handles = append(handles, h)
+		fmt.Fprintf(&yaml, "  - { handle: %s, role: clerk }\n", h)
+		e.seat(t, h)
+	}
+	org, err := config.Parse([]byte(yaml.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"n1:aaaa", "n2:bbbb"} {
+		if err := e.store.RegisterNode(e.ctx, store.NodeRow{Incarnation: n, NodeID: strings.Split(n, ":")[0], HostQueue: "crewlet.host." + n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seats := &Seats{Store: e.store, Org: org, LiveWithin: time.Minute, Log: discard}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(handles))
+	for _, h := range handles {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := seats.PlaceSeat(e.ctx, crewlet.PlaceSeatInput{Handle: h}); err != nil {
+				errs <- fmt.Errorf("place %s: %w", h, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	hosts, _, err := e.store.SeatHosts(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[string]int{}
+	for _, h := range handles {
+		per[hosts[h]]++
+	}
+	if per["n1:aaaa"] != 20 || per["n2:bbbb"] != 20 {
+		t.Fatalf("40 seats placed at once on two nodes: %v; want 20 on each", per)
 	}
 }
 

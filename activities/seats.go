@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -27,30 +28,148 @@ type Seats struct {
 	// LiveWithin is the host heartbeat timeout: a node whose presence row is
 	// older is not live.
 	LiveWithin time.Duration
-	Log        *slog.Logger
+	// Here is this node's host. A seat placed on the node that places it
+	// attaches at once, in the placement: no Attach activity on the host
+	// queue, so establishing a seat costs one workflow task. nil attaches
+	// nothing in place.
+	Here *Host
+	Log  *slog.Logger
+
+	placer placer
 }
 
 // PlaceSeat chooses the node a seat establishes on (DESIGN §4 placement) and
-// reserves it, under a lock so concurrent placements respect fair shares.
+// reserves it, under a lock so concurrent placements respect fair shares;
+// when it chose this node, it attaches the seat here too.
 func (a *Seats) PlaceSeat(ctx context.Context, in crewlet.PlaceSeatInput) (crewlet.PlaceSeatOutput, error) {
-	var chosen placement.Node
-	_, ok, err := a.Store.Reserve(ctx, in.Handle, a.LiveWithin,
-		func(nodes []store.NodeRow, hosts, preferred map[string]string) (string, bool) {
-			snap := Snapshot(a.Org, nodes, hosts)
-			var ok bool
-			chosen, ok = snap.Choose(in.Handle, in.Exclude, preferred[in.Handle])
-			return chosen.Incarnation, ok
-		})
-	if err != nil {
-		return crewlet.PlaceSeatOutput{}, err
+	req := a.askPlacement(in)
+	select {
+	case <-req.done:
+	case <-ctx.Done():
+		return crewlet.PlaceSeatOutput{}, ctx.Err()
 	}
-	if !ok {
+	if req.err != nil {
+		return crewlet.PlaceSeatOutput{}, req.err
+	}
+	if !req.ok {
 		group, _ := a.Org.SeatPlacement(in.Handle)
 		a.Log.Warn("seats_unplaceable", "seat", in.Handle, "labels", group.Key, "excluded", in.Exclude)
 		return crewlet.PlaceSeatOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("no live node can run seat %s (placement %q)", in.Handle, group.Key), crewlet.UnplaceableErrorType, nil)
 	}
-	return crewlet.PlaceSeatOutput{Node: chosen.Incarnation, HostQueue: chosen.HostQueue}, nil
+	out := crewlet.PlaceSeatOutput{Node: req.node.Incarnation, HostQueue: req.node.HostQueue}
+	if a.Here != nil && req.node.Incarnation == a.Here.Incarnation {
+		// The placement runs as a local activity, so this is the node
+		// running the seat's workflow task: attaching here is the Attach
+		// activity without the trip through the host queue. Its outcome is
+		// recorded with the placement, so a replay on any node attaches
+		// nothing again.
+		attached, err := a.Here.Attach(ctx, crewlet.AttachInput{Handle: in.Handle})
+		if err != nil {
+			out.AttachError = err.Error()
+		} else {
+			out.Attached = &attached
+		}
+	}
+	return out, nil
+}
+
+// placer places together the seats that ask while a placement runs: when a
+// node establishes many seats at once (at boot, or taking over a dead
+// node's), each waits for one lock and one read of every seat's host, not
+// one each, which would cost O(seats) per seat. Seats placed together are
+// chosen one after another over the same view, each seeing the ones before
+// it, so fair shares hold as if each had taken the lock alone.
+type placer struct {
+	mu      sync.Mutex
+	waiting []*placeRequest
+	busy    bool
+}
+
+type placeRequest struct {
+	in   crewlet.PlaceSeatInput
+	done chan struct{}
+	node placement.Node
+	ok   bool
+	err  error
+}
+
+// placeTimeout bounds one placement of a batch of seats.
+const placeTimeout = 30 * time.Second
+
+// askPlacement queues a seat for the next placement, starting one unless
+// one runs.
+func (a *Seats) askPlacement(in crewlet.PlaceSeatInput) *placeRequest {
+	req := &placeRequest{in: in, done: make(chan struct{})}
+	p := &a.placer
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.waiting = append(p.waiting, req)
+	if !p.busy {
+		p.busy = true
+		go a.placeWaiting()
+	}
+	return req
+}
+
+// placeWaiting places the waiting seats, batch after batch, until none
+// wait. It serves every asker, so it runs on no asker's context.
+func (a *Seats) placeWaiting() {
+	p := &a.placer
+	for {
+		p.mu.Lock()
+		batch := p.waiting
+		p.waiting = nil
+		if len(batch) == 0 {
+			p.busy = false
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		a.placeBatch(batch)
+	}
+}
+
+func (a *Seats) placeBatch(batch []*placeRequest) {
+	ctx, cancel := context.WithTimeout(context.Background(), placeTimeout)
+	defer cancel()
+	handles := make([]string, len(batch))
+	for i, r := range batch {
+		handles[i] = r.in.Handle
+	}
+	_, err := a.Store.Reserve(ctx, handles, a.LiveWithin, func(nodes []store.NodeRow, load []store.RoleLoad, hosts, preferred map[string]string) map[string]string {
+		snap := Snapshot(a.Org, nodes, hosts)
+		snap.Load = groupLoad(a.Org, load)
+		chosen := map[string]string{}
+		for _, r := range batch {
+			r.node, r.ok = snap.Choose(r.in.Handle, r.in.Exclude, preferred[r.in.Handle])
+			if r.ok {
+				snap.Place(r.in.Handle, r.node.Incarnation)
+				chosen[r.in.Handle] = r.node.Incarnation
+			}
+		}
+		return chosen
+	})
+	for _, r := range batch {
+		r.err = err
+		close(r.done)
+	}
+}
+
+// groupLoad counts the seats each node holds by placement group: a role's
+// seats are in the group of its placement labels. Seats of a role the org
+// no longer has (a seat being stopped) take room in no group.
+func groupLoad(org *config.Config, rows []store.RoleLoad) placement.Load {
+	load := placement.NewLoad()
+	for _, r := range rows {
+		role, ok := org.Roles[r.Role]
+		if !ok {
+			load.AddUngrouped(r.Node, r.Seats)
+			continue
+		}
+		load.Add(r.Node, config.LabelsKey(role.Placement.Labels), r.Seats)
+	}
+	return load
 }
 
 // Snapshot is the placement view of the org over the live nodes and seat

@@ -57,9 +57,14 @@ const (
 	// holdBackstop is the backstop of a run begun before node-level
 	// liveness, which still holds its tenure with a heartbeating activity.
 	holdBackstop = 5 * time.Minute
-	// nodeLivenessVersion marks seat runs whose host's liveness is the
-	// node's: no per-seat activity holds the tenure.
-	nodeLivenessVersion = 1
+	// startAttributesVersion is the newest version of the seat's
+	// "node-liveness" change. Version 1 made the host's liveness the
+	// node's: no per-seat activity holds the tenure. Version 2 also knows
+	// that a fresh run starts with SeatSearchAttributes and does not write
+	// them again: one visibility write fewer per seat established. One
+	// change id for both adds no second marker, and no second
+	// TemporalChangeVersion write, to every run.
+	startAttributesVersion = 2
 	// cyclesPerRun bounds a run's history; the seat continues as new after
 	// this many loop cycles even if Temporal does not suggest it yet.
 	cyclesPerRun = 200
@@ -154,7 +159,8 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 	// A run begun since node-level liveness runs no activity while idle:
 	// the failure detector's host_lost signal, and any host-queue activity
 	// that times out, tell it its host is gone.
-	s.perSeatHold = workflow.GetVersion(ctx, "node-liveness", workflow.DefaultVersion, nodeLivenessVersion) == workflow.DefaultVersion
+	version := workflow.GetVersion(ctx, "node-liveness", workflow.DefaultVersion, startAttributesVersion)
+	s.perSeatHold = version == workflow.DefaultVersion
 	if in.Carry != nil {
 		s.state = in.Carry.State
 		s.attached = in.Carry.Attached
@@ -165,6 +171,9 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 	} else {
 		s.state = crewlet.SeatState{Handle: in.Handle, Role: in.Role, Status: crewlet.StatusEstablishing}
 		s.wakePending = true
+		if version >= startAttributesVersion {
+			s.upserted = s.state
+		}
 	}
 	s.state.Role = in.Role
 
@@ -497,7 +506,7 @@ func (s *seat) readMail(ctx workflow.Context) ([]crewlet.MailRef, error) {
 func (s *seat) establish(ctx workflow.Context) {
 	s.setStatus(ctx, crewlet.StatusEstablishing)
 	var place crewlet.PlaceSeatOutput
-	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityPlaceSeat, crewlet.PlaceSeatInput{
+	err := workflow.ExecuteLocalActivity(placeContext(ctx), crewlet.ActivityPlaceSeat, crewlet.PlaceSeatInput{
 		Handle: s.in.Handle, Exclude: s.exclude,
 	}).Get(ctx, &place)
 	if err != nil {
@@ -513,14 +522,8 @@ func (s *seat) establish(ctx workflow.Context) {
 		return
 	}
 	s.placeFailures = 0
-	var out crewlet.AttachOutput
-	attachCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              place.HostQueue,
-		ScheduleToStartTimeout: s.in.HeartbeatTimeout,
-		StartToCloseTimeout:    30 * time.Second,
-		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
-	})
-	if err := workflow.ExecuteActivity(attachCtx, crewlet.ActivityAttach, crewlet.AttachInput{Handle: s.in.Handle}).Get(ctx, &out); err != nil {
+	out, err := s.attach(ctx, place)
+	if err != nil {
 		s.noteError(fmt.Sprintf("attach on %s: %v", place.Node, err))
 		s.exclude = append(s.exclude, place.Node)
 		return
@@ -540,6 +543,26 @@ func (s *seat) establish(ctx workflow.Context) {
 		s.startHold(ctx)
 	}
 	s.setStatus(ctx, crewlet.StatusIdle)
+}
+
+// attach starts the tenure on the placed node: by the Attach activity on
+// its host queue, unless the placement ran on that node and attached there.
+func (s *seat) attach(ctx workflow.Context, place crewlet.PlaceSeatOutput) (crewlet.AttachOutput, error) {
+	switch {
+	case place.Attached != nil:
+		return *place.Attached, nil
+	case place.AttachError != "":
+		return crewlet.AttachOutput{}, errors.New(place.AttachError)
+	}
+	var out crewlet.AttachOutput
+	attachCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              place.HostQueue,
+		ScheduleToStartTimeout: s.in.HeartbeatTimeout,
+		StartToCloseTimeout:    attachTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	err := workflow.ExecuteActivity(attachCtx, crewlet.ActivityAttach, crewlet.AttachInput{Handle: s.in.Handle}).Get(ctx, &out)
+	return out, err
 }
 
 // startHold runs the tenure's Hold activity on the host, for a run begun
@@ -792,6 +815,22 @@ func (s *seat) hostContext(ctx workflow.Context, startToClose time.Duration) wor
 		StartToCloseTimeout:    startToClose,
 		HeartbeatTimeout:       s.in.HeartbeatTimeout,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+}
+
+// attachTimeout bounds starting a tenure: the seat's MCP servers start
+// within it.
+const attachTimeout = 30 * time.Second
+
+// placeContext runs the placement, which may attach the seat in place and
+// so needs the attach's time as well.
+func placeContext(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: attachTimeout + 10*time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: 100 * time.Millisecond,
+			MaximumInterval: 10 * time.Second,
+		},
 	})
 }
 

@@ -80,6 +80,12 @@ type fakeSeatWorld struct {
 	// which run concurrently with them).
 	events []string
 
+	// placedHere lists the nodes that run the seat's placement: a seat
+	// placed on one of them attaches in the placement, as on a real node
+	// that chose itself. attachHereErr fails such an attach.
+	placedHere    []string
+	attachHereErr string
+
 	// Fault injection, called with mu held. A nil hook never fails.
 	readHook func(w *fakeSeatWorld) error
 	ackHook  func(w *fakeSeatWorld, in crewlet.AckMailInput) error
@@ -184,10 +190,20 @@ func (w *fakeSeatWorld) PlaceSeat(_ context.Context, in crewlet.PlaceSeatInput) 
 		}
 	}
 	for _, n := range w.nodes {
-		if !slices.Contains(in.Exclude, n) {
-			w.placed = crewlet.PlaceSeatOutput{Node: n, HostQueue: hostQueue(n)}
-			return w.placed, nil
+		if slices.Contains(in.Exclude, n) {
+			continue
 		}
+		w.placed = crewlet.PlaceSeatOutput{Node: n, HostQueue: hostQueue(n)}
+		if slices.Contains(w.placedHere, n) {
+			if w.attachHereErr != "" {
+				w.eventf("attach here failed %s", n)
+				w.placed.AttachError = w.attachHereErr
+			} else {
+				out := w.attachLocked("in place")
+				w.placed.Attached = &out
+			}
+		}
+		return w.placed, nil
 	}
 	return crewlet.PlaceSeatOutput{}, unplaceableErr()
 }
@@ -196,10 +212,15 @@ func (w *fakeSeatWorld) PlaceSeat(_ context.Context, in crewlet.PlaceSeatInput) 
 func (w *fakeSeatWorld) Attach(ctx context.Context, in crewlet.AttachInput) (crewlet.AttachOutput, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.attachLocked("queue=" + activity.GetInfo(ctx).TaskQueue), nil
+}
+
+// attachLocked starts a tenure on the placed node; via says how it got there.
+func (w *fakeSeatWorld) attachLocked(via string) crewlet.AttachOutput {
 	w.epoch++
 	w.attaches++
 	w.node = w.placed.Node
-	w.eventf("attach e%d %s queue=%s", w.epoch, w.node, activity.GetInfo(ctx).TaskQueue)
+	w.eventf("attach e%d %s %s", w.epoch, w.node, via)
 	if !w.legacy {
 		// A new tenure ends whatever tenure the seat let go of (fenced).
 		for _, h := range w.holds {
@@ -207,9 +228,9 @@ func (w *fakeSeatWorld) Attach(ctx context.Context, in crewlet.AttachInput) (cre
 				h.ended = "cancelled"
 			}
 		}
-		w.holds = append(w.holds, &fakeHold{epoch: w.epoch, node: w.node, queue: activity.GetInfo(ctx).TaskQueue})
+		w.holds = append(w.holds, &fakeHold{epoch: w.epoch, node: w.node, queue: hostQueue(w.node)})
 	}
-	return crewlet.AttachOutput{Epoch: w.epoch, Node: w.node}, nil
+	return crewlet.AttachOutput{Epoch: w.epoch, Node: w.node}
 }
 
 func (w *fakeSeatWorld) Hold(ctx context.Context, in crewlet.HoldInput) error {
@@ -583,6 +604,8 @@ type seatHarness struct {
 	saMu     sync.Mutex
 	saPaused *bool
 	saStatus string
+	// saHandles is the handle each upsert wrote, "" for one that left it.
+	saHandles []string
 }
 
 // newSeatHarness runs a seat as it runs since node-level liveness.
@@ -637,9 +660,11 @@ func newSeatHarnessOf(t *testing.T, legacy bool) *seatHarness {
 		if v, ok := sa.GetKeyword(saStatus); ok {
 			h.saStatus = v
 		}
+		handle, _ := sa.GetKeyword(saHandle)
+		h.saHandles = append(h.saHandles, handle)
 	}).Return(nil)
 	if legacy {
-		env.OnGetVersion("node-liveness", workflow.DefaultVersion, nodeLivenessVersion).Return(workflow.DefaultVersion)
+		env.OnGetVersion("node-liveness", workflow.DefaultVersion, startAttributesVersion).Return(workflow.DefaultVersion)
 	}
 	return h
 }

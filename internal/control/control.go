@@ -81,12 +81,27 @@ func (c *Control) seatInput(s config.Seat) workflows.SeatInput {
 
 // StartSeat starts the seat's workflow unless one is already open. An open
 // one on another task queue is another deployment's: ECONFLICT.
+//
+// The start fails, rather than hands back, a run already open, so a run it
+// started is known ours without asking Temporal about it: at boot a node
+// starts every seat, and a describe per seat would double the calls. The
+// first workflow task of a run it started goes straight to this process's
+// worker when it has a free slot (eager start), not through matching.
 func (c *Control) StartSeat(ctx context.Context, s config.Seat) error {
-	run, err := c.temporal.ExecuteWorkflow(ctx, c.startOptions(s), crewlet.SeatWorkflowType, c.seatInput(s))
-	if err != nil {
+	opts := c.startOptions(s)
+	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
+	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
+	opts.EnableEagerStart = true
+	run, err := c.temporal.ExecuteWorkflow(ctx, opts, crewlet.SeatWorkflowType, c.seatInput(s))
+	var open *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case errors.As(err, &open):
+		return c.checkSeatRun(ctx, s.Handle, open.RunId)
+	case err != nil:
 		return fmt.Errorf("start seat %s: %w", s.Handle, err)
 	}
-	return c.checkSeatRun(ctx, s.Handle, run.GetRunID())
+	c.ownRuns.Store(crewlet.SeatWorkflowID(s.Handle), run.GetRunID())
+	return nil
 }
 
 // SendRequest is mail to deliver to a seat.

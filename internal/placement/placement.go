@@ -41,10 +41,97 @@ type Group struct {
 // Snapshot is what placement decisions read. Nodes must be LIVE nodes only
 // (the caller filters by heartbeat). Hosts maps seat handle -> incarnation
 // currently holding or reserved for it ("" or missing = none).
+//
+// Load is what Choose weighs nodes by. Left empty, it is counted from Hosts,
+// which must then hold every seat; a caller placing seats supplies Load
+// counted by the database instead, and Hosts need hold only the seats it
+// places: reading every seat's host for each placement would cost O(seats)
+// per seat.
 type Snapshot struct {
 	Nodes  []Node
 	Groups []Group
 	Hosts  map[string]string
+	Load   Load
+}
+
+// Load is how many seats each node incarnation holds or is reserved for:
+// per placement group, and in all (seats in no group count only there).
+type Load struct {
+	held  map[string]map[string]int // incarnation -> group key -> seats
+	total map[string]int            // incarnation -> seats
+}
+
+// NewLoad returns an empty Load to Add to.
+func NewLoad() Load {
+	return Load{held: map[string]map[string]int{}, total: map[string]int{}}
+}
+
+// Add counts n more seats of the group with key groupKey on incarnation.
+func (l Load) Add(incarnation, groupKey string, n int) {
+	if l.held[incarnation] == nil {
+		l.held[incarnation] = map[string]int{}
+	}
+	l.held[incarnation][groupKey] += n
+	l.total[incarnation] += n
+}
+
+// AddUngrouped counts n more seats of no placement group on incarnation:
+// they take room, but in no group's share.
+func (l Load) AddUngrouped(incarnation string, n int) {
+	l.total[incarnation] += n
+}
+
+// LoadOf counts hosts (seat handle -> incarnation) by the groups' seats.
+func LoadOf(groups []Group, hosts map[string]string) Load {
+	l := NewLoad()
+	grouped := map[string]string{}
+	for _, g := range groups {
+		for _, h := range g.Seats {
+			grouped[h] = g.Key
+		}
+	}
+	for h, inc := range hosts {
+		if inc == "" {
+			continue
+		}
+		if key, ok := grouped[h]; ok {
+			l.Add(inc, key, 1)
+		} else {
+			l.AddUngrouped(inc, 1)
+		}
+	}
+	return l
+}
+
+// load is the Load Choose weighs nodes by.
+func (s Snapshot) load() Load {
+	if s.Load.total != nil {
+		return s.Load
+	}
+	return LoadOf(s.Groups, s.Hosts)
+}
+
+// Place records handle as held by incarnation, moving it off any node it
+// was on, so the next Choose over this snapshot sees it.
+func (s *Snapshot) Place(handle, incarnation string) {
+	if s.Load.total != nil {
+		g, inGroup := s.groupOf(handle)
+		move := func(inc string, n int) {
+			if inGroup {
+				s.Load.Add(inc, g.Key, n)
+			} else {
+				s.Load.AddUngrouped(inc, n)
+			}
+		}
+		if cur := s.Hosts[handle]; cur != "" {
+			move(cur, -1)
+		}
+		move(incarnation, 1)
+	}
+	if s.Hosts == nil {
+		s.Hosts = map[string]string{}
+	}
+	s.Hosts[handle] = incarnation
 }
 
 // Matches reports whether n carries every label in labels with the same
@@ -89,43 +176,20 @@ func (s Snapshot) Share(g Group) int {
 
 // Held returns how many seats of g node incarnation holds.
 func (s Snapshot) Held(incarnation string, g Group) int {
-	if incarnation == "" {
-		return 0
-	}
-	c := 0
-	for _, h := range g.Seats {
-		if s.Hosts[h] == incarnation {
-			c++
-		}
-	}
-	return c
-}
-
-// total returns how many seats, of any group, node incarnation holds.
-func (s Snapshot) total(incarnation string) int {
-	if incarnation == "" {
-		return 0
-	}
-	c := 0
-	for _, inc := range s.Hosts {
-		if inc == incarnation {
-			c++
-		}
-	}
-	return c
+	return s.load().held[incarnation][g.Key]
 }
 
 // groupOf returns the group handle belongs to. A handle in no group is
-// treated as a group of its own that asks for no labels.
-func (s Snapshot) groupOf(handle string) Group {
+// treated as a group of its own that asks for no labels (false).
+func (s Snapshot) groupOf(handle string) (Group, bool) {
 	for _, g := range s.Groups {
 		for _, h := range g.Seats {
 			if h == handle {
-				return g
+				return g, true
 			}
 		}
 	}
-	return Group{Seats: []string{handle}}
+	return Group{Seats: []string{handle}}, false
 }
 
 // withinCapacity reports whether a node holding total seats may take one
@@ -180,18 +244,25 @@ func excluded(n Node, exclude []string) bool {
 // It returns ok=false only when no live, non-draining, non-excluded node
 // matches the labels or all of those are at capacity.
 func (s Snapshot) Choose(handle string, exclude []string, preferNodeID string) (Node, bool) {
-	g := s.groupOf(handle)
+	g, inGroup := s.groupOf(handle)
 	share := s.Share(g)
 	current := s.Hosts[handle]
+	load := s.load()
 
 	var underShare, roomy []candidate
 	for _, n := range s.Nodes {
 		if !eligible(n, g.Labels) || excluded(n, exclude) {
 			continue
 		}
-		c := candidate{node: n, held: s.Held(n.Incarnation, g), total: s.total(n.Incarnation)}
+		// A seat alone in its group holds none of it but itself.
+		c := candidate{node: n, total: load.total[n.Incarnation]}
+		if inGroup {
+			c.held = load.held[n.Incarnation][g.Key]
+		}
 		if current != "" && current == n.Incarnation {
-			c.held--
+			if inGroup {
+				c.held--
+			}
 			c.total--
 		}
 		if !withinCapacity(n, c.total) {

@@ -353,7 +353,7 @@ func apply(t *testing.T, s *Snapshot, moves []Move) {
 		s.Hosts[m.Handle] = ""
 	}
 	for _, m := range moves {
-		g := s.groupOf(m.Handle)
+		g, _ := s.groupOf(m.Handle)
 		n, ok := s.Choose(m.Handle, []string{m.From}, "")
 		if !ok {
 			t.Fatalf("move %v: Choose found no node", m)
@@ -649,7 +649,7 @@ func TestPlanRespectsTargetRoom(t *testing.T) {
 	if got := s.Plan(5); len(got) != 0 {
 		t.Errorf("no convergence in 20 passes: still planning %v", got)
 	}
-	if got := s.total("n4:a"); got > 8 {
+	if got := s.load().total["n4:a"]; got > 8 {
 		t.Errorf("n4 holds %d seats, capacity 8", got)
 	}
 	for _, g := range s.Groups {
@@ -658,5 +658,57 @@ func TestPlanRespectsTargetRoom(t *testing.T) {
 				t.Errorf("group %q: %s holds %d, share %d", g.Key, n.Incarnation, held, share)
 			}
 		}
+	}
+}
+
+// A placement given the load counted elsewhere (the database, per node and
+// group) and only the placed seat's own host chooses as one that counts
+// every seat's host; and Place keeps that load true for the next choice,
+// so seats chosen one after another over one snapshot share the nodes out
+// as if each had a fresh one.
+func TestChooseOnAGivenLoadMatchesCountingEveryHost(t *testing.T) {
+	plain := Group{Seats: seats("s", 30)}
+	pinned := Group{Key: "gpu=yes", Labels: map[string]string{"gpu": "yes"}, Seats: seats("p", 6)}
+	n1, n2, n3 := node("n1", nil), node("n2", nil), node("n3", map[string]string{"gpu": "yes"})
+	n3.Capacity = 12
+	nodes := []Node{n1, n2, n3}
+	groups := []Group{plain, pinned}
+	hosts := hostAll(nil, plain.Seats[:12], n1.Incarnation)
+	hostAll(hosts, plain.Seats[12:16], n2.Incarnation)
+	hostAll(hosts, pinned.Seats[:2], n3.Incarnation)
+	hosts["gone"] = n2.Incarnation // a seat no longer in the org
+
+	full := Snapshot{Nodes: nodes, Groups: groups, Hosts: hosts}
+	given := Snapshot{Nodes: nodes, Groups: groups, Hosts: map[string]string{}, Load: LoadOf(groups, hosts)}
+	var toPlace []string
+	toPlace = append(toPlace, plain.Seats[16:]...)
+	toPlace = append(toPlace, pinned.Seats[2:]...)
+	toPlace = append(toPlace, plain.Seats[0]) // one already held, placed again
+	for _, h := range toPlace {
+		given.Hosts[h] = hosts[h]
+		want, wantOK := full.Choose(h, nil, "")
+		got, ok := given.Choose(h, nil, "")
+		if got.Incarnation != want.Incarnation || ok != wantOK {
+			t.Fatalf("Choose(%s) on the given load = %s %v; counting every host = %s %v", h, got.Incarnation, ok, want.Incarnation, wantOK)
+		}
+		if ok {
+			full.Place(h, want.Incarnation)
+			given.Place(h, got.Incarnation)
+		}
+	}
+	for _, n := range nodes {
+		for _, g := range groups {
+			if got, want := given.Held(n.Incarnation, g), full.Held(n.Incarnation, g); got != want {
+				t.Errorf("%s holds %d of group %q on the given load, %d counting every host", n.Incarnation, got, g.Key, want)
+			}
+		}
+	}
+	if got := full.Held(n3.Incarnation, plain) + full.Held(n3.Incarnation, pinned); got > n3.Capacity {
+		t.Errorf("n3 holds %d seats, capacity %d", got, n3.Capacity)
+	}
+	// n1 held 12 plain seats, over its share of 10: it takes none of the
+	// new ones, and the one of its own placed again moves off it.
+	if got := full.Held(n1.Incarnation, plain); got != 11 {
+		t.Errorf("n1 holds %d plain seats; want 11", got)
 	}
 }

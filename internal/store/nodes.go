@@ -175,13 +175,25 @@ func seatHosts(ctx context.Context, q querier) (hosts, preferred map[string]stri
 // both see each other's reservation and fair shares hold.
 const placementLock = 0x706c6163 // "plac"
 
-// Reserve runs choose under the placement lock with a fresh view of node
-// liveness and seat hosts, and records the chosen incarnation as the seat's
-// node (a reservation; Attach on that node then starts the tenure).
-func (s *Store) Reserve(ctx context.Context, handle string, liveWithin time.Duration,
-	choose func(nodes []NodeRow, hosts, preferred map[string]string) (string, bool)) (string, bool, error) {
-	var chosen string
-	var ok bool
+// RoleLoad is how many seats of one role a node incarnation holds or is
+// reserved for.
+type RoleLoad struct {
+	Node  string
+	Role  string
+	Seats int
+}
+
+// Reserve places the seats handles under the placement lock: it reads node
+// liveness, how many seats of each role every node holds, and where the
+// seats handles are now and prefer to be (hosts, preferred), calls choose,
+// and records the incarnation choose picked for each seat (handle →
+// incarnation; a seat it could not place is left out) as that seat's node.
+// That is a reservation, which Attach on that node turns into a tenure.
+// The read is per node and role, not per seat, and one call places any
+// number of seats: seats placed together cost one lock and one read.
+func (s *Store) Reserve(ctx context.Context, handles []string, liveWithin time.Duration,
+	choose func(nodes []NodeRow, load []RoleLoad, hosts, preferred map[string]string) map[string]string) (map[string]string, error) {
+	var chosen map[string]string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, placementLock); err != nil {
 			return err
@@ -193,21 +205,45 @@ func (s *Store) Reserve(ctx context.Context, handle string, liveWithin time.Dura
 		if err != nil {
 			return err
 		}
-		hosts, preferred, err := seatHosts(ctx, tx)
+		rows, err := tx.Query(ctx, `SELECT node, role, count(*)::int FROM seats WHERE node <> '' GROUP BY node, role`)
 		if err != nil {
 			return err
 		}
-		chosen, ok = choose(nodes, hosts, preferred)
-		if !ok {
+		load, err := pgx.CollectRows(rows, pgx.RowToStructByPos[RoleLoad])
+		if err != nil {
+			return err
+		}
+		hosts, preferred := map[string]string{}, map[string]string{}
+		rows, err = tx.Query(ctx, `SELECT handle, node, preferred_node FROM seats WHERE handle = ANY($1)`, handles)
+		if err != nil {
+			return err
+		}
+		var h, n, p string
+		if _, err := pgx.ForEachRow(rows, []any{&h, &n, &p}, func() error {
+			hosts[h], preferred[h] = n, p
+			return nil
+		}); err != nil {
+			return err
+		}
+		chosen = choose(nodes, load, hosts, preferred)
+		if len(chosen) == 0 {
 			return nil
 		}
-		_, err = tx.Exec(ctx, `UPDATE seats SET node = $2, updated_at = now() WHERE handle = $1`, handle, chosen)
+		placed := make([]string, 0, len(chosen))
+		incarnations := make([]string, 0, len(chosen))
+		for h, inc := range chosen {
+			placed, incarnations = append(placed, h), append(incarnations, inc)
+		}
+		_, err = tx.Exec(ctx, `
+			UPDATE seats SET node = c.node, updated_at = now()
+			FROM unnest($1::text[], $2::text[]) AS c (handle, node)
+			WHERE seats.handle = c.handle`, placed, incarnations)
 		return err
 	})
 	if err != nil {
-		return "", false, fmt.Errorf("place seat %s: %w", handle, schemaMissing(err))
+		return nil, fmt.Errorf("place seats: %w", schemaMissing(err))
 	}
-	return chosen, ok, nil
+	return chosen, nil
 }
 
 // ClaimDeadNodes claims, for the node claimer, every other incarnation that

@@ -204,9 +204,9 @@ func TestConcurrentPlacementsDoNotExhaustASmallPool(t *testing.T) {
 			t.Fatal(err)
 		}
 		go func() {
-			_, _, err := st.Reserve(ctx, handle, time.Minute, func(nodes []store.NodeRow, _, _ map[string]string) (string, bool) {
+			_, err := st.Reserve(ctx, []string{handle}, time.Minute, func(nodes []store.NodeRow, _ []store.RoleLoad, _, _ map[string]string) map[string]string {
 				time.Sleep(10 * time.Millisecond)
-				return nodes[0].Incarnation, len(nodes) == 1
+				return map[string]string{handle: nodes[0].Incarnation}
 			})
 			errs <- err
 		}()
