@@ -41,9 +41,14 @@ import (
 //     org): place, attach, no Hold, a turn with diary_write, pause, resume.
 //     The seat histories above predate the marker and hold their tenure
 //     with a Hold.
+//   - seat_attach_in_place_history.json: seat/cto at version 2 of that
+//     marker (`crewlet serve` on the example org): one workflow task
+//     establishes it, the placement attaching in place (no Attach
+//     activity) and the start's search attributes not written again; a
+//     turn with diary_write, pause, resume, a second turn.
 func TestReplaysRecordedHistories(t *testing.T) {
 	files, err := filepath.Glob("testdata/*_history.json")
-	if err != nil || len(files) < 7 {
+	if err != nil || len(files) < 8 {
 		t.Fatalf("want the recorded histories in testdata, found %v (%v)", files, err)
 	}
 	for _, file := range files {
