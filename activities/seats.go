@@ -76,10 +76,10 @@ func (a *Seats) PlaceSeat(ctx context.Context, in crewlet.PlaceSeatInput) (crewl
 
 // placer places together the seats that ask while a placement runs: when a
 // node establishes many seats at once (at boot, or taking over a dead
-// node's), each waits for one lock and one read of every seat's host, not
-// one each, which would cost O(seats) per seat. Seats placed together are
-// chosen one after another over the same view, each seeing the ones before
-// it, so fair shares hold as if each had taken the lock alone.
+// node's), they share one lock and one read of the nodes' load, not one
+// each. Seats placed together are chosen one after another over the same
+// view, each seeing the ones before it, so fair shares hold as if each had
+// taken the lock alone.
 type placer struct {
 	mu      sync.Mutex
 	waiting []*placeRequest
