@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -34,6 +35,7 @@ var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 type zombieEnv struct {
 	ctx   context.Context
+	db    string
 	store *store.Store
 	mb    *mailbox.Mailbox
 }
@@ -42,13 +44,14 @@ func setupZombie(t testing.TB) zombieEnv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	st := testenv.Store(t, testenv.Database(t))
+	db := testenv.Database(t)
+	st := testenv.Store(t, db)
 	mb, err := mailbox.Open(ctx, testenv.Stack(t).RedisURL, "acttest"+testenv.Suffix())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = mb.Close() })
-	return zombieEnv{ctx: ctx, store: st, mb: mb}
+	return zombieEnv{ctx: ctx, db: db, store: st, mb: mb}
 }
 
 // seat creates the seat's row and mailbox.
@@ -389,6 +392,103 @@ func TestSeatsPlacedTogetherKeepFairShares(t *testing.T) {
 	if per["n1:aaaa"] != 20 || per["n2:bbbb"] != 20 {
 		t.Fatalf("40 seats placed at once on two nodes: %v; want 20 on each", per)
 	}
+}
+
+// A node ends its tenures that moved on from what it reads each beat, the
+// tenures begun elsewhere since its last read; and, once a sweep is due,
+// from a check of every tenure it hosts, which finds a tenure whose Attach
+// committed too late for the beats' reads. A tenure begun again on the
+// node itself is its own, not one that moved on.
+func TestReconcileEndsTheTenuresThatMovedOnAndOnlyThose(t *testing.T) {
+	e := setupZombie(t)
+	n1, n2 := newHost(e, "n1:aaaa"), newHost(e, "n2:bbbb")
+	stopped := map[string]int{}
+	n1.StartTools = func(_ context.Context, handle string) (ToolSession, error) {
+		return &closeCounter{handle: handle, closed: stopped}, nil
+	}
+	epochs := map[string]int64{}
+	for _, h := range []string{"moved", "again", "stays", "late"} {
+		e.seat(t, h)
+		out, err := n1.Attach(e.ctx, crewlet.AttachInput{Handle: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		epochs[h] = out.Epoch
+	}
+	reconcile := func() {
+		t.Helper()
+		if err := n1.Reconcile(e.ctx, e.store); err != nil {
+			t.Fatalf("Reconcile: %v", err)
+		}
+	}
+	reconcile()
+	if len(stopped) != 0 || n1.HostedCount() != 4 {
+		t.Fatalf("after a Reconcile with nothing moved: stopped %v, %d hosted; want none stopped, 4 hosted", stopped, n1.HostedCount())
+	}
+
+	if _, err := n2.Attach(e.ctx, crewlet.AttachInput{Handle: "moved"}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := n1.Attach(e.ctx, crewlet.AttachInput{Handle: "again"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped["again"] = 0 // its earlier tenure's tools stopped when it attached again
+	if _, err := n2.Attach(e.ctx, crewlet.AttachInput{Handle: "late"}); err != nil {
+		t.Fatal(err)
+	}
+	// As if late's Attach had begun long before it committed.
+	conn, err := pgx.Connect(e.ctx, e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(e.ctx)
+	if _, err := conn.Exec(e.ctx, `UPDATE seats SET acquired_at = now() - interval '1 hour' WHERE handle = 'late'`); err != nil {
+		t.Fatal(err)
+	}
+
+	reconcile()
+	if n1.Hosts("moved", epochs["moved"]) || stopped["moved"] != 1 {
+		t.Fatalf("moved, established on n2: n1 hosts it %v, its tools stopped %d times; want let go and stopped once",
+			n1.Hosts("moved", epochs["moved"]), stopped["moved"])
+	}
+	if !n1.Hosts("again", again.Epoch) || stopped["again"] != 0 {
+		t.Fatalf("again, attached again on n1: hosted at its new epoch %v, tools stopped %d times since; want hosted, never stopped",
+			n1.Hosts("again", again.Epoch), stopped["again"])
+	}
+	if !n1.Hosts("stays", epochs["stays"]) || stopped["stays"] != 0 {
+		t.Fatalf("stays: hosted %v, stopped %d; want hosted, never stopped", n1.Hosts("stays", epochs["stays"]), stopped["stays"])
+	}
+	if !n1.Hosts("late", epochs["late"]) {
+		t.Fatal("late was let go by a beat's read, which cannot see a tenure stamped an hour back; the test no longer tells the sweep apart")
+	}
+
+	n1.sweptAt = time.Time{} // the sweep is due
+	reconcile()
+	if n1.Hosts("late", epochs["late"]) || stopped["late"] != 1 {
+		t.Fatalf("late, after the sweep: hosted %v, stopped %d; want let go and stopped once", n1.Hosts("late", epochs["late"]), stopped["late"])
+	}
+	if n1.HostedCount() != 2 {
+		t.Fatalf("n1 hosts %d seats after the sweep; want 2 (again, stays)", n1.HostedCount())
+	}
+}
+
+// closeCounter is a tool session that counts, per seat, how often it was
+// stopped.
+type closeCounter struct {
+	handle string
+	closed map[string]int
+}
+
+func (s *closeCounter) Tools() []tools.Tool { return nil }
+
+func (s *closeCounter) Call(context.Context, string, json.RawMessage, string) (tools.Result, error) {
+	return tools.Result{}, errors.New("not callable")
+}
+
+func (s *closeCounter) Close() error {
+	s.closed[s.handle]++
+	return nil
 }
 
 func TestUnprovenTeardownKeepsTheSeatUntilItSucceeds(t *testing.T) {

@@ -52,6 +52,11 @@ type Host struct {
 	// selfFenced is set while the node cannot reach Postgres for longer
 	// than it may act for its seats: it hosts nothing and takes no seat.
 	selfFenced bool
+	// tenuresRead is the database's time at Reconcile's last read of the
+	// tenures begun elsewhere, and sweptAt when it last checked every tenure
+	// here; only the presence loop touches them.
+	tenuresRead time.Time
+	sweptAt     time.Time
 	// teardownMu serializes teardowns: a session's Close is not safe to
 	// call from two goroutines at once.
 	teardownMu sync.Mutex
@@ -118,6 +123,13 @@ func (h *Host) Hosted() map[string]int64 {
 		out[k] = v
 	}
 	return out
+}
+
+// HostedCount returns how many seats this node hosts.
+func (h *Host) HostedCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.hosted)
 }
 
 // Unproven returns, per seat whose teardown keeps failing, how long it has.
@@ -253,26 +265,75 @@ func (h *Host) endTenure(handle string, epoch int64, reason string) bool {
 	return true
 }
 
+// tenureOverlap is how far before its previous read each beat's read of
+// the tenures begun elsewhere reaches back: a tenure is stamped when its
+// Attach statement began, and may commit after a read that ran meanwhile.
+const tenureOverlap = 10 * time.Second
+
+// movedOnSweep is how often Reconcile checks every tenure here, not only
+// against the tenures begun since its last read: the backstop for an
+// Attach that took longer than tenureOverlap to commit.
+const movedOnSweep = time.Minute
+
 // Reconcile ends the tenures here that moved on: a seat whose epoch in
 // Postgres is no longer the one this node hosts it at was established
 // elsewhere (fenced, or its host given up for lost while this node lived).
 // Its MCP servers stop within a beat of it, before they can act for a seat
-// another node now runs. The presence loop calls it every beat: one query
-// over the seats hosted here.
+// another node now runs. The presence loop calls it every beat. A beat
+// reads only the tenures begun elsewhere since the last one, so an idle
+// node's beat costs nothing per seat; once every movedOnSweep it checks
+// every seat hosted here too.
 //
 // It asks st, the node's presence store, so the check never waits behind
-// the seats' own work for a connection.
+// the seats' own work for a connection. Only the presence loop calls it.
 func (h *Host) Reconcile(ctx context.Context, st *store.Store) error {
-	hosted := h.Hosted()
-	moved, err := st.MovedOn(ctx, hosted)
+	var since *time.Time
+	if !h.tenuresRead.IsZero() {
+		from := h.tenuresRead.Add(-tenureOverlap)
+		since = &from
+	}
+	begun, read, err := st.TenuresBegunElsewhere(ctx, h.Incarnation, since)
 	if err != nil {
 		return err
 	}
-	for _, handle := range moved {
-		h.Log.Warn("seat_fenced", "seat", handle, "epoch", hosted[handle], "node", h.Incarnation, "reason", "its tenure moved on")
-		h.endTenure(handle, hosted[handle], "tenure moved on")
+	h.tenuresRead = read
+	moved := h.overtaken(begun)
+	if time.Since(h.sweptAt) >= movedOnSweep {
+		hosted := h.Hosted()
+		handles, err := st.MovedOn(ctx, h.Incarnation, hosted)
+		if err != nil {
+			h.endMovedOn(moved)
+			return err
+		}
+		for _, handle := range handles {
+			moved[handle] = hosted[handle]
+		}
+		h.sweptAt = time.Now()
 	}
+	h.endMovedOn(moved)
 	return nil
+}
+
+// overtaken returns the tenures here (handle → the epoch hosted here) that
+// a tenure of begun, at a later epoch, overtook.
+func (h *Host) overtaken(begun map[string]int64) map[string]int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	moved := map[string]int64{}
+	for handle, epoch := range begun {
+		if here, ok := h.hosted[handle]; ok && here < epoch {
+			moved[handle] = here
+		}
+	}
+	return moved
+}
+
+// endMovedOn ends the tenures here that moved on (handle → epoch).
+func (h *Host) endMovedOn(moved map[string]int64) {
+	for handle, epoch := range moved {
+		h.Log.Warn("seat_fenced", "seat", handle, "epoch", epoch, "node", h.Incarnation, "reason", "its tenure moved on")
+		h.endTenure(handle, epoch, "tenure moved on")
+	}
 }
 
 // FenceSelf stops acting for every seat this node hosts: the node could not

@@ -271,7 +271,7 @@ func (n *Node) heartbeat(ctx context.Context) (draining bool, err error) {
 	if n.opts.CutStoreAfter > 0 && time.Since(n.started) > n.opts.CutStoreAfter {
 		return false, errors.New("store cut off by test hook")
 	}
-	return n.presence.NodeHeartbeat(ctx, n.Incarnation, len(n.host.Hosted()), n.host.Unproven(time.Now()))
+	return n.presence.NodeHeartbeat(ctx, n.Incarnation, n.host.HostedCount(), n.host.Unproven(time.Now()))
 }
 
 // fenceSelf stops the node acting for every seat it hosts (their MCP
@@ -373,9 +373,9 @@ func (n *Node) Drain(ctx context.Context) error {
 		}
 	}
 	deadline := time.Now().Add(n.org.Nodes.DrainTimeout)
-	for len(n.host.Hosted()) > 0 {
+	for n.host.HostedCount() > 0 {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("drain: %d seats still hosted after %s", len(n.host.Hosted()), n.org.Nodes.DrainTimeout)
+			return fmt.Errorf("drain: %d seats still hosted after %s", n.host.HostedCount(), n.org.Nodes.DrainTimeout)
 		}
 		select {
 		case <-ctx.Done():

@@ -288,9 +288,33 @@ func (s *Store) SeatsOn(ctx context.Context, incarnation string) ([]string, erro
 	return seats, nil
 }
 
-// MovedOn returns the seats of hosted (handle → the epoch a node hosts it
-// at) whose tenure moved on: their epoch in Postgres is another one.
-func (s *Store) MovedOn(ctx context.Context, hosted map[string]int64) ([]string, error) {
+// TenuresBegunElsewhere returns the tenures begun at or after since on
+// any incarnation but the given one (handle → the epoch Attach gave it),
+// and the database's time as it read them, from which the next read goes
+// on. A nil since reads from the database's now: nothing yet, only the time.
+func (s *Store) TenuresBegunElsewhere(ctx context.Context, incarnation string, since *time.Time) (map[string]int64, time.Time, error) {
+	var (
+		now     time.Time
+		handles []string
+		epochs  []int64
+	)
+	err := s.pool.QueryRow(ctx, `
+		SELECT now(), array_agg(handle), array_agg(epoch) FROM seats
+		WHERE acquired_at >= coalesce($2, now()) AND node <> $1`, incarnation, since).Scan(&now, &handles, &epochs)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("read the tenures begun elsewhere: %w", schemaMissing(err))
+	}
+	begun := make(map[string]int64, len(handles))
+	for i, h := range handles {
+		begun[h] = epochs[i]
+	}
+	return begun, now, nil
+}
+
+// MovedOn returns the seats of hosted (handle → the epoch the incarnation
+// hosts it at) whose tenure moved on: their epoch in Postgres is another
+// one, begun on another incarnation.
+func (s *Store) MovedOn(ctx context.Context, incarnation string, hosted map[string]int64) ([]string, error) {
 	if len(hosted) == 0 {
 		return nil, nil
 	}
@@ -302,8 +326,8 @@ func (s *Store) MovedOn(ctx context.Context, hosted map[string]int64) ([]string,
 	rows, err := s.pool.Query(ctx, `
 		SELECT h.handle FROM unnest($1::text[], $2::bigint[]) AS h (handle, epoch)
 		JOIN seats s ON s.handle = h.handle
-		WHERE s.epoch <> h.epoch
-		ORDER BY h.handle`, handles, epochs)
+		WHERE s.epoch <> h.epoch AND s.node <> $3
+		ORDER BY h.handle`, handles, epochs, incarnation)
 	if err != nil {
 		return nil, fmt.Errorf("check hosted tenures: %w", schemaMissing(err))
 	}
