@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -201,20 +198,11 @@ func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
 // bareStarts is the ceiling of establishing n seats on this stack: the time
 // to start n workflows that each run one activity, and see them finish.
 func bareStarts(b *testing.B, n int) time.Duration {
-	quiet := tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	tc, err := client.Dial(client.Options{HostPort: testenv.Stack(b).Temporal, Logger: quiet})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tc.Close()
-	queue := "crewlet-bare-start-" + testenv.Suffix()
-	w := worker.New(tc, queue, worker.Options{MaxConcurrentWorkflowTaskPollers: 8})
-	w.RegisterWorkflow(bareStart)
-	w.RegisterActivity(bareActivity)
-	if err := w.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
+	tc, queue, stop := bareWorker(b, "crewlet-bare-start-", worker.Options{MaxConcurrentWorkflowTaskPollers: 8}, func(w worker.Worker) {
+		w.RegisterWorkflow(bareStart)
+		w.RegisterActivity(bareActivity)
+	})
+	defer stop()
 	start := time.Now()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)

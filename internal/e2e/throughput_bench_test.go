@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
@@ -140,18 +141,28 @@ const burstIdle = 5 * time.Second
 // BenchmarkBurst is BenchmarkThroughput's burst phase alone: 100 seats
 // established and idle, then one message to each at once; it reports, per
 // seat, publish→first reply (p50, p99, max). A second wave after another
-// idle spell measures seats that have answered before.
+// idle spell measures seats that have answered before. Then, on the same
+// stack, its ceiling: as many bare workflows, idle as long, woken at once,
+// each running a turn's steps doing nothing (bare-burst-*), and the first
+// burst's max over the ceiling's, which says more across machines than
+// either alone.
 //
 //	go test ./internal/e2e -run '^$' -bench 'Burst$' -benchtime 1x -timeout 10m
 func BenchmarkBurst(b *testing.B) {
 	c, replied := benchCompany(b)
-	defer c.stopAll()
 	time.Sleep(burstIdle)
 	first := burstPhase(b, c, replied, seatNames(benchSeats))
 	time.Sleep(burstIdle)
 	second := burstPhase(b, c, replied, seatNames(benchSeats))
+	c.stopAll()
+	ceiling := bareBurst(b, benchSeats)
 	reportBurst(b, "burst", first)
 	reportBurst(b, "burst2", second)
+	reportBurst(b, "bare-burst", ceiling)
+	b.ReportMetric(float64(first[len(first)-1])/float64(ceiling[len(ceiling)-1]), "burst-max/bare-max")
+	b.Logf("bare ceiling, %d idle workflows woken at once, each running a turn's steps: p50 %s max %s; the first burst's max is %.1fx its max",
+		benchSeats, ceiling[len(ceiling)/2].Round(time.Millisecond), ceiling[len(ceiling)-1].Round(time.Millisecond),
+		float64(first[len(first)-1])/float64(ceiling[len(ceiling)-1]))
 }
 
 // burstPhase sends one message to each seat at once (every sender waits at
@@ -322,22 +333,111 @@ func bareTurn(ctx workflow.Context) error {
 
 func bareActivity(context.Context) error { return nil }
 
-func bareCeiling(b *testing.B, d time.Duration) float64 {
+// bareWorker starts, on the dev stack, a worker of its own on a fresh task
+// queue (prefix + a suffix) with what register gives it, and returns its
+// client and queue, and stop, which stops both.
+func bareWorker(b *testing.B, prefix string, opts worker.Options, register func(worker.Worker)) (client.Client, string, func()) {
+	b.Helper()
 	quiet := tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	tc, err := client.Dial(client.Options{HostPort: testenv.Stack(b).Temporal, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer tc.Close()
-	queue := "crewlet-bare-" + testenv.Suffix()
-	w := worker.New(tc, queue, worker.Options{})
-	w.RegisterWorkflow(bareWorkflow)
-	w.RegisterWorkflow(bareTurn)
-	w.RegisterActivity(bareActivity)
+	queue := prefix + testenv.Suffix()
+	w := worker.New(tc, queue, opts)
+	register(w)
 	if err := w.Start(); err != nil {
+		tc.Close()
 		b.Fatal(err)
 	}
-	defer w.Stop()
+	return tc, queue, func() { w.Stop(); tc.Close() }
+}
+
+// bareWaker is an idle seat at its barest: once started it says so, waits
+// for a wake signal, and then runs one turn's steps, doing nothing.
+func bareWaker(ctx workflow.Context) error {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	if err := workflow.ExecuteLocalActivity(lctx, bareReadyActivity).Get(ctx, nil); err != nil {
+		return err
+	}
+	workflow.GetSignalChannel(ctx, bareWake).Receive(ctx, nil)
+	return bareWorkflow(ctx, 1)
+}
+
+const (
+	bareWake          = "wake"
+	bareReadyActivity = "bareReady"
+)
+
+// bareBurst is the burst's ceiling on this stack: n workflows, each idle for
+// burstIdle, are woken at once and each runs a turn's steps; it returns,
+// per workflow, the time from just before its wake to its end.
+func bareBurst(b *testing.B, n int) []time.Duration {
+	var ready atomic.Int64
+	// The pollers crewlet's shared worker has, so the ceiling is not held
+	// back by the SDK's default two.
+	pollers := worker.Options{WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
+		InitialNumberOfPollers: 8, MinimumNumberOfPollers: 2, MaximumNumberOfPollers: 16,
+	})}
+	tc, queue, stop := bareWorker(b, "crewlet-bare-burst-", pollers, func(w worker.Worker) {
+		w.RegisterWorkflow(bareWaker)
+		w.RegisterWorkflow(bareTurn)
+		w.RegisterActivity(bareActivity)
+		w.RegisterActivityWithOptions(func(context.Context) error { ready.Add(1); return nil },
+			activity.RegisterOptions{Name: bareReadyActivity})
+	})
+	defer stop()
+	runs := make([]client.WorkflowRun, n)
+	for i := range runs {
+		r, err := tc.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
+			ID: fmt.Sprintf("bare-burst/%s/%d", queue, i), TaskQueue: queue,
+		}, bareWaker)
+		if err != nil {
+			b.Fatal(err)
+		}
+		runs[i] = r
+	}
+	testenv.Eventually(b, time.Minute, "every bare waker started", func() error {
+		if got := ready.Load(); got < int64(n) {
+			return fmt.Errorf("%d of %d started", got, n)
+		}
+		return nil
+	})
+	time.Sleep(burstIdle)
+	out := make([]time.Duration, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, r := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			t0 := time.Now()
+			err := tc.SignalWorkflow(context.Background(), r.GetID(), r.GetRunID(), bareWake, nil)
+			if err == nil {
+				err = r.Get(context.Background(), nil)
+			}
+			if err != nil {
+				b.Error(err)
+			}
+			out[i] = time.Since(t0)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	return out
+}
+
+func bareCeiling(b *testing.B, d time.Duration) float64 {
+	tc, queue, stop := bareWorker(b, "crewlet-bare-", worker.Options{}, func(w worker.Worker) {
+		w.RegisterWorkflow(bareWorkflow)
+		w.RegisterWorkflow(bareTurn)
+		w.RegisterActivity(bareActivity)
+	})
+	defer stop()
 	// Each workflow runs batches of turns until the time is up; a batch is
 	// short so the phase ends close to d.
 	const turnsPerRun = 20
