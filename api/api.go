@@ -92,7 +92,7 @@ func (s *Server) routes() []route {
 func (s *Server) Handler() http.Handler {
 	s.creds = credentials(s.Org)
 	r := chi.NewRouter()
-	r.Use(middleware.Recoverer)
+	r.Use(s.requestLog, middleware.Recoverer)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, crewlet.Errorf(crewlet.ENOTFOUND, "no route %s %s", r.Method, r.URL.Path))
 	})
@@ -134,7 +134,7 @@ func writeError(w http.ResponseWriter, err error) {
 // fault, to the log with its full text.
 func (s *Server) logError(w http.ResponseWriter, r *http.Request, err error) {
 	if code := crewlet.ErrorCode(err); code == crewlet.EINTERNAL || code == crewlet.EUNAVAILABLE {
-		s.Log.Error("api_error", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "error", err)
+		s.Log.ErrorContext(r.Context(), "api_error", "method", r.Method, "path", r.URL.Path, "error", err)
 	}
 	writeError(w, err)
 }

@@ -57,18 +57,11 @@ type Principal struct {
 }
 
 type principalKey struct{}
-type requestIDKey struct{}
 
 // principalOf is the request's principal.
 func principalOf(r *http.Request) Principal {
 	p, _ := r.Context().Value(principalKey{}).(Principal)
 	return p
-}
-
-// requestID is the request's id, also in the X-Request-Id response header.
-func requestID(r *http.Request) string {
-	id, _ := r.Context().Value(requestIDKey{}).(string)
-	return id
 }
 
 // credential is a configured token.
@@ -109,20 +102,14 @@ func (s *Server) authenticate(r *http.Request) (Principal, bool) {
 	return s.creds[found].principal, true
 }
 
-// guard wraps a route's handler with what every route needs: a request id,
-// the caller's principal (401 without one), the route's right (403 when the
+// guard wraps a route's handler with what every route needs: the caller's
+// principal (401 without one), the route's right (403 when the
 // role lacks it), JSON bodies only on mutations (415), and an audit row for
 // every mutation and every refusal.
 func (s *Server) guard(rt route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("X-Request-Id")
-		if len(id) > 64 || crewlet.CheckID("request id", id) != nil {
-			id = newRequestID()
-		}
-		w.Header().Set("X-Request-Id", id)
-		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
 		if rt.right == Public {
-			rt.handler(w, r.WithContext(ctx))
+			rt.handler(w, r)
 			return
 		}
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
@@ -142,8 +129,8 @@ func (s *Server) guard(rt route) http.HandlerFunc {
 		case r.Method != http.MethodGet && !s.allowMutation(p.Name):
 			refused = crewlet.Errorf(crewlet.ERATELIMITED, "%s sent more than %d mutations in a minute (api.mutations_per_minute); slow down", p.Name, s.Org.API.MutationsPerMinute)
 		}
-		ctx = context.WithValue(ctx, principalKey{}, p)
-		r = r.WithContext(ctx)
+		setPrincipal(r, p)
+		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
 		if refused != nil {
 			writeError(rec, refused)
 		} else {
@@ -178,7 +165,7 @@ func (s *Server) audit(r *http.Request, rt route, p Principal, rec *statusRecord
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
 	if err := s.Store.RecordAudit(ctx, e); err != nil {
-		s.Log.Error("audit_unrecorded", "request_id", e.RequestID, "action", e.Action, "error", err)
+		s.Log.ErrorContext(ctx, "audit_unrecorded", "action", e.Action, "error", err)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/logging"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/workers"
@@ -67,11 +68,16 @@ func storeURL(key, envName string) (string, error) {
 	return v, nil
 }
 
-// connect loads the org, connects to Postgres (migrated and claimed for this
-// deployment, see openDatabase), Redis and Temporal. It fails before anything
+// connect loads the org, builds the logger it configures (log.format,
+// log.level) on stderr, and connects to Postgres (migrated and claimed for
+// this deployment, see openDatabase), Redis and Temporal. It fails before anything
 // starts if any of them is missing.
-func connect(ctx context.Context, path string, log *slog.Logger) (*deps, error) {
+func connect(ctx context.Context, path string, stderr io.Writer) (*deps, error) {
 	org, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	log, err := logging.New(stderr, org.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -145,12 +151,12 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 	if _, err := parseFlags(fs, args, 0, "crewlet serve|worker|api [--config FILE] [--node-id ID] [--labels K=V,...] [--capacity N]"); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	d, err := connect(ctx, *cfgPath, log)
+	d, err := connect(ctx, *cfgPath, stderr)
 	if err != nil {
 		return err
 	}
 	defer d.close()
+	log := d.log
 	if role&roleWorker != 0 {
 		// Seat workflow ids are per namespace: a worker must not start, wake
 		// or host a seat another deployment's workflow already runs. The API

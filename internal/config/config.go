@@ -3,6 +3,8 @@
 package config
 
 import (
+	"fmt"
+	"log/slog"
 	"os"
 	"regexp"
 	"strings"
@@ -29,6 +31,36 @@ type Config struct {
 	Profiles    map[string]Profile `mapstructure:"profiles"`
 	Roles       map[string]Role    `mapstructure:"roles"`
 	Seats       []Seat             `mapstructure:"seats"`
+	Log         Log                `mapstructure:"log"`
+}
+
+// Log is how a crewlet process writes its log, to stderr.
+type Log struct {
+	// Format is text (key=value lines) or json (one object a line).
+	Format string `mapstructure:"format"`
+	// Level is the least severe level written: debug, info, warn or error.
+	Level string `mapstructure:"level"`
+}
+
+// The log formats.
+const (
+	LogText = "text"
+	LogJSON = "json"
+)
+
+// SlogLevel returns the level as slog's, or an error naming the levels.
+func (l Log) SlogLevel() (slog.Level, error) {
+	switch l.Level {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("unknown level %q; must be one of: debug, info, warn, error", l.Level)
 }
 
 // Company names the company.

@@ -166,7 +166,7 @@ func TestEveryProblemReported(t *testing.T) {
 		`roles.engineer.placement.lables: unknown key; did you mean "labels"?`,
 		`mailbox.keep_aked: unknown key; did you mean "keep_acked"?`,
 		`nodes.rebalance_max_mves: unknown key; did you mean "rebalance_max_moves"?`,
-		`schedules: unknown key; valid keys: api, auth, company, mailbox, maintenance, models, nodes, postgres, profiles, quarantine, redis, roles, seats, temporal, tickets`,
+		`schedules: unknown key; valid keys: api, auth, company, log, mailbox, maintenance, models, nodes, postgres, profiles, quarantine, redis, roles, seats, temporal, tickets`,
 		`company.timezone: unknown time zone "Mars/Olympus"`,
 		`company.budget.tokens_per_day: -1 is negative; must be 0 (no cap) or more`,
 		`mailbox.read_batch: 0 is out of range; must be between 1 and 1000`,
@@ -504,6 +504,19 @@ seats: [ { handle: alice, kind: human } ]`,
 				`nodes.heartbeat_timout: unknown key; did you mean "heartbeat_timeout"?`,
 				`nodes.beat: unknown key; valid keys: drain_timeout, heartbeat_timeout, max_tool_calls, rebalance_interval, rebalance_max_moves, release_wait`,
 			},
+		},
+		{
+			name: "log format and level unknown",
+			yaml: minimal + `log: { format: yaml, level: verbose }`,
+			want: []string{
+				`log.format: unknown format "yaml"; must be one of: text, json`,
+				`log.level: unknown level "verbose"; must be one of: debug, info, warn, error`,
+			},
+		},
+		{
+			name: "log unknown key",
+			yaml: minimal + `log: { formt: json }`,
+			want: []string{`log.formt: unknown key; did you mean "format"?`},
 		},
 		{
 			name: "mailbox below range",
@@ -946,6 +959,8 @@ func TestDefaults(t *testing.T) {
 		{"api.listen", c.API.Listen, "127.0.0.1:8080"},
 		{"mailbox.key_prefix", c.Mailbox.KeyPrefix, "crewlet"},
 		{"mailbox.read_batch", c.Mailbox.ReadBatch, 16},
+		{"log.format", c.Log.Format, "text"},
+		{"log.level", c.Log.Level, "info"},
 		{"nodes.heartbeat_timeout", c.Nodes.HeartbeatTimeout, 3 * time.Second},
 		{"nodes.drain_timeout", c.Nodes.DrainTimeout, 60 * time.Second},
 		{"nodes.release_wait", c.Nodes.ReleaseWait, 30 * time.Second},
@@ -1153,6 +1168,7 @@ func TestEnvOverride(t *testing.T) {
 	t.Setenv("CREWLET_COMPANY_BUDGET_TOKENS_PER_MONTH", "50000000")
 	t.Setenv("CREWLET_COMPANY_BUDGET_TOKENS_PER_DAY", "0")
 	t.Setenv("CREWLET_QUARANTINE_BASE", "2h")
+	t.Setenv("CREWLET_LOG_FORMAT", "json")
 
 	c, err := Parse([]byte(`company: { name: acme, budget: { tokens_per_day: 100 } }
 seats: [ { handle: alice, kind: human } ]
@@ -1186,6 +1202,7 @@ quarantine: { base: 5m }`))
 		{"CREWLET_COMPANY_BUDGET_TOKENS_PER_MONTH", c.Company.Budget.TokensPerMonth, int64(50_000_000)},
 		{"CREWLET_COMPANY_BUDGET_TOKENS_PER_DAY 0 over the file", c.Company.Budget.TokensPerDay, int64(0)},
 		{"CREWLET_QUARANTINE_BASE over the file", c.Quarantine.Base, 2 * time.Hour},
+		{"CREWLET_LOG_FORMAT", c.Log.Format, "json"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.env, func(t *testing.T) {

@@ -52,6 +52,9 @@ var defaults = map[string]any{
 	"mailbox.human_keep":       1000,
 	"mailbox.dead_letter_keep": 10000,
 
+	"log.format": LogText,
+	"log.level":  "info",
+
 	"nodes.heartbeat_timeout":   3 * time.Second,
 	"nodes.drain_timeout":       60 * time.Second,
 	"nodes.release_wait":        30 * time.Second,

@@ -195,6 +195,12 @@ func (c *Config) problems() []*Problem {
 			add(r.path, "required")
 		}
 	}
+	if f := c.Log.Format; f != LogText && f != LogJSON {
+		add("log.format", "unknown format %q; must be one of: %s, %s", f, LogText, LogJSON)
+	}
+	if _, err := c.Log.SlogLevel(); err != nil {
+		add("log.level", "%v", err)
+	}
 	if n := c.Mailbox.ReadBatch; n < minReadBatch || n > maxReadBatch {
 		add("mailbox.read_batch", "%d is out of range; must be between %d and %d", n, minReadBatch, maxReadBatch)
 	}

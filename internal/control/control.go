@@ -167,9 +167,9 @@ func (c *Control) Deliver(ctx context.Context, msg crewlet.Message) (crewlet.Mes
 		if err := c.wake(ctx, s); err != nil {
 			// Lower the flag again so the next publish retries the wake
 			// instead of trusting a seat that never heard this one.
-			c.log.Warn("wake_failed", "seat", s.Handle, "event_id", msg.EventID, "error", err)
+			c.log.WarnContext(ctx, "wake_failed", "seat", s.Handle, "event_id", msg.EventID, "error", err)
 			if err := c.mailbox.ClearAwake(ctx, s.Handle); err != nil {
-				c.log.Warn("wake_failed", "seat", s.Handle, "event_id", msg.EventID, "error", err)
+				c.log.WarnContext(ctx, "wake_failed", "seat", s.Handle, "event_id", msg.EventID, "error", err)
 			}
 		}
 	}
@@ -321,11 +321,11 @@ func (c *Control) Requeue(ctx context.Context, st *store.Store, id string) (mail
 		return dl, err
 	}
 	if err := st.RecordSeatEvent(ctx, dl.Seat, "requeued", dl.Message.EventID, map[string]any{"dead_letter": id, "stream_id": dl.Message.StreamID}); err != nil {
-		c.log.Warn("seat_event_unrecorded", "seat", dl.Seat, "kind", "requeued", "error", err)
+		c.log.WarnContext(ctx, "seat_event_unrecorded", "seat", dl.Seat, "kind", "requeued", "error", err)
 	}
 	if s, ok := c.org.Seat(dl.Seat); ok && s.Kind == string(crewlet.SeatAgent) {
 		if err := c.wake(ctx, s); err != nil {
-			c.log.Warn("wake_failed", "seat", s.Handle, "event_id", dl.Message.EventID, "error", err)
+			c.log.WarnContext(ctx, "wake_failed", "seat", s.Handle, "event_id", dl.Message.EventID, "error", err)
 		}
 	}
 	return dl, nil
@@ -410,7 +410,7 @@ func (c *Control) Reconcile(ctx context.Context, st *store.Store, startSeats boo
 			errs = append(errs, fmt.Errorf("stop removed seat %s: %w", handle, err))
 			continue
 		}
-		c.log.Info("seat_stop_requested", "seat", handle, "reason", "not in the org")
+		c.log.InfoContext(ctx, "seat_stop_requested", "seat", handle, "reason", "not in the org")
 	}
 	return errors.Join(errs...)
 }

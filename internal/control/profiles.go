@@ -111,7 +111,7 @@ func (p *Profiles) Acquire(ctx context.Context, req AcquireRequest) (string, *cr
 		return "", hold, nil
 	}
 	if req.Prefer != "" && picked != req.Prefer {
-		p.log.Warn("turn_failed_over", "seat", req.Seat, "turn", req.TurnID, "from", req.Prefer, "to", picked)
+		p.log.WarnContext(ctx, "turn_failed_over", "seat", req.Seat, "turn", req.TurnID, "from", req.Prefer, "to", picked)
 	}
 	return picked, nil, nil
 }
@@ -141,7 +141,7 @@ func (p *Profiles) wake(ctx context.Context, profiles []string, n int) {
 	}
 	waiters, err := p.store.ProfileWaiters(ctx, profiles, n+wakeTries)
 	if err != nil {
-		p.log.Warn("profile_wake_failed", "profiles", profiles, "error", err)
+		p.log.WarnContext(ctx, "profile_wake_failed", "profiles", profiles, "error", err)
 		return
 	}
 	woken := 0
@@ -156,10 +156,10 @@ func (p *Profiles) wake(ctx context.Context, profiles []string, n int) {
 			woken++
 		case errors.As(err, &notFound):
 			if err := p.store.ForgetProfileWaiter(ctx, turnID); err != nil {
-				p.log.Warn("profile_wake_failed", "turn", turnID, "error", err)
+				p.log.WarnContext(ctx, "profile_wake_failed", "turn", turnID, "error", err)
 			}
 		default:
-			p.log.Warn("profile_wake_failed", "turn", turnID, "error", err)
+			p.log.WarnContext(ctx, "profile_wake_failed", "turn", turnID, "error", err)
 		}
 	}
 }
@@ -195,7 +195,7 @@ func (p *Profiles) Exhausted(ctx context.Context, profile, reason string) error 
 		return err
 	}
 	if !before.Quarantined(now) {
-		p.log.Warn("credential_quarantined", "credential", cred, "profile", profile, "attempt", after.Attempt,
+		p.log.WarnContext(ctx, "credential_quarantined", "credential", cred, "profile", profile, "attempt", after.Attempt,
 			"until", after.QuarantineUntil, "for", after.QuarantineUntil.Sub(now).Round(time.Second), "reason", reason)
 	}
 	return nil
@@ -214,7 +214,7 @@ func (p *Profiles) Failed(ctx context.Context, profile, turnID, reason string) e
 		return err
 	}
 	if !before.Cooling(now) && after.Cooling(now) {
-		p.log.Warn("credential_cooling_off", "credential", cred, "profile", profile, "until", after.CoolingUntil, "reason", reason)
+		p.log.WarnContext(ctx, "credential_cooling_off", "credential", cred, "profile", profile, "until", after.CoolingUntil, "reason", reason)
 	}
 	return nil
 }
@@ -231,9 +231,9 @@ func (p *Profiles) Answered(ctx context.Context, profile, answered string) {
 		return
 	}
 	p.mismatched.Store(profile, answered)
-	p.log.Warn("model_mismatch", "profile", profile, "configured", configured, "answered", answered)
+	p.log.WarnContext(ctx, "model_mismatch", "profile", profile, "configured", configured, "answered", answered)
 	if _, err := p.store.NoteAnsweredModel(ctx, profile, configured, answered); err != nil {
-		p.log.Warn("model_mismatch_unrecorded", "profile", profile, "error", err)
+		p.log.WarnContext(ctx, "model_mismatch_unrecorded", "profile", profile, "error", err)
 	}
 }
 
@@ -314,7 +314,7 @@ func (p *Profiles) SwitchModel(ctx context.Context, model string, disabled bool,
 	if err != nil {
 		return sw, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "model %s could not be switched; see the server log", model)
 	}
-	p.log.Info("model_switched", "model", model, "disabled", disabled, "by", by, "reason", reason)
+	p.log.InfoContext(ctx, "model_switched", "model", model, "disabled", disabled, "by", by, "reason", reason)
 	if !disabled {
 		p.wake(ctx, profiles, maxWakeOnEnable)
 	}

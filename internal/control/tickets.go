@@ -92,7 +92,7 @@ func (t *Tickets) Open(ctx context.Context, req OpenTicketRequest) (crewlet.Tick
 		return crewlet.Ticket{}, err
 	}
 	if created {
-		t.log.Info("ticket_opened", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To, "routed_from", ticket.RoutedFrom)
+		t.log.InfoContext(ctx, "ticket_opened", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To, "routed_from", ticket.RoutedFrom)
 	}
 	// Published again on a repeat: the event id is the ticket's, so a
 	// request whose first publish was lost arrives once.
@@ -148,7 +148,7 @@ func (t *Tickets) route(ctx context.Context, to, from string) (handle, routedFro
 // human seat a note in its inbox. The operator reads GET /tickets. The
 // notice's event id is the ticket's, so telling twice tells once.
 func (t *Tickets) Ended(ctx context.Context, ticket crewlet.Ticket) error {
-	t.log.Info("ticket_ended", "ticket", ticket.ID, "phase", ticket.Phase, "from", ticket.From, "to", ticket.To, "reason", ticket.Reason)
+	t.log.InfoContext(ctx, "ticket_ended", "ticket", ticket.ID, "phase", ticket.Phase, "from", ticket.From, "to", ticket.To, "reason", ticket.Reason)
 	if t.signalled(ctx, ticket.Waiter, ticket.ID) {
 		return nil
 	}
@@ -200,7 +200,7 @@ func (t *Tickets) Settle(ctx context.Context, id, reply string) (crewlet.Ticket,
 		// The same reply again is a step retried after its notice failed.
 		return ticket, settled, t.Ended(ctx, ticket)
 	}
-	t.log.Warn("ticket_reply_refused", "ticket", id, "phase", ticket.Phase, "reason", "one reply settles one ticket")
+	t.log.WarnContext(ctx, "ticket_reply_refused", "ticket", id, "phase", ticket.Phase, "reason", "one reply settles one ticket")
 	return ticket, false, nil
 }
 
@@ -245,7 +245,7 @@ func (t *Tickets) signalled(ctx context.Context, turnID, ticketID string) bool {
 	}
 	err := t.control.temporal.SignalWorkflow(ctx, turnID, "", crewlet.SignalTicket, crewlet.TicketSignal{Ticket: ticketID})
 	if err != nil {
-		t.log.Warn("ticket_waiter_unreached", "ticket", ticketID, "turn", turnID, "error", err)
+		t.log.WarnContext(ctx, "ticket_waiter_unreached", "ticket", ticketID, "turn", turnID, "error", err)
 		return false
 	}
 	return true
@@ -267,7 +267,7 @@ func (t *Tickets) Ask(ctx context.Context, id, question, askKey, askWaiter strin
 	if !asked {
 		return ticket, ticket.AskKey == askKey, nil
 	}
-	t.log.Info("ticket_asking", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To)
+	t.log.InfoContext(ctx, "ticket_asking", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To)
 	if t.signalled(ctx, ticket.Waiter, ticket.ID) {
 		return ticket, true, nil
 	}
@@ -306,7 +306,7 @@ func (t *Tickets) Answer(ctx context.Context, id, answer string) (crewlet.Ticket
 	if !answered {
 		return ticket, crewlet.Errorf(crewlet.ECONFLICT, "ticket %s is %s: no question waits on it", ticket.ID, ticket.Phase)
 	}
-	t.log.Info("ticket_answered", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To)
+	t.log.InfoContext(ctx, "ticket_answered", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To)
 	t.signalled(ctx, ticket.AskWaiter, ticket.ID)
 	return ticket, nil
 }
