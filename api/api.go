@@ -47,44 +47,122 @@ const maxBody = 1 << 20
 
 // route is one API route and the right it needs: the one table of who may
 // do what, for REST and the CLI (which calls REST) alike. docs/operations.md
-// lists it, and a test holds the two together.
+// lists it, and a test holds the two together. The same table describes
+// the route in the OpenAPI document (GET /openapi.json): what it is for,
+// its query parameters, the body it takes and the answer it gives.
 type route struct {
 	method, pattern string
 	right           Right
 	handler         http.HandlerFunc
+	summary         string
+	query           []param
+	// body is the request body's type (a zero value), nil for none, and
+	// needs the fields of it the route refuses to go without.
+	body  any
+	needs []string
+	// answer is the response body's type (a zero value), and statuses the
+	// statuses it comes with (200 when none).
+	answer   any
+	statuses []int
+	// conflict, when set, says when the route answers 409.
+	conflict string
 }
 
 func (s *Server) routes() []route {
 	get, post := http.MethodGet, http.MethodPost
+	accepted := []int{http.StatusAccepted}
 	return []route{
-		{get, "/healthz", Public, s.healthz},
-		{get, "/readyz", Public, s.readyz},
-		{get, "/seats", Read, s.listSeats},
-		{get, "/seats/{handle}", Read, s.getSeat},
-		{post, "/seats/{handle}/messages", Operate, s.sendMessage},
-		{get, "/seats/{handle}/inbox", Read, s.inbox},
-		{get, "/seats/{handle}/events", Read, s.seatEvents},
-		{post, "/seats/{handle}/pause", Operate, s.pauseSeat},
-		{post, "/seats/{handle}/resume", Operate, s.resumeSeat},
-		{post, "/seats/{handle}/drain", Operate, s.drainSeat},
-		{get, "/seats/{handle}/usage", Read, s.seatUsage},
-		{get, "/seats/{handle}/turns", Read, s.seatTurns},
-		{get, "/seats/{handle}/memory", Read, s.seatMemory},
-		{get, "/turns/{handle}/{work_key}", Read, s.getTurn},
-		{get, "/conversations/{id}", Read, s.getConversation},
-		{post, "/tickets", Operate, s.openTicket},
-		{get, "/tickets", Read, s.listTickets},
-		{get, "/tickets/{id}", Read, s.getTicket},
-		{post, "/tickets/{id}/answer", Operate, s.answerTicket},
-		{post, "/tickets/{id}/cancel", Operate, s.cancelTicket},
-		{get, "/nodes", Read, s.listNodes},
-		{post, "/nodes/{id}/drain", Operate, s.drainNode},
-		{get, "/profiles", Read, s.listProfiles},
-		{post, "/models/{id}/disable", Operate, s.disableModel},
-		{post, "/models/{id}/enable", Operate, s.enableModel},
-		{get, "/deadletters", Read, s.listDeadLetters},
-		{post, "/deadletters/{id}/requeue", Operate, s.requeueDeadLetter},
-		{get, "/audit", Administer, s.listAudit},
+		{method: get, pattern: "/healthz", right: Public, handler: s.healthz,
+			summary: "the process is up", answer: map[string]string{}},
+		{method: get, pattern: "/readyz", right: Public, handler: s.readyz,
+			summary: "Temporal, Postgres and Redis each answer (503 when one does not)", answer: readiness{}},
+		{method: get, pattern: "/openapi.json", right: Public, handler: s.openAPI,
+			summary: "this document", answer: map[string]any{}},
+		{method: get, pattern: "/seats", right: Read, handler: s.listSeats,
+			summary: "every seat of the org with its status, epoch and node", answer: []SeatSummary{}},
+		{method: get, pattern: "/seats/{handle}", right: Read, handler: s.getSeat,
+			summary: "one seat: its config, tenure, live state and open tickets", answer: SeatDetail{}},
+		{method: post, pattern: "/seats/{handle}/messages", right: Operate, handler: s.sendMessage,
+			summary: "send the seat a message; it is answered in its conversation", body: SendMessageRequest{}, needs: []string{"text"},
+			answer: crewlet.Message{}, statuses: accepted},
+		{method: get, pattern: "/seats/{handle}/inbox", right: Read, handler: s.inbox,
+			summary: "the newest entries of the seat's mailbox", query: []param{limitQuery(20, maxLimit)}, answer: []crewlet.Message{}},
+		{method: get, pattern: "/seats/{handle}/events", right: Read, handler: s.seatEvents,
+			summary: "the seat's recorded events, newest first", query: []param{limitQuery(100, maxLimit)}, answer: []store.SeatEvent{}},
+		{method: post, pattern: "/seats/{handle}/pause", right: Operate, handler: s.pauseSeat,
+			summary: "pause the seat (signal pause)", body: crewlet.PauseRequest{}, answer: SignalResponse{}, statuses: accepted,
+			conflict: "the seat is paused already"},
+		{method: post, pattern: "/seats/{handle}/resume", right: Operate, handler: s.resumeSeat,
+			summary: "resume a paused seat (signal resume)", body: crewlet.ResumeRequest{}, answer: SignalResponse{}, statuses: accepted,
+			conflict: "the seat is neither paused nor drained"},
+		{method: post, pattern: "/seats/{handle}/drain", right: Operate, handler: s.drainSeat,
+			summary: "drain the seat: finish its turn, take no more mail (signal drain)", body: crewlet.DrainRequest{},
+			answer: SignalResponse{}, statuses: accepted, conflict: "the seat is draining or drained already"},
+		{method: get, pattern: "/seats/{handle}/usage", right: Read, handler: s.seatUsage,
+			summary: "the seat's token usage against its budgets", answer: crewlet.SeatUsage{}},
+		{method: get, pattern: "/seats/{handle}/turns", right: Read, handler: s.seatTurns,
+			summary: "the seat's recent turns, newest first", query: []param{limitQuery(20, control.MaxTurns)}, answer: []store.TurnRow{}},
+		{method: get, pattern: "/seats/{handle}/memory", right: Read, handler: s.seatMemory,
+			summary: "the seat's diary, episodes and counterparties",
+			query: []param{
+				{"kind", "string", "one list: diary, episodes or counterparties; all three when unset"},
+				{"before", "string", "the next page of the list kind names, from a previous page's next"},
+				limitQuery(20, store.MaxMemoryPage),
+			}, answer: MemoryView{}},
+		{method: get, pattern: "/turns/{handle}/{work_key}", right: Read, handler: s.getTurn,
+			summary: "one turn: its triggers, rounds, tool calls and outcome", answer: control.TurnView{}},
+		{method: get, pattern: "/conversations/{id}", right: Read, handler: s.getConversation,
+			summary: "a conversation's messages, oldest first, and its summaries",
+			query: []param{
+				{"after", "integer", "the seq to go on after, a previous page's next"},
+				limitQuery(conversationPage, maxConversationPage),
+			}, answer: Conversation{}},
+		{method: post, pattern: "/tickets", right: Operate, handler: s.openTicket,
+			summary: "open a ticket to a seat or role; with wait, answer once it ended (200) or the wait passed (202)",
+			body:    OpenTicketRequest{}, needs: []string{"to", "task"}, answer: crewlet.Ticket{}, statuses: []int{http.StatusAccepted, http.StatusOK}},
+		{method: get, pattern: "/tickets", right: Read, handler: s.listTickets,
+			summary: "tickets, newest first",
+			query: []param{
+				{"from", "string", "only tickets this seat delegated"},
+				{"to", "string", "only tickets this seat serves"},
+				{"phase", "string", "only tickets in this phase"},
+				{"open", "boolean", "only open tickets"},
+				limitQuery(50, maxLimit),
+			}, answer: []crewlet.Ticket{}},
+		{method: get, pattern: "/tickets/{id}", right: Read, handler: s.getTicket,
+			summary: "one ticket", answer: crewlet.Ticket{}},
+		{method: post, pattern: "/tickets/{id}/answer", right: Operate, handler: s.answerTicket,
+			summary: "answer the question a ticket asks", body: AnswerTicketRequest{}, needs: []string{"text"}, answer: crewlet.Ticket{},
+			conflict: "the ticket asks nothing now, or has ended"},
+		{method: post, pattern: "/tickets/{id}/cancel", right: Operate, handler: s.cancelTicket,
+			summary: "cancel an open ticket", body: CancelTicketRequest{}, answer: crewlet.Ticket{},
+			conflict: "the ticket has ended"},
+		{method: get, pattern: "/nodes", right: Read, handler: s.listNodes,
+			summary: "the worker nodes, live ones or (all=true) every incarnation kept",
+			query:   []param{{"all", "boolean", "also the incarnations that stopped"}}, answer: NodesView{}},
+		{method: post, pattern: "/nodes/{id}/drain", right: Operate, handler: s.drainNode,
+			summary: "drain a node: its seats move, then it exits", answer: DrainNodeResponse{}, statuses: accepted,
+			conflict: "the node is draining already"},
+		{method: get, pattern: "/profiles", right: Read, handler: s.listProfiles,
+			summary: "model profiles with their load, health and switches", answer: ProfilesView{}},
+		{method: post, pattern: "/models/{id}/disable", right: Operate, handler: s.disableModel,
+			summary: "switch a model off fleet-wide (a slash in the id is sent as %2F)", body: ModelSwitchRequest{},
+			answer: crewlet.ModelSwitch{}},
+		{method: post, pattern: "/models/{id}/enable", right: Operate, handler: s.enableModel,
+			summary: "switch a model back on", body: ModelSwitchRequest{}, answer: crewlet.ModelSwitch{}},
+		{method: get, pattern: "/deadletters", right: Read, handler: s.listDeadLetters,
+			summary: "dead letters, newest first", query: []param{limitQuery(100, maxLimit)}, answer: []mailbox.DeadLetter{}},
+		{method: post, pattern: "/deadletters/{id}/requeue", right: Operate, handler: s.requeueDeadLetter,
+			summary: "deliver a dead letter to its seat again", answer: mailbox.DeadLetter{}, statuses: accepted},
+		{method: get, pattern: "/audit", right: Administer, handler: s.listAudit,
+			summary: "the audit log, newest first",
+			query: []param{
+				{"principal", "string", "only this principal's actions"},
+				{"outcome", "string", "allowed, denied or failed"},
+				{"action", "string", "only this action, \"METHOD /pattern\""},
+				{"before", "integer", "rows older than this audit row id"},
+				limitQuery(50, maxLimit),
+			}, answer: []store.AuditEntry{}},
 	}
 }
 

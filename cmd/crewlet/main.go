@@ -24,24 +24,31 @@ Server commands (read the org file; --config FILE, default $CREWLET_CONFIG or cr
   config check FILE validate an org file; lists every problem
 
 Client commands (talk to the API at --api URL, default $CREWLET_API or http://127.0.0.1:8080,
-with the bearer token --token, default $CREWLET_TOKEN):
-  seats ls                      list every seat and its status
-  seats show HANDLE             show one seat: org entry, database row, live state
+with the bearer token --token, default $CREWLET_TOKEN; each names the route it calls):
+  seats ls                      list every seat and its status (GET /seats)
+  seats show HANDLE             show one seat: org entry, database row, live state (GET /seats/{handle})
   send HANDLE TEXT [--wait D] [--from SEAT] [--conversation ID]
                                 send a message and print the reply (--wait 0 returns at once)
-  inbox HANDLE [--limit N]      show a seat's newest mail (how people read a human seat)
-  conversation ID               print a conversation's transcript
-  seats events HANDLE           a seat's event history (skipped triggers, dead letters, requeues)
-  seats usage HANDLE            tokens used and caps per day/week/month, seat and company; the hold if any
+                                (POST /seats/{handle}/messages, then GET /conversations/{id})
+  inbox HANDLE [--limit N]      show a seat's newest mail, how people read a human seat
+                                (GET /seats/{handle}/inbox)
+  conversation ID               print a conversation's transcript (GET /conversations/{id})
+  seats events HANDLE           a seat's event history: skipped triggers, dead letters, requeues
+                                (GET /seats/{handle}/events)
+  seats usage HANDLE            tokens used and caps per day/week/month, seat and company; the hold
+                                if any (GET /seats/{handle}/usage)
   seats turns HANDLE [--limit N]
                                 a seat's newest turns: id, status, rounds, start, note
+                                (GET /seats/{handle}/turns)
   seats memory HANDLE [--kind K] [--limit N] [--before CURSOR]
                                 a seat's diary, episodes and counterparties, newest first;
                                 --kind diary|episodes|counterparties pages one list
+                                (GET /seats/{handle}/memory)
   turn show TURN-ID             a turn's model transcript per thread and its charter receipts
+                                (GET /turns/{handle}/{work_key})
   ask TARGET TASK [--wait D] [--from SEAT] [--conversation ID]
-                                open a ticket to a seat or role:NAME (POST /tickets) and print
-                                its reply; --wait 0 returns once it is open
+                                open a ticket to a seat or role:NAME and print its reply;
+                                --wait 0 returns once it is open (POST /tickets)
   tickets ls [--from H] [--to H] [--phase P] [--open] [--limit N]
                                 tickets, newest first (GET /tickets)
   tickets show ID               one ticket (GET /tickets/{id})
@@ -51,16 +58,25 @@ with the bearer token --token, default $CREWLET_TOKEN):
   audit [--principal NAME] [--outcome O] [--limit N]
                                 the API's audit log, newest first (admin; GET /audit)
   deadletters ls                mail the seats gave up on, with reason and delivery count
+                                (GET /deadletters)
   deadletters requeue ID        put a dead letter back in its seat's mailbox with a fresh budget
-  profiles                      model profiles: load, free slots, quarantine, cooling-off, model gate
+                                (POST /deadletters/{id}/requeue)
+  profiles                      model profiles: load, free slots, quarantine, cooling-off, model
+                                gate (GET /profiles)
   models disable MODEL [--reason TEXT]
                                 switch a model off fleet-wide: its profiles take no new turn
-  models enable MODEL           switch it back on; turns waiting for it run
+                                (POST /models/{id}/disable)
+  models enable MODEL           switch it back on; turns waiting for it run (POST /models/{id}/enable)
   nodes ls [--all]              list worker nodes: labels, seats held, fair share, heartbeat age
+                                (GET /nodes)
   nodes drain ID                drain a node (incarnation or node id): its seats move, it exits
+                                (POST /nodes/{id}/drain)
   pause HANDLE [--stop-turn] [--reason TEXT] [--by NAME]
-  resume HANDLE [--by NAME]
+                                pause a seat (POST /seats/{handle}/pause)
+  resume HANDLE [--by NAME]     resume a paused or drained seat (POST /seats/{handle}/resume)
   drain HANDLE [--reason TEXT] [--by NAME]
+                                drain a seat: it finishes its turn and takes no more mail
+                                (POST /seats/{handle}/drain)
 `
 
 // exitUsage is the exit code for a command line crewlet cannot run.
