@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/watchdog"
@@ -37,6 +38,8 @@ type Host struct {
 	// StartTools starts what a tenure runs on this node: the role's MCP
 	// servers. nil starts nothing.
 	StartTools func(ctx context.Context, handle string) (ToolSession, error)
+	// Metrics counts the tenures that moved on; nil counts none.
+	Metrics *metrics.Metrics
 
 	// toolSlots bounds the tool calls this node runs at once
 	// (nodes.max_tool_calls); nil means no bound.
@@ -332,6 +335,7 @@ func (h *Host) overtaken(begun map[string]int64) map[string]int64 {
 func (h *Host) endMovedOn(moved map[string]int64) {
 	for handle, epoch := range moved {
 		h.Log.Warn("seat_fenced", "seat", handle, "epoch", epoch, "node", h.Incarnation, "reason", "its tenure moved on")
+		h.Metrics.TenureMovedOn()
 		h.endTenure(handle, epoch, "tenure moved on")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/store"
 )
 
@@ -18,6 +19,8 @@ type Mail struct {
 	// Tickets fails the ticket of a request that is dead-lettered.
 	Tickets *control.Tickets
 	Log     *slog.Logger
+	// Metrics counts dead letters; nil counts none.
+	Metrics *metrics.Metrics
 }
 
 // ReadMail hands the seat its next entries, by reference. Entries past their
@@ -146,11 +149,12 @@ func (a *Mail) DeadLetterMail(ctx context.Context, in crewlet.DeadLetterMailInpu
 	return nil
 }
 
-// deadLettered fails the ticket of a request that was dead-lettered: nobody
-// will serve it now, and the delegator hears why. A failure here is logged;
-// the request is in the dead letters, and a requeue serves the ticket only
-// while it is still open.
+// deadLettered counts a message the seat gave up on and fails the ticket
+// of a request that was dead-lettered: nobody will serve it now, and the
+// delegator hears why. A failure here is logged; the request is in the dead
+// letters, and a requeue serves the ticket only while it is still open.
 func (a *Mail) deadLettered(ctx context.Context, handle string, m crewlet.Message, reason string) {
+	a.Metrics.DeadLettered(1)
 	if m.Type != crewlet.MessageTicket {
 		return
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/model"
 	"github.com/crewlet/crewlet/internal/store"
 )
@@ -44,6 +45,16 @@ type Turns struct {
 	log      *slog.Logger
 	// Now is the clock budgets are charged and checked on.
 	Now func() time.Time
+	// Metrics records each model call; nil records none.
+	Metrics *metrics.Metrics
+}
+
+// chat is one call to the profile's model, recorded.
+func (a *Turns) chat(ctx context.Context, profile string, req crewlet.ModelRequest) (crewlet.ModelResponse, error) {
+	began := time.Now()
+	resp, err := a.models[profile].Chat(ctx, req)
+	a.Metrics.ModelCall(profile, time.Since(began), err, resp.Usage.InputTokens, resp.Usage.OutputTokens)
+	return resp, err
 }
 
 // NewTurns builds the model of every profile in org once.
@@ -284,7 +295,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		Seat: in.Handle, Role: seat.Role, Trigger: &trigger, System: system, Messages: plan.Messages,
 		Tools: catalog, MaxTokens: profile.MaxTokens,
 	}
-	resp, err := a.models[name].Chat(ctx, req)
+	resp, err := a.chat(ctx, name, req)
 	if err != nil {
 		return out, a.modelFailure(ctx, name, in.TurnID, err)
 	}
@@ -294,7 +305,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		// the sender hears that instead of silence.
 		a.log.Warn("model_answer_empty", "seat", in.Handle, "work_key", key, "round", in.Round)
 		req.Messages = append(append([]crewlet.ChatMessage(nil), req.Messages...), crewlet.ChatMessage{Role: "user", Content: emptyAnswerNudge})
-		if resp, err = a.models[name].Chat(ctx, req); err != nil {
+		if resp, err = a.chat(ctx, name, req); err != nil {
 			return out, a.modelFailure(ctx, name, in.TurnID, err)
 		}
 		usage.InputTokens += resp.Usage.InputTokens
@@ -447,7 +458,7 @@ func (a *Turns) compact(ctx context.Context, handle, profileName, turnID, conver
 		MaxTokens: a.org.Profiles[summarizer].MaxTokens,
 	}
 	a.log.Info("conversation_compacting", "seat", handle, "conversation", conversation, "through", last.MessageID, "exchanges", len(covered), "profile", summarizer)
-	resp, err := a.models[summarizer].Chat(ctx, req)
+	resp, err := a.chat(ctx, summarizer, req)
 	text := strings.TrimSpace(resp.Text)
 	if err != nil || text == "" {
 		var pe *crewlet.ProviderError
@@ -837,7 +848,7 @@ func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error
 	stop := make(chan struct{})
 	defer close(stop)
 	go heartbeatWhile(ctx, a.host.Beat, stop)
-	resp, err := a.models[name].Chat(ctx, crewlet.ModelRequest{
+	resp, err := a.chat(ctx, name, crewlet.ModelRequest{
 		Seat: in.Handle, Role: seat.Role, Purpose: crewlet.PurposeReflect, System: ctxIn.System,
 		Messages: plan.Messages, MaxTokens: profile.MaxTokens,
 	})

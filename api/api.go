@@ -22,6 +22,7 @@ import (
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/store"
 )
 
@@ -35,6 +36,9 @@ type Server struct {
 	Mailbox  *mailbox.Mailbox
 	Temporal client.Client
 	Log      *slog.Logger
+	// Metrics is the process's registry: GET /metrics serves it, and every
+	// request is counted in it; nil counts nothing.
+	Metrics *metrics.Metrics
 	// creds are the org's tokens, read from the environment by Handler.
 	creds []credential
 	// limiters hold each principal's mutation budget.
@@ -66,6 +70,8 @@ type route struct {
 	statuses []int
 	// conflict, when set, says when the route answers 409.
 	conflict string
+	// contentType is the answer's, when it is not JSON.
+	contentType string
 }
 
 func (s *Server) routes() []route {
@@ -78,6 +84,9 @@ func (s *Server) routes() []route {
 			summary: "Temporal, Postgres and Redis each answer (503 when one does not)", answer: readiness{}},
 		{method: get, pattern: "/openapi.json", right: Public, handler: s.openAPI,
 			summary: "this document", answer: map[string]any{}},
+		{method: get, pattern: "/metrics", right: Read, handler: s.Metrics.Handler().ServeHTTP,
+			summary: "the process's metrics in Prometheus text format (docs/operations.md lists them)", answer: "",
+			contentType: "text/plain"},
 		{method: get, pattern: "/seats", right: Read, handler: s.listSeats,
 			summary: "every seat of the org with its status, epoch and node", answer: []SeatSummary{}},
 		{method: get, pattern: "/seats/{handle}", right: Read, handler: s.getSeat,

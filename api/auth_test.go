@@ -18,6 +18,7 @@ import (
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/store"
 )
 
@@ -56,7 +57,8 @@ func authServer(t *testing.T) (string, *store.Store) {
 	b := setup(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctl := control.New(nil, nil, org, log)
-	srv := httptest.NewServer((&api.Server{Org: org, Control: ctl, Tickets: control.NewTickets(ctl, b.st, log), Store: b.st, Log: log}).Handler())
+	srv := httptest.NewServer((&api.Server{Org: org, Control: ctl, Tickets: control.NewTickets(ctl, b.st, log), Store: b.st, Log: log,
+		Profiles: control.NewProfiles(ctl, b.st, org, log), Metrics: metrics.New()}).Handler())
 	t.Cleanup(srv.Close)
 	return srv.URL, b.st
 }

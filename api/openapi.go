@@ -128,11 +128,15 @@ func responsesOf(rt route, schemas map[string]any) map[string]any {
 	if statuses == nil {
 		statuses = []int{http.StatusOK}
 	}
+	contentType := rt.contentType
+	if contentType == "" {
+		contentType = "application/json"
+	}
 	out := map[string]any{}
 	for _, status := range statuses {
 		out[strconv.Itoa(status)] = map[string]any{
 			"description": rt.summary,
-			"content":     map[string]any{"application/json": map[string]any{"schema": schemaOf(reflect.TypeOf(rt.answer), schemas)}},
+			"content":     map[string]any{contentType: map[string]any{"schema": schemaOf(reflect.TypeOf(rt.answer), schemas)}},
 		}
 	}
 	hasIDs := strings.Contains(rt.pattern, "{")

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
 )
 
 // loadOpenAPI fetches GET /openapi.json and loads it with kin-openapi,
@@ -90,21 +88,9 @@ func TestOpenAPIDocumentMatchesTheRouter(t *testing.T) {
 // responses, success and error alike, validate against their schemas, and
 // the requests it took validate against theirs.
 func TestOpenAPIDescribesWhatTheAPIAnswers(t *testing.T) {
-	for role, tok := range tokens {
-		t.Setenv("CREWLET_TEST_TOKEN_"+strings.ToUpper(role), tok)
-	}
-	org, err := config.Parse([]byte(authOrg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := setup(t)
-	log := slog.New(slog.DiscardHandler)
-	ctl := control.New(nil, nil, org, log)
-	srv := httptest.NewServer((&api.Server{Org: org, Control: ctl, Store: b.st, Log: log,
-		Tickets: control.NewTickets(ctl, b.st, log), Profiles: control.NewProfiles(ctl, b.st, org, log)}).Handler())
-	t.Cleanup(srv.Close)
-	doc := loadOpenAPI(t, srv.URL)
-	doc.Servers = openapi3.Servers{{URL: srv.URL}}
+	base, _ := authServer(t)
+	doc := loadOpenAPI(t, base)
+	doc.Servers = openapi3.Servers{{URL: base}}
 	router, err := legacy.NewRouter(doc)
 	if err != nil {
 		t.Fatal(err)
@@ -114,9 +100,15 @@ func TestOpenAPIDescribesWhatTheAPIAnswers(t *testing.T) {
 		want                      int
 	}{
 		{http.MethodGet, "/healthz", "", "", 200},
+		{http.MethodGet, "/metrics", tokens["viewer"], "", 200},
 		{http.MethodPost, "/models/scripted/disable", tokens["admin"], `{"reason":"outage"}`, 200},
 		{http.MethodPost, "/models/scripted/enable", tokens["admin"], `{}`, 200},
 		{http.MethodPost, "/models/nope/disable", tokens["admin"], `{}`, 404},
+		// Model ids are checked before anything reads with them.
+		{http.MethodPost, "/models/a%00b/disable", tokens["admin"], `{}`, 400},
+		{http.MethodPost, "/models/" + strings.Repeat("m", 129) + "/disable", tokens["admin"], `{}`, 400},
+		{http.MethodPost, "/models/a%FFb/disable", tokens["admin"], `{}`, 400},
+		{http.MethodPost, "/models/meta-llama%2FLlama-3.1-8B/disable", tokens["admin"], `{}`, 404},
 		{http.MethodGet, "/profiles", tokens["viewer"], "", 200},
 		{http.MethodGet, "/nodes?all=true", tokens["viewer"], "", 200},
 		{http.MethodGet, "/tickets?open=true", tokens["viewer"], "", 200},
@@ -134,7 +126,7 @@ func TestOpenAPIDescribesWhatTheAPIAnswers(t *testing.T) {
 		if c.body != "" {
 			rd = strings.NewReader(c.body)
 		}
-		req, err := http.NewRequest(c.method, srv.URL+c.path, rd)
+		req, err := http.NewRequest(c.method, base+c.path, rd)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,8 +40,10 @@ func (s *Server) requestLog(next http.Handler) http.Handler {
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 			route = rc.RoutePattern()
 		}
+		took := time.Since(began)
+		s.Metrics.HTTPRequest(r.Method+" "+route, rec.status, took)
 		s.Log.InfoContext(ctx, "http_request", "method", r.Method, "route", route, "status", rec.status,
-			"duration_ms", time.Since(began).Milliseconds(), "principal", entry.principal)
+			"duration_ms", took.Milliseconds(), "principal", entry.principal)
 	})
 }
 

@@ -1,13 +1,11 @@
 package api_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,25 +16,11 @@ import (
 	"github.com/crewlet/crewlet/internal/testenv"
 )
 
-// lockedBuffer is a log sink the server writes while the test reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines parses every line written so far as a JSON object.
-func (b *lockedBuffer) lines(t *testing.T) []map[string]any {
+// jsonLines parses every line written to b so far as a JSON object.
+func jsonLines(t *testing.T, b *syncBuffer) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
 		if line == "" {
 			continue
 		}
@@ -63,7 +47,7 @@ seats: [ { handle: cto, role: lead } ]
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink := &lockedBuffer{}
+	sink := &syncBuffer{}
 	log, err := logging.New(sink, org.Log)
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +84,7 @@ seats: [ { handle: cto, role: lead } ]
 			var mine []map[string]any
 			testenv.Eventually(t, 5*time.Second, "the request's access line", func() error {
 				mine = nil
-				for _, l := range sink.lines(t) {
+				for _, l := range jsonLines(t, sink) {
 					if l["request_id"] == id {
 						mine = append(mine, l)
 					}
@@ -127,7 +111,7 @@ seats: [ { handle: cto, role: lead } ]
 		})
 	}
 	// Every line the server wrote names a request: none escaped it.
-	for _, l := range sink.lines(t) {
+	for _, l := range jsonLines(t, sink) {
 		if l["request_id"] == nil || l["request_id"] == "" {
 			t.Errorf("log line without a request id: %v", l)
 		}

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/metrics"
 )
 
 // InternalErrorType is the error type of an activity failure whose text
@@ -27,22 +28,37 @@ const InternalErrorType = "internal"
 type publicErrors struct {
 	interceptor.WorkerInterceptorBase
 	log *slog.Logger
+	// metrics counts, per activity, the failures that were fenced and the
+	// internal ones; nil counts none.
+	metrics *metrics.Metrics
 }
 
 func (p *publicErrors) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
-	a := &publicErrorsActivity{log: p.log}
+	a := &publicErrorsActivity{log: p.log, metrics: p.metrics}
 	a.Next = next
 	return a
 }
 
 type publicErrorsActivity struct {
 	interceptor.ActivityInboundInterceptorBase
-	log *slog.Logger
+	log     *slog.Logger
+	metrics *metrics.Metrics
 }
 
 func (a *publicErrorsActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
 	res, err := a.Next.ExecuteActivity(ctx, in)
-	return res, publicError(err, activity.GetInfo(ctx).ActivityType.Name, a.log)
+	name := activity.GetInfo(ctx).ActivityType.Name
+	err = publicError(err, name, a.log)
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		switch appErr.Type() {
+		case crewlet.FencedErrorType:
+			a.metrics.Fenced(name)
+		case InternalErrorType:
+			a.metrics.InternalError(name)
+		}
+	}
+	return res, err
 }
 
 // publicError is what an activity's failure may say outside the worker: an

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -24,6 +25,7 @@ import (
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/watchdog"
@@ -46,6 +48,8 @@ type NodeOptions struct {
 	Stderr        io.Writer
 	// Exit ends the process; the watchdog calls it with code 75.
 	Exit func(int)
+	// Metrics is where the node's series go; nil records none.
+	Metrics *metrics.Metrics
 }
 
 // Node is a running worker node incarnation: it polls the shared task queue
@@ -77,6 +81,10 @@ type Node struct {
 	// started is when the node started; lastBeat is when the last presence
 	// write that succeeded was sent. Only the presence loop touches them.
 	started, lastBeat time.Time
+	// lastBeatNanos mirrors lastBeat for a metrics scrape, which runs on
+	// another goroutine.
+	lastBeatNanos atomic.Int64
+	metrics       *metrics.Metrics
 }
 
 // presenceConns is the presence loop's own pool: a beat runs its
@@ -130,7 +138,7 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	n := &Node{
 		Incarnation: incarnation, NodeID: nodeID, HostQueue: HostQueue(incarnation),
 		org: org, store: st, presence: presence, temporal: tc, log: log.With("node", incarnation), opts: opts,
-		DrainRequested: make(chan struct{}), stop: make(chan struct{}),
+		DrainRequested: make(chan struct{}), stop: make(chan struct{}), metrics: opts.Metrics,
 	}
 	n.watchdog = watchdog.New(hb, opts.Stderr, opts.Exit)
 	n.host = &activities.Host{
@@ -138,12 +146,14 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		StartTools: func(ctx context.Context, handle string) (activities.ToolSession, error) {
 			return startTools(ctx, org, handle, n.log)
 		},
+		Metrics: opts.Metrics,
 	}
 	tickets := control.NewTickets(ctl, st, n.log)
 	turns, err := activities.NewTurns(n.host, org, st, mb, ctl, tickets, control.NewProfiles(ctl, st, org, n.log), n.log)
 	if err != nil {
 		return nil, err
 	}
+	turns.Metrics = opts.Metrics
 	if err := st.RegisterNode(ctx, store.NodeRow{
 		Incarnation: incarnation, NodeID: nodeID, HostQueue: n.HostQueue, Labels: opts.Labels, Capacity: opts.Capacity,
 	}); err != nil {
@@ -151,7 +161,7 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	}
 	deps := Deps{
 		Seats:       &activities.Seats{Store: st, Org: org, Tickets: tickets, LiveWithin: hb, Here: n.host, Log: n.log},
-		Mail:        &activities.Mail{Store: st, Mailbox: mb, Tickets: tickets, Log: n.log},
+		Mail:        &activities.Mail{Store: st, Mailbox: mb, Tickets: tickets, Log: n.log, Metrics: opts.Metrics},
 		Rebalance:   &activities.Rebalance{Store: st, Org: org, Temporal: tc, LiveWithin: hb, MaxMoves: org.Nodes.RebalanceMaxMoves, Log: n.log},
 		Maintenance: &activities.Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tickets, Log: n.log},
 		Host:        n.host,
@@ -160,7 +170,7 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	// A workflow task waiting on a dead worker's sticky queue falls back to
 	// the shared queue after this long, so it adds to failover time after the
 	// heartbeat timeout. On a live worker a fallback only costs a replay.
-	errs := []interceptor.WorkerInterceptor{&publicErrors{log: n.log}}
+	errs := []interceptor.WorkerInterceptor{&publicErrors{log: n.log, metrics: opts.Metrics}}
 	n.shared = worker.New(tc, org.Temporal.TaskQueue, worker.Options{
 		StickyScheduleToStartTimeout: hb / 3,
 		// Every seat's workflow task comes through here, so it needs more
@@ -191,7 +201,8 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
 	n.started = time.Now()
-	n.lastBeat = n.started
+	n.setLastBeat(n.started)
+	n.registerGauges()
 	n.beat(ctx)
 	n.loopsDone.Add(2)
 	go n.presenceLoop()
@@ -244,6 +255,7 @@ func (n *Node) beat(ctx context.Context) {
 	defer cancel()
 	draining, err := n.heartbeat(bctx)
 	if err != nil {
+		n.metrics.PresenceFailed()
 		n.log.Warn("node_heartbeat_failed", "error", err, "since_last", time.Since(n.lastBeat).Round(time.Millisecond))
 		if time.Since(n.lastBeat) > n.fenceAfter() {
 			n.fenceSelf(time.Since(n.lastBeat))
@@ -252,7 +264,7 @@ func (n *Node) beat(ctx context.Context) {
 	}
 	// Counted from when the write was sent, not when it returned: the row
 	// may have been stamped that early, and peers count from the stamp.
-	n.lastBeat = sent
+	n.setLastBeat(sent)
 	if n.host.Unfence() {
 		n.log.Info("node_unfenced", "node", n.Incarnation)
 	}
@@ -264,6 +276,25 @@ func (n *Node) beat(ctx context.Context) {
 	}
 	n.host.AlarmUnproven(time.Now())
 	n.detect(bctx)
+}
+
+func (n *Node) setLastBeat(at time.Time) {
+	n.lastBeat = at
+	n.lastBeatNanos.Store(at.UnixNano())
+}
+
+// registerGauges adds the node's own state to its metrics, read at each
+// scrape.
+func (n *Node) registerGauges() {
+	n.metrics.GaugeFunc("crewlet_node_presence_age_seconds",
+		"Seconds since this node last wrote its presence: past half of nodes.heartbeat_timeout it fences itself, past the timeout a peer claims it.",
+		func() float64 { return time.Since(time.Unix(0, n.lastBeatNanos.Load())).Seconds() })
+	n.metrics.GaugeFunc("crewlet_node_seats_hosted",
+		"Seats this node hosts: one that stays at 0 while peers hold many takes no seats (labels, capacity, draining).",
+		func() float64 { return float64(n.host.HostedCount()) })
+	n.metrics.GaugeFunc("crewlet_unproven_teardowns",
+		"Seats whose MCP servers would not stop on this node: each stays here until the process restarts (seat_still_unproven in the log).",
+		func() float64 { return float64(len(n.host.Unproven(time.Now()))) })
 }
 
 // heartbeat writes the node's presence row.
@@ -282,6 +313,7 @@ func (n *Node) fenceSelf(since time.Duration) {
 	if len(seats) == 0 {
 		return
 	}
+	n.metrics.SelfFenced()
 	n.log.Error("node_fenced_itself", "node", n.Incarnation, "seats", len(seats), "without_presence", since.Round(time.Millisecond),
 		"fence_after", n.fenceAfter())
 	n.loopsDone.Add(1)
@@ -310,6 +342,7 @@ func (n *Node) detect(ctx context.Context) {
 			continue
 		}
 		n.log.Warn("node_claimed", "dead", incarnation, "by", n.Incarnation, "seats", len(seats))
+		n.metrics.NodeClaimed()
 		if len(seats) == 0 {
 			continue
 		}
@@ -337,9 +370,11 @@ func (n *Node) tellSeats(incarnation string, seats []string) bool {
 			crewlet.HostLostRequest{Node: incarnation, By: n.Incarnation})
 		var notFound *serviceerror.NotFound
 		if err != nil && !errors.As(err, &notFound) {
+			n.metrics.HostLostSignal(false)
 			n.log.Warn("host_lost_signal_failed", "seat", seats[i], "dead", incarnation, "error", err)
 			return err
 		}
+		n.metrics.HostLostSignal(true)
 		return nil
 	})
 	return err == nil

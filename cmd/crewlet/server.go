@@ -22,6 +22,7 @@ import (
 	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/logging"
 	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/workers"
 )
@@ -45,6 +46,7 @@ type deps struct {
 	temporal client.Client
 	control  *control.Control
 	log      *slog.Logger
+	metrics  *metrics.Metrics
 }
 
 func (d *deps) close() {
@@ -86,7 +88,7 @@ func connect(ctx context.Context, path string, stderr io.Writer) (*deps, error) 
 	if err := errors.Join(pgErr, redisErr); err != nil {
 		return nil, err
 	}
-	d := &deps{org: org, log: log}
+	d := &deps{org: org, log: log, metrics: metrics.New()}
 	var applied []string
 	if d.store, applied, err = openDatabase(ctx, org, pgURL); err != nil {
 		return nil, err
@@ -104,12 +106,14 @@ func connect(ctx context.Context, path string, stderr io.Writer) (*deps, error) 
 		return nil, err
 	}
 	opts.Logger = tlog.NewStructuredLogger(log)
+	opts.MetricsHandler = d.metrics.Temporal()
 	d.temporal, err = client.DialContext(ctx, opts)
 	if err != nil {
 		d.close()
 		return nil, fmt.Errorf("connect temporal at %s: %w", org.Temporal.Address, err)
 	}
 	d.control = control.New(d.temporal, d.mailbox, org, log)
+	d.control.Metrics = d.metrics
 	return d, nil
 }
 
@@ -172,12 +176,26 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 	}
 
 	errc := make(chan error, 2)
+	// Metrics are up first, so a node's boot can be watched too.
+	var metricsSrv *http.Server
+	if addr := d.org.Metrics.Listen; addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("metrics: listen on %s: %w", addr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", d.metrics.Handler())
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { errc <- metricsSrv.Serve(ln) }()
+		log.Info("metrics_listening", "addr", ln.Addr().String())
+	}
 	var node *workers.Node
 	if role&roleWorker != 0 {
 		opts, err := nodeOptions(*nodeID, *labels, *capacity, stderr)
 		if err != nil {
 			return err
 		}
+		opts.Metrics = d.metrics
 		if node, err = workers.StartNode(ctx, d.org, d.store, d.mailbox, d.temporal, d.control, log, opts); err != nil {
 			return err
 		}
@@ -197,7 +215,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		}
 		h := &api.Server{Org: d.org, Control: d.control, Store: d.store, Tickets: control.NewTickets(d.control, d.store, log),
 			Profiles: control.NewProfiles(d.control, d.store, d.org, log),
-			Mailbox:  d.mailbox, Temporal: d.temporal, Log: log}
+			Mailbox:  d.mailbox, Temporal: d.temporal, Log: log, Metrics: d.metrics}
 		// WriteTimeout outlasts the longest request, a POST /tickets
 		// long-poll (10 minutes).
 		srv = &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
@@ -218,7 +236,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		log.Info("shutting_down", "reason", "drain requested")
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
-			runErr = fmt.Errorf("api: %w", err)
+			runErr = fmt.Errorf("http server: %w", err)
 		}
 	}
 	// Shutdown always ends: whatever the seats do, the process is gone
@@ -239,10 +257,12 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		cancel()
 		node.Stop()
 	}
-	if srv != nil {
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdownCtx)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, s := range []*http.Server{srv, metricsSrv} {
+		if s != nil {
+			_ = s.Shutdown(shutdownCtx)
+		}
 	}
 	return runErr
 }

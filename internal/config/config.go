@@ -32,6 +32,14 @@ type Config struct {
 	Roles       map[string]Role    `mapstructure:"roles"`
 	Seats       []Seat             `mapstructure:"seats"`
 	Log         Log                `mapstructure:"log"`
+	Metrics     Metrics            `mapstructure:"metrics"`
+}
+
+// Metrics is where a worker without the API serves GET /metrics; a process
+// running the API serves it there.
+type Metrics struct {
+	// Listen is the address ("127.0.0.1:9464"); empty serves none.
+	Listen string `mapstructure:"listen"`
 }
 
 // Log is how a crewlet process writes its log, to stderr.

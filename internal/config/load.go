@@ -55,6 +55,8 @@ var defaults = map[string]any{
 	"log.format": LogText,
 	"log.level":  "info",
 
+	"metrics.listen": "",
+
 	"nodes.heartbeat_timeout":   3 * time.Second,
 	"nodes.drain_timeout":       60 * time.Second,
 	"nodes.release_wait":        30 * time.Second,

@@ -195,6 +195,11 @@ func (c *Config) problems() []*Problem {
 			add(r.path, "required")
 		}
 	}
+	if l := c.Metrics.Listen; l != "" {
+		if _, port, err := net.SplitHostPort(l); err != nil || port == "" {
+			add("metrics.listen", "%q is not a host:port address, e.g. 127.0.0.1:9464; leave it empty to serve no metrics listener", l)
+		}
+	}
 	if f := c.Log.Format; f != LogText && f != LogJSON {
 		add("log.format", "unknown format %q; must be one of: %s, %s", f, LogText, LogJSON)
 	}

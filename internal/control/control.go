@@ -23,6 +23,7 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/workflows"
 )
@@ -35,6 +36,8 @@ type Control struct {
 	log      *slog.Logger
 	// Now is the clock usage windows are read on; tests set it.
 	Now func() time.Time
+	// Metrics counts mail published and wakes that failed; nil counts none.
+	Metrics *metrics.Metrics
 	// ownRuns holds, per seat workflow id, the run last seen on our task
 	// queue (deployment.go).
 	ownRuns sync.Map
@@ -163,8 +166,10 @@ func (c *Control) Deliver(ctx context.Context, msg crewlet.Message) (crewlet.Mes
 		return crewlet.Message{}, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the mailbox of %s does not take mail now (Redis is unreachable or full); see the server log", msg.To)
 	}
 	msg.StreamID = streamID
+	c.Metrics.MailPublished()
 	if wake && s.Kind == string(crewlet.SeatAgent) {
 		if err := c.wake(ctx, s); err != nil {
+			c.Metrics.WakeFailed()
 			// Lower the flag again so the next publish retries the wake
 			// instead of trusting a seat that never heard this one.
 			c.log.WarnContext(ctx, "wake_failed", "seat", s.Handle, "event_id", msg.EventID, "error", err)

@@ -1,0 +1,223 @@
+// Package metrics is a crewlet process's Prometheus registry: its own
+// series, each of which reveals a failure that has happened to a company of
+// seats, and the Temporal SDK's, through the SDK's metrics handler. Labels
+// are bounded: activities, profiles, routes, outcomes; never a seat, a
+// message or a conversation.
+//
+// Every recording method is safe on a nil *Metrics, which records nothing,
+// so a component built without metrics (a test) needs no stand-in.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics is one process's registry and crewlet's series in it.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	httpRequests     *prometheus.CounterVec
+	httpDuration     *prometheus.HistogramVec
+	mailPublished    prometheus.Counter
+	wakeFailures     prometheus.Counter
+	deadLetters      prometheus.Counter
+	fenced           *prometheus.CounterVec
+	internalErrors   *prometheus.CounterVec
+	modelCalls       *prometheus.HistogramVec
+	modelTokens      *prometheus.CounterVec
+	nodesClaimed     prometheus.Counter
+	hostLostSignals  *prometheus.CounterVec
+	selfFences       prometheus.Counter
+	tenuresMovedOn   prometheus.Counter
+	presenceFailures prometheus.Counter
+}
+
+// New returns a registry with the Go runtime's and the process's series
+// and crewlet's.
+func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f := factory{reg}
+	return &Metrics{
+		reg: reg,
+		httpRequests: f.counterVec("crewlet_http_requests_total",
+			"API requests by route pattern and status: a rise in 5xx is the API failing its callers, in 401/403 a caller with a wrong token or role, in 429 a caller over its mutation budget.",
+			"route", "status"),
+		httpDuration: f.histogramVec("crewlet_http_request_duration_seconds",
+			"API request duration by route pattern: a slow /seats/{handle}/messages is publishing held up by Redis or Temporal.",
+			[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 60, 600}, "route"),
+		mailPublished: f.counter("crewlet_mail_published_total",
+			"Messages written to a seat's mailbox by this process: flat while senders keep sending means publishing fails."),
+		wakeFailures: f.counter("crewlet_wake_failures_total",
+			"Published messages whose wake signal to the seat failed: the mail waits for the seat's backstop (mailbox.backstop) instead of being answered now."),
+		deadLetters: f.counter("crewlet_dead_letters_total",
+			"Messages a seat gave up on (a permanent failure or its delivery budget spent); each is listed by GET /deadletters and can be requeued."),
+		fenced: f.counterVec("crewlet_fenced_activities_total",
+			"Activities refused because the seat's tenure moved on (a stale epoch, or a node that no longer hosts the seat): failovers and moves in progress; a steady rate means two tenures fight over a seat.",
+			"activity"),
+		internalErrors: f.counterVec("crewlet_activity_internal_errors_total",
+			"Activities that failed with an internal error (Postgres, Redis, Temporal, a dial): the worker log holds each under its error_id.",
+			"activity"),
+		modelCalls: f.histogramVec("crewlet_model_call_seconds",
+			"Model call duration by profile and outcome (ok, error): a provider slowing down or failing shows here first.",
+			[]float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}, "profile", "outcome"),
+		modelTokens: f.counterVec("crewlet_model_tokens_total",
+			"Tokens spent by profile and direction (input, output): what a subscription's limit or a budget hold is counting down.",
+			"profile", "direction"),
+		nodesClaimed: f.counter("crewlet_nodes_claimed_total",
+			"Dead peer incarnations this node's failure detector claimed: each is a node that stopped beating, whose seats were told to move."),
+		hostLostSignals: f.counterVec("crewlet_host_lost_signals_total",
+			"host_lost signals sent to the seats of a dead or fenced node, by result (sent, failed): failed ones are retried on a later beat.",
+			"result"),
+		selfFences: f.counter("crewlet_node_self_fences_total",
+			"Times this node fenced itself: it could not write its presence to Postgres long enough that a peer might take its seats, so it stopped their MCP servers and let them go."),
+		tenuresMovedOn: f.counter("crewlet_tenures_moved_on_total",
+			"Tenures this node ended because the seat was established elsewhere while this node lived: a false failover or a healed partition."),
+		presenceFailures: f.counter("crewlet_node_presence_failures_total",
+			"Presence writes that failed: Postgres slow or unreachable from this node; enough in a row and it fences itself."),
+	}
+}
+
+// factory registers series on one registry.
+type factory struct{ reg *prometheus.Registry }
+
+func (f factory) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	f.reg.MustRegister(h)
+	return h
+}
+
+// Handler serves the registry in Prometheus text format; a nil Metrics
+// serves an empty one.
+func (m *Metrics) Handler() http.Handler {
+	if m == nil {
+		return promhttp.HandlerFor(prometheus.NewRegistry(), promhttp.HandlerOpts{})
+	}
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// GaugeFunc registers a gauge read at each scrape, for a value a component
+// already keeps (a node's hosted seats, its last presence write).
+func (m *Metrics) GaugeFunc(name, help string, read func() float64) {
+	if m == nil {
+		return
+	}
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, read))
+}
+
+// HTTPRequest records one API request.
+func (m *Metrics) HTTPRequest(route string, status int, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.httpRequests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	m.httpDuration.WithLabelValues(route).Observe(took.Seconds())
+}
+
+// MailPublished records a message written to a mailbox.
+func (m *Metrics) MailPublished() {
+	if m != nil {
+		m.mailPublished.Inc()
+	}
+}
+
+// WakeFailed records a wake signal that did not reach its seat.
+func (m *Metrics) WakeFailed() {
+	if m != nil {
+		m.wakeFailures.Inc()
+	}
+}
+
+// DeadLettered records n messages a seat gave up on.
+func (m *Metrics) DeadLettered(n int) {
+	if m != nil {
+		m.deadLetters.Add(float64(n))
+	}
+}
+
+// Fenced records an activity refused for a tenure that moved on.
+func (m *Metrics) Fenced(activity string) {
+	if m != nil {
+		m.fenced.WithLabelValues(activity).Inc()
+	}
+}
+
+// InternalError records an activity that failed with an internal error.
+func (m *Metrics) InternalError(activity string) {
+	if m != nil {
+		m.internalErrors.WithLabelValues(activity).Inc()
+	}
+}
+
+// ModelCall records one model call: its duration, whether it answered, and
+// the tokens it spent.
+func (m *Metrics) ModelCall(profile string, took time.Duration, err error, inputTokens, outputTokens int64) {
+	if m == nil {
+		return
+	}
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	m.modelCalls.WithLabelValues(profile, outcome).Observe(took.Seconds())
+	m.modelTokens.WithLabelValues(profile, "input").Add(float64(inputTokens))
+	m.modelTokens.WithLabelValues(profile, "output").Add(float64(outputTokens))
+}
+
+// NodeClaimed records a dead peer claimed by this node's detector.
+func (m *Metrics) NodeClaimed() {
+	if m != nil {
+		m.nodesClaimed.Inc()
+	}
+}
+
+// HostLostSignal records one host_lost signal and whether it was sent.
+func (m *Metrics) HostLostSignal(sent bool) {
+	if m == nil {
+		return
+	}
+	result := "sent"
+	if !sent {
+		result = "failed"
+	}
+	m.hostLostSignals.WithLabelValues(result).Inc()
+}
+
+// SelfFenced records the node fencing itself.
+func (m *Metrics) SelfFenced() {
+	if m != nil {
+		m.selfFences.Inc()
+	}
+}
+
+// TenureMovedOn records a tenure ended because it moved on.
+func (m *Metrics) TenureMovedOn() {
+	if m != nil {
+		m.tenuresMovedOn.Inc()
+	}
+}
+
+// PresenceFailed records a presence write that failed.
+func (m *Metrics) PresenceFailed() {
+	if m != nil {
+		m.presenceFailures.Inc()
+	}
+}
