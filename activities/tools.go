@@ -119,6 +119,7 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 		}
 		if !first && !keyedTools[call.Name] {
 			out.Unknown, out.IsError = true, true
+			a.Metrics.ToolCall(toolServer(call.Name), "unknown")
 			return out, a.recordResult(ctx, in, thread, call, tools.Result{Text: outcomeUnknown, IsError: true})
 		}
 	}
@@ -132,6 +133,7 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 	}
 	if err != nil {
 		if in.Call.ReadOnly {
+			a.Metrics.ToolCall(toolServer(call.Name), "error")
 			return out, err // retried by the turn's retry policy
 		}
 		a.log.Warn("tool_outcome_unknown", "seat", in.Handle, "tool", call.Name, "key", idempotencyKey, "error", err)
@@ -140,6 +142,7 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 	}
 	crashPoint("after_tool_call", in.Handle)
 	out.IsError = res.IsError
+	a.Metrics.ToolCall(toolServer(call.Name), toolOutcome(out))
 	if err := a.recordResult(ctx, in, thread, call, res); err != nil {
 		return out, err
 	}
@@ -149,6 +152,26 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 		}
 	}
 	return out, nil
+}
+
+// toolServer is the server a tool belongs to, for metrics: the MCP
+// server's name of a tool offered as SERVER__TOOL, crewlet for its own.
+func toolServer(name string) string {
+	if server, _, ok := strings.Cut(name, "__"); ok {
+		return server
+	}
+	return "crewlet"
+}
+
+// toolOutcome is a finished call's outcome, for metrics.
+func toolOutcome(out crewlet.ToolCallOutput) string {
+	switch {
+	case out.Unknown:
+		return "unknown"
+	case out.IsError:
+		return "error"
+	}
+	return "ok"
 }
 
 // pendingCall is a tool call of a turn's thread as recorded: the thread's

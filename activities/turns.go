@@ -103,6 +103,9 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 		return out, err
 	}
 	hold, err := a.budgetHold(ctx, in.Handle, role)
+	if hold != nil {
+		a.Metrics.BudgetHeld()
+	}
 	if err != nil || hold != nil {
 		return crewlet.BeginTurnOutput{Hold: hold}, err
 	}
@@ -793,6 +796,7 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 		a.log.Warn("ledger_unwritable", "seat", in.Handle, "turn", in.TurnID, "error", err)
 	}
 	crashPoint("after_ledger", in.Handle)
+	a.Metrics.TurnFinished(string(in.Status))
 	a.log.Info("turn_finished", "seat", in.Handle, "turn", in.TurnID, "status", in.Status, "rounds", in.Rounds,
 		"triggers", len(out.Answered), "replies", out.Replies)
 	return out, nil

@@ -12,7 +12,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/tools/toolstest"
 )
 
 // scrape reads a Prometheus text endpoint.
@@ -56,22 +59,29 @@ func series(text, name string, labels ...string) (sum float64, found bool) {
 	return sum, found
 }
 
-// Each failure a series names moves it: a dead letter, an activity fenced
-// for a stale tenure, and a node killed under its seats, counted by the
+// Each failure a series names moves it, and so does the work around it: a
+// dead letter, a tool call, a ticket settled, an activity fenced for a
+// stale tenure, and a node killed under its seats, counted by the
 // processes that saw them (workers on metrics.listen, the API on /metrics),
 // next to the Temporal SDK's series in the same registry.
 func TestMetricsCountTheFailuresTheyName(t *testing.T) {
-	org := writeFile(t, "org.yaml", `company: { name: metricco }
+	org := writeFile(t, "org.yaml", fmt.Sprintf(`company: { name: metricco }
 profiles:
   local:
     provider: scripted
     rules:
       - { match: '^poison', fail: 'the provider refused this request' }
-roles: { clerk: { profile: local } }
+      - match: '^count'
+        tools: [ { name: ledger__read_counter, args: {} } ]
+        reply: 'count: {{index .Results 0}}'
+roles:
+  clerk:
+    profile: local
+    mcp: [ { name: ledger, command: [ %q ] } ]
 seats:
   - { handle: s01, role: clerk }
   - { handle: s02, role: clerk }
-`)
+`, toolstest.BuildT(t)))
 	c := newCompany(t, org)
 	c.setenv("CREWLET_NODES_REBALANCE_INTERVAL=1h")
 	c.apiServer()
@@ -86,6 +96,19 @@ seats:
 			total += v
 		}
 		return total
+	}
+	// reaches waits until the workers' sum of a series is at least want
+	// (a step counts just after what the test can see of it), and returns it.
+	reaches := func(want float64, name string, labels ...string) float64 {
+		t.Helper()
+		var got float64
+		testenv.Eventually(t, 10*time.Second, name+" counted", func() error {
+			if got = workers(name, labels...); got < want {
+				return fmt.Errorf("%s%v across the workers: %v; want %v", name, labels, got, want)
+			}
+			return nil
+		})
+		return got
 	}
 	deadBefore, fencedBefore := workers("crewlet_dead_letters_total"), workers("crewlet_fenced_activities_total")
 
@@ -107,8 +130,27 @@ seats:
 		}
 		return fmt.Errorf("not among %d dead letters", len(dls))
 	})
-	if got := workers("crewlet_dead_letters_total"); got != deadBefore+1 {
+	if got := reaches(deadBefore+1, "crewlet_dead_letters_total"); got != deadBefore+1 {
 		t.Errorf("crewlet_dead_letters_total across the workers: %v after one dead letter; want %v", got, deadBefore+1)
+	}
+
+	// A turn with a tool call, and a ticket served and settled.
+	if reply := c.waitReply(c.send("s01", "count"), 60*time.Second); !strings.HasPrefix(reply, "count: ") {
+		t.Fatalf("reply to count: %q; want its tool call's result", reply)
+	}
+	var ticket crewlet.Ticket
+	if err := c.call(http.MethodPost, "/tickets", api.OpenTicketRequest{To: "s02", Task: "a task", Wait: "60s"}, &ticket); err != nil {
+		t.Fatal(err)
+	}
+	if ticket.Phase != crewlet.TicketDone {
+		t.Fatalf("ticket %s: phase %s after its wait; want done", ticket.ID, ticket.Phase)
+	}
+	if got := reaches(1, "crewlet_tool_calls_total", `server="ledger"`, `outcome="ok"`); got != 1 {
+		t.Errorf("crewlet_tool_calls_total{server=ledger,outcome=ok} across the workers: %v after one call; want 1", got)
+	}
+	reaches(2, "crewlet_turns_finished_total", `outcome="done"`)
+	if got := reaches(1, "crewlet_tickets_ended_total", `phase="done"`); got != 1 {
+		t.Errorf("crewlet_tickets_ended_total{phase=done} across the workers: %v after one settled ticket; want 1", got)
 	}
 
 	// A fenced activity: another tenure of s02 began (its epoch moved on
@@ -125,9 +167,7 @@ seats:
 	if reply := c.waitReply(c.send("s02", "hello"), 60*time.Second); reply == "" {
 		t.Fatal("s02 never answered after its tenure was fenced")
 	}
-	if got := workers("crewlet_fenced_activities_total"); got <= fencedBefore {
-		t.Errorf("crewlet_fenced_activities_total across the workers: %v after a stale tenure's step; want more than %v", got, fencedBefore)
-	}
+	reaches(fencedBefore+1, "crewlet_fenced_activities_total")
 
 	// A failover: the node holding the seats dies; the survivor claims it
 	// and tells its seats.
@@ -151,12 +191,18 @@ seats:
 		}
 		return nil
 	})
-	after := scrape(t, survivorURL)
+	var after string
+	testenv.Eventually(t, 10*time.Second, "the survivor's claim and signals counted", func() error {
+		after = scrape(t, survivorURL)
+		claimed, _ := series(after, "crewlet_nodes_claimed_total")
+		sent, _ := series(after, "crewlet_host_lost_signals_total", `result="sent"`)
+		if claimed < claimedBefore+1 || sent < sentBefore+float64(len(victim.SeatsHeld)) {
+			return fmt.Errorf("claimed %v (before %v), host_lost sent %v (before %v) for %d seats", claimed, claimedBefore, sent, sentBefore, len(victim.SeatsHeld))
+		}
+		return nil
+	})
 	if got, _ := series(after, "crewlet_nodes_claimed_total"); got != claimedBefore+1 {
 		t.Errorf("survivor's crewlet_nodes_claimed_total: %v after one node died; want %v", got, claimedBefore+1)
-	}
-	if got, _ := series(after, "crewlet_host_lost_signals_total", `result="sent"`); got < sentBefore+float64(len(victim.SeatsHeld)) {
-		t.Errorf("survivor's host_lost signals sent: %v; want at least %v (one per seat of the dead node)", got, sentBefore+float64(len(victim.SeatsHeld)))
 	}
 	if got, _ := series(after, "crewlet_node_seats_hosted"); got != 2 {
 		t.Errorf("survivor's crewlet_node_seats_hosted: %v; want 2", got)
@@ -179,10 +225,14 @@ seats:
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	text = string(raw)
-	if got, _ := series(text, "crewlet_http_requests_total", `route="POST /seats/{handle}/messages"`, `status="202"`); got != 2 {
-		t.Errorf("API's messages sent: %v; want 2", got)
+	if got, _ := series(text, "crewlet_http_requests_total", `route="POST /seats/{handle}/messages"`, `status="202"`); got != 3 {
+		t.Errorf("API's messages sent: %v; want 3", got)
 	}
-	if got, _ := series(text, "crewlet_mail_published_total"); got != 2 {
-		t.Errorf("API's crewlet_mail_published_total: %v; want 2", got)
+	// The three messages and the ticket's request.
+	if got, _ := series(text, "crewlet_mail_published_total"); got != 4 {
+		t.Errorf("API's crewlet_mail_published_total: %v; want 4", got)
+	}
+	if got, _ := series(text, "crewlet_tickets_opened_total"); got != 1 {
+		t.Errorf("API's crewlet_tickets_opened_total: %v; want 1", got)
 	}
 }

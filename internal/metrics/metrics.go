@@ -36,6 +36,13 @@ type Metrics struct {
 	selfFences       prometheus.Counter
 	tenuresMovedOn   prometheus.Counter
 	presenceFailures prometheus.Counter
+	turnsFinished    *prometheus.CounterVec
+	budgetHolds      prometheus.Counter
+	toolCalls        *prometheus.CounterVec
+	quarantines      *prometheus.CounterVec
+	coolingOffs      *prometheus.CounterVec
+	ticketsOpened    prometheus.Counter
+	ticketsEnded     *prometheus.CounterVec
 }
 
 // New returns a registry with the Go runtime's and the process's series
@@ -81,6 +88,25 @@ func New() *Metrics {
 			"Tenures this node ended because the seat was established elsewhere while this node lived: a false failover or a healed partition."),
 		presenceFailures: f.counter("crewlet_node_presence_failures_total",
 			"Presence writes that failed: Postgres slow or unreachable from this node; enough in a row and it fences itself."),
+		turnsFinished: f.counterVec("crewlet_turns_finished_total",
+			"Turns finished by outcome (done, stopped, failed), counted when their last step completes: a rise in failed is senders getting a failure note instead of an answer.",
+			"outcome"),
+		budgetHolds: f.counter("crewlet_budget_holds_total",
+			"Turns held because a seat's, role's or the company's token budget is spent: mail waits until the window resets."),
+		toolCalls: f.counterVec("crewlet_tool_calls_total",
+			"Tool calls by server (the MCP server's name, crewlet for first-party tools) and outcome (ok, error, unknown): unknown is a write whose outcome was lost with its worker.",
+			"server", "outcome"),
+		quarantines: f.counterVec("crewlet_credential_quarantines_total",
+			"Credentials quarantined by profile: the provider said the account's usage limit is reached; its profiles take no turn until the quarantine ends.",
+			"profile"),
+		coolingOffs: f.counterVec("crewlet_credential_cooling_offs_total",
+			"Credentials cooled off by profile: two turns failed on it with server errors within a minute.",
+			"profile"),
+		ticketsOpened: f.counter("crewlet_tickets_opened_total",
+			"Tickets opened: delegation between seats, and from people."),
+		ticketsEnded: f.counterVec("crewlet_tickets_ended_total",
+			"Tickets ended by phase (done, failed, cancelled, expired): a rise in failed or expired is delegation that does not come back.",
+			"phase"),
 	}
 }
 
@@ -212,6 +238,56 @@ func (m *Metrics) SelfFenced() {
 func (m *Metrics) TenureMovedOn() {
 	if m != nil {
 		m.tenuresMovedOn.Inc()
+	}
+}
+
+// TurnFinished records a turn's outcome.
+func (m *Metrics) TurnFinished(outcome string) {
+	if m != nil {
+		m.turnsFinished.WithLabelValues(outcome).Inc()
+	}
+}
+
+// BudgetHeld records a turn held for a spent budget.
+func (m *Metrics) BudgetHeld() {
+	if m != nil {
+		m.budgetHolds.Inc()
+	}
+}
+
+// ToolCall records one tool call's outcome on its server.
+func (m *Metrics) ToolCall(server, outcome string) {
+	if m != nil {
+		m.toolCalls.WithLabelValues(server, outcome).Inc()
+	}
+}
+
+// Quarantined records a credential quarantined, by the profile that hit
+// its limit.
+func (m *Metrics) Quarantined(profile string) {
+	if m != nil {
+		m.quarantines.WithLabelValues(profile).Inc()
+	}
+}
+
+// CooledOff records a credential cooled off, by profile.
+func (m *Metrics) CooledOff(profile string) {
+	if m != nil {
+		m.coolingOffs.WithLabelValues(profile).Inc()
+	}
+}
+
+// TicketOpened records a ticket opened.
+func (m *Metrics) TicketOpened() {
+	if m != nil {
+		m.ticketsOpened.Inc()
+	}
+}
+
+// TicketEnded records a ticket ended, by its phase.
+func (m *Metrics) TicketEnded(phase string) {
+	if m != nil {
+		m.ticketsEnded.WithLabelValues(phase).Inc()
 	}
 }
 

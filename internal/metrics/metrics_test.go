@@ -18,7 +18,8 @@ func scrape(t *testing.T, m *Metrics) string {
 }
 
 // Every crewlet series says, in its help, what it reveals, and is named
-// crewlet_; a nil Metrics records nothing and serves an empty registry.
+// crewlet_ (a labelled series shows once it has a sample, so each is
+// touched here); a nil Metrics records nothing and serves an empty registry.
 func TestEverySeriesIsNamedAndExplained(t *testing.T) {
 	m := New()
 	m.HTTPRequest("GET /seats", 200, time.Millisecond)
@@ -26,6 +27,12 @@ func TestEverySeriesIsNamedAndExplained(t *testing.T) {
 	m.Fenced("ReadMail")
 	m.InternalError("ModelRound")
 	m.HostLostSignal(true)
+	m.TurnFinished("done")
+	m.ToolCall("ledger", "unknown")
+	m.BudgetHeld()
+	m.Quarantined("paid")
+	m.CooledOff("paid")
+	m.TicketEnded("expired")
 	m.GaugeFunc("crewlet_test_gauge", "a gauge read at each scrape", func() float64 { return 7 })
 	text := scrape(t, m)
 	names := 0
@@ -38,8 +45,8 @@ func TestEverySeriesIsNamedAndExplained(t *testing.T) {
 			t.Errorf("%q: want a help line saying what the series reveals", line)
 		}
 	}
-	if names < 15 {
-		t.Errorf("%d crewlet series registered; want every one of them (15 or more)", names)
+	if names < 22 {
+		t.Errorf("%d crewlet series registered; want every one of them (22 or more)", names)
 	}
 	for _, want := range []string{
 		`crewlet_http_requests_total{route="GET /seats",status="200"} 1`,
@@ -48,6 +55,11 @@ func TestEverySeriesIsNamedAndExplained(t *testing.T) {
 		`crewlet_fenced_activities_total{activity="ReadMail"} 1`,
 		`crewlet_activity_internal_errors_total{activity="ModelRound"} 1`,
 		`crewlet_host_lost_signals_total{result="sent"} 1`,
+		`crewlet_turns_finished_total{outcome="done"} 1`,
+		`crewlet_tool_calls_total{outcome="unknown",server="ledger"} 1`,
+		`crewlet_budget_holds_total 1`,
+		`crewlet_credential_quarantines_total{profile="paid"} 1`,
+		`crewlet_tickets_ended_total{phase="expired"} 1`,
 		`crewlet_test_gauge 7`,
 		`go_goroutines `,
 	} {
