@@ -43,6 +43,15 @@ type Control struct {
 	ownRuns sync.Map
 }
 
+// metricsOf is where a service over c counts its events: c's metrics, none
+// without a Control (a service a test builds over a store alone).
+func metricsOf(c *Control) *metrics.Metrics {
+	if c == nil {
+		return nil
+	}
+	return c.Metrics
+}
+
 // New returns a Control for org.
 func New(tc client.Client, mb *mailbox.Mailbox, org *config.Config, log *slog.Logger) *Control {
 	return &Control{temporal: tc, mailbox: mb, org: org, log: log, Now: time.Now}

@@ -195,7 +195,7 @@ func (p *Profiles) Exhausted(ctx context.Context, profile, reason string) error 
 		return err
 	}
 	if !before.Quarantined(now) {
-		p.control.Metrics.Quarantined(profile)
+		metricsOf(p.control).Quarantined(profile)
 		p.log.WarnContext(ctx, "credential_quarantined", "credential", cred, "profile", profile, "attempt", after.Attempt,
 			"until", after.QuarantineUntil, "for", after.QuarantineUntil.Sub(now).Round(time.Second), "reason", reason)
 	}
@@ -215,7 +215,7 @@ func (p *Profiles) Failed(ctx context.Context, profile, turnID, reason string) e
 		return err
 	}
 	if !before.Cooling(now) && after.Cooling(now) {
-		p.control.Metrics.CooledOff(profile)
+		metricsOf(p.control).CooledOff(profile)
 		p.log.WarnContext(ctx, "credential_cooling_off", "credential", cred, "profile", profile, "until", after.CoolingUntil, "reason", reason)
 	}
 	return nil

@@ -92,7 +92,7 @@ func (t *Tickets) Open(ctx context.Context, req OpenTicketRequest) (crewlet.Tick
 		return crewlet.Ticket{}, err
 	}
 	if created {
-		t.control.Metrics.TicketOpened()
+		metricsOf(t.control).TicketOpened()
 		t.log.InfoContext(ctx, "ticket_opened", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To, "routed_from", ticket.RoutedFrom)
 	}
 	// Published again on a repeat: the event id is the ticket's, so a
@@ -179,7 +179,7 @@ func (t *Tickets) End(ctx context.Context, id string, phase crewlet.TicketPhase,
 		return ticket, false, err
 	}
 	if ended {
-		t.control.Metrics.TicketEnded(string(phase))
+		metricsOf(t.control).TicketEnded(string(phase))
 	}
 	// The same end again is a step retried after its notice failed: tell
 	// again (the notice's event id makes it land once).
@@ -203,7 +203,7 @@ func (t *Tickets) Settle(ctx context.Context, id, reply string) (crewlet.Ticket,
 	case settled || (ticket.Phase == crewlet.TicketDone && ticket.Reply == reply):
 		// The same reply again is a step retried after its notice failed.
 		if settled {
-			t.control.Metrics.TicketEnded(string(crewlet.TicketDone))
+			metricsOf(t.control).TicketEnded(string(crewlet.TicketDone))
 		}
 		return ticket, settled, t.Ended(ctx, ticket)
 	}
@@ -234,7 +234,7 @@ func (t *Tickets) Expire(ctx context.Context, age time.Duration) (int, error) {
 func (t *Tickets) tellAll(ctx context.Context, tickets []crewlet.Ticket) error {
 	var errs []string
 	for _, ticket := range tickets {
-		t.control.Metrics.TicketEnded(string(ticket.Phase))
+		metricsOf(t.control).TicketEnded(string(ticket.Phase))
 		if err := t.Ended(ctx, ticket); err != nil {
 			errs = append(errs, err.Error())
 		}
