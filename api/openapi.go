@@ -150,10 +150,6 @@ func responsesOf(rt route, schemas map[string]any) map[string]any {
 		out["409"] = errorResponse(rt.conflict)
 	}
 	if rt.right == Public {
-		if rt.pattern == "/readyz" {
-			out["503"] = map[string]any{"description": "a dependency does not answer",
-				"content": map[string]any{"application/json": map[string]any{"schema": schemaOf(reflect.TypeOf(rt.answer), schemas)}}}
-		}
 		return out
 	}
 	out["401"] = errorResponse("no valid bearer token")
