@@ -78,13 +78,12 @@ type Node struct {
 	drainOnce      sync.Once
 	stop           chan struct{}
 	loopsDone      sync.WaitGroup
-	// started is when the node started; lastBeat is when the last presence
-	// write that succeeded was sent. Only the presence loop touches them.
-	started, lastBeat time.Time
-	// lastBeatNanos mirrors lastBeat for a metrics scrape, which runs on
-	// another goroutine.
-	lastBeatNanos atomic.Int64
-	metrics       *metrics.Metrics
+	// started is when the node started.
+	started time.Time
+	// lastBeat is when the last presence write that succeeded was sent, in
+	// Unix nanoseconds: the presence loop writes it, a metrics scrape reads
+	// it from another goroutine.
+	lastBeat atomic.Int64
 }
 
 // presenceConns is the presence loop's own pool: a beat runs its
@@ -138,7 +137,7 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	n := &Node{
 		Incarnation: incarnation, NodeID: nodeID, HostQueue: HostQueue(incarnation),
 		org: org, store: st, presence: presence, temporal: tc, log: log.With("node", incarnation), opts: opts,
-		DrainRequested: make(chan struct{}), stop: make(chan struct{}), metrics: opts.Metrics,
+		DrainRequested: make(chan struct{}), stop: make(chan struct{}),
 	}
 	n.watchdog = watchdog.New(hb, opts.Stderr, opts.Exit)
 	n.host = &activities.Host{
@@ -255,10 +254,10 @@ func (n *Node) beat(ctx context.Context) {
 	defer cancel()
 	draining, err := n.heartbeat(bctx)
 	if err != nil {
-		n.metrics.PresenceFailed()
-		n.log.Warn("node_heartbeat_failed", "error", err, "since_last", time.Since(n.lastBeat).Round(time.Millisecond))
-		if time.Since(n.lastBeat) > n.fenceAfter() {
-			n.fenceSelf(time.Since(n.lastBeat))
+		n.opts.Metrics.PresenceFailed()
+		n.log.Warn("node_heartbeat_failed", "error", err, "since_last", n.sinceLastBeat().Round(time.Millisecond))
+		if n.sinceLastBeat() > n.fenceAfter() {
+			n.fenceSelf(n.sinceLastBeat())
 		}
 		return
 	}
@@ -279,20 +278,25 @@ func (n *Node) beat(ctx context.Context) {
 }
 
 func (n *Node) setLastBeat(at time.Time) {
-	n.lastBeat = at
-	n.lastBeatNanos.Store(at.UnixNano())
+	n.lastBeat.Store(at.UnixNano())
+}
+
+// sinceLastBeat is how long ago the last presence write that succeeded
+// was sent.
+func (n *Node) sinceLastBeat() time.Duration {
+	return time.Since(time.Unix(0, n.lastBeat.Load()))
 }
 
 // registerGauges adds the node's own state to its metrics, read at each
 // scrape.
 func (n *Node) registerGauges() {
-	n.metrics.GaugeFunc("crewlet_node_presence_age_seconds",
+	n.opts.Metrics.GaugeFunc("crewlet_node_presence_age_seconds",
 		"Seconds since this node last wrote its presence: past half of nodes.heartbeat_timeout it fences itself, past the timeout a peer claims it.",
-		func() float64 { return time.Since(time.Unix(0, n.lastBeatNanos.Load())).Seconds() })
-	n.metrics.GaugeFunc("crewlet_node_seats_hosted",
+		func() float64 { return n.sinceLastBeat().Seconds() })
+	n.opts.Metrics.GaugeFunc("crewlet_node_seats_hosted",
 		"Seats this node hosts: one that stays at 0 while peers hold many takes no seats (labels, capacity, draining).",
 		func() float64 { return float64(n.host.HostedCount()) })
-	n.metrics.GaugeFunc("crewlet_unproven_teardowns",
+	n.opts.Metrics.GaugeFunc("crewlet_unproven_teardowns",
 		"Seats whose MCP servers would not stop on this node: each stays here until the process restarts (seat_still_unproven in the log).",
 		func() float64 { return float64(len(n.host.Unproven(time.Now()))) })
 }
@@ -313,7 +317,7 @@ func (n *Node) fenceSelf(since time.Duration) {
 	if len(seats) == 0 {
 		return
 	}
-	n.metrics.SelfFenced()
+	n.opts.Metrics.SelfFenced()
 	n.log.Error("node_fenced_itself", "node", n.Incarnation, "seats", len(seats), "without_presence", since.Round(time.Millisecond),
 		"fence_after", n.fenceAfter())
 	n.loopsDone.Add(1)
@@ -342,7 +346,7 @@ func (n *Node) detect(ctx context.Context) {
 			continue
 		}
 		n.log.Warn("node_claimed", "dead", incarnation, "by", n.Incarnation, "seats", len(seats))
-		n.metrics.NodeClaimed()
+		n.opts.Metrics.NodeClaimed()
 		if len(seats) == 0 {
 			continue
 		}
@@ -370,11 +374,11 @@ func (n *Node) tellSeats(incarnation string, seats []string) bool {
 			crewlet.HostLostRequest{Node: incarnation, By: n.Incarnation})
 		var notFound *serviceerror.NotFound
 		if err != nil && !errors.As(err, &notFound) {
-			n.metrics.HostLostSignal(false)
+			n.opts.Metrics.HostLostSignal(false)
 			n.log.Warn("host_lost_signal_failed", "seat", seats[i], "dead", incarnation, "error", err)
 			return err
 		}
-		n.metrics.HostLostSignal(true)
+		n.opts.Metrics.HostLostSignal(true)
 		return nil
 	})
 	return err == nil
