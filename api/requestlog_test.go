@@ -61,6 +61,7 @@ seats: [ { handle: cto, role: lead } ]
 	for _, tc := range []struct{ name, sent string }{
 		{"a valid id is kept", "deploy-42.check"},
 		{"an invalid id is replaced", "two words"},
+		{"an id over 64 characters is replaced", strings.Repeat("a", 65)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, err := http.NewRequest(http.MethodPost, srv.URL+"/models/scripted/disable", strings.NewReader(`{"reason":"provider outage"}`))
