@@ -192,12 +192,16 @@ seats:
 		return nil
 	})
 	var after string
-	testenv.Eventually(t, 10*time.Second, "the survivor's claim and signals counted", func() error {
+	// A seat's row names the survivor once it is placed there, a moment
+	// before the survivor's Attach hosts it: wait for both seats hosted.
+	testenv.Eventually(t, 10*time.Second, "the survivor's claim, signals and seats counted", func() error {
 		after = scrape(t, survivorURL)
 		claimed, _ := series(after, "crewlet_nodes_claimed_total")
 		sent, _ := series(after, "crewlet_host_lost_signals_total", `result="sent"`)
-		if claimed < claimedBefore+1 || sent < sentBefore+float64(len(victim.SeatsHeld)) {
-			return fmt.Errorf("claimed %v (before %v), host_lost sent %v (before %v) for %d seats", claimed, claimedBefore, sent, sentBefore, len(victim.SeatsHeld))
+		hosted, _ := series(after, "crewlet_node_seats_hosted")
+		if claimed < claimedBefore+1 || sent < sentBefore+float64(len(victim.SeatsHeld)) || hosted < 2 {
+			return fmt.Errorf("claimed %v (before %v), host_lost sent %v (before %v) for %d seats, %v seats hosted",
+				claimed, claimedBefore, sent, sentBefore, len(victim.SeatsHeld), hosted)
 		}
 		return nil
 	})
