@@ -214,11 +214,17 @@ seats:
 	if age, ok := series(after, "crewlet_node_presence_age_seconds"); !ok || age > 3 {
 		t.Errorf("survivor's crewlet_node_presence_age_seconds: %v (present %v); want under the 3s heartbeat timeout", age, ok)
 	}
-	for _, name := range []string{"temporal_request_total", "temporal_workflow_task_execution_latency_seconds_count", "go_goroutines"} {
-		if _, ok := series(after, name); !ok {
-			t.Errorf("survivor's metrics lack %s", name)
+	// The SDK records a workflow task once it is answered, which may be a
+	// moment after the seat it placed is hosted.
+	testenv.Eventually(t, 10*time.Second, "the SDK's and the runtime's series on the survivor", func() error {
+		text := scrape(t, survivorURL)
+		for _, name := range []string{"temporal_request_total", "temporal_workflow_task_execution_latency_seconds_count", "go_goroutines"} {
+			if _, ok := series(text, name); !ok {
+				return fmt.Errorf("survivor's metrics lack %s", name)
+			}
 		}
-	}
+		return nil
+	})
 
 	// The API counts what it was asked and the mail it published.
 	var text string
