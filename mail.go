@@ -33,6 +33,9 @@ type Message struct {
 	Ticket string    `json:"ticket,omitempty"`
 	Body   string    `json:"body"`
 	SentAt time.Time `json:"sent_at"`
+	// Trace is the W3C traceparent of the span that published the entry,
+	// when tracing is on: the turn that answers it joins that trace.
+	Trace string `json:"trace,omitempty"`
 	// Deliveries is how many times the mailbox handed this entry out,
 	// including the current one; set on read.
 	Deliveries int64 `json:"deliveries,omitempty"`
@@ -43,6 +46,8 @@ type Message struct {
 type MailRef struct {
 	StreamID string `json:"stream_id"`
 	EventID  string `json:"event_id"`
+	// Trace is the entry's Message.Trace.
+	Trace string `json:"trace,omitempty"`
 }
 
 // LedgerKeys are the identities the completion ledger records a trigger

@@ -45,7 +45,7 @@ func (a *Mail) ReadMail(ctx context.Context, in crewlet.ReadMailInput) (crewlet.
 	}
 	out := crewlet.ReadMailOutput{Lag: res.Lag, Mail: make([]crewlet.MailRef, len(res.Messages))}
 	for i, m := range res.Messages {
-		out.Mail[i] = crewlet.MailRef{StreamID: m.StreamID, EventID: m.EventID}
+		out.Mail[i] = crewlet.MailRef{StreamID: m.StreamID, EventID: m.EventID, Trace: m.Trace}
 	}
 	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tools"
+	"github.com/crewlet/crewlet/internal/tracing"
 )
 
 // First-party tools every seat has, next to its role's MCP tools. Their
@@ -124,7 +125,9 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 		}
 	}
 	idempotencyKey := callKey(thread, in.Round, in.Call.Call)
-	res, wait, err := a.callTool(ctx, toolContext{handle: in.Handle, turnID: crewlet.TurnWorkflowID(in.Handle, in.WorkKey), trigger: trigger}, call, idempotencyKey)
+	spanCtx, span := tracing.StartToolCall(ctx, call.Name, call.ID)
+	res, wait, err := a.callTool(spanCtx, toolContext{handle: in.Handle, turnID: crewlet.TurnWorkflowID(in.Handle, in.WorkKey), trigger: trigger}, call, idempotencyKey)
+	tracing.EndToolCall(span, res.IsError, err)
 	if wait != nil {
 		// No result yet: the turn waits on the ticket and ResolveWait
 		// records it.

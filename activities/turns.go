@@ -25,6 +25,7 @@ import (
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/model"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tracing"
 )
 
 // Turns runs the steps of a turn (DESIGN §6): open it, one model call per
@@ -51,9 +52,12 @@ type Turns struct {
 
 // chat is one call to the profile's model, recorded.
 func (a *Turns) chat(ctx context.Context, profile string, req crewlet.ModelRequest) (crewlet.ModelResponse, error) {
+	p := a.org.Profiles[profile]
+	ctx, span := tracing.StartModelCall(ctx, p.Provider, p.Model, profile)
 	began := time.Now()
 	resp, err := a.models[profile].Chat(ctx, req)
 	a.Metrics.ModelCall(profile, time.Since(began), err, resp.Usage.InputTokens, resp.Usage.OutputTokens)
+	tracing.EndModelCall(span, resp, err)
 	return resp, err
 }
 

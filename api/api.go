@@ -24,6 +24,7 @@ import (
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tracing"
 )
 
 // Server serves the API.
@@ -39,6 +40,8 @@ type Server struct {
 	// Metrics is the process's registry: GET /metrics serves it, and every
 	// request is counted in it; nil counts nothing.
 	Metrics *metrics.Metrics
+	// Tracing makes each request a span; nil (tracing off) makes none.
+	Tracing *tracing.Tracing
 	// creds are the org's tokens, read from the environment by Handler.
 	creds []credential
 	// limiters hold each principal's mutation budget.
@@ -85,7 +88,7 @@ func (s *Server) routes() []route {
 			statuses: []int{http.StatusOK, http.StatusServiceUnavailable}},
 		{method: get, pattern: "/openapi.json", right: Public, handler: s.openAPI,
 			summary: "this document", answer: map[string]any{}},
-		{method: get, pattern: "/metrics", right: Read, handler: s.Metrics.Handler().ServeHTTP,
+		{method: get, pattern: "/metrics", right: Read, handler: s.metrics,
 			summary: "the process's metrics in Prometheus text format (docs/operations.md lists them)", answer: "",
 			contentType: "text/plain"},
 		{method: get, pattern: "/seats", right: Read, handler: s.listSeats,
@@ -190,7 +193,16 @@ func (s *Server) Handler() http.Handler {
 	for _, rt := range s.routes() {
 		r.Method(rt.method, rt.pattern, s.guard(rt))
 	}
-	return r
+	return s.Tracing.Handler(r)
+}
+
+// metrics serves the process's registry, or says it keeps none.
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	if s.Metrics == nil {
+		writeError(w, crewlet.Errorf(crewlet.ENOTFOUND, "this process keeps no metrics: metrics.enabled is false in its org file"))
+		return
+	}
+	s.Metrics.Handler().ServeHTTP(w, r)
 }
 
 type errorBody struct {

@@ -251,3 +251,22 @@ func TestMutationsAreRateLimitedPerPrincipal(t *testing.T) {
 		t.Fatalf("audit of the refusals: %+v, %v; want two 429 denials", rows, err)
 	}
 }
+
+// A process with metrics.enabled false keeps no metrics, and GET /metrics
+// says so instead of serving an empty page.
+func TestMetricsOffAnswersNotFound(t *testing.T) {
+	for role, tok := range tokens {
+		t.Setenv("CREWLET_TEST_TOKEN_"+strings.ToUpper(role), tok)
+	}
+	org, err := config.Parse([]byte(authOrg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv := httptest.NewServer((&api.Server{Org: org, Control: control.New(nil, nil, org, log), Log: log}).Handler())
+	defer srv.Close()
+	status, body := call(t, http.MethodGet, srv.URL+"/metrics", tokens["viewer"], "")
+	if status != http.StatusNotFound || !strings.Contains(body, "metrics.enabled is false") {
+		t.Fatalf("GET /metrics with metrics off: %d %s; want 404 naming metrics.enabled", status, body)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/logging"
+	"github.com/crewlet/crewlet/internal/tracing"
 )
 
 // accessKey carries a request's access entry, which guard completes with
@@ -41,6 +42,7 @@ func (s *Server) requestLog(next http.Handler) http.Handler {
 			route = rc.RoutePattern()
 		}
 		took := time.Since(began)
+		tracing.NameRequest(ctx, r.Method, route)
 		s.Metrics.HTTPRequest(r.Method+" "+route, rec.status, took)
 		s.Log.InfoContext(ctx, "http_request", "method", r.Method, "route", route, "status", rec.status,
 			"duration_ms", took.Milliseconds(), "principal", entry.principal)

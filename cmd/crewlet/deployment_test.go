@@ -22,16 +22,22 @@ import (
 	"github.com/crewlet/crewlet/workers"
 )
 
-// writeOrg writes a one-seat org of company on taskQueue whose Postgres URL
-// is in the variable pgEnv, and returns its path.
-func writeOrg(t *testing.T, company, taskQueue, pgEnv, handle string) string {
+// freeAddr is a loopback address nothing listens on now.
+func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// writeOrg writes a one-seat org of company on taskQueue whose Postgres URL
+// is in the variable pgEnv, and returns its path.
+func writeOrg(t *testing.T, company, taskQueue, pgEnv, handle string) string {
+	t.Helper()
+	addr := freeAddr(t)
 	path := filepath.Join(t.TempDir(), company+".yaml")
 	doc := fmt.Sprintf(`
 company: { name: %s }

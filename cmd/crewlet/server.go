@@ -24,6 +24,7 @@ import (
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tracing"
 	"github.com/crewlet/crewlet/workers"
 )
 
@@ -38,6 +39,10 @@ func configFlag(fs *flag.FlagSet) *string {
 	return fs.String("config", envOr("CREWLET_CONFIG", "crewlet.yaml"), "org file")
 }
 
+// tracingFromEnv builds a server process's tracing; a test puts an
+// in-memory exporter in its place.
+var tracingFromEnv = tracing.FromEnv
+
 // deps are the clients a server process builds once and injects everywhere.
 type deps struct {
 	org      *config.Config
@@ -47,11 +52,21 @@ type deps struct {
 	control  *control.Control
 	log      *slog.Logger
 	metrics  *metrics.Metrics
+	tracing  *tracing.Tracing
 }
 
 func (d *deps) close() {
 	if d.temporal != nil {
 		d.temporal.Close()
+	}
+	if d.tracing != nil {
+		// What the exporter has not sent in this bound is dropped: an
+		// unreachable collector must not hold up the exit.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := d.tracing.Shutdown(ctx); err != nil {
+			d.log.Warn("traces_unexported", "error", err)
+		}
+		cancel()
 	}
 	if d.mailbox != nil {
 		_ = d.mailbox.Close()
@@ -88,7 +103,13 @@ func connect(ctx context.Context, path string, stderr io.Writer) (*deps, error) 
 	if err := errors.Join(pgErr, redisErr); err != nil {
 		return nil, err
 	}
-	d := &deps{org: org, log: log, metrics: metrics.New()}
+	d := &deps{org: org, log: log}
+	if org.Metrics.Enabled {
+		d.metrics = metrics.New()
+	}
+	if d.tracing, err = tracingFromEnv(ctx); err != nil {
+		return nil, err
+	}
 	var applied []string
 	if d.store, applied, err = openDatabase(ctx, org, pgURL); err != nil {
 		return nil, err
@@ -107,6 +128,10 @@ func connect(ctx context.Context, path string, stderr io.Writer) (*deps, error) 
 	}
 	opts.Logger = tlog.NewStructuredLogger(log)
 	opts.MetricsHandler = d.metrics.Temporal()
+	if opts.Interceptors, err = d.tracing.Interceptors(); err != nil {
+		d.close()
+		return nil, err
+	}
 	d.temporal, err = client.DialContext(ctx, opts)
 	if err != nil {
 		d.close()
@@ -215,7 +240,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		}
 		h := &api.Server{Org: d.org, Control: d.control, Store: d.store, Tickets: control.NewTickets(d.control, d.store, log),
 			Profiles: control.NewProfiles(d.control, d.store, d.org, log),
-			Mailbox:  d.mailbox, Temporal: d.temporal, Log: log, Metrics: d.metrics}
+			Mailbox:  d.mailbox, Temporal: d.temporal, Log: log, Metrics: d.metrics, Tracing: d.tracing}
 		// WriteTimeout outlasts the longest request, a POST /tickets
 		// long-poll (10 minutes).
 		srv = &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,

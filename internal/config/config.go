@@ -38,6 +38,9 @@ type Config struct {
 // Metrics is where a worker without the API serves GET /metrics; a process
 // running the API serves it there.
 type Metrics struct {
+	// Enabled keeps the process's metrics; false records none and serves
+	// none, for a process that must spend nothing on them.
+	Enabled bool `mapstructure:"enabled"`
 	// Listen is the address ("127.0.0.1:9464"); empty serves none.
 	Listen string `mapstructure:"listen"`
 }

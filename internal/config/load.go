@@ -55,7 +55,8 @@ var defaults = map[string]any{
 	"log.format": LogText,
 	"log.level":  "info",
 
-	"metrics.listen": "",
+	"metrics.enabled": true,
+	"metrics.listen":  "",
 
 	"nodes.heartbeat_timeout":   3 * time.Second,
 	"nodes.drain_timeout":       60 * time.Second,

@@ -195,7 +195,9 @@ func (c *Config) problems() []*Problem {
 			add(r.path, "required")
 		}
 	}
-	if l := c.Metrics.Listen; l != "" {
+	if l := c.Metrics.Listen; l != "" && !c.Metrics.Enabled {
+		add("metrics.listen", "%q is set but metrics.enabled is false, so it would serve nothing; remove one of them", l)
+	} else if l != "" {
 		if _, port, err := net.SplitHostPort(l); err != nil || port == "" {
 			add("metrics.listen", "%q is not a host:port address, e.g. 127.0.0.1:9464; leave it empty to serve no metrics listener", l)
 		}

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
@@ -25,6 +28,7 @@ import (
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tracing"
 	"github.com/crewlet/crewlet/workflows"
 )
 
@@ -170,8 +174,13 @@ func (c *Control) Deliver(ctx context.Context, msg crewlet.Message) (crewlet.Mes
 	if err != nil {
 		return crewlet.Message{}, err
 	}
+	ctx, span := tracing.Start(ctx, "publish "+msg.To, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
+		semconv.MessagingOperationTypeSend, semconv.MessagingDestinationName(msg.To), semconv.MessagingMessageID(msg.EventID)))
+	defer span.End()
+	msg.Trace = tracing.Traceparent(ctx)
 	streamID, wake, err := c.mailbox.Publish(ctx, msg)
 	if err != nil {
+		span.SetStatus(codes.Error, "publish failed")
 		return crewlet.Message{}, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the mailbox of %s does not take mail now (Redis is unreachable or full); see the server log", msg.To)
 	}
 	msg.StreamID = streamID

@@ -96,6 +96,14 @@ func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration, []t
 		unloaded = append(unloaded, replied.wait(msg.EventID).Sub(start))
 	}
 
+	latencies := loadPhase(b, c, replied, d)
+	return len(latencies), latencies, unloaded, burst
+}
+
+// loadPhase keeps one message in flight per seat for d: each sender sends,
+// waits for the reply, sends again. It returns each reply's publish→reply
+// latency.
+func loadPhase(b *testing.B, c *company, replied *replyWatcher, d time.Duration) []time.Duration {
 	var mu sync.Mutex
 	var latencies []time.Duration
 	var slow []string
@@ -131,7 +139,7 @@ func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration, []t
 		}()
 	}
 	wg.Wait()
-	return len(latencies), latencies, unloaded, burst
+	return latencies
 }
 
 // burstIdle is how long every seat sits idle, once established, before the

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/crewlet/crewlet/internal/config"
 )
 
@@ -40,12 +42,16 @@ func RequestID(ctx context.Context) string {
 	return id
 }
 
-// requestHandler adds the context's request id to each record.
+// requestHandler adds the context's request id to each record, and the id
+// of its trace when tracing is on.
 type requestHandler struct{ slog.Handler }
 
 func (h requestHandler) Handle(ctx context.Context, r slog.Record) error {
 	if id := RequestID(ctx); id != "" {
 		r.AddAttrs(slog.String("request_id", id))
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()))
 	}
 	return h.Handler.Handle(ctx, r)
 }

@@ -289,7 +289,7 @@ func (m *Mailbox) Deliveries(ctx context.Context, handle string) (map[string]int
 const maxPendingShown = 1000
 
 func encode(msg crewlet.Message) []any {
-	return []any{
+	fields := []any{
 		"event_id", msg.EventID,
 		"type", msg.Type,
 		"from", msg.From,
@@ -301,6 +301,10 @@ func encode(msg crewlet.Message) []any {
 		"body", msg.Body,
 		"sent_at", msg.SentAt.UTC().Format(time.RFC3339Nano),
 	}
+	if msg.Trace != "" {
+		fields = append(fields, "traceparent", msg.Trace)
+	}
+	return fields
 }
 
 func decodeAll(entries []redis.XMessage) []crewlet.Message {
@@ -328,6 +332,7 @@ func decode(e redis.XMessage) crewlet.Message {
 		ChatID:       field("chat_id"),
 		Ticket:       field("ticket"),
 		Body:         field("body"),
+		Trace:        field("traceparent"),
 		SentAt:       sentAt,
 	}
 }

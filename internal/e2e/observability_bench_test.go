@@ -1,0 +1,79 @@
+package e2e
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkObservabilityOverhead is BenchmarkThroughput's loaded phase with
+// metrics and tracing off, then on, then off and on again, on one company of
+// benchSeats seats: `crewlet serve` is restarted for each phase with
+// CREWLET_METRICS_ENABLED and the OTLP endpoint set for it. On, every span
+// is exported over OTLP/HTTP to a collector stand-in in this process, and
+// /metrics is scraped every 5s as Prometheus would. It reports replies/s
+// off and on (each the sum of its two phases) and the overhead, 1 - on/off,
+// in percent.
+//
+//	go test ./internal/e2e -run '^$' -bench ObservabilityOverhead -benchtime 1x -timeout 40m
+func BenchmarkObservabilityOverhead(b *testing.B) {
+	d := benchDuration(b)
+	var exports, exported atomic.Int64
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		exports.Add(1)
+		exported.Add(n)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer collector.Close()
+
+	c, replied := benchCompany(b)
+	defer c.stopAll()
+	replies := map[bool]int{}
+	for _, on := range []bool{false, true, false, true} {
+		c.stopAll()
+		if on {
+			c.setenv("CREWLET_METRICS_ENABLED=true", "OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf")
+		} else {
+			c.setenv("CREWLET_METRICS_ENABLED=false", "OTEL_EXPORTER_OTLP_ENDPOINT=")
+		}
+		c.serve()
+		c.waitAttached(2 * time.Minute)
+		time.Sleep(burstIdle)
+		before := exports.Load()
+		stopScrapes := make(chan struct{})
+		scraped := make(chan struct{})
+		go func() {
+			defer close(scraped)
+			for on {
+				select {
+				case <-stopScrapes:
+					return
+				case <-time.After(5 * time.Second):
+				}
+				if status, _, err := c.raw(http.MethodGet, "/metrics", nil); err != nil || status != http.StatusOK {
+					b.Errorf("scrape /metrics: HTTP %d, %v", status, err)
+				}
+			}
+		}()
+		n := len(loadPhase(b, c, replied, d))
+		close(stopScrapes)
+		<-scraped
+		replies[on] += n
+		b.Logf("metrics and tracing on=%v: %d replies in %s, %.1f/s; %d OTLP exports so far (%d bytes)",
+			on, n, d, float64(n)/d.Seconds(), exports.Load(), exported.Load())
+		if on && exports.Load() == before {
+			// The exporter batches every 5s at most: a phase without one
+			// exported nothing, and measured tracing off.
+			b.Fatalf("no span was exported in a phase with tracing on")
+		}
+	}
+	off, on := float64(replies[false])/(2*d.Seconds()), float64(replies[true])/(2*d.Seconds())
+	b.ReportMetric(off, "off-replies/s")
+	b.ReportMetric(on, "on-replies/s")
+	b.ReportMetric(100*(1-on/off), "overhead-%")
+}
