@@ -15,6 +15,11 @@ import (
 // TaskQueue is the shared task queue every worker node polls.
 const TaskQueue = "crewlet"
 
+// MetricEstablish is the timer the seat workflow records, through the
+// Temporal SDK's metrics handler, when it has established a tenure: how long
+// it was without one. Prometheus names it crewlet_seat_establish_seconds.
+const MetricEstablish = "crewlet_seat_establish"
+
 // SeatWorkflowType is the registered name of the seat workflow.
 const SeatWorkflowType = "Seat"
 

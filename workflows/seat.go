@@ -123,6 +123,9 @@ type seat struct {
 	holdID     int
 	// placeFailures counts consecutive placements that found no node.
 	placeFailures int
+	// unattachedSince is when this run began trying to establish a tenure;
+	// zero while attached.
+	unattachedSince time.Time
 	// failures counts consecutive failed turns, for back-off.
 	failures int
 	// upserted is the last search-attribute snapshot written, so unchanged
@@ -504,6 +507,9 @@ func (s *seat) readMail(ctx workflow.Context) ([]crewlet.MailRef, error) {
 // bumps the epoch in Postgres), then hold the tenure with a heartbeating
 // activity on that node's host queue.
 func (s *seat) establish(ctx workflow.Context) {
+	if s.unattachedSince.IsZero() {
+		s.unattachedSince = workflow.Now(ctx)
+	}
 	s.setStatus(ctx, crewlet.StatusEstablishing)
 	var place crewlet.PlaceSeatOutput
 	err := workflow.ExecuteLocalActivity(placeContext(ctx), crewlet.ActivityPlaceSeat, crewlet.PlaceSeatInput{
@@ -539,6 +545,10 @@ func (s *seat) establish(ctx workflow.Context) {
 		s.state.LastError = ""
 	}
 	s.logger.Info("seat_attached", "seat", s.in.Handle, "epoch", out.Epoch, "node", out.Node)
+	// The SDK's handler records nothing while replaying, so a replayed
+	// establish is not counted twice.
+	workflow.GetMetricsHandler(ctx).Timer(crewlet.MetricEstablish).Record(workflow.Now(ctx).Sub(s.unattachedSince))
+	s.unattachedSince = time.Time{}
 	if s.perSeatHold {
 		s.startHold(ctx)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/metrics"
 )
 
 // fakeSeatWorld stands in for everything the seat's activities touch: node
@@ -599,7 +601,9 @@ type seatHarness struct {
 	t     *testing.T
 	env   *testsuite.TestWorkflowEnvironment
 	world *fakeSeatWorld
-	views []*seatView
+	// metrics holds what the seat recorded through the SDK's handler.
+	metrics *metrics.Metrics
+	views   []*seatView
 
 	saMu     sync.Mutex
 	saPaused *bool
@@ -624,9 +628,11 @@ func newLegacySeatHarness(t *testing.T) *seatHarness {
 func newSeatHarnessOf(t *testing.T, legacy bool) *seatHarness {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
+	m := metrics.New()
+	suite.SetMetricsHandler(m.Temporal())
 	env := suite.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(10 * time.Second)
-	h := &seatHarness{t: t, env: env, world: newFakeSeatWorld(env)}
+	h := &seatHarness{t: t, env: env, world: newFakeSeatWorld(env), metrics: m}
 	h.world.legacy = legacy
 	env.RegisterWorkflow(Seat)
 	env.RegisterWorkflowWithOptions(h.world.turnWorkflow, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
@@ -1608,6 +1614,23 @@ func TestSeatUnplaceable(t *testing.T) {
 	eq(t, "turns run", placed.ran, ids("m1"))
 	eq(t, "acked", placed.acked, ids("m1"))
 	eq(t, "establishes", placed.state.Counters.Establishes, int64(1))
+	// From the first placement to the attach after the third.
+	eq(t, "establish time recorded", h.scrape("crewlet_seat_establish_seconds_sum"), "3")
+	eq(t, "establishes timed", h.scrape("crewlet_seat_establish_seconds_count"), "1")
+}
+
+// scrape is the value of the first series whose line begins with name in
+// the seat's metrics, "" when there is none.
+func (h *seatHarness) scrape(name string) string {
+	h.t.Helper()
+	rec := httptest.NewRecorder()
+	h.metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
+			return line[strings.LastIndex(line, " ")+1:]
+		}
+	}
+	return ""
 }
 
 // Mail read in one read is answered by one turn; mail that arrives while a

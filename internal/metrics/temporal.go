@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
+
+	"github.com/crewlet/crewlet"
 )
 
 // Temporal returns the Temporal SDK's metrics handler over this registry:
@@ -54,7 +56,7 @@ func (h temporalHandler) WithTags(tags map[string]string) client.MetricsHandler 
 
 func (h temporalHandler) Counter(name string) client.MetricsCounter {
 	vec, values := h.series.get(promName(name)+"_total", h.tags, func(name string, keys []string) prometheus.Collector {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: "Temporal SDK counter " + name + "."}, keys)
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: sdkHelp(name, "counter")}, keys)
 	})
 	c, ok := vec.(*prometheus.CounterVec)
 	if !ok {
@@ -66,7 +68,7 @@ func (h temporalHandler) Counter(name string) client.MetricsCounter {
 
 func (h temporalHandler) Gauge(name string) client.MetricsGauge {
 	vec, values := h.series.get(promName(name), h.tags, func(name string, keys []string) prometheus.Collector {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: "Temporal SDK gauge " + name + "."}, keys)
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: sdkHelp(name, "gauge")}, keys)
 	})
 	g, ok := vec.(*prometheus.GaugeVec)
 	if !ok {
@@ -78,7 +80,7 @@ func (h temporalHandler) Gauge(name string) client.MetricsGauge {
 
 func (h temporalHandler) Timer(name string) client.MetricsTimer {
 	vec, values := h.series.get(promName(name)+"_seconds", h.tags, func(name string, keys []string) prometheus.Collector {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: "Temporal SDK timer " + name + ".",
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: sdkHelp(name, "timer"),
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 60}}, keys)
 	})
 	t, ok := vec.(*prometheus.HistogramVec)
@@ -129,6 +131,21 @@ func (f timerFunc) Record(d time.Duration) { f(d) }
 var notNameChar = regexp.MustCompile(`[^a-zA-Z0-9_]`)
 
 // promName is name as a Prometheus metric or label name.
+// workflowHelp documents the series crewlet's workflows record through the
+// SDK's handler, which only the workflow can record replay-safely.
+var workflowHelp = map[string]string{
+	crewlet.MetricEstablish + "_seconds": "How long a seat was without a tenure before it established one (placed and attached), by workflow type: " +
+		"a slow placement, a node refusing attaches, or a failover that takes longer than the heartbeat timeout.",
+}
+
+// sdkHelp is the help line of an SDK handler series.
+func sdkHelp(name, kind string) string {
+	if h, ok := workflowHelp[name]; ok {
+		return h
+	}
+	return "Temporal SDK " + kind + " " + name + "."
+}
+
 func promName(name string) string {
 	return notNameChar.ReplaceAllString(strings.TrimSpace(name), "_")
 }
