@@ -50,6 +50,14 @@ type MailRef struct {
 	Trace string `json:"trace,omitempty"`
 }
 
+// Backlog is what waits in one seat's mailbox: entries not yet acked (unread,
+// or read by a turn that has not finished) and when the oldest was published;
+// zero Oldest when none waits.
+type Backlog struct {
+	Waiting int64
+	Oldest  time.Time
+}
+
 // LedgerKeys are the identities the completion ledger records a trigger
 // under: its event id, and its chat id when it has one. A trigger is finished
 // if either is recorded.

@@ -238,6 +238,11 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 			}
 			return fmt.Errorf("api: listen on %s: %w", d.org.API.Listen, err)
 		}
+		// The company's gauges come from the processes that serve the API,
+		// which read the company for it anyway.
+		d.metrics.WatchCompany(func(ctx context.Context) (metrics.Company, error) {
+			return d.control.Company(ctx, d.store)
+		}, d.org.Metrics.SeatLabels, log)
 		h := &api.Server{Org: d.org, Control: d.control, Store: d.store, Tickets: control.NewTickets(d.control, d.store, log),
 			Profiles: control.NewProfiles(d.control, d.store, d.org, log),
 			Mailbox:  d.mailbox, Temporal: d.temporal, Log: log, Metrics: d.metrics, Tracing: d.tracing}

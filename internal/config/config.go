@@ -43,6 +43,9 @@ type Metrics struct {
 	Enabled bool `mapstructure:"enabled"`
 	// Listen is the address ("127.0.0.1:9464"); empty serves none.
 	Listen string `mapstructure:"listen"`
+	// SeatLabels labels the mailbox gauges by seat; false sums them over
+	// the seats instead, for an org too large for a series per seat.
+	SeatLabels bool `mapstructure:"seat_labels"`
 }
 
 // Log is how a crewlet process writes its log, to stderr.

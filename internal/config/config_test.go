@@ -973,6 +973,7 @@ func TestDefaults(t *testing.T) {
 		{"log.level", c.Log.Level, "info"},
 		{"metrics.listen", c.Metrics.Listen, ""},
 		{"metrics.enabled", c.Metrics.Enabled, true},
+		{"metrics.seat_labels", c.Metrics.SeatLabels, true},
 		{"nodes.heartbeat_timeout", c.Nodes.HeartbeatTimeout, 3 * time.Second},
 		{"nodes.drain_timeout", c.Nodes.DrainTimeout, 60 * time.Second},
 		{"nodes.release_wait", c.Nodes.ReleaseWait, 30 * time.Second},

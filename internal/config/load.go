@@ -55,8 +55,9 @@ var defaults = map[string]any{
 	"log.format": LogText,
 	"log.level":  "info",
 
-	"metrics.enabled": true,
-	"metrics.listen":  "",
+	"metrics.enabled":     true,
+	"metrics.listen":      "",
+	"metrics.seat_labels": true,
 
 	"nodes.heartbeat_timeout":   3 * time.Second,
 	"nodes.drain_timeout":       60 * time.Second,

@@ -180,6 +180,7 @@ seats:
 	before := scrape(t, survivorURL)
 	claimedBefore, _ := series(before, "crewlet_nodes_claimed_total")
 	sentBefore, _ := series(before, "crewlet_host_lost_signals_total", `result="sent"`)
+	establishedBefore, _ := series(before, "crewlet_seat_establish_seconds_count")
 	nodes[victim.NodeID].kill(t)
 	delete(nodes, victim.NodeID)
 	survivor := c.liveIncarnation(survivorID)
@@ -199,9 +200,13 @@ seats:
 		claimed, _ := series(after, "crewlet_nodes_claimed_total")
 		sent, _ := series(after, "crewlet_host_lost_signals_total", `result="sent"`)
 		hosted, _ := series(after, "crewlet_node_seats_hosted")
-		if claimed < claimedBefore+1 || sent < sentBefore+float64(len(victim.SeatsHeld)) || hosted < 2 {
-			return fmt.Errorf("claimed %v (before %v), host_lost sent %v (before %v) for %d seats, %v seats hosted",
-				claimed, claimedBefore, sent, sentBefore, len(victim.SeatsHeld), hosted)
+		// The moved seats' workflows, now run by the survivor alone, time
+		// their establish there.
+		established, _ := series(after, "crewlet_seat_establish_seconds_count")
+		if claimed < claimedBefore+1 || sent < sentBefore+float64(len(victim.SeatsHeld)) || hosted < 2 ||
+			established < establishedBefore+float64(len(victim.SeatsHeld)) {
+			return fmt.Errorf("claimed %v (before %v), host_lost sent %v (before %v) for %d seats, %v seats hosted, %v establishes timed (before %v)",
+				claimed, claimedBefore, sent, sentBefore, len(victim.SeatsHeld), hosted, established, establishedBefore)
 		}
 		return nil
 	})
@@ -244,5 +249,22 @@ seats:
 	}
 	if got, _ := series(text, "crewlet_tickets_opened_total"); got != 1 {
 		t.Errorf("API's crewlet_tickets_opened_total: %v; want 1", got)
+	}
+	// The API shows the company as it stands: every agent seat under one
+	// status, and each seat's mailbox.
+	if got, _ := series(text, "crewlet_seats"); got != 2 {
+		t.Errorf("API's crewlet_seats summed over the statuses: %v; want the 2 agent seats", got)
+	}
+	for _, name := range []string{"crewlet_mailbox_waiting", "crewlet_mailbox_lag_seconds"} {
+		for _, seat := range []string{"s01", "s02"} {
+			if _, ok := series(text, name, `seat="`+seat+`"`); !ok {
+				t.Errorf("API's metrics lack %s for %s", name, seat)
+			}
+		}
+	}
+	for _, name := range []string{"crewlet_tickets_open", "crewlet_credentials_quarantined", "crewlet_credentials_cooling"} {
+		if _, ok := series(text, name); !ok {
+			t.Errorf("API's metrics lack %s", name)
+		}
 	}
 }

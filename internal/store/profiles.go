@@ -259,6 +259,16 @@ func credentialHealth(ctx context.Context, q querier, credentials []string) (map
 	return out, rows.Err()
 }
 
+// CredentialsOut counts the credentials in quarantine and cooling off at now.
+func (s *Store) CredentialsOut(ctx context.Context, now time.Time) (quarantined, cooling int, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE quarantine_until > $1), count(*) FILTER (WHERE cooling_until > $1)
+		FROM credential_health`, now).Scan(&quarantined, &cooling)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count credentials out: %w", schemaMissing(err))
+	}
+	return quarantined, cooling, nil
+}
+
 // ReportCredential applies a report (a usage-limit refusal, a failure) to a
 // credential's health under its row lock, so two reports at once both
 // count, and returns the state before and after.

@@ -114,6 +114,25 @@ func (s *Store) OpenTicketCounts(ctx context.Context, handles []string) (map[str
 	return out, rows.Err()
 }
 
+// OpenTicketsByPhase counts the tickets not yet ended, by phase.
+func (s *Store) OpenTicketsByPhase(ctx context.Context) (map[string]int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT phase, count(*) FROM tickets WHERE phase IN ('pending', 'asking') GROUP BY phase`)
+	if err != nil {
+		return nil, fmt.Errorf("count open tickets: %w", schemaMissing(err))
+	}
+	out := map[string]int{"pending": 0, "asking": 0}
+	var phase string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&phase, &n}, func() error {
+		out[phase] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count open tickets: %w", err)
+	}
+	return out, nil
+}
+
 // SettleTicket records the reply that settles an open ticket. Exactly one
 // reply settles a ticket: settled is false, and the ticket is returned as it
 // stands, when it was not open any more.

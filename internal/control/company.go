@@ -1,0 +1,53 @@
+package control
+
+import (
+	"context"
+	"time"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/metrics"
+	"github.com/crewlet/crewlet/internal/store"
+)
+
+// seatStatuses are the live statuses a seat is counted under, each reported
+// even at zero so a status that empties reads 0 rather than vanishing;
+// "absent" is a seat whose workflow does not run.
+var seatStatuses = []crewlet.SeatStatus{crewlet.StatusEstablishing, crewlet.StatusIdle, crewlet.StatusRunning,
+	crewlet.StatusPaused, crewlet.StatusDraining, crewlet.StatusDrained, crewlet.StatusMoving, crewlet.StatusStopped, "absent"}
+
+// Company reads the company's state for the metrics gauges: each agent
+// seat's live status (from Temporal visibility, one list of the running
+// seats), the open tickets by phase and the credentials out (Postgres), and
+// each agent seat's mailbox backlog (Redis).
+func (c *Control) Company(ctx context.Context, st *store.Store) (metrics.Company, error) {
+	statuses, err := c.Statuses(ctx)
+	if err != nil {
+		return metrics.Company{}, err
+	}
+	co := metrics.Company{SeatsByStatus: make(map[string]int, len(seatStatuses))}
+	for _, s := range seatStatuses {
+		co.SeatsByStatus[string(s)] = 0
+	}
+	var agents []string
+	for _, s := range c.org.Seats {
+		if s.Kind != string(crewlet.SeatAgent) {
+			continue
+		}
+		agents = append(agents, s.Handle)
+		status, ok := statuses[s.Handle]
+		if !ok {
+			status = "absent"
+		}
+		co.SeatsByStatus[string(status)]++
+	}
+	if co.OpenTickets, err = st.OpenTicketsByPhase(ctx); err != nil {
+		return metrics.Company{}, err
+	}
+	if co.Quarantined, co.Cooling, err = st.CredentialsOut(ctx, time.Now()); err != nil {
+		return metrics.Company{}, err
+	}
+	if co.Mailboxes, err = c.mailbox.Backlogs(ctx, agents); err != nil {
+		return metrics.Company{}, err
+	}
+	return co, nil
+}
