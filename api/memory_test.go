@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,24 +20,6 @@ import (
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
 )
-
-// syncBuffer is a log sink the server's goroutines and the test share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // serveStore runs the API over st, logging to log.
 func serveStore(t *testing.T, st *store.Store, log io.Writer) string {
@@ -237,7 +217,7 @@ func TestSeatMemoryStoreUnavailable(t *testing.T) {
 		{"database unreachable", closed, "cannot be reached", "closed pool", []string{"closed pool", "SQLSTATE"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var log syncBuffer
+			var log testenv.Log
 			base := serveStore(t, tt.st, &log)
 			for _, q := range []string{"", "?kind=episodes", "?kind=counterparties"} {
 				code, eb := get(t, base, "/seats/cto/memory"+q, nil)

@@ -17,7 +17,7 @@ import (
 )
 
 // jsonLines parses every line written to b so far as a JSON object.
-func jsonLines(t *testing.T, b *syncBuffer) []map[string]any {
+func jsonLines(t *testing.T, b *testenv.Log) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
@@ -47,7 +47,7 @@ seats: [ { handle: cto, role: lead } ]
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink := &syncBuffer{}
+	sink := &testenv.Log{}
 	log, err := logging.New(sink, org.Log)
 	if err != nil {
 		t.Fatal(err)

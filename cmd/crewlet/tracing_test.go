@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -74,7 +72,7 @@ func TestOneMessageIsOneTrace(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan struct{})
 	var serveErr error
-	var log syncBuffer
+	var log testenv.Log
 	go func() {
 		defer close(served)
 		serveErr = run(ctx, []string{"serve", "--config", org, "--node-id", "n-" + suffix}, io.Discard, &log)
@@ -231,24 +229,6 @@ func traceTree(spans tracetest.SpanStubs, id trace.TraceID, parent trace.SpanID)
 	}
 	draw(parent, 0)
 	return b.String()
-}
-
-// syncBuffer is a log the server writes from many goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // attr is a span's attribute as text, "" when it has none by that key.

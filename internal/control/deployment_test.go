@@ -1,12 +1,10 @@
 package control_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,24 +18,6 @@ import (
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/testenv"
 )
-
-// lockedLog is a log a test reads while the code under test writes it.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
 
 // Seat workflow ids are per namespace: a seat workflow of ours already running
 // on another task queue belongs to another deployment, and the boot check,
@@ -88,7 +68,7 @@ seats:
 		}
 		_ = mb.Close()
 	})
-	var logged lockedLog
+	var logged testenv.Log
 	ctl := control.New(tc, mb, org, slog.New(slog.NewTextHandler(&logged, nil)))
 
 	// Another deployment's seat with the same handle, on a queue nobody

@@ -78,25 +78,8 @@ type company struct {
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *testenv.Log
 	done chan struct{}
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func freeAddr(t testing.TB) string {
@@ -317,7 +300,7 @@ func (c *company) startWithEnv(name string, env []string, args ...string) *proc 
 	args = append(args, "--config", c.config)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(append([]string(nil), c.env...), env...)
-	p := &proc{name: name, cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, out: &testenv.Log{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if dir := os.Getenv("CREWLET_E2E_LOGS"); dir != "" {
 		// Keep every process's output, for looking into a benchmark or a

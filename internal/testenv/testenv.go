@@ -5,11 +5,13 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net/url"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,4 +118,23 @@ func Store(t testing.TB, url string) *store.Store {
 		t.Fatalf("migrate: %v", err)
 	}
 	return st
+}
+
+// Log is a log the code under test writes from its goroutines while the
+// test reads it.
+type Log struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *Log) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *Log) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }

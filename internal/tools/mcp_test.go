@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
 )
 
@@ -46,29 +47,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuffer collects log output from goroutines that may outlive a test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type bundle struct {
 	s         *Session
 	countFile string
 	pidFile   string
-	logs      *syncBuffer
+	logs      *testenv.Log
 }
 
 // setup starts a session with one testserver named "ts", with extra env.
@@ -78,7 +61,7 @@ func setup(t *testing.T, env ...string) bundle {
 	b := bundle{
 		countFile: filepath.Join(dir, "count"),
 		pidFile:   filepath.Join(dir, "pid"),
-		logs:      &syncBuffer{},
+		logs:      &testenv.Log{},
 	}
 	env = append([]string{"TESTSERVER_COUNT_FILE=" + b.countFile, "TESTSERVER_PID_FILE=" + b.pidFile}, env...)
 	log := slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -653,7 +636,7 @@ func TestHeadersNeverFollowARedirectToAnotherHost(t *testing.T) {
 	redirector := newRecorder(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, other.URL+"/mcp", http.StatusTemporaryRedirect)
 	}))
-	logs := &syncBuffer{}
+	logs := &testenv.Log{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := Start(context.Background(), []ServerConfig{{Name: "web", URL: redirector.URL + "/mcp", Headers: map[string]string{"Authorization": token}}}, log)
 	if err == nil {
