@@ -19,7 +19,7 @@ type Mail struct {
 	// Tickets fails the ticket of a request that is dead-lettered.
 	Tickets *control.Tickets
 	Log     *slog.Logger
-	// Metrics counts dead letters; nil counts none.
+	// Metrics counts mail read, acked and dead-lettered; nil counts none.
 	Metrics *metrics.Metrics
 }
 
@@ -43,6 +43,7 @@ func (a *Mail) ReadMail(ctx context.Context, in crewlet.ReadMailInput) (crewlet.
 	if err != nil {
 		return crewlet.ReadMailOutput{}, err
 	}
+	a.Metrics.MailRead(len(res.Messages))
 	out := crewlet.ReadMailOutput{Lag: res.Lag, Mail: make([]crewlet.MailRef, len(res.Messages))}
 	for i, m := range res.Messages {
 		out.Mail[i] = crewlet.MailRef{StreamID: m.StreamID, EventID: m.EventID, Trace: m.Trace}
@@ -112,6 +113,7 @@ func (a *Mail) AckMail(ctx context.Context, in crewlet.AckMailInput) error {
 	if err := a.Mailbox.Ack(ctx, in.Handle, in.StreamIDs); err != nil {
 		return err
 	}
+	a.Metrics.MailAcked(len(in.StreamIDs))
 	crashPoint("after_ack", in.Handle)
 	return nil
 }

@@ -174,6 +174,7 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 			return out, err
 		}
 	}
+	a.Metrics.TurnStarted()
 	return crewlet.BeginTurnOutput{Threads: len(row.Threads), MaxRounds: row.MaxRounds, Reflect: role.Reflect}, nil
 }
 

@@ -149,6 +149,11 @@ seats:
 		t.Errorf("crewlet_tool_calls_total{server=ledger,outcome=ok} across the workers: %v after one call; want 1", got)
 	}
 	reaches(2, "crewlet_turns_finished_total", `outcome="done"`)
+	// Both turns began; their three entries (poison, count, the ticket's
+	// request) were read, and the two answered ones acked.
+	reaches(2, "crewlet_turns_started_total")
+	reaches(3, "crewlet_mail_read_total")
+	reaches(2, "crewlet_mail_acked_total")
 	if got := reaches(1, "crewlet_tickets_ended_total", `phase="done"`); got != 1 {
 		t.Errorf("crewlet_tickets_ended_total{phase=done} across the workers: %v after one settled ticket; want 1", got)
 	}

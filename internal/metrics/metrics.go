@@ -25,6 +25,8 @@ type Metrics struct {
 	httpRequests     *prometheus.CounterVec
 	httpDuration     *prometheus.HistogramVec
 	mailPublished    prometheus.Counter
+	mailRead         prometheus.Counter
+	mailAcked        prometheus.Counter
 	wakeFailures     prometheus.Counter
 	deadLetters      prometheus.Counter
 	fenced           *prometheus.CounterVec
@@ -36,6 +38,7 @@ type Metrics struct {
 	selfFences       prometheus.Counter
 	tenuresMovedOn   prometheus.Counter
 	presenceFailures prometheus.Counter
+	turnsStarted     prometheus.Counter
 	turnsFinished    *prometheus.CounterVec
 	budgetHolds      prometheus.Counter
 	toolCalls        *prometheus.CounterVec
@@ -61,6 +64,10 @@ func New() *Metrics {
 			[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 60, 600}, "route"),
 		mailPublished: f.counter("crewlet_mail_published_total",
 			"Messages written to a seat's mailbox by this process: flat while senders keep sending means publishing fails."),
+		mailRead: f.counter("crewlet_mail_read_total",
+			"Mailbox entries handed to seats by reads on this node, redeliveries included: read far above published is mail handed out again and again (turns failing, tenures moving)."),
+		mailAcked: f.counter("crewlet_mail_acked_total",
+			"Mailbox entries acked on this node once their turn was recorded: acked falling behind read is turns not finishing."),
 		wakeFailures: f.counter("crewlet_wake_failures_total",
 			"Published messages whose wake signal to the seat failed: the mail waits for the seat's backstop (mailbox.backstop) instead of being answered now."),
 		deadLetters: f.counter("crewlet_dead_letters_total",
@@ -88,6 +95,8 @@ func New() *Metrics {
 			"Tenures this node ended because the seat was established elsewhere while this node lived: a false failover or a healed partition."),
 		presenceFailures: f.counter("crewlet_node_presence_failures_total",
 			"Presence writes that failed: Postgres slow or unreachable from this node; enough in a row and it fences itself."),
+		turnsStarted: f.counter("crewlet_turns_started_total",
+			"Turns begun on this node (counted when BeginTurn completes, again if it re-runs after a lost worker): started far above finished is turns that never end."),
 		turnsFinished: f.counterVec("crewlet_turns_finished_total",
 			"Turns finished by outcome (done, stopped, failed), counted when their last step completes: a rise in failed is senders getting a failure note instead of an answer.",
 			"outcome"),
@@ -165,6 +174,20 @@ func (m *Metrics) MailPublished() {
 	}
 }
 
+// MailRead records entries handed to a seat by one read.
+func (m *Metrics) MailRead(n int) {
+	if m != nil {
+		m.mailRead.Add(float64(n))
+	}
+}
+
+// MailAcked records entries acked after their turn.
+func (m *Metrics) MailAcked(n int) {
+	if m != nil {
+		m.mailAcked.Add(float64(n))
+	}
+}
+
 // WakeFailed records a wake signal that did not reach its seat.
 func (m *Metrics) WakeFailed() {
 	if m != nil {
@@ -238,6 +261,14 @@ func (m *Metrics) SelfFenced() {
 func (m *Metrics) TenureMovedOn() {
 	if m != nil {
 		m.tenuresMovedOn.Inc()
+	}
+}
+
+// TurnFinished records a turn's outcome.
+// TurnStarted records a turn begun.
+func (m *Metrics) TurnStarted() {
+	if m != nil {
+		m.turnsStarted.Inc()
 	}
 }
 

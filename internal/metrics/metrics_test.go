@@ -27,7 +27,10 @@ func TestEverySeriesIsNamedAndExplained(t *testing.T) {
 	m.Fenced("ReadMail")
 	m.InternalError("ModelRound")
 	m.HostLostSignal(true)
+	m.TurnStarted()
 	m.TurnFinished("done")
+	m.MailRead(3)
+	m.MailAcked(2)
 	m.ToolCall("ledger", "unknown")
 	m.BudgetHeld()
 	m.Quarantined("paid")
@@ -45,8 +48,8 @@ func TestEverySeriesIsNamedAndExplained(t *testing.T) {
 			t.Errorf("%q: want a help line saying what the series reveals", line)
 		}
 	}
-	if names < 22 {
-		t.Errorf("%d crewlet series registered; want every one of them (22 or more)", names)
+	if names < 25 {
+		t.Errorf("%d crewlet series registered; want every one of them (25 or more)", names)
 	}
 	for _, want := range []string{
 		`crewlet_http_requests_total{route="GET /seats",status="200"} 1`,
@@ -55,7 +58,10 @@ func TestEverySeriesIsNamedAndExplained(t *testing.T) {
 		`crewlet_fenced_activities_total{activity="ReadMail"} 1`,
 		`crewlet_activity_internal_errors_total{activity="ModelRound"} 1`,
 		`crewlet_host_lost_signals_total{result="sent"} 1`,
+		`crewlet_turns_started_total 1`,
 		`crewlet_turns_finished_total{outcome="done"} 1`,
+		`crewlet_mail_read_total 3`,
+		`crewlet_mail_acked_total 2`,
 		`crewlet_tool_calls_total{outcome="unknown",server="ledger"} 1`,
 		`crewlet_budget_holds_total 1`,
 		`crewlet_credential_quarantines_total{profile="paid"} 1`,
