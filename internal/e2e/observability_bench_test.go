@@ -11,13 +11,16 @@ import (
 )
 
 // BenchmarkObservabilityOverhead is BenchmarkThroughput's loaded phase with
-// metrics and tracing off, then on, then off and on again, on one company of
+// metrics and tracing off, on, on again and off again, on one company of
 // benchSeats seats: `crewlet serve` is restarted for each phase with
 // CREWLET_METRICS_ENABLED and the OTLP endpoint set for it. On, every span
 // is exported over OTLP/HTTP to a collector stand-in in this process, and
-// /metrics is scraped every 5s as Prometheus would. It reports replies/s
-// of each phase, off and on (each the sum of its two phases), the overhead,
-// 1 - on/off, in percent, and how much OTLP the collector took.
+// /metrics is scraped every 5s as Prometheus would. The dev server slows as
+// its history grows, phase after phase; off-on-on-off cancels a steady
+// slowing out of the sums. It reports replies/s of each phase, off and on
+// (each the sum of its two phases) and the throughput overhead, 1 - on/off;
+// crewlet's CPU per reply off and on and their overhead, which the server's
+// slowing does not touch; and how much OTLP the collector took.
 //
 //	go test ./internal/e2e -run '^$' -bench ObservabilityOverhead -benchtime 1x -timeout 40m
 func BenchmarkObservabilityOverhead(b *testing.B) {
@@ -35,14 +38,15 @@ func BenchmarkObservabilityOverhead(b *testing.B) {
 	c, replied := benchCompany(b)
 	defer c.stopAll()
 	replies := map[bool]int{}
-	for phase, on := range []bool{false, true, false, true} {
+	cpu := map[bool]int64{}
+	for phase, on := range []bool{false, true, true, false} {
 		c.stopAll()
 		if on {
 			c.setenv("CREWLET_METRICS_ENABLED=true", "OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf")
 		} else {
 			c.setenv("CREWLET_METRICS_ENABLED=false", "OTEL_EXPORTER_OTLP_ENDPOINT=")
 		}
-		c.serve()
+		serve := c.serve()
 		c.waitAttached(2 * time.Minute)
 		time.Sleep(burstIdle)
 		before := exports.Load()
@@ -61,7 +65,9 @@ func BenchmarkObservabilityOverhead(b *testing.B) {
 				}
 			}
 		}()
+		cpu0 := cpuTicks(b, serve.cmd.Process.Pid)
 		n := len(loadPhase(b, c, replied, d))
+		cpu[on] += cpuTicks(b, serve.cmd.Process.Pid) - cpu0
 		close(stopScrapes)
 		<-scraped
 		replies[on] += n
@@ -82,5 +88,10 @@ func BenchmarkObservabilityOverhead(b *testing.B) {
 	b.ReportMetric(off, "off-replies/s")
 	b.ReportMetric(on, "on-replies/s")
 	b.ReportMetric(100*(1-on/off), "overhead-%")
+	cpuOff := float64(cpu[false]) / clockTicks / float64(replies[false]) * 1000
+	cpuOn := float64(cpu[true]) / clockTicks / float64(replies[true]) * 1000
+	b.ReportMetric(cpuOff, "off-cpu-ms/reply")
+	b.ReportMetric(cpuOn, "on-cpu-ms/reply")
+	b.ReportMetric(100*(cpuOn/cpuOff-1), "cpu-overhead-%")
 	b.ReportMetric(float64(exported.Load())/1024, "otlp-KiB")
 }
