@@ -276,6 +276,23 @@ func TestDrainingHostRefusesAttach(t *testing.T) {
 	}
 }
 
+// A node whose org file lacks the seat (it runs an older one) refuses it,
+// touching nothing, so the seat places itself where its turns can run.
+func TestHostRefusesASeatItsOrgDoesNotKnow(t *testing.T) {
+	e := setupZombie(t)
+	e.seat(t, "cto")
+	h := newHost(e, "n1:aaaa")
+	h.Knows = func(handle string) bool { return handle == "cfo" }
+	_, err := h.Attach(e.ctx, crewlet.AttachInput{Handle: "cto"})
+	wantErrorType(t, "Attach of a seat the node's org lacks", err, crewlet.RefusedErrorType)
+	if !strings.Contains(err.Error(), "has no agent seat cto") {
+		t.Fatalf("refusal %q; want it to name the seat", err)
+	}
+	if got := h.Hosted(); len(got) != 0 {
+		t.Fatalf("host hosts %v after refusing; want nothing", got)
+	}
+}
+
 // A placement that chose the node running it attaches the seat there and
 // reports the tenure; one that chose another node only reserves it, for
 // that node's Attach on its host queue. An attach in place that the node

@@ -40,6 +40,10 @@ type Host struct {
 	StartTools func(ctx context.Context, handle string) (ToolSession, error)
 	// Metrics counts the tenures that moved on; nil counts none.
 	Metrics *metrics.Metrics
+	// Knows reports whether this node's org file has the agent seat; a node
+	// takes no seat its org does not know, whose turns it could only fail.
+	// nil knows every seat.
+	Knows func(handle string) bool
 
 	// toolSlots bounds the tool calls this node runs at once
 	// (nodes.max_tool_calls); nil means no bound.
@@ -166,6 +170,12 @@ func (h *Host) Attach(ctx context.Context, in crewlet.AttachInput) (crewlet.Atta
 	case fenced:
 		return crewlet.AttachOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("node %s cannot reach Postgres and takes no seat", h.Incarnation), crewlet.RefusedErrorType, nil)
+	case h.Knows != nil && !h.Knows(in.Handle):
+		// Config skew: the org file changed and this node runs the old
+		// one. Hosting the seat here would fail its mail as "no role".
+		return crewlet.AttachOutput{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("node %s's org file has no agent seat %s; restart it with the current org file", h.Incarnation, in.Handle),
+			crewlet.RefusedErrorType, nil)
 	}
 	// A tenure this node held before (a lost host that came back) ends
 	// here first: its children must not outlive it.

@@ -146,6 +146,10 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 			return startTools(ctx, org, handle, n.log)
 		},
 		Metrics: opts.Metrics,
+		Knows: func(handle string) bool {
+			seat, ok := org.Seat(handle)
+			return ok && seat.Kind == string(crewlet.SeatAgent)
+		},
 	}
 	tickets := control.NewTickets(ctl, st, n.log)
 	turns, err := activities.NewTurns(n.host, org, st, mb, ctl, tickets, control.NewProfiles(ctl, st, org, n.log), n.log)
