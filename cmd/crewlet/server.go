@@ -112,6 +112,7 @@ func connect(ctx context.Context, path string, stderr io.Writer) (*deps, error) 
 	}
 	var applied []string
 	if d.store, applied, err = openDatabase(ctx, org, pgURL); err != nil {
+		d.close()
 		return nil, err
 	}
 	if len(applied) > 0 {
