@@ -23,6 +23,9 @@ const (
 	StatusDrained      SeatStatus = "drained"
 	StatusMoving       SeatStatus = "moving"
 	StatusStopped      SeatStatus = "stopped"
+	// StatusAbsent is how a seat whose workflow does not run is shown; no
+	// workflow reports it.
+	StatusAbsent SeatStatus = "absent"
 )
 
 // Signal and query names of the seat workflow. Operators use them directly

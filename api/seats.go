@@ -53,7 +53,7 @@ func (s *Server) listSeats(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]SeatSummary, 0, len(s.Org.Seats))
 	for _, seat := range s.Org.Seats {
-		sum := SeatSummary{Handle: seat.Handle, Role: seat.Role, Kind: seat.Kind, Status: "absent"}
+		sum := SeatSummary{Handle: seat.Handle, Role: seat.Role, Kind: seat.Kind, Status: string(crewlet.StatusAbsent)}
 		if seat.Kind == string(crewlet.SeatHuman) {
 			sum.Status = "human"
 		} else if st, ok := statuses[seat.Handle]; ok {

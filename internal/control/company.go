@@ -10,10 +10,9 @@ import (
 )
 
 // seatStatuses are the live statuses a seat is counted under, each reported
-// even at zero so a status that empties reads 0 rather than vanishing;
-// "absent" is a seat whose workflow does not run.
+// even at zero so a status that empties reads 0 rather than vanishing.
 var seatStatuses = []crewlet.SeatStatus{crewlet.StatusEstablishing, crewlet.StatusIdle, crewlet.StatusRunning,
-	crewlet.StatusPaused, crewlet.StatusDraining, crewlet.StatusDrained, crewlet.StatusMoving, crewlet.StatusStopped, "absent"}
+	crewlet.StatusPaused, crewlet.StatusDraining, crewlet.StatusDrained, crewlet.StatusMoving, crewlet.StatusStopped, crewlet.StatusAbsent}
 
 // Company reads the company's state for the metrics gauges: each agent
 // seat's live status (from Temporal visibility, one list of the running
@@ -36,7 +35,7 @@ func (c *Control) Company(ctx context.Context, st *store.Store) (metrics.Company
 		agents = append(agents, s.Handle)
 		status, ok := statuses[s.Handle]
 		if !ok {
-			status = "absent"
+			status = crewlet.StatusAbsent
 		}
 		co.SeatsByStatus[string(status)]++
 	}
