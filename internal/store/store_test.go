@@ -163,19 +163,21 @@ func TestLedgerAndTranscriptAreKeyedOnTheWork(t *testing.T) {
 	}
 }
 
+// TrimLedger removes the rows older than the retention and keeps the rest.
+// The old row is backdated rather than aged by a sleep, so a slow machine
+// cannot age the new row past the retention too.
 func TestTrimLedgerDropsOnlyOldRows(t *testing.T) {
-	st, ctx := setup(t)
-	if err := st.LedgerRecord(ctx, "cto", "wk", "turn/cto/wk", []string{"old"}); err != nil {
-		t.Fatal(err)
+	st, db, ctx := setupWithConn(t)
+	for _, id := range []string{"old", "new"} {
+		if err := st.LedgerRecord(ctx, "cto", "wk-"+id, "turn/cto/wk-"+id, []string{id}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if n, err := st.TrimLedger(ctx, time.Hour); err != nil || n != 0 {
 		t.Fatalf("trim with an hour's retention removed %d (%v); want 0", n, err)
 	}
-	time.Sleep(20 * time.Millisecond)
-	if err := st.LedgerRecord(ctx, "cto", "wk2", "turn/cto/wk2", []string{"new"}); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := st.TrimLedger(ctx, 10*time.Millisecond); err != nil || n != 1 {
+	sqlExec(t, db, ctx, `UPDATE completion_ledger SET recorded_at = now() - interval '2 hours' WHERE trigger_key = 'old'`)
+	if n, err := st.TrimLedger(ctx, time.Hour); err != nil || n != 1 {
 		t.Fatalf("trimmed %d (%v); want the one older row", n, err)
 	}
 	if rows, _ := st.LedgerRows(ctx, "cto"); len(rows) != 1 || rows["new"] == "" {

@@ -361,9 +361,11 @@ func TestConcurrentRoundsChargeEachOnce(t *testing.T) {
 }
 
 // TrimTurns deletes turn records older than the retention and keeps newer
-// ones; a turn still running counts from its start.
+// ones; a turn still running counts from its start. The old turn is
+// backdated rather than aged by a sleep, so a slow machine cannot age the
+// new one past the retention too.
 func TestTrimTurnsDropsOnlyOldRecords(t *testing.T) {
-	st, ctx := setup(t)
+	st, db, ctx := setupWithConn(t)
 	berlin, _ := time.LoadLocation("Europe/Berlin")
 	record := func(workKey string) {
 		t.Helper()
@@ -401,10 +403,17 @@ func TestTrimTurnsDropsOnlyOldRecords(t *testing.T) {
 	if got, err := st.TrimTurns(ctx, time.Hour); err != nil || got != (store.TurnsTrimmed{Slots: 1}) {
 		t.Fatalf("trim with an hour's retention removed %+v (%v); want the expired slot only", got, err)
 	}
-	time.Sleep(50 * time.Millisecond)
 	record("new")
+	for _, q := range []string{
+		`UPDATE turns SET started_at = started_at - interval '2 hours', finished_at = finished_at - interval '2 hours' WHERE work_key = 'old'`,
+		`UPDATE turn_messages SET created_at = created_at - interval '2 hours' WHERE work_key = 'old'`,
+		`UPDATE turn_rounds SET recorded_at = recorded_at - interval '2 hours' WHERE work_key = 'old'`,
+		`UPDATE tool_calls SET started_at = started_at - interval '2 hours' WHERE work_key = 'old'`,
+	} {
+		sqlExec(t, db, ctx, q)
+	}
 
-	got, err := st.TrimTurns(ctx, 30*time.Millisecond)
+	got, err := st.TrimTurns(ctx, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
