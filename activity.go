@@ -124,11 +124,14 @@ type MaintenanceOutput struct {
 	MailboxesAbsent   []string `json:"mailboxes_absent,omitempty"`
 	MailboxesReturned []string `json:"mailboxes_returned,omitempty"`
 	MailboxesRetired  []string `json:"mailboxes_retired,omitempty"`
-	LedgerTrimmed     int64    `json:"ledger_trimmed"`
-	EntriesTrimmed    int64    `json:"entries_trimmed"`
-	TurnsTrimmed      int64    `json:"turns_trimmed"`
-	TicketsExpired    int      `json:"tickets_expired"`
-	AuditTrimmed      int64    `json:"audit_trimmed"`
+	// SweepWaitsFor is the live nodes whose org file names other seats: the
+	// mailbox sweep waited for them to agree, stamping and retiring nothing.
+	SweepWaitsFor  []string `json:"sweep_waits_for,omitempty"`
+	LedgerTrimmed  int64    `json:"ledger_trimmed"`
+	EntriesTrimmed int64    `json:"entries_trimmed"`
+	TurnsTrimmed   int64    `json:"turns_trimmed"`
+	TicketsExpired int      `json:"tickets_expired"`
+	AuditTrimmed   int64    `json:"audit_trimmed"`
 	// Rows deleted by the retention of each other kind of record.
 	MessagesTrimmed       int64 `json:"messages_trimmed"`
 	ConversationsTrimmed  int64 `json:"conversations_trimmed"`

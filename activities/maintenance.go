@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
@@ -21,54 +22,32 @@ type Maintenance struct {
 	// Tickets fails the tickets of seats gone from the org and expires old
 	// ones.
 	Tickets *control.Tickets
-	Log     *slog.Logger
+	// NodeID is the node the activity runs on, and LiveWithin the heartbeat
+	// timeout: the sweep waits while live nodes of other ids run an org file
+	// naming other seats.
+	NodeID     string
+	LiveWithin time.Duration
+	Log        *slog.Logger
 }
 
 // Maintenance sweeps the mailbox registry against the org (stamping seats
 // first seen missing, clearing those back), retires mailboxes absent for
 // longer than the grace period, and trims the completion ledger, handled
 // mailbox entries, and every other kind of record that grows, each at its own
-// retention. A registry it cannot read retires nothing.
+// retention. A registry it cannot read retires nothing, and neither does a
+// sweep while live nodes disagree about which seats exist.
 func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutput, error) {
 	var out crewlet.MaintenanceOutput
-	present := a.Org.Handles()
-	absent, returned, err := a.Store.SweepMailboxes(ctx, present)
-	if err != nil {
-		return out, err
-	}
-	out.MailboxesAbsent, out.MailboxesReturned = absent, returned
 	var errs []error
-	for _, seat := range absent {
-		a.Log.Info("seat_mailbox_absent", "seat", seat, "retired_after", a.Org.Mailbox.RetireAfter)
-		if err := a.Tickets.FailTarget(ctx, seat, fmt.Sprintf("seat %s is no longer in the org", seat)); err != nil {
-			errs = append(errs, err)
-		}
+	if err := a.sweep(ctx, &out); err != nil {
+		errs = append(errs, err)
 	}
+	var err error
 	if out.TicketsExpired, err = a.Tickets.Expire(ctx, a.Org.Tickets.ExpireAfter); err != nil {
 		errs = append(errs, err)
 	}
 	if out.AuditTrimmed, err = a.Store.TrimAudit(ctx, a.Org.Maintenance.AuditRetention); err != nil {
 		errs = append(errs, err)
-	}
-	for _, seat := range returned {
-		a.Log.Info("seat_mailbox_returned", "seat", seat)
-	}
-	expired, err := a.Store.ExpiredMailboxes(ctx, a.Org.Mailbox.RetireAfter)
-	if err != nil {
-		return out, err
-	}
-	for _, seat := range expired {
-		retired, err := a.Store.RetireMailbox(ctx, seat, a.Org.Mailbox.RetireAfter, func(ctx context.Context) error {
-			return a.Mailbox.Delete(ctx, seat)
-		})
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if retired {
-			a.Log.Info("seat_mailbox_retired", "seat", seat)
-			out.MailboxesRetired = append(out.MailboxesRetired, seat)
-		}
 	}
 	if out.LedgerTrimmed, err = a.Store.TrimLedger(ctx, a.Org.Maintenance.LedgerRetention); err != nil {
 		errs = append(errs, err)
@@ -121,4 +100,55 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 			"counterparty_profiles", rest.Counterparties, "node_rows", rest.Nodes)
 	}
 	return out, errors.Join(errs...)
+}
+
+// sweep stamps the seats the org lacks absent and fails their tickets,
+// clears the stamps of seats back in the org, and retires the mailboxes
+// absent past the grace. It does none of it while live nodes run an org
+// file naming other seats: one file is stale, and a sweep by it would fail
+// the tickets of a seat just added, or retire its mailbox.
+func (a *Maintenance) sweep(ctx context.Context, out *crewlet.MaintenanceOutput) error {
+	others, err := a.Store.NodesOnAnotherOrg(ctx, a.LiveWithin, a.NodeID, a.Org.SeatsDigest())
+	if err != nil {
+		return err
+	}
+	if len(others) > 0 {
+		out.SweepWaitsFor = others
+		a.Log.Warn("mailbox_sweep_deferred", "nodes_on_another_org", others,
+			"reason", "live nodes run an org file naming other seats; no seat is stamped absent until they agree")
+		return nil
+	}
+	absent, returned, err := a.Store.SweepMailboxes(ctx, a.Org.Handles())
+	if err != nil {
+		return err
+	}
+	out.MailboxesAbsent, out.MailboxesReturned = absent, returned
+	var errs []error
+	for _, seat := range absent {
+		a.Log.Info("seat_mailbox_absent", "seat", seat, "retired_after", a.Org.Mailbox.RetireAfter)
+		if err := a.Tickets.FailTarget(ctx, seat, fmt.Sprintf("seat %s is no longer in the org", seat)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, seat := range returned {
+		a.Log.Info("seat_mailbox_returned", "seat", seat)
+	}
+	expired, err := a.Store.ExpiredMailboxes(ctx, a.Org.Mailbox.RetireAfter)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, seat := range expired {
+		retired, err := a.Store.RetireMailbox(ctx, seat, a.Org.Mailbox.RetireAfter, func(ctx context.Context) error {
+			return a.Mailbox.Delete(ctx, seat)
+		})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if retired {
+			a.Log.Info("seat_mailbox_retired", "seat", seat)
+			out.MailboxesRetired = append(out.MailboxesRetired, seat)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -616,6 +616,53 @@ func TestMaintenanceExpiresOldTicketsAndFailsThoseOfRemovedSeats(t *testing.T) {
 	wantOneNotice(t, e.ctx, e.mb, "alice", expired)
 }
 
+// While a live node runs an org file naming other seats, maintenance stamps
+// no seat absent and fails none of its tickets: one of the files is stale.
+// Once that node stops, the sweep goes on.
+func TestMaintenanceSweepWaitsForNodesToAgreeOnTheOrg(t *testing.T) {
+	e := setupTickets(t)
+	if err := e.store.EnsureMailbox(e.ctx, "eng-9", e.mb.Stream("eng-9"), e.mb.Group("eng-9")); err != nil {
+		t.Fatal(err)
+	}
+	kept, _, err := e.store.CreateTicket(e.ctx, "to eng-9", crewlet.Ticket{From: "alice", To: "eng-9", Task: "a job", Conversation: "c-9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []store.NodeRow{
+		{Incarnation: "here:a", NodeID: "here", HostQueue: "q-here", SeatsDigest: e.org.SeatsDigest()},
+		{Incarnation: "there:a", NodeID: "there", HostQueue: "q-there", SeatsDigest: "an org with eng-9"},
+	} {
+		if err := e.store.RegisterNode(e.ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := &Maintenance{Store: e.store, Mailbox: e.mb, Org: e.org, Tickets: e.tickets, NodeID: "here", LiveWithin: time.Minute, Log: discard}
+	out, err := m.Maintenance(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(out.SweepWaitsFor) != "[there:a]" || len(out.MailboxesAbsent) != 0 {
+		t.Fatalf("sweep waits for %v, stamped %v; want it to wait for [there:a] and stamp nothing", out.SweepWaitsFor, out.MailboxesAbsent)
+	}
+	if _, missing, err := e.store.MailboxRegistry(e.ctx, "eng-9"); err != nil || missing != nil {
+		t.Fatalf("eng-9 stamped absent at %v (%v) while a live node's org may have it", missing, err)
+	}
+	if got := e.ticket(t, kept.ID); got.Phase != crewlet.TicketPending {
+		t.Fatalf("eng-9's ticket while nodes disagree: %q; want pending", got.Phase)
+	}
+
+	if err := e.store.StopNode(e.ctx, "there:a"); err != nil {
+		t.Fatal(err)
+	}
+	out, err = m.Maintenance(e.ctx)
+	if err != nil || len(out.SweepWaitsFor) != 0 || fmt.Sprint(out.MailboxesAbsent) != "[eng-9]" {
+		t.Fatalf("after the other node stopped: waits for %v, stamped %v (%v); want eng-9 stamped", out.SweepWaitsFor, out.MailboxesAbsent, err)
+	}
+	if got := e.ticket(t, kept.ID); got.Phase != crewlet.TicketFailed {
+		t.Fatalf("eng-9's ticket once nodes agree: %q; want failed", got.Phase)
+	}
+}
+
 // The delegate tool opens a ticket in the conversation the seat is
 // answering and says its id; the same call again is the same ticket. What
 // it cannot open is an error result the model reads. The tickets tool shows

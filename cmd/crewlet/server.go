@@ -197,7 +197,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 	}
 	// Every process makes sure every seat has its row and mailbox before it
 	// serves, so mail sent now waits for its seat instead of vanishing.
-	if err := d.control.Reconcile(ctx, d.store, false); err != nil {
+	if err := d.control.PrepareSeats(ctx, d.store); err != nil {
 		return fmt.Errorf("prepare seats: %w", err)
 	}
 
@@ -225,7 +225,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		if node, err = workers.StartNode(ctx, d.org, d.store, d.mailbox, d.temporal, d.control, log, opts); err != nil {
 			return err
 		}
-		if err := d.control.Reconcile(ctx, d.store, true); err != nil {
+		if err := d.control.Reconcile(ctx, d.store, node.NodeID); err != nil {
 			node.Stop()
 			return fmt.Errorf("start seats: %w", err)
 		}

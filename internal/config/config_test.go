@@ -2044,3 +2044,28 @@ func TestQuarantineBase(t *testing.T) {
 		t.Errorf("CREWLET_QUARANTINE_BASE=0s: %v; want it refused naming quarantine.base", err)
 	}
 }
+
+// The seats digest changes with the seats that exist and their kinds, and
+// with nothing else: a reordered file or another role is the same set.
+func TestSeatsDigestNamesTheSeatsAndTheirKinds(t *testing.T) {
+	digest := func(seats ...Seat) string { return (&Config{Seats: seats}).SeatsDigest() }
+	base := digest(Seat{Handle: "cto", Role: "cto"}, Seat{Handle: "alice", Kind: "human"})
+	for name, seats := range map[string][]Seat{
+		"reordered":               {{Handle: "alice", Kind: "human"}, {Handle: "cto", Role: "cto", Kind: "agent"}},
+		"another role, same seat": {{Handle: "cto", Role: "engineer"}, {Handle: "alice", Kind: "human"}},
+	} {
+		if got := digest(seats...); got != base {
+			t.Errorf("%s: digest %s; want %s", name, got, base)
+		}
+	}
+	for name, seats := range map[string][]Seat{
+		"a seat removed":   {{Handle: "cto", Role: "cto"}},
+		"a seat added":     {{Handle: "cto", Role: "cto"}, {Handle: "alice", Kind: "human"}, {Handle: "eng", Role: "cto"}},
+		"a kind changed":   {{Handle: "cto", Role: "cto"}, {Handle: "alice", Role: "cto"}},
+		"a handle renamed": {{Handle: "ceo", Role: "cto"}, {Handle: "alice", Kind: "human"}},
+	} {
+		if got := digest(seats...); got == base {
+			t.Errorf("%s: digest unchanged (%s)", name, got)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"sort"
 	"strings"
 
@@ -35,6 +37,20 @@ func (c *Config) Handles() []string {
 		out[i] = s.Handle
 	}
 	return out
+}
+
+// SeatsDigest names the org's seats and their kinds, whatever their order
+// in the file. Two processes with different digests run org files that
+// disagree about which seats exist, as they do while a changed file rolls
+// out; anything else in the file may differ without changing it.
+func (c *Config) SeatsDigest() string {
+	lines := make([]string, len(c.Seats))
+	for i, s := range c.Seats {
+		lines[i] = s.Handle + " " + s.kind()
+	}
+	sort.Strings(lines)
+	sum := sha256.Sum256([]byte(strings.Join(lines, "\n")))
+	return hex.EncodeToString(sum[:8])
 }
 
 // PlacementGroup is the agent seats whose roles ask for the same node labels.

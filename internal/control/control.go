@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -397,14 +398,12 @@ func orUnknown(s string) string {
 	return s
 }
 
-// Reconcile makes the world match the org: every seat has a Postgres row and
-// a mailbox (registered before it is created, so a retirement in progress is
-// waited for), and, when startSeats is set, every agent seat a running
-// workflow while seat workflows of seats no longer in the org are stopped.
-// Mailboxes come first, so mail sent before a seat attaches waits for it.
-func (c *Control) Reconcile(ctx context.Context, st *store.Store, startSeats bool) error {
+// PrepareSeats makes sure every seat has a Postgres row and a mailbox
+// (registered before it is created, so a retirement in progress is waited
+// for), so mail sent before a seat attaches waits for it.
+func (c *Control) PrepareSeats(ctx context.Context, st *store.Store) error {
 	org, mb := c.org, c.mailbox
-	errs := []error{InParallel(len(org.Seats), reconcileAtOnce, func(i int) error {
+	return InParallel(len(org.Seats), reconcileAtOnce, func(i int) error {
 		s := org.Seats[i]
 		if err := st.EnsureSeat(ctx, s.Handle, s.Role, crewlet.SeatKind(s.Kind)); err != nil {
 			return err
@@ -413,20 +412,44 @@ func (c *Control) Reconcile(ctx context.Context, st *store.Store, startSeats boo
 			return err
 		}
 		return mb.Ensure(ctx, s.Handle)
-	})}
-	if !startSeats {
-		return errors.Join(errs...)
-	}
-	agents := org.AgentSeats()
+	})
+}
+
+// Reconcile makes the world match the org, for a worker on node nodeID: the
+// seats are prepared, every agent seat gets a running workflow, and seat
+// workflows of seats no longer agent seats of the org are stopped. Stopping
+// fails the seat's tickets, so it waits while live nodes run an org file
+// naming other seats: one of the files is stale, and a node on the old file
+// must not stop a seat the new one added back. The last node restarted
+// onto the new file stops them.
+func (c *Control) Reconcile(ctx context.Context, st *store.Store, nodeID string) error {
+	errs := []error{c.PrepareSeats(ctx, st)}
+	agents := c.org.AgentSeats()
 	errs = append(errs, InParallel(len(agents), reconcileAtOnce, func(i int) error { return c.StartSeat(ctx, agents[i]) }))
 	running, err := c.Statuses(ctx)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
+	var removed []string
 	for handle := range running {
-		if s, ok := org.Seat(handle); ok && s.Kind == string(crewlet.SeatAgent) {
-			continue
+		if s, ok := c.org.Seat(handle); !ok || s.Kind != string(crewlet.SeatAgent) {
+			removed = append(removed, handle)
 		}
+	}
+	if len(removed) == 0 {
+		return errors.Join(errs...)
+	}
+	slices.Sort(removed)
+	others, err := st.NodesOnAnotherOrg(ctx, c.org.Nodes.HeartbeatTimeout, nodeID, c.org.SeatsDigest())
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	if len(others) > 0 {
+		c.log.WarnContext(ctx, "seat_stops_deferred", "seats", removed, "nodes_on_another_org", others,
+			"reason", "live nodes run an org file naming other seats; the last node restarted onto the current file stops these seats")
+		return errors.Join(errs...)
+	}
+	for _, handle := range removed {
 		err := c.temporal.SignalWorkflow(ctx, crewlet.SeatWorkflowID(handle), "", crewlet.SignalStop,
 			crewlet.StopRequest{Reason: "seat is no longer an agent seat of the org", By: "reconcile"})
 		if err != nil {

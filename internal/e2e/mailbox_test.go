@@ -219,16 +219,28 @@ func TestPausedSeatStaysPausedOnItsNextNode(t *testing.T) {
 	c.waitReply(held, replyWait)
 }
 
-func TestRemovedSeatMailboxIsKeptForTheGraceThenRetired(t *testing.T) {
-	both := fleetOrg(t, 2, 0)
-	onlyFirst := filepath.Join(t.TempDir(), "org.yaml")
-	body, err := os.ReadFile(both)
+// withoutSeat writes a copy of a fleetOrg file without one of its worker
+// seats and returns its path.
+func withoutSeat(t *testing.T, org, handle string) string {
+	t.Helper()
+	body, err := os.ReadFile(org)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(onlyFirst, []byte(strings.Replace(string(body), "  - { handle: s02, role: worker }\n", "", 1)), 0o600); err != nil {
+	seat := "  - { handle: " + handle + ", role: worker }\n"
+	if !strings.Contains(string(body), seat) {
+		t.Fatalf("%s has no seat %s", org, handle)
+	}
+	path := filepath.Join(t.TempDir(), "without-"+handle+".yaml")
+	if err := os.WriteFile(path, []byte(strings.Replace(string(body), seat, "", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+func TestRemovedSeatMailboxIsKeptForTheGraceThenRetired(t *testing.T) {
+	both := fleetOrg(t, 2, 0)
+	onlyFirst := withoutSeat(t, both, "s02")
 	c := newCompany(t, both)
 	c.setenv("CREWLET_MAINTENANCE_INTERVAL=1s")
 	mb := c.mailbox()

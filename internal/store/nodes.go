@@ -18,12 +18,15 @@ type NodeRow struct {
 	HostQueue   string            `json:"host_queue"`
 	Labels      map[string]string `json:"labels"`
 	Capacity    int               `json:"capacity"`
-	Draining    bool              `json:"draining"`
-	SeatsHeld   int               `json:"seats_held"`
-	Unproven    map[string]int64  `json:"unproven_seconds,omitempty"`
-	StartedAt   time.Time         `json:"started_at"`
-	HeartbeatAt time.Time         `json:"heartbeat_at"`
-	StoppedAt   *time.Time        `json:"stopped_at,omitempty"`
+	// SeatsDigest names the seats of the node's org file (config
+	// SeatsDigest); "" for a node started before migration 0018.
+	SeatsDigest string           `json:"seats_digest"`
+	Draining    bool             `json:"draining"`
+	SeatsHeld   int              `json:"seats_held"`
+	Unproven    map[string]int64 `json:"unproven_seconds,omitempty"`
+	StartedAt   time.Time        `json:"started_at"`
+	HeartbeatAt time.Time        `json:"heartbeat_at"`
+	StoppedAt   *time.Time       `json:"stopped_at,omitempty"`
 	// HeartbeatAge is how long ago the node last beat, by the database clock.
 	HeartbeatAge time.Duration `json:"-"`
 }
@@ -35,8 +38,8 @@ func (s *Store) RegisterNode(ctx context.Context, n NodeRow) error {
 		return err
 	}
 	_, err = s.pool.Exec(ctx, `
-		INSERT INTO nodes (incarnation, node_id, host_queue, labels, capacity) VALUES ($1, $2, $3, $4, $5)`,
-		n.Incarnation, n.NodeID, n.HostQueue, labels, n.Capacity)
+		INSERT INTO nodes (incarnation, node_id, host_queue, labels, capacity, seats_digest) VALUES ($1, $2, $3, $4, $5, $6)`,
+		n.Incarnation, n.NodeID, n.HostQueue, labels, n.Capacity, n.SeatsDigest)
 	if err != nil {
 		return fmt.Errorf("register node %s: %w", n.Incarnation, schemaMissing(err))
 	}
@@ -120,6 +123,25 @@ func (s *Store) Nodes(ctx context.Context, liveWithin time.Duration, all bool) (
 	return nodes(ctx, s.pool, liveWithin, all)
 }
 
+// NodesOnAnotherOrg returns the live incarnations whose org file names other
+// seats than digest, leaving out those of node self: an earlier incarnation
+// of this node ran the file this one replaced, and is dead or about to be.
+// A worker stops no seat and stamps no mailbox absent while any remain, since
+// one of the two files is stale and nothing says which.
+func (s *Store) NodesOnAnotherOrg(ctx context.Context, liveWithin time.Duration, self, digest string) ([]string, error) {
+	live, err := s.Nodes(ctx, liveWithin, false)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range live {
+		if n.NodeID != self && n.SeatsDigest != digest {
+			out = append(out, n.Incarnation)
+		}
+	}
+	return out, nil
+}
+
 // querier is what a pool and a transaction share, so a read can run inside a
 // transaction that already holds a connection.
 type querier interface {
@@ -128,7 +150,7 @@ type querier interface {
 
 func nodes(ctx context.Context, q querier, liveWithin time.Duration, all bool) ([]NodeRow, error) {
 	rows, err := q.Query(ctx, `
-		SELECT incarnation, node_id, host_queue, labels, capacity, draining, seats_held, unproven,
+		SELECT incarnation, node_id, host_queue, labels, capacity, seats_digest, draining, seats_held, unproven,
 		       started_at, heartbeat_at, stopped_at, now() - heartbeat_at
 		FROM nodes
 		WHERE $2 OR (stopped_at IS NULL AND heartbeat_at > now() - make_interval(secs => $1))
@@ -138,7 +160,7 @@ func nodes(ctx context.Context, q querier, liveWithin time.Duration, all bool) (
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (NodeRow, error) {
 		var n NodeRow
-		err := r.Scan(&n.Incarnation, &n.NodeID, &n.HostQueue, &n.Labels, &n.Capacity, &n.Draining, &n.SeatsHeld,
+		err := r.Scan(&n.Incarnation, &n.NodeID, &n.HostQueue, &n.Labels, &n.Capacity, &n.SeatsDigest, &n.Draining, &n.SeatsHeld,
 			&n.Unproven, &n.StartedAt, &n.HeartbeatAt, &n.StoppedAt, &n.HeartbeatAge)
 		return n, err
 	})

@@ -223,3 +223,35 @@ func TestConcurrentPlacementsDoNotExhaustASmallPool(t *testing.T) {
 		t.Fatalf("hosts %v (%v); want all 8 seats reserved on n1:a", hosts, err)
 	}
 }
+
+// NodesOnAnotherOrg names the live incarnations whose org names other seats:
+// not this node's own, not stopped or silent ones, and a node that recorded
+// no digest (started before migration 0018) counts as another org.
+func TestNodesOnAnotherOrg(t *testing.T) {
+	st, db, ctx := setupWithConn(t)
+	for _, n := range []store.NodeRow{
+		{Incarnation: "self:old", NodeID: "self", SeatsDigest: "before"},
+		{Incarnation: "self:new", NodeID: "self", SeatsDigest: "now"},
+		{Incarnation: "same:a", NodeID: "same", SeatsDigest: "now"},
+		{Incarnation: "other:a", NodeID: "other", SeatsDigest: "before"},
+		{Incarnation: "unversioned:a", NodeID: "unversioned"},
+		{Incarnation: "stopped:a", NodeID: "stopped", SeatsDigest: "before"},
+		{Incarnation: "silent:a", NodeID: "silent", SeatsDigest: "before"},
+	} {
+		n.HostQueue = "q-" + n.Incarnation
+		if err := st.RegisterNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.StopNode(ctx, "stopped:a"); err != nil {
+		t.Fatal(err)
+	}
+	sqlExec(t, db, ctx, `UPDATE nodes SET heartbeat_at = now() - interval '1 minute' WHERE incarnation = 'silent:a'`)
+	others, err := st.NodesOnAnotherOrg(ctx, 10*time.Second, "self", "now")
+	if err != nil || fmt.Sprint(others) != "[other:a unversioned:a]" {
+		t.Fatalf("nodes on another org = %v (%v); want [other:a unversioned:a]", others, err)
+	}
+	if others, err := st.NodesOnAnotherOrg(ctx, 10*time.Second, "other", "before"); err != nil || fmt.Sprint(others) != "[same:a self:new unversioned:a]" {
+		t.Fatalf("seen from other = %v (%v); want [same:a self:new unversioned:a]", others, err)
+	}
+}
