@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
@@ -18,7 +20,9 @@ import (
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
 )
 
-// scrape reads a Prometheus text endpoint.
+// scrape reads a Prometheus text endpoint, and fails the test where the
+// client library's linter finds a problem in what it serves: the Temporal
+// SDK's series as well as crewlet's.
 func scrape(t *testing.T, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -29,6 +33,13 @@ func scrape(t *testing.T, url string) string {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("scrape %s: %d %s", url, resp.StatusCode, body)
+	}
+	problems, err := promlint.New(bytes.NewReader(body)).Lint()
+	if err != nil {
+		t.Fatalf("scrape %s: not Prometheus text: %v", url, err)
+	}
+	for _, p := range problems {
+		t.Errorf("scrape %s: %s: %s", url, p.Metric, p.Text)
 	}
 	return string(body)
 }
@@ -237,14 +248,7 @@ seats:
 	})
 
 	// The API counts what it was asked and the mail it published.
-	var text string
-	resp, err := http.Get(c.api + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	text = string(raw)
+	text := scrape(t, c.api+"/metrics")
 	if got, _ := series(text, "crewlet_http_requests_total", `route="POST /seats/{handle}/messages"`, `status="202"`); got != 3 {
 		t.Errorf("API's messages sent: %v; want 3", got)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 )
 
 func scrape(t *testing.T, m *Metrics) string {
@@ -17,9 +19,10 @@ func scrape(t *testing.T, m *Metrics) string {
 	return string(body)
 }
 
-// Every crewlet series says, in its help, what it reveals, and is named
-// crewlet_ (a labelled series shows once it has a sample, so each is
-// touched here); a nil Metrics records nothing and serves an empty registry.
+// Every crewlet series says, in its help, what it reveals, is named crewlet_
+// and passes the client library's linter (a labelled series shows once it
+// has a sample, so each is touched here); a nil Metrics records nothing and
+// serves an empty registry.
 func TestEverySeriesIsNamedAndExplained(t *testing.T) {
 	m := New()
 	m.HTTPRequest("GET /seats", 200, time.Millisecond)
@@ -36,8 +39,15 @@ func TestEverySeriesIsNamedAndExplained(t *testing.T) {
 	m.Quarantined("paid")
 	m.CooledOff("paid")
 	m.TicketEnded("expired")
-	m.GaugeFunc("crewlet_test_gauge", "a gauge read at each scrape", func() float64 { return 7 })
+	m.GaugeFunc("crewlet_test_reading", "a gauge read at each scrape", func() float64 { return 7 })
 	text := scrape(t, m)
+	problems, err := promlint.New(strings.NewReader(text)).Lint()
+	if err != nil {
+		t.Fatalf("not Prometheus text: %v", err)
+	}
+	for _, p := range problems {
+		t.Errorf("the client library's linter: %s: %s", p.Metric, p.Text)
+	}
 	names := 0
 	for _, line := range strings.Split(text, "\n") {
 		if !strings.HasPrefix(line, "# HELP crewlet_") {
@@ -66,7 +76,7 @@ func TestEverySeriesIsNamedAndExplained(t *testing.T) {
 		`crewlet_budget_holds_total 1`,
 		`crewlet_credential_quarantines_total{profile="paid"} 1`,
 		`crewlet_tickets_ended_total{phase="expired"} 1`,
-		`crewlet_test_gauge 7`,
+		`crewlet_test_reading 7`,
 		`go_goroutines `,
 	} {
 		if !strings.Contains(text, want) {
