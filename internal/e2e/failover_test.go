@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -62,15 +63,20 @@ func (tr *traffic) finish(t *testing.T) []crewlet.Message {
 	return tr.sent
 }
 
-// assertExactlyOneReply waits for every message's reply and then checks none
-// got two.
+// assertExactlyOneReply waits for every message's reply, and for the seats
+// to have acked all their mail, so no turn is left to reply again; then it
+// checks none got two.
 func (c *company) assertExactlyOneReply(t *testing.T, sent []crewlet.Message, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
+	var seats []string
 	for _, m := range sent {
 		c.waitReply(m, time.Until(deadline)+time.Second)
+		if !slices.Contains(seats, m.To) {
+			seats = append(seats, m.To)
+		}
 	}
-	time.Sleep(time.Second)
+	c.waitAnswered(time.Until(deadline)+time.Second, seats...)
 	for _, m := range sent {
 		if r := c.repliesTo(m); len(r) != 1 {
 			t.Fatalf("%q to %s got %d replies %q; want exactly one", m.Body, m.To, len(r), r)

@@ -520,6 +520,25 @@ func (c *company) state(handle string) crewlet.SeatState {
 	}
 }
 
+// waitAnswered waits until the seats have acked every entry in their
+// mailboxes: each turn that could reply has finished, so a test that then
+// finds no second reply has seen the positive signal, not a quiet second.
+func (c *company) waitAnswered(timeout time.Duration, handles ...string) {
+	c.t.Helper()
+	testenv.Eventually(c.t, timeout, fmt.Sprintf("every entry of %v answered and acked", handles), func() error {
+		backlogs, err := c.mailbox().Backlogs(context.Background(), handles)
+		if err != nil {
+			return err
+		}
+		for _, h := range handles {
+			if b := backlogs[h]; b.Waiting != 0 {
+				return fmt.Errorf("%s has %d entries waiting", h, b.Waiting)
+			}
+		}
+		return nil
+	})
+}
+
 // cli runs the crewlet binary as a client against the company's API.
 func (c *company) cli(args ...string) (string, error) {
 	cmd := exec.Command(binary, args...)

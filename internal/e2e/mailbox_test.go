@@ -293,7 +293,9 @@ func TestRemovedSeatMailboxIsKeptForTheGraceThenRetired(t *testing.T) {
 		if err != nil || len(msgs) != 0 {
 			t.Fatalf("s02's mailbox after re-adding: %d entries (%v); want empty", len(msgs), err)
 		}
-		time.Sleep(time.Second)
+		// Mail sent now is answered: s02 has read its mailbox, and the
+		// retired mail was not in it.
+		c.waitReply(c.send("s02", "after the retirement"), replyWait)
 		if r := c.repliesTo(lost); len(r) != 0 {
 			t.Fatalf("mail of the retired mailbox was answered: %v", r)
 		}

@@ -190,7 +190,7 @@ func TestPausedSeatHoldsMailAndAnswersItInOrderAfterResume(t *testing.T) {
 	for _, m := range held {
 		c.waitReply(m, replyWait)
 	}
-	time.Sleep(500 * time.Millisecond)
+	c.waitAnswered(replyWait, "cto")
 	var order []string
 	for _, m := range c.conversation(first.Conversation)[0].Messages {
 		order = append(order, m.Body)
@@ -233,7 +233,7 @@ func TestMailSentWhileServeIsDownIsAnsweredOnceAfterRestart(t *testing.T) {
 	for _, m := range sent {
 		c.waitReply(m, replyWait)
 	}
-	time.Sleep(time.Second)
+	c.waitAnswered(replyWait, "cto")
 	for _, m := range sent {
 		if r := c.repliesTo(m); len(r) != 1 {
 			t.Fatalf("replies to %q = %v; want exactly one", m.Body, r)

@@ -57,7 +57,7 @@ func (c *company) assertSettledOnce(ask crewlet.Message) {
 	if !strings.Contains(reply, "Fixed the build. Answer from cto:\n\nuse the staging config") {
 		c.t.Fatalf("cto's answer %q; want eng-1's reply carrying cto's answer", reply)
 	}
-	time.Sleep(time.Second)
+	c.waitAnswered(30*time.Second, ask.To)
 	if replies := c.repliesTo(ask); len(replies) != 1 {
 		c.t.Fatalf("replies to the person: %q; want one", replies)
 	}
