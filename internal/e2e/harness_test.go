@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	enums "go.temporal.io/api/enums/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -536,6 +537,36 @@ func (c *company) waitAnswered(timeout time.Duration, handles ...string) {
 			}
 		}
 		return nil
+	})
+}
+
+// waitWakeHandled waits until the seat's workflow has finished a workflow
+// task after a wake signal received at or after since. A test that then
+// finds mail unanswered has seen the seat decide not to answer it (paused,
+// or placed nowhere), not a quiet second.
+func (c *company) waitWakeHandled(handle string, since time.Time, timeout time.Duration) {
+	c.t.Helper()
+	testenv.Eventually(c.t, timeout, "seat "+handle+" handled a wake", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		iter := c.temporal.GetWorkflowHistory(ctx, crewlet.SeatWorkflowID(handle), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		woken := false
+		for iter.HasNext() {
+			e, err := iter.Next()
+			if err != nil {
+				return err
+			}
+			switch {
+			case e.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == crewlet.SignalWake && !e.GetEventTime().AsTime().Before(since):
+				woken = true
+			case woken && e.GetEventType() == enums.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+				return nil
+			}
+		}
+		if woken {
+			return fmt.Errorf("the wake is not handled yet")
+		}
+		return fmt.Errorf("no wake since %s", since.Format(time.RFC3339Nano))
 	})
 }
 

@@ -201,6 +201,7 @@ func TestPausedSeatStaysPausedOnItsNextNode(t *testing.T) {
 		victim = n2
 	}
 	victim.kill(t)
+	sending := time.Now()
 	held := c.send("s01", "held while paused")
 	testenv.Eventually(t, 30*time.Second, "s01 on a new node, still paused", func() error {
 		st := c.state("s01")
@@ -209,7 +210,7 @@ func TestPausedSeatStaysPausedOnItsNextNode(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(time.Second)
+	c.waitWakeHandled("s01", sending, 30*time.Second)
 	if r := c.repliesTo(held); len(r) != 0 {
 		t.Fatalf("paused seat answered %v after moving", r)
 	}

@@ -172,12 +172,14 @@ func TestPausedSeatHoldsMailAndAnswersItInOrderAfterResume(t *testing.T) {
 		t.Fatalf("pause hold = %+v; want by tester, reason maintenance", st.Pause)
 	}
 
+	sending := time.Now()
 	first := c.send("cto", "one")
 	conv := inConversation(first.Conversation)
 	held := []crewlet.Message{first, c.send("cto", "two", conv), c.send("cto", "three", conv)}
-	// Another seat keeps working meanwhile, which proves the stack is live.
+	// Another seat keeps working meanwhile, which proves the stack is live,
+	// and cto was woken by the mail and stayed paused.
 	c.waitReply(c.send("eng-1", "hello"), replyWait)
-	time.Sleep(time.Second)
+	c.waitWakeHandled("cto", sending, replyWait)
 	for _, m := range held {
 		if r := c.repliesTo(m); len(r) != 0 {
 			t.Fatalf("paused seat replied to %q: %v", m.Body, r)
@@ -221,11 +223,8 @@ func TestMailSentWhileServeIsDownIsAnsweredOnceAfterRestart(t *testing.T) {
 	first := c.send("cto", "while down 1")
 	conv := inConversation(first.Conversation)
 	sent := []crewlet.Message{first, c.send("cto", "while down 2", conv), c.send("cto", "while down 3", conv)}
-	time.Sleep(time.Second)
-	for _, m := range sent {
-		if r := c.repliesTo(m); len(r) != 0 {
-			t.Fatalf("%q answered with no worker running: %v", m.Body, r)
-		}
+	if b, err := c.mailbox().Backlogs(context.Background(), []string{"cto"}); err != nil || b["cto"].Waiting != 3 {
+		t.Fatalf("cto's mailbox with no worker running: %+v (%v); want the 3 messages waiting", b["cto"], err)
 	}
 	apiOnly.kill(t)
 

@@ -329,8 +329,9 @@ func TestPinnedSeatWaitsForANodeWithItsLabels(t *testing.T) {
 		}
 		return nil
 	})
+	sending := time.Now()
 	msg := c.send("g1", "needs git")
-	time.Sleep(3 * time.Second)
+	c.waitWakeHandled("g1", sending, replyWait)
 	if r := c.repliesTo(msg); len(r) != 0 {
 		t.Fatalf("g1 answered %q with no node labelled tools=git alive; want no reply", r)
 	}
