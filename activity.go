@@ -124,8 +124,11 @@ type MaintenanceOutput struct {
 	MailboxesAbsent   []string `json:"mailboxes_absent,omitempty"`
 	MailboxesReturned []string `json:"mailboxes_returned,omitempty"`
 	MailboxesRetired  []string `json:"mailboxes_retired,omitempty"`
+	// SeatsStopped is the seats no longer in the org whose workflows the
+	// sweep stopped.
+	SeatsStopped []string `json:"seats_stopped,omitempty"`
 	// SweepWaitsFor is the live nodes whose org file names other seats: the
-	// mailbox sweep waited for them to agree, stamping and retiring nothing.
+	// sweep waited for them to agree, stopping, stamping and retiring nothing.
 	SweepWaitsFor  []string `json:"sweep_waits_for,omitempty"`
 	LedgerTrimmed  int64    `json:"ledger_trimmed"`
 	EntriesTrimmed int64    `json:"entries_trimmed"`

@@ -22,6 +22,8 @@ type Maintenance struct {
 	// Tickets fails the tickets of seats gone from the org and expires old
 	// ones.
 	Tickets *control.Tickets
+	// Control stops the workflows of seats gone from the org.
+	Control *control.Control
 	// NodeID is the node the activity runs on, and LiveWithin the heartbeat
 	// timeout: the sweep waits while live nodes of other ids run an org file
 	// naming other seats.
@@ -102,11 +104,12 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 	return out, errors.Join(errs...)
 }
 
-// sweep stamps the seats the org lacks absent and fails their tickets,
-// clears the stamps of seats back in the org, and retires the mailboxes
-// absent past the grace. It does none of it while live nodes run an org
-// file naming other seats: one file is stale, and a sweep by it would fail
-// the tickets of a seat just added, or retire its mailbox.
+// sweep stops the workflows of seats the org lacks, stamps their mailboxes
+// absent and fails their tickets, clears the stamps of seats back in the
+// org, and retires the mailboxes absent past the grace. It does none of it
+// while live nodes run an org file naming other seats: one file is stale,
+// and a sweep by it would stop a seat just added, fail its tickets, or
+// retire its mailbox.
 func (a *Maintenance) sweep(ctx context.Context, out *crewlet.MaintenanceOutput) error {
 	others, err := a.Store.NodesOnAnotherOrg(ctx, a.LiveWithin, a.NodeID, a.Org.SeatsDigest())
 	if err != nil {
@@ -115,15 +118,27 @@ func (a *Maintenance) sweep(ctx context.Context, out *crewlet.MaintenanceOutput)
 	if len(others) > 0 {
 		out.SweepWaitsFor = others
 		a.Log.Warn("mailbox_sweep_deferred", "nodes_on_another_org", others,
-			"reason", "live nodes run an org file naming other seats; no seat is stamped absent until they agree")
+			"reason", "live nodes run an org file naming other seats; no seat is stopped or stamped absent until they agree")
 		return nil
+	}
+	// A seat removed while a worker on another org file was live was not
+	// stopped at boot: the first pass after every worker agrees stops it.
+	stopped, others, err := a.Control.StopRemovedSeats(ctx, a.Store, a.NodeID)
+	if len(others) > 0 {
+		// A worker on another file started since the check above.
+		out.SweepWaitsFor = others
+		return nil
+	}
+	out.SeatsStopped = stopped
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
 	}
 	absent, returned, err := a.Store.SweepMailboxes(ctx, a.Org.Handles())
 	if err != nil {
-		return err
+		return errors.Join(append(errs, err)...)
 	}
 	out.MailboxesAbsent, out.MailboxesReturned = absent, returned
-	var errs []error
 	for _, seat := range absent {
 		a.Log.Info("seat_mailbox_absent", "seat", seat, "retired_after", a.Org.Mailbox.RetireAfter)
 		if err := a.Tickets.FailTarget(ctx, seat, fmt.Sprintf("seat %s is no longer in the org", seat)); err != nil {

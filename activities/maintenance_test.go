@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
@@ -53,7 +55,7 @@ seats: [ { handle: cto, role: clerk } ]
 		}
 	}
 
-	out, err := (&Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: control.NewTickets(nil, st, discard), Log: discard}).Maintenance(ctx)
+	out, err := newMaintenance(t, st, mb, org).Maintenance(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +110,7 @@ seats: [ { handle: cto, role: clerk }, { handle: eng, role: clerk }, { handle: a
 		}
 	}
 
-	out, err := (&Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: control.NewTickets(nil, st, discard), Log: discard}).Maintenance(ctx)
+	out, err := newMaintenance(t, st, mb, org).Maintenance(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,5 +146,118 @@ func setupMaintenance(t *testing.T, orgYAML string) (context.Context, string, *s
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The sweep lists the seat workflows on the org's queue; this test's
+	// own is empty, whatever other tests left running on the server.
+	org.Temporal.TaskQueue = "crewlet-maintenance-test-" + testenv.Suffix()
 	return ctx, url, st, mb, org
+}
+
+// newMaintenance is the maintenance activity over the dev Temporal server.
+func newMaintenance(t *testing.T, st *store.Store, mb *mailbox.Mailbox, org *config.Config) *Maintenance {
+	t.Helper()
+	ctl := control.New(dialTemporal(t), mb, org, discard)
+	return &Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: control.NewTickets(ctl, st, discard), Control: ctl, Log: discard}
+}
+
+// While a live node runs an org file naming other seats, maintenance stops
+// no seat, stamps no seat absent and fails none of its tickets: one of the
+// files is stale. Once that node stops, the sweep goes on, and stops the
+// workflow of the seat the org lacks.
+func TestMaintenanceSweepWaitsForNodesToAgreeOnTheOrg(t *testing.T) {
+	ctx, _, st, mb, org := setupMaintenance(t, `
+company: { name: acme }
+profiles: { local: { provider: scripted } }
+roles: { clerk: { profile: local } }
+seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
+`)
+	m := newMaintenance(t, st, mb, org)
+	m.NodeID, m.LiveWithin = "here", time.Minute
+	for _, h := range []string{"cto", "alice", "eng-9"} {
+		if err := st.EnsureMailbox(ctx, h, mb.Stream(h), mb.Group(h)); err != nil {
+			t.Fatal(err)
+		}
+		if err := mb.Ensure(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// eng-9 left the org, but a ticket to it is open and its seat workflow
+	// runs: on this test's queue, which no worker polls, so a signal is
+	// in its history at once.
+	ticket, _, err := st.CreateTicket(ctx, "to eng-9", crewlet.Ticket{From: "alice", To: "eng-9", Task: "a job", Conversation: "c-9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := dialTemporal(t)
+	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: crewlet.SeatWorkflowID("eng-9"), TaskQueue: org.Temporal.TaskQueue}, crewlet.SeatWorkflowType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tc.TerminateWorkflow(context.Background(), run.GetID(), run.GetRunID(), "test over") })
+	testenv.Eventually(t, 20*time.Second, "eng-9's workflow listed", func() error {
+		if running, err := m.Control.Statuses(ctx); err != nil || running["eng-9"] == "" {
+			return fmt.Errorf("running %v (%v)", running, err)
+		}
+		return nil
+	})
+	stopSignals := func() int {
+		t.Helper()
+		n := 0
+		iter := tc.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for iter.HasNext() {
+			ev, err := iter.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == crewlet.SignalStop {
+				n++
+			}
+		}
+		return n
+	}
+	phase := func() crewlet.TicketPhase {
+		t.Helper()
+		tk, err := st.Ticket(ctx, ticket.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk.Phase
+	}
+	for _, n := range []store.NodeRow{
+		{Incarnation: "here:a", NodeID: "here", HostQueue: "q-here", SeatsDigest: org.SeatsDigest()},
+		{Incarnation: "there:a", NodeID: "there", HostQueue: "q-there", SeatsDigest: "an org with eng-9"},
+	} {
+		if err := st.RegisterNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	out, err := m.Maintenance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(out.SweepWaitsFor) != "[there:a]" || len(out.MailboxesAbsent) != 0 || len(out.SeatsStopped) != 0 || stopSignals() != 0 {
+		t.Fatalf("sweep waits for %v, stamped %v, stopped %v; want it to wait for [there:a], stamping and stopping nothing",
+			out.SweepWaitsFor, out.MailboxesAbsent, out.SeatsStopped)
+	}
+	if _, missing, err := st.MailboxRegistry(ctx, "eng-9"); err != nil || missing != nil {
+		t.Fatalf("eng-9 stamped absent at %v (%v) while a live node's org may have it", missing, err)
+	}
+	if got := phase(); got != crewlet.TicketPending {
+		t.Fatalf("eng-9's ticket while nodes disagree: %q; want pending", got)
+	}
+
+	if err := st.StopNode(ctx, "there:a"); err != nil {
+		t.Fatal(err)
+	}
+	out, err = m.Maintenance(ctx)
+	if err != nil || len(out.SweepWaitsFor) != 0 || fmt.Sprint(out.MailboxesAbsent) != "[eng-9]" || fmt.Sprint(out.SeatsStopped) != "[eng-9]" {
+		t.Fatalf("after the other node stopped: waits for %v, stamped %v, stopped %v (%v); want eng-9 stamped and stopped",
+			out.SweepWaitsFor, out.MailboxesAbsent, out.SeatsStopped, err)
+	}
+	if n := stopSignals(); n != 1 {
+		t.Fatalf("eng-9's workflow got %d stop signals; want 1", n)
+	}
+	if got := phase(); got != crewlet.TicketFailed {
+		t.Fatalf("eng-9's ticket once nodes agree: %q; want failed", got)
+	}
 }

@@ -54,16 +54,23 @@ func ticketsOrgYAML() string {
 	return fmt.Sprintf(ticketsOrg, "crewlet-tickets-test-"+testenv.Suffix())
 }
 
-// ticketService builds the real ticket service over a Control on the dev
-// Temporal server. Seat workflow ids are fixed (seat/{handle}) and shared by
-// every test on the server, so only runs on this test's queue are closed.
-func ticketService(t testing.TB, st *store.Store, mb *mailbox.Mailbox, org *config.Config) (*control.Control, *control.Tickets) {
+// dialTemporal connects to the dev Temporal server for the test.
+func dialTemporal(t testing.TB) client.Client {
 	t.Helper()
 	tc, err := client.Dial(client.Options{HostPort: testenv.Stack(t).Temporal, Logger: tlog.NewStructuredLogger(discard)})
 	if err != nil {
 		t.Fatalf("connect temporal: %v", err)
 	}
 	t.Cleanup(tc.Close)
+	return tc
+}
+
+// ticketService builds the real ticket service over a Control on the dev
+// Temporal server. Seat workflow ids are fixed (seat/{handle}) and shared by
+// every test on the server, so only runs on this test's queue are closed.
+func ticketService(t testing.TB, st *store.Store, mb *mailbox.Mailbox, org *config.Config) (*control.Control, *control.Tickets) {
+	t.Helper()
+	tc := dialTemporal(t)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -436,6 +443,7 @@ type ticketEnv struct {
 	store   *store.Store
 	mb      *mailbox.Mailbox
 	org     *config.Config
+	ctl     *control.Control
 	tickets *control.Tickets
 }
 
@@ -469,7 +477,7 @@ func setupTickets(t *testing.T) ticketEnv {
 			t.Fatal(err)
 		}
 	}
-	_, e.tickets = ticketService(t, e.store, e.mb, e.org)
+	e.ctl, e.tickets = ticketService(t, e.store, e.mb, e.org)
 	return e
 }
 
@@ -581,7 +589,7 @@ func TestMaintenanceExpiresOldTicketsAndFailsThoseOfRemovedSeats(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m := &Maintenance{Store: e.store, Mailbox: e.mb, Org: e.org, Tickets: e.tickets, Log: discard}
+	m := &Maintenance{Store: e.store, Mailbox: e.mb, Org: e.org, Tickets: e.tickets, Control: e.ctl, Log: discard}
 	out, err := m.Maintenance(e.ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -614,53 +622,6 @@ func TestMaintenanceExpiresOldTicketsAndFailsThoseOfRemovedSeats(t *testing.T) {
 		t.Fatalf("second pass: expired %d, %v; want 0", again.TicketsExpired, err)
 	}
 	wantOneNotice(t, e.ctx, e.mb, "alice", expired)
-}
-
-// While a live node runs an org file naming other seats, maintenance stamps
-// no seat absent and fails none of its tickets: one of the files is stale.
-// Once that node stops, the sweep goes on.
-func TestMaintenanceSweepWaitsForNodesToAgreeOnTheOrg(t *testing.T) {
-	e := setupTickets(t)
-	if err := e.store.EnsureMailbox(e.ctx, "eng-9", e.mb.Stream("eng-9"), e.mb.Group("eng-9")); err != nil {
-		t.Fatal(err)
-	}
-	kept, _, err := e.store.CreateTicket(e.ctx, "to eng-9", crewlet.Ticket{From: "alice", To: "eng-9", Task: "a job", Conversation: "c-9"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []store.NodeRow{
-		{Incarnation: "here:a", NodeID: "here", HostQueue: "q-here", SeatsDigest: e.org.SeatsDigest()},
-		{Incarnation: "there:a", NodeID: "there", HostQueue: "q-there", SeatsDigest: "an org with eng-9"},
-	} {
-		if err := e.store.RegisterNode(e.ctx, n); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m := &Maintenance{Store: e.store, Mailbox: e.mb, Org: e.org, Tickets: e.tickets, NodeID: "here", LiveWithin: time.Minute, Log: discard}
-	out, err := m.Maintenance(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(out.SweepWaitsFor) != "[there:a]" || len(out.MailboxesAbsent) != 0 {
-		t.Fatalf("sweep waits for %v, stamped %v; want it to wait for [there:a] and stamp nothing", out.SweepWaitsFor, out.MailboxesAbsent)
-	}
-	if _, missing, err := e.store.MailboxRegistry(e.ctx, "eng-9"); err != nil || missing != nil {
-		t.Fatalf("eng-9 stamped absent at %v (%v) while a live node's org may have it", missing, err)
-	}
-	if got := e.ticket(t, kept.ID); got.Phase != crewlet.TicketPending {
-		t.Fatalf("eng-9's ticket while nodes disagree: %q; want pending", got.Phase)
-	}
-
-	if err := e.store.StopNode(e.ctx, "there:a"); err != nil {
-		t.Fatal(err)
-	}
-	out, err = m.Maintenance(e.ctx)
-	if err != nil || len(out.SweepWaitsFor) != 0 || fmt.Sprint(out.MailboxesAbsent) != "[eng-9]" {
-		t.Fatalf("after the other node stopped: waits for %v, stamped %v (%v); want eng-9 stamped", out.SweepWaitsFor, out.MailboxesAbsent, err)
-	}
-	if got := e.ticket(t, kept.ID); got.Phase != crewlet.TicketFailed {
-		t.Fatalf("eng-9's ticket once nodes agree: %q; want failed", got.Phase)
-	}
 }
 
 // The delegate tool opens a ticket in the conversation the seat is

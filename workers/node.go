@@ -167,7 +167,7 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		Seats:       &activities.Seats{Store: st, Org: org, Tickets: tickets, LiveWithin: hb, Here: n.host, Log: n.log},
 		Mail:        &activities.Mail{Store: st, Mailbox: mb, Tickets: tickets, Log: n.log, Metrics: opts.Metrics},
 		Rebalance:   &activities.Rebalance{Store: st, Org: org, Temporal: tc, LiveWithin: hb, MaxMoves: org.Nodes.RebalanceMaxMoves, Log: n.log},
-		Maintenance: &activities.Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tickets, NodeID: nodeID, LiveWithin: hb, Log: n.log},
+		Maintenance: &activities.Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tickets, Control: ctl, NodeID: nodeID, LiveWithin: hb, Log: n.log},
 		Host:        n.host,
 		Turns:       turns,
 	}

@@ -416,19 +416,28 @@ func (c *Control) PrepareSeats(ctx context.Context, st *store.Store) error {
 }
 
 // Reconcile makes the world match the org, for a worker on node nodeID: the
-// seats are prepared, every agent seat gets a running workflow, and seat
-// workflows of seats no longer agent seats of the org are stopped. Stopping
-// fails the seat's tickets, so it waits while live nodes run an org file
-// naming other seats: one of the files is stale, and a node on the old file
-// must not stop a seat the new one added back. The last node restarted
-// onto the new file stops them.
+// seats are prepared, every agent seat gets a running workflow, and the
+// workflows of seats no longer agent seats of the org are stopped
+// (StopRemovedSeats).
 func (c *Control) Reconcile(ctx context.Context, st *store.Store, nodeID string) error {
 	errs := []error{c.PrepareSeats(ctx, st)}
 	agents := c.org.AgentSeats()
 	errs = append(errs, InParallel(len(agents), reconcileAtOnce, func(i int) error { return c.StartSeat(ctx, agents[i]) }))
+	_, _, err := c.StopRemovedSeats(ctx, st, nodeID)
+	return errors.Join(append(errs, err)...)
+}
+
+// StopRemovedSeats stops the running seat workflows of seats that are no
+// longer agent seats of the org, and returns them. Stopping fails a seat's
+// tickets, so while live nodes other than nodeID run an org file naming
+// other seats it stops nothing and returns those nodes: one of the files is
+// stale, and a node on the old file must not stop a seat the new one added
+// back. The worker restarted last onto the new file, or the next
+// maintenance pass once every worker runs it, stops them.
+func (c *Control) StopRemovedSeats(ctx context.Context, st *store.Store, nodeID string) (stopped, waitFor []string, err error) {
 	running, err := c.Statuses(ctx)
 	if err != nil {
-		return errors.Join(append(errs, err)...)
+		return nil, nil, err
 	}
 	var removed []string
 	for handle := range running {
@@ -437,28 +446,32 @@ func (c *Control) Reconcile(ctx context.Context, st *store.Store, nodeID string)
 		}
 	}
 	if len(removed) == 0 {
-		return errors.Join(errs...)
+		return nil, nil, nil
 	}
 	slices.Sort(removed)
-	others, err := st.NodesOnAnotherOrg(ctx, c.org.Nodes.HeartbeatTimeout, nodeID, c.org.SeatsDigest())
-	if err != nil {
-		return errors.Join(append(errs, err)...)
+	if waitFor, err = st.NodesOnAnotherOrg(ctx, c.org.Nodes.HeartbeatTimeout, nodeID, c.org.SeatsDigest()); err != nil || len(waitFor) > 0 {
+		if len(waitFor) > 0 {
+			c.log.WarnContext(ctx, "seat_stops_deferred", "seats", removed, "nodes_on_another_org", waitFor,
+				"reason", "live nodes run an org file naming other seats; these seats are stopped once every worker runs one file")
+		}
+		return nil, waitFor, err
 	}
-	if len(others) > 0 {
-		c.log.WarnContext(ctx, "seat_stops_deferred", "seats", removed, "nodes_on_another_org", others,
-			"reason", "live nodes run an org file naming other seats; the last node restarted onto the current file stops these seats")
-		return errors.Join(errs...)
-	}
+	var errs []error
 	for _, handle := range removed {
 		err := c.temporal.SignalWorkflow(ctx, crewlet.SeatWorkflowID(handle), "", crewlet.SignalStop,
 			crewlet.StopRequest{Reason: "seat is no longer an agent seat of the org", By: "reconcile"})
-		if err != nil {
+		var notFound *serviceerror.NotFound
+		switch {
+		case errors.As(err, &notFound):
+			// It ended since it was listed: nothing is left to stop.
+		case err != nil:
 			errs = append(errs, fmt.Errorf("stop removed seat %s: %w", handle, err))
-			continue
+		default:
+			c.log.InfoContext(ctx, "seat_stop_requested", "seat", handle, "reason", "not in the org")
+			stopped = append(stopped, handle)
 		}
-		c.log.InfoContext(ctx, "seat_stop_requested", "seat", handle, "reason", "not in the org")
 	}
-	return errors.Join(errs...)
+	return stopped, nil, errors.Join(errs...)
 }
 
 // reconcileAtOnce bounds the seats a reconcile prepares or starts at once:
