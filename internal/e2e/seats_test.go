@@ -213,6 +213,9 @@ func TestMailSentWhileServeIsDownIsAnsweredOnceAfterRestart(t *testing.T) {
 	c := newCompany(t, exampleOrg)
 	serve := c.serve()
 	c.waitReply(c.send("cto", "hello"), replyWait)
+	// Acked too, so what waits in cto's mailbox below is only what the API
+	// alone accepted.
+	c.waitAnswered(replyWait, "cto")
 	serve.kill(t)
 
 	// The API alone accepts mail while no worker runs.
