@@ -264,7 +264,6 @@ func (m *Metrics) TenureMovedOn() {
 	}
 }
 
-// TurnFinished records a turn's outcome.
 // TurnStarted records a turn begun.
 func (m *Metrics) TurnStarted() {
 	if m != nil {
