@@ -147,8 +147,8 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		},
 		Metrics: opts.Metrics,
 		Knows: func(handle string) bool {
-			seat, ok := org.Seat(handle)
-			return ok && seat.Kind == string(crewlet.SeatAgent)
+			_, ok := org.AgentSeat(handle)
+			return ok
 		},
 	}
 	tickets := control.NewTickets(ctl, st, n.log)

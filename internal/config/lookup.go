@@ -19,6 +19,13 @@ func (c *Config) Seat(handle string) (Seat, bool) {
 	return Seat{}, false
 }
 
+// AgentSeat returns the seat with the given handle if it is an agent seat:
+// one that runs turns.
+func (c *Config) AgentSeat(handle string) (Seat, bool) {
+	s, ok := c.Seat(handle)
+	return s, ok && s.kind() == string(crewlet.SeatAgent)
+}
+
 // AgentSeats returns the seats that run turns, in file order.
 func (c *Config) AgentSeats() []Seat {
 	var out []Seat

@@ -28,10 +28,7 @@ func (c *Control) Company(ctx context.Context, st *store.Store) (metrics.Company
 		co.SeatsByStatus[string(s)] = 0
 	}
 	var agents []string
-	for _, s := range c.org.Seats {
-		if s.Kind != string(crewlet.SeatAgent) {
-			continue
-		}
+	for _, s := range c.org.AgentSeats() {
 		agents = append(agents, s.Handle)
 		status, ok := statuses[s.Handle]
 		if !ok {

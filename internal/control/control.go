@@ -347,7 +347,7 @@ func (c *Control) Requeue(ctx context.Context, st *store.Store, id string) (mail
 	if err := st.RecordSeatEvent(ctx, dl.Seat, "requeued", dl.Message.EventID, map[string]any{"dead_letter": id, "stream_id": dl.Message.StreamID}); err != nil {
 		c.log.WarnContext(ctx, "seat_event_unrecorded", "seat", dl.Seat, "kind", "requeued", "error", err)
 	}
-	if s, ok := c.org.Seat(dl.Seat); ok && s.Kind == string(crewlet.SeatAgent) {
+	if s, ok := c.org.AgentSeat(dl.Seat); ok {
 		if err := c.wake(ctx, s); err != nil {
 			c.log.WarnContext(ctx, "wake_failed", "seat", s.Handle, "event_id", dl.Message.EventID, "error", err)
 		}
@@ -441,7 +441,7 @@ func (c *Control) StopRemovedSeats(ctx context.Context, st *store.Store, nodeID 
 	}
 	var removed []string
 	for handle := range running {
-		if s, ok := c.org.Seat(handle); !ok || s.Kind != string(crewlet.SeatAgent) {
+		if _, ok := c.org.AgentSeat(handle); !ok {
 			removed = append(removed, handle)
 		}
 	}
