@@ -77,7 +77,7 @@ func (m *Mailbox) backlogs(ctx context.Context, handles []string, out map[string
 // noMailbox reports an error that only says a stream or its group does not
 // exist yet.
 func noMailbox(err error) bool {
-	return errors.Is(err, redis.Nil) || strings.Contains(err.Error(), "no such key") || strings.HasPrefix(err.Error(), "NOGROUP")
+	return errors.Is(err, redis.Nil) || strings.Contains(err.Error(), "no such key") || isNoGroup(err)
 }
 
 // idTime is when a stream entry was added: its id's milliseconds.

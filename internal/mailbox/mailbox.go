@@ -209,10 +209,15 @@ func (m *Mailbox) read(ctx context.Context, req ReadRequest, res *ReadResult) er
 }
 
 func noGroup(err error, handle string) error {
-	if strings.HasPrefix(err.Error(), "NOGROUP") {
+	if isNoGroup(err) {
 		return crewlet.Errorf(crewlet.EUNAVAILABLE, "mailbox of %s does not exist yet; it is created when a node boots", handle)
 	}
 	return err
+}
+
+// isNoGroup reports Redis saying a stream's consumer group does not exist.
+func isNoGroup(err error) bool {
+	return strings.HasPrefix(err.Error(), "NOGROUP")
 }
 
 // Get returns the entries with the given stream ids, in the order asked.
