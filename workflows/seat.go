@@ -4,7 +4,6 @@ package workflows
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -82,26 +81,6 @@ const (
 	defaultHeartbeatTimeout = 3 * time.Second
 	defaultReleaseWait      = 30 * time.Second
 )
-
-var (
-	saHandle = temporal.NewSearchAttributeKeyKeyword(crewlet.SAHandle)
-	saRole   = temporal.NewSearchAttributeKeyKeyword(crewlet.SARole)
-	saStatus = temporal.NewSearchAttributeKeyKeyword(crewlet.SAStatus)
-	saNode   = temporal.NewSearchAttributeKeyKeyword(crewlet.SANode)
-	saEpoch  = temporal.NewSearchAttributeKeyInt64(crewlet.SAEpoch)
-	saPaused = temporal.NewSearchAttributeKeyBool(crewlet.SAPaused)
-)
-
-// SeatSearchAttributes are the attributes a seat starts with, before its
-// workflow first upserts them.
-func SeatSearchAttributes(handle, role string) temporal.SearchAttributes {
-	return temporal.NewSearchAttributes(
-		saHandle.ValueSet(handle),
-		saRole.ValueSet(role),
-		saStatus.ValueSet(string(crewlet.StatusEstablishing)),
-		saPaused.ValueSet(false),
-	)
-}
 
 // seat is the running state of one seat workflow.
 type seat struct {
@@ -253,34 +232,6 @@ func Seat(ctx workflow.Context, in SeatInput) error {
 	}
 }
 
-// awaitBudget holds the seat's turns until the budget window that holds them
-// turns. The held triggers stay in the mailbox and the seat reads nothing
-// meanwhile: a read would spend a delivery of each. It asks whether the cap
-// still holds when the window turns, and at least every budgetRecheck, so a
-// cap raised in config lets it go on within that time.
-func (s *seat) awaitBudget(ctx workflow.Context) {
-	s.setStatus(ctx, crewlet.StatusIdle)
-	wait := min(max(s.state.Budget.ResetsAt.Sub(workflow.Now(ctx)), time.Second), budgetRecheck)
-	_, _ = workflow.AwaitWithTimeout(ctx, wait, func() bool { return s.state.Pause != nil || s.interrupted() })
-	if s.state.Pause != nil || s.interrupted() {
-		return
-	}
-	var hold *crewlet.BudgetHold
-	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityCheckBudget, crewlet.CheckBudgetInput{
-		Handle: s.in.Handle,
-	}).Get(ctx, &hold)
-	if err != nil {
-		// The next turn checks again; a check that cannot run must not
-		// hold the seat.
-		s.noteError(fmt.Sprintf("check budget: %v", err))
-		hold = nil
-	}
-	s.state.Budget = hold
-	if hold == nil {
-		s.wakePending = true
-	}
-}
-
 // backstop is how long the idle seat waits for a wake.
 func (s *seat) backstop() time.Duration {
 	if s.perSeatHold {
@@ -312,162 +263,6 @@ func (s *seat) stopSeat(ctx workflow.Context) error {
 	s.setStatus(ctx, crewlet.StatusStopped)
 	s.logger.Info("seat_stopped", "seat", s.in.Handle, "reason", s.stop.Reason, "by", s.stop.By)
 	return nil
-}
-
-// runBatch answers the entries read in one turn (mail that arrived while the
-// last turn ran is batched into this one). Entries the completion ledger
-// already holds are acked without running. On failure nothing is acked: the
-// entries are reclaimed by the next read, so nothing is lost and order is
-// kept.
-func (s *seat) runBatch(ctx workflow.Context, mail []crewlet.MailRef) {
-	if s.state.Pause != nil || s.interrupted() || !s.attached {
-		return
-	}
-	if err := s.runTurn(ctx, mail); err != nil {
-		if s.tenureEnded(err) {
-			return
-		}
-		if temporal.IsCanceledError(err) && (s.movesAway() || s.state.Drain != nil) {
-			// Cut short by a release that waited long enough: not a
-			// failure; the entries stay unacked for the next tenure.
-			return
-		}
-		s.state.Counters.Failures++
-		s.failures++
-		if reason, ok := permanent(err); ok && len(mail) == 1 {
-			// It will never succeed: dead-lettered now, with the reason,
-			// rather than after its whole delivery budget.
-			s.deadLetter(ctx, mail, reason)
-			return
-		}
-		s.noteError(fmt.Sprintf("turn failed: %v", err))
-		s.setStatus(ctx, crewlet.StatusIdle)
-		_ = workflow.Sleep(ctx, min(s.in.RetryBackoff, time.Duration(s.failures)*2*time.Second))
-		return
-	}
-	s.failures = 0
-}
-
-func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
-	var prep crewlet.PrepareTurnOutput
-	if err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityPrepareTurn, crewlet.PrepareTurnInput{
-		Handle: s.in.Handle, Epoch: s.state.Epoch, Mail: mail,
-	}).Get(ctx, &prep); err != nil {
-		return err
-	}
-	var out crewlet.TurnOutput
-	var turnID string
-	if len(prep.Run) > 0 {
-		eventIDs := make([]string, len(prep.Run))
-		for i, m := range prep.Run {
-			eventIDs[i] = m.EventID
-		}
-		workKey := crewlet.WorkKey(eventIDs)
-		turnID = crewlet.TurnWorkflowID(s.in.Handle, workKey)
-		s.state.Turn = &crewlet.CurrentTurn{ID: turnID, WorkKey: workKey, Triggers: len(prep.Run), StartedAt: workflow.Now(ctx)}
-		s.setStatus(ctx, crewlet.StatusRunning)
-		defer func() { s.state.Turn = nil }()
-
-		turnCtx, cancelTurn := workflow.WithCancel(ctx)
-		turnCtx = workflow.WithChildOptions(turnCtx, workflow.ChildWorkflowOptions{
-			WorkflowID:          turnID,
-			WaitForCancellation: true,
-			// A turn's workflow task held by a dead worker is retried
-			// elsewhere as fast as a lost host is noticed.
-			WorkflowTaskTimeout: s.in.HeartbeatTimeout,
-		})
-		future := workflow.ExecuteChildWorkflow(turnCtx, crewlet.WorkflowTurn, crewlet.TurnInput{
-			Handle: s.in.Handle, Epoch: s.state.Epoch, HostQueue: s.state.HostQueue, TurnID: turnID, WorkKey: workKey,
-			Mail: prep.Run, HeartbeatTimeout: s.in.HeartbeatTimeout,
-		})
-		if err := s.awaitTurn(ctx, future, turnID, cancelTurn); err != nil {
-			return err
-		}
-		if err := future.Get(ctx, &out); err != nil {
-			return err
-		}
-		switch out.Status {
-		case crewlet.TurnFenced:
-			s.fenced()
-			return nil
-		case crewlet.TurnHeld:
-			s.state.Budget = out.Hold
-			s.logger.Info("turn_held", "seat", s.in.Handle, "scope", out.Hold.Scope, "window", out.Hold.Window, "resets_at", out.Hold.ResetsAt)
-			return nil
-		}
-		s.state.Counters.Turns++
-	}
-	// The ledger holds every one of these triggers now, so acking is safe;
-	// if the ack is lost the redelivery is skipped by the ledger.
-	streamIDs := make([]string, 0, len(mail))
-	for _, m := range mail {
-		streamIDs = append(streamIDs, m.StreamID)
-	}
-	if err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityAckMail, crewlet.AckMailInput{
-		Handle: s.in.Handle, Epoch: s.state.Epoch, StreamIDs: streamIDs,
-	}).Get(ctx, nil); err != nil {
-		return err
-	}
-	s.state.Counters.Triggers += int64(len(out.Answered))
-	s.state.Counters.Skipped += int64(len(prep.Skipped))
-	switch {
-	case out.Status == crewlet.TurnFailed:
-		// Acked, so the mailbox forgets it: the seat's state keeps saying
-		// so until a turn succeeds.
-		s.noteError(fmt.Sprintf("turn failed: %s", out.Note))
-		s.state.FailedTurn = turnID
-	case len(prep.Run) > 0:
-		s.state.LastError, s.state.FailedTurn = "", ""
-	}
-	return nil
-}
-
-// awaitTurn waits for the turn in flight. A person's pause with stop_turn
-// asks the turn to stop at its next round boundary. A voluntary release
-// (move, drain) lets it finish for up to ReleaseWait, then cancels it; a lost
-// host cancels it at once. A cancelled turn's triggers stay unacked, so the
-// next tenure runs them, and the turn's recorded steps are not repeated.
-func (s *seat) awaitTurn(ctx workflow.Context, turn workflow.ChildWorkflowFuture, turnID string, cancel workflow.CancelFunc) error {
-	stopSent := false
-	stopTurn := func() bool { return !stopSent && s.state.Pause != nil && s.state.Pause.StopTurn }
-	for {
-		if err := workflow.Await(ctx, func() bool {
-			return turn.IsReady() || stopTurn() || s.hostLost || s.state.Drain != nil || s.movesAway()
-		}); err != nil {
-			return err
-		}
-		switch {
-		case turn.IsReady():
-			return nil
-		case stopTurn():
-			stopSent = true
-			req := crewlet.StopTurnRequest{By: s.state.Pause.By, Reason: s.state.Pause.Reason}
-			if err := turn.SignalChildWorkflow(ctx, crewlet.SignalStopTurn, req).Get(ctx, nil); err != nil {
-				s.logger.Warn("turn_stop_failed", "seat", s.in.Handle, "turn", turnID, "error", err)
-			}
-			continue
-		case s.hostLost:
-			s.logger.Warn("turn_cancelled", "seat", s.in.Handle, "turn", turnID, "reason", "host lost")
-			cancel()
-			return workflow.Await(ctx, turn.IsReady)
-		}
-		done, err := workflow.AwaitWithTimeout(ctx, s.in.ReleaseWait, func() bool { return turn.IsReady() || s.hostLost })
-		if err != nil {
-			return err
-		}
-		if !done || !turn.IsReady() {
-			s.logger.Warn("turn_cancelled", "seat", s.in.Handle, "turn", turnID, "reason", "release wait exceeded", "wait", s.in.ReleaseWait)
-			cancel()
-		}
-		return workflow.Await(ctx, turn.IsReady)
-	}
-}
-
-// movesAway reports whether the pending move asks the seat to leave the node
-// it is on; a move naming another node is ignored, so it must not cut a turn
-// short either.
-func (s *seat) movesAway() bool {
-	return s.move != nil && (s.move.ExcludeNode == "" || s.move.ExcludeNode == s.state.Node)
 }
 
 // readBatch is how many entries the next read takes: one at a time after a
@@ -503,175 +298,6 @@ func (s *seat) readMail(ctx workflow.Context) ([]crewlet.MailRef, error) {
 	return out.Mail, nil
 }
 
-// establish starts a tenure: place the seat on a node, Attach there (which
-// bumps the epoch in Postgres), then hold the tenure with a heartbeating
-// activity on that node's host queue.
-func (s *seat) establish(ctx workflow.Context) {
-	if s.unattachedSince.IsZero() {
-		s.unattachedSince = workflow.Now(ctx)
-	}
-	s.setStatus(ctx, crewlet.StatusEstablishing)
-	var place crewlet.PlaceSeatOutput
-	err := workflow.ExecuteLocalActivity(placeContext(ctx), crewlet.ActivityPlaceSeat, crewlet.PlaceSeatInput{
-		Handle: s.in.Handle, Exclude: s.exclude,
-	}).Get(ctx, &place)
-	if err != nil {
-		s.noteError(fmt.Sprintf("place seat: %v", err))
-		if len(s.exclude) > 0 {
-			// Nodes are excluded for one placement only; with none left, try
-			// them again rather than leave the seat unrun.
-			s.exclude = nil
-			return
-		}
-		s.placeFailures++
-		_, _ = workflow.AwaitWithTimeout(ctx, min(placeBackoff, time.Duration(s.placeFailures)*time.Second), s.interrupted)
-		return
-	}
-	s.placeFailures = 0
-	out, err := s.attach(ctx, place)
-	if err != nil {
-		s.noteError(fmt.Sprintf("attach on %s: %v", place.Node, err))
-		s.exclude = append(s.exclude, place.Node)
-		return
-	}
-	s.exclude = nil
-	s.attached = true
-	s.hostLost = false
-	s.state.Epoch = out.Epoch
-	s.state.Node = out.Node
-	s.state.HostQueue = place.HostQueue
-	s.state.Counters.Establishes++
-	if s.state.FailedTurn == "" {
-		s.state.LastError = ""
-	}
-	s.logger.Info("seat_attached", "seat", s.in.Handle, "epoch", out.Epoch, "node", out.Node)
-	// The SDK's handler records nothing while replaying, so a replayed
-	// establish is not counted twice.
-	workflow.GetMetricsHandler(ctx).Timer(crewlet.MetricEstablish).Record(workflow.Now(ctx).Sub(s.unattachedSince))
-	s.unattachedSince = time.Time{}
-	if s.perSeatHold {
-		s.startHold(ctx)
-	}
-	s.setStatus(ctx, crewlet.StatusIdle)
-}
-
-// attach starts the tenure on the placed node: by the Attach activity on
-// its host queue, unless the placement ran on that node and attached there.
-func (s *seat) attach(ctx workflow.Context, place crewlet.PlaceSeatOutput) (crewlet.AttachOutput, error) {
-	switch {
-	case place.Attached != nil:
-		return *place.Attached, nil
-	case place.AttachError != "":
-		return crewlet.AttachOutput{}, errors.New(place.AttachError)
-	}
-	var out crewlet.AttachOutput
-	attachCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              place.HostQueue,
-		ScheduleToStartTimeout: s.in.HeartbeatTimeout,
-		StartToCloseTimeout:    attachTimeout,
-		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
-	})
-	err := workflow.ExecuteActivity(attachCtx, crewlet.ActivityAttach, crewlet.AttachInput{Handle: s.in.Handle}).Get(ctx, &out)
-	return out, err
-}
-
-// startHold runs the tenure's Hold activity on the host, for a run begun
-// before node-level liveness. If it ends on its own (heartbeat or
-// schedule-to-start timeout, or the host no longer hosts the seat) the host
-// is lost and the seat re-establishes elsewhere.
-func (s *seat) startHold(ctx workflow.Context) {
-	holdCtx, cancel := workflow.WithCancel(ctx)
-	s.holdID++
-	id := s.holdID
-	s.cancelHold = cancel
-	future := workflow.ExecuteActivity(s.hostContext(holdCtx, 0), crewlet.ActivityHold, crewlet.HoldInput{
-		Handle: s.in.Handle, Epoch: s.state.Epoch,
-	})
-	workflow.Go(ctx, func(gctx workflow.Context) {
-		err := future.Get(gctx, nil)
-		if id != s.holdID || s.cancelHold == nil {
-			return // a hold the seat ended itself
-		}
-		s.cancelHold = nil
-		s.hostLost = true
-		s.logger.Warn("seat_host_lost", "seat", s.in.Handle, "epoch", s.state.Epoch, "node", s.state.Node, "error", err)
-	})
-}
-
-// stopHold ends the Hold activity without waiting for it.
-func (s *seat) stopHold() {
-	if s.cancelHold != nil {
-		cancel := s.cancelHold
-		s.cancelHold = nil
-		cancel()
-	}
-}
-
-// release ends the tenure voluntarily: Detach on the host (which proves the
-// teardown), then stop holding. A teardown that cannot be proven keeps the
-// seat on its node for as long as the node lives (Detach heartbeats
-// meanwhile, and the node alarms); only the node's end lets the seat go.
-func (s *seat) release(ctx workflow.Context, reason string) {
-	if !s.attached {
-		return
-	}
-	detachCtx := s.hostContext(ctx, 0)
-	err := workflow.ExecuteActivity(detachCtx, crewlet.ActivityDetach, crewlet.DetachInput{
-		Handle: s.in.Handle, Epoch: s.state.Epoch, Reason: reason,
-	}).Get(ctx, nil)
-	if err != nil {
-		// The host did not answer: it is gone, and so is what it held.
-		s.logger.Warn("seat_detach_failed", "seat", s.in.Handle, "epoch", s.state.Epoch, "node", s.state.Node, "error", err)
-	}
-	s.stopHold()
-	s.attached = false
-	s.logger.Info("seat_detached", "seat", s.in.Handle, "epoch", s.state.Epoch, "node", s.state.Node, "reason", reason)
-}
-
-// abandon ends a tenure the seat lost (fenced release): nothing is
-// republished; unacked mail stays pending for the next tenure.
-func (s *seat) abandon(ctx workflow.Context, reason string) {
-	if s.hostLost && s.state.Node != "" {
-		s.exclude = []string{s.state.Node}
-	}
-	s.stopHold()
-	s.attached = false
-	s.hostLost = false
-	s.logger.Warn("seat_detached", "seat", s.in.Handle, "epoch", s.state.Epoch, "node", s.state.Node, "reason", reason)
-	s.state.Node, s.state.HostQueue = "", ""
-	s.setStatus(ctx, crewlet.StatusEstablishing)
-}
-
-// moveAway releases the seat and establishes it on another node.
-func (s *seat) moveAway(ctx workflow.Context) {
-	req := *s.move
-	s.move = nil
-	if !s.attached {
-		return
-	}
-	if req.ExcludeNode != "" && req.ExcludeNode != s.state.Node {
-		return // the seat already left that node
-	}
-	s.setStatus(ctx, crewlet.StatusMoving)
-	s.release(ctx, "move: "+req.Reason)
-	s.exclude = []string{s.state.Node}
-	s.state.Node, s.state.HostQueue = "", ""
-}
-
-// drain releases the seat's tenure and holds it drained until resumed.
-func (s *seat) drain(ctx workflow.Context) error {
-	if s.attached {
-		s.setStatus(ctx, crewlet.StatusDraining)
-		s.recordStatus(ctx, "drained")
-		s.release(ctx, "drain")
-	}
-	s.hostLost = false
-	s.move = nil
-	s.state.Node, s.state.HostQueue = "", ""
-	s.setStatus(ctx, crewlet.StatusDrained)
-	return workflow.Await(ctx, func() bool { return s.state.Drain == nil || s.stop != nil })
-}
-
 // recordStatus writes the seat's lifecycle status to Postgres. It only
 // reports, so a failure is noted and never stops the seat.
 func (s *seat) recordStatus(ctx workflow.Context, status string) {
@@ -683,77 +309,11 @@ func (s *seat) recordStatus(ctx workflow.Context, status string) {
 	}
 }
 
-// tenureEnded reports whether err means the tenure is over: the epoch moved
-// on (fenced) or the host did not answer in time (a schedule-to-start or
-// heartbeat timeout on its queue). The seat then re-establishes before it
-// touches anything again.
-func (s *seat) tenureEnded(err error) bool {
-	var timeoutErr *temporal.TimeoutError
-	switch {
-	case isFenced(err):
-		s.fenced()
-		return true
-	case errors.As(err, &timeoutErr):
-		s.logger.Warn("seat_host_lost", "seat", s.in.Handle, "epoch", s.state.Epoch, "node", s.state.Node, "error", err)
-		s.hostLost = true
-		return true
-	case s.hostLost:
-		return true
-	}
-	return false
-}
-
-// fenced ends a tenure whose epoch moved on: another establish outranks it,
-// so the seat stops holding it and establishes again.
-func (s *seat) fenced() {
-	s.logger.Warn("seat_fenced", "seat", s.in.Handle, "epoch", s.state.Epoch)
-	s.stopHold()
-	s.attached = false
-}
-
 func (s *seat) noteError(msg string) {
 	// A turn's note can be long; the state is queried and carried.
 	msg = clipText(msg, maxLastErrorBytes)
 	s.state.LastError, s.state.FailedTurn = msg, ""
 	s.logger.Warn("seat_error", "seat", s.in.Handle, "error", msg)
-}
-
-func (s *seat) setStatus(ctx workflow.Context, status crewlet.SeatStatus) {
-	s.state.Status = status
-	s.upsert(ctx)
-}
-
-// upsert writes the search attributes when they changed since the last write.
-func (s *seat) upsert(ctx workflow.Context) {
-	cur := s.state
-	prev := s.upserted
-	var updates []temporal.SearchAttributeUpdate
-	if cur.Handle != prev.Handle {
-		updates = append(updates, saHandle.ValueSet(cur.Handle))
-	}
-	if cur.Role != prev.Role {
-		updates = append(updates, saRole.ValueSet(cur.Role))
-	}
-	if cur.Status != prev.Status {
-		updates = append(updates, saStatus.ValueSet(string(cur.Status)))
-	}
-	if cur.Node != prev.Node {
-		updates = append(updates, saNode.ValueSet(cur.Node))
-	}
-	if cur.Epoch != prev.Epoch {
-		updates = append(updates, saEpoch.ValueSet(cur.Epoch))
-	}
-	if (cur.Pause != nil) != (prev.Pause != nil) || prev.Handle == "" {
-		updates = append(updates, saPaused.ValueSet(cur.Pause != nil))
-	}
-	if len(updates) == 0 {
-		return
-	}
-	if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
-		s.logger.Warn("upsert search attributes failed", "seat", s.in.Handle, "error", err)
-		return
-	}
-	s.upserted = cur
 }
 
 // continueAsNew hands the seat's state to a fresh run, between turns, after
@@ -812,38 +372,6 @@ func (s *seat) next() SeatInput {
 	return next
 }
 
-// hostContext runs an activity on the seat's host. The schedule-to-start and
-// heartbeat timeouts are what detect a lost host; startToClose 0 means the
-// activity lasts the whole tenure (Hold).
-func (s *seat) hostContext(ctx workflow.Context, startToClose time.Duration) workflow.Context {
-	if startToClose == 0 {
-		startToClose = 100 * 365 * 24 * time.Hour
-	}
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              s.state.HostQueue,
-		ScheduleToStartTimeout: s.in.HeartbeatTimeout,
-		StartToCloseTimeout:    startToClose,
-		HeartbeatTimeout:       s.in.HeartbeatTimeout,
-		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
-	})
-}
-
-// attachTimeout bounds starting a tenure: the seat's MCP servers start
-// within it.
-const attachTimeout = 30 * time.Second
-
-// placeContext runs the placement, which may attach the seat in place and
-// so needs the attach's time as well.
-func placeContext(ctx workflow.Context) workflow.Context {
-	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: attachTimeout + 10*time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: 100 * time.Millisecond,
-			MaximumInterval: 10 * time.Second,
-		},
-	})
-}
-
 func localContext(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
@@ -853,33 +381,4 @@ func localContext(ctx workflow.Context) workflow.Context {
 			NonRetryableErrorTypes: []string{crewlet.FencedErrorType},
 		},
 	})
-}
-
-// permanent reports whether a turn's error says its trigger can never
-// succeed, and why.
-func permanent(err error) (string, bool) {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && appErr.Type() == crewlet.PermanentErrorType {
-		return rootMessage(err), true
-	}
-	return "", false
-}
-
-// deadLetter moves the one trigger that can never succeed to the dead
-// letters. A move that fails leaves it to the delivery budget.
-func (s *seat) deadLetter(ctx workflow.Context, mail []crewlet.MailRef, reason string) {
-	ids := make([]string, len(mail))
-	for i, m := range mail {
-		ids[i] = m.StreamID
-	}
-	reason = clipText("the turn can never succeed: "+reason, crewlet.MaxReasonBytes)
-	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityDeadLetterMail, crewlet.DeadLetterMailInput{
-		Handle: s.in.Handle, Epoch: s.state.Epoch, StreamIDs: ids, Reason: reason,
-	}).Get(ctx, nil)
-	if err != nil {
-		s.noteError(fmt.Sprintf("dead-letter %s: %v", mail[0].EventID, err))
-		return
-	}
-	s.failures = 0
-	s.noteError(reason)
 }

@@ -1,0 +1,251 @@
+// The seat's tenure: placing it on a node, attaching, holding, releasing
+// and abandoning it, and the activity contexts that reach its host.
+
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/crewlet/crewlet"
+)
+
+// establish starts a tenure: place the seat on a node, Attach there (which
+// bumps the epoch in Postgres), then hold the tenure with a heartbeating
+// activity on that node's host queue.
+func (s *seat) establish(ctx workflow.Context) {
+	if s.unattachedSince.IsZero() {
+		s.unattachedSince = workflow.Now(ctx)
+	}
+	s.setStatus(ctx, crewlet.StatusEstablishing)
+	var place crewlet.PlaceSeatOutput
+	err := workflow.ExecuteLocalActivity(placeContext(ctx), crewlet.ActivityPlaceSeat, crewlet.PlaceSeatInput{
+		Handle: s.in.Handle, Exclude: s.exclude,
+	}).Get(ctx, &place)
+	if err != nil {
+		s.noteError(fmt.Sprintf("place seat: %v", err))
+		if len(s.exclude) > 0 {
+			// Nodes are excluded for one placement only; with none left, try
+			// them again rather than leave the seat unrun.
+			s.exclude = nil
+			return
+		}
+		s.placeFailures++
+		_, _ = workflow.AwaitWithTimeout(ctx, min(placeBackoff, time.Duration(s.placeFailures)*time.Second), s.interrupted)
+		return
+	}
+	s.placeFailures = 0
+	out, err := s.attach(ctx, place)
+	if err != nil {
+		s.noteError(fmt.Sprintf("attach on %s: %v", place.Node, err))
+		s.exclude = append(s.exclude, place.Node)
+		return
+	}
+	s.exclude = nil
+	s.attached = true
+	s.hostLost = false
+	s.state.Epoch = out.Epoch
+	s.state.Node = out.Node
+	s.state.HostQueue = place.HostQueue
+	s.state.Counters.Establishes++
+	if s.state.FailedTurn == "" {
+		s.state.LastError = ""
+	}
+	s.logger.Info("seat_attached", "seat", s.in.Handle, "epoch", out.Epoch, "node", out.Node)
+	// The SDK's handler records nothing while replaying, so a replayed
+	// establish is not counted twice.
+	workflow.GetMetricsHandler(ctx).Timer(crewlet.MetricEstablish).Record(workflow.Now(ctx).Sub(s.unattachedSince))
+	s.unattachedSince = time.Time{}
+	if s.perSeatHold {
+		s.startHold(ctx)
+	}
+	s.setStatus(ctx, crewlet.StatusIdle)
+}
+
+// attach starts the tenure on the placed node: by the Attach activity on
+// its host queue, unless the placement ran on that node and attached there.
+func (s *seat) attach(ctx workflow.Context, place crewlet.PlaceSeatOutput) (crewlet.AttachOutput, error) {
+	switch {
+	case place.Attached != nil:
+		return *place.Attached, nil
+	case place.AttachError != "":
+		return crewlet.AttachOutput{}, errors.New(place.AttachError)
+	}
+	var out crewlet.AttachOutput
+	attachCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              place.HostQueue,
+		ScheduleToStartTimeout: s.in.HeartbeatTimeout,
+		StartToCloseTimeout:    attachTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	err := workflow.ExecuteActivity(attachCtx, crewlet.ActivityAttach, crewlet.AttachInput{Handle: s.in.Handle}).Get(ctx, &out)
+	return out, err
+}
+
+// startHold runs the tenure's Hold activity on the host, for a run begun
+// before node-level liveness. If it ends on its own (heartbeat or
+// schedule-to-start timeout, or the host no longer hosts the seat) the host
+// is lost and the seat re-establishes elsewhere.
+func (s *seat) startHold(ctx workflow.Context) {
+	holdCtx, cancel := workflow.WithCancel(ctx)
+	s.holdID++
+	id := s.holdID
+	s.cancelHold = cancel
+	future := workflow.ExecuteActivity(s.hostContext(holdCtx, 0), crewlet.ActivityHold, crewlet.HoldInput{
+		Handle: s.in.Handle, Epoch: s.state.Epoch,
+	})
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		err := future.Get(gctx, nil)
+		if id != s.holdID || s.cancelHold == nil {
+			return // a hold the seat ended itself
+		}
+		s.cancelHold = nil
+		s.hostLost = true
+		s.logger.Warn("seat_host_lost", "seat", s.in.Handle, "epoch", s.state.Epoch, "node", s.state.Node, "error", err)
+	})
+}
+
+// stopHold ends the Hold activity without waiting for it.
+func (s *seat) stopHold() {
+	if s.cancelHold != nil {
+		cancel := s.cancelHold
+		s.cancelHold = nil
+		cancel()
+	}
+}
+
+// release ends the tenure voluntarily: Detach on the host (which proves the
+// teardown), then stop holding. A teardown that cannot be proven keeps the
+// seat on its node for as long as the node lives (Detach heartbeats
+// meanwhile, and the node alarms); only the node's end lets the seat go.
+func (s *seat) release(ctx workflow.Context, reason string) {
+	if !s.attached {
+		return
+	}
+	detachCtx := s.hostContext(ctx, 0)
+	err := workflow.ExecuteActivity(detachCtx, crewlet.ActivityDetach, crewlet.DetachInput{
+		Handle: s.in.Handle, Epoch: s.state.Epoch, Reason: reason,
+	}).Get(ctx, nil)
+	if err != nil {
+		// The host did not answer: it is gone, and so is what it held.
+		s.logger.Warn("seat_detach_failed", "seat", s.in.Handle, "epoch", s.state.Epoch, "node", s.state.Node, "error", err)
+	}
+	s.stopHold()
+	s.attached = false
+	s.logger.Info("seat_detached", "seat", s.in.Handle, "epoch", s.state.Epoch, "node", s.state.Node, "reason", reason)
+}
+
+// abandon ends a tenure the seat lost (fenced release): nothing is
+// republished; unacked mail stays pending for the next tenure.
+func (s *seat) abandon(ctx workflow.Context, reason string) {
+	if s.hostLost && s.state.Node != "" {
+		s.exclude = []string{s.state.Node}
+	}
+	s.stopHold()
+	s.attached = false
+	s.hostLost = false
+	s.logger.Warn("seat_detached", "seat", s.in.Handle, "epoch", s.state.Epoch, "node", s.state.Node, "reason", reason)
+	s.state.Node, s.state.HostQueue = "", ""
+	s.setStatus(ctx, crewlet.StatusEstablishing)
+}
+
+// moveAway releases the seat and establishes it on another node.
+func (s *seat) moveAway(ctx workflow.Context) {
+	req := *s.move
+	s.move = nil
+	if !s.attached {
+		return
+	}
+	if req.ExcludeNode != "" && req.ExcludeNode != s.state.Node {
+		return // the seat already left that node
+	}
+	s.setStatus(ctx, crewlet.StatusMoving)
+	s.release(ctx, "move: "+req.Reason)
+	s.exclude = []string{s.state.Node}
+	s.state.Node, s.state.HostQueue = "", ""
+}
+
+// movesAway reports whether the pending move asks the seat to leave the node
+// it is on; a move naming another node is ignored, so it must not cut a turn
+// short either.
+func (s *seat) movesAway() bool {
+	return s.move != nil && (s.move.ExcludeNode == "" || s.move.ExcludeNode == s.state.Node)
+}
+
+// drain releases the seat's tenure and holds it drained until resumed.
+func (s *seat) drain(ctx workflow.Context) error {
+	if s.attached {
+		s.setStatus(ctx, crewlet.StatusDraining)
+		s.recordStatus(ctx, "drained")
+		s.release(ctx, "drain")
+	}
+	s.hostLost = false
+	s.move = nil
+	s.state.Node, s.state.HostQueue = "", ""
+	s.setStatus(ctx, crewlet.StatusDrained)
+	return workflow.Await(ctx, func() bool { return s.state.Drain == nil || s.stop != nil })
+}
+
+// tenureEnded reports whether err means the tenure is over: the epoch moved
+// on (fenced) or the host did not answer in time (a schedule-to-start or
+// heartbeat timeout on its queue). The seat then re-establishes before it
+// touches anything again.
+func (s *seat) tenureEnded(err error) bool {
+	var timeoutErr *temporal.TimeoutError
+	switch {
+	case isFenced(err):
+		s.fenced()
+		return true
+	case errors.As(err, &timeoutErr):
+		s.logger.Warn("seat_host_lost", "seat", s.in.Handle, "epoch", s.state.Epoch, "node", s.state.Node, "error", err)
+		s.hostLost = true
+		return true
+	case s.hostLost:
+		return true
+	}
+	return false
+}
+
+// fenced ends a tenure whose epoch moved on: another establish outranks it,
+// so the seat stops holding it and establishes again.
+func (s *seat) fenced() {
+	s.logger.Warn("seat_fenced", "seat", s.in.Handle, "epoch", s.state.Epoch)
+	s.stopHold()
+	s.attached = false
+}
+
+// hostContext runs an activity on the seat's host. The schedule-to-start and
+// heartbeat timeouts are what detect a lost host; startToClose 0 means the
+// activity lasts the whole tenure (Hold).
+func (s *seat) hostContext(ctx workflow.Context, startToClose time.Duration) workflow.Context {
+	if startToClose == 0 {
+		startToClose = 100 * 365 * 24 * time.Hour
+	}
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              s.state.HostQueue,
+		ScheduleToStartTimeout: s.in.HeartbeatTimeout,
+		StartToCloseTimeout:    startToClose,
+		HeartbeatTimeout:       s.in.HeartbeatTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+}
+
+// attachTimeout bounds starting a tenure: the seat's MCP servers start
+// within it.
+const attachTimeout = 30 * time.Second
+
+// placeContext runs the placement, which may attach the seat in place and
+// so needs the attach's time as well.
+func placeContext(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: attachTimeout + 10*time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: 100 * time.Millisecond,
+			MaximumInterval: 10 * time.Second,
+		},
+	})
+}
