@@ -54,14 +54,12 @@ type PlaceSeatOutput struct {
 // as the node hosts the seat at that epoch, so a lost host shows up as a
 // heartbeat timeout within seconds, even for an idle seat.
 type HoldInput struct {
-	Handle string `json:"handle"`
-	Epoch  int64  `json:"epoch"`
+	Tenure
 }
 
 // DetachInput ends a tenure voluntarily on its host.
 type DetachInput struct {
-	Handle string `json:"handle"`
-	Epoch  int64  `json:"epoch"`
+	Tenure
 	Reason string `json:"reason"`
 }
 
@@ -79,15 +77,13 @@ type AttachOutput struct {
 
 // SeatStatusInput records a seat's lifecycle status, fenced by epoch.
 type SeatStatusInput struct {
-	Handle string `json:"handle"`
-	Epoch  int64  `json:"epoch"`
+	Tenure
 	Status string `json:"status"`
 }
 
 // ReadMailInput asks for the next entries of a seat's mailbox.
 type ReadMailInput struct {
-	Handle   string `json:"handle"`
-	Epoch    int64  `json:"epoch"`
+	Tenure
 	Consumer string `json:"consumer"`
 	Max      int    `json:"max"`
 	// ClearAwake lowers the seat's awake flag when the mailbox is empty, so the
@@ -106,9 +102,8 @@ type ReadMailOutput struct {
 
 // PrepareTurnInput asks which of the entries read still need a turn.
 type PrepareTurnInput struct {
-	Handle string    `json:"handle"`
-	Epoch  int64     `json:"epoch"`
-	Mail   []MailRef `json:"mail"`
+	Tenure
+	Mail []MailRef `json:"mail"`
 }
 
 // PrepareTurnOutput splits the entries: Run still need a turn; Skipped are
@@ -152,8 +147,7 @@ type MaintenanceOutput struct {
 
 // AckMailInput marks entries handled, fenced by epoch.
 type AckMailInput struct {
-	Handle    string   `json:"handle"`
-	Epoch     int64    `json:"epoch"`
+	Tenure
 	StreamIDs []string `json:"stream_ids"`
 }
 

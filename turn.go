@@ -65,8 +65,7 @@ const SignalProfileFree = "profile_free"
 
 // AcquireProfileInput asks for a profile for a turn run.
 type AcquireProfileInput struct {
-	Handle  string `json:"handle"`
-	Epoch   int64  `json:"epoch"`
+	Tenure
 	TurnID  string `json:"turn_id"`
 	WorkKey string `json:"work_key"`
 }
@@ -80,16 +79,14 @@ type AcquireProfileOutput struct {
 
 // ReleaseProfileInput gives back a turn run's profile slot.
 type ReleaseProfileInput struct {
-	Handle string `json:"handle"`
-	Epoch  int64  `json:"epoch"`
+	Tenure
 	TurnID string `json:"turn_id"`
 }
 
 // DeadLetterMailInput dead-letters a seat's entries with the reason, fenced
 // by epoch.
 type DeadLetterMailInput struct {
-	Handle    string   `json:"handle"`
-	Epoch     int64    `json:"epoch"`
+	Tenure
 	StreamIDs []string `json:"stream_ids"`
 	Reason    string   `json:"reason"`
 }
@@ -139,8 +136,7 @@ func (s TurnStatus) Acked() bool {
 
 // TurnInput starts a turn: ids only.
 type TurnInput struct {
-	Handle    string    `json:"handle"`
-	Epoch     int64     `json:"epoch"`
+	Tenure
 	HostQueue string    `json:"host_queue"`
 	TurnID    string    `json:"turn_id"`
 	WorkKey   string    `json:"work_key"`
@@ -165,8 +161,7 @@ type TurnOutput struct {
 
 // BeginTurnInput opens a turn: fence, budget check, record the triggers.
 type BeginTurnInput struct {
-	Handle  string    `json:"handle"`
-	Epoch   int64     `json:"epoch"`
+	Tenure
 	TurnID  string    `json:"turn_id"`
 	WorkKey string    `json:"work_key"`
 	Mail    []MailRef `json:"mail"`
@@ -187,8 +182,7 @@ type BeginTurnOutput struct {
 // ModelRoundInput is one model call of a turn: round Round (from 1) of the
 // conversation answering thread Thread.
 type ModelRoundInput struct {
-	Handle  string `json:"handle"`
-	Epoch   int64  `json:"epoch"`
+	Tenure
 	WorkKey string `json:"work_key"`
 	Thread  int    `json:"thread"`
 	Round   int    `json:"round"`
@@ -220,8 +214,7 @@ type ModelRoundOutput struct {
 
 // ToolCallInput is one tool call of a round.
 type ToolCallInput struct {
-	Handle  string      `json:"handle"`
-	Epoch   int64       `json:"epoch"`
+	Tenure
 	WorkKey string      `json:"work_key"`
 	Thread  int         `json:"thread"`
 	Round   int         `json:"round"`
@@ -257,8 +250,7 @@ type TicketWait struct {
 // ResolveWaitInput ends a turn's wait on a ticket and records the tool
 // call's result from the ticket as it stands.
 type ResolveWaitInput struct {
-	Handle  string      `json:"handle"`
-	Epoch   int64       `json:"epoch"`
+	Tenure
 	WorkKey string      `json:"work_key"`
 	Thread  int         `json:"thread"`
 	Round   int         `json:"round"`
@@ -286,8 +278,7 @@ type ToolCallOutput struct {
 // FinishTurnInput closes a turn: record its transcript, deliver its replies,
 // record the ledger.
 type FinishTurnInput struct {
-	Handle  string     `json:"handle"`
-	Epoch   int64      `json:"epoch"`
+	Tenure
 	TurnID  string     `json:"turn_id"`
 	WorkKey string     `json:"work_key"`
 	Status  TurnStatus `json:"status"`
@@ -301,8 +292,7 @@ type FinishTurnInput struct {
 
 // ReflectInput asks for the post-turn reflection of a finished turn.
 type ReflectInput struct {
-	Handle  string `json:"handle"`
-	Epoch   int64  `json:"epoch"`
+	Tenure
 	TurnID  string `json:"turn_id"`
 	WorkKey string `json:"work_key"`
 	// Profile is the profile the turn ran on, as in ModelRoundInput.

@@ -27,9 +27,6 @@ type Mail struct {
 // delivery budget go to the dead-letter stream instead, each recorded in the
 // seat's event history.
 func (a *Mail) ReadMail(ctx context.Context, in crewlet.ReadMailInput) (crewlet.ReadMailOutput, error) {
-	if err := a.Store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
-		return crewlet.ReadMailOutput{}, fence(a.Log, in.Handle, in.Epoch, err)
-	}
 	res, err := a.Mailbox.Read(ctx, mailbox.ReadRequest{
 		Handle: in.Handle, Consumer: in.Consumer, Max: in.Max, ClearAwake: in.ClearAwake, LastError: in.LastError,
 	})
@@ -56,9 +53,6 @@ func (a *Mail) ReadMail(ctx context.Context, in crewlet.ReadMailInput) (crewlet.
 // skip is logged as turn_trigger_skipped and recorded in the seat's event
 // history. An unreadable ledger skips nothing (fail open).
 func (a *Mail) PrepareTurn(ctx context.Context, in crewlet.PrepareTurnInput) (crewlet.PrepareTurnOutput, error) {
-	if err := a.Store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
-		return crewlet.PrepareTurnOutput{}, fence(a.Log, in.Handle, in.Epoch, err)
-	}
 	streamIDs := make([]string, len(in.Mail))
 	for i, ref := range in.Mail {
 		streamIDs[i] = ref.StreamID
@@ -107,9 +101,6 @@ func (a *Mail) PrepareTurn(ctx context.Context, in crewlet.PrepareTurnInput) (cr
 // AckMail marks entries handled. The seat calls it only after the completion
 // ledger recorded them.
 func (a *Mail) AckMail(ctx context.Context, in crewlet.AckMailInput) error {
-	if err := a.Store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
-		return fence(a.Log, in.Handle, in.Epoch, err)
-	}
 	if err := a.Mailbox.Ack(ctx, in.Handle, in.StreamIDs); err != nil {
 		return err
 	}
@@ -136,9 +127,6 @@ func (a *Mail) TicketNote(ctx context.Context, in crewlet.TicketNoteInput) error
 // their turn as a bad request) to the dead letters at once, each recorded in
 // the seat's event history; a ticket's request fails its ticket.
 func (a *Mail) DeadLetterMail(ctx context.Context, in crewlet.DeadLetterMailInput) error {
-	if err := a.Store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
-		return fence(a.Log, in.Handle, in.Epoch, err)
-	}
 	moved, err := a.Mailbox.DeadLetterNow(ctx, in.Handle, in.StreamIDs, in.Reason)
 	if err != nil {
 		return err

@@ -60,7 +60,7 @@ func profTurnID(workKey string) string { return crewlet.TurnWorkflowID("cto", wo
 func (e *turnEnv) profAcquire(t *testing.T, workKey string) crewlet.AcquireProfileOutput {
 	t.Helper()
 	out, err := e.turns.AcquireProfile(e.ctx, crewlet.AcquireProfileInput{
-		Handle: "cto", Epoch: e.epoch, TurnID: profTurnID(workKey), WorkKey: workKey,
+		Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, TurnID: profTurnID(workKey), WorkKey: workKey,
 	})
 	if err != nil {
 		t.Fatalf("AcquireProfile %s: %v", workKey, err)
@@ -78,7 +78,7 @@ func (e *turnEnv) profAcquireWant(t *testing.T, workKey, want string) {
 
 func (e *turnEnv) profRelease(t *testing.T, workKey string) {
 	t.Helper()
-	if err := e.turns.ReleaseProfile(e.ctx, crewlet.ReleaseProfileInput{Handle: "cto", Epoch: e.epoch, TurnID: profTurnID(workKey)}); err != nil {
+	if err := e.turns.ReleaseProfile(e.ctx, crewlet.ReleaseProfileInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, TurnID: profTurnID(workKey)}); err != nil {
 		t.Fatalf("ReleaseProfile %s: %v", workKey, err)
 	}
 }
@@ -86,7 +86,7 @@ func (e *turnEnv) profRelease(t *testing.T, workKey string) {
 // profRound runs round 1 of the turn's only thread on profile.
 func (e *turnEnv) profRound(workKey, profile string) (crewlet.ModelRoundOutput, error) {
 	return e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{
-		Handle: "cto", Epoch: e.epoch, WorkKey: workKey, Round: 1, TurnID: profTurnID(workKey), Profile: profile,
+		Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, WorkKey: workKey, Round: 1, TurnID: profTurnID(workKey), Profile: profile,
 	})
 }
 
@@ -469,7 +469,7 @@ func TestLegacyTurnRunsOnTheFirstProfileWithoutASlot(t *testing.T) {
 	e := setupTurnsOrg(t, profilesOrg, nil)
 	profClock(e)
 	k1 := e.profBegin(t, "m1", "hello")
-	out, err := e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Handle: "cto", Epoch: e.epoch, WorkKey: k1, Round: 1})
+	out, err := e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, WorkKey: k1, Round: 1})
 	if err != nil || out.Failed != "" || len(out.Calls) != 0 {
 		t.Fatalf("legacy ModelRound: got %+v, %v; want an answer", out, err)
 	}
@@ -481,7 +481,7 @@ func TestLegacyTurnRunsOnTheFirstProfileWithoutASlot(t *testing.T) {
 	// turn cannot fail over, so it fails and its trigger comes back in a
 	// turn that picks from the pool.
 	k2 := e.profBegin(t, "m2", "quota check")
-	_, err = e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Handle: "cto", Epoch: e.epoch, WorkKey: k2, Round: 1})
+	_, err = e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, WorkKey: k2, Round: 1})
 	wantErrorType(t, "legacy ModelRound refused for a usage limit", err, crewlet.ProfileUnavailableErrorType)
 	if h := e.profHealth(t, "acct"); h.Attempt != 1 {
 		t.Fatalf("credential acct: %+v; want quarantined, attempt 1", h)
@@ -492,7 +492,7 @@ func TestLegacyTurnRunsOnTheFirstProfileWithoutASlot(t *testing.T) {
 	// Its profile quarantined, the next legacy round does not reach the
 	// model at all.
 	k3 := e.profBegin(t, "m3", "hello")
-	_, err = e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Handle: "cto", Epoch: e.epoch, WorkKey: k3, Round: 1})
+	_, err = e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, WorkKey: k3, Round: 1})
 	wantErrorType(t, "legacy ModelRound on a quarantined profile", err, crewlet.ProfileUnavailableErrorType)
 	if rounds, err := e.store.TurnRounds(e.ctx, "cto", crewlet.ThreadKey("m3")); err != nil || len(rounds) != 0 {
 		t.Fatalf("rounds of m3: %+v, %v; want none: the model was not asked", rounds, err)

@@ -191,7 +191,7 @@ func Snapshot(org *config.Config, nodes []store.NodeRow, hosts map[string]string
 // SetSeatStatus records the seat's lifecycle status, fenced by epoch.
 func (a *Seats) SetSeatStatus(ctx context.Context, in crewlet.SeatStatusInput) error {
 	if err := a.Store.SetStatus(ctx, in.Handle, in.Epoch, in.Status); err != nil {
-		return fence(a.Log, in.Handle, in.Epoch, err)
+		return Fence(a.Log, in.Handle, in.Epoch, err)
 	}
 	if in.Status == seatStopped {
 		// A seat that left the org will serve nothing: a certain teardown,
@@ -205,9 +205,9 @@ func (a *Seats) SetSeatStatus(ctx context.Context, in crewlet.SeatStatusInput) e
 // the org.
 const seatStopped = "stopped"
 
-// fence turns a stale-epoch refusal into the non-retryable error the seat
+// Fence turns a stale-epoch refusal into the non-retryable error the seat
 // workflow recognises; other errors pass through and are retried.
-func fence(log *slog.Logger, handle string, epoch int64, err error) error {
+func Fence(log *slog.Logger, handle string, epoch int64, err error) error {
 	if crewlet.ErrorCode(err) != crewlet.EFENCED {
 		return err
 	}

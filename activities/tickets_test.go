@@ -151,7 +151,7 @@ func (e ticketTurnEnv) runTurn(t *testing.T, handle string, epoch int64, refs ..
 	}
 	workKey := crewlet.WorkKey(ids)
 	begun, err := e.turns.BeginTurn(e.ctx, crewlet.BeginTurnInput{
-		Handle: handle, Epoch: epoch, TurnID: crewlet.TurnWorkflowID(handle, workKey), WorkKey: workKey, Mail: refs,
+		Tenure: crewlet.Tenure{Handle: handle, Epoch: epoch}, TurnID: crewlet.TurnWorkflowID(handle, workKey), WorkKey: workKey, Mail: refs,
 	})
 	if err != nil || begun.Hold != nil || begun.Threads != 1 {
 		t.Fatalf("BeginTurn of %s: %+v, %v; want one thread", handle, begun, err)
@@ -161,7 +161,7 @@ func (e ticketTurnEnv) runTurn(t *testing.T, handle string, epoch int64, refs ..
 		t.Fatalf("%s: %v", handle, err)
 	}
 	fin := crewlet.FinishTurnInput{
-		Handle: handle, Epoch: epoch, TurnID: crewlet.TurnWorkflowID(handle, workKey), WorkKey: workKey,
+		Tenure: crewlet.Tenure{Handle: handle, Epoch: epoch}, TurnID: crewlet.TurnWorkflowID(handle, workKey), WorkKey: workKey,
 		Status: status, Note: failed, Rounds: rounds,
 	}
 	if _, err := e.turns.FinishTurn(e.ctx, fin); err != nil {
@@ -381,7 +381,7 @@ func TestCancelledTicketsRequestIsNotWorkedOn(t *testing.T) {
 	if begun.Threads != 0 {
 		t.Fatalf("BeginTurn over a cancelled ticket's request: %d threads; want none", begun.Threads)
 	}
-	if _, err := e.turns.FinishTurn(e.ctx, crewlet.FinishTurnInput{Handle: "cto", Epoch: e.epoch, TurnID: crewlet.TurnWorkflowID("cto", workKey),
+	if _, err := e.turns.FinishTurn(e.ctx, crewlet.FinishTurnInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, TurnID: crewlet.TurnWorkflowID("cto", workKey),
 		WorkKey: workKey, Status: crewlet.TurnDone}); err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +405,7 @@ func TestTicketFailsWhenItsRequestIsDeadLettered(t *testing.T) {
 	}
 	read := func(lastError string) crewlet.ReadMailOutput {
 		t.Helper()
-		out, err := mail.ReadMail(e.ctx, crewlet.ReadMailInput{Handle: "cto", Epoch: e.epoch, Consumer: "n1:aaaa", Max: 8, LastError: lastError})
+		out, err := mail.ReadMail(e.ctx, crewlet.ReadMailInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, Consumer: "n1:aaaa", Max: 8, LastError: lastError})
 		if err != nil {
 			t.Fatalf("ReadMail: %v", err)
 		}
@@ -530,7 +530,7 @@ func TestStoppedSeatFailsItsOpenTickets(t *testing.T) {
 	}
 
 	for _, status := range []string{"paused", "drained", "active"} {
-		if err := seats.SetSeatStatus(e.ctx, crewlet.SeatStatusInput{Handle: "cto", Epoch: row.Epoch, Status: status}); err != nil {
+		if err := seats.SetSeatStatus(e.ctx, crewlet.SeatStatusInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: row.Epoch}, Status: status}); err != nil {
 			t.Fatalf("SetSeatStatus %s: %v", status, err)
 		}
 		if got := e.ticket(t, fromAlice.ID); got.Phase != crewlet.TicketPending {
@@ -546,7 +546,7 @@ func TestStoppedSeatFailsItsOpenTickets(t *testing.T) {
 
 	const reason = "seat cto was removed from the org and stopped"
 	for range 2 { // a retried activity fails nothing more and tells nobody twice
-		if err := seats.SetSeatStatus(e.ctx, crewlet.SeatStatusInput{Handle: "cto", Epoch: row.Epoch, Status: "stopped"}); err != nil {
+		if err := seats.SetSeatStatus(e.ctx, crewlet.SeatStatusInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: row.Epoch}, Status: "stopped"}); err != nil {
 			t.Fatalf("SetSeatStatus stopped: %v", err)
 		}
 		a, s := e.ticket(t, fromAlice.ID), e.ticket(t, fromSeat.ID)
@@ -648,14 +648,14 @@ func TestDelegateAndTicketsTools(t *testing.T) {
 	e.turns.models["local"] = model
 
 	workKey := e.beginIn(t, "m1", "conv-build", "please get the build fixed")
-	round1, err := e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Handle: "cto", Epoch: e.epoch, WorkKey: workKey, Round: 1})
+	round1, err := e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, WorkKey: workKey, Round: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(round1.Calls) != 1 || round1.Calls[0].Name != toolDelegate || round1.Calls[0].ReadOnly {
 		t.Fatalf("round 1 calls = %+v; want one delegate write", round1.Calls)
 	}
-	call := crewlet.ToolCallInput{Handle: "cto", Epoch: e.epoch, WorkKey: workKey, Round: 1, Call: round1.Calls[0]}
+	call := crewlet.ToolCallInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, WorkKey: workKey, Round: 1, Call: round1.Calls[0]}
 	thread := crewlet.ThreadKey("m1")
 	result := func() string {
 		t.Helper()
@@ -730,11 +730,11 @@ func TestDelegateAndTicketsTools(t *testing.T) {
 		t.Fatalf("tickets for cto: %+v %q; want the ticket under what it delegated, nothing served", out, text)
 	}
 	// cto's turn ends; its answer goes to the operator, not to the ticket.
-	round, err := e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Handle: "cto", Epoch: e.epoch, WorkKey: workKey, Round: 21})
+	round, err := e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, WorkKey: workKey, Round: 21})
 	if err != nil || len(round.Calls) != 0 {
 		t.Fatalf("cto's last round: %+v, %v; want an answer", round, err)
 	}
-	if _, err := e.turns.FinishTurn(e.ctx, crewlet.FinishTurnInput{Handle: "cto", Epoch: e.epoch, TurnID: crewlet.TurnWorkflowID("cto", workKey),
+	if _, err := e.turns.FinishTurn(e.ctx, crewlet.FinishTurnInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, TurnID: crewlet.TurnWorkflowID("cto", workKey),
 		WorkKey: workKey, Status: crewlet.TurnDone, Rounds: 21}); err != nil {
 		t.Fatal(err)
 	}

@@ -87,13 +87,6 @@ func firstPartyTools() []crewlet.ToolSpec {
 // but answered "outcome unknown", and so is one whose call failed in a way
 // that may have reached the server.
 func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out crewlet.ToolCallOutput, err error) {
-	defer recoverPanic(a.log, in.Handle, "ToolCall", &err)
-	if err := a.host.CheckHosted(in.Handle, in.Epoch); err != nil {
-		return out, err
-	}
-	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
-		return out, fence(a.log, in.Handle, in.Epoch, err)
-	}
 	release, err := a.host.toolSlot(ctx)
 	if err != nil {
 		return out, err
@@ -477,10 +470,6 @@ func (a *Turns) answer(ctx context.Context, tc toolContext, raw json.RawMessage)
 // one statement, ordered against a settle by the row's lock, so the outcome
 // reaches the turn here or the seat by a notice, never neither.
 func (a *Turns) ResolveWait(ctx context.Context, in crewlet.ResolveWaitInput) (err error) {
-	defer recoverPanic(a.log, in.Handle, "ResolveWait", &err)
-	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
-		return fence(a.log, in.Handle, in.Epoch, err)
-	}
 	pc, err := a.pendingCall(ctx, in.Handle, in.WorkKey, in.Thread, in.Round, in.Call.Call)
 	if err != nil || pc.done != nil {
 		return err
@@ -508,7 +497,7 @@ func (a *Turns) ResolveWait(ctx context.Context, in crewlet.ResolveWaitInput) (e
 	if in.StoppedBy != "" {
 		text = fmt.Sprintf("Stopped by %s while waiting. %s", in.StoppedBy, text)
 	}
-	if err := a.recordResult(ctx, crewlet.ToolCallInput{Handle: in.Handle, Round: in.Round, Call: in.Call}, thread, call, tools.Result{Text: text}); err != nil {
+	if err := a.recordResult(ctx, crewlet.ToolCallInput{Tenure: crewlet.Tenure{Handle: in.Handle}, Round: in.Round, Call: in.Call}, thread, call, tools.Result{Text: text}); err != nil {
 		return err
 	}
 	if err := a.store.FinishToolCall(ctx, in.Handle, thread, in.Round, in.Call.Call); err != nil {

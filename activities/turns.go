@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -98,10 +97,6 @@ const outcomeUnknown = "Outcome unknown: this call was started but its result wa
 // Replies are recorded, never answered, so two seats cannot reply to each
 // other forever; a chat message delivered twice in one batch is answered once.
 func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out crewlet.BeginTurnOutput, err error) {
-	defer recoverPanic(a.log, in.Handle, "BeginTurn", &err)
-	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
-		return out, fence(a.log, in.Handle, in.Epoch, err)
-	}
 	_, role, err := a.role(in.Handle)
 	if err != nil {
 		return out, err
@@ -248,10 +243,6 @@ func (a *Turns) systemPrompt(handle, roleName string, role config.Role) string {
 // in, the model's answer recorded. A round that already has a recorded
 // answer (a re-run) returns it without asking the model again.
 func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out crewlet.ModelRoundOutput, err error) {
-	defer recoverPanic(a.log, in.Handle, "ModelRound", &err)
-	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
-		return out, fence(a.log, in.Handle, in.Epoch, err)
-	}
 	turn, err := a.store.Turn(ctx, in.Handle, in.WorkKey)
 	if err != nil {
 		return out, err
@@ -644,10 +635,6 @@ func (a *Turns) usable(ctx context.Context, profile string) error {
 // it; else it fails over to another of its pool; with none able to, the
 // output says why and the turn waits. Fenced like every step of the turn.
 func (a *Turns) AcquireProfile(ctx context.Context, in crewlet.AcquireProfileInput) (out crewlet.AcquireProfileOutput, err error) {
-	defer recoverPanic(a.log, in.Handle, "AcquireProfile", &err)
-	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
-		return out, fence(a.log, in.Handle, in.Epoch, err)
-	}
 	seat, _, err := a.role(in.Handle)
 	if err != nil {
 		return out, err
@@ -668,7 +655,6 @@ func (a *Turns) AcquireProfile(ctx context.Context, in crewlet.AcquireProfileInp
 // ReleaseProfile gives back a turn run's profile slot and wakes the oldest
 // turn waiting for that profile. Not fenced: a slot is its run's own.
 func (a *Turns) ReleaseProfile(ctx context.Context, in crewlet.ReleaseProfileInput) (err error) {
-	defer recoverPanic(a.log, in.Handle, "ReleaseProfile", &err)
 	return a.profiles.Release(ctx, in.TurnID, in.Epoch)
 }
 
@@ -676,10 +662,6 @@ func (a *Turns) ReleaseProfile(ctx context.Context, in crewlet.ReleaseProfileInp
 // where it has none) is recorded in its thread and sent to a sender that is
 // a seat; memory and the completion ledger are written last.
 func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out crewlet.FinishTurnOutput, err error) {
-	defer recoverPanic(a.log, in.Handle, "FinishTurn", &err)
-	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
-		return out, fence(a.log, in.Handle, in.Epoch, err)
-	}
 	turn, err := a.store.Turn(ctx, in.Handle, in.WorkKey)
 	if err != nil {
 		return out, err
@@ -813,10 +795,6 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 // wrote is not asked again, and one re-run after a crash writes once.
 // Fenced like every step of the turn.
 func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error) {
-	defer recoverPanic(a.log, in.Handle, "Reflect", &err)
-	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {
-		return fence(a.log, in.Handle, in.Epoch, err)
-	}
 	if done, err := a.store.ReflectionWritten(ctx, in.Handle, in.WorkKey); err != nil || done {
 		return err
 	}
@@ -963,15 +941,4 @@ func (a *Turns) role(handle string) (config.Seat, config.Role, error) {
 			fmt.Sprintf("seat %s has no agent role with a profile in the org", handle), "no_role", nil)
 	}
 	return seat, role, nil
-}
-
-// recoverPanic turns a panic of a turn step into a non-retryable error the
-// turn records and acks: a step that panicked would panic again.
-func recoverPanic(log *slog.Logger, handle, step string, err *error) {
-	r := recover()
-	if r == nil {
-		return
-	}
-	log.Error("turn_panicked", "seat", handle, "step", step, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-	*err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s panicked: %v", step, r), crewlet.PanicErrorType, nil)
 }

@@ -171,10 +171,12 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		Host:        n.host,
 		Turns:       turns,
 	}
+	// The fence runs inside publicErrors, so its refusals are counted as
+	// fenced like any other.
+	errs := []interceptor.WorkerInterceptor{&publicErrors{log: n.log, metrics: opts.Metrics}, &seatFence{epochs: st, host: n.host, log: n.log}}
 	// A workflow task waiting on a dead worker's sticky queue falls back to
 	// the shared queue after this long, so it adds to failover time after the
 	// heartbeat timeout. On a live worker a fallback only costs a replay.
-	errs := []interceptor.WorkerInterceptor{&publicErrors{log: n.log, metrics: opts.Metrics}}
 	n.shared = worker.New(tc, org.Temporal.TaskQueue, worker.Options{
 		StickyScheduleToStartTimeout: hb / 3,
 		// Every seat's workflow task comes through here, so it needs more

@@ -62,8 +62,11 @@ func RegisterHost(r worker.Registry, d Deps) {
 	})
 }
 
+// register registers activities by name. One that acts for a seat must be
+// in the fence's guards, fenced or said to be unfenced, or it panics.
 func register(r worker.Registry, activities map[string]any) {
 	for name, fn := range activities {
+		checkGuarded(name, fn)
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
 }

@@ -284,8 +284,7 @@ func (s *seat) readMail(ctx workflow.Context) ([]crewlet.MailRef, error) {
 	}
 	var out crewlet.ReadMailOutput
 	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityReadMail, crewlet.ReadMailInput{
-		Handle:     s.in.Handle,
-		Epoch:      s.state.Epoch,
+		Tenure:     s.tenure(),
 		Consumer:   fmt.Sprintf("%s:e%d", s.state.Node, s.state.Epoch),
 		Max:        s.readBatch(),
 		ClearAwake: true,
@@ -302,7 +301,7 @@ func (s *seat) readMail(ctx workflow.Context) ([]crewlet.MailRef, error) {
 // reports, so a failure is noted and never stops the seat.
 func (s *seat) recordStatus(ctx workflow.Context, status string) {
 	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivitySetSeatStatus, crewlet.SeatStatusInput{
-		Handle: s.in.Handle, Epoch: s.state.Epoch, Status: status,
+		Tenure: s.tenure(), Status: status,
 	}).Get(ctx, nil)
 	if err != nil && !isFenced(err) {
 		s.noteError(fmt.Sprintf("record status %s: %v", status, err))

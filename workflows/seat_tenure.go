@@ -96,7 +96,7 @@ func (s *seat) startHold(ctx workflow.Context) {
 	id := s.holdID
 	s.cancelHold = cancel
 	future := workflow.ExecuteActivity(s.hostContext(holdCtx, 0), crewlet.ActivityHold, crewlet.HoldInput{
-		Handle: s.in.Handle, Epoch: s.state.Epoch,
+		Tenure: s.tenure(),
 	})
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		err := future.Get(gctx, nil)
@@ -128,7 +128,7 @@ func (s *seat) release(ctx workflow.Context, reason string) {
 	}
 	detachCtx := s.hostContext(ctx, 0)
 	err := workflow.ExecuteActivity(detachCtx, crewlet.ActivityDetach, crewlet.DetachInput{
-		Handle: s.in.Handle, Epoch: s.state.Epoch, Reason: reason,
+		Tenure: s.tenure(), Reason: reason,
 	}).Get(ctx, nil)
 	if err != nil {
 		// The host did not answer: it is gone, and so is what it held.
@@ -248,4 +248,9 @@ func placeContext(ctx workflow.Context) workflow.Context {
 			MaximumInterval: 10 * time.Second,
 		},
 	})
+}
+
+// tenure is the seat's tenure as its activities carry it, to be fenced.
+func (s *seat) tenure() crewlet.Tenure {
+	return crewlet.Tenure{Handle: s.in.Handle, Epoch: s.state.Epoch}
 }

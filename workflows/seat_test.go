@@ -200,11 +200,11 @@ func TestSeatDrain(t *testing.T) {
 		eq(t, "detaches", drained.detaches, 1)
 		h.world.mu.Lock()
 		defer h.world.mu.Unlock()
-		eq(t, "detach", h.world.detaches[0], crewlet.DetachInput{Handle: testHandle, Epoch: 1, Reason: "drain"})
+		eq(t, "detach", h.world.detaches[0], crewlet.DetachInput{Tenure: crewlet.Tenure{Handle: testHandle, Epoch: 1}, Reason: "drain"})
 		if len(h.world.statuses) == 0 {
 			t.Fatalf("SetSeatStatus: never called, want drained at epoch 1")
 		}
-		eq(t, "first recorded status", h.world.statuses[0], crewlet.SeatStatusInput{Handle: testHandle, Epoch: 1, Status: "drained"})
+		eq(t, "first recorded status", h.world.statuses[0], crewlet.SeatStatusInput{Tenure: crewlet.Tenure{Handle: testHandle, Epoch: 1}, Status: "drained"})
 	})
 	t.Run("resume re-establishes with a new epoch and runs the held mail", func(t *testing.T) {
 		eq(t, "turns run", after.turns, ids("m1", "m2,m3,m4"))
@@ -365,7 +365,7 @@ func TestSeatContinueAsNew(t *testing.T) {
 		})
 		eq(t, "holds (the carried one cancelled or never started)", holds, ids("e4@node-b"))
 		eq(t, "placements", h.world.placements, []crewlet.PlaceSeatInput{{Handle: testHandle, Exclude: ids("node-a")}})
-		eq(t, "detaches", h.world.detaches, []crewlet.DetachInput{{Handle: testHandle, Epoch: 3, Reason: "move: rebalance"}})
+		eq(t, "detaches", h.world.detaches, []crewlet.DetachInput{{Tenure: crewlet.Tenure{Handle: testHandle, Epoch: 3}, Reason: "move: rebalance"}})
 		eq(t, "turns run", after.ran, ids("m1"))
 		eq(t, "epochs the turns ran under", h.world.turnEpochs(), []int64{4})
 	})
@@ -607,9 +607,9 @@ func TestSeatHostLost(t *testing.T) {
 		eq(t, "placements", h.world.placements, []crewlet.PlaceSeatInput{firstPlacement, {Handle: testHandle, Exclude: ids("node-a")}})
 		h.world.mu.Lock()
 		eq(t, "recorded statuses (the new tenure records the pause too)", h.world.statuses, []crewlet.SeatStatusInput{
-			{Handle: testHandle, Epoch: 1, Status: "paused"},
-			{Handle: testHandle, Epoch: 2, Status: "paused"},
-			{Handle: testHandle, Epoch: 2, Status: "active"},
+			{Tenure: crewlet.Tenure{Handle: testHandle, Epoch: 1}, Status: "paused"},
+			{Tenure: crewlet.Tenure{Handle: testHandle, Epoch: 2}, Status: "paused"},
+			{Tenure: crewlet.Tenure{Handle: testHandle, Epoch: 2}, Status: "active"},
 		})
 		h.world.mu.Unlock()
 
@@ -687,7 +687,7 @@ func TestSeatMove(t *testing.T) {
 			"place exclude=[node-a]", "attach e2 node-b queue="+qb,
 			"turn m2 e2 ok", "ack m2 e2",
 			"turn m3 e2 ok", "ack m3 e2"))
-		eq(t, "detaches", h.world.detaches, []crewlet.DetachInput{{Handle: testHandle, Epoch: 1, Reason: "move: rebalance"}})
+		eq(t, "detaches", h.world.detaches, []crewlet.DetachInput{{Tenure: crewlet.Tenure{Handle: testHandle, Epoch: 1}, Reason: "move: rebalance"}})
 		eq(t, "holds", moved.holds, ids("e1@node-a:cancelled", "e2@node-b"))
 		eq(t, "status", moved.state.Status, crewlet.StatusIdle)
 		eq(t, "epoch", moved.state.Epoch, int64(2))
@@ -765,7 +765,7 @@ func TestSeatMoveBehindStaleMove(t *testing.T) {
 	after := h.view(10 * time.Minute)
 	h.run(seatIn(), time.Hour)
 
-	eq(t, "detaches", h.world.detaches, []crewlet.DetachInput{{Handle: testHandle, Epoch: 1, Reason: "move: rebalance"}})
+	eq(t, "detaches", h.world.detaches, []crewlet.DetachInput{{Tenure: crewlet.Tenure{Handle: testHandle, Epoch: 1}, Reason: "move: rebalance"}})
 	eq(t, "node", after.state.Node, "node-b")
 	eq(t, "epoch", after.state.Epoch, int64(2))
 }
@@ -1068,8 +1068,8 @@ func TestSeatStop(t *testing.T) {
 		h.signal(time.Minute, crewlet.SignalStop, stop)
 		end := runStopped(t, h, seatIn())
 
-		eq(t, "statuses", h.world.statuses, []crewlet.SeatStatusInput{{Handle: testHandle, Epoch: 1, Status: "stopped"}})
-		eq(t, "detaches", h.world.detaches, []crewlet.DetachInput{{Handle: testHandle, Epoch: 1, Reason: "stopped: " + stop.Reason}})
+		eq(t, "statuses", h.world.statuses, []crewlet.SeatStatusInput{{Tenure: crewlet.Tenure{Handle: testHandle, Epoch: 1}, Status: "stopped"}})
+		eq(t, "detaches", h.world.detaches, []crewlet.DetachInput{{Tenure: crewlet.Tenure{Handle: testHandle, Epoch: 1}, Reason: "stopped: " + stop.Reason}})
 		eq(t, "order", h.events(), ids(
 			"place exclude=[]", "attach e1 node-a queue="+qa,
 			"turn m1 e1 ok", "ack m1 e1",
@@ -1115,7 +1115,7 @@ func TestSeatStop(t *testing.T) {
 		end := runStopped(t, h, seatIn())
 
 		eq(t, "status while drained", drained.state.Status, crewlet.StatusDrained)
-		eq(t, "detaches (only the drain's)", h.world.detaches, []crewlet.DetachInput{{Handle: testHandle, Epoch: 1, Reason: "drain"}})
+		eq(t, "detaches (only the drain's)", h.world.detaches, []crewlet.DetachInput{{Tenure: crewlet.Tenure{Handle: testHandle, Epoch: 1}, Reason: "drain"}})
 		eq(t, "attaches", end.attaches, 1)
 		eq(t, "placements", end.placements, 1)
 		eq(t, "holds", end.holds, ids("e1@node-a:cancelled"))
@@ -1130,7 +1130,7 @@ func TestSeatStop(t *testing.T) {
 		end := runStopped(t, h, seatIn())
 
 		eq(t, "statuses", statusNames(h.world), ids("paused", "stopped"))
-		eq(t, "detaches", h.world.detaches, []crewlet.DetachInput{{Handle: testHandle, Epoch: 1, Reason: "stopped: " + stop.Reason}})
+		eq(t, "detaches", h.world.detaches, []crewlet.DetachInput{{Tenure: crewlet.Tenure{Handle: testHandle, Epoch: 1}, Reason: "stopped: " + stop.Reason}})
 		eq(t, "turns run", end.turns, []string(nil))
 	})
 
@@ -1156,7 +1156,7 @@ func TestSeatStop(t *testing.T) {
 		})
 		end := runStopped(t, h, seatIn())
 
-		eq(t, "detaches", h.world.detaches, []crewlet.DetachInput{{Handle: testHandle, Epoch: 1, Reason: "stopped: " + stop.Reason}})
+		eq(t, "detaches", h.world.detaches, []crewlet.DetachInput{{Tenure: crewlet.Tenure{Handle: testHandle, Epoch: 1}, Reason: "stopped: " + stop.Reason}})
 		eq(t, "statuses", statusNames(h.world), ids("stopped"))
 		eq(t, "turns run", end.turns, ids("m1"))
 	})

@@ -79,7 +79,7 @@ func (s *seat) runBatch(ctx workflow.Context, mail []crewlet.MailRef) {
 func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 	var prep crewlet.PrepareTurnOutput
 	if err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityPrepareTurn, crewlet.PrepareTurnInput{
-		Handle: s.in.Handle, Epoch: s.state.Epoch, Mail: mail,
+		Tenure: s.tenure(), Mail: mail,
 	}).Get(ctx, &prep); err != nil {
 		return err
 	}
@@ -105,7 +105,7 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 			WorkflowTaskTimeout: s.in.HeartbeatTimeout,
 		})
 		future := workflow.ExecuteChildWorkflow(turnCtx, crewlet.WorkflowTurn, crewlet.TurnInput{
-			Handle: s.in.Handle, Epoch: s.state.Epoch, HostQueue: s.state.HostQueue, TurnID: turnID, WorkKey: workKey,
+			Tenure: s.tenure(), HostQueue: s.state.HostQueue, TurnID: turnID, WorkKey: workKey,
 			Mail: prep.Run, HeartbeatTimeout: s.in.HeartbeatTimeout,
 		})
 		if err := s.awaitTurn(ctx, future, turnID, cancelTurn); err != nil {
@@ -132,7 +132,7 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 		streamIDs = append(streamIDs, m.StreamID)
 	}
 	if err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityAckMail, crewlet.AckMailInput{
-		Handle: s.in.Handle, Epoch: s.state.Epoch, StreamIDs: streamIDs,
+		Tenure: s.tenure(), StreamIDs: streamIDs,
 	}).Get(ctx, nil); err != nil {
 		return err
 	}
@@ -210,7 +210,7 @@ func (s *seat) deadLetter(ctx workflow.Context, mail []crewlet.MailRef, reason s
 	}
 	reason = clipText("the turn can never succeed: "+reason, crewlet.MaxReasonBytes)
 	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityDeadLetterMail, crewlet.DeadLetterMailInput{
-		Handle: s.in.Handle, Epoch: s.state.Epoch, StreamIDs: ids, Reason: reason,
+		Tenure: s.tenure(), StreamIDs: ids, Reason: reason,
 	}).Get(ctx, nil)
 	if err != nil {
 		s.noteError(fmt.Sprintf("dead-letter %s: %v", mail[0].EventID, err))

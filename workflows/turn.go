@@ -85,7 +85,7 @@ func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error
 
 	var begin crewlet.BeginTurnOutput
 	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityBeginTurn, crewlet.BeginTurnInput{
-		Handle: in.Handle, Epoch: in.Epoch, TurnID: in.TurnID, WorkKey: in.WorkKey, Mail: in.Mail,
+		Tenure: in.Tenure, TurnID: in.TurnID, WorkKey: in.WorkKey, Mail: in.Mail,
 	}).Get(ctx, &begin)
 	if err != nil {
 		if isFenced(err) {
@@ -155,7 +155,7 @@ func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error
 // or a cancellation stops it.
 func (t *turn) reflect(ctx workflow.Context) error {
 	err := workflow.ExecuteActivity(t.modelContext(ctx), crewlet.ActivityReflect, crewlet.ReflectInput{
-		Handle: t.in.Handle, Epoch: t.in.Epoch, TurnID: t.in.TurnID, WorkKey: t.in.WorkKey, Profile: t.profile,
+		Tenure: t.in.Tenure, TurnID: t.in.TurnID, WorkKey: t.in.WorkKey, Profile: t.profile,
 	}).Get(ctx, nil)
 	switch {
 	case err == nil:
@@ -200,7 +200,7 @@ func (t *turn) converse(ctx workflow.Context, thread, maxRounds int) error {
 		for _, call := range answer.Calls {
 			var res crewlet.ToolCallOutput
 			err := workflow.ExecuteActivity(t.toolContext(ctx, call.ReadOnly), crewlet.ActivityToolCall, crewlet.ToolCallInput{
-				Handle: t.in.Handle, Epoch: t.in.Epoch, WorkKey: t.in.WorkKey, Thread: thread, Round: round, Call: call,
+				Tenure: t.in.Tenure, WorkKey: t.in.WorkKey, Thread: thread, Round: round, Call: call,
 			}).Get(ctx, &res)
 			if hostLost(err) {
 				// The seat's host did not take the call or stopped
@@ -247,7 +247,7 @@ func (t *turn) modelRound(ctx workflow.Context, thread, round int) (crewlet.Mode
 	for {
 		var answer crewlet.ModelRoundOutput
 		err := workflow.ExecuteActivity(t.modelContext(ctx), crewlet.ActivityModelRound, crewlet.ModelRoundInput{
-			Handle: t.in.Handle, Epoch: t.in.Epoch, WorkKey: t.in.WorkKey, Thread: thread, Round: round,
+			Tenure: t.in.Tenure, WorkKey: t.in.WorkKey, Thread: thread, Round: round,
 			TurnID: t.in.TurnID, Profile: t.profile,
 		}).Get(ctx, &answer)
 		if !t.pooled || !isProfileUnavailable(err) {
@@ -277,7 +277,7 @@ func (t *turn) acquire(ctx workflow.Context) error {
 		}
 		var out crewlet.AcquireProfileOutput
 		err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityAcquireProfile, crewlet.AcquireProfileInput{
-			Handle: t.in.Handle, Epoch: t.in.Epoch, TurnID: t.in.TurnID, WorkKey: t.in.WorkKey,
+			Tenure: t.in.Tenure, TurnID: t.in.TurnID, WorkKey: t.in.WorkKey,
 		}).Get(ctx, &out)
 		if err != nil {
 			return err
@@ -352,7 +352,7 @@ func (t *turn) release(ctx workflow.Context) {
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	err := workflow.ExecuteLocalActivity(localContext(dctx), crewlet.ActivityReleaseProfile, crewlet.ReleaseProfileInput{
-		Handle: t.in.Handle, Epoch: t.in.Epoch, TurnID: t.in.TurnID,
+		Tenure: t.in.Tenure, TurnID: t.in.TurnID,
 	}).Get(dctx, nil)
 	if err != nil {
 		t.logger.Warn("profile_unreleased", "seat", t.in.Handle, "turn", t.in.TurnID, "error", err)
@@ -381,7 +381,7 @@ func (t *turn) wait(ctx workflow.Context, thread, round int, call crewlet.ToolCa
 	defer cancelTimer()
 	timer := workflow.NewTimer(timerCtx, w.For)
 	in := crewlet.ResolveWaitInput{
-		Handle: t.in.Handle, Epoch: t.in.Epoch, WorkKey: t.in.WorkKey, Thread: thread, Round: round, Call: call, Wait: w,
+		Tenure: t.in.Tenure, WorkKey: t.in.WorkKey, Thread: thread, Round: round, Call: call, Wait: w,
 	}
 	for done := false; !done; {
 		sel := workflow.NewSelector(ctx)
@@ -459,7 +459,7 @@ func (t *turn) finish(ctx workflow.Context) (crewlet.TurnOutput, error) {
 	}
 	var fin crewlet.FinishTurnOutput
 	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityFinishTurn, crewlet.FinishTurnInput{
-		Handle: t.in.Handle, Epoch: t.in.Epoch, TurnID: t.in.TurnID, WorkKey: t.in.WorkKey,
+		Tenure: t.in.Tenure, TurnID: t.in.TurnID, WorkKey: t.in.WorkKey,
 		Status: t.out.Status, Rounds: t.out.Rounds, Note: t.out.Note, StoppedBy: stoppedBy,
 	}).Get(ctx, &fin)
 	if err != nil {

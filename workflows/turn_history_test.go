@@ -50,7 +50,7 @@ func TestTurnHistoryStaysSmallOver50Rounds(t *testing.T) {
 	defer cancel()
 	id := crewlet.TurnWorkflowID("history", testenv.Suffix())
 	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, crewlet.WorkflowTurn, crewlet.TurnInput{
-		Handle: "history", Epoch: 1, HostQueue: hostQueue, TurnID: id, WorkKey: "k",
+		Tenure: crewlet.Tenure{Handle: "history", Epoch: 1}, HostQueue: hostQueue, TurnID: id, WorkKey: "k",
 		Mail: []crewlet.MailRef{{StreamID: "1-0", EventID: "m1"}},
 	})
 	if err != nil {

@@ -183,7 +183,7 @@ func newTurnHarness(t *testing.T) *turnHarness {
 
 func (h *turnHarness) run() (crewlet.TurnOutput, error) {
 	h.env.ExecuteWorkflow(Turn, crewlet.TurnInput{
-		Handle: "ana", Epoch: 3, HostQueue: "crewlet.host.n1", TurnID: "turn/ana/k", WorkKey: "k",
+		Tenure: crewlet.Tenure{Handle: "ana", Epoch: 3}, HostQueue: "crewlet.host.n1", TurnID: "turn/ana/k", WorkKey: "k",
 		Mail: []crewlet.MailRef{{StreamID: "1-0", EventID: "m1"}}, HeartbeatTimeout: time.Second,
 	})
 	if !h.env.IsWorkflowCompleted() {

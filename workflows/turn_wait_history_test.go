@@ -61,7 +61,7 @@ func TestTurnWaitingOnATicketAddsNoHistory(t *testing.T) {
 	defer cancel()
 	id := crewlet.TurnWorkflowID("waiter", testenv.Suffix())
 	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, crewlet.WorkflowTurn, crewlet.TurnInput{
-		Handle: "waiter", Epoch: 1, HostQueue: hostQueue, TurnID: id, WorkKey: "k",
+		Tenure: crewlet.Tenure{Handle: "waiter", Epoch: 1}, HostQueue: hostQueue, TurnID: id, WorkKey: "k",
 		Mail: []crewlet.MailRef{{StreamID: "1-0", EventID: "m1"}},
 	})
 	if err != nil {
