@@ -15,6 +15,7 @@ import (
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tools"
+	"github.com/crewlet/crewlet/internal/tools/firstparty"
 	"github.com/crewlet/crewlet/internal/watchdog"
 )
 
@@ -415,7 +416,7 @@ func (h *Host) startTools(ctx context.Context, handle string, epoch int64) (Tool
 			return nil, fmt.Errorf("start the MCP servers of %s: %w", handle, err)
 		}
 	}
-	catalog := firstPartyTools()
+	catalog := firstparty.Specs()
 	if session != nil {
 		for _, t := range session.Tools() {
 			catalog = append(catalog, t.Spec)

@@ -21,6 +21,7 @@ import (
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/tools/firstparty"
 	"github.com/crewlet/crewlet/workflows"
 )
 
@@ -635,11 +636,11 @@ func TestDelegateAndTicketsTools(t *testing.T) {
 		last := req.Messages[len(req.Messages)-1]
 		switch {
 		case req.Seat == "cto" && last.Role == "user" && strings.Contains(last.Content, "get the build fixed"):
-			return crewlet.ModelResponse{ToolCalls: []crewlet.ToolCall{{ID: "d1", Name: toolDelegate, Args: []byte(`{"to":"eng-1","task":"fix the build"}`)}}}, nil
+			return crewlet.ModelResponse{ToolCalls: []crewlet.ToolCall{{ID: "d1", Name: firstparty.Delegate, Args: []byte(`{"to":"eng-1","task":"fix the build"}`)}}}, nil
 		case req.Seat == "cto" && last.Role == "tool":
 			return text("handed to eng-1"), nil
 		case req.Seat == "eng-1" && last.Role == "user":
-			return crewlet.ModelResponse{ToolCalls: []crewlet.ToolCall{{ID: "l1", Name: toolTickets, Args: []byte(`{}`)}}}, nil
+			return crewlet.ModelResponse{ToolCalls: []crewlet.ToolCall{{ID: "l1", Name: firstparty.ListTickets, Args: []byte(`{}`)}}}, nil
 		case req.Seat == "eng-1" && last.Role == "tool":
 			return text("fixed: a missing import"), nil
 		}
@@ -652,7 +653,7 @@ func TestDelegateAndTicketsTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(round1.Calls) != 1 || round1.Calls[0].Name != toolDelegate || round1.Calls[0].ReadOnly {
+	if len(round1.Calls) != 1 || round1.Calls[0].Name != firstparty.Delegate || round1.Calls[0].ReadOnly {
 		t.Fatalf("round 1 calls = %+v; want one delegate write", round1.Calls)
 	}
 	call := crewlet.ToolCallInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, WorkKey: workKey, Round: 1, Call: round1.Calls[0]}
@@ -714,7 +715,7 @@ func TestDelegateAndTicketsTools(t *testing.T) {
 		{`{"to":5}`, "delegate needs"},
 	}
 	for i, r := range refusals {
-		out, text := e.callFirstParty(t, workKey, "m1", 10+i, toolDelegate, r.args)
+		out, text := e.callFirstParty(t, workKey, "m1", 10+i, firstparty.Delegate, r.args)
 		if !out.IsError || !strings.Contains(text, r.want) {
 			t.Errorf("delegate %s: %+v %q; want an error result saying %q", r.args, out, text, r.want)
 		}
@@ -724,7 +725,7 @@ func TestDelegateAndTicketsTools(t *testing.T) {
 	}
 
 	// cto's view: the ticket it delegated.
-	if out, text := e.callFirstParty(t, workKey, "m1", 20, toolTickets, `{}`); out.IsError ||
+	if out, text := e.callFirstParty(t, workKey, "m1", 20, firstparty.ListTickets, `{}`); out.IsError ||
 		!strings.Contains(text, "You delegated: 1 open") || !strings.Contains(text, tk.ID+" cto → eng-1, pending") ||
 		!strings.Contains(text, "You serve: 0 open") {
 		t.Fatalf("tickets for cto: %+v %q; want the ticket under what it delegated, nothing served", out, text)

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -24,7 +23,9 @@ import (
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/model"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tools/firstparty"
 	"github.com/crewlet/crewlet/internal/tracing"
+	"github.com/crewlet/crewlet/internal/turnrules"
 )
 
 // Turns runs the steps of a turn (DESIGN §6): open it, one model call per
@@ -116,28 +117,22 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 	if err != nil {
 		return out, err
 	}
-	var threads []int
-	answeredChat := map[string]bool{}
-	for i, m := range msgs {
-		if m.Type == crewlet.MessageReply || (m.ChatID != "" && answeredChat[m.ChatID]) {
+	phases := map[string]crewlet.TicketPhase{}
+	for _, m := range msgs {
+		if m.Type != crewlet.MessageTicket {
 			continue
 		}
-		if m.Type == crewlet.MessageTicket {
-			// A ticket cancelled or failed while its request waited is
-			// recorded, not worked on.
-			ticket, err := a.store.Ticket(ctx, m.Ticket)
-			if err != nil && crewlet.ErrorCode(err) != crewlet.ENOTFOUND {
-				return out, err
-			}
-			if err != nil || !ticket.Phase.Open() {
-				a.log.Info("ticket_request_skipped", "seat", in.Handle, "ticket", m.Ticket, "phase", ticket.Phase)
-				continue
-			}
+		ticket, err := a.store.Ticket(ctx, m.Ticket)
+		switch {
+		case err == nil:
+			phases[m.Ticket] = ticket.Phase
+		case crewlet.ErrorCode(err) != crewlet.ENOTFOUND:
+			return out, err
 		}
-		if m.ChatID != "" {
-			answeredChat[m.ChatID] = true
-		}
-		threads = append(threads, i)
+	}
+	threads, closed := turnrules.Threads(msgs, phases)
+	for _, i := range closed {
+		a.log.Info("ticket_request_skipped", "seat", in.Handle, "ticket", msgs[i].Ticket, "phase", phases[msgs[i].Ticket])
 	}
 	catalog, err := a.store.SeatTools(ctx, in.Handle)
 	if err != nil {
@@ -163,7 +158,7 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 			return out, err
 		}
 		_, err = a.store.AppendTurnMessage(ctx, in.Handle, key, store.TurnMessage{
-			Key: userKey, Message: crewlet.ChatMessage{Role: "user", Content: triggerText(trigger)},
+			Key: userKey, Message: crewlet.ChatMessage{Role: "user", Content: turnrules.TriggerText(trigger)},
 		})
 		if err != nil {
 			return out, err
@@ -209,34 +204,9 @@ func (a *Turns) CheckBudget(ctx context.Context, in crewlet.CheckBudgetInput) (*
 	return a.budgetHold(ctx, in.Handle, role)
 }
 
-// triggerText is how a trigger, or a reply the seat received, reads to the
-// model.
-func triggerText(m crewlet.Message) string {
-	switch m.Type {
-	case crewlet.MessageReply:
-		return fmt.Sprintf("Reply from %s to your message (conversation %s):\n\n%s", m.From, m.Conversation, m.Body)
-	case crewlet.MessageTicket:
-		return crewlet.TicketRequestText(crewlet.Ticket{ID: m.Ticket, From: m.From, Conversation: m.Conversation, Task: m.Body})
-	case crewlet.MessageTicketNotice:
-		return fmt.Sprintf("Notice about your ticket %s (conversation %s):\n\n%s", m.Ticket, m.Conversation, m.Body)
-	}
-	return fmt.Sprintf("Message from %s (conversation %s):\n\n%s", m.From, m.Conversation, m.Body)
-}
-
-// systemPrompt is the exact system prompt of a seat's turns; its receipt
-// (sha-256 and size) is recorded with every round.
+// systemPrompt is the exact system prompt of a seat's turns.
 func (a *Turns) systemPrompt(handle, roleName string, role config.Role) string {
-	var b strings.Builder
-	if role.Charter != "" {
-		b.WriteString(strings.TrimSpace(role.Charter))
-		b.WriteString("\n\n")
-	}
-	fmt.Fprintf(&b, "You are %s, a seat with the role %s", handle, roleName)
-	if a.org.Company.Name != "" {
-		fmt.Fprintf(&b, " at %s", a.org.Company.Name)
-	}
-	b.WriteString(". Your final answer is sent to whoever wrote to you. Use the tools when you need them; a tool result that says the outcome is unknown means check before trying again.")
-	return b.String()
+	return turnrules.SystemPrompt(handle, roleName, role.Charter, a.org.Company.Name)
 }
 
 // ModelRound makes one model call of a turn: the conversation as it stands
@@ -380,12 +350,12 @@ func (a *Turns) recordRound(ctx context.Context, r store.RoundRow, system string
 // compaction summary of its oldest exchanges.
 func (a *Turns) assemble(ctx context.Context, handle, profileName, turnID, system string, catalog []crewlet.ToolSpec, trigger crewlet.Message, key string, thread []store.TurnMessage) (crewlet.ContextPlan, error) {
 	started := time.Now()
-	tc, err := a.store.ThreadContext(ctx, handle, trigger.Conversation, trigger.EventID, triggerText)
+	tc, err := a.store.ThreadContext(ctx, handle, trigger.Conversation, trigger.EventID, turnrules.TriggerText)
 	if crewlet.ErrorCode(err) == crewlet.ENOTFOUND {
 		// A turn begun before triggers were recorded at BeginTurn: record
 		// it now, which gives it its place.
 		if err = a.store.AppendMessages(ctx, crewlet.ThreadKey(trigger.EventID), trigger); err == nil {
-			tc, err = a.store.ThreadContext(ctx, handle, trigger.Conversation, trigger.EventID, triggerText)
+			tc, err = a.store.ThreadContext(ctx, handle, trigger.Conversation, trigger.EventID, turnrules.TriggerText)
 		}
 	}
 	if err != nil {
@@ -542,7 +512,7 @@ func findKey(msgs []store.TurnMessage, key string) (store.TurnMessage, bool) {
 
 func decodeCatalog(raw json.RawMessage) ([]crewlet.ToolSpec, error) {
 	if len(raw) == 0 {
-		return firstPartyTools(), nil
+		return firstparty.Specs(), nil
 	}
 	var catalog []crewlet.ToolSpec
 	if err := json.Unmarshal(raw, &catalog); err != nil {
@@ -680,7 +650,7 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 		if err != nil {
 			return out, err
 		}
-		text, finished := answerOf(msgs)
+		text, finished := turnrules.AnswerOf(chatMessages(msgs))
 		answered[turn.Threads[thread]] = finished && msgs[len(msgs)-1].Message.Role == "assistant"
 		if !finished && in.Note != "" {
 			note, err := a.store.AppendTurnMessage(ctx, in.Handle, key, store.TurnMessage{
@@ -693,40 +663,10 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 		}
 		replies[turn.Threads[thread]] = text
 	}
-	// Each trigger is followed by its reply, so a thread reads in order.
-	var transcript []crewlet.Message
-	var ledger []string
-	counterparties := map[string]bool{}
-	var exchanges []string
-	for i, trigger := range turn.Mail {
-		ledger = append(ledger, crewlet.LedgerKeys(trigger)...)
-		transcript = append(transcript, trigger)
-		out.Answered = append(out.Answered, trigger.EventID)
-		text, isThread := replies[i]
-		if !isThread {
-			continue
-		}
-		counterparties[trigger.From] = true
-		exchanges = append(exchanges, exchange(trigger, text))
-		if text == "" {
-			continue
-		}
-		// The reply's id is the trigger's, so a trigger answered again in
-		// another batch (its turn broke before the ledger) lands once.
-		transcript = append(transcript, crewlet.Message{
-			EventID:      "reply-" + crewlet.WorkKey([]string{in.Handle, trigger.EventID}),
-			Type:         crewlet.MessageReply,
-			From:         in.Handle,
-			To:           trigger.From,
-			Conversation: trigger.Conversation,
-			InReplyTo:    trigger.EventID,
-			Body:         text,
-			SentAt:       a.Now().UTC(),
-		})
-		out.Replies++
-	}
+	closing := turnrules.Close(in.Handle, turn.Mail, replies, a.Now())
+	out.Answered, out.Replies = closing.Answered, closing.Replies
 	crashPoint("after_model", in.Handle)
-	if err := a.store.AppendMessages(ctx, in.WorkKey, transcript...); err != nil {
+	if err := a.store.AppendMessages(ctx, in.WorkKey, closing.Transcript...); err != nil {
 		return out, err
 	}
 	tickets := map[string]crewlet.Message{}
@@ -735,7 +675,7 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 			tickets[trigger.EventID] = trigger
 		}
 	}
-	for _, r := range transcript {
+	for _, r := range closing.Transcript {
 		if r.From != in.Handle {
 			continue
 		}
@@ -759,7 +699,7 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 		return out, err
 	}
 	crashPoint("after_publish", in.Handle)
-	a.remember(ctx, in, exchanges, counterparties)
+	a.remember(ctx, in, closing)
 	first, err := a.store.FinishTurn(ctx, in.Handle, in.WorkKey, string(in.Status), in.Note, in.StoppedBy, in.Rounds)
 	if err != nil {
 		a.log.Warn("turn_unrecorded", "seat", in.Handle, "turn", in.TurnID, "error", err)
@@ -779,7 +719,7 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 	// The ledger fails open: the effects above shipped, and failing the turn
 	// could not un-ship them. An unrecorded trigger that comes back runs
 	// again, and its keyed writes collapse.
-	if err := a.store.LedgerRecord(ctx, in.Handle, in.WorkKey, in.TurnID, ledger); err != nil {
+	if err := a.store.LedgerRecord(ctx, in.Handle, in.WorkKey, in.TurnID, closing.Ledger); err != nil {
 		a.log.Warn("ledger_unwritable", "seat", in.Handle, "turn", in.TurnID, "error", err)
 	}
 	crashPoint("after_ledger", in.Handle)
@@ -848,8 +788,8 @@ func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error
 		a.log.Warn("usage_unrecorded", "seat", in.Handle, "what", "reflection", "error", err)
 	}
 	crashPoint("after_reflection_model", in.Handle)
-	entry := strings.TrimSpace(resp.Text)
-	if entry == "" || strings.EqualFold(strings.Trim(entry, " .!"), "nothing") {
+	entry, kept := turnrules.ReflectionKept(resp.Text)
+	if !kept {
 		a.log.Info("turn_reflected", "seat", in.Handle, "turn", in.TurnID, "kept", false)
 		return nil
 	}
@@ -883,54 +823,29 @@ func (a *Turns) closeTickets(ctx context.Context, turn store.TurnRow, replies ma
 	return nil
 }
 
-// answerOf returns a conversation's final answer: the text of its last
-// model message, when that message asked for no tool.
-func answerOf(msgs []store.TurnMessage) (string, bool) {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		m := msgs[i].Message
-		switch m.Role {
-		case "note":
-			return m.Content, true
-		case "assistant":
-			return m.Content, len(m.ToolCalls) == 0
-		case "tool":
-			return "", false
-		}
+// chatMessages are a thread's recorded messages as the model saw them.
+func chatMessages(msgs []store.TurnMessage) []crewlet.ChatMessage {
+	out := make([]crewlet.ChatMessage, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Message
 	}
-	return "", false
+	return out
 }
 
 // remember writes the seat's memory of the turn: one episode saying what
 // was asked and answered, and one count per counterparty, both keyed on the
 // work key so a re-run remembers once. Memory only records, so a failure is
 // logged and the turn goes on.
-func (a *Turns) remember(ctx context.Context, in crewlet.FinishTurnInput, exchanges []string, counterparties map[string]bool) {
-	names := make([]string, 0, len(counterparties))
-	for who := range counterparties {
-		names = append(names, who)
-	}
-	sort.Strings(names)
-	summary := strings.Join(exchanges, "\n")
-	if summary == "" {
-		summary = "recorded replies only"
-	}
-	if err := a.store.RecordEpisode(ctx, store.Episode{Seat: in.Handle, WorkKey: in.WorkKey, TurnID: in.TurnID, Summary: summary}); err != nil {
+func (a *Turns) remember(ctx context.Context, in crewlet.FinishTurnInput, closing turnrules.Closing) {
+	if err := a.store.RecordEpisode(ctx, store.Episode{Seat: in.Handle, WorkKey: in.WorkKey, TurnID: in.TurnID, Summary: closing.Episode}); err != nil {
 		a.log.Warn("memory_unrecorded", "seat", in.Handle, "what", "episode", "error", err)
 	}
-	for _, who := range names {
+	for _, who := range closing.Counterparties {
 		if err := a.store.CountInteraction(ctx, in.Handle, who, in.WorkKey); err != nil {
 			a.log.Warn("memory_unrecorded", "seat", in.Handle, "what", "counterparty", "error", err)
 		}
 	}
 }
-
-// exchange is one line of an episode: who asked what, and the answer.
-func exchange(trigger crewlet.Message, reply string) string {
-	return fmt.Sprintf("%s asked %q; answered %q", trigger.From, crewlet.OneLine(trigger.Body, episodeClip), crewlet.OneLine(reply, episodeClip))
-}
-
-// episodeClip is how much of a trigger and its answer an episode keeps.
-const episodeClip = 160
 
 // role returns the seat and its agent role.
 func (a *Turns) role(handle string) (config.Seat, config.Role, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tools"
+	"github.com/crewlet/crewlet/internal/tools/firstparty"
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
 	"go.temporal.io/sdk/temporal"
 )
@@ -252,7 +253,7 @@ func (e *turnEnv) callFirstParty(t *testing.T, workKey, eventID string, round in
 		t.Fatal(err)
 	}
 	out, err := e.turns.ToolCall(e.ctx, crewlet.ToolCallInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, WorkKey: workKey, Round: round,
-		Call: crewlet.ToolCallRef{Name: name, ReadOnly: name == toolRecall}})
+		Call: crewlet.ToolCallRef{Name: name, ReadOnly: name == firstparty.Recall}})
 	if err != nil {
 		t.Fatalf("%s %s: %v", name, args, err)
 	}
@@ -280,15 +281,15 @@ func TestFirstPartyTools(t *testing.T) {
 	}
 
 	for range 2 {
-		if out, text := call(toolDiaryWrite, `{"text":"the launch is on friday"}`); out.IsError || text != "written" {
+		if out, text := call(firstparty.DiaryWrite, `{"text":"the launch is on friday"}`); out.IsError || text != "written" {
 			t.Fatalf("diary_write: %+v %q; want written", out, text)
 		}
 	}
-	call(toolDiaryWrite, `{"text":"the build is red"}`)
-	if _, text := call(toolRecall, `{"query":"LAUNCH friday"}`); strings.Count(text, "\n") != 0 || !strings.Contains(text, "the launch is on friday") {
+	call(firstparty.DiaryWrite, `{"text":"the build is red"}`)
+	if _, text := call(firstparty.Recall, `{"query":"LAUNCH friday"}`); strings.Count(text, "\n") != 0 || !strings.Contains(text, "the launch is on friday") {
 		t.Fatalf("recall: %q; want the one launch entry (written twice, kept once)", text)
 	}
-	if _, text := call(toolRecall, `{"query":"nothing like it"}`); text != "nothing found" {
+	if _, text := call(firstparty.Recall, `{"query":"nothing like it"}`); text != "nothing found" {
 		t.Fatalf("recall of nothing: %q", text)
 	}
 
@@ -298,7 +299,7 @@ func TestFirstPartyTools(t *testing.T) {
 		{`{"to":5}`, "send_message needs"},
 	}
 	for _, r := range refusals {
-		out, text := call(toolSendMessage, r.args)
+		out, text := call(firstparty.SendMessage, r.args)
 		if !out.IsError || !strings.Contains(text, r.want) {
 			t.Errorf("send_message %s: %+v %q; want an error result saying %q", r.args, out, text, r.want)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/turnrules"
 )
 
 // Scripted is a crewlet.ChatModel that answers from fixed rules, for local
@@ -244,8 +245,8 @@ func (s *Scripted) Chat(ctx context.Context, req crewlet.ModelRequest) (crewlet.
 	for _, m := range req.Messages[:max(lastUser, 0)] {
 		if (m.Role == "user" || m.Role == "assistant") && m.Content != "" {
 			e := HistoryEntry{Role: m.Role, Text: m.Content, Body: m.Content}
-			if g := senderPrefix.FindStringSubmatch(m.Content); g != nil {
-				e.From, e.Body = g[1], m.Content[len(g[0]):]
+			if from, body, ok := turnrules.ParseTrigger(m.Content); ok {
+				e.From, e.Body = from, body
 			}
 			data.History = append(data.History, e)
 		}
@@ -325,7 +326,7 @@ func scriptedSummary(prompt string) string {
 		if !ok || strings.HasPrefix(line, "you called ") || strings.HasPrefix(line, "tool result: ") {
 			continue
 		}
-		line = crewlet.OneLine(senderPrefix.ReplaceAllString(line, "$1: "), scriptedSummaryLine)
+		line = crewlet.OneLine(senderFirst(line), scriptedSummaryLine)
 		sep := " / "
 		if b.Len() == len("Earlier:") {
 			sep = " "
@@ -339,9 +340,15 @@ func scriptedSummary(prompt string) string {
 	return b.String()
 }
 
-// senderPrefix is how a trigger's text starts ("Message from operator
-// (conversation c1): ..."); a scripted summary keeps only the sender.
-var senderPrefix = regexp.MustCompile(`^(?:Message|Reply) from (\S+) (?:to your message )?\(conversation [^)]*\):\s*`)
+// senderFirst shortens a trigger's header ("Message from operator
+// (conversation c1): ...") to its sender ("operator: ..."), as a scripted
+// summary keeps it; other text stays as it is.
+func senderFirst(text string) string {
+	if from, body, ok := turnrules.ParseTrigger(text); ok {
+		return from + ": " + body
+	}
+	return text
+}
 
 // Bounds of a scripted summary: a line per message, and the whole.
 const (
@@ -355,7 +362,7 @@ func scriptedReflection(msgs []crewlet.ChatMessage) string {
 	var asked []string
 	for _, m := range msgs {
 		if m.Role == "user" && m.Content != crewlet.ReflectionPrompt {
-			asked = append(asked, crewlet.OneLine(senderPrefix.ReplaceAllString(m.Content, "$1: "), scriptedSummaryLine))
+			asked = append(asked, crewlet.OneLine(senderFirst(m.Content), scriptedSummaryLine))
 		}
 	}
 	return "Worth keeping: " + strings.Join(asked, " / ")

@@ -131,6 +131,10 @@ type Result struct {
 	IsError bool
 }
 
+// Refused is the error result of a call refused before it reached anything
+// (an unknown tool, bad arguments): the model sees why.
+func Refused(text string) Result { return Result{Text: text, IsError: true} }
+
 // Session holds the MCP servers of one seat tenure on this node.
 type Session struct {
 	log     *slog.Logger

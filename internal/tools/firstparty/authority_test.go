@@ -1,4 +1,4 @@
-package activities
+package firstparty
 
 import (
 	"os"
@@ -9,7 +9,7 @@ import (
 // Every first-party tool has its row in docs/operations.md's table of what
 // a seat's tools may do, and the table names no tool that does not exist.
 func TestSeatToolsAreInTheAuthorityTable(t *testing.T) {
-	docs, err := os.ReadFile("../docs/operations.md")
+	docs, err := os.ReadFile("../../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -17,7 +17,7 @@ func TestSeatToolsAreInTheAuthorityTable(t *testing.T) {
 	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| (send|write|read|open|ask|answer|list) ").FindAllStringSubmatch(string(docs), -1) {
 		documented[m[1]] = true
 	}
-	for _, tool := range firstPartyTools() {
+	for _, tool := range Specs() {
 		if !documented[tool.Name] {
 			t.Errorf("tool %s has no row in docs/operations.md's table of what a seat's tools may do", tool.Name)
 		}
