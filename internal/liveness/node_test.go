@@ -304,3 +304,55 @@ func TestDrainRequestedClosesOnceTheRowAsks(t *testing.T) {
 		t.Fatal("drain not requested after the row asked")
 	}
 }
+
+// Outage is not partition: a detector back from an outage of its own (more
+// than half the timeout without a good write, whether its writes failed or
+// its loop did not run) claims no peer until a full timeout after its first
+// good write since, so a peer cut off by the same outage can beat again.
+func TestDetectorGivesPeersAFullTimeoutAfterItsOwnOutage(t *testing.T) {
+	type step struct {
+		advance   time.Duration
+		down      bool
+		wantClaim bool
+	}
+	good := func(advance time.Duration, wantClaim bool) step { return step{advance, false, wantClaim} }
+	failed := func(advance time.Duration) step { return step{advance, true, false} }
+	cases := []struct {
+		name  string
+		steps []step
+	}{
+		{"steady beats claim every beat", []step{
+			good(time.Second, true), good(time.Second, true), good(time.Second, true)}},
+		{"a late beat within half the timeout is no outage", []step{
+			good(1400*time.Millisecond, true), good(time.Second, true)}},
+		{"back from an outage it fenced itself in", []step{
+			failed(time.Second), failed(time.Second), failed(time.Second),
+			good(time.Second, false), good(time.Second, false), good(time.Second, false), good(time.Second, true)}},
+		{"one failed beat leaves a gap past half the timeout", []step{
+			good(time.Second, true), failed(time.Second),
+			good(time.Second, false), good(time.Second, false), good(time.Second, false), good(time.Second, true)}},
+		{"a starved loop is an outage too", []step{
+			good(2*time.Second, false), good(time.Second, false), good(time.Second, false), good(time.Second, true)}},
+		{"a second outage during the grace starts it again", []step{
+			failed(time.Second), good(time.Second, false), failed(time.Second),
+			good(time.Second, false), good(time.Second, false), good(time.Second, false), good(time.Second, true)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := setup(t)
+			b.node.Start(context.Background())
+			if b.store.claims != 1 {
+				t.Fatalf("first beat ran the detector %d times; want once (a fresh node had no outage)", b.store.claims)
+			}
+			at := time.Duration(0)
+			for _, s := range tc.steps {
+				at += s.advance
+				before := b.store.claims
+				b.beat(s.advance, s.down)
+				if claimed := b.store.claims > before; claimed != s.wantClaim {
+					t.Fatalf("beat at +%s (down %v): detector ran %v; want %v", at, s.down, claimed, s.wantClaim)
+				}
+			}
+		})
+	}
+}
