@@ -53,8 +53,8 @@ type NodeOptions struct {
 }
 
 // Node is a running worker node incarnation: it polls the shared task queue
-// and its own host queue, and keeps its presence row beating (its
-// liveness).
+// and its own host queue, and runs its liveness (internal/liveness): the
+// presence beat, the failure detector and self-fencing.
 type Node struct {
 	Incarnation string
 	NodeID      string
