@@ -135,6 +135,7 @@ func (b *bundle) nextTold(t *testing.T) told {
 // The presence loop beats a third of the heartbeat timeout apart, once
 // per period the clock passes.
 func TestPresenceLoopBeatsEveryThirdOfTheTimeout(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	b.store.written = make(chan struct{})
 	stop := make(chan struct{})
@@ -161,6 +162,7 @@ func TestPresenceLoopBeatsEveryThirdOfTheTimeout(t *testing.T) {
 // A node fences itself once a failed beat finds it past half the timeout
 // without a good write, and takes seats again after its next good one.
 func TestSelfFenceAfterHalfTheTimeoutWithoutAGoodBeat(t *testing.T) {
+	t.Parallel()
 	type step struct {
 		advance time.Duration
 		down    bool
@@ -199,6 +201,7 @@ func TestSelfFenceAfterHalfTheTimeoutWithoutAGoodBeat(t *testing.T) {
 // Fencing itself lets every seat go (their children stop) and tells each
 // its host is lost, once; the next good beat unfences the node.
 func TestSelfFenceTellsItsSeatsAndAGoodBeatUnfences(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	b.node.Start(context.Background())
 	b.node.Tenures.Begin("cto", 7)
@@ -226,6 +229,7 @@ func TestSelfFenceTellsItsSeatsAndAGoodBeatUnfences(t *testing.T) {
 }
 
 func TestSinceLastBeatCountsFromTheLastGoodWrite(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	b.node.Start(context.Background())
 	b.beat(time.Second, false)
@@ -237,6 +241,7 @@ func TestSinceLastBeatCountsFromTheLastGoodWrite(t *testing.T) {
 }
 
 func TestDetector(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name          string
 		seats         []string
@@ -279,6 +284,7 @@ func TestDetector(t *testing.T) {
 // The detector runs only on a beat whose own write succeeded: a node that
 // cannot reach the store claims nobody.
 func TestDetectorRunsOnlyAfterAGoodWrite(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	b.node.Start(context.Background())
 	b.beat(time.Second, true)
@@ -288,6 +294,7 @@ func TestDetectorRunsOnlyAfterAGoodWrite(t *testing.T) {
 }
 
 func TestDrainRequestedClosesOnceTheRowAsks(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	b.node.Start(context.Background())
 	select {
@@ -310,6 +317,7 @@ func TestDrainRequestedClosesOnceTheRowAsks(t *testing.T) {
 // its loop did not run) claims no peer until a full timeout after its first
 // good write since, so a peer cut off by the same outage can beat again.
 func TestDetectorGivesPeersAFullTimeoutAfterItsOwnOutage(t *testing.T) {
+	t.Parallel()
 	type step struct {
 		advance   time.Duration
 		down      bool

@@ -38,6 +38,7 @@ func (td *teardowns) stop(handle string) error {
 }
 
 func TestTenuresHostAndActForASeatOnlyAtItsEpoch(t *testing.T) {
+	t.Parallel()
 	tenures := NewTenures("n1:aaaa", NewFakeClock(time.Unix(0, 0)), nil, discard, nil)
 	tenures.Begin("cto", 3)
 	tenures.Begin("cfo", 1)
@@ -71,6 +72,7 @@ func TestTenuresHostAndActForASeatOnlyAtItsEpoch(t *testing.T) {
 // for no seat (not even one whose teardown failed and so stays hosted),
 // and takes seats again only once unfenced.
 func TestFenceSelfLetsEverySeatGoAndActsForNone(t *testing.T) {
+	t.Parallel()
 	td := newTeardowns()
 	td.failing["stuck"] = true
 	tenures := NewTenures("n1:aaaa", NewFakeClock(time.Unix(0, 0)), td.stop, discard, nil)
@@ -109,6 +111,7 @@ func TestFenceSelfLetsEverySeatGoAndActsForNone(t *testing.T) {
 }
 
 func TestEndKeepsATenureWhoseTeardownFailsAndAlarmsEveryMinute(t *testing.T) {
+	t.Parallel()
 	clock := NewFakeClock(time.Unix(0, 0))
 	td := newTeardowns()
 	td.failing["s01"] = true
@@ -160,6 +163,7 @@ func TestEndKeepsATenureWhoseTeardownFailsAndAlarmsEveryMinute(t *testing.T) {
 // Ending a tenure at an epoch this node no longer hosts the seat at (it
 // attached it again since) stops the children but keeps the newer tenure.
 func TestEndOfAnOlderEpochKeepsTheNewerTenure(t *testing.T) {
+	t.Parallel()
 	td := newTeardowns()
 	tenures := NewTenures("n1:aaaa", NewFakeClock(time.Unix(0, 0)), td.stop, discard, nil)
 	tenures.Begin("cto", 4)
@@ -178,6 +182,7 @@ func TestEndOfAnOlderEpochKeepsTheNewerTenure(t *testing.T) {
 // reads. A tenure begun again on the node itself is its own, not one that
 // moved on.
 func TestReconcileEndsTheTenuresThatMovedOnAndOnlyThose(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	db := testenv.Database(t)
