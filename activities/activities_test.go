@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/liveness"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
@@ -75,10 +75,12 @@ func (e zombieEnv) attach(t *testing.T, handle, node string) int64 {
 }
 
 func newHost(e zombieEnv, incarnation string) *Host {
-	return &Host{
+	h := &Host{
 		Store: e.store, Incarnation: incarnation, NodeID: strings.Split(incarnation, ":")[0],
 		Beat: 50 * time.Millisecond, Watchdog: watchdog.New(time.Second, io.Discard, func(int) {}), Log: discard,
 	}
+	h.Tenures = liveness.NewTenures(incarnation, liveness.RealClock{}, h.Teardown, discard, nil)
+	return h
 }
 
 // wantErrorType fails unless err is a non-retryable Temporal application
@@ -179,7 +181,7 @@ func TestDrainingHostRefusesAttach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.SetDraining()
+	h.Tenures.SetDraining()
 	_, err = h.Attach(e.ctx, crewlet.AttachInput{Handle: "cto"})
 	wantErrorType(t, "Attach on a draining host", err, crewlet.RefusedErrorType)
 	after, err := e.store.Seat(e.ctx, "cto")
@@ -189,7 +191,7 @@ func TestDrainingHostRefusesAttach(t *testing.T) {
 	if after.Epoch != before.Epoch || after.Node != before.Node {
 		t.Fatalf("seat row after a refused Attach: got epoch %d node %q; want epoch %d node %q", after.Epoch, after.Node, before.Epoch, before.Node)
 	}
-	if got := h.Hosted(); len(got) != 0 {
+	if got := h.Tenures.Hosted(); len(got) != 0 {
 		t.Fatalf("draining host hosts %v after a refused Attach; want nothing", got)
 	}
 }
@@ -206,7 +208,7 @@ func TestHostRefusesASeatItsOrgDoesNotKnow(t *testing.T) {
 	if !strings.Contains(err.Error(), "has no agent seat cto") {
 		t.Fatalf("refusal %q; want it to name the seat", err)
 	}
-	if got := h.Hosted(); len(got) != 0 {
+	if got := h.Tenures.Hosted(); len(got) != 0 {
 		t.Fatalf("host hosts %v after refusing; want nothing", got)
 	}
 }
@@ -247,7 +249,7 @@ seats: [ { handle: cto, role: clerk }, { handle: cfo, role: clerk }, { handle: c
 	if reserved.Node != "n1:aaaa" || reserved.Attached != nil || reserved.AttachError != "" {
 		t.Fatalf("placement run on n2 that chose n1: got %+v; want n1 reserved and nothing attached", reserved)
 	}
-	if got := n1.Hosted(); len(got) != 0 {
+	if got := n1.Tenures.Hosted(); len(got) != 0 {
 		t.Fatalf("n1 hosts %v after another node placed a seat on it; want nothing until its Attach", got)
 	}
 
@@ -266,7 +268,7 @@ seats: [ { handle: cto, role: clerk }, { handle: cfo, role: clerk }, { handle: c
 		t.Fatalf("n1 after attaching cfo in place: %v; want it to host the tenure", err)
 	}
 
-	n1.SetDraining()
+	n1.Tenures.SetDraining()
 	refused := place(n1, "ceo")
 	if refused.Attached != nil || !strings.Contains(refused.AttachError, "draining") {
 		t.Fatalf("placement on a node that refuses the attach: got %+v; want the refusal reported", refused)
@@ -329,103 +331,6 @@ func TestSeatsPlacedTogetherKeepFairShares(t *testing.T) {
 	}
 }
 
-// A node ends its tenures that moved on from what it reads each beat, the
-// tenures begun elsewhere since its last read; and, once a sweep is due,
-// from a check of every tenure it hosts, which finds a tenure whose Attach
-// committed too late for the beats' reads. A tenure begun again on the
-// node itself is its own, not one that moved on.
-func TestReconcileEndsTheTenuresThatMovedOnAndOnlyThose(t *testing.T) {
-	e := setupZombie(t)
-	n1, n2 := newHost(e, "n1:aaaa"), newHost(e, "n2:bbbb")
-	stopped := map[string]int{}
-	n1.StartTools = func(_ context.Context, handle string) (ToolSession, error) {
-		return &closeCounter{handle: handle, closed: stopped}, nil
-	}
-	epochs := map[string]int64{}
-	for _, h := range []string{"moved", "again", "stays", "late"} {
-		e.seat(t, h)
-		out, err := n1.Attach(e.ctx, crewlet.AttachInput{Handle: h})
-		if err != nil {
-			t.Fatal(err)
-		}
-		epochs[h] = out.Epoch
-	}
-	reconcile := func() {
-		t.Helper()
-		if err := n1.Reconcile(e.ctx, e.store); err != nil {
-			t.Fatalf("Reconcile: %v", err)
-		}
-	}
-	reconcile()
-	if len(stopped) != 0 || n1.HostedCount() != 4 {
-		t.Fatalf("after a Reconcile with nothing moved: stopped %v, %d hosted; want none stopped, 4 hosted", stopped, n1.HostedCount())
-	}
-
-	if _, err := n2.Attach(e.ctx, crewlet.AttachInput{Handle: "moved"}); err != nil {
-		t.Fatal(err)
-	}
-	again, err := n1.Attach(e.ctx, crewlet.AttachInput{Handle: "again"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped["again"] = 0 // its earlier tenure's tools stopped when it attached again
-	if _, err := n2.Attach(e.ctx, crewlet.AttachInput{Handle: "late"}); err != nil {
-		t.Fatal(err)
-	}
-	// As if late's Attach had begun long before it committed.
-	conn, err := pgx.Connect(e.ctx, e.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(e.ctx)
-	if _, err := conn.Exec(e.ctx, `UPDATE seats SET acquired_at = now() - interval '1 hour' WHERE handle = 'late'`); err != nil {
-		t.Fatal(err)
-	}
-
-	reconcile()
-	if n1.Hosts("moved", epochs["moved"]) || stopped["moved"] != 1 {
-		t.Fatalf("moved, established on n2: n1 hosts it %v, its tools stopped %d times; want let go and stopped once",
-			n1.Hosts("moved", epochs["moved"]), stopped["moved"])
-	}
-	if !n1.Hosts("again", again.Epoch) || stopped["again"] != 0 {
-		t.Fatalf("again, attached again on n1: hosted at its new epoch %v, tools stopped %d times since; want hosted, never stopped",
-			n1.Hosts("again", again.Epoch), stopped["again"])
-	}
-	if !n1.Hosts("stays", epochs["stays"]) || stopped["stays"] != 0 {
-		t.Fatalf("stays: hosted %v, stopped %d; want hosted, never stopped", n1.Hosts("stays", epochs["stays"]), stopped["stays"])
-	}
-	if !n1.Hosts("late", epochs["late"]) {
-		t.Fatal("late was let go by a beat's read, which cannot see a tenure stamped an hour back; the test no longer tells the sweep apart")
-	}
-
-	n1.sweptAt = time.Time{} // the sweep is due
-	reconcile()
-	if n1.Hosts("late", epochs["late"]) || stopped["late"] != 1 {
-		t.Fatalf("late, after the sweep: hosted %v, stopped %d; want let go and stopped once", n1.Hosts("late", epochs["late"]), stopped["late"])
-	}
-	if n1.HostedCount() != 2 {
-		t.Fatalf("n1 hosts %d seats after the sweep; want 2 (again, stays)", n1.HostedCount())
-	}
-}
-
-// closeCounter is a tool session that counts, per seat, how often it was
-// stopped.
-type closeCounter struct {
-	handle string
-	closed map[string]int
-}
-
-func (s *closeCounter) Tools() []tools.Tool { return nil }
-
-func (s *closeCounter) Call(context.Context, string, json.RawMessage, string) (tools.Result, error) {
-	return tools.Result{}, errors.New("not callable")
-}
-
-func (s *closeCounter) Close() error {
-	s.closed[s.handle]++
-	return nil
-}
-
 func TestUnprovenTeardownKeepsTheSeatUntilItSucceeds(t *testing.T) {
 	e := setupZombie(t)
 	e.seat(t, "s01")
@@ -446,7 +351,7 @@ func TestUnprovenTeardownKeepsTheSeatUntilItSucceeds(t *testing.T) {
 		done <- err
 	}()
 	testenv.Eventually(t, 5*time.Second, "teardown reported unproven while the seat stays", func() error {
-		if _, ok := host.Unproven(time.Now())["s01"]; !ok {
+		if _, ok := host.Tenures.Unproven()["s01"]; !ok {
 			return errors.New("not reported unproven")
 		}
 		if !host.Hosts("s01", out.Epoch) {
@@ -462,8 +367,8 @@ func TestUnprovenTeardownKeepsTheSeatUntilItSucceeds(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Detach did not finish after the teardown succeeded")
 	}
-	if host.Hosts("s01", out.Epoch) || len(host.Unproven(time.Now())) != 0 {
-		t.Fatalf("after a proven teardown: hosted %v, unproven %v; want neither", host.Hosts("s01", out.Epoch), host.Unproven(time.Now()))
+	if host.Hosts("s01", out.Epoch) || len(host.Tenures.Unproven()) != 0 {
+		t.Fatalf("after a proven teardown: hosted %v, unproven %v; want neither", host.Hosts("s01", out.Epoch), host.Tenures.Unproven())
 	}
 }
 

@@ -749,7 +749,7 @@ func TestDelegateAndTicketsTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = e.host.teardown("eng-1") })
+	t.Cleanup(func() { _ = e.host.Teardown("eng-1") })
 	ref, request := e.readOne(t, "eng-1")
 	if request.EventID != tk.RequestEvent {
 		t.Fatalf("eng-1 read %+v; want the request", request)

@@ -71,7 +71,7 @@ func setupTurnsOrg(t testing.TB, orgYAML string, startTools func(context.Context
 		t.Fatal(err)
 	}
 	e.epoch = out.Epoch
-	t.Cleanup(func() { _ = e.host.teardown("cto") })
+	t.Cleanup(func() { _ = e.host.Teardown("cto") })
 	return e
 }
 

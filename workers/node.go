@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -24,6 +23,7 @@ import (
 	"github.com/crewlet/crewlet/activities"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/liveness"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/store"
@@ -53,7 +53,8 @@ type NodeOptions struct {
 }
 
 // Node is a running worker node incarnation: it polls the shared task queue
-// and its own host queue, and keeps its presence row beating.
+// and its own host queue, and runs its liveness (internal/liveness): the
+// presence beat, the failure detector and self-fencing.
 type Node struct {
 	Incarnation string
 	NodeID      string
@@ -67,6 +68,7 @@ type Node struct {
 	presence *store.Store
 	temporal client.Client
 	host     *activities.Host
+	live     *liveness.Node
 	watchdog *watchdog.Watchdog
 	log      *slog.Logger
 	opts     NodeOptions
@@ -74,16 +76,11 @@ type Node struct {
 	shared, hosted worker.Worker
 	// DrainRequested is closed when someone asks this node to drain through
 	// its presence row (POST /nodes/{id}/drain).
-	DrainRequested chan struct{}
-	drainOnce      sync.Once
+	DrainRequested <-chan struct{}
 	stop           chan struct{}
 	loopsDone      sync.WaitGroup
 	// started is when the node started.
 	started time.Time
-	// lastBeat is when the last presence write that succeeded was sent, in
-	// Unix nanoseconds: the presence loop writes it, a metrics scrape reads
-	// it from another goroutine.
-	lastBeat atomic.Int64
 }
 
 // presenceConns is the presence loop's own pool: a beat runs its
@@ -94,11 +91,6 @@ const presenceConns = 2
 // calls: tenure steps (Attach, Detach), and the Holds of seat runs begun
 // before node-level liveness while they last.
 const tenureActivitySlots = 1000
-
-// fenceAfter is how long a node goes without writing its presence before
-// it stops acting for its seats: half the heartbeat timeout, so it has
-// stopped well before a peer may claim it (at the whole timeout).
-func (n *Node) fenceAfter() time.Duration { return n.org.Nodes.HeartbeatTimeout / 2 }
 
 // Incarnation mints a node identity {node_id}:{random}. Two processes with
 // one node id are still two incarnations.
@@ -137,7 +129,7 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	n := &Node{
 		Incarnation: incarnation, NodeID: nodeID, HostQueue: HostQueue(incarnation),
 		org: org, store: st, presence: presence, temporal: tc, log: log.With("node", incarnation), opts: opts,
-		DrainRequested: make(chan struct{}), stop: make(chan struct{}),
+		stop: make(chan struct{}),
 	}
 	n.watchdog = watchdog.New(hb, opts.Stderr, opts.Exit)
 	n.host = &activities.Host{
@@ -145,12 +137,17 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		StartTools: func(ctx context.Context, handle string) (activities.ToolSession, error) {
 			return startTools(ctx, org, handle, n.log)
 		},
-		Metrics: opts.Metrics,
 		Knows: func(handle string) bool {
 			_, ok := org.AgentSeat(handle)
 			return ok
 		},
 	}
+	n.live = liveness.New(liveness.Config{
+		Incarnation: incarnation, Timeout: hb, Clock: liveness.RealClock{}, Store: hookedPresence{presence, n},
+		Watchdog: n.watchdog, Teardown: n.host.Teardown, TellHostLost: n.tellSeats, Log: n.log, Metrics: opts.Metrics,
+	})
+	n.host.Tenures = n.live.Tenures
+	n.DrainRequested = n.live.DrainRequested()
 	tickets := control.NewTickets(ctl, st, n.log)
 	turns, err := activities.NewTurns(n.host, org, st, mb, ctl, tickets, control.NewProfiles(ctl, st, org, n.log), n.log)
 	if err != nil {
@@ -207,11 +204,10 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
 	n.started = time.Now()
-	n.setLastBeat(n.started)
 	n.registerGauges()
-	n.beat(ctx)
+	n.live.Start(ctx)
 	n.loopsDone.Add(2)
-	go n.presenceLoop()
+	go func() { defer n.loopsDone.Done(); n.live.Run(n.stop) }()
 	go func() { defer n.loopsDone.Done(); n.watchdog.Run(n.stop) }()
 	tq := org.Temporal.TaskQueue
 	for _, duty := range []struct {
@@ -229,142 +225,18 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	return n, nil
 }
 
-// presenceLoop is the node's liveness (DESIGN §4): every beat it stamps the
-// node's presence row, ends the tenures here that moved on, and runs the
-// failure detector over its peers. Nothing beats per seat.
-func (n *Node) presenceLoop() {
-	defer n.loopsDone.Done()
-	defer n.watchdog.Forget("presence")
-	t := time.NewTicker(n.org.Nodes.HeartbeatTimeout / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-t.C:
-		}
-		if n.opts.WedgeAfter > 0 && time.Since(n.started) > n.opts.WedgeAfter {
-			n.log.Warn("node_wedged_by_test_hook")
-			select {} // what a deadlock looks like from outside
-		}
-		n.beat(context.Background())
-	}
-}
-
-// beat is one presence beat. A node that cannot write its presence keeps
-// trying; once it has gone fenceAfter without, it fences itself, before any
-// peer may claim it.
-func (n *Node) beat(ctx context.Context) {
-	n.watchdog.Beat("presence")
-	sent := time.Now()
-	bctx, cancel := context.WithTimeout(ctx, n.org.Nodes.HeartbeatTimeout/3)
-	defer cancel()
-	draining, err := n.heartbeat(bctx)
-	if err != nil {
-		n.opts.Metrics.PresenceFailed()
-		n.log.Warn("node_heartbeat_failed", "error", err, "since_last", n.sinceLastBeat().Round(time.Millisecond))
-		if n.sinceLastBeat() > n.fenceAfter() {
-			n.fenceSelf(n.sinceLastBeat())
-		}
-		return
-	}
-	// Counted from when the write was sent, not when it returned: the row
-	// may have been stamped that early, and peers count from the stamp.
-	n.setLastBeat(sent)
-	if n.host.Unfence() {
-		n.log.Info("node_unfenced", "node", n.Incarnation)
-	}
-	if draining {
-		n.drainOnce.Do(func() { close(n.DrainRequested) })
-	}
-	if err := n.host.Reconcile(bctx, n.presence); err != nil {
-		n.log.Warn("node_reconcile_failed", "error", err)
-	}
-	n.host.AlarmUnproven(time.Now())
-	n.detect(bctx)
-}
-
-func (n *Node) setLastBeat(at time.Time) {
-	n.lastBeat.Store(at.UnixNano())
-}
-
-// sinceLastBeat is how long ago the last presence write that succeeded
-// was sent.
-func (n *Node) sinceLastBeat() time.Duration {
-	return time.Since(time.Unix(0, n.lastBeat.Load()))
-}
-
 // registerGauges adds the node's own state to its metrics, read at each
 // scrape.
 func (n *Node) registerGauges() {
 	n.opts.Metrics.GaugeFunc("crewlet_node_presence_age_seconds",
 		"Seconds since this node last wrote its presence: past half of nodes.heartbeat_timeout it fences itself, past the timeout a peer claims it.",
-		func() float64 { return n.sinceLastBeat().Seconds() })
+		func() float64 { return n.live.SinceLastBeat().Seconds() })
 	n.opts.Metrics.GaugeFunc("crewlet_node_seats_hosted",
 		"Seats this node hosts: one that stays at 0 while peers hold many takes no seats (labels, capacity, draining).",
-		func() float64 { return float64(n.host.HostedCount()) })
+		func() float64 { return float64(n.live.Tenures.HostedCount()) })
 	n.opts.Metrics.GaugeFunc("crewlet_unproven_teardowns",
 		"Seats whose MCP servers would not stop on this node: each stays here until the process restarts (seat_still_unproven in the log).",
-		func() float64 { return float64(len(n.host.Unproven(time.Now()))) })
-}
-
-// heartbeat writes the node's presence row.
-func (n *Node) heartbeat(ctx context.Context) (draining bool, err error) {
-	if n.opts.CutStoreAfter > 0 && time.Since(n.started) > n.opts.CutStoreAfter {
-		return false, errors.New("store cut off by test hook")
-	}
-	return n.presence.NodeHeartbeat(ctx, n.Incarnation, n.host.HostedCount(), n.host.Unproven(time.Now()))
-}
-
-// fenceSelf stops the node acting for every seat it hosts (their MCP
-// servers stop, their tool calls are refused) and tells each seat its host
-// is gone, so it re-establishes on a node that can reach the store.
-func (n *Node) fenceSelf(since time.Duration) {
-	seats := n.host.FenceSelf()
-	if len(seats) == 0 {
-		return
-	}
-	n.opts.Metrics.SelfFenced()
-	n.log.Error("node_fenced_itself", "node", n.Incarnation, "seats", len(seats), "without_presence", since.Round(time.Millisecond),
-		"fence_after", n.fenceAfter())
-	n.loopsDone.Add(1)
-	go func() {
-		defer n.loopsDone.Done()
-		n.tellSeats(n.Incarnation, seats)
-	}()
-}
-
-// detect is the failure detector: it claims every peer incarnation that
-// stopped or stopped beating (one compare-and-set per row in Postgres, so
-// exactly one node acts) and tells that incarnation's seats their host is
-// gone. Per beat it costs one statement over the nodes; per failure, one
-// signal per seat of the dead node, sent off the presence loop.
-func (n *Node) detect(ctx context.Context) {
-	dead, err := n.presence.ClaimDeadNodes(ctx, n.Incarnation, n.org.Nodes.HeartbeatTimeout)
-	if err != nil {
-		n.log.Warn("node_detector_failed", "error", err)
-		return
-	}
-	for _, incarnation := range dead {
-		seats, err := n.presence.SeatsOn(ctx, incarnation)
-		if err != nil {
-			n.log.Warn("node_detector_failed", "dead", incarnation, "error", err)
-			n.unclaim(incarnation)
-			continue
-		}
-		n.log.Warn("node_claimed", "dead", incarnation, "by", n.Incarnation, "seats", len(seats))
-		n.opts.Metrics.NodeClaimed()
-		if len(seats) == 0 {
-			continue
-		}
-		n.loopsDone.Add(1)
-		go func() {
-			defer n.loopsDone.Done()
-			if !n.tellSeats(incarnation, seats) {
-				n.unclaim(incarnation)
-			}
-		}()
-	}
+		func() float64 { return float64(len(n.live.Tenures.Unproven())) })
 }
 
 // tellSeatsAtOnce bounds the host_lost signals in flight at once.
@@ -377,8 +249,7 @@ func (n *Node) tellSeats(incarnation string, seats []string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err := control.InParallel(len(seats), tellSeatsAtOnce, func(i int) error {
-		err := n.temporal.SignalWorkflow(ctx, crewlet.SeatWorkflowID(seats[i]), "", crewlet.SignalHostLost,
-			crewlet.HostLostRequest{Node: incarnation, By: n.Incarnation})
+		err := n.signalHostLost(ctx, seats[i], incarnation)
 		var notFound *serviceerror.NotFound
 		if err != nil && !errors.As(err, &notFound) {
 			n.opts.Metrics.HostLostSignal(false)
@@ -391,12 +262,35 @@ func (n *Node) tellSeats(incarnation string, seats []string) bool {
 	return err == nil
 }
 
-func (n *Node) unclaim(incarnation string) {
-	ctx, cancel := context.WithTimeout(context.Background(), n.org.Nodes.HeartbeatTimeout)
-	defer cancel()
-	if err := n.presence.UnclaimNode(ctx, incarnation); err != nil {
-		n.log.Warn("node_unclaim_failed", "dead", incarnation, "error", err)
+// signalHostLost tells the seat that its host, the incarnation, is lost.
+func (n *Node) signalHostLost(ctx context.Context, seat, incarnation string) error {
+	return n.temporal.SignalWorkflow(ctx, crewlet.SeatWorkflowID(seat), "", crewlet.SignalHostLost,
+		crewlet.HostLostRequest{Node: incarnation, By: n.Incarnation})
+}
+
+// signalMove asks the seat to move off this node.
+func (n *Node) signalMove(ctx context.Context, seat string) error {
+	return n.temporal.SignalWorkflow(ctx, crewlet.SeatWorkflowID(seat), "", crewlet.SignalMove,
+		crewlet.MoveRequest{ExcludeNode: n.Incarnation, Reason: "node drain", By: n.Incarnation})
+}
+
+// hookedPresence is the presence loop's store as the test hooks see it:
+// NodeOptions.WedgeAfter wedges the loop in its write, CutStoreAfter fails
+// the write.
+type hookedPresence struct {
+	*store.Store
+	n *Node
+}
+
+func (s hookedPresence) NodeHeartbeat(ctx context.Context, incarnation string, held int, unproven map[string]int64) (bool, error) {
+	if s.n.opts.WedgeAfter > 0 && time.Since(s.n.started) > s.n.opts.WedgeAfter {
+		s.n.log.Warn("node_wedged_by_test_hook")
+		select {} // what a deadlock looks like from outside
 	}
+	if s.n.opts.CutStoreAfter > 0 && time.Since(s.n.started) > s.n.opts.CutStoreAfter {
+		return false, errors.New("store cut off by test hook")
+	}
+	return s.Store.NodeHeartbeat(ctx, incarnation, held, unproven)
 }
 
 // Drain stops the node taking new seats, asks every seat it hosts to move,
@@ -405,23 +299,21 @@ func (n *Node) Drain(ctx context.Context) error {
 	// A shutdown legitimately blocks loops while seats leave; exiting 75 in
 	// the middle of it would abandon the releases that make a drain graceful.
 	n.watchdog.Disarm()
-	n.host.SetDraining()
+	n.live.Tenures.SetDraining()
 	if err := n.presence.MarkNodeDraining(ctx, n.Incarnation); err != nil {
 		n.log.Warn("node_drain_mark_failed", "error", err)
 	}
-	hosted := n.host.Hosted()
+	hosted := n.live.Tenures.Hosted()
 	n.log.Info("node_draining", "seats", len(hosted))
 	for handle := range hosted {
-		err := n.temporal.SignalWorkflow(ctx, crewlet.SeatWorkflowID(handle), "", crewlet.SignalMove,
-			crewlet.MoveRequest{ExcludeNode: n.Incarnation, Reason: "node drain", By: n.Incarnation})
-		if err != nil {
+		if err := n.signalMove(ctx, handle); err != nil {
 			n.log.Warn("node_drain_signal_failed", "seat", handle, "error", err)
 		}
 	}
 	deadline := time.Now().Add(n.org.Nodes.DrainTimeout)
-	for n.host.HostedCount() > 0 {
+	for n.live.Tenures.HostedCount() > 0 {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("drain: %d seats still hosted after %s", n.host.HostedCount(), n.org.Nodes.DrainTimeout)
+			return fmt.Errorf("drain: %d seats still hosted after %s", n.live.Tenures.HostedCount(), n.org.Nodes.DrainTimeout)
 		}
 		select {
 		case <-ctx.Done():

@@ -1,0 +1,252 @@
+// Package liveness owns a worker node's side of seat tenure: the presence
+// beat that keeps the node's row in Postgres fresh, the failure detector
+// that claims dead peers and tells their seats, self-fencing when the node
+// cannot beat, and the registry of the tenures the node hosts. Liveness is
+// the node's, never the seat's: nothing here runs per seat. Its rules read
+// an injected Clock; docs/architecture.md ("Tenure: which node runs a
+// seat") states them.
+package liveness
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/crewlet/crewlet/internal/metrics"
+)
+
+// Store is what the presence loop writes and reads in Postgres
+// (store.Store, on the loop's own pool).
+type Store interface {
+	// NodeHeartbeat stamps the presence row and returns whether someone
+	// asked the node to drain.
+	NodeHeartbeat(ctx context.Context, incarnation string, held int, unproven map[string]int64) (draining bool, err error)
+	// ClaimDeadNodes claims, for claimer, every other incarnation silent
+	// for longer than timeout (by the database clock) that no node claimed.
+	ClaimDeadNodes(ctx context.Context, claimer string, timeout time.Duration) ([]string, error)
+	// SeatsOn returns the seats whose current tenure is on the incarnation.
+	SeatsOn(ctx context.Context, incarnation string) ([]string, error)
+	// UnclaimNode gives a claim back for the next beat's detector.
+	UnclaimNode(ctx context.Context, incarnation string) error
+	TenureReader
+}
+
+// Watchdog is told each time the presence loop turns (watchdog.Watchdog).
+type Watchdog interface {
+	Beat(loop string)
+	Forget(loop string)
+}
+
+// presenceLoop is the presence loop's name to the watchdog.
+const presenceLoop = "presence"
+
+// Config is what a node's liveness is built from.
+type Config struct {
+	Incarnation string
+	// Timeout is nodes.heartbeat_timeout: a peer silent this long is
+	// claimed, and every other span here is a fraction of it.
+	Timeout  time.Duration
+	Clock    Clock
+	Store    Store
+	Watchdog Watchdog
+	// Teardown stops what a tenure runs on this node (see NewTenures).
+	Teardown func(handle string) error
+	// TellHostLost tells each seat that its host, the incarnation, is lost.
+	// It reports false when a signal failed, so the claim is given back and
+	// tried again.
+	TellHostLost func(incarnation string, seats []string) bool
+	Log          *slog.Logger
+	// Metrics may be nil.
+	Metrics *metrics.Metrics
+}
+
+// Node is one incarnation's liveness: every beat (a third of the heartbeat
+// timeout) it stamps its presence row, ends the tenures here that moved on,
+// and runs the failure detector over its peers; past half the timeout
+// without a good beat it fences itself, before any peer may claim it.
+type Node struct {
+	// Tenures is the registry of the tenures this node hosts.
+	Tenures *Tenures
+
+	cfg Config
+	// lastBeat is when the last presence write that succeeded was sent, in
+	// Unix nanoseconds: the presence loop writes it, a metrics scrape reads
+	// it from another goroutine.
+	lastBeat atomic.Int64
+	// back is when the node's first good write after an outage of its own
+	// returned; zero if it never had one. Only the presence loop touches it.
+	back           time.Time
+	drainRequested chan struct{}
+	drainOnce      sync.Once
+	// tells are the host_lost signals in flight, sent off the loop.
+	tells sync.WaitGroup
+}
+
+// New returns the liveness of a node incarnation, hosting nothing yet.
+func New(cfg Config) *Node {
+	n := &Node{
+		Tenures: NewTenures(cfg.Incarnation, cfg.Clock, cfg.Teardown, cfg.Log, cfg.Metrics),
+		cfg:     cfg, drainRequested: make(chan struct{}),
+	}
+	n.lastBeat.Store(cfg.Clock.Now().UnixNano())
+	return n
+}
+
+// Interval is the presence loop's cadence: a third of the heartbeat
+// timeout, so a peer sees two beats fail before it may claim the node.
+func (n *Node) Interval() time.Duration { return n.cfg.Timeout / 3 }
+
+// FenceAfter is how long a node goes without writing its presence before
+// it stops acting for its seats: half the heartbeat timeout, so it has
+// stopped well before a peer may claim it (at the whole timeout).
+func (n *Node) FenceAfter() time.Duration { return n.cfg.Timeout / 2 }
+
+// SinceLastBeat is how long ago the last presence write that succeeded
+// was sent.
+func (n *Node) SinceLastBeat() time.Duration {
+	return n.cfg.Clock.Now().Sub(time.Unix(0, n.lastBeat.Load()))
+}
+
+// DrainRequested is closed when someone asks this node to drain through
+// its presence row (POST /nodes/{id}/drain).
+func (n *Node) DrainRequested() <-chan struct{} { return n.drainRequested }
+
+// Start counts the node's presence from now and beats once.
+func (n *Node) Start(ctx context.Context) {
+	n.lastBeat.Store(n.cfg.Clock.Now().UnixNano())
+	n.Beat(ctx)
+}
+
+// Run beats every Interval until stop is closed, then waits for the
+// host_lost signals still in flight.
+func (n *Node) Run(stop <-chan struct{}) {
+	defer n.tells.Wait()
+	defer n.cfg.Watchdog.Forget(presenceLoop)
+	t := n.cfg.Clock.NewTicker(n.Interval())
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C():
+		}
+		n.Beat(context.Background())
+	}
+}
+
+// Beat is one presence beat. A node that cannot write its presence keeps
+// trying; once it has gone FenceAfter without, it fences itself, before any
+// peer may claim it.
+func (n *Node) Beat(ctx context.Context) {
+	n.cfg.Watchdog.Beat(presenceLoop)
+	sent := n.cfg.Clock.Now()
+	bctx, cancel := context.WithTimeout(ctx, n.Interval())
+	defer cancel()
+	draining, err := n.cfg.Store.NodeHeartbeat(bctx, n.cfg.Incarnation, n.Tenures.HostedCount(), n.Tenures.Unproven())
+	if err != nil {
+		n.cfg.Metrics.PresenceFailed()
+		since := n.SinceLastBeat()
+		n.cfg.Log.Warn("node_heartbeat_failed", "error", err, "since_last", since.Round(time.Millisecond))
+		if since > n.FenceAfter() {
+			n.fenceSelf(since)
+		}
+		return
+	}
+	n.wrote(sent)
+	if n.Tenures.Unfence() {
+		n.cfg.Log.Info("node_unfenced", "node", n.cfg.Incarnation)
+	}
+	if draining {
+		n.drainOnce.Do(func() { close(n.drainRequested) })
+	}
+	if err := n.Tenures.Reconcile(bctx, n.cfg.Store); err != nil {
+		n.cfg.Log.Warn("node_reconcile_failed", "error", err)
+	}
+	n.Tenures.AlarmUnproven()
+	n.detect(bctx)
+}
+
+// wrote records a presence write that succeeded, sent at sent. Counted from
+// when the write was sent, not when it returned: the row may have been
+// stamped that early, and peers count from the stamp. A write that ends an
+// outage of the node's own (longer than FenceAfter without a good write)
+// starts the detector's grace, counted from when it returned.
+func (n *Node) wrote(sent time.Time) {
+	if sent.Sub(time.Unix(0, n.lastBeat.Load())) > n.FenceAfter() {
+		n.back = n.cfg.Clock.Now()
+	}
+	n.lastBeat.Store(sent.UnixNano())
+}
+
+// claiming reports whether the detector may claim peers now. Outage is not
+// partition: a peer whose presence went stale while this node could not
+// write its own may have been cut off by the same outage, so after one the
+// detector claims no peer until a full heartbeat timeout has passed since
+// its own first good write, time for every live peer to beat again.
+func (n *Node) claiming(now time.Time) bool {
+	return n.back.IsZero() || now.Sub(n.back) >= n.cfg.Timeout
+}
+
+// fenceSelf stops the node acting for every seat it hosts (their MCP
+// servers stop, their tool calls are refused) and tells each seat its host
+// is gone, so it re-establishes on a node that can reach the store.
+func (n *Node) fenceSelf(since time.Duration) {
+	seats := n.Tenures.FenceSelf()
+	if len(seats) == 0 {
+		return
+	}
+	n.cfg.Metrics.SelfFenced()
+	n.cfg.Log.Error("node_fenced_itself", "node", n.cfg.Incarnation, "seats", len(seats),
+		"without_presence", since.Round(time.Millisecond), "fence_after", n.FenceAfter())
+	n.tells.Add(1)
+	go func() {
+		defer n.tells.Done()
+		n.cfg.TellHostLost(n.cfg.Incarnation, seats)
+	}()
+}
+
+// detect is the failure detector: it claims every peer incarnation that
+// stopped or stopped beating (one compare-and-set per row in Postgres, so
+// exactly one node acts) and tells that incarnation's seats their host is
+// gone. Per beat it costs one statement over the nodes; per failure, one
+// signal per seat of the dead node, sent off the presence loop.
+func (n *Node) detect(ctx context.Context) {
+	if !n.claiming(n.cfg.Clock.Now()) {
+		return
+	}
+	dead, err := n.cfg.Store.ClaimDeadNodes(ctx, n.cfg.Incarnation, n.cfg.Timeout)
+	if err != nil {
+		n.cfg.Log.Warn("node_detector_failed", "error", err)
+		return
+	}
+	for _, incarnation := range dead {
+		seats, err := n.cfg.Store.SeatsOn(ctx, incarnation)
+		if err != nil {
+			n.cfg.Log.Warn("node_detector_failed", "dead", incarnation, "error", err)
+			n.unclaim(incarnation)
+			continue
+		}
+		n.cfg.Log.Warn("node_claimed", "dead", incarnation, "by", n.cfg.Incarnation, "seats", len(seats))
+		n.cfg.Metrics.NodeClaimed()
+		if len(seats) == 0 {
+			continue
+		}
+		n.tells.Add(1)
+		go func() {
+			defer n.tells.Done()
+			if !n.cfg.TellHostLost(incarnation, seats) {
+				n.unclaim(incarnation)
+			}
+		}()
+	}
+}
+
+func (n *Node) unclaim(incarnation string) {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Timeout)
+	defer cancel()
+	if err := n.cfg.Store.UnclaimNode(ctx, incarnation); err != nil {
+		n.cfg.Log.Warn("node_unclaim_failed", "dead", incarnation, "error", err)
+	}
+}
