@@ -88,8 +88,8 @@ func (c *Control) startOptions(s config.Seat) client.StartWorkflowOptions {
 	}
 }
 
-func (c *Control) seatInput(s config.Seat) workflows.SeatInput {
-	return workflows.SeatInput{
+func (c *Control) seatInput(s config.Seat) crewlet.SeatInput {
+	return crewlet.SeatInput{
 		Handle: s.Handle, Role: s.Role, ReadBatch: c.org.Mailbox.ReadBatch,
 		HeartbeatTimeout: c.org.Nodes.HeartbeatTimeout, ReleaseWait: c.org.Nodes.ReleaseWait,
 		RetryBackoff: c.org.Mailbox.RetryBackoff, Backstop: c.org.Mailbox.Backstop,
