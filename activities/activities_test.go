@@ -18,8 +18,8 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/profiles"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/tools"
@@ -184,7 +184,7 @@ func TestHostRefusesSeatsItDoesNotHost(t *testing.T) {
 	e.seat(t, "cto")
 	n1 := newHost(e, "n1:aaaa")
 	n2 := newHost(e, "n2:bbbb")
-	turns, err := NewTurns(n1, &config.Config{}, e.store, e.mb, nil, nil, control.NewProfiles(nil, e.store, &config.Config{}, discard), discard)
+	turns, err := NewTurns(n1, &config.Config{}, e.store, e.mb, nil, nil, profiles.New(nil, e.store, &config.Config{}, discard), discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/crewlet/crewlet"
-	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/tracing"
 )
@@ -323,7 +323,7 @@ func (a *Turns) sendMessage(ctx context.Context, from string, raw json.RawMessag
 		return refused("send_message needs some text"), nil
 	}
 	eventID := "tool-" + crewlet.WorkKey([]string{from, idempotencyKey})
-	msg, err := a.control.Deliver(ctx, crewlet.Message{
+	msg, err := a.delivery.Deliver(ctx, crewlet.Message{
 		EventID: eventID, Type: crewlet.MessageChat, From: from, To: args.To,
 		Conversation: eventID, Body: args.Text, SentAt: a.Now().UTC(),
 	})
@@ -346,7 +346,7 @@ func (a *Turns) delegate(ctx context.Context, tc toolContext, raw json.RawMessag
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return refused(`delegate needs {"to": "<seat handle or role:NAME>", "task": "...", "wait": true|false}`), nil, nil
 	}
-	ticket, err := a.tickets.Open(ctx, control.OpenTicketRequest{
+	ticket, err := a.tickets.Open(ctx, tickets.OpenRequest{
 		Key: "tool:" + tc.handle + ":" + idempotencyKey, From: tc.handle, To: args.To, Task: args.Task, Conversation: tc.trigger.Conversation,
 	})
 	switch crewlet.ErrorCode(err) {

@@ -20,11 +20,13 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/budget"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/model"
+	"github.com/crewlet/crewlet/internal/profiles"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/tracing"
 )
 
@@ -33,15 +35,15 @@ import (
 // what the steps before it recorded in Postgres and records what it did
 // under a key of the work, so a step run twice does its work once.
 type Turns struct {
-	host    *Host
-	tickets *control.Tickets
-	org     *config.Config
-	store   *store.Store
-	mailbox *mailbox.Mailbox
-	control *control.Control
+	host     *Host
+	tickets  *tickets.Service
+	org      *config.Config
+	store    *store.Store
+	mailbox  *mailbox.Mailbox
+	delivery *delivery.Service
 	// profiles picks the profile each turn runs on and keeps the health
 	// of the credentials they spend.
-	profiles *control.Profiles
+	profiles *profiles.Service
 	models   map[string]crewlet.ChatModel
 	log      *slog.Logger
 	// Now is the clock budgets are charged and checked on.
@@ -62,7 +64,7 @@ func (a *Turns) chat(ctx context.Context, profile string, req crewlet.ModelReque
 }
 
 // NewTurns builds the model of every profile in org once.
-func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailbox, ctl *control.Control, tickets *control.Tickets, profiles *control.Profiles, log *slog.Logger) (*Turns, error) {
+func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailbox, dl *delivery.Service, tickets *tickets.Service, profiles *profiles.Service, log *slog.Logger) (*Turns, error) {
 	probe, err := model.OpenProbe(host.Incarnation)
 	if err != nil {
 		return nil, err
@@ -75,7 +77,7 @@ func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailb
 		}
 		models[name] = m
 	}
-	return &Turns{host: host, org: org, store: st, mailbox: mb, control: ctl, tickets: tickets, profiles: profiles, models: models, log: log, Now: time.Now}, nil
+	return &Turns{host: host, org: org, store: st, mailbox: mb, delivery: dl, tickets: tickets, profiles: profiles, models: models, log: log, Now: time.Now}, nil
 }
 
 // Keys of a turn's messages in Postgres, one per step that wrote them.
@@ -617,7 +619,7 @@ func (a *Turns) roundProfile(ctx context.Context, handle, turnID string, epoch i
 			fmt.Sprintf("profile %s is no longer in the org", requested), crewlet.ProfileUnavailableErrorType, nil)
 	}
 	now := a.profiles.Now()
-	renewed, err := a.store.RenewProfileSlot(ctx, turnID, epoch, now, now.Add(control.SlotLease))
+	renewed, err := a.store.RenewProfileSlot(ctx, turnID, epoch, now, now.Add(profiles.SlotLease))
 	if err != nil {
 		return "", err
 	}
@@ -656,7 +658,7 @@ func (a *Turns) AcquireProfile(ctx context.Context, in crewlet.AcquireProfileInp
 	if err != nil {
 		return out, err
 	}
-	out.Profile, out.Hold, err = a.profiles.Acquire(ctx, control.AcquireRequest{
+	out.Profile, out.Hold, err = a.profiles.Acquire(ctx, profiles.AcquireRequest{
 		Seat: in.Handle, Role: seat.Role, TurnID: in.TurnID, WorkKey: in.WorkKey, Epoch: in.Epoch, Prefer: turn.Profile,
 	})
 	if out.Hold != nil {
@@ -763,7 +765,7 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 		if _, ok := a.org.Seat(r.To); !ok {
 			continue // the sender is not a seat: the transcript is where the reply lives
 		}
-		if _, err := a.control.Deliver(ctx, r); err != nil {
+		if _, err := a.delivery.Deliver(ctx, r); err != nil {
 			return out, fmt.Errorf("deliver reply to %s: %w", r.To, err)
 		}
 	}

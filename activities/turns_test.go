@@ -12,7 +12,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/profiles"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
@@ -60,7 +60,7 @@ func setupTurnsOrg(t testing.TB, orgYAML string, startTools func(context.Context
 	e.seat(t, "cto")
 	e.host = newHost(e.zombieEnv, "n1:aaaa")
 	e.host.StartTools = startTools
-	if e.turns, err = NewTurns(e.host, org, e.store, e.mb, nil, nil, control.NewProfiles(nil, e.store, org, discard), discard); err != nil {
+	if e.turns, err = NewTurns(e.host, org, e.store, e.mb, nil, nil, profiles.New(nil, e.store, org, discard), discard); err != nil {
 		t.Fatal(err)
 	}
 	e.now = time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC) // 23:30 in Berlin

@@ -20,20 +20,28 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
+	"github.com/crewlet/crewlet/internal/profiles"
+	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/tracing"
+	"github.com/crewlet/crewlet/internal/views"
 )
 
 // Server serves the API.
 type Server struct {
-	Org      *config.Config
-	Control  *control.Control
+	Org *config.Config
+	// Seats steers seats (pause, resume, drain) and lists their statuses.
+	Seats *seatclient.Client
+	// Views answers the reads that combine workflows, Postgres and Redis.
+	Views    *views.Reader
+	Delivery *delivery.Service
 	Store    *store.Store
-	Tickets  *control.Tickets
-	Profiles *control.Profiles
+	Tickets  *tickets.Service
+	Profiles *profiles.Service
 	Mailbox  *mailbox.Mailbox
 	Temporal client.Client
 	Log      *slog.Logger
@@ -114,7 +122,7 @@ func (s *Server) routes() []route {
 		{method: get, pattern: "/seats/{handle}/usage", right: Read, handler: s.seatUsage,
 			summary: "the seat's token usage against its budgets", answer: crewlet.SeatUsage{}},
 		{method: get, pattern: "/seats/{handle}/turns", right: Read, handler: s.seatTurns,
-			summary: "the seat's recent turns, newest first", query: []param{limitQuery(20, control.MaxTurns)}, answer: []store.TurnRow{}},
+			summary: "the seat's recent turns, newest first", query: []param{limitQuery(20, views.MaxTurns)}, answer: []store.TurnRow{}},
 		{method: get, pattern: "/seats/{handle}/memory", right: Read, handler: s.seatMemory,
 			summary: "the seat's diary, episodes and counterparties",
 			query: []param{
@@ -123,7 +131,7 @@ func (s *Server) routes() []route {
 				limitQuery(20, store.MaxMemoryPage),
 			}, answer: MemoryView{}},
 		{method: get, pattern: "/turns/{handle}/{work_key}", right: Read, handler: s.getTurn,
-			summary: "one turn: its triggers, rounds, tool calls and outcome", answer: control.TurnView{}},
+			summary: "one turn: its triggers, rounds, tool calls and outcome", answer: views.TurnView{}},
 		{method: get, pattern: "/conversations/{id}", right: Read, handler: s.getConversation,
 			summary: "a conversation's messages, oldest first, and its summaries",
 			query: []param{

@@ -17,7 +17,6 @@ import (
 
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/store"
 )
@@ -56,9 +55,7 @@ func authServer(t *testing.T) (string, *store.Store) {
 	}
 	b := setup(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctl := control.New(nil, nil, org, log)
-	srv := httptest.NewServer((&api.Server{Org: org, Control: ctl, Tickets: control.NewTickets(ctl, b.st, log), Store: b.st, Log: log,
-		Profiles: control.NewProfiles(ctl, b.st, org, log), Metrics: metrics.New()}).Handler())
+	srv := httptest.NewServer(withServices(&api.Server{Org: org, Store: b.st, Log: log, Metrics: metrics.New()}).Handler())
 	t.Cleanup(srv.Close)
 	return srv.URL, b.st
 }
@@ -234,7 +231,7 @@ func TestMutationsAreRateLimitedPerPrincipal(t *testing.T) {
 	}
 	b := setup(t)
 	log := slog.New(slog.DiscardHandler)
-	srv := httptest.NewServer((&api.Server{Org: org, Control: control.New(nil, nil, org, log), Store: b.st, Log: log}).Handler())
+	srv := httptest.NewServer(withServices(&api.Server{Org: org, Store: b.st, Log: log}).Handler())
 	defer srv.Close()
 	for i := range 5 {
 		call(t, "GET", srv.URL+"/seats", tokens["operator"], "")
@@ -263,7 +260,7 @@ func TestMetricsOffAnswersNotFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := httptest.NewServer((&api.Server{Org: org, Control: control.New(nil, nil, org, log), Log: log}).Handler())
+	srv := httptest.NewServer(withServices(&api.Server{Org: org, Log: log}).Handler())
 	defer srv.Close()
 	status, body := call(t, http.MethodGet, srv.URL+"/metrics", tokens["viewer"], "")
 	if status != http.StatusNotFound || !strings.Contains(body, "metrics.enabled is false") {

@@ -14,9 +14,9 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/views"
 )
 
 // now is the injected clock: noon on the Sunday Berlin springs forward, so
@@ -59,9 +59,9 @@ func setup(t *testing.T) bundle {
 func (b bundle) serve(t *testing.T, org *config.Config) string {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctl := control.New(nil, nil, org, log)
-	ctl.Now = func() time.Time { return now }
-	srv := httptest.NewServer((&api.Server{Org: org, Control: ctl, Store: b.st, Log: log}).Handler())
+	s := withServices(&api.Server{Org: org, Store: b.st, Log: log})
+	s.Views.Now = func() time.Time { return now }
+	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
@@ -258,7 +258,7 @@ func TestSeatTurnsAndTurn(t *testing.T) {
 	})
 
 	t.Run("one turn", func(t *testing.T) {
-		var view control.TurnView
+		var view views.TurnView
 		if code, eb := get(t, base, "/turns/cto/wk2", &view); code != http.StatusOK {
 			t.Fatalf("status %d %+v", code, eb)
 		}
@@ -287,7 +287,7 @@ func TestSeatTurnsAndTurn(t *testing.T) {
 	})
 
 	t.Run("a turn with nothing recorded yet", func(t *testing.T) {
-		var view control.TurnView
+		var view views.TurnView
 		if code, eb := get(t, base, "/turns/cto/wk0", &view); code != http.StatusOK {
 			t.Fatalf("status %d %+v", code, eb)
 		}

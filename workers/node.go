@@ -23,10 +23,15 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/activities"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/delivery"
+	"github.com/crewlet/crewlet/internal/fanout"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
+	"github.com/crewlet/crewlet/internal/profiles"
+	"github.com/crewlet/crewlet/internal/reconcile"
+	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/watchdog"
 	"github.com/crewlet/crewlet/workflows"
@@ -66,6 +71,7 @@ type Node struct {
 	// seats' work, so a busy node does not fence itself.
 	presence *store.Store
 	temporal client.Client
+	seats    *seatclient.Client
 	host     *activities.Host
 	watchdog *watchdog.Watchdog
 	log      *slog.Logger
@@ -120,9 +126,10 @@ func HostQueue(incarnation string) string {
 }
 
 // StartNode registers the node's presence and starts its workers, its
-// presence loop and its watchdog.
+// presence loop and its watchdog. Its activities send to seats through
+// seats and deliver mail through dl.
 func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mailbox.Mailbox, tc client.Client,
-	ctl *control.Control, log *slog.Logger, opts NodeOptions) (_ *Node, err error) {
+	seats *seatclient.Client, dl *delivery.Service, log *slog.Logger, opts NodeOptions) (_ *Node, err error) {
 	incarnation, nodeID := Incarnation(opts.NodeID)
 	hb := org.Nodes.HeartbeatTimeout
 	presence, err := st.Dedicated(ctx, presenceConns)
@@ -136,7 +143,7 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	}()
 	n := &Node{
 		Incarnation: incarnation, NodeID: nodeID, HostQueue: HostQueue(incarnation),
-		org: org, store: st, presence: presence, temporal: tc, log: log.With("node", incarnation), opts: opts,
+		org: org, store: st, presence: presence, temporal: tc, seats: seats, log: log.With("node", incarnation), opts: opts,
 		DrainRequested: make(chan struct{}), stop: make(chan struct{}),
 	}
 	n.watchdog = watchdog.New(hb, opts.Stderr, opts.Exit)
@@ -151,8 +158,11 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 			return ok
 		},
 	}
-	tickets := control.NewTickets(ctl, st, n.log)
-	turns, err := activities.NewTurns(n.host, org, st, mb, ctl, tickets, control.NewProfiles(ctl, st, org, n.log), n.log)
+	tk := tickets.New(org, st, dl, seats, n.log)
+	tk.Metrics = opts.Metrics
+	pools := profiles.New(seats, st, org, n.log)
+	pools.Metrics = opts.Metrics
+	turns, err := activities.NewTurns(n.host, org, st, mb, dl, tk, pools, n.log)
 	if err != nil {
 		return nil, err
 	}
@@ -164,10 +174,10 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		return nil, err
 	}
 	deps := Deps{
-		Seats:       &activities.Seats{Store: st, Org: org, Tickets: tickets, LiveWithin: hb, Here: n.host, Log: n.log},
-		Mail:        &activities.Mail{Store: st, Mailbox: mb, Tickets: tickets, Log: n.log, Metrics: opts.Metrics},
-		Rebalance:   &activities.Rebalance{Store: st, Org: org, Temporal: tc, LiveWithin: hb, MaxMoves: org.Nodes.RebalanceMaxMoves, Log: n.log},
-		Maintenance: &activities.Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tickets, Control: ctl, NodeID: nodeID, LiveWithin: hb, Log: n.log},
+		Seats:       &activities.Seats{Store: st, Org: org, Tickets: tk, LiveWithin: hb, Here: n.host, Log: n.log},
+		Mail:        &activities.Mail{Store: st, Mailbox: mb, Tickets: tk, Log: n.log, Metrics: opts.Metrics},
+		Rebalance:   &activities.Rebalance{Store: st, Org: org, Seats: seats, LiveWithin: hb, MaxMoves: org.Nodes.RebalanceMaxMoves, Log: n.log},
+		Maintenance: &activities.Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tk, Reconciler: reconcile.New(org, mb, seats, n.log), NodeID: nodeID, LiveWithin: hb, Log: n.log},
 		Host:        n.host,
 		Turns:       turns,
 	}
@@ -374,11 +384,9 @@ const tellSeatsAtOnce = 16
 func (n *Node) tellSeats(incarnation string, seats []string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err := control.InParallel(len(seats), tellSeatsAtOnce, func(i int) error {
-		err := n.temporal.SignalWorkflow(ctx, crewlet.SeatWorkflowID(seats[i]), "", crewlet.SignalHostLost,
-			crewlet.HostLostRequest{Node: incarnation, By: n.Incarnation})
-		var notFound *serviceerror.NotFound
-		if err != nil && !errors.As(err, &notFound) {
+	err := fanout.Each(len(seats), tellSeatsAtOnce, func(i int) error {
+		err := n.seats.HostLost(ctx, seats[i], crewlet.HostLostRequest{Node: incarnation, By: n.Incarnation})
+		if err != nil && !seatclient.Gone(err) {
 			n.opts.Metrics.HostLostSignal(false)
 			n.log.Warn("host_lost_signal_failed", "seat", seats[i], "dead", incarnation, "error", err)
 			return err
@@ -410,8 +418,7 @@ func (n *Node) Drain(ctx context.Context) error {
 	hosted := n.host.Hosted()
 	n.log.Info("node_draining", "seats", len(hosted))
 	for handle := range hosted {
-		err := n.temporal.SignalWorkflow(ctx, crewlet.SeatWorkflowID(handle), "", crewlet.SignalMove,
-			crewlet.MoveRequest{ExcludeNode: n.Incarnation, Reason: "node drain", By: n.Incarnation})
+		err := n.seats.Move(ctx, handle, crewlet.MoveRequest{ExcludeNode: n.Incarnation, Reason: "node drain", By: n.Incarnation})
 		if err != nil {
 			n.log.Warn("node_drain_signal_failed", "seat", handle, "error", err)
 		}

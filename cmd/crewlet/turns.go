@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/crewlet/crewlet"
-	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/views"
 )
 
 func runSeatUsage(ctx context.Context, args []string, stdout io.Writer) error {
@@ -52,7 +52,7 @@ func runSeatUsage(ctx context.Context, args []string, stdout io.Writer) error {
 func runSeatTurns(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("seats turns", flag.ContinueOnError)
 	base := apiFlag(fs)
-	limit := fs.Int("limit", 20, fmt.Sprintf("how many of the newest turns to show (1 to %d)", control.MaxTurns))
+	limit := fs.Int("limit", 20, fmt.Sprintf("how many of the newest turns to show (1 to %d)", views.MaxTurns))
 	pos, err := parseFlags(fs, args, 1, "crewlet seats turns HANDLE [--limit N] [--api URL]")
 	if err != nil {
 		return err
@@ -77,11 +77,11 @@ func runTurnShow(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	handle, workKey, ok := control.ParseTurnID(pos[0])
+	handle, workKey, ok := views.ParseTurnID(pos[0])
 	if !ok {
 		return usageError{fmt.Sprintf("turn id %q is not turn/HANDLE/WORK_KEY; `crewlet seats turns HANDLE` lists them", pos[0])}
 	}
-	var v control.TurnView
+	var v views.TurnView
 	path := "/turns/" + url.PathEscape(handle) + "/" + url.PathEscape(workKey)
 	if err := newAPIClient(*base).call(ctx, http.MethodGet, path, nil, &v); err != nil {
 		return err
@@ -92,7 +92,7 @@ func runTurnShow(ctx context.Context, args []string, stdout io.Writer) error {
 
 // printTurn writes a turn's header, each thread's transcript and the
 // receipts of its model calls.
-func printTurn(w io.Writer, v control.TurnView) {
+func printTurn(w io.Writer, v views.TurnView) {
 	t := v.Turn
 	fmt.Fprintf(w, "%s  %s, %d rounds (max %d), epoch %d\n", t.TurnID, t.Status, t.Rounds, t.MaxRounds, t.Epoch)
 	fmt.Fprintf(w, "started %s", t.StartedAt.Format(time.RFC3339))

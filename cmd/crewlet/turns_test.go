@@ -14,9 +14,10 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/views"
 )
 
 type bundle struct {
@@ -40,9 +41,9 @@ func setup(t *testing.T) bundle {
 	}
 	now := time.Date(2026, 6, 10, 12, 0, 0, 0, time.UTC)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctl := control.New(nil, nil, org, log)
-	ctl.Now = func() time.Time { return now }
-	srv := httptest.NewServer((&api.Server{Org: org, Control: ctl, Store: st, Log: log}).Handler())
+	read := views.New(org, seatclient.New(nil, org), st, nil)
+	read.Now = func() time.Time { return now }
+	srv := httptest.NewServer((&api.Server{Org: org, Views: read, Store: st, Log: log}).Handler())
 	t.Cleanup(srv.Close)
 	return bundle{st: st, ctx: ctx, base: srv.URL, now: now}
 }

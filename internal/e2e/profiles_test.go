@@ -13,9 +13,9 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
-	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/views"
 )
 
 // Model access that rides out provider trouble (DESIGN §9), against
@@ -381,7 +381,7 @@ seats:
 	if err := c.call(http.MethodGet, "/seats/s01/turns?limit=1", nil, &turns); err != nil || len(turns) != 1 {
 		t.Fatalf("GET /seats/s01/turns: %v %+v", err, turns)
 	}
-	var view control.TurnView
+	var view views.TurnView
 	if err := c.call(http.MethodGet, "/turns/s01/"+turns[0].WorkKey, nil, &view); err != nil || len(view.Receipts) == 0 {
 		t.Fatalf("GET /turns/s01/%s: %v %+v", turns[0].WorkKey, err, view)
 	}

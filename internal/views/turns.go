@@ -1,4 +1,4 @@
-package control
+package views
 
 import (
 	"context"
@@ -17,18 +17,18 @@ const MaxTurns = 200
 // holds the seat's turns, if any. A human seat runs no turns: its own windows
 // have no cap and it is never held, but the company's windows are still
 // reported.
-func (c *Control) Usage(ctx context.Context, st *store.Store, handle string) (crewlet.SeatUsage, error) {
-	s, err := c.seat(handle)
+func (v *Reader) Usage(ctx context.Context, handle string) (crewlet.SeatUsage, error) {
+	s, err := v.org.SeatNamed(handle)
 	if err != nil {
 		return crewlet.SeatUsage{}, err
 	}
 	agent := s.Kind != string(crewlet.SeatHuman)
 	var seatCaps crewlet.BudgetCaps
 	if agent {
-		seatCaps = c.org.Roles[s.Role].Budget.Caps()
+		seatCaps = v.org.Roles[s.Role].Budget.Caps()
 	}
-	loc := c.org.Location()
-	windows, err := st.Usage(ctx, s.Handle, seatCaps, c.org.Company.Budget.Caps(), c.Now(), loc)
+	loc := v.org.Location()
+	windows, err := v.store.Usage(ctx, s.Handle, seatCaps, v.org.Company.Budget.Caps(), v.Now(), loc)
 	if err != nil {
 		return crewlet.SeatUsage{}, err
 	}
@@ -41,15 +41,15 @@ func (c *Control) Usage(ctx context.Context, st *store.Store, handle string) (cr
 
 // Turns returns the seat's latest turns, newest first: limit of them, 1 to
 // MaxTurns.
-func (c *Control) Turns(ctx context.Context, st *store.Store, handle string, limit int) ([]store.TurnRow, error) {
-	s, err := c.seat(handle)
+func (v *Reader) Turns(ctx context.Context, handle string, limit int) ([]store.TurnRow, error) {
+	s, err := v.org.SeatNamed(handle)
 	if err != nil {
 		return nil, err
 	}
 	if limit < 1 || limit > MaxTurns {
 		return nil, crewlet.Errorf(crewlet.EINVALID, "limit must be from 1 to %d, got %d", MaxTurns, limit)
 	}
-	turns, err := st.SeatTurns(ctx, s.Handle, limit)
+	turns, err := v.store.SeatTurns(ctx, s.Handle, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -83,12 +83,12 @@ func ParseTurnID(id string) (handle, workKey string, ok bool) {
 // Turn returns the turn with that id, "turn/{handle}/{work_key}". A turn of a
 // seat since removed from the org is still answered: its record outlives the
 // seat.
-func (c *Control) Turn(ctx context.Context, st *store.Store, turnID string) (TurnView, error) {
+func (v *Reader) Turn(ctx context.Context, turnID string) (TurnView, error) {
 	handle, workKey, ok := ParseTurnID(turnID)
 	if !ok {
 		return TurnView{}, crewlet.Errorf(crewlet.EINVALID, "turn id %q is not turn/{handle}/{work_key}; `crewlet seats turns HANDLE` lists them", turnID)
 	}
-	row, err := st.Turn(ctx, handle, workKey)
+	row, err := v.store.Turn(ctx, handle, workKey)
 	if err != nil {
 		return TurnView{}, err
 	}
@@ -101,7 +101,7 @@ func (c *Control) Turn(ctx context.Context, st *store.Store, turnID string) (Tur
 			continue
 		}
 		key := crewlet.ThreadKey(row.Mail[i].EventID)
-		tm, err := st.TurnMessages(ctx, handle, key, 0)
+		tm, err := v.store.TurnMessages(ctx, handle, key, 0)
 		if err != nil {
 			return TurnView{}, err
 		}
@@ -109,7 +109,7 @@ func (c *Control) Turn(ctx context.Context, st *store.Store, turnID string) (Tur
 			m.Thread = thread
 			msgs = append(msgs, m)
 		}
-		rr, err := st.TurnRounds(ctx, handle, key)
+		rr, err := v.store.TurnRounds(ctx, handle, key)
 		if err != nil {
 			return TurnView{}, err
 		}
