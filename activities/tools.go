@@ -11,6 +11,7 @@ import (
 	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/tracing"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // First-party tools every seat has, next to its role's MCP tools. Their
@@ -184,7 +185,7 @@ type pendingCall struct {
 	trigger crewlet.Message
 	thread  string
 	call    crewlet.ToolCall
-	done    *store.TurnMessage
+	done    *wire.TurnMessage
 }
 
 func (a *Turns) pendingCall(ctx context.Context, handle, workKey string, threadIndex, round, callIndex int) (pendingCall, error) {
@@ -214,7 +215,7 @@ func (a *Turns) pendingCall(ctx context.Context, handle, workKey string, threadI
 }
 
 func (a *Turns) recordResult(ctx context.Context, in crewlet.ToolCallInput, thread string, call crewlet.ToolCall, res tools.Result) error {
-	_, err := a.store.AppendTurnMessage(ctx, in.Handle, thread, store.TurnMessage{
+	_, err := a.store.AppendTurnMessage(ctx, in.Handle, thread, wire.TurnMessage{
 		Key: resultKey(in.Round, in.Call.Call), Round: in.Round,
 		Message: crewlet.ChatMessage{Role: "tool", ToolCallID: call.ID, Content: crewlet.Clean(res.Text), IsError: res.IsError},
 	})

@@ -28,6 +28,7 @@ import (
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/tracing"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // Turns runs the steps of a turn (DESIGN §6): open it, one model call per
@@ -157,7 +158,7 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 	if err := a.store.AppendMessages(ctx, in.WorkKey, msgs...); err != nil {
 		return out, err
 	}
-	row, err := a.store.OpenTurn(ctx, store.TurnRow{
+	row, err := a.store.OpenTurn(ctx, wire.TurnRow{
 		Seat: in.Handle, WorkKey: in.WorkKey, TurnID: in.TurnID, Epoch: in.Epoch, Mail: msgs, Threads: threads,
 		Tools: catalog, MaxRounds: role.MaxRounds, StartedAt: a.Now(),
 	})
@@ -169,7 +170,7 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 		if err != nil {
 			return out, err
 		}
-		_, err = a.store.AppendTurnMessage(ctx, in.Handle, key, store.TurnMessage{
+		_, err = a.store.AppendTurnMessage(ctx, in.Handle, key, wire.TurnMessage{
 			Key: userKey, Message: crewlet.ChatMessage{Role: "user", Content: triggerText(trigger)},
 		})
 		if err != nil {
@@ -183,7 +184,7 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 // threadOf returns a thread's trigger and the key its conversation is
 // recorded under (crewlet.ThreadKey), so its recorded rounds and tool calls
 // are not repeated when it comes back in another batch.
-func threadOf(turn store.TurnRow, thread int) (crewlet.Message, string, error) {
+func threadOf(turn wire.TurnRow, thread int) (crewlet.Message, string, error) {
 	if thread < 0 || thread >= len(turn.Threads) || turn.Threads[thread] >= len(turn.Mail) {
 		return crewlet.Message{}, "", temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("turn %s has no thread %d", turn.TurnID, thread), "bad_thread", nil)
@@ -322,7 +323,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		usage.OutputTokens += resp.Usage.OutputTokens
 	}
 	a.profiles.Answered(ctx, name, resp.Model)
-	if _, err := a.recordRound(ctx, store.RoundRow{Seat: in.Handle, WorkKey: key, Round: in.Round, Profile: name,
+	if _, err := a.recordRound(ctx, wire.RoundRow{Seat: in.Handle, WorkKey: key, Round: in.Round, Profile: name,
 		InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens, ContextBytes: plan.Bytes, AnsweredModel: resp.Model}, system); err != nil {
 		return out, err
 	}
@@ -339,7 +340,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		}
 		c.ID, c.Name, c.Args = crewlet.Clean(c.ID), crewlet.Clean(c.Name), cleanJSON(c.Args)
 	}
-	stored, err := a.store.AppendTurnMessage(ctx, in.Handle, key, store.TurnMessage{
+	stored, err := a.store.AppendTurnMessage(ctx, in.Handle, key, wire.TurnMessage{
 		Key: roundKey(in.Round), Round: in.Round, Message: answer,
 	})
 	if err != nil {
@@ -367,7 +368,7 @@ const (
 // thread's last word (so the sender gets it) and the round reports the
 // thread failed.
 func (a *Turns) refuse(ctx context.Context, handle, key, note string) (crewlet.ModelRoundOutput, error) {
-	stored, err := a.store.AppendTurnMessage(ctx, handle, key, store.TurnMessage{
+	stored, err := a.store.AppendTurnMessage(ctx, handle, key, wire.TurnMessage{
 		Key: refusedKey, Message: crewlet.ChatMessage{Role: "note", Content: note},
 	})
 	if err != nil {
@@ -379,7 +380,7 @@ func (a *Turns) refuse(ctx context.Context, handle, key, note string) (crewlet.M
 
 // recordRound records a model call of a seat, with the receipt of its
 // system prompt, and charges its tokens once.
-func (a *Turns) recordRound(ctx context.Context, r store.RoundRow, system string) (bool, error) {
+func (a *Turns) recordRound(ctx context.Context, r wire.RoundRow, system string) (bool, error) {
 	sum := sha256.Sum256([]byte(system))
 	r.SystemSHA256, r.SystemBytes, r.RecordedAt = hex.EncodeToString(sum[:]), len(system), a.Now()
 	return a.store.RecordRound(ctx, r, a.org.Location())
@@ -389,7 +390,7 @@ func (a *Turns) recordRound(ctx context.Context, r store.RoundRow, system string
 // round's request with crewlet.AssembleContext. When the conversation has
 // outgrown the profile's context budget, it first makes (or finds) the
 // compaction summary of its oldest exchanges.
-func (a *Turns) assemble(ctx context.Context, handle, profileName, turnID, system string, catalog []crewlet.ToolSpec, trigger crewlet.Message, key string, thread []store.TurnMessage) (crewlet.ContextPlan, error) {
+func (a *Turns) assemble(ctx context.Context, handle, profileName, turnID, system string, catalog []crewlet.ToolSpec, trigger crewlet.Message, key string, thread []wire.TurnMessage) (crewlet.ContextPlan, error) {
 	started := time.Now()
 	tc, err := a.store.ThreadContext(ctx, handle, trigger.Conversation, trigger.EventID, triggerText)
 	if crewlet.ErrorCode(err) == crewlet.ENOTFOUND {
@@ -478,7 +479,7 @@ func (a *Turns) compact(ctx context.Context, handle, profileName, turnID, conver
 		a.log.Warn("conversation_compaction_failed", "seat", handle, "conversation", conversation, "profile", summarizer, "error", err)
 		text = fmt.Sprintf("(%d earlier exchanges are left out: they could not be summarized.)", n)
 	}
-	stored, err := a.store.SaveSummary(ctx, store.Summary{
+	stored, err := a.store.SaveSummary(ctx, wire.Summary{
 		ConversationSummary: crewlet.ConversationSummary{ThroughID: last.MessageID, ThroughSeq: last.Seq, Covered: n, Text: text},
 		Seat:                handle, Conversation: conversation, Profile: summarizer,
 		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens,
@@ -488,7 +489,7 @@ func (a *Turns) compact(ctx context.Context, handle, profileName, turnID, conver
 	}
 	// Charged once, under the summary's own key.
 	a.profiles.Answered(ctx, summarizer, resp.Model)
-	if _, err := a.recordRound(ctx, store.RoundRow{Seat: handle, WorkKey: "compact:" + crewlet.WorkKey([]string{conversation, last.MessageID}),
+	if _, err := a.recordRound(ctx, wire.RoundRow{Seat: handle, WorkKey: "compact:" + crewlet.WorkKey([]string{conversation, last.MessageID}),
 		Round: 1, Profile: summarizer, InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens,
 		AnsweredModel: resp.Model}, crewlet.CompactionSystem); err != nil {
 		a.log.Warn("usage_unrecorded", "seat", handle, "what", "compaction", "error", err)
@@ -500,7 +501,7 @@ func (a *Turns) compact(ctx context.Context, handle, profileName, turnID, conver
 // settleCalls gives every call of the thread's round that has no result
 // one, so the model hears what became of it: a read that failed, or a write
 // whose outcome is unknown.
-func (a *Turns) settleCalls(ctx context.Context, handle, key string, round int, msgs []store.TurnMessage, catalog []crewlet.ToolSpec) ([]store.TurnMessage, error) {
+func (a *Turns) settleCalls(ctx context.Context, handle, key string, round int, msgs []wire.TurnMessage, catalog []crewlet.ToolSpec) ([]wire.TurnMessage, error) {
 	last, ok := findKey(msgs, roundKey(round))
 	if !ok {
 		return msgs, nil
@@ -513,7 +514,7 @@ func (a *Turns) settleCalls(ctx context.Context, handle, key string, round int, 
 		if readOnly(catalog, call.Name) {
 			text = "This read-only call failed after retries; you may try it again."
 		}
-		m, err := a.store.AppendTurnMessage(ctx, handle, key, store.TurnMessage{
+		m, err := a.store.AppendTurnMessage(ctx, handle, key, wire.TurnMessage{
 			Key: resultKey(round, i), Round: round,
 			Message: crewlet.ChatMessage{Role: "tool", ToolCallID: call.ID, Content: text, IsError: true},
 		})
@@ -542,13 +543,13 @@ func readOnly(catalog []crewlet.ToolSpec, name string) bool {
 	return false
 }
 
-func findKey(msgs []store.TurnMessage, key string) (store.TurnMessage, bool) {
+func findKey(msgs []wire.TurnMessage, key string) (wire.TurnMessage, bool) {
 	for _, m := range msgs {
 		if m.Key == key {
 			return m, true
 		}
 	}
-	return store.TurnMessage{}, false
+	return wire.TurnMessage{}, false
 }
 
 func decodeCatalog(raw json.RawMessage) ([]crewlet.ToolSpec, error) {
@@ -703,7 +704,7 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 		text, finished := answerOf(msgs)
 		answered[turn.Threads[thread]] = finished && msgs[len(msgs)-1].Message.Role == "assistant"
 		if !finished && in.Note != "" {
-			note, err := a.store.AppendTurnMessage(ctx, in.Handle, key, store.TurnMessage{
+			note, err := a.store.AppendTurnMessage(ctx, in.Handle, key, wire.TurnMessage{
 				Key: noteKey, Message: crewlet.ChatMessage{Role: "note", Content: in.Note},
 			})
 			if err != nil {
@@ -867,7 +868,7 @@ func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error
 		return a.modelFailure(ctx, name, in.TurnID, err)
 	}
 	a.profiles.Answered(ctx, name, resp.Model)
-	if _, err := a.recordRound(ctx, store.RoundRow{Seat: in.Handle, WorkKey: "reflect:" + in.WorkKey, Round: 1, Profile: name,
+	if _, err := a.recordRound(ctx, wire.RoundRow{Seat: in.Handle, WorkKey: "reflect:" + in.WorkKey, Round: 1, Profile: name,
 		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, ContextBytes: plan.Bytes, AnsweredModel: resp.Model}, ctxIn.System); err != nil {
 		a.log.Warn("usage_unrecorded", "seat", in.Handle, "what", "reflection", "error", err)
 	}
@@ -888,7 +889,7 @@ func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error
 // one (exactly one reply settles a ticket), and a thread that ended in a
 // note instead (stopped, out of rounds, refused, the turn failed) fails it
 // with that note. Either way the delegator is told.
-func (a *Turns) closeTickets(ctx context.Context, turn store.TurnRow, replies map[int]string, answered map[int]bool) error {
+func (a *Turns) closeTickets(ctx context.Context, turn wire.TurnRow, replies map[int]string, answered map[int]bool) error {
 	for i, trigger := range turn.Mail {
 		text, isThread := replies[i]
 		if !isThread || trigger.Type != crewlet.MessageTicket {
@@ -909,7 +910,7 @@ func (a *Turns) closeTickets(ctx context.Context, turn store.TurnRow, replies ma
 
 // answerOf returns a conversation's final answer: the text of its last
 // model message, when that message asked for no tool.
-func answerOf(msgs []store.TurnMessage) (string, bool) {
+func answerOf(msgs []wire.TurnMessage) (string, bool) {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		m := msgs[i].Message
 		switch m.Role {

@@ -13,9 +13,9 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/profiles"
-	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
+	"github.com/crewlet/crewlet/internal/wire"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -103,7 +103,7 @@ func (e *turnEnv) begin(t testing.TB, workKey string, mail ...crewlet.MailRef) c
 func TestBudgetCapHoldsTheTurnUntilTheWindowTurns(t *testing.T) {
 	e := setupTurns(t, nil)
 	ref := e.publish(t, "m1", "hello")
-	_, err := e.store.RecordRound(e.ctx, store.RoundRow{
+	_, err := e.store.RecordRound(e.ctx, wire.RoundRow{
 		Seat: "cto", WorkKey: "earlier", Round: 1, Profile: "local", InputTokens: 90, OutputTokens: 30, RecordedAt: e.now,
 	}, e.turns.org.Location())
 	if err != nil {
@@ -211,7 +211,7 @@ func TestWriteToolCallRunsOnceAndAnUnknownOutcomeIsReported(t *testing.T) {
 	}
 
 	// A second write whose first attempt started and died before recording.
-	if _, err := e.store.AppendTurnMessage(e.ctx, "cto", thread, store.TurnMessage{Key: roundKey(2), Round: 2, Message: crewlet.ChatMessage{
+	if _, err := e.store.AppendTurnMessage(e.ctx, "cto", thread, wire.TurnMessage{Key: roundKey(2), Round: 2, Message: crewlet.ChatMessage{
 		Role: "assistant", ToolCalls: []crewlet.ToolCall{{ID: "x", Name: "ledger__write", Args: json.RawMessage(`{"text":"again"}`)}},
 	}}); err != nil {
 		t.Fatal(err)
@@ -264,7 +264,7 @@ func TestToolCallAfterTheSeatMovedIsFencedAndCallsNothing(t *testing.T) {
 func (e *turnEnv) callFirstParty(t *testing.T, workKey, eventID string, round int, name, args string) (crewlet.ToolCallOutput, string) {
 	t.Helper()
 	thread := crewlet.ThreadKey(eventID)
-	if _, err := e.store.AppendTurnMessage(e.ctx, "cto", thread, store.TurnMessage{Key: roundKey(round), Round: round, Message: crewlet.ChatMessage{
+	if _, err := e.store.AppendTurnMessage(e.ctx, "cto", thread, wire.TurnMessage{Key: roundKey(round), Round: round, Message: crewlet.ChatMessage{
 		Role: "assistant", ToolCalls: []crewlet.ToolCall{{ID: "c", Name: name, Args: json.RawMessage(args)}},
 	}}); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // authOrg has a token per role and an admin bound to alice's seat.
@@ -187,7 +188,7 @@ func TestIdentityIsThePrincipal(t *testing.T) {
 	if status, _ := call(t, "POST", base+"/tickets/t-000000000000/cancel", tokens["operator"], "{}"); status != http.StatusNotFound {
 		t.Fatalf("cancel of an unknown ticket: %d; want 404", status)
 	}
-	failed, err := st.Audit(context.Background(), store.AuditFilter{Outcome: store.AuditFailed, Limit: 1})
+	failed, err := st.Audit(context.Background(), store.AuditFilter{Outcome: wire.AuditFailed, Limit: 1})
 	if err != nil || len(failed) != 1 || failed[0].Principal != "otto" || failed[0].Status != http.StatusNotFound ||
 		failed[0].Target != "id=t-000000000000" || !strings.Contains(failed[0].Reason, "no ticket") {
 		t.Fatalf("audit of a failed action: %+v, %v; want otto's 404 with its reason", failed, err)
@@ -198,7 +199,7 @@ func TestIdentityIsThePrincipal(t *testing.T) {
 	}
 	denied := 0
 	for _, r := range rows {
-		if r.Outcome == store.AuditDenied {
+		if r.Outcome == wire.AuditDenied {
 			denied++
 		}
 		if strings.Contains(fmt.Sprint(r), "secret plan") || strings.Contains(fmt.Sprint(r), "token-0123") {
@@ -243,7 +244,7 @@ func TestMutationsAreRateLimitedPerPrincipal(t *testing.T) {
 	if status, _ := call(t, "POST", srv.URL+"/tickets/t-000000000000/cancel", tokens["admin"], "{}"); status == http.StatusTooManyRequests {
 		t.Fatalf("another principal was limited by the operator's mutations")
 	}
-	rows, err := b.st.Audit(b.ctx, store.AuditFilter{Principal: "otto", Outcome: store.AuditDenied, Limit: 10})
+	rows, err := b.st.Audit(b.ctx, store.AuditFilter{Principal: "otto", Outcome: wire.AuditDenied, Limit: 10})
 	if err != nil || len(rows) != 2 || rows[0].Status != http.StatusTooManyRequests {
 		t.Fatalf("audit of the refusals: %+v, %v; want two 429 denials", rows, err)
 	}

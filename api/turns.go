@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/crewlet/crewlet"
-	"github.com/crewlet/crewlet/internal/views"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 func (s *Server) seatUsage(w http.ResponseWriter, r *http.Request) {
@@ -25,7 +25,7 @@ func (s *Server) seatTurns(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	limit, err := limitParam(r, 20, views.MaxTurns)
+	limit, err := limitParam(r, 20, wire.MaxTurns)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -2,15 +2,11 @@ package views
 
 import (
 	"context"
-	"strings"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/budget"
-	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/wire"
 )
-
-// MaxTurns is the most turns one Turns call lists.
-const MaxTurns = 200
 
 // Usage returns the tokens the seat and the company used in the current day,
 // week and month on the company's clock, with their caps and the cap that
@@ -40,62 +36,41 @@ func (v *Reader) Usage(ctx context.Context, handle string) (crewlet.SeatUsage, e
 }
 
 // Turns returns the seat's latest turns, newest first: limit of them, 1 to
-// MaxTurns.
-func (v *Reader) Turns(ctx context.Context, handle string, limit int) ([]store.TurnRow, error) {
+// wire.MaxTurns.
+func (v *Reader) Turns(ctx context.Context, handle string, limit int) ([]wire.TurnRow, error) {
 	s, err := v.org.SeatNamed(handle)
 	if err != nil {
 		return nil, err
 	}
-	if limit < 1 || limit > MaxTurns {
-		return nil, crewlet.Errorf(crewlet.EINVALID, "limit must be from 1 to %d, got %d", MaxTurns, limit)
+	if limit < 1 || limit > wire.MaxTurns {
+		return nil, crewlet.Errorf(crewlet.EINVALID, "limit must be from 1 to %d, got %d", wire.MaxTurns, limit)
 	}
 	turns, err := v.store.SeatTurns(ctx, s.Handle, limit)
 	if err != nil {
 		return nil, err
 	}
 	if turns == nil {
-		turns = []store.TurnRow{}
+		turns = []wire.TurnRow{}
 	}
 	return turns, nil
-}
-
-// TurnView is one turn as recorded: its row, its model conversation (every
-// thread, in the order written) and the receipt and token charge of each
-// model call.
-type TurnView struct {
-	Turn     store.TurnRow       `json:"turn"`
-	Messages []store.TurnMessage `json:"messages"`
-	Receipts []store.RoundRow    `json:"receipts"`
-}
-
-// ParseTurnID splits a turn id, "turn/{handle}/{work_key}" (the turn's
-// workflow id), into its seat and work key. The "turn/" prefix may be left
-// off.
-func ParseTurnID(id string) (handle, workKey string, ok bool) {
-	rest := strings.TrimPrefix(id, "turn/")
-	handle, workKey, ok = strings.Cut(rest, "/")
-	if !ok || !crewlet.ValidName(handle) || workKey == "" || strings.Contains(workKey, "/") {
-		return "", "", false
-	}
-	return handle, workKey, true
 }
 
 // Turn returns the turn with that id, "turn/{handle}/{work_key}". A turn of a
 // seat since removed from the org is still answered: its record outlives the
 // seat.
-func (v *Reader) Turn(ctx context.Context, turnID string) (TurnView, error) {
-	handle, workKey, ok := ParseTurnID(turnID)
+func (v *Reader) Turn(ctx context.Context, turnID string) (wire.TurnView, error) {
+	handle, workKey, ok := crewlet.ParseTurnID(turnID)
 	if !ok {
-		return TurnView{}, crewlet.Errorf(crewlet.EINVALID, "turn id %q is not turn/{handle}/{work_key}; `crewlet seats turns HANDLE` lists them", turnID)
+		return wire.TurnView{}, crewlet.Errorf(crewlet.EINVALID, "turn id %q is not turn/{handle}/{work_key}; `crewlet seats turns HANDLE` lists them", turnID)
 	}
 	row, err := v.store.Turn(ctx, handle, workKey)
 	if err != nil {
-		return TurnView{}, err
+		return wire.TurnView{}, err
 	}
 	// Each thread's conversation is recorded under the work key of its
 	// trigger (crewlet.ThreadKey), so a resumed trigger keeps its history.
-	var msgs []store.TurnMessage
-	var rounds []store.RoundRow
+	var msgs []wire.TurnMessage
+	var rounds []wire.RoundRow
 	for thread, i := range row.Threads {
 		if i >= len(row.Mail) {
 			continue
@@ -103,7 +78,7 @@ func (v *Reader) Turn(ctx context.Context, turnID string) (TurnView, error) {
 		key := crewlet.ThreadKey(row.Mail[i].EventID)
 		tm, err := v.store.TurnMessages(ctx, handle, key, 0)
 		if err != nil {
-			return TurnView{}, err
+			return wire.TurnView{}, err
 		}
 		for _, m := range tm {
 			m.Thread = thread
@@ -111,15 +86,15 @@ func (v *Reader) Turn(ctx context.Context, turnID string) (TurnView, error) {
 		}
 		rr, err := v.store.TurnRounds(ctx, handle, key)
 		if err != nil {
-			return TurnView{}, err
+			return wire.TurnView{}, err
 		}
 		rounds = append(rounds, rr...)
 	}
 	if msgs == nil {
-		msgs = []store.TurnMessage{}
+		msgs = []wire.TurnMessage{}
 	}
 	if rounds == nil {
-		rounds = []store.RoundRow{}
+		rounds = []wire.RoundRow{}
 	}
-	return TurnView{Turn: row, Messages: msgs, Receipts: rounds}, nil
+	return wire.TurnView{Turn: row, Messages: msgs, Receipts: rounds}, nil
 }
