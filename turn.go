@@ -1,6 +1,9 @@
 package crewlet
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // WorkflowTurn is the workflow type of one turn, a child of its seat
 // (DESIGN §6).
@@ -10,6 +13,18 @@ const WorkflowTurn = "Turn"
 // cannot start two turns at once.
 func TurnWorkflowID(handle, workKey string) string {
 	return "turn/" + handle + "/" + workKey
+}
+
+// ParseTurnID splits a turn id, "turn/{handle}/{work_key}" (the turn's
+// workflow id), into its seat and work key. The "turn/" prefix may be left
+// off.
+func ParseTurnID(id string) (handle, workKey string, ok bool) {
+	rest := strings.TrimPrefix(id, "turn/")
+	handle, workKey, ok = strings.Cut(rest, "/")
+	if !ok || !ValidName(handle) || workKey == "" || strings.Contains(workKey, "/") {
+		return "", "", false
+	}
+	return handle, workKey, true
 }
 
 // ThreadKey is the key a turn's conversation answering one trigger is

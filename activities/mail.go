@@ -5,10 +5,10 @@ import (
 	"log/slog"
 
 	"github.com/crewlet/crewlet"
-	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tickets"
 )
 
 // Mail holds the mailbox activities. They are short Redis and Postgres steps
@@ -17,7 +17,7 @@ type Mail struct {
 	Store   *store.Store
 	Mailbox *mailbox.Mailbox
 	// Tickets fails the ticket of a request that is dead-lettered.
-	Tickets *control.Tickets
+	Tickets *tickets.Service
 	Log     *slog.Logger
 	// Metrics counts mail read, acked and dead-lettered; nil counts none.
 	Metrics *metrics.Metrics

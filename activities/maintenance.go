@@ -9,9 +9,10 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/reconcile"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tickets"
 )
 
 // Maintenance is the maintenance duty's activity.
@@ -21,9 +22,9 @@ type Maintenance struct {
 	Org     *config.Config
 	// Tickets fails the tickets of seats gone from the org and expires old
 	// ones.
-	Tickets *control.Tickets
-	// Control stops the workflows of seats gone from the org.
-	Control *control.Control
+	Tickets *tickets.Service
+	// Reconciler stops the workflows of seats gone from the org.
+	Reconciler *reconcile.Reconciler
 	// NodeID is the node the activity runs on, and LiveWithin the heartbeat
 	// timeout: the sweep waits while live nodes of other ids run an org file
 	// naming other seats.
@@ -123,7 +124,7 @@ func (a *Maintenance) sweep(ctx context.Context, out *crewlet.MaintenanceOutput)
 	}
 	// A seat removed while a worker on another org file was live was not
 	// stopped at boot: the first pass after every worker agrees stops it.
-	stopped, others, err := a.Control.StopRemovedSeats(ctx, a.Store, a.NodeID)
+	stopped, others, err := a.Reconciler.StopRemovedSeats(ctx, a.Store, a.NodeID)
 	if len(others) > 0 {
 		// A worker on another file started since the check above.
 		out.SweepWaitsFor = others

@@ -12,10 +12,13 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/reconcile"
+	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/tickets"
 )
 
 // The maintenance duty trims each kind of record at the horizon its config
@@ -155,8 +158,9 @@ func setupMaintenance(t *testing.T, orgYAML string) (context.Context, string, *s
 // newMaintenance is the maintenance activity over the dev Temporal server.
 func newMaintenance(t *testing.T, st *store.Store, mb *mailbox.Mailbox, org *config.Config) *Maintenance {
 	t.Helper()
-	ctl := control.New(dialTemporal(t), mb, org, discard)
-	return &Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: control.NewTickets(ctl, st, discard), Control: ctl, Log: discard}
+	seats := seatclient.New(dialTemporal(t), org)
+	tk := tickets.New(org, st, delivery.New(org, mb, seats, discard), seats, discard)
+	return &Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tk, Reconciler: reconcile.New(org, mb, seats, discard), Log: discard}
 }
 
 // While a live node runs an org file naming other seats, maintenance stops
@@ -194,7 +198,7 @@ seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
 	}
 	t.Cleanup(func() { _ = tc.TerminateWorkflow(context.Background(), run.GetID(), run.GetRunID(), "test over") })
 	testenv.Eventually(t, 20*time.Second, "eng-9's workflow listed", func() error {
-		if running, err := m.Control.Statuses(ctx); err != nil || running["eng-9"] == "" {
+		if running, err := seatclient.New(tc, org).Statuses(ctx); err != nil || running["eng-9"] == "" {
 			return fmt.Errorf("running %v (%v)", running, err)
 		}
 		return nil

@@ -5,18 +5,18 @@ import (
 	"log/slog"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/views"
 )
 
 // Rebalance is the rebalance duty's activity.
 type Rebalance struct {
 	Store      *store.Store
 	Org        *config.Config
-	Temporal   client.Client
+	Seats      *seatclient.Client
 	LiveWithin time.Duration
 	MaxMoves   int
 	Log        *slog.Logger
@@ -34,14 +34,13 @@ func (a *Rebalance) Rebalance(ctx context.Context) (crewlet.RebalanceOutput, err
 	if err != nil {
 		return crewlet.RebalanceOutput{}, err
 	}
-	snap := Snapshot(a.Org, nodes, hosts)
+	snap := views.Placement(a.Org, nodes, hosts)
 	out := crewlet.RebalanceOutput{Unplaceable: snap.Unplaceable()}
 	if len(out.Unplaceable) > 0 {
 		a.Log.Warn("seats_unplaceable", "seats", out.Unplaceable)
 	}
 	for _, m := range snap.Plan(a.MaxMoves) {
-		err := a.Temporal.SignalWorkflow(ctx, crewlet.SeatWorkflowID(m.Handle), "", crewlet.SignalMove,
-			crewlet.MoveRequest{ExcludeNode: m.From, Reason: "rebalance", By: "rebalance"})
+		err := a.Seats.Move(ctx, m.Handle, crewlet.MoveRequest{ExcludeNode: m.From, Reason: "rebalance", By: "rebalance"})
 		if err != nil {
 			a.Log.Warn("rebalance_move_failed", "seat", m.Handle, "from", m.From, "error", err)
 			continue

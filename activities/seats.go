@@ -13,9 +13,10 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/placement"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tickets"
+	"github.com/crewlet/crewlet/internal/views"
 )
 
 // Seats holds the seat activities that need no host: placement and the
@@ -24,7 +25,7 @@ type Seats struct {
 	Store *store.Store
 	Org   *config.Config
 	// Tickets fails the open tickets of a seat that stopped.
-	Tickets *control.Tickets
+	Tickets *tickets.Service
 	// LiveWithin is the host heartbeat timeout: a node whose presence row is
 	// older is not live.
 	LiveWithin time.Duration
@@ -138,7 +139,7 @@ func (a *Seats) placeBatch(batch []*placeRequest) {
 		handles[i] = r.in.Handle
 	}
 	_, err := a.Store.Reserve(ctx, handles, a.LiveWithin, func(nodes []store.NodeRow, load []store.RoleLoad, hosts, preferred map[string]string) map[string]string {
-		snap := Snapshot(a.Org, nodes, hosts)
+		snap := views.Placement(a.Org, nodes, hosts)
 		snap.Load = groupLoad(a.Org, load)
 		chosen := map[string]string{}
 		for _, r := range batch {
@@ -170,22 +171,6 @@ func groupLoad(org *config.Config, rows []store.RoleLoad) placement.Load {
 		load.Add(r.Node, config.LabelsKey(role.Placement.Labels), r.Seats)
 	}
 	return load
-}
-
-// Snapshot is the placement view of the org over the live nodes and seat
-// hosts read from Postgres.
-func Snapshot(org *config.Config, nodes []store.NodeRow, hosts map[string]string) placement.Snapshot {
-	snap := placement.Snapshot{Hosts: hosts}
-	for _, n := range nodes {
-		snap.Nodes = append(snap.Nodes, placement.Node{
-			Incarnation: n.Incarnation, NodeID: n.NodeID, HostQueue: n.HostQueue, Labels: n.Labels,
-			Capacity: n.Capacity, Draining: n.Draining, Unproven: len(n.Unproven),
-		})
-	}
-	for _, g := range org.PlacementGroups() {
-		snap.Groups = append(snap.Groups, placement.Group{Key: g.Key, Labels: g.Labels, Seats: g.Seats})
-	}
-	return snap
 }
 
 // SetSeatStatus records the seat's lifecycle status, fenced by epoch.

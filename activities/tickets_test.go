@@ -17,10 +17,13 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/reconcile"
+	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/tools/firstparty"
 	"github.com/crewlet/crewlet/workflows"
 )
@@ -66,10 +69,10 @@ func dialTemporal(t testing.TB) client.Client {
 	return tc
 }
 
-// ticketService builds the real ticket service over a Control on the dev
-// Temporal server. Seat workflow ids are fixed (seat/{handle}) and shared by
+// ticketService builds the real ticket service, and the delivery and
+// reconciler beside it, over a seat client on the dev Temporal server. Seat workflow ids are fixed (seat/{handle}) and shared by
 // every test on the server, so only runs on this test's queue are closed.
-func ticketService(t testing.TB, st *store.Store, mb *mailbox.Mailbox, org *config.Config) (*control.Control, *control.Tickets) {
+func ticketService(t testing.TB, st *store.Store, mb *mailbox.Mailbox, org *config.Config) (*delivery.Service, *tickets.Service, *reconcile.Reconciler) {
 	t.Helper()
 	tc := dialTemporal(t)
 	t.Cleanup(func() {
@@ -87,8 +90,9 @@ func ticketService(t testing.TB, st *store.Store, mb *mailbox.Mailbox, org *conf
 			_ = tc.TerminateWorkflow(ctx, crewlet.SeatWorkflowID(h), info.GetExecution().GetRunId(), "ticket test over")
 		}
 	})
-	ctl := control.New(tc, mb, org, discard)
-	tickets := control.NewTickets(ctl, st, discard)
+	seats := seatclient.New(tc, org)
+	dl := delivery.New(org, mb, seats, discard)
+	tk := tickets.New(org, st, dl, seats, discard)
 	// A person's notes run for real on the test's queue; their workflow id
 	// (notes/{person}) is fixed, so a run left on another queue is closed
 	// first, and this one when the test ends.
@@ -100,21 +104,21 @@ func ticketService(t testing.TB, st *store.Store, mb *mailbox.Mailbox, org *conf
 	endNotes()
 	w := worker.New(tc, org.Temporal.TaskQueue, worker.Options{})
 	w.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.PersonNotesWorkflowType})
-	w.RegisterActivityWithOptions((&Mail{Store: st, Mailbox: mb, Tickets: tickets, Log: discard}).TicketNote,
+	w.RegisterActivityWithOptions((&Mail{Store: st, Mailbox: mb, Tickets: tk, Log: discard}).TicketNote,
 		activity.RegisterOptions{Name: crewlet.ActivityTicketNote})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(endNotes)
 	t.Cleanup(w.Stop)
-	return ctl, tickets
+	return dl, tk, reconcile.New(org, mb, seats, discard)
 }
 
 // ticketTurnEnv is a turnEnv (cto attached on a host) whose turns open and
 // close tickets.
 type ticketTurnEnv struct {
 	*turnEnv
-	tickets *control.Tickets
+	tickets *tickets.Service
 }
 
 func setupTicketTurns(t *testing.T) ticketTurnEnv {
@@ -122,7 +126,7 @@ func setupTicketTurns(t *testing.T) ticketTurnEnv {
 	e := setupTurnsOrg(t, ticketsOrgYAML(), nil)
 	e.seat(t, "eng-1")
 	e.seat(t, "eng-2")
-	e.turns.control, e.turns.tickets = ticketService(t, e.store, e.mb, e.turns.org)
+	e.turns.delivery, e.turns.tickets, _ = ticketService(t, e.store, e.mb, e.turns.org)
 	return ticketTurnEnv{turnEnv: e, tickets: e.turns.tickets}
 }
 
@@ -262,7 +266,7 @@ func TestTicketSettledByTheServingTurnsAnswer(t *testing.T) {
 	}}
 	e.turns.models["local"] = model
 
-	req := control.OpenTicketRequest{Key: "api-req-1", From: "alice", To: "cto", Task: "fix the build"}
+	req := tickets.OpenRequest{Key: "api-req-1", From: "alice", To: "cto", Task: "fix the build"}
 	opened, err := e.tickets.Open(e.ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -330,7 +334,7 @@ func TestTicketFailsWhenItsServingTurnEndsWithoutAnAnswer(t *testing.T) {
 		return crewlet.ModelResponse{Usage: crewlet.Usage{InputTokens: 5}}, nil
 	}}
 	e.turns.models["local"] = empty
-	opened, err := e.tickets.Open(e.ctx, control.OpenTicketRequest{From: "alice", To: "cto", Task: "write the release notes"})
+	opened, err := e.tickets.Open(e.ctx, tickets.OpenRequest{From: "alice", To: "cto", Task: "write the release notes"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +354,7 @@ func TestTicketFailsWhenItsServingTurnEndsWithoutAnAnswer(t *testing.T) {
 		t.Fatalf("alice's mailbox = %+v; want only the notice", all)
 	}
 
-	blank, err := e.tickets.Open(e.ctx, control.OpenTicketRequest{From: "alice", To: "cto", Task: "say something"})
+	blank, err := e.tickets.Open(e.ctx, tickets.OpenRequest{From: "alice", To: "cto", Task: "say something"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +372,7 @@ func TestCancelledTicketsRequestIsNotWorkedOn(t *testing.T) {
 	e := setupTicketTurns(t)
 	model := &fakeModel{answer: func(crewlet.ModelRequest) (crewlet.ModelResponse, error) { return text("done anyway"), nil }}
 	e.turns.models["local"] = model
-	opened, err := e.tickets.Open(e.ctx, control.OpenTicketRequest{From: "alice", To: "cto", Task: "draft the memo"})
+	opened, err := e.tickets.Open(e.ctx, tickets.OpenRequest{From: "alice", To: "cto", Task: "draft the memo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +404,7 @@ func TestCancelledTicketsRequestIsNotWorkedOn(t *testing.T) {
 func TestTicketFailsWhenItsRequestIsDeadLettered(t *testing.T) {
 	e := setupTicketTurns(t)
 	mail := &Mail{Store: e.store, Mailbox: e.mb, Tickets: e.tickets, Log: discard}
-	opened, err := e.tickets.Open(e.ctx, control.OpenTicketRequest{From: "alice", To: "cto", Task: "rotate the keys"})
+	opened, err := e.tickets.Open(e.ctx, tickets.OpenRequest{From: "alice", To: "cto", Task: "rotate the keys"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,13 +443,13 @@ func TestTicketFailsWhenItsRequestIsDeadLettered(t *testing.T) {
 // ticketEnv is a store, mailboxes and the ticket service with no host, and
 // a connection of its own to the test's database to age tickets.
 type ticketEnv struct {
-	ctx     context.Context
-	db      *pgx.Conn
-	store   *store.Store
-	mb      *mailbox.Mailbox
-	org     *config.Config
-	ctl     *control.Control
-	tickets *control.Tickets
+	ctx        context.Context
+	db         *pgx.Conn
+	store      *store.Store
+	mb         *mailbox.Mailbox
+	org        *config.Config
+	reconciler *reconcile.Reconciler
+	tickets    *tickets.Service
 }
 
 func setupTickets(t *testing.T) ticketEnv {
@@ -478,13 +482,13 @@ func setupTickets(t *testing.T) ticketEnv {
 			t.Fatal(err)
 		}
 	}
-	e.ctl, e.tickets = ticketService(t, e.store, e.mb, e.org)
+	_, e.tickets, e.reconciler = ticketService(t, e.store, e.mb, e.org)
 	return e
 }
 
 func (e ticketEnv) open(t *testing.T, from, to, task string) crewlet.Ticket {
 	t.Helper()
-	tk, err := e.tickets.Open(e.ctx, control.OpenTicketRequest{From: from, To: to, Task: task})
+	tk, err := e.tickets.Open(e.ctx, tickets.OpenRequest{From: from, To: to, Task: task})
 	if err != nil {
 		t.Fatalf("open %s → %s: %v", from, to, err)
 	}
@@ -590,7 +594,7 @@ func TestMaintenanceExpiresOldTicketsAndFailsThoseOfRemovedSeats(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m := &Maintenance{Store: e.store, Mailbox: e.mb, Org: e.org, Tickets: e.tickets, Control: e.ctl, Log: discard}
+	m := &Maintenance{Store: e.store, Mailbox: e.mb, Org: e.org, Tickets: e.tickets, Reconciler: e.reconciler, Log: discard}
 	out, err := m.Maintenance(e.ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -778,7 +782,7 @@ func TestDelegateToOwnRoleRoutesToAnotherSeat(t *testing.T) {
 	e := setupTickets(t)
 	// eng-2 is busier than eng-1, so eng-1 is the least loaded engineer.
 	e.open(t, "alice", "eng-2", "a task that keeps eng-2 busy")
-	tk, err := e.tickets.Open(e.ctx, control.OpenTicketRequest{From: "eng-1", To: "role:engineer", Task: "review my change"})
+	tk, err := e.tickets.Open(e.ctx, tickets.OpenRequest{From: "eng-1", To: "role:engineer", Task: "review my change"})
 	if err != nil {
 		t.Fatalf("eng-1 delegates to role:engineer: %v; want it routed to eng-2, the other engineer", err)
 	}

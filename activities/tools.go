@@ -6,10 +6,10 @@ import (
 	"strings"
 
 	"github.com/crewlet/crewlet"
-	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/tools/firstparty"
 	"github.com/crewlet/crewlet/internal/tracing"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // ToolCall makes one tool call of a round, on the seat's host where its MCP
@@ -113,7 +113,7 @@ type pendingCall struct {
 	trigger crewlet.Message
 	thread  string
 	call    crewlet.ToolCall
-	done    *store.TurnMessage
+	done    *wire.TurnMessage
 }
 
 func (a *Turns) pendingCall(ctx context.Context, handle, workKey string, threadIndex, round, callIndex int) (pendingCall, error) {
@@ -143,7 +143,7 @@ func (a *Turns) pendingCall(ctx context.Context, handle, workKey string, threadI
 }
 
 func (a *Turns) recordResult(ctx context.Context, in crewlet.ToolCallInput, thread string, call crewlet.ToolCall, res tools.Result) error {
-	_, err := a.store.AppendTurnMessage(ctx, in.Handle, thread, store.TurnMessage{
+	_, err := a.store.AppendTurnMessage(ctx, in.Handle, thread, wire.TurnMessage{
 		Key: resultKey(in.Round, in.Call.Call), Round: in.Round,
 		Message: crewlet.ChatMessage{Role: "tool", ToolCallID: call.ID, Content: crewlet.Clean(res.Text), IsError: res.IsError},
 	})
@@ -158,7 +158,7 @@ func callKey(thread string, round, call int) string {
 
 // firstParty is the seat's first-party tools, on the turn's services.
 func (a *Turns) firstParty() firstparty.Tools {
-	return firstparty.Tools{Store: a.store, Org: a.org, Control: a.control, Tickets: a.tickets, Now: a.Now}
+	return firstparty.Tools{Store: a.store, Org: a.org, Delivery: a.delivery, Tickets: a.tickets, Now: a.Now}
 }
 
 // callTool runs a first-party tool or an MCP tool. A call refused before it

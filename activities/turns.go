@@ -18,14 +18,17 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/budget"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/model"
+	"github.com/crewlet/crewlet/internal/profiles"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/tools/firstparty"
 	"github.com/crewlet/crewlet/internal/tracing"
 	"github.com/crewlet/crewlet/internal/turnrules"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // Turns runs the steps of a turn (DESIGN §6): open it, one model call per
@@ -33,15 +36,15 @@ import (
 // what the steps before it recorded in Postgres and records what it did
 // under a key of the work, so a step run twice does its work once.
 type Turns struct {
-	host    *Host
-	tickets *control.Tickets
-	org     *config.Config
-	store   *store.Store
-	mailbox *mailbox.Mailbox
-	control *control.Control
+	host     *Host
+	tickets  *tickets.Service
+	org      *config.Config
+	store    *store.Store
+	mailbox  *mailbox.Mailbox
+	delivery *delivery.Service
 	// profiles picks the profile each turn runs on and keeps the health
 	// of the credentials they spend.
-	profiles *control.Profiles
+	profiles *profiles.Service
 	models   map[string]crewlet.ChatModel
 	log      *slog.Logger
 	// Now is the clock budgets are charged and checked on.
@@ -62,7 +65,7 @@ func (a *Turns) chat(ctx context.Context, profile string, req crewlet.ModelReque
 }
 
 // NewTurns builds the model of every profile in org once.
-func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailbox, ctl *control.Control, tickets *control.Tickets, profiles *control.Profiles, log *slog.Logger) (*Turns, error) {
+func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailbox, dl *delivery.Service, tickets *tickets.Service, profiles *profiles.Service, log *slog.Logger) (*Turns, error) {
 	probe, err := model.OpenProbe(host.Incarnation)
 	if err != nil {
 		return nil, err
@@ -75,7 +78,7 @@ func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailb
 		}
 		models[name] = m
 	}
-	return &Turns{host: host, org: org, store: st, mailbox: mb, control: ctl, tickets: tickets, profiles: profiles, models: models, log: log, Now: time.Now}, nil
+	return &Turns{host: host, org: org, store: st, mailbox: mb, delivery: dl, tickets: tickets, profiles: profiles, models: models, log: log, Now: time.Now}, nil
 }
 
 // Keys of a turn's messages in Postgres, one per step that wrote them.
@@ -145,7 +148,7 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 	if err := a.store.AppendMessages(ctx, in.WorkKey, msgs...); err != nil {
 		return out, err
 	}
-	row, err := a.store.OpenTurn(ctx, store.TurnRow{
+	row, err := a.store.OpenTurn(ctx, wire.TurnRow{
 		Seat: in.Handle, WorkKey: in.WorkKey, TurnID: in.TurnID, Epoch: in.Epoch, Mail: msgs, Threads: threads,
 		Tools: catalog, MaxRounds: role.MaxRounds, StartedAt: a.Now(),
 	})
@@ -157,7 +160,7 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 		if err != nil {
 			return out, err
 		}
-		_, err = a.store.AppendTurnMessage(ctx, in.Handle, key, store.TurnMessage{
+		_, err = a.store.AppendTurnMessage(ctx, in.Handle, key, wire.TurnMessage{
 			Key: userKey, Message: crewlet.ChatMessage{Role: "user", Content: turnrules.TriggerText(trigger)},
 		})
 		if err != nil {
@@ -171,7 +174,7 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 // threadOf returns a thread's trigger and the key its conversation is
 // recorded under (crewlet.ThreadKey), so its recorded rounds and tool calls
 // are not repeated when it comes back in another batch.
-func threadOf(turn store.TurnRow, thread int) (crewlet.Message, string, error) {
+func threadOf(turn wire.TurnRow, thread int) (crewlet.Message, string, error) {
 	if thread < 0 || thread >= len(turn.Threads) || turn.Threads[thread] >= len(turn.Mail) {
 		return crewlet.Message{}, "", temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("turn %s has no thread %d", turn.TurnID, thread), "bad_thread", nil)
@@ -281,7 +284,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		usage.OutputTokens += resp.Usage.OutputTokens
 	}
 	a.profiles.Answered(ctx, name, resp.Model)
-	if _, err := a.recordRound(ctx, store.RoundRow{Seat: in.Handle, WorkKey: key, Round: in.Round, Profile: name,
+	if _, err := a.recordRound(ctx, wire.RoundRow{Seat: in.Handle, WorkKey: key, Round: in.Round, Profile: name,
 		InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens, ContextBytes: plan.Bytes, AnsweredModel: resp.Model}, system); err != nil {
 		return out, err
 	}
@@ -298,7 +301,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		}
 		c.ID, c.Name, c.Args = crewlet.Clean(c.ID), crewlet.Clean(c.Name), cleanJSON(c.Args)
 	}
-	stored, err := a.store.AppendTurnMessage(ctx, in.Handle, key, store.TurnMessage{
+	stored, err := a.store.AppendTurnMessage(ctx, in.Handle, key, wire.TurnMessage{
 		Key: roundKey(in.Round), Round: in.Round, Message: answer,
 	})
 	if err != nil {
@@ -326,7 +329,7 @@ const (
 // thread's last word (so the sender gets it) and the round reports the
 // thread failed.
 func (a *Turns) refuse(ctx context.Context, handle, key, note string) (crewlet.ModelRoundOutput, error) {
-	stored, err := a.store.AppendTurnMessage(ctx, handle, key, store.TurnMessage{
+	stored, err := a.store.AppendTurnMessage(ctx, handle, key, wire.TurnMessage{
 		Key: refusedKey, Message: crewlet.ChatMessage{Role: "note", Content: note},
 	})
 	if err != nil {
@@ -338,7 +341,7 @@ func (a *Turns) refuse(ctx context.Context, handle, key, note string) (crewlet.M
 
 // recordRound records a model call of a seat, with the receipt of its
 // system prompt, and charges its tokens once.
-func (a *Turns) recordRound(ctx context.Context, r store.RoundRow, system string) (bool, error) {
+func (a *Turns) recordRound(ctx context.Context, r wire.RoundRow, system string) (bool, error) {
 	sum := sha256.Sum256([]byte(system))
 	r.SystemSHA256, r.SystemBytes, r.RecordedAt = hex.EncodeToString(sum[:]), len(system), a.Now()
 	return a.store.RecordRound(ctx, r, a.org.Location())
@@ -348,7 +351,7 @@ func (a *Turns) recordRound(ctx context.Context, r store.RoundRow, system string
 // round's request with crewlet.AssembleContext. When the conversation has
 // outgrown the profile's context budget, it first makes (or finds) the
 // compaction summary of its oldest exchanges.
-func (a *Turns) assemble(ctx context.Context, handle, profileName, turnID, system string, catalog []crewlet.ToolSpec, trigger crewlet.Message, key string, thread []store.TurnMessage) (crewlet.ContextPlan, error) {
+func (a *Turns) assemble(ctx context.Context, handle, profileName, turnID, system string, catalog []crewlet.ToolSpec, trigger crewlet.Message, key string, thread []wire.TurnMessage) (crewlet.ContextPlan, error) {
 	started := time.Now()
 	tc, err := a.store.ThreadContext(ctx, handle, trigger.Conversation, trigger.EventID, turnrules.TriggerText)
 	if crewlet.ErrorCode(err) == crewlet.ENOTFOUND {
@@ -437,7 +440,7 @@ func (a *Turns) compact(ctx context.Context, handle, profileName, turnID, conver
 		a.log.Warn("conversation_compaction_failed", "seat", handle, "conversation", conversation, "profile", summarizer, "error", err)
 		text = fmt.Sprintf("(%d earlier exchanges are left out: they could not be summarized.)", n)
 	}
-	stored, err := a.store.SaveSummary(ctx, store.Summary{
+	stored, err := a.store.SaveSummary(ctx, wire.Summary{
 		ConversationSummary: crewlet.ConversationSummary{ThroughID: last.MessageID, ThroughSeq: last.Seq, Covered: n, Text: text},
 		Seat:                handle, Conversation: conversation, Profile: summarizer,
 		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens,
@@ -447,7 +450,7 @@ func (a *Turns) compact(ctx context.Context, handle, profileName, turnID, conver
 	}
 	// Charged once, under the summary's own key.
 	a.profiles.Answered(ctx, summarizer, resp.Model)
-	if _, err := a.recordRound(ctx, store.RoundRow{Seat: handle, WorkKey: "compact:" + crewlet.WorkKey([]string{conversation, last.MessageID}),
+	if _, err := a.recordRound(ctx, wire.RoundRow{Seat: handle, WorkKey: "compact:" + crewlet.WorkKey([]string{conversation, last.MessageID}),
 		Round: 1, Profile: summarizer, InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens,
 		AnsweredModel: resp.Model}, crewlet.CompactionSystem); err != nil {
 		a.log.Warn("usage_unrecorded", "seat", handle, "what", "compaction", "error", err)
@@ -459,7 +462,7 @@ func (a *Turns) compact(ctx context.Context, handle, profileName, turnID, conver
 // settleCalls gives every call of the thread's round that has no result
 // one, so the model hears what became of it: a read that failed, or a write
 // whose outcome is unknown.
-func (a *Turns) settleCalls(ctx context.Context, handle, key string, round int, msgs []store.TurnMessage, catalog []crewlet.ToolSpec) ([]store.TurnMessage, error) {
+func (a *Turns) settleCalls(ctx context.Context, handle, key string, round int, msgs []wire.TurnMessage, catalog []crewlet.ToolSpec) ([]wire.TurnMessage, error) {
 	last, ok := findKey(msgs, roundKey(round))
 	if !ok {
 		return msgs, nil
@@ -472,7 +475,7 @@ func (a *Turns) settleCalls(ctx context.Context, handle, key string, round int, 
 		if readOnly(catalog, call.Name) {
 			text = "This read-only call failed after retries; you may try it again."
 		}
-		m, err := a.store.AppendTurnMessage(ctx, handle, key, store.TurnMessage{
+		m, err := a.store.AppendTurnMessage(ctx, handle, key, wire.TurnMessage{
 			Key: resultKey(round, i), Round: round,
 			Message: crewlet.ChatMessage{Role: "tool", ToolCallID: call.ID, Content: text, IsError: true},
 		})
@@ -501,13 +504,13 @@ func readOnly(catalog []crewlet.ToolSpec, name string) bool {
 	return false
 }
 
-func findKey(msgs []store.TurnMessage, key string) (store.TurnMessage, bool) {
+func findKey(msgs []wire.TurnMessage, key string) (wire.TurnMessage, bool) {
 	for _, m := range msgs {
 		if m.Key == key {
 			return m, true
 		}
 	}
-	return store.TurnMessage{}, false
+	return wire.TurnMessage{}, false
 }
 
 func decodeCatalog(raw json.RawMessage) ([]crewlet.ToolSpec, error) {
@@ -578,7 +581,7 @@ func (a *Turns) roundProfile(ctx context.Context, handle, turnID string, epoch i
 			fmt.Sprintf("profile %s is no longer in the org", requested), crewlet.ProfileUnavailableErrorType, nil)
 	}
 	now := a.profiles.Now()
-	renewed, err := a.store.RenewProfileSlot(ctx, turnID, epoch, now, now.Add(control.SlotLease))
+	renewed, err := a.store.RenewProfileSlot(ctx, turnID, epoch, now, now.Add(profiles.SlotLease))
 	if err != nil {
 		return "", err
 	}
@@ -613,7 +616,7 @@ func (a *Turns) AcquireProfile(ctx context.Context, in crewlet.AcquireProfileInp
 	if err != nil {
 		return out, err
 	}
-	out.Profile, out.Hold, err = a.profiles.Acquire(ctx, control.AcquireRequest{
+	out.Profile, out.Hold, err = a.profiles.Acquire(ctx, profiles.AcquireRequest{
 		Seat: in.Handle, Role: seat.Role, TurnID: in.TurnID, WorkKey: in.WorkKey, Epoch: in.Epoch, Prefer: turn.Profile,
 	})
 	if out.Hold != nil {
@@ -653,7 +656,7 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 		text, finished := turnrules.AnswerOf(chatMessages(msgs))
 		answered[turn.Threads[thread]] = finished && msgs[len(msgs)-1].Message.Role == "assistant"
 		if !finished && in.Note != "" {
-			note, err := a.store.AppendTurnMessage(ctx, in.Handle, key, store.TurnMessage{
+			note, err := a.store.AppendTurnMessage(ctx, in.Handle, key, wire.TurnMessage{
 				Key: noteKey, Message: crewlet.ChatMessage{Role: "note", Content: in.Note},
 			})
 			if err != nil {
@@ -685,7 +688,7 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 		if _, ok := a.org.Seat(r.To); !ok {
 			continue // the sender is not a seat: the transcript is where the reply lives
 		}
-		if _, err := a.control.Deliver(ctx, r); err != nil {
+		if _, err := a.delivery.Deliver(ctx, r); err != nil {
 			return out, fmt.Errorf("deliver reply to %s: %w", r.To, err)
 		}
 	}
@@ -783,7 +786,7 @@ func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error
 		return a.modelFailure(ctx, name, in.TurnID, err)
 	}
 	a.profiles.Answered(ctx, name, resp.Model)
-	if _, err := a.recordRound(ctx, store.RoundRow{Seat: in.Handle, WorkKey: "reflect:" + in.WorkKey, Round: 1, Profile: name,
+	if _, err := a.recordRound(ctx, wire.RoundRow{Seat: in.Handle, WorkKey: "reflect:" + in.WorkKey, Round: 1, Profile: name,
 		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, ContextBytes: plan.Bytes, AnsweredModel: resp.Model}, ctxIn.System); err != nil {
 		a.log.Warn("usage_unrecorded", "seat", in.Handle, "what", "reflection", "error", err)
 	}
@@ -804,7 +807,7 @@ func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error
 // one (exactly one reply settles a ticket), and a thread that ended in a
 // note instead (stopped, out of rounds, refused, the turn failed) fails it
 // with that note. Either way the delegator is told.
-func (a *Turns) closeTickets(ctx context.Context, turn store.TurnRow, replies map[int]string, answered map[int]bool) error {
+func (a *Turns) closeTickets(ctx context.Context, turn wire.TurnRow, replies map[int]string, answered map[int]bool) error {
 	for i, trigger := range turn.Mail {
 		text, isThread := replies[i]
 		if !isThread || trigger.Type != crewlet.MessageTicket {
@@ -824,7 +827,7 @@ func (a *Turns) closeTickets(ctx context.Context, turn store.TurnRow, replies ma
 }
 
 // chatMessages are a thread's recorded messages as the model saw them.
-func chatMessages(msgs []store.TurnMessage) []crewlet.ChatMessage {
+func chatMessages(msgs []wire.TurnMessage) []crewlet.ChatMessage {
 	out := make([]crewlet.ChatMessage, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.Message

@@ -12,11 +12,11 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
-	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/profiles"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/tools/firstparty"
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
+	"github.com/crewlet/crewlet/internal/wire"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -61,7 +61,7 @@ func setupTurnsOrg(t testing.TB, orgYAML string, startTools func(context.Context
 	e.seat(t, "cto")
 	e.host = newHost(e.zombieEnv, "n1:aaaa")
 	e.host.StartTools = startTools
-	if e.turns, err = NewTurns(e.host, org, e.store, e.mb, nil, nil, control.NewProfiles(nil, e.store, org, discard), discard); err != nil {
+	if e.turns, err = NewTurns(e.host, org, e.store, e.mb, nil, nil, profiles.New(nil, e.store, org, discard), discard); err != nil {
 		t.Fatal(err)
 	}
 	e.now = time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC) // 23:30 in Berlin
@@ -104,7 +104,7 @@ func (e *turnEnv) begin(t testing.TB, workKey string, mail ...crewlet.MailRef) c
 func TestBudgetCapHoldsTheTurnUntilTheWindowTurns(t *testing.T) {
 	e := setupTurns(t, nil)
 	ref := e.publish(t, "m1", "hello")
-	_, err := e.store.RecordRound(e.ctx, store.RoundRow{
+	_, err := e.store.RecordRound(e.ctx, wire.RoundRow{
 		Seat: "cto", WorkKey: "earlier", Round: 1, Profile: "local", InputTokens: 90, OutputTokens: 30, RecordedAt: e.now,
 	}, e.turns.org.Location())
 	if err != nil {
@@ -212,7 +212,7 @@ func TestWriteToolCallRunsOnceAndAnUnknownOutcomeIsReported(t *testing.T) {
 	}
 
 	// A second write whose first attempt started and died before recording.
-	if _, err := e.store.AppendTurnMessage(e.ctx, "cto", thread, store.TurnMessage{Key: roundKey(2), Round: 2, Message: crewlet.ChatMessage{
+	if _, err := e.store.AppendTurnMessage(e.ctx, "cto", thread, wire.TurnMessage{Key: roundKey(2), Round: 2, Message: crewlet.ChatMessage{
 		Role: "assistant", ToolCalls: []crewlet.ToolCall{{ID: "x", Name: "ledger__write", Args: json.RawMessage(`{"text":"again"}`)}},
 	}}); err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func TestWriteToolCallRunsOnceAndAnUnknownOutcomeIsReported(t *testing.T) {
 func (e *turnEnv) callFirstParty(t *testing.T, workKey, eventID string, round int, name, args string) (crewlet.ToolCallOutput, string) {
 	t.Helper()
 	thread := crewlet.ThreadKey(eventID)
-	if _, err := e.store.AppendTurnMessage(e.ctx, "cto", thread, store.TurnMessage{Key: roundKey(round), Round: round, Message: crewlet.ChatMessage{
+	if _, err := e.store.AppendTurnMessage(e.ctx, "cto", thread, wire.TurnMessage{Key: roundKey(round), Round: round, Message: crewlet.ChatMessage{
 		Role: "assistant", ToolCalls: []crewlet.ToolCall{{ID: "c", Name: name, Args: json.RawMessage(args)}},
 	}}); err != nil {
 		t.Fatal(err)

@@ -20,20 +20,29 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
+	"github.com/crewlet/crewlet/internal/profiles"
+	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/tracing"
+	"github.com/crewlet/crewlet/internal/views"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // Server serves the API.
 type Server struct {
-	Org      *config.Config
-	Control  *control.Control
+	Org *config.Config
+	// Seats steers seats (pause, resume, drain) and lists their statuses.
+	Seats *seatclient.Client
+	// Views answers the reads that combine workflows, Postgres and Redis.
+	Views    *views.Reader
+	Delivery *delivery.Service
 	Store    *store.Store
-	Tickets  *control.Tickets
-	Profiles *control.Profiles
+	Tickets  *tickets.Service
+	Profiles *profiles.Service
 	Mailbox  *mailbox.Mailbox
 	Temporal client.Client
 	Log      *slog.Logger
@@ -101,7 +110,7 @@ func (s *Server) routes() []route {
 		{method: get, pattern: "/seats/{handle}/inbox", right: Read, handler: s.inbox,
 			summary: "the newest entries of the seat's mailbox", query: []param{limitQuery(20, maxLimit)}, answer: []crewlet.Message{}},
 		{method: get, pattern: "/seats/{handle}/events", right: Read, handler: s.seatEvents,
-			summary: "the seat's recorded events, newest first", query: []param{limitQuery(100, maxLimit)}, answer: []store.SeatEvent{}},
+			summary: "the seat's recorded events, newest first", query: []param{limitQuery(100, maxLimit)}, answer: []wire.SeatEvent{}},
 		{method: post, pattern: "/seats/{handle}/pause", right: Operate, handler: s.pauseSeat,
 			summary: "pause the seat (signal pause)", body: crewlet.PauseRequest{}, answer: SignalResponse{}, statuses: accepted,
 			conflict: "the seat is paused already"},
@@ -114,16 +123,16 @@ func (s *Server) routes() []route {
 		{method: get, pattern: "/seats/{handle}/usage", right: Read, handler: s.seatUsage,
 			summary: "the seat's token usage against its budgets", answer: crewlet.SeatUsage{}},
 		{method: get, pattern: "/seats/{handle}/turns", right: Read, handler: s.seatTurns,
-			summary: "the seat's recent turns, newest first", query: []param{limitQuery(20, control.MaxTurns)}, answer: []store.TurnRow{}},
+			summary: "the seat's recent turns, newest first", query: []param{limitQuery(20, wire.MaxTurns)}, answer: []wire.TurnRow{}},
 		{method: get, pattern: "/seats/{handle}/memory", right: Read, handler: s.seatMemory,
 			summary: "the seat's diary, episodes and counterparties",
 			query: []param{
 				{"kind", "string", "one list: diary, episodes or counterparties; all three when unset"},
 				{"before", "string", "the next page of the list kind names, from a previous page's next"},
-				limitQuery(20, store.MaxMemoryPage),
+				limitQuery(20, wire.MaxMemoryPage),
 			}, answer: MemoryView{}},
 		{method: get, pattern: "/turns/{handle}/{work_key}", right: Read, handler: s.getTurn,
-			summary: "one turn: its triggers, rounds, tool calls and outcome", answer: control.TurnView{}},
+			summary: "one turn: its triggers, rounds, tool calls and outcome", answer: wire.TurnView{}},
 		{method: get, pattern: "/conversations/{id}", right: Read, handler: s.getConversation,
 			summary: "a conversation's messages, oldest first, and its summaries",
 			query: []param{
@@ -175,7 +184,7 @@ func (s *Server) routes() []route {
 				{"action", "string", "only this action, \"METHOD /pattern\""},
 				{"before", "integer", "rows older than this audit row id"},
 				limitQuery(50, maxLimit),
-			}, answer: []store.AuditEntry{}},
+			}, answer: []wire.AuditEntry{}},
 	}
 }
 

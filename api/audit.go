@@ -6,6 +6,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
@@ -17,7 +18,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	f := store.AuditFilter{Principal: q.Get("principal"), Outcome: q.Get("outcome"), Action: q.Get("action"), Limit: limit}
 	switch f.Outcome {
-	case "", store.AuditAllowed, store.AuditDenied, store.AuditFailed:
+	case "", wire.AuditAllowed, wire.AuditDenied, wire.AuditFailed:
 	default:
 		writeError(w, crewlet.Errorf(crewlet.EINVALID, "outcome must be allowed, denied or failed, got %q", f.Outcome))
 		return
@@ -42,7 +43,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if entries == nil {
-		entries = []store.AuditEntry{}
+		entries = []wire.AuditEntry{}
 	}
 	writeJSON(w, http.StatusOK, entries)
 }

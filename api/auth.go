@@ -17,7 +17,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // Right is what a route needs of its caller (DESIGN §11).
@@ -146,18 +146,18 @@ func (s *Server) guard(rt route) http.HandlerFunc {
 // Never a body: no message text, no secret. It only records, so a failure
 // is logged and the response stands.
 func (s *Server) audit(r *http.Request, rt route, p Principal, rec *statusRecorder, refused error) {
-	e := store.AuditEntry{
+	e := wire.AuditEntry{
 		Principal: p.Name, Role: p.Role, Action: rt.method + " " + rt.pattern, Target: targetOf(r),
-		Outcome: store.AuditAllowed, Status: rec.status, RequestID: requestID(r),
+		Outcome: wire.AuditAllowed, Status: rec.status, RequestID: requestID(r),
 	}
 	switch {
 	case refused != nil:
-		e.Outcome, e.Reason = store.AuditDenied, crewlet.ErrorMessage(refused)
+		e.Outcome, e.Reason = wire.AuditDenied, crewlet.ErrorMessage(refused)
 	case rec.status == http.StatusUnauthorized || rec.status == http.StatusForbidden:
 		// Refused by the handler: acting as someone else.
-		e.Outcome, e.Reason = store.AuditDenied, rec.detail()
+		e.Outcome, e.Reason = wire.AuditDenied, rec.detail()
 	case rec.status >= 400:
-		e.Outcome, e.Reason = store.AuditFailed, rec.detail()
+		e.Outcome, e.Reason = wire.AuditFailed, rec.detail()
 	}
 	if e.Principal == "" {
 		e.Principal, e.Role = "-", "-"

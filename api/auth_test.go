@@ -17,9 +17,9 @@ import (
 
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // authOrg has a token per role and an admin bound to alice's seat.
@@ -56,9 +56,7 @@ func authServer(t *testing.T) (string, *store.Store) {
 	}
 	b := setup(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctl := control.New(nil, nil, org, log)
-	srv := httptest.NewServer((&api.Server{Org: org, Control: ctl, Tickets: control.NewTickets(ctl, b.st, log), Store: b.st, Log: log,
-		Profiles: control.NewProfiles(ctl, b.st, org, log), Metrics: metrics.New()}).Handler())
+	srv := httptest.NewServer(withServices(&api.Server{Org: org, Store: b.st, Log: log, Metrics: metrics.New()}).Handler())
 	t.Cleanup(srv.Close)
 	return srv.URL, b.st
 }
@@ -190,7 +188,7 @@ func TestIdentityIsThePrincipal(t *testing.T) {
 	if status, _ := call(t, "POST", base+"/tickets/t-000000000000/cancel", tokens["operator"], "{}"); status != http.StatusNotFound {
 		t.Fatalf("cancel of an unknown ticket: %d; want 404", status)
 	}
-	failed, err := st.Audit(context.Background(), store.AuditFilter{Outcome: store.AuditFailed, Limit: 1})
+	failed, err := st.Audit(context.Background(), store.AuditFilter{Outcome: wire.AuditFailed, Limit: 1})
 	if err != nil || len(failed) != 1 || failed[0].Principal != "otto" || failed[0].Status != http.StatusNotFound ||
 		failed[0].Target != "id=t-000000000000" || !strings.Contains(failed[0].Reason, "no ticket") {
 		t.Fatalf("audit of a failed action: %+v, %v; want otto's 404 with its reason", failed, err)
@@ -201,7 +199,7 @@ func TestIdentityIsThePrincipal(t *testing.T) {
 	}
 	denied := 0
 	for _, r := range rows {
-		if r.Outcome == store.AuditDenied {
+		if r.Outcome == wire.AuditDenied {
 			denied++
 		}
 		if strings.Contains(fmt.Sprint(r), "secret plan") || strings.Contains(fmt.Sprint(r), "token-0123") {
@@ -234,7 +232,7 @@ func TestMutationsAreRateLimitedPerPrincipal(t *testing.T) {
 	}
 	b := setup(t)
 	log := slog.New(slog.DiscardHandler)
-	srv := httptest.NewServer((&api.Server{Org: org, Control: control.New(nil, nil, org, log), Store: b.st, Log: log}).Handler())
+	srv := httptest.NewServer(withServices(&api.Server{Org: org, Store: b.st, Log: log}).Handler())
 	defer srv.Close()
 	for i := range 5 {
 		call(t, "GET", srv.URL+"/seats", tokens["operator"], "")
@@ -246,7 +244,7 @@ func TestMutationsAreRateLimitedPerPrincipal(t *testing.T) {
 	if status, _ := call(t, "POST", srv.URL+"/tickets/t-000000000000/cancel", tokens["admin"], "{}"); status == http.StatusTooManyRequests {
 		t.Fatalf("another principal was limited by the operator's mutations")
 	}
-	rows, err := b.st.Audit(b.ctx, store.AuditFilter{Principal: "otto", Outcome: store.AuditDenied, Limit: 10})
+	rows, err := b.st.Audit(b.ctx, store.AuditFilter{Principal: "otto", Outcome: wire.AuditDenied, Limit: 10})
 	if err != nil || len(rows) != 2 || rows[0].Status != http.StatusTooManyRequests {
 		t.Fatalf("audit of the refusals: %+v, %v; want two 429 denials", rows, err)
 	}
@@ -263,7 +261,7 @@ func TestMetricsOffAnswersNotFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := httptest.NewServer((&api.Server{Org: org, Control: control.New(nil, nil, org, log), Log: log}).Handler())
+	srv := httptest.NewServer(withServices(&api.Server{Org: org, Log: log}).Handler())
 	defer srv.Close()
 	status, body := call(t, http.MethodGet, srv.URL+"/metrics", tokens["viewer"], "")
 	if status != http.StatusNotFound || !strings.Contains(body, "metrics.enabled is false") {

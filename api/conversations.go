@@ -7,6 +7,7 @@ import (
 	"github.com/crewlet/crewlet"
 
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // A conversation is read a page at a time: conversationPage messages
@@ -23,8 +24,8 @@ type Conversation struct {
 	ID       string                  `json:"id"`
 	Messages []store.TranscriptEntry `json:"messages"`
 	// Next, when set, is the after= of the next page of messages.
-	Next      string          `json:"next,omitempty"`
-	Summaries []store.Summary `json:"summaries"`
+	Next      string         `json:"next,omitempty"`
+	Summaries []wire.Summary `json:"summaries"`
 }
 
 func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) {
@@ -60,7 +61,7 @@ func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if summaries == nil {
-		summaries = []store.Summary{}
+		summaries = []wire.Summary{}
 	}
 	writeJSON(w, http.StatusOK, Conversation{ID: id, Messages: msgs, Next: next, Summaries: summaries})
 }

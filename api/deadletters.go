@@ -42,7 +42,7 @@ func (s *Server) requeueDeadLetter(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	dl, err := s.Control.Requeue(r.Context(), s.Store, id)
+	dl, err := s.Delivery.Requeue(r.Context(), s.Store, id)
 	if err != nil {
 		s.logError(w, r, err)
 		return

@@ -5,6 +5,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // MemoryView is GET /seats/{handle}/memory: the first page of each list, or
@@ -40,7 +41,7 @@ func (s *Server) seatMemory(w http.ResponseWriter, r *http.Request) {
 		writeError(w, crewlet.Errorf(crewlet.EINVALID, "before pages one list: name it with kind=diary, episodes or counterparties"))
 		return
 	}
-	limit, err := limitParam(r, 20, store.MaxMemoryPage)
+	limit, err := limitParam(r, 20, wire.MaxMemoryPage)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -16,7 +16,6 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
 )
@@ -26,7 +25,7 @@ func serveStore(t *testing.T, st *store.Store, log io.Writer) string {
 	t.Helper()
 	org := testOrg(config.Budget{}, config.Budget{})
 	l := slog.New(slog.NewTextHandler(log, nil))
-	srv := httptest.NewServer((&api.Server{Org: org, Control: control.New(nil, nil, org, l), Store: st, Log: l}).Handler())
+	srv := httptest.NewServer(withServices(&api.Server{Org: org, Store: st, Log: l}).Handler())
 	t.Cleanup(srv.Close)
 	return srv.URL
 }

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"sort"
 
-	"github.com/crewlet/crewlet/activities"
+	"github.com/crewlet/crewlet/internal/views"
 )
 
 // NodeView is one node in GET /nodes.
@@ -49,7 +49,7 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 			liveRows = append(liveRows, n)
 		}
 	}
-	snap := activities.Snapshot(s.Org, liveRows, hosts)
+	snap := views.Placement(s.Org, liveRows, hosts)
 	out := NodesView{Nodes: []NodeView{}, Unplaceable: snap.Unplaceable()}
 	if out.Unplaceable == nil {
 		out.Unplaceable = []string{}

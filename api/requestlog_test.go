@@ -11,7 +11,6 @@ import (
 
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/logging"
 	"github.com/crewlet/crewlet/internal/testenv"
 )
@@ -53,9 +52,7 @@ seats: [ { handle: cto, role: lead } ]
 		t.Fatal(err)
 	}
 	b := setup(t)
-	ctl := control.New(nil, nil, org, log)
-	srv := httptest.NewServer((&api.Server{Org: org, Control: ctl, Store: b.st, Log: log,
-		Profiles: control.NewProfiles(ctl, b.st, org, log)}).Handler())
+	srv := httptest.NewServer(withServices(&api.Server{Org: org, Store: b.st, Log: log}).Handler())
 	t.Cleanup(srv.Close)
 
 	for _, tc := range []struct{ name, sent string }{

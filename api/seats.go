@@ -5,7 +5,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/store"
 )
 
@@ -46,7 +46,7 @@ func (s *Server) listSeats(w http.ResponseWriter, r *http.Request) {
 		s.logError(w, r, err)
 		return
 	}
-	statuses, err := s.Control.Statuses(r.Context())
+	statuses, err := s.Seats.Statuses(r.Context())
 	if err != nil {
 		s.logError(w, r, err)
 		return
@@ -106,7 +106,7 @@ func (s *Server) getSeat(w http.ResponseWriter, r *http.Request) {
 		*list.into = append([]crewlet.Ticket{}, tickets...)
 	}
 	if seat.Kind == string(crewlet.SeatAgent) {
-		if st, err := s.Control.State(r.Context(), seat.Handle); err == nil {
+		if st, err := s.Views.State(r.Context(), seat.Handle); err == nil {
 			detail.State = &st
 		} else {
 			detail.StateError = crewlet.ErrorMessage(err)
@@ -127,8 +127,10 @@ type SendMessageRequest struct {
 	ChatID string `json:"chat_id"`
 }
 
+// sendMessage leaves every check of the message to delivery.Send, which
+// looks the seat up once and refuses empty text.
 func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) {
-	seat, ok := s.orgSeat(w, r)
+	handle, ok := pathID(w, r, "handle")
 	if !ok {
 		return
 	}
@@ -137,16 +139,12 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if req.Text == "" {
-		writeError(w, crewlet.Errorf(crewlet.EINVALID, "text is required"))
-		return
-	}
 	from, err := s.sender(r, req.From)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	msg, err := s.Control.Send(r.Context(), control.SendRequest{To: seat.Handle, From: from, Text: req.Text, Conversation: req.Conversation, ChatID: req.ChatID})
+	msg, err := s.Delivery.Send(r.Context(), delivery.SendRequest{To: handle, From: from, Text: req.Text, Conversation: req.Conversation, ChatID: req.ChatID})
 	if err != nil {
 		s.logError(w, r, err)
 		return
@@ -181,17 +179,17 @@ type SignalResponse struct {
 
 func (s *Server) pauseSeat(w http.ResponseWriter, r *http.Request) {
 	var req crewlet.PauseRequest
-	s.signalSeat(w, r, crewlet.SignalPause, &req, &req.By, func(h string) error { return s.Control.Pause(r.Context(), h, req) })
+	s.signalSeat(w, r, crewlet.SignalPause, &req, &req.By, func(h string) error { return s.Seats.Pause(r.Context(), h, req) })
 }
 
 func (s *Server) resumeSeat(w http.ResponseWriter, r *http.Request) {
 	var req crewlet.ResumeRequest
-	s.signalSeat(w, r, crewlet.SignalResume, &req, &req.By, func(h string) error { return s.Control.Resume(r.Context(), h, req) })
+	s.signalSeat(w, r, crewlet.SignalResume, &req, &req.By, func(h string) error { return s.Seats.Resume(r.Context(), h, req) })
 }
 
 func (s *Server) drainSeat(w http.ResponseWriter, r *http.Request) {
 	var req crewlet.DrainRequest
-	s.signalSeat(w, r, crewlet.SignalDrain, &req, &req.By, func(h string) error { return s.Control.Drain(r.Context(), h, req) })
+	s.signalSeat(w, r, crewlet.SignalDrain, &req, &req.By, func(h string) error { return s.Seats.Drain(r.Context(), h, req) })
 }
 
 // signalSeat sends a seat a signal whose request's by (who asks) is the
@@ -215,9 +213,28 @@ func (s *Server) signalSeat(w http.ResponseWriter, r *http.Request, signal strin
 		writeError(w, crewlet.Errorf(crewlet.EINVALID, "%s is a human seat; only agent seats can be paused, resumed or drained", seat.Handle))
 		return
 	}
+	// Who acts is a principal's name, held to the door's name rule; the
+	// seat client checks the rest of the payload as the seat will.
+	if err := checkPrincipal(who); err != nil {
+		writeError(w, err)
+		return
+	}
 	if err := send(seat.Handle); err != nil {
 		s.logError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, SignalResponse{Handle: seat.Handle, Signal: signal})
+}
+
+// checkPrincipal refuses a name for who acts that is not short, valid text
+// in the id charset; empty (nobody named) passes. Only a request without a
+// token names itself, in its body.
+func checkPrincipal(name string) error {
+	if name == "" {
+		return nil
+	}
+	if err := crewlet.CheckText("by", name, crewlet.MaxNameBytes); err != nil {
+		return err
+	}
+	return crewlet.CheckID("by", name)
 }

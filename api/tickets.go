@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/crewlet/crewlet"
-	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tickets"
 )
 
 // OpenTicketRequest is the body of POST /tickets.
@@ -62,7 +62,7 @@ func (s *Server) openTicket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	ticket, err := s.Tickets.Open(r.Context(), control.OpenTicketRequest{
+	ticket, err := s.Tickets.Open(r.Context(), tickets.OpenRequest{
 		From: from, To: req.To, Task: req.Task, Conversation: req.Conversation,
 	})
 	if err != nil {

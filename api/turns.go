@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/crewlet/crewlet"
-	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 func (s *Server) seatUsage(w http.ResponseWriter, r *http.Request) {
@@ -12,7 +12,7 @@ func (s *Server) seatUsage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	usage, err := s.Control.Usage(r.Context(), s.Store, seat.Handle)
+	usage, err := s.Views.Usage(r.Context(), seat.Handle)
 	if err != nil {
 		s.logError(w, r, err)
 		return
@@ -25,12 +25,12 @@ func (s *Server) seatTurns(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	limit, err := limitParam(r, 20, control.MaxTurns)
+	limit, err := limitParam(r, 20, wire.MaxTurns)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	turns, err := s.Control.Turns(r.Context(), s.Store, seat.Handle, limit)
+	turns, err := s.Views.Turns(r.Context(), seat.Handle, limit)
 	if err != nil {
 		s.logError(w, r, err)
 		return
@@ -48,7 +48,7 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := crewlet.TurnWorkflowID(handle, workKey)
-	view, err := s.Control.Turn(r.Context(), s.Store, id)
+	view, err := s.Views.Turn(r.Context(), id)
 	if err != nil {
 		s.logError(w, r, err)
 		return

@@ -14,9 +14,9 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // now is the injected clock: noon on the Sunday Berlin springs forward, so
@@ -59,9 +59,9 @@ func setup(t *testing.T) bundle {
 func (b bundle) serve(t *testing.T, org *config.Config) string {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctl := control.New(nil, nil, org, log)
-	ctl.Now = func() time.Time { return now }
-	srv := httptest.NewServer((&api.Server{Org: org, Control: ctl, Store: b.st, Log: log}).Handler())
+	s := withServices(&api.Server{Org: org, Store: b.st, Log: log})
+	s.Views.Now = func() time.Time { return now }
+	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
@@ -95,7 +95,7 @@ func get(t *testing.T, base, path string, out any) (int, errorBody) {
 
 func (b bundle) round(t *testing.T, seat, workKey string, round int, in, out int64, at time.Time) {
 	t.Helper()
-	_, err := b.st.RecordRound(b.ctx, store.RoundRow{
+	_, err := b.st.RecordRound(b.ctx, wire.RoundRow{
 		Seat: seat, WorkKey: workKey, Round: round, Profile: "local",
 		SystemSHA256: strings.Repeat("ab", 32), SystemBytes: 1234, InputTokens: in, OutputTokens: out, RecordedAt: at,
 	}, berlin)
@@ -194,7 +194,7 @@ func TestSeatTurnsAndTurn(t *testing.T) {
 	base := b.serve(t, testOrg(config.Budget{}, config.Budget{}))
 	start := now.Add(-time.Hour)
 	for i, wk := range []string{"wk0", "wk1", "wk2"} {
-		_, err := b.st.OpenTurn(b.ctx, store.TurnRow{
+		_, err := b.st.OpenTurn(b.ctx, wire.TurnRow{
 			Seat: "cto", WorkKey: wk, TurnID: crewlet.TurnWorkflowID("cto", wk), Epoch: 1, MaxRounds: 8,
 			Mail:      []crewlet.Message{{EventID: "e" + wk, Type: crewlet.MessageChat, From: "alice", To: "cto", Body: "hi " + wk}},
 			Threads:   []int{0},
@@ -207,7 +207,7 @@ func TestSeatTurnsAndTurn(t *testing.T) {
 	if _, err := b.st.FinishTurn(b.ctx, "cto", "wk2", string(crewlet.TurnDone), "answered", "", 2); err != nil {
 		t.Fatal(err)
 	}
-	msgs := []store.TurnMessage{
+	msgs := []wire.TurnMessage{
 		{Thread: 0, Key: "user", Message: crewlet.ChatMessage{Role: "user", Content: "hi wk2"}},
 		{Thread: 0, Key: "r1", Round: 1, Message: crewlet.ChatMessage{Role: "assistant", ToolCalls: []crewlet.ToolCall{{ID: "c1", Name: "read", Args: json.RawMessage(`{"path":"a"}`)}}}},
 		{Thread: 0, Key: "r1c1", Round: 1, Message: crewlet.ChatMessage{Role: "tool", ToolCallID: "c1", Content: "contents"}},
@@ -223,7 +223,7 @@ func TestSeatTurnsAndTurn(t *testing.T) {
 	b.round(t, "cto", crewlet.ThreadKey("ewk2"), 1, 40, 2, now)
 
 	t.Run("list, newest first", func(t *testing.T) {
-		var turns []store.TurnRow
+		var turns []wire.TurnRow
 		if code, eb := get(t, base, "/seats/cto/turns?limit=2", &turns); code != http.StatusOK {
 			t.Fatalf("status %d %+v", code, eb)
 		}
@@ -258,7 +258,7 @@ func TestSeatTurnsAndTurn(t *testing.T) {
 	})
 
 	t.Run("one turn", func(t *testing.T) {
-		var view control.TurnView
+		var view wire.TurnView
 		if code, eb := get(t, base, "/turns/cto/wk2", &view); code != http.StatusOK {
 			t.Fatalf("status %d %+v", code, eb)
 		}
@@ -287,7 +287,7 @@ func TestSeatTurnsAndTurn(t *testing.T) {
 	})
 
 	t.Run("a turn with nothing recorded yet", func(t *testing.T) {
-		var view control.TurnView
+		var view wire.TurnView
 		if code, eb := get(t, base, "/turns/cto/wk0", &view); code != http.StatusOK {
 			t.Fatalf("status %d %+v", code, eb)
 		}

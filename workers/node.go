@@ -22,11 +22,16 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/activities"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/delivery"
+	"github.com/crewlet/crewlet/internal/fanout"
 	"github.com/crewlet/crewlet/internal/liveness"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
+	"github.com/crewlet/crewlet/internal/profiles"
+	"github.com/crewlet/crewlet/internal/reconcile"
+	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/watchdog"
 	"github.com/crewlet/crewlet/workflows"
@@ -67,6 +72,7 @@ type Node struct {
 	// seats' work, so a busy node does not fence itself.
 	presence *store.Store
 	temporal client.Client
+	seats    *seatclient.Client
 	host     *activities.Host
 	live     *liveness.Node
 	watchdog *watchdog.Watchdog
@@ -112,9 +118,10 @@ func HostQueue(incarnation string) string {
 }
 
 // StartNode registers the node's presence and starts its workers, its
-// presence loop and its watchdog.
+// presence loop and its watchdog. Its activities send to seats through
+// seats and deliver mail through dl.
 func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mailbox.Mailbox, tc client.Client,
-	ctl *control.Control, log *slog.Logger, opts NodeOptions) (_ *Node, err error) {
+	seats *seatclient.Client, dl *delivery.Service, log *slog.Logger, opts NodeOptions) (_ *Node, err error) {
 	incarnation, nodeID := Incarnation(opts.NodeID)
 	hb := org.Nodes.HeartbeatTimeout
 	presence, err := st.Dedicated(ctx, presenceConns)
@@ -128,7 +135,7 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	}()
 	n := &Node{
 		Incarnation: incarnation, NodeID: nodeID, HostQueue: HostQueue(incarnation),
-		org: org, store: st, presence: presence, temporal: tc, log: log.With("node", incarnation), opts: opts,
+		org: org, store: st, presence: presence, temporal: tc, seats: seats, log: log.With("node", incarnation), opts: opts,
 		stop: make(chan struct{}),
 	}
 	n.watchdog = watchdog.New(hb, opts.Stderr, opts.Exit)
@@ -148,8 +155,11 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	})
 	n.host.Tenures = n.live.Tenures
 	n.DrainRequested = n.live.DrainRequested()
-	tickets := control.NewTickets(ctl, st, n.log)
-	turns, err := activities.NewTurns(n.host, org, st, mb, ctl, tickets, control.NewProfiles(ctl, st, org, n.log), n.log)
+	tk := tickets.New(org, st, dl, seats, n.log)
+	tk.Metrics = opts.Metrics
+	pools := profiles.New(seats, st, org, n.log)
+	pools.Metrics = opts.Metrics
+	turns, err := activities.NewTurns(n.host, org, st, mb, dl, tk, pools, n.log)
 	if err != nil {
 		return nil, err
 	}
@@ -161,10 +171,10 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		return nil, err
 	}
 	deps := Deps{
-		Seats:       &activities.Seats{Store: st, Org: org, Tickets: tickets, LiveWithin: hb, Here: n.host, Log: n.log},
-		Mail:        &activities.Mail{Store: st, Mailbox: mb, Tickets: tickets, Log: n.log, Metrics: opts.Metrics},
-		Rebalance:   &activities.Rebalance{Store: st, Org: org, Temporal: tc, LiveWithin: hb, MaxMoves: org.Nodes.RebalanceMaxMoves, Log: n.log},
-		Maintenance: &activities.Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tickets, Control: ctl, NodeID: nodeID, LiveWithin: hb, Log: n.log},
+		Seats:       &activities.Seats{Store: st, Org: org, Tickets: tk, LiveWithin: hb, Here: n.host, Log: n.log},
+		Mail:        &activities.Mail{Store: st, Mailbox: mb, Tickets: tk, Log: n.log, Metrics: opts.Metrics},
+		Rebalance:   &activities.Rebalance{Store: st, Org: org, Seats: seats, LiveWithin: hb, MaxMoves: org.Nodes.RebalanceMaxMoves, Log: n.log},
+		Maintenance: &activities.Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tk, Reconciler: reconcile.New(org, mb, seats, n.log), NodeID: nodeID, LiveWithin: hb, Log: n.log},
 		Host:        n.host,
 		Turns:       turns,
 	}
@@ -248,10 +258,9 @@ const tellSeatsAtOnce = 16
 func (n *Node) tellSeats(incarnation string, seats []string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err := control.InParallel(len(seats), tellSeatsAtOnce, func(i int) error {
-		err := n.signalHostLost(ctx, seats[i], incarnation)
-		var notFound *serviceerror.NotFound
-		if err != nil && !errors.As(err, &notFound) {
+	err := fanout.Each(len(seats), tellSeatsAtOnce, func(i int) error {
+		err := n.seats.HostLost(ctx, seats[i], crewlet.HostLostRequest{Node: incarnation, By: n.Incarnation})
+		if err != nil && !seatclient.Gone(err) {
 			n.opts.Metrics.HostLostSignal(false)
 			n.log.Warn("host_lost_signal_failed", "seat", seats[i], "dead", incarnation, "error", err)
 			return err
@@ -260,18 +269,6 @@ func (n *Node) tellSeats(incarnation string, seats []string) bool {
 		return nil
 	})
 	return err == nil
-}
-
-// signalHostLost tells the seat that its host, the incarnation, is lost.
-func (n *Node) signalHostLost(ctx context.Context, seat, incarnation string) error {
-	return n.temporal.SignalWorkflow(ctx, crewlet.SeatWorkflowID(seat), "", crewlet.SignalHostLost,
-		crewlet.HostLostRequest{Node: incarnation, By: n.Incarnation})
-}
-
-// signalMove asks the seat to move off this node.
-func (n *Node) signalMove(ctx context.Context, seat string) error {
-	return n.temporal.SignalWorkflow(ctx, crewlet.SeatWorkflowID(seat), "", crewlet.SignalMove,
-		crewlet.MoveRequest{ExcludeNode: n.Incarnation, Reason: "node drain", By: n.Incarnation})
 }
 
 // hookedPresence is the presence loop's store as the test hooks see it:
@@ -306,7 +303,8 @@ func (n *Node) Drain(ctx context.Context) error {
 	hosted := n.live.Tenures.Hosted()
 	n.log.Info("node_draining", "seats", len(hosted))
 	for handle := range hosted {
-		if err := n.signalMove(ctx, handle); err != nil {
+		err := n.seats.Move(ctx, handle, crewlet.MoveRequest{ExcludeNode: n.Incarnation, Reason: "node drain", By: n.Incarnation})
+		if err != nil {
 			n.log.Warn("node_drain_signal_failed", "seat", handle, "error", err)
 		}
 	}

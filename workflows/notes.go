@@ -22,19 +22,12 @@ const (
 	notesPerRun = 100
 )
 
-// PersonNotesInput starts a person's notes workflow; Pending carries the
-// ticket changes not yet written across continue-as-new.
-type PersonNotesInput struct {
-	Person  string   `json:"person"`
-	Pending []string `json:"pending,omitempty"`
-}
-
 // PersonNotes writes a person's ticket notes: every change of a ticket the
 // person opened (it ended, or asks a question) arrives as a signal, and the
 // changes that come within noteQuiet of each other are written as one note
 // in the person's inbox. Idle, it waits on its signal channel: no timer, no
 // activity.
-func PersonNotes(ctx workflow.Context, in PersonNotesInput) error {
+func PersonNotes(ctx workflow.Context, in crewlet.PersonNotesInput) error {
 	changes := workflow.GetSignalChannel(ctx, crewlet.SignalTicketNote)
 	pending := in.Pending
 	take := func(c workflow.ReceiveChannel, _ bool) {
@@ -85,5 +78,5 @@ func PersonNotes(ctx workflow.Context, in PersonNotesInput) error {
 		}
 		pending = append(pending, id)
 	}
-	return workflow.NewContinueAsNewError(ctx, PersonNotes, PersonNotesInput{Person: in.Person, Pending: pending})
+	return workflow.NewContinueAsNewError(ctx, PersonNotes, crewlet.PersonNotesInput{Person: in.Person, Pending: pending})
 }

@@ -42,7 +42,7 @@ func TestPersonNotesCoalesceChangesThatComeTogether(t *testing.T) {
 		env.RegisterDelayedCallback(func() { env.SignalWorkflow(crewlet.SignalTicketNote, s.ticket) }, s.after)
 	}
 	env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Minute)
-	env.ExecuteWorkflow(PersonNotes, PersonNotesInput{Person: "alice"})
+	env.ExecuteWorkflow(PersonNotes, crewlet.PersonNotesInput{Person: "alice"})
 	mu.Lock()
 	defer mu.Unlock()
 	eq(t, "notes", notes, [][]string{{"t-1", "t-2", "t-1"}, {"t-3"}})

@@ -13,40 +13,6 @@ import (
 	"github.com/crewlet/crewlet"
 )
 
-// SeatInput starts or continues a seat workflow.
-type SeatInput struct {
-	Handle string `json:"handle"`
-	Role   string `json:"role"`
-	// ReadBatch is the most mailbox entries one read takes; 0 means 16.
-	ReadBatch int `json:"read_batch,omitempty"`
-	// HeartbeatTimeout is the host heartbeat timeout: how long a host may
-	// stay silent before the seat re-establishes elsewhere. 0 means 3s.
-	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
-	// ReleaseWait bounds how long a voluntary release (move, drain) waits for
-	// the turn in flight before it cancels it. 0 means 30s.
-	ReleaseWait time.Duration `json:"release_wait,omitempty"`
-	// RetryBackoff caps the wait after a failed turn (2s, 4s, ...). 0 means 10s.
-	RetryBackoff time.Duration `json:"retry_backoff,omitempty"`
-	// Backstop is how long an idle seat waits for a wake before it reads
-	// its mailbox anyway, should every wake signal have been lost. 0 means
-	// 1h.
-	Backstop time.Duration `json:"backstop,omitempty"`
-	// Carry is the state handed over by continue-as-new; nil on a first start.
-	Carry *SeatCarry `json:"carry,omitempty"`
-}
-
-// SeatCarry is what a seat keeps across continue-as-new.
-type SeatCarry struct {
-	State    crewlet.SeatState `json:"state"`
-	Attached bool              `json:"attached"`
-	// Move is a move request not yet carried out.
-	Move *crewlet.MoveRequest `json:"move,omitempty"`
-	// Exclude lists nodes the next placement avoids (a host just lost).
-	Exclude []string `json:"exclude,omitempty"`
-	// WakePending is a wake that arrived before the hand-over.
-	WakePending bool `json:"wake_pending"`
-}
-
 // Tunables of the seat loop.
 const (
 	// defaultBackstop wakes an idle seat even if every wake signal was
@@ -84,7 +50,7 @@ const (
 
 // seat is the running state of one seat workflow.
 type seat struct {
-	in          SeatInput
+	in          crewlet.SeatInput
 	state       crewlet.SeatState
 	attached    bool
 	wakePending bool
@@ -121,7 +87,7 @@ type seat struct {
 
 // Seat is the long-running workflow of one agent seat (DESIGN §3): it holds
 // the seat's tenure, reads its mailbox and runs its turns, one at a time.
-func Seat(ctx workflow.Context, in SeatInput) error {
+func Seat(ctx workflow.Context, in crewlet.SeatInput) error {
 	if in.ReadBatch <= 0 {
 		in.ReadBatch = defaultReadBatch
 	}
@@ -346,7 +312,7 @@ func (s *seat) continueAsNew(ctx workflow.Context, signals *seatSignals) error {
 // carries. What came from outside (signals, turn notes) is clipped to its
 // bound, so a value this seat took in before signals were checked cannot
 // grow the carry past maxCarryBytes.
-func (s *seat) next() SeatInput {
+func (s *seat) next() crewlet.SeatInput {
 	next := s.in
 	exclude := s.exclude
 	if s.hostLost && s.state.Node != "" {
@@ -358,16 +324,16 @@ func (s *seat) next() SeatInput {
 	state := s.state
 	state.LastError = clipText(state.LastError, maxLastErrorBytes)
 	if p := state.Pause; p != nil {
-		state.Pause = &crewlet.PauseHold{By: clipText(p.By, maxByBytes), Reason: clipText(p.Reason, maxReasonBytes), StopTurn: p.StopTurn, Since: p.Since}
+		state.Pause = &crewlet.PauseHold{By: clipText(p.By, crewlet.MaxByBytes), Reason: clipText(p.Reason, crewlet.MaxReasonBytes), StopTurn: p.StopTurn, Since: p.Since}
 	}
 	if d := state.Drain; d != nil {
-		state.Drain = &crewlet.DrainHold{By: clipText(d.By, maxByBytes), Reason: clipText(d.Reason, maxReasonBytes), Since: d.Since}
+		state.Drain = &crewlet.DrainHold{By: clipText(d.By, crewlet.MaxByBytes), Reason: clipText(d.Reason, crewlet.MaxReasonBytes), Since: d.Since}
 	}
 	move := s.move
 	if m := move; m != nil {
-		move = &crewlet.MoveRequest{ExcludeNode: clipText(m.ExcludeNode, maxNodeBytes), Reason: clipText(m.Reason, maxReasonBytes), By: clipText(m.By, maxByBytes)}
+		move = &crewlet.MoveRequest{ExcludeNode: clipText(m.ExcludeNode, crewlet.MaxNodeBytes), Reason: clipText(m.Reason, crewlet.MaxReasonBytes), By: clipText(m.By, crewlet.MaxByBytes)}
 	}
-	next.Carry = &SeatCarry{State: state, Attached: s.attached && !s.hostLost, WakePending: s.wakePending, Move: move, Exclude: exclude}
+	next.Carry = &crewlet.SeatCarry{State: state, Attached: s.attached && !s.hostLost, WakePending: s.wakePending, Move: move, Exclude: exclude}
 	return next
 }
 

@@ -67,12 +67,12 @@ func newSeatSignals(ctx workflow.Context, s *seat) *seatSignals {
 	return &seatSignals{
 		handlers: []signalHandler{
 			onSignal(ctx, s, crewlet.SignalWake, anyPayload, func(workflow.Context, struct{}) { s.wakePending = true }),
-			onSignal(ctx, s, crewlet.SignalPause, checked(checkPause), s.applyPause),
-			onSignal(ctx, s, crewlet.SignalResume, checked(checkResume), s.applyResume),
-			onSignal(ctx, s, crewlet.SignalDrain, checked(checkDrain), s.applyDrain),
-			onSignal(ctx, s, crewlet.SignalMove, checked(checkMove), s.applyMove),
-			onSignal(ctx, s, crewlet.SignalStop, checked(checkStop), s.applyStop),
-			onSignal(ctx, s, crewlet.SignalHostLost, checked(checkHostLost), s.applyHostLost),
+			onSignal(ctx, s, crewlet.SignalPause, checked(crewlet.PauseRequest.Validate), s.applyPause),
+			onSignal(ctx, s, crewlet.SignalResume, checked(crewlet.ResumeRequest.Validate), s.applyResume),
+			onSignal(ctx, s, crewlet.SignalDrain, checked(crewlet.DrainRequest.Validate), s.applyDrain),
+			onSignal(ctx, s, crewlet.SignalMove, checked(crewlet.MoveRequest.Validate), s.applyMove),
+			onSignal(ctx, s, crewlet.SignalStop, checked(crewlet.StopRequest.Validate), s.applyStop),
+			onSignal(ctx, s, crewlet.SignalHostLost, checked(crewlet.HostLostRequest.Validate), s.applyHostLost),
 		},
 		handover: workflow.NewBufferedChannel(ctx, 1),
 	}

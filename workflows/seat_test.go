@@ -228,7 +228,7 @@ func TestSeatDrain(t *testing.T) {
 }
 
 // decodeCarry checks err is a continue-as-new of Seat and returns its input.
-func decodeCarry(t *testing.T, err error) SeatInput {
+func decodeCarry(t *testing.T, err error) crewlet.SeatInput {
 	t.Helper()
 	var can *workflow.ContinueAsNewError
 	if !errors.As(err, &can) {
@@ -237,7 +237,7 @@ func decodeCarry(t *testing.T, err error) SeatInput {
 	if can.WorkflowType == nil || can.WorkflowType.Name != "Seat" {
 		t.Fatalf("continue-as-new workflow type: got %+v, want Seat", can.WorkflowType)
 	}
-	var next SeatInput
+	var next crewlet.SeatInput
 	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
 		t.Fatalf("decode continue-as-new input: %v", err)
 	}
@@ -343,7 +343,7 @@ func TestSeatContinueAsNew(t *testing.T) {
 		h := newSeatHarness(t)
 		h.world.epoch, h.world.attaches, h.world.node = 3, 3, "node-a"
 		in := seatIn()
-		in.Carry = &SeatCarry{
+		in.Carry = &crewlet.SeatCarry{
 			Attached: true,
 			Move:     &crewlet.MoveRequest{ExcludeNode: "node-a", Reason: "rebalance", By: "rebalancer"},
 			State: crewlet.SeatState{
@@ -380,7 +380,7 @@ func carriedTenure(t *testing.T, legacy bool) {
 	h.world.node = "node-b"
 	since := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	in := seatIn()
-	in.Carry = &SeatCarry{
+	in.Carry = &crewlet.SeatCarry{
 		Attached: true,
 		State: crewlet.SeatState{
 			Handle: testHandle, Role: testRole, Status: crewlet.StatusPaused,
@@ -1043,7 +1043,7 @@ func TestSeatStop(t *testing.T) {
 
 	// runStopped runs the seat until it ends and checks it ended by itself,
 	// without error, stopped.
-	runStopped := func(t *testing.T, h *seatHarness, in SeatInput) *seatView {
+	runStopped := func(t *testing.T, h *seatHarness, in crewlet.SeatInput) *seatView {
 		t.Helper()
 		// The seat must end well before this; a cancel would be an error.
 		h.at(20*time.Hour, h.env.CancelWorkflow)

@@ -755,7 +755,7 @@ func (w *fakeSeatWorld) holdNames() []string {
 
 // run executes the seat and returns the error it ended with. With cancelAt
 // > 0 the workflow is cancelled then, and a cancel is the expected end.
-func (h *seatHarness) run(in SeatInput, cancelAt time.Duration) error {
+func (h *seatHarness) run(in crewlet.SeatInput, cancelAt time.Duration) error {
 	h.t.Helper()
 	if cancelAt > 0 {
 		h.at(cancelAt, h.env.CancelWorkflow)
@@ -815,7 +815,7 @@ const (
 	testRole   = "writer"
 )
 
-func seatIn() SeatInput { return SeatInput{Handle: testHandle, Role: testRole} }
+func seatIn() crewlet.SeatInput { return crewlet.SeatInput{Handle: testHandle, Role: testRole} }
 
 // firstPlacement is the placement every seat starts with.
 var firstPlacement = crewlet.PlaceSeatInput{Handle: testHandle}

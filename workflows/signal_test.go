@@ -87,13 +87,19 @@ func TestDecodeSignalRefusesBadPayloads(t *testing.T) {
 		decode func(converter.RawValue) error
 	}
 	signals := []signal{
-		{crewlet.SignalPause, "reason", func(r converter.RawValue) error { _, err := decodeSignal(r, checkPause); return err }},
-		{crewlet.SignalResume, "by", func(r converter.RawValue) error { _, err := decodeSignal(r, checkResume); return err }},
-		{crewlet.SignalDrain, "reason", func(r converter.RawValue) error { _, err := decodeSignal(r, checkDrain); return err }},
-		{crewlet.SignalMove, "exclude_node", func(r converter.RawValue) error { _, err := decodeSignal(r, checkMove); return err }},
-		{crewlet.SignalStop, "reason", func(r converter.RawValue) error { _, err := decodeSignal(r, checkStop); return err }},
-		{crewlet.SignalStopTurn, "by", func(r converter.RawValue) error { _, err := decodeSignal(r, checkStopTurn); return err }},
-		{crewlet.SignalTicket, "ticket", func(r converter.RawValue) error { _, err := decodeSignal(r, checkTicket); return err }},
+		{crewlet.SignalPause, "reason", func(r converter.RawValue) error { _, err := decodeSignal(r, crewlet.PauseRequest.Validate); return err }},
+		{crewlet.SignalResume, "by", func(r converter.RawValue) error {
+			_, err := decodeSignal(r, crewlet.ResumeRequest.Validate)
+			return err
+		}},
+		{crewlet.SignalDrain, "reason", func(r converter.RawValue) error { _, err := decodeSignal(r, crewlet.DrainRequest.Validate); return err }},
+		{crewlet.SignalMove, "exclude_node", func(r converter.RawValue) error { _, err := decodeSignal(r, crewlet.MoveRequest.Validate); return err }},
+		{crewlet.SignalStop, "reason", func(r converter.RawValue) error { _, err := decodeSignal(r, crewlet.StopRequest.Validate); return err }},
+		{crewlet.SignalStopTurn, "by", func(r converter.RawValue) error {
+			_, err := decodeSignal(r, crewlet.StopTurnRequest.Validate)
+			return err
+		}},
+		{crewlet.SignalTicket, "ticket", func(r converter.RawValue) error { _, err := decodeSignal(r, crewlet.TicketSignal.Validate); return err }},
 	}
 	for _, sg := range signals {
 		for _, bad := range badPayloads(sg.field) {
@@ -109,12 +115,12 @@ func TestDecodeSignalRefusesBadPayloads(t *testing.T) {
 		}
 	}
 	t.Run("ticket/empty", func(t *testing.T) {
-		if _, err := decodeSignal(jsonPayload(`{"ticket":""}`), checkTicket); err == nil {
+		if _, err := decodeSignal(jsonPayload(`{"ticket":""}`), crewlet.TicketSignal.Validate); err == nil {
 			t.Fatal("empty ticket accepted")
 		}
 	})
 	t.Run("wrong type names the field", func(t *testing.T) {
-		_, err := decodeSignal(jsonPayload(`{"stop_turn":"yes"}`), checkPause)
+		_, err := decodeSignal(jsonPayload(`{"stop_turn":"yes"}`), crewlet.PauseRequest.Validate)
 		eq(t, "error", fmt.Sprint(err), "stop_turn: not a bool")
 	})
 }
@@ -126,13 +132,19 @@ func TestDecodeSignalBoundsEveryField(t *testing.T) {
 		typ    reflect.Type
 		decode func(converter.RawValue) error
 	}{
-		{reflect.TypeFor[crewlet.PauseRequest](), func(r converter.RawValue) error { _, err := decodeSignal(r, checkPause); return err }},
-		{reflect.TypeFor[crewlet.ResumeRequest](), func(r converter.RawValue) error { _, err := decodeSignal(r, checkResume); return err }},
-		{reflect.TypeFor[crewlet.DrainRequest](), func(r converter.RawValue) error { _, err := decodeSignal(r, checkDrain); return err }},
-		{reflect.TypeFor[crewlet.MoveRequest](), func(r converter.RawValue) error { _, err := decodeSignal(r, checkMove); return err }},
-		{reflect.TypeFor[crewlet.StopRequest](), func(r converter.RawValue) error { _, err := decodeSignal(r, checkStop); return err }},
-		{reflect.TypeFor[crewlet.StopTurnRequest](), func(r converter.RawValue) error { _, err := decodeSignal(r, checkStopTurn); return err }},
-		{reflect.TypeFor[crewlet.TicketSignal](), func(r converter.RawValue) error { _, err := decodeSignal(r, checkTicket); return err }},
+		{reflect.TypeFor[crewlet.PauseRequest](), func(r converter.RawValue) error { _, err := decodeSignal(r, crewlet.PauseRequest.Validate); return err }},
+		{reflect.TypeFor[crewlet.ResumeRequest](), func(r converter.RawValue) error {
+			_, err := decodeSignal(r, crewlet.ResumeRequest.Validate)
+			return err
+		}},
+		{reflect.TypeFor[crewlet.DrainRequest](), func(r converter.RawValue) error { _, err := decodeSignal(r, crewlet.DrainRequest.Validate); return err }},
+		{reflect.TypeFor[crewlet.MoveRequest](), func(r converter.RawValue) error { _, err := decodeSignal(r, crewlet.MoveRequest.Validate); return err }},
+		{reflect.TypeFor[crewlet.StopRequest](), func(r converter.RawValue) error { _, err := decodeSignal(r, crewlet.StopRequest.Validate); return err }},
+		{reflect.TypeFor[crewlet.StopTurnRequest](), func(r converter.RawValue) error {
+			_, err := decodeSignal(r, crewlet.StopTurnRequest.Validate)
+			return err
+		}},
+		{reflect.TypeFor[crewlet.TicketSignal](), func(r converter.RawValue) error { _, err := decodeSignal(r, crewlet.TicketSignal.Validate); return err }},
 	} {
 		for i := range tc.typ.NumField() {
 			f := tc.typ.Field(i)
@@ -141,7 +153,7 @@ func TestDecodeSignalBoundsEveryField(t *testing.T) {
 			}
 			name := jsonFields(tc.typ)[i]
 			t.Run(tc.typ.Name()+"."+name, func(t *testing.T) {
-				over := strings.Repeat("a", maxReasonBytes+1)
+				over := strings.Repeat("a", crewlet.MaxReasonBytes+1)
 				if err := tc.decode(jsonPayload(fmt.Sprintf(`{%q:%q}`, name, over))); err == nil {
 					t.Errorf("%s of %d bytes accepted; want every string field bounded", name, len(over))
 				}
@@ -168,13 +180,13 @@ func TestDecodeSignalAcceptsWhatCrewletSends(t *testing.T) {
 		}
 		eq(t, "decoded as the SDK does", got, sdk.Elem().Interface())
 	}
-	pause := func(r converter.RawValue) (any, error) { return decodeSignal(r, checkPause) }
-	resume := func(r converter.RawValue) (any, error) { return decodeSignal(r, checkResume) }
-	drain := func(r converter.RawValue) (any, error) { return decodeSignal(r, checkDrain) }
-	move := func(r converter.RawValue) (any, error) { return decodeSignal(r, checkMove) }
-	stop := func(r converter.RawValue) (any, error) { return decodeSignal(r, checkStop) }
-	stopTurn := func(r converter.RawValue) (any, error) { return decodeSignal(r, checkStopTurn) }
-	ticket := func(r converter.RawValue) (any, error) { return decodeSignal(r, checkTicket) }
+	pause := func(r converter.RawValue) (any, error) { return decodeSignal(r, crewlet.PauseRequest.Validate) }
+	resume := func(r converter.RawValue) (any, error) { return decodeSignal(r, crewlet.ResumeRequest.Validate) }
+	drain := func(r converter.RawValue) (any, error) { return decodeSignal(r, crewlet.DrainRequest.Validate) }
+	move := func(r converter.RawValue) (any, error) { return decodeSignal(r, crewlet.MoveRequest.Validate) }
+	stop := func(r converter.RawValue) (any, error) { return decodeSignal(r, crewlet.StopRequest.Validate) }
+	stopTurn := func(r converter.RawValue) (any, error) { return decodeSignal(r, crewlet.StopTurnRequest.Validate) }
+	ticket := func(r converter.RawValue) (any, error) { return decodeSignal(r, crewlet.TicketSignal.Validate) }
 	for _, tc := range []struct {
 		name   string
 		raw    converter.RawValue
@@ -190,8 +202,8 @@ func TestDecodeSignalAcceptsWhatCrewletSends(t *testing.T) {
 		// What the code sends.
 		{"pause with stop_turn", payloadOf(t, crewlet.PauseRequest{StopTurn: true, Reason: "wrong repo — stop ✋", By: "Jürgen.o-l_a@example.com"}), pause,
 			crewlet.PauseRequest{StopTurn: true, Reason: "wrong repo — stop ✋", By: "Jürgen.o-l_a@example.com"}},
-		{"reason with new lines, at its bound", payloadOf(t, crewlet.DrainRequest{Reason: strings.Repeat("a\n", maxReasonBytes/2), By: "ops"}), drain,
-			crewlet.DrainRequest{Reason: strings.Repeat("a\n", maxReasonBytes/2), By: "ops"}},
+		{"reason with new lines, at its bound", payloadOf(t, crewlet.DrainRequest{Reason: strings.Repeat("a\n", crewlet.MaxReasonBytes/2), By: "ops"}), drain,
+			crewlet.DrainRequest{Reason: strings.Repeat("a\n", crewlet.MaxReasonBytes/2), By: "ops"}},
 		{"rebalance move", payloadOf(t, crewlet.MoveRequest{ExcludeNode: "host-1.example.com:0a1b2c3d", Reason: "rebalance", By: "rebalance"}), move,
 			crewlet.MoveRequest{ExcludeNode: "host-1.example.com:0a1b2c3d", Reason: "rebalance", By: "rebalance"}},
 		{"reconcile stop", payloadOf(t, crewlet.StopRequest{Reason: "seat is no longer an agent seat of the org", By: "reconcile"}), stop,
@@ -516,7 +528,7 @@ func TestSeatRefusesAHugePauseReason(t *testing.T) {
 func TestSeatCarryIsBounded(t *testing.T) {
 	worst := func(n int) string { return strings.Repeat("<", n) } // "\u003c" in JSON
 	id := func(n int) string { return strings.Repeat("é", n/2) }  // letters; no escapes
-	node := strings.Repeat("n", maxNodeBytes)
+	node := strings.Repeat("n", crewlet.MaxNodeBytes)
 	handle := strings.Repeat("h", 63) // crewlet.ValidName's bound
 	turnID := crewlet.TurnWorkflowID(handle, strings.Repeat("k", 32))
 	since := time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC)
@@ -526,7 +538,7 @@ func TestSeatCarryIsBounded(t *testing.T) {
 	}
 	seatAt := func(reason, by, lastError string) *seat {
 		return &seat{
-			in: SeatInput{Handle: handle, Role: handle, ReadBatch: 1 << 20, HeartbeatTimeout: time.Hour, ReleaseWait: time.Hour, RetryBackoff: time.Hour},
+			in: crewlet.SeatInput{Handle: handle, Role: handle, ReadBatch: 1 << 20, HeartbeatTimeout: time.Hour, ReleaseWait: time.Hour, RetryBackoff: time.Hour},
 			state: crewlet.SeatState{
 				Handle: handle, Role: handle, Status: crewlet.StatusEstablishing, Epoch: 1 << 62,
 				Node: node, HostQueue: "crewlet.host." + node,
@@ -548,7 +560,7 @@ func TestSeatCarryIsBounded(t *testing.T) {
 		name string
 		s    *seat
 	}{
-		{"every field at its bound", seatAt(worst(maxReasonBytes), id(maxByBytes), worst(maxLastErrorBytes))},
+		{"every field at its bound", seatAt(worst(crewlet.MaxReasonBytes), id(crewlet.MaxByBytes), worst(maxLastErrorBytes))},
 		{"state from before the checks", seatAt(worst(200<<10), id(10<<10), worst(1<<20))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -562,8 +574,8 @@ func TestSeatCarryIsBounded(t *testing.T) {
 				t.Errorf("carry is %d bytes; want at most maxCarryBytes (%d)", len(b), maxCarryBytes)
 			}
 			c := next.Carry
-			eq(t, "pause reason within its bound", len(c.State.Pause.Reason) <= maxReasonBytes, true)
-			eq(t, "move by within its bound", len(c.Move.By) <= maxByBytes, true)
+			eq(t, "pause reason within its bound", len(c.State.Pause.Reason) <= crewlet.MaxReasonBytes, true)
+			eq(t, "move by within its bound", len(c.Move.By) <= crewlet.MaxByBytes, true)
 			eq(t, "last error within its bound", len(c.State.LastError) <= maxLastErrorBytes, true)
 			eq(t, "excluded nodes (the newest)", len(c.Exclude), maxCarriedExclude)
 		})

@@ -7,41 +7,15 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"go.temporal.io/sdk/converter"
-
-	"github.com/crewlet/crewlet"
 )
 
-// Bounds on signal payloads. The Temporal frontend is a second door to seats
-// and turns (DESIGN §11): whoever reaches it can signal them with anything, so
-// every payload is checked here, and one that fails is dropped and logged.
-// They are the API door's bounds (input.go) where the door has one, and at
-// least what crewlet itself sends; they keep a seat's carried state small
-// (maxCarryBytes).
-const (
-	// maxSignalBytes bounds a signal's encoded payload: every field at its
-	// bound, even with JSON's six-byte escapes, fits.
-	maxSignalBytes = 16 << 10
-	// maxReasonBytes bounds a free-text reason (pause, drain, move, stop,
-	// stop_turn), as the door does.
-	maxReasonBytes = crewlet.MaxReasonBytes
-	// maxNodeBytes bounds a node incarnation (workers.Incarnation): a host
-	// name (at most 253 bytes), ':' and 8 hex digits.
-	maxNodeBytes = 264
-	// maxByBytes bounds who asked: a principal's name (the door's bound),
-	// or a node's incarnation, which a node drain's moves are by.
-	maxByBytes = max(crewlet.MaxNameBytes, maxNodeBytes)
-	// maxTicketBytes bounds a ticket id, as the door bounds ids.
-	maxTicketBytes = crewlet.MaxIDBytes
-	// idPunct is what an id field (by, exclude_node, ticket) may hold
-	// besides letters and digits: the door's id charset (principal names,
-	// host names, node incarnations, ticket ids); no spaces, controls or
-	// quotes.
-	idPunct = "._@:-"
-)
+// maxSignalBytes bounds a signal's encoded payload: every field at its bound
+// (crewlet's signal checks, signal_check.go), even with JSON's six-byte
+// escapes, fits.
+const maxSignalBytes = 16 << 10
 
 // Bounds on what a seat carries across continue-as-new. A carried string
 // that came from outside (a signal, a turn's note) is clipped to these, so a
@@ -72,8 +46,10 @@ const (
 // would hold the receiving coroutine, and every other signal with it.
 //
 // The payload must be a JSON object with only T's fields (matched exactly,
-// as crewlet sends them), of the right types, and within size; check then
-// validates the values. No payload, or JSON null, is T's zero value, as it
+// as crewlet sends them), of the right types, and within size; check (the
+// payload type's Validate, which the seat client calls before it sends) then
+// validates the values. A payload that fails is dropped and logged by the
+// caller. No payload, or JSON null, is T's zero value, as it
 // always was.
 func decodeSignal[T any](raw converter.RawValue, check func(T) error) (T, error) {
 	var v T
@@ -155,79 +131,6 @@ func jsonFields(t reflect.Type) []string {
 // rejected payload that is logged.
 func payloadBytes(raw converter.RawValue) int {
 	return len(raw.Payload().GetData())
-}
-
-// checkReason validates free text as the door does: bounded, valid UTF-8,
-// no NUL (Postgres text refuses it). Its errors never quote the text.
-func checkReason(field, s string) error {
-	return crewlet.CheckText(field, s, maxReasonBytes)
-}
-
-// checkID validates an id-like field: bounded, letters, digits and idPunct
-// only. Empty is allowed (crewlet sends by "" when nobody was named).
-func checkID(field, s string, limit int) error {
-	switch {
-	case len(s) > limit:
-		return fmt.Errorf("%s: %d bytes, more than %d", field, len(s), limit)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%s: not valid UTF-8", field)
-	case strings.IndexByte(s, 0) >= 0:
-		return fmt.Errorf("%s: contains NUL", field)
-	}
-	for _, r := range s {
-		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune(idPunct, r) {
-			return fmt.Errorf("%s: only letters, digits and %q are allowed", field, idPunct)
-		}
-	}
-	return nil
-}
-
-func checkPause(r crewlet.PauseRequest) error {
-	return firstErr(checkReason("reason", r.Reason), checkID("by", r.By, maxByBytes))
-}
-
-func checkResume(r crewlet.ResumeRequest) error {
-	return checkID("by", r.By, maxByBytes)
-}
-
-func checkDrain(r crewlet.DrainRequest) error {
-	return firstErr(checkReason("reason", r.Reason), checkID("by", r.By, maxByBytes))
-}
-
-func checkMove(r crewlet.MoveRequest) error {
-	return firstErr(checkID("exclude_node", r.ExcludeNode, maxNodeBytes),
-		checkReason("reason", r.Reason), checkID("by", r.By, maxByBytes))
-}
-
-func checkHostLost(r crewlet.HostLostRequest) error {
-	if r.Node == "" {
-		return errors.New("node: empty")
-	}
-	return firstErr(checkID("node", r.Node, maxNodeBytes), checkID("by", r.By, maxByBytes))
-}
-
-func checkStop(r crewlet.StopRequest) error {
-	return firstErr(checkReason("reason", r.Reason), checkID("by", r.By, maxByBytes))
-}
-
-func checkStopTurn(r crewlet.StopTurnRequest) error {
-	return firstErr(checkReason("reason", r.Reason), checkID("by", r.By, maxByBytes))
-}
-
-func checkTicket(r crewlet.TicketSignal) error {
-	if r.Ticket == "" {
-		return errors.New("ticket: empty")
-	}
-	return checkID("ticket", r.Ticket, maxTicketBytes)
-}
-
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // clipText cuts s to at most limit bytes on a rune boundary, ending in "…"

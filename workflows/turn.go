@@ -389,7 +389,7 @@ func (t *turn) wait(ctx workflow.Context, thread, round int, call crewlet.ToolCa
 		sel.AddReceive(t.tickets, func(c workflow.ReceiveChannel, _ bool) {
 			var raw converter.RawValue
 			c.Receive(ctx, &raw)
-			sig, err := decodeSignal(raw, checkTicket)
+			sig, err := decodeSignal(raw, crewlet.TicketSignal.Validate)
 			if err != nil {
 				t.rejected(crewlet.SignalTicket, raw, err)
 				return
@@ -399,7 +399,7 @@ func (t *turn) wait(ctx workflow.Context, thread, round int, call crewlet.ToolCa
 		sel.AddReceive(t.stops, func(c workflow.ReceiveChannel, _ bool) {
 			var raw converter.RawValue
 			c.Receive(ctx, &raw)
-			req, err := decodeSignal(raw, checkStopTurn)
+			req, err := decodeSignal(raw, crewlet.StopTurnRequest.Validate)
 			if err != nil {
 				t.rejected(crewlet.SignalStopTurn, raw, err)
 				return
@@ -426,7 +426,7 @@ func (t *turn) wait(ctx workflow.Context, thread, round int, call crewlet.ToolCa
 func (t *turn) stopRequested() bool {
 	var raw converter.RawValue
 	for t.stops.ReceiveAsync(&raw) {
-		req, err := decodeSignal(raw, checkStopTurn)
+		req, err := decodeSignal(raw, crewlet.StopTurnRequest.Validate)
 		if err != nil {
 			t.rejected(crewlet.SignalStopTurn, raw, err)
 			continue

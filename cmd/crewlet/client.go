@@ -18,7 +18,7 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/mailbox"
-	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // apiClient calls the crewlet REST API.
@@ -249,7 +249,7 @@ func runConversation(ctx context.Context, args []string, stdout io.Writer) error
 	}
 	// A summary is printed after the last message it covers, as what it
 	// is: what that seat's model reads instead of the messages before it.
-	summaries := map[string][]store.Summary{}
+	summaries := map[string][]wire.Summary{}
 	for _, s := range conv.Summaries {
 		summaries[s.ThroughID] = append(summaries[s.ThroughID], s)
 	}
@@ -380,7 +380,7 @@ func runSeatEvents(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var events []store.SeatEvent
+	var events []wire.SeatEvent
 	if err := newAPIClient(*base).call(ctx, http.MethodGet, seatPath(pos[0], "/events"), nil, &events); err != nil {
 		return err
 	}

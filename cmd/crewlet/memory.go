@@ -12,7 +12,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
-	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 const memorySynopsis = "crewlet seats memory HANDLE [--kind diary|episodes|counterparties] [--limit N] [--before CURSOR] [--api URL]"
@@ -21,7 +21,7 @@ func runSeatMemory(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("seats memory", flag.ContinueOnError)
 	base := apiFlag(fs)
 	kind := fs.String("kind", "", "show one list, diary, episodes or counterparties, and page it with --before")
-	limit := fs.Int("limit", 20, fmt.Sprintf("how many of the newest items per list (1 to %d)", store.MaxMemoryPage))
+	limit := fs.Int("limit", 20, fmt.Sprintf("how many of the newest items per list (1 to %d)", wire.MaxMemoryPage))
 	before := fs.String("before", "", "the page after this cursor (the --before a previous page printed); needs --kind")
 	pos, err := parseFlags(fs, args, 1, memorySynopsis)
 	if err != nil {

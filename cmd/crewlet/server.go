@@ -19,12 +19,17 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/logging"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
+	"github.com/crewlet/crewlet/internal/profiles"
+	"github.com/crewlet/crewlet/internal/reconcile"
+	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/tracing"
+	"github.com/crewlet/crewlet/internal/views"
 	"github.com/crewlet/crewlet/workers"
 )
 
@@ -49,10 +54,13 @@ type deps struct {
 	store    *store.Store
 	mailbox  *mailbox.Mailbox
 	temporal client.Client
-	control  *control.Control
-	log      *slog.Logger
-	metrics  *metrics.Metrics
-	tracing  *tracing.Tracing
+	// seats is the one door to the seats' workflows.
+	seats      *seatclient.Client
+	delivery   *delivery.Service
+	reconciler *reconcile.Reconciler
+	log        *slog.Logger
+	metrics    *metrics.Metrics
+	tracing    *tracing.Tracing
 }
 
 func (d *deps) close() {
@@ -138,8 +146,10 @@ func connect(ctx context.Context, path string, stderr io.Writer) (*deps, error) 
 		d.close()
 		return nil, fmt.Errorf("connect temporal at %s: %w", org.Temporal.Address, err)
 	}
-	d.control = control.New(d.temporal, d.mailbox, org, log)
-	d.control.Metrics = d.metrics
+	d.seats = seatclient.New(d.temporal, org)
+	d.delivery = delivery.New(org, d.mailbox, d.seats, log)
+	d.delivery.Metrics = d.metrics
+	d.reconciler = reconcile.New(org, d.mailbox, d.seats, log)
 	return d, nil
 }
 
@@ -191,13 +201,13 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		// Seat workflow ids are per namespace: a worker must not start, wake
 		// or host a seat another deployment's workflow already runs. The API
 		// alone starts no seat at boot; its wakes are checked one by one.
-		if err := d.control.CheckSeatWorkflows(ctx); err != nil {
+		if err := d.seats.CheckSeatWorkflows(ctx); err != nil {
 			return err
 		}
 	}
 	// Every process makes sure every seat has its row and mailbox before it
 	// serves, so mail sent now waits for its seat instead of vanishing.
-	if err := d.control.PrepareSeats(ctx, d.store); err != nil {
+	if err := d.reconciler.PrepareSeats(ctx, d.store); err != nil {
 		return fmt.Errorf("prepare seats: %w", err)
 	}
 
@@ -222,10 +232,10 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 			return err
 		}
 		opts.Metrics = d.metrics
-		if node, err = workers.StartNode(ctx, d.org, d.store, d.mailbox, d.temporal, d.control, log, opts); err != nil {
+		if node, err = workers.StartNode(ctx, d.org, d.store, d.mailbox, d.temporal, d.seats, d.delivery, log, opts); err != nil {
 			return err
 		}
-		if err := d.control.Reconcile(ctx, d.store, node.NodeID); err != nil {
+		if err := d.reconciler.Reconcile(ctx, d.store, node.NodeID); err != nil {
 			node.Stop()
 			return fmt.Errorf("start seats: %w", err)
 		}
@@ -241,12 +251,14 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		}
 		// The company's gauges come from the processes that serve the API,
 		// which read the company for it anyway.
-		d.metrics.WatchCompany(func(ctx context.Context) (metrics.Company, error) {
-			return d.control.Company(ctx, d.store)
-		}, d.org.Metrics.SeatLabels, log)
-		h := &api.Server{Org: d.org, Control: d.control, Store: d.store, Tickets: control.NewTickets(d.control, d.store, log),
-			Profiles: control.NewProfiles(d.control, d.store, d.org, log),
-			Mailbox:  d.mailbox, Temporal: d.temporal, Log: log, Metrics: d.metrics, Tracing: d.tracing}
+		read := views.New(d.org, d.seats, d.store, d.mailbox)
+		d.metrics.WatchCompany(read.Company, d.org.Metrics.SeatLabels, log)
+		tk := tickets.New(d.org, d.store, d.delivery, d.seats, log)
+		tk.Metrics = d.metrics
+		pools := profiles.New(d.seats, d.store, d.org, log)
+		pools.Metrics = d.metrics
+		h := &api.Server{Org: d.org, Seats: d.seats, Views: read, Delivery: d.delivery, Store: d.store, Tickets: tk, Profiles: pools,
+			Mailbox: d.mailbox, Temporal: d.temporal, Log: log, Metrics: d.metrics, Tracing: d.tracing}
 		// WriteTimeout outlasts the longest request, a POST /tickets
 		// long-poll (10 minutes).
 		srv = &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,

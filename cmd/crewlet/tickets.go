@@ -12,7 +12,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
-	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // runAsk opens a ticket (POST /tickets) and, with --wait, prints its reply.
@@ -146,7 +146,7 @@ func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
 	if *outcome != "" {
 		q.Set("outcome", *outcome)
 	}
-	var rows []store.AuditEntry
+	var rows []wire.AuditEntry
 	if err := newAPIClient(*base).call(ctx, http.MethodGet, "/audit?"+q.Encode(), nil, &rows); err != nil {
 		return err
 	}

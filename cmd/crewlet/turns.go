@@ -13,8 +13,7 @@ import (
 	"time"
 
 	"github.com/crewlet/crewlet"
-	"github.com/crewlet/crewlet/internal/control"
-	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 func runSeatUsage(ctx context.Context, args []string, stdout io.Writer) error {
@@ -52,12 +51,12 @@ func runSeatUsage(ctx context.Context, args []string, stdout io.Writer) error {
 func runSeatTurns(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("seats turns", flag.ContinueOnError)
 	base := apiFlag(fs)
-	limit := fs.Int("limit", 20, fmt.Sprintf("how many of the newest turns to show (1 to %d)", control.MaxTurns))
+	limit := fs.Int("limit", 20, fmt.Sprintf("how many of the newest turns to show (1 to %d)", wire.MaxTurns))
 	pos, err := parseFlags(fs, args, 1, "crewlet seats turns HANDLE [--limit N] [--api URL]")
 	if err != nil {
 		return err
 	}
-	var turns []store.TurnRow
+	var turns []wire.TurnRow
 	path := seatPath(pos[0], "/turns") + fmt.Sprintf("?limit=%d", *limit)
 	if err := newAPIClient(*base).call(ctx, http.MethodGet, path, nil, &turns); err != nil {
 		return err
@@ -77,11 +76,11 @@ func runTurnShow(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	handle, workKey, ok := control.ParseTurnID(pos[0])
+	handle, workKey, ok := crewlet.ParseTurnID(pos[0])
 	if !ok {
 		return usageError{fmt.Sprintf("turn id %q is not turn/HANDLE/WORK_KEY; `crewlet seats turns HANDLE` lists them", pos[0])}
 	}
-	var v control.TurnView
+	var v wire.TurnView
 	path := "/turns/" + url.PathEscape(handle) + "/" + url.PathEscape(workKey)
 	if err := newAPIClient(*base).call(ctx, http.MethodGet, path, nil, &v); err != nil {
 		return err
@@ -92,7 +91,7 @@ func runTurnShow(ctx context.Context, args []string, stdout io.Writer) error {
 
 // printTurn writes a turn's header, each thread's transcript and the
 // receipts of its model calls.
-func printTurn(w io.Writer, v control.TurnView) {
+func printTurn(w io.Writer, v wire.TurnView) {
 	t := v.Turn
 	fmt.Fprintf(w, "%s  %s, %d rounds (max %d), epoch %d\n", t.TurnID, t.Status, t.Rounds, t.MaxRounds, t.Epoch)
 	fmt.Fprintf(w, "started %s", t.StartedAt.Format(time.RFC3339))
@@ -107,7 +106,7 @@ func printTurn(w io.Writer, v control.TurnView) {
 		fmt.Fprintf(w, "note: %s\n", t.Note)
 	}
 
-	byThread := map[int][]store.TurnMessage{}
+	byThread := map[int][]wire.TurnMessage{}
 	for _, m := range v.Messages {
 		byThread[m.Thread] = append(byThread[m.Thread], m)
 	}
@@ -137,7 +136,7 @@ func printTurn(w io.Writer, v control.TurnView) {
 }
 
 // triggerOf names the mail a thread answers.
-func triggerOf(t store.TurnRow, thread int) string {
+func triggerOf(t wire.TurnRow, thread int) string {
 	if thread < 0 || thread >= len(t.Threads) || t.Threads[thread] < 0 || t.Threads[thread] >= len(t.Mail) {
 		return ""
 	}

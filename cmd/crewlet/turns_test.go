@@ -14,9 +14,11 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/views"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 type bundle struct {
@@ -40,9 +42,9 @@ func setup(t *testing.T) bundle {
 	}
 	now := time.Date(2026, 6, 10, 12, 0, 0, 0, time.UTC)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctl := control.New(nil, nil, org, log)
-	ctl.Now = func() time.Time { return now }
-	srv := httptest.NewServer((&api.Server{Org: org, Control: ctl, Store: st, Log: log}).Handler())
+	read := views.New(org, seatclient.New(nil, org), st, nil)
+	read.Now = func() time.Time { return now }
+	srv := httptest.NewServer((&api.Server{Org: org, Views: read, Store: st, Log: log}).Handler())
 	t.Cleanup(srv.Close)
 	return bundle{st: st, ctx: ctx, base: srv.URL, now: now}
 }
@@ -56,9 +58,9 @@ func (b bundle) crewlet(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-func (b bundle) turn(t *testing.T, workKey string, msgs ...store.TurnMessage) {
+func (b bundle) turn(t *testing.T, workKey string, msgs ...wire.TurnMessage) {
 	t.Helper()
-	_, err := b.st.OpenTurn(b.ctx, store.TurnRow{
+	_, err := b.st.OpenTurn(b.ctx, wire.TurnRow{
 		Seat: "cto", WorkKey: workKey, TurnID: crewlet.TurnWorkflowID("cto", workKey), Epoch: 3, MaxRounds: 8,
 		Mail:      []crewlet.Message{{EventID: "ev-" + workKey, Type: crewlet.MessageChat, From: "alice", To: "cto", Body: "question"}},
 		Threads:   []int{0},
@@ -76,7 +78,7 @@ func (b bundle) turn(t *testing.T, workKey string, msgs ...store.TurnMessage) {
 
 func (b bundle) round(t *testing.T, workKey string, round int, in, out int64) {
 	t.Helper()
-	_, err := b.st.RecordRound(b.ctx, store.RoundRow{
+	_, err := b.st.RecordRound(b.ctx, wire.RoundRow{
 		Seat: "cto", WorkKey: crewlet.ThreadKey("ev-" + workKey), Round: round, Profile: "local",
 		SystemSHA256: "0123456789abcdef" + strings.Repeat("0", 48), SystemBytes: 812,
 		InputTokens: in, OutputTokens: out, RecordedAt: b.now.Add(-time.Minute),
@@ -122,12 +124,12 @@ func TestSeatsUsage(t *testing.T) {
 func TestSeatsTurnsAndTurnShow(t *testing.T) {
 	b := setup(t)
 	b.turn(t, "wk1",
-		store.TurnMessage{Thread: 0, Key: "user", Message: crewlet.ChatMessage{Role: "user", Content: "alice asks: question"}},
-		store.TurnMessage{Thread: 0, Key: "r1", Round: 1, Message: crewlet.ChatMessage{Role: "assistant", Content: "let me look",
+		wire.TurnMessage{Thread: 0, Key: "user", Message: crewlet.ChatMessage{Role: "user", Content: "alice asks: question"}},
+		wire.TurnMessage{Thread: 0, Key: "r1", Round: 1, Message: crewlet.ChatMessage{Role: "assistant", Content: "let me look",
 			ToolCalls: []crewlet.ToolCall{{ID: "call-1", Name: "read_file", Args: json.RawMessage(`{"path":"go.mod"}`)}}}},
-		store.TurnMessage{Thread: 0, Key: "r1c1", Round: 1, Message: crewlet.ChatMessage{Role: "tool", ToolCallID: "call-1", Content: "module x"}},
-		store.TurnMessage{Thread: 0, Key: "r2", Round: 2, Message: crewlet.ChatMessage{Role: "assistant", Content: "it is x"}},
-		store.TurnMessage{Thread: 0, Key: "note", Message: crewlet.ChatMessage{Role: "note", Content: "stopped by bob"}},
+		wire.TurnMessage{Thread: 0, Key: "r1c1", Round: 1, Message: crewlet.ChatMessage{Role: "tool", ToolCallID: "call-1", Content: "module x"}},
+		wire.TurnMessage{Thread: 0, Key: "r2", Round: 2, Message: crewlet.ChatMessage{Role: "assistant", Content: "it is x"}},
+		wire.TurnMessage{Thread: 0, Key: "note", Message: crewlet.ChatMessage{Role: "note", Content: "stopped by bob"}},
 	)
 	b.round(t, "wk1", 1, 40, 5)
 	b.round(t, "wk1", 2, 50, 7)

@@ -19,6 +19,17 @@ func (c *Config) Seat(handle string) (Seat, bool) {
 	return Seat{}, false
 }
 
+// SeatNamed returns the seat with the given handle, or ENOTFOUND naming the
+// company and how to list its seats: what every service says of a handle
+// the org does not have.
+func (c *Config) SeatNamed(handle string) (Seat, error) {
+	s, ok := c.Seat(handle)
+	if !ok {
+		return Seat{}, crewlet.Errorf(crewlet.ENOTFOUND, "no seat %q in company %s; `crewlet seats ls` lists them", handle, c.Company.Name)
+	}
+	return s, nil
+}
+
 // AgentSeat returns the seat with the given handle if it is an agent seat:
 // one that runs turns.
 func (c *Config) AgentSeat(handle string) (Seat, bool) {

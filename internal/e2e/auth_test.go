@@ -10,6 +10,7 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // With tokens, the processes, the API and the CLI agree: a viewer cannot
@@ -49,7 +50,7 @@ seats:
 	}
 	c.waitReply(msg, 30*time.Second)
 	rows, err := c.store().Audit(context.Background(), store.AuditFilter{Principal: "ann", Action: "POST /seats/{handle}/messages", Limit: 5})
-	if err != nil || len(rows) != 1 || rows[0].Outcome != store.AuditAllowed || rows[0].Target != "handle=cto" || strings.Contains(rows[0].Reason, "status please") {
+	if err != nil || len(rows) != 1 || rows[0].Outcome != wire.AuditAllowed || rows[0].Target != "handle=cto" || strings.Contains(rows[0].Reason, "status please") {
 		t.Fatalf("audit of the admin's send-as: %+v, %v; want one allowed row, no text", rows, err)
 	}
 	if out, err := c.cli("seats", "ls"); err == nil || !strings.Contains(out, "unauthorized") {

@@ -15,8 +15,8 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/model"
-	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // memoryOrg's seat cto notes what it is told and, asked, says back every
@@ -212,7 +212,7 @@ seats:
 	if err != nil || len(turns) != 1 || turns[0].Status != string(crewlet.TurnFailed) || !strings.HasPrefix(turns[0].Note, "No answer was produced") {
 		t.Fatalf("turns = %+v, %v; want one recorded failed with the reason", turns, err)
 	}
-	var events []store.SeatEvent
+	var events []wire.SeatEvent
 	if err := c.call(http.MethodGet, "/seats/cto/events", nil, &events); err != nil {
 		t.Fatal(err)
 	}

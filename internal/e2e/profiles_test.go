@@ -13,9 +13,8 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
-	"github.com/crewlet/crewlet/internal/control"
-	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // Model access that rides out provider trouble (DESIGN §9), against
@@ -377,11 +376,11 @@ seats:
 	if ps["b"].AnsweredModel != "model-b-2026-05" || ps["a"].AnsweredModel != "" {
 		t.Fatalf("GET /profiles answered models: a %q, b %q; want b's mismatch shown, a none", ps["a"].AnsweredModel, ps["b"].AnsweredModel)
 	}
-	var turns []store.TurnRow
+	var turns []wire.TurnRow
 	if err := c.call(http.MethodGet, "/seats/s01/turns?limit=1", nil, &turns); err != nil || len(turns) != 1 {
 		t.Fatalf("GET /seats/s01/turns: %v %+v", err, turns)
 	}
-	var view control.TurnView
+	var view wire.TurnView
 	if err := c.call(http.MethodGet, "/turns/s01/"+turns[0].WorkKey, nil, &view); err != nil || len(view.Receipts) == 0 {
 		t.Fatalf("GET /turns/s01/%s: %v %+v", turns[0].WorkKey, err, view)
 	}

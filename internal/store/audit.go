@@ -3,34 +3,14 @@ package store
 import (
 	"context"
 	"fmt"
+	"github.com/crewlet/crewlet/internal/wire"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// AuditEntry is one row of the audit log.
-type AuditEntry struct {
-	ID        int64     `json:"id"`
-	At        time.Time `json:"at"`
-	Principal string    `json:"principal"`
-	Role      string    `json:"role"`
-	Action    string    `json:"action"`
-	Target    string    `json:"target,omitempty"`
-	Outcome   string    `json:"outcome"`
-	Status    int       `json:"status"`
-	Reason    string    `json:"reason,omitempty"`
-	RequestID string    `json:"request_id"`
-}
-
-// Outcomes of an audited action.
-const (
-	AuditAllowed = "allowed"
-	AuditDenied  = "denied"
-	AuditFailed  = "failed"
-)
-
 // RecordAudit appends to the audit log.
-func (s *Store) RecordAudit(ctx context.Context, e AuditEntry) error {
+func (s *Store) RecordAudit(ctx context.Context, e wire.AuditEntry) error {
 	_, err := s.pool.Exec(ctx, `
 		INSERT INTO audit_log (principal, role, action, target, outcome, status, reason, request_id)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
@@ -50,7 +30,7 @@ type AuditFilter struct {
 }
 
 // Audit lists the audit log, newest first.
-func (s *Store) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
+func (s *Store) Audit(ctx context.Context, f AuditFilter) ([]wire.AuditEntry, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT id, at, principal, role, action, target, outcome, status, reason, request_id FROM audit_log
 		WHERE ($1 = '' OR principal = $1) AND ($2 = '' OR outcome = $2) AND ($3 = '' OR action = $3) AND ($4 = 0 OR id < $4)
@@ -58,7 +38,7 @@ func (s *Store) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) 
 	if err != nil {
 		return nil, fmt.Errorf("read audit log: %w", schemaMissing(err))
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[AuditEntry])
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[wire.AuditEntry])
 	if err != nil {
 		return nil, fmt.Errorf("read audit log: %w", err)
 	}

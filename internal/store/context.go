@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // ThreadContext is what a thread's model rounds are assembled from, besides
@@ -182,21 +182,10 @@ func (s *Store) TokensPerByte(ctx context.Context, seat string, threadKeys []str
 	return float64(tokens) / float64(bytes), nil
 }
 
-// Summary is a compaction summary as stored.
-type Summary struct {
-	crewlet.ConversationSummary
-	Seat         string    `json:"seat"`
-	Conversation string    `json:"conversation"`
-	Profile      string    `json:"profile"`
-	InputTokens  int64     `json:"input_tokens"`
-	OutputTokens int64     `json:"output_tokens"`
-	CreatedAt    time.Time `json:"created_at"`
-}
-
 const summaryColumns = `seat, conversation, through_id, through_seq, covered, summary, profile, input_tokens, output_tokens, created_at`
 
-func scanSummary(r pgx.Row) (Summary, error) {
-	var x Summary
+func scanSummary(r pgx.Row) (wire.Summary, error) {
+	var x wire.Summary
 	err := r.Scan(&x.Seat, &x.Conversation, &x.ThroughID, &x.ThroughSeq, &x.Covered, &x.Text, &x.Profile,
 		&x.InputTokens, &x.OutputTokens, &x.CreatedAt)
 	return x, err
@@ -204,15 +193,15 @@ func scanSummary(r pgx.Row) (Summary, error) {
 
 // SummaryThrough returns the seat's summary of conversation through the
 // message throughID; ENOTFOUND when none was made.
-func (s *Store) SummaryThrough(ctx context.Context, seat, conversation, throughID string) (Summary, error) {
+func (s *Store) SummaryThrough(ctx context.Context, seat, conversation, throughID string) (wire.Summary, error) {
 	x, err := scanSummary(s.pool.QueryRow(ctx, `
 		SELECT `+summaryColumns+` FROM conversation_summaries WHERE seat = $1 AND conversation = $2 AND through_id = $3`,
 		seat, conversation, throughID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Summary{}, crewlet.Errorf(crewlet.ENOTFOUND, "no summary of %s through %s", conversation, throughID)
+		return wire.Summary{}, crewlet.Errorf(crewlet.ENOTFOUND, "no summary of %s through %s", conversation, throughID)
 	}
 	if err != nil {
-		return Summary{}, fmt.Errorf("read summary of %s: %w", conversation, schemaMissing(err))
+		return wire.Summary{}, fmt.Errorf("read summary of %s: %w", conversation, schemaMissing(err))
 	}
 	return x, nil
 }
@@ -220,7 +209,7 @@ func (s *Store) SummaryThrough(ctx context.Context, seat, conversation, throughI
 // SaveSummary stores a compaction summary once per (seat, conversation,
 // through id) and returns the one stored: a second writer (a round re-run
 // after a crash mid-call) keeps the first.
-func (s *Store) SaveSummary(ctx context.Context, x Summary) (Summary, error) {
+func (s *Store) SaveSummary(ctx context.Context, x wire.Summary) (wire.Summary, error) {
 	stored, err := scanSummary(s.pool.QueryRow(ctx, `
 		INSERT INTO conversation_summaries (seat, conversation, through_id, through_seq, covered, summary, profile, input_tokens, output_tokens)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -231,20 +220,20 @@ func (s *Store) SaveSummary(ctx context.Context, x Summary) (Summary, error) {
 		return s.SummaryThrough(ctx, x.Seat, x.Conversation, x.ThroughID)
 	}
 	if err != nil {
-		return Summary{}, fmt.Errorf("save summary of %s: %w", x.Conversation, schemaMissing(err))
+		return wire.Summary{}, fmt.Errorf("save summary of %s: %w", x.Conversation, schemaMissing(err))
 	}
 	return stored, nil
 }
 
 // ConversationSummaries returns every summary of a conversation, by seat
 // and then in the order of what they cover.
-func (s *Store) ConversationSummaries(ctx context.Context, conversation string) ([]Summary, error) {
+func (s *Store) ConversationSummaries(ctx context.Context, conversation string) ([]wire.Summary, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+summaryColumns+` FROM conversation_summaries WHERE conversation = $1 ORDER BY through_seq, seat`, conversation)
 	if err != nil {
 		return nil, fmt.Errorf("read summaries of %s: %w", conversation, schemaMissing(err))
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Summary, error) { return scanSummary(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Summary, error) { return scanSummary(r) })
 	if err != nil {
 		return nil, fmt.Errorf("read summaries of %s: %w", conversation, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // Episode is one turn as the seat remembers it.
@@ -122,16 +123,6 @@ func (s *Store) Memory(ctx context.Context, seat string) (MemoryCounts, error) {
 	return m, rows.Err()
 }
 
-// SeatEvent is one row of a seat's event history.
-type SeatEvent struct {
-	ID         int64          `json:"id"`
-	Seat       string         `json:"seat"`
-	Kind       string         `json:"kind"`
-	EventID    string         `json:"event_id,omitempty"`
-	Detail     map[string]any `json:"detail,omitempty"`
-	RecordedAt time.Time      `json:"recorded_at"`
-}
-
 // RecordSeatEvent appends to a seat's event history.
 func (s *Store) RecordSeatEvent(ctx context.Context, seat, kind, eventID string, detail map[string]any) error {
 	d, err := json.Marshal(detail)
@@ -147,15 +138,15 @@ func (s *Store) RecordSeatEvent(ctx context.Context, seat, kind, eventID string,
 }
 
 // SeatEvents returns a seat's newest events, newest first.
-func (s *Store) SeatEvents(ctx context.Context, seat string, limit int) ([]SeatEvent, error) {
+func (s *Store) SeatEvents(ctx context.Context, seat string, limit int) ([]wire.SeatEvent, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT id, seat, kind, COALESCE(event_id, ''), detail, recorded_at FROM seat_events
 		WHERE seat = $1 ORDER BY id DESC LIMIT $2`, seat, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read events of %s: %w", seat, schemaMissing(err))
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SeatEvent, error) {
-		var e SeatEvent
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.SeatEvent, error) {
+		var e wire.SeatEvent
 		err := r.Scan(&e.ID, &e.Seat, &e.Kind, &e.EventID, &e.Detail, &e.RecordedAt)
 		return e, err
 	})
@@ -164,9 +155,6 @@ func (s *Store) SeatEvents(ctx context.Context, seat string, limit int) ([]SeatE
 	}
 	return out, nil
 }
-
-// MaxMemoryPage is the most items one page of a memory list holds.
-const MaxMemoryPage = 200
 
 // Page is one page of a newest-first list. Next is the cursor that reads the
 // page after it, empty on the last page.
@@ -255,7 +243,7 @@ func (s *Store) Counterparties(ctx context.Context, seat, before string, limit i
 		})
 }
 
-func pageLimit(limit int) int { return min(max(limit, 1), MaxMemoryPage) }
+func pageLimit(limit int) int { return min(max(limit, 1), wire.MaxMemoryPage) }
 
 // collectPage reads up to limit rows into a page; a further row means there
 // is a next page, whose cursor is the last kept row's.

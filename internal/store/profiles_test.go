@@ -12,6 +12,7 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/pool"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // slotT0 is the clock the slot tests run on: every expiry is reckoned on the
@@ -348,7 +349,7 @@ func TestProfileWaiters(t *testing.T) {
 func TestAcquireProfileRecordsTheTurnsProfile(t *testing.T) {
 	st, ctx := setup(t)
 	for _, wk := range []string{"k1", "k2"} {
-		if _, err := st.OpenTurn(ctx, store.TurnRow{Seat: "s", WorkKey: wk, TurnID: "turn/s/" + wk, Epoch: 1}); err != nil {
+		if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "s", WorkKey: wk, TurnID: "turn/s/" + wk, Epoch: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -625,13 +626,13 @@ func TestNoteAnsweredModel(t *testing.T) {
 // successor recorded on the turn.
 func TestStaleTurnRunLeavesItsSuccessorAlone(t *testing.T) {
 	st, ctx := setup(t)
-	if _, err := st.OpenTurn(ctx, store.TurnRow{Seat: "s", WorkKey: "k1", TurnID: "turn/s/k1", Epoch: 1}); err != nil {
+	if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "s", WorkKey: "k1", TurnID: "turn/s/k1", Epoch: 1}); err != nil {
 		t.Fatal(err)
 	}
 	old, cur := slotReq("turn/s/k1", 1), slotReq("turn/s/k1", 2)
 	old.WorkKey, cur.WorkKey = "k1", "k1"
 	mustAcquire(t, st, ctx, old, always("p", nil), "p")
-	if _, err := st.OpenTurn(ctx, store.TurnRow{Seat: "s", WorkKey: "k1", TurnID: "turn/s/k1", Epoch: 2}); err != nil {
+	if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "s", WorkKey: "k1", TurnID: "turn/s/k1", Epoch: 2}); err != nil {
 		t.Fatal(err)
 	}
 	none := func(f store.ProfileFacts) (string, pool.Scores) { return "", f.Scores }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/budget"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // SetSeatTools records the tool catalog of the seat's tenure, only if epoch
@@ -48,35 +49,10 @@ func jsonArg(raw json.RawMessage) any {
 	return string(raw)
 }
 
-// TurnRow is a turn's row: its triggers, what it offered the model, and how
-// it ended.
-type TurnRow struct {
-	Seat    string `json:"seat"`
-	WorkKey string `json:"work_key"`
-	TurnID  string `json:"turn_id"`
-	Epoch   int64  `json:"epoch"`
-	// Mail is every trigger of the batch; Threads indexes the ones that need
-	// an answer.
-	Mail      []crewlet.Message `json:"mail"`
-	Threads   []int             `json:"threads"`
-	Tools     json.RawMessage   `json:"tools,omitempty"`
-	MaxRounds int               `json:"max_rounds"`
-	Status    string            `json:"status"`
-	Note      string            `json:"note,omitempty"`
-	StoppedBy string            `json:"stopped_by,omitempty"`
-	Rounds    int               `json:"rounds"`
-	// Profile is the profile the turn runs on: picked when it begins,
-	// changed only when it fails over; "" before the pick.
-	Profile   string    `json:"profile,omitempty"`
-	StartedAt time.Time `json:"started_at"`
-	// FinishedAt is nil while the turn runs.
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-}
-
 const turnColumns = `seat, work_key, turn_id, epoch, mail, threads, tools, max_rounds, status, note, stopped_by, rounds, profile, started_at, finished_at`
 
-func scanTurn(r pgx.Row) (TurnRow, error) {
-	var t TurnRow
+func scanTurn(r pgx.Row) (wire.TurnRow, error) {
+	var t wire.TurnRow
 	var tools []byte
 	err := r.Scan(&t.Seat, &t.WorkKey, &t.TurnID, &t.Epoch, &t.Mail, &t.Threads, &tools, &t.MaxRounds,
 		&t.Status, &t.Note, &t.StoppedBy, &t.Rounds, &t.Profile, &t.StartedAt, &t.FinishedAt)
@@ -91,7 +67,7 @@ func scanTurn(r pgx.Row) (TurnRow, error) {
 // turn id, epoch, tools and max rounds, and keeps the first run's mail,
 // threads and start, since the same work has the same triggers. An epoch
 // older than the one that last opened the turn gets EFENCED.
-func (s *Store) OpenTurn(ctx context.Context, t TurnRow) (TurnRow, error) {
+func (s *Store) OpenTurn(ctx context.Context, t wire.TurnRow) (wire.TurnRow, error) {
 	if t.Mail == nil {
 		t.Mail = []crewlet.Message{}
 	}
@@ -100,11 +76,11 @@ func (s *Store) OpenTurn(ctx context.Context, t TurnRow) (TurnRow, error) {
 	}
 	mail, err := json.Marshal(t.Mail)
 	if err != nil {
-		return TurnRow{}, fmt.Errorf("open turn %s/%s: %w", t.Seat, t.WorkKey, err)
+		return wire.TurnRow{}, fmt.Errorf("open turn %s/%s: %w", t.Seat, t.WorkKey, err)
 	}
 	threads, err := json.Marshal(t.Threads)
 	if err != nil {
-		return TurnRow{}, fmt.Errorf("open turn %s/%s: %w", t.Seat, t.WorkKey, err)
+		return wire.TurnRow{}, fmt.Errorf("open turn %s/%s: %w", t.Seat, t.WorkKey, err)
 	}
 	var started *time.Time
 	if !t.StartedAt.IsZero() {
@@ -120,48 +96,48 @@ func (s *Store) OpenTurn(ctx context.Context, t TurnRow) (TurnRow, error) {
 		RETURNING `+turnColumns,
 		t.Seat, t.WorkKey, t.TurnID, t.Epoch, mail, threads, jsonArg(t.Tools), t.MaxRounds, started))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return TurnRow{}, fenced(t.Seat, t.Epoch)
+		return wire.TurnRow{}, fenced(t.Seat, t.Epoch)
 	}
 	if err != nil {
-		return TurnRow{}, fmt.Errorf("open turn %s/%s: %w", t.Seat, t.WorkKey, schemaMissing(err))
+		return wire.TurnRow{}, fmt.Errorf("open turn %s/%s: %w", t.Seat, t.WorkKey, schemaMissing(err))
 	}
 	return row, nil
 }
 
 // Turn returns the turn of one work; ENOTFOUND when there is none.
-func (s *Store) Turn(ctx context.Context, seat, workKey string) (TurnRow, error) {
+func (s *Store) Turn(ctx context.Context, seat, workKey string) (wire.TurnRow, error) {
 	row, err := scanTurn(s.pool.QueryRow(ctx, `SELECT `+turnColumns+` FROM turns WHERE seat = $1 AND work_key = $2`, seat, workKey))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return TurnRow{}, crewlet.Errorf(crewlet.ENOTFOUND, "seat %s has no turn for work %q", seat, workKey)
+		return wire.TurnRow{}, crewlet.Errorf(crewlet.ENOTFOUND, "seat %s has no turn for work %q", seat, workKey)
 	}
 	if err != nil {
-		return TurnRow{}, fmt.Errorf("read turn %s/%s: %w", seat, workKey, schemaMissing(err))
+		return wire.TurnRow{}, fmt.Errorf("read turn %s/%s: %w", seat, workKey, schemaMissing(err))
 	}
 	return row, nil
 }
 
 // TurnByID returns the turn with that id (the newest, should an id have been
 // used twice); ENOTFOUND when there is none.
-func (s *Store) TurnByID(ctx context.Context, turnID string) (TurnRow, error) {
+func (s *Store) TurnByID(ctx context.Context, turnID string) (wire.TurnRow, error) {
 	row, err := scanTurn(s.pool.QueryRow(ctx, `
 		SELECT `+turnColumns+` FROM turns WHERE turn_id = $1 ORDER BY started_at DESC LIMIT 1`, turnID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return TurnRow{}, crewlet.Errorf(crewlet.ENOTFOUND, "no turn has id %q", turnID)
+		return wire.TurnRow{}, crewlet.Errorf(crewlet.ENOTFOUND, "no turn has id %q", turnID)
 	}
 	if err != nil {
-		return TurnRow{}, fmt.Errorf("read turn %s: %w", turnID, schemaMissing(err))
+		return wire.TurnRow{}, fmt.Errorf("read turn %s: %w", turnID, schemaMissing(err))
 	}
 	return row, nil
 }
 
 // SeatTurns returns the seat's latest turns, newest first.
-func (s *Store) SeatTurns(ctx context.Context, seat string, limit int) ([]TurnRow, error) {
+func (s *Store) SeatTurns(ctx context.Context, seat string, limit int) ([]wire.TurnRow, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+turnColumns+` FROM turns WHERE seat = $1 ORDER BY started_at DESC, work_key LIMIT $2`, seat, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list turns of %s: %w", seat, schemaMissing(err))
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TurnRow, error) { return scanTurn(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.TurnRow, error) { return scanTurn(r) })
 	if err != nil {
 		return nil, fmt.Errorf("list turns of %s: %w", seat, err)
 	}
@@ -186,23 +162,10 @@ func (s *Store) FinishTurn(ctx context.Context, seat, workKey string, status, no
 	return first, nil
 }
 
-// TurnMessage is one message of a turn's model conversation (thread).
-type TurnMessage struct {
-	Thread int `json:"thread"`
-	// Key names the step that wrote the message ("user", "r3", "r3c1",
-	// "note"), unique within the thread.
-	Key     string              `json:"key"`
-	Round   int                 `json:"round"`
-	Message crewlet.ChatMessage `json:"message"`
-	// Seq orders a turn's messages; set by the store.
-	Seq       int64     `json:"seq"`
-	CreatedAt time.Time `json:"created_at"`
-}
-
 const turnMessageColumns = `thread, key, round, message, seq, created_at`
 
-func scanTurnMessage(r pgx.Row) (TurnMessage, error) {
-	var m TurnMessage
+func scanTurnMessage(r pgx.Row) (wire.TurnMessage, error) {
+	var m wire.TurnMessage
 	err := r.Scan(&m.Thread, &m.Key, &m.Round, &m.Message, &m.Seq, &m.CreatedAt)
 	return m, err
 }
@@ -210,10 +173,10 @@ func scanTurnMessage(r pgx.Row) (TurnMessage, error) {
 // AppendTurnMessage appends a message to a thread of the turn and returns it
 // as stored. It is keyed on (thread, key): appending the same key again
 // appends nothing and returns the message already there.
-func (s *Store) AppendTurnMessage(ctx context.Context, seat, workKey string, m TurnMessage) (TurnMessage, error) {
+func (s *Store) AppendTurnMessage(ctx context.Context, seat, workKey string, m wire.TurnMessage) (wire.TurnMessage, error) {
 	msg, err := json.Marshal(m.Message)
 	if err != nil {
-		return TurnMessage{}, fmt.Errorf("append turn message %s/%s %d/%s: %w", seat, workKey, m.Thread, m.Key, err)
+		return wire.TurnMessage{}, fmt.Errorf("append turn message %s/%s %d/%s: %w", seat, workKey, m.Thread, m.Key, err)
 	}
 	stored, err := scanTurnMessage(s.pool.QueryRow(ctx, `
 		INSERT INTO turn_messages (seat, work_key, thread, key, round, message) VALUES ($1, $2, $3, $4, $5, $6)
@@ -227,21 +190,21 @@ func (s *Store) AppendTurnMessage(ctx context.Context, seat, workKey string, m T
 			seat, workKey, m.Thread, m.Key))
 	}
 	if err != nil {
-		return TurnMessage{}, fmt.Errorf("append turn message %s/%s %d/%s: %w", seat, workKey, m.Thread, m.Key, schemaMissing(err))
+		return wire.TurnMessage{}, fmt.Errorf("append turn message %s/%s %d/%s: %w", seat, workKey, m.Thread, m.Key, schemaMissing(err))
 	}
 	return stored, nil
 }
 
 // TurnMessages returns a thread of the turn in the order it was written;
 // thread -1 returns every thread.
-func (s *Store) TurnMessages(ctx context.Context, seat, workKey string, thread int) ([]TurnMessage, error) {
+func (s *Store) TurnMessages(ctx context.Context, seat, workKey string, thread int) ([]wire.TurnMessage, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+turnMessageColumns+` FROM turn_messages
 		WHERE seat = $1 AND work_key = $2 AND ($3 < 0 OR thread = $3) ORDER BY seq`, seat, workKey, thread)
 	if err != nil {
 		return nil, fmt.Errorf("read turn messages %s/%s: %w", seat, workKey, schemaMissing(err))
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TurnMessage, error) { return scanTurnMessage(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.TurnMessage, error) { return scanTurnMessage(r) })
 	if err != nil {
 		return nil, fmt.Errorf("read turn messages %s/%s: %w", seat, workKey, err)
 	}
@@ -276,32 +239,11 @@ func (s *Store) FinishToolCall(ctx context.Context, seat, workKey string, round,
 	return nil
 }
 
-// RoundRow is one model call of a turn: its charge and its charter receipt.
-type RoundRow struct {
-	Seat    string `json:"seat"`
-	WorkKey string `json:"work_key"`
-	Round   int    `json:"round"`
-	Profile string `json:"profile"`
-	// SystemSHA256 (hex) and SystemBytes identify the exact system prompt
-	// sent, without keeping it.
-	SystemSHA256 string `json:"system_sha256"`
-	SystemBytes  int    `json:"system_bytes"`
-	InputTokens  int64  `json:"input_tokens"`
-	OutputTokens int64  `json:"output_tokens"`
-	// ContextBytes is the size of the context sent, the measure the token
-	// estimate is made in; 0 when not known.
-	ContextBytes int64 `json:"context_bytes"`
-	// AnsweredModel is the model the provider said answered; "" when it
-	// did not say.
-	AnsweredModel string    `json:"answered_model,omitempty"`
-	RecordedAt    time.Time `json:"recorded_at"`
-}
-
 // RecordRound records a model call and, the first time only, charges its
 // tokens to the seat's and the company's day, week and month counters: the
 // windows that contain RecordedAt (now when zero) on loc. charged is false
 // when the round was already recorded, so a retried step charges nothing.
-func (s *Store) RecordRound(ctx context.Context, r RoundRow, loc *time.Location) (charged bool, err error) {
+func (s *Store) RecordRound(ctx context.Context, r wire.RoundRow, loc *time.Location) (charged bool, err error) {
 	if r.RecordedAt.IsZero() {
 		r.RecordedAt = time.Now()
 	}
@@ -345,15 +287,15 @@ func (s *Store) RecordRound(ctx context.Context, r RoundRow, loc *time.Location)
 }
 
 // TurnRounds returns the turn's model calls in round order.
-func (s *Store) TurnRounds(ctx context.Context, seat, workKey string) ([]RoundRow, error) {
+func (s *Store) TurnRounds(ctx context.Context, seat, workKey string) ([]wire.RoundRow, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT seat, work_key, round, profile, system_sha256, system_bytes, input_tokens, output_tokens, context_bytes, answered_model, recorded_at
 		FROM turn_rounds WHERE seat = $1 AND work_key = $2 ORDER BY round`, seat, workKey)
 	if err != nil {
 		return nil, fmt.Errorf("read rounds of %s/%s: %w", seat, workKey, schemaMissing(err))
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RoundRow, error) {
-		var x RoundRow
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.RoundRow, error) {
+		var x wire.RoundRow
 		err := r.Scan(&x.Seat, &x.WorkKey, &x.Round, &x.Profile, &x.SystemSHA256, &x.SystemBytes, &x.InputTokens, &x.OutputTokens, &x.ContextBytes, &x.AnsweredModel, &x.RecordedAt)
 		return x, err
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/pool"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 func TestSeatToolsAreFencedByEpoch(t *testing.T) {
@@ -56,7 +57,7 @@ func TestReopenedTurnKeepsItsMail(t *testing.T) {
 		{EventID: "e1", Type: crewlet.MessageChat, From: "alice", To: "cto", Conversation: "c1", Body: "ship it?", SentAt: time.Now().UTC().Truncate(time.Second)},
 		{EventID: "e2", Type: crewlet.MessageReply, From: "cfo", To: "cto", Conversation: "c2", Body: "ok"},
 	}
-	first, err := st.OpenTurn(ctx, store.TurnRow{
+	first, err := st.OpenTurn(ctx, wire.TurnRow{
 		Seat: "cto", WorkKey: "wk1", TurnID: "turn-a", Epoch: 1, Mail: mail, Threads: []int{0},
 		Tools: json.RawMessage(`["read"]`), MaxRounds: 8,
 	})
@@ -71,7 +72,7 @@ func TestReopenedTurnKeepsItsMail(t *testing.T) {
 	}
 
 	// The host was lost; the next tenure runs the same work again.
-	again, err := st.OpenTurn(ctx, store.TurnRow{
+	again, err := st.OpenTurn(ctx, wire.TurnRow{
 		Seat: "cto", WorkKey: "wk1", TurnID: "turn-b", Epoch: 2,
 		Mail: []crewlet.Message{{EventID: "other"}}, Threads: []int{0, 1}, Tools: json.RawMessage(`["read","write"]`), MaxRounds: 4,
 	})
@@ -90,7 +91,7 @@ func TestReopenedTurnKeepsItsMail(t *testing.T) {
 	}
 
 	// A zombie of the first tenure cannot take the turn back.
-	_, err = st.OpenTurn(ctx, store.TurnRow{Seat: "cto", WorkKey: "wk1", TurnID: "turn-a", Epoch: 1})
+	_, err = st.OpenTurn(ctx, wire.TurnRow{Seat: "cto", WorkKey: "wk1", TurnID: "turn-a", Epoch: 1})
 	if crewlet.ErrorCode(err) != crewlet.EFENCED {
 		t.Fatalf("OpenTurn with a stale epoch = %v; want fenced", err)
 	}
@@ -128,11 +129,11 @@ func TestSeatTurnsNewestFirst(t *testing.T) {
 	st, ctx := setup(t)
 	base := time.Now().Add(-time.Hour)
 	for i, wk := range []string{"wk-old", "wk-mid", "wk-new"} {
-		if _, err := st.OpenTurn(ctx, store.TurnRow{Seat: "cto", WorkKey: wk, TurnID: wk, Epoch: 1, StartedAt: base.Add(time.Duration(i) * time.Minute)}); err != nil {
+		if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "cto", WorkKey: wk, TurnID: wk, Epoch: 1, StartedAt: base.Add(time.Duration(i) * time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := st.OpenTurn(ctx, store.TurnRow{Seat: "cfo", WorkKey: "wk-cfo", TurnID: "x", Epoch: 1}); err != nil {
+	if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "cfo", WorkKey: "wk-cfo", TurnID: "x", Epoch: 1}); err != nil {
 		t.Fatal(err)
 	}
 	turns, err := st.SeatTurns(ctx, "cto", 2)
@@ -150,9 +151,9 @@ func TestSeatTurnsNewestFirst(t *testing.T) {
 
 func TestTurnMessagesAppendOnceInOrder(t *testing.T) {
 	st, ctx := setup(t)
-	appendMsg := func(thread int, key string, round int, content string) store.TurnMessage {
+	appendMsg := func(thread int, key string, round int, content string) wire.TurnMessage {
 		t.Helper()
-		m, err := st.AppendTurnMessage(ctx, "cto", "wk1", store.TurnMessage{
+		m, err := st.AppendTurnMessage(ctx, "cto", "wk1", wire.TurnMessage{
 			Thread: thread, Key: key, Round: round, Message: crewlet.ChatMessage{Role: "assistant", Content: content},
 		})
 		if err != nil {
@@ -198,12 +199,12 @@ func TestTurnMessagesAppendOnceInOrder(t *testing.T) {
 func TestConcurrentAppendReturnsTheStoredMessage(t *testing.T) {
 	st, ctx := setup(t)
 	var wg sync.WaitGroup
-	got := make([]store.TurnMessage, 8)
+	got := make([]wire.TurnMessage, 8)
 	for i := range got {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m, err := st.AppendTurnMessage(ctx, "cto", "wk1", store.TurnMessage{Key: "r1", Round: 1, Message: crewlet.ChatMessage{Role: "assistant", Content: fmt.Sprint(i)}})
+			m, err := st.AppendTurnMessage(ctx, "cto", "wk1", wire.TurnMessage{Key: "r1", Round: 1, Message: crewlet.ChatMessage{Role: "assistant", Content: fmt.Sprint(i)}})
 			if err != nil {
 				t.Error(err)
 			}
@@ -249,7 +250,7 @@ func TestRecordRoundChargesOnceIntoLocalWindows(t *testing.T) {
 	// 23:30 in Berlin on Sunday 31 May lands on 31 May; 00:30 on 1 June
 	// (22:30 UTC on 31 May) lands on the new Berlin day, week and month.
 	late := time.Date(2026, 5, 31, 23, 30, 0, 0, ber)
-	round := store.RoundRow{Seat: "cto", WorkKey: "wk1", Round: 1, Profile: "smart", SystemSHA256: "ab12", SystemBytes: 512,
+	round := wire.RoundRow{Seat: "cto", WorkKey: "wk1", Round: 1, Profile: "smart", SystemSHA256: "ab12", SystemBytes: 512,
 		InputTokens: 100, OutputTokens: 20, RecordedAt: late}
 	for i, want := range []bool{true, false} {
 		charged, err := st.RecordRound(ctx, round, ber)
@@ -260,10 +261,10 @@ func TestRecordRoundChargesOnceIntoLocalWindows(t *testing.T) {
 			t.Fatalf("RecordRound attempt %d charged = %v; want %v", i+1, charged, want)
 		}
 	}
-	if _, err := st.RecordRound(ctx, store.RoundRow{Seat: "cfo", WorkKey: "wk9", Round: 1, InputTokens: 1000, RecordedAt: late}, ber); err != nil {
+	if _, err := st.RecordRound(ctx, wire.RoundRow{Seat: "cfo", WorkKey: "wk9", Round: 1, InputTokens: 1000, RecordedAt: late}, ber); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.RecordRound(ctx, store.RoundRow{Seat: "cto", WorkKey: "wk1", Round: 2, InputTokens: 5, OutputTokens: 2,
+	if _, err := st.RecordRound(ctx, wire.RoundRow{Seat: "cto", WorkKey: "wk1", Round: 2, InputTokens: 5, OutputTokens: 2,
 		RecordedAt: time.Date(2026, 6, 1, 0, 30, 0, 0, ber)}, ber); err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +338,7 @@ func TestConcurrentRoundsChargeEachOnce(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					if _, err := st.RecordRound(ctx, store.RoundRow{Seat: seat, WorkKey: "wk", Round: round, InputTokens: 10, OutputTokens: 1, RecordedAt: now}, time.UTC); err != nil {
+					if _, err := st.RecordRound(ctx, wire.RoundRow{Seat: seat, WorkKey: "wk", Round: round, InputTokens: 10, OutputTokens: 1, RecordedAt: now}, time.UTC); err != nil {
 						t.Error(err)
 					}
 				}()
@@ -369,14 +370,14 @@ func TestTrimTurnsDropsOnlyOldRecords(t *testing.T) {
 	berlin, _ := time.LoadLocation("Europe/Berlin")
 	record := func(workKey string) {
 		t.Helper()
-		if _, err := st.OpenTurn(ctx, store.TurnRow{Seat: "cto", WorkKey: workKey, TurnID: "turn/cto/" + workKey, Epoch: 1,
+		if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "cto", WorkKey: workKey, TurnID: "turn/cto/" + workKey, Epoch: 1,
 			Mail: []crewlet.Message{{EventID: "e-" + workKey}}, Threads: []int{0}, MaxRounds: 4, Status: "running"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.AppendTurnMessage(ctx, "cto", workKey, store.TurnMessage{Key: "user", Message: crewlet.ChatMessage{Role: "user", Content: "hi"}}); err != nil {
+		if _, err := st.AppendTurnMessage(ctx, "cto", workKey, wire.TurnMessage{Key: "user", Message: crewlet.ChatMessage{Role: "user", Content: "hi"}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.RecordRound(ctx, store.RoundRow{Seat: "cto", WorkKey: workKey, Round: 1, InputTokens: 5, RecordedAt: time.Now()}, berlin); err != nil {
+		if _, err := st.RecordRound(ctx, wire.RoundRow{Seat: "cto", WorkKey: workKey, Round: 1, InputTokens: 5, RecordedAt: time.Now()}, berlin); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := st.StartToolCall(ctx, "cto", workKey, 1, 0, "fs__write", false); err != nil {

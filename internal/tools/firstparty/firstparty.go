@@ -14,8 +14,9 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/turnrules"
 )
@@ -105,11 +106,11 @@ func Keyed(name string) bool { return keyed[name] }
 type Tools struct {
 	Store *store.Store
 	Org   *config.Config
-	// Control delivers what send_message sends.
-	Control *control.Control
+	// Delivery delivers what send_message sends.
+	Delivery *delivery.Service
 	// Tickets opens, asks and answers the tickets of delegate, ask and
 	// answer.
-	Tickets *control.Tickets
+	Tickets *tickets.Service
 	// Now stamps the messages sent.
 	Now func() time.Time
 }
@@ -205,7 +206,7 @@ func (f Tools) sendMessage(ctx context.Context, from string, raw json.RawMessage
 		return tools.Refused("send_message needs some text"), nil
 	}
 	eventID := "tool-" + crewlet.WorkKey([]string{from, idempotencyKey})
-	msg, err := f.Control.Deliver(ctx, crewlet.Message{
+	msg, err := f.Delivery.Deliver(ctx, crewlet.Message{
 		EventID: eventID, Type: crewlet.MessageChat, From: from, To: args.To,
 		Conversation: eventID, Body: args.Text, SentAt: f.Now().UTC(),
 	})
@@ -228,7 +229,7 @@ func (f Tools) delegate(ctx context.Context, c Call) (tools.Result, *crewlet.Tic
 	if err := json.Unmarshal(c.Args, &args); err != nil {
 		return tools.Refused(`delegate needs {"to": "<seat handle or role:NAME>", "task": "...", "wait": true|false}`), nil, nil
 	}
-	ticket, err := f.Tickets.Open(ctx, control.OpenTicketRequest{
+	ticket, err := f.Tickets.Open(ctx, tickets.OpenRequest{
 		Key: "tool:" + c.Handle + ":" + c.Key, From: c.Handle, To: args.To, Task: args.Task, Conversation: c.Trigger.Conversation,
 	})
 	switch crewlet.ErrorCode(err) {

@@ -1,4 +1,4 @@
-package control_test
+package seatclient_test
 
 import (
 	"context"
@@ -14,8 +14,9 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/control"
+	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/testenv"
 )
 
@@ -69,7 +70,8 @@ seats:
 		_ = mb.Close()
 	})
 	var logged testenv.Log
-	ctl := control.New(tc, mb, org, slog.New(slog.NewTextHandler(&logged, nil)))
+	seats := seatclient.New(tc, org)
+	mail := delivery.New(org, mb, seats, slog.New(slog.NewTextHandler(&logged, nil)))
 
 	// Another deployment's seat with the same handle, on a queue nobody
 	// polls. Other tests on this server may close seat workflows they did
@@ -100,13 +102,13 @@ seats:
 		}
 	}
 
-	if err := ctl.StartSeat(ctx, config.Seat{Handle: free, Role: "clerk", Kind: "agent"}); err != nil {
+	if err := seats.Start(ctx, config.Seat{Handle: free, Role: "clerk", Kind: "agent"}); err != nil {
 		t.Fatalf("start a seat no one else runs: %v", err)
 	}
 	foreign()
 	testenv.Eventually(t, 20*time.Second, "the boot check sees the other deployment's seat", func() error {
 		foreign()
-		err := ctl.CheckSeatWorkflows(ctx)
+		err := seats.CheckSeatWorkflows(ctx)
 		if err == nil {
 			return fmt.Errorf("CheckSeatWorkflows passed")
 		}
@@ -115,7 +117,7 @@ seats:
 	})
 
 	foreign()
-	refusal("StartSeat", ctl.StartSeat(ctx, config.Seat{Handle: taken, Role: "clerk", Kind: "agent"}))
+	refusal("Start", seats.Start(ctx, config.Seat{Handle: taken, Role: "clerk", Kind: "agent"}))
 	d, err := tc.DescribeWorkflowExecution(ctx, crewlet.SeatWorkflowID(taken), "")
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +132,7 @@ seats:
 		t.Fatal(err)
 	}
 	foreign()
-	if _, err := ctl.Send(ctx, control.SendRequest{To: taken, Text: "hello"}); err != nil {
+	if _, err := mail.Send(ctx, delivery.SendRequest{To: taken, Text: "hello"}); err != nil {
 		t.Fatalf("send: %v; want the mail kept", err)
 	}
 	if log := logged.String(); !strings.Contains(log, "wake_failed") || !strings.Contains(log, "already runs on task queue") {
@@ -142,6 +144,6 @@ seats:
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 20*time.Second, "the boot check passes", func() error {
-		return ctl.CheckSeatWorkflows(ctx)
+		return seats.CheckSeatWorkflows(ctx)
 	})
 }

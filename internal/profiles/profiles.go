@@ -1,30 +1,34 @@
-package control
+// Package profiles runs each role's pool of model profiles: which profile a
+// turn runs on (a slot of it, or a hold when none can take the turn), the
+// health of the credentials they spend (quarantine, cooling off), the
+// fleet-wide model switch, and GET /profiles. Every fact lives in Postgres,
+// so every node and the API read the same ones; the decisions are
+// internal/pool's.
+package profiles
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
-	"go.temporal.io/api/serviceerror"
-
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/pool"
+	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/store"
 )
 
-// Profiles runs a role's pool of model profiles (DESIGN §9): which profile
-// a turn runs on, the health of the credentials they spend, and the model
-// gate. Every fact lives in Postgres, so every node and the API read the
-// same ones; the decisions are internal/pool's.
-type Profiles struct {
-	control *Control
-	store   *store.Store
-	org     *config.Config
-	log     *slog.Logger
+// Service runs the profile pools of one org.
+type Service struct {
+	seats *seatclient.Client
+	store *store.Store
+	org   *config.Config
+	log   *slog.Logger
+	// Metrics counts quarantines and cool-offs; nil counts none.
+	Metrics *metrics.Metrics
 	// Now is the clock quarantines and slots are reckoned on.
 	Now func() time.Time
 	// mismatched remembers the profiles whose answering model was logged,
@@ -32,10 +36,10 @@ type Profiles struct {
 	mismatched sync.Map
 }
 
-// NewProfiles builds the profile service of an org. Without a Control
+// New returns the profile service of an org. Without a seat client
 // (activity tests) it wakes no waiting turn; they try again by themselves.
-func NewProfiles(c *Control, st *store.Store, org *config.Config, log *slog.Logger) *Profiles {
-	return &Profiles{control: c, store: st, org: org, log: log, Now: time.Now}
+func New(seats *seatclient.Client, st *store.Store, org *config.Config, log *slog.Logger) *Service {
+	return &Service{seats: seats, store: st, org: org, log: log, Now: time.Now}
 }
 
 // SlotLease is how long a turn's slot counts without a round renewing it: a
@@ -45,7 +49,7 @@ func NewProfiles(c *Control, st *store.Store, org *config.Config, log *slog.Logg
 const SlotLease = 30 * time.Minute
 
 // candidates lists a role's pool as internal/pool reads it, in pool order.
-func (p *Profiles) candidates(role config.Role, live map[string]int) []pool.Candidate {
+func (p *Service) candidates(role config.Role, live map[string]int) []pool.Candidate {
 	out := make([]pool.Candidate, 0, len(role.Pool()))
 	for _, name := range role.Pool() {
 		prof := p.org.Profiles[name]
@@ -57,7 +61,7 @@ func (p *Profiles) candidates(role config.Role, live map[string]int) []pool.Cand
 	return out
 }
 
-func (p *Profiles) credentials(names []string) []string {
+func (p *Service) credentials(names []string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, name := range names {
@@ -83,7 +87,7 @@ type AcquireRequest struct {
 // Acquire picks the profile a turn runs on and takes a slot of it. With no
 // profile of the pool able to take the turn it returns the hold instead, and
 // the turn is recorded as waiting for one.
-func (p *Profiles) Acquire(ctx context.Context, req AcquireRequest) (string, *crewlet.ProfileHold, error) {
+func (p *Service) Acquire(ctx context.Context, req AcquireRequest) (string, *crewlet.ProfileHold, error) {
 	role := p.org.Roles[req.Role]
 	names := role.Pool()
 	now := p.Now()
@@ -118,7 +122,7 @@ func (p *Profiles) Acquire(ctx context.Context, req AcquireRequest) (string, *cr
 
 // Release gives back a turn run's slot and wakes the oldest turn waiting on
 // the profile it freed.
-func (p *Profiles) Release(ctx context.Context, turnID string, epoch int64) error {
+func (p *Service) Release(ctx context.Context, turnID string, epoch int64) error {
 	freed, err := p.store.ReleaseProfile(ctx, turnID, epoch)
 	if err != nil || freed == "" {
 		return err
@@ -135,8 +139,8 @@ const wakeTries = 8
 // wake signals up to n turns waiting on any of profiles, oldest first. A
 // waiter whose workflow is gone is forgotten. It only nudges, so a failure
 // is logged and the caller goes on.
-func (p *Profiles) wake(ctx context.Context, profiles []string, n int) {
-	if p.control == nil {
+func (p *Service) wake(ctx context.Context, profiles []string, n int) {
+	if p.seats == nil {
 		return
 	}
 	waiters, err := p.store.ProfileWaiters(ctx, profiles, n+wakeTries)
@@ -149,12 +153,11 @@ func (p *Profiles) wake(ctx context.Context, profiles []string, n int) {
 		if woken >= n {
 			return
 		}
-		err := p.control.temporal.SignalWorkflow(ctx, turnID, "", crewlet.SignalProfileFree, nil)
-		var notFound *serviceerror.NotFound
+		err := p.seats.ProfileFree(ctx, turnID)
 		switch {
 		case err == nil:
 			woken++
-		case errors.As(err, &notFound):
+		case seatclient.Gone(err):
 			if err := p.store.ForgetProfileWaiter(ctx, turnID); err != nil {
 				p.log.WarnContext(ctx, "profile_wake_failed", "turn", turnID, "error", err)
 			}
@@ -168,7 +171,7 @@ func (p *Profiles) wake(ctx context.Context, profiles []string, n int) {
 // slot of it ("" when it can): its credential is quarantined or cooling
 // off, or its model is switched off. Load is not asked: the turn holds its
 // slot already.
-func (p *Profiles) Usable(ctx context.Context, profile string) (string, error) {
+func (p *Service) Usable(ctx context.Context, profile string) (string, error) {
 	prof := p.org.Profiles[profile]
 	health, err := p.store.CredentialHealth(ctx, []string{prof.Credential})
 	if err != nil {
@@ -185,7 +188,7 @@ func (p *Profiles) Usable(ctx context.Context, profile string) (string, error) {
 
 // Exhausted records a usage-limit refusal of a profile's credential: it is
 // quarantined, every profile spending it with it.
-func (p *Profiles) Exhausted(ctx context.Context, profile, reason string) error {
+func (p *Service) Exhausted(ctx context.Context, profile, reason string) error {
 	cred := p.org.Profiles[profile].Credential
 	now := p.Now()
 	before, after, err := p.store.ReportCredential(ctx, cred, func(s pool.CredentialState) pool.CredentialState {
@@ -195,7 +198,7 @@ func (p *Profiles) Exhausted(ctx context.Context, profile, reason string) error 
 		return err
 	}
 	if !before.Quarantined(now) {
-		metricsOf(p.control).Quarantined(profile)
+		p.Metrics.Quarantined(profile)
 		p.log.WarnContext(ctx, "credential_quarantined", "credential", cred, "profile", profile, "attempt", after.Attempt,
 			"until", after.QuarantineUntil, "for", after.QuarantineUntil.Sub(now).Round(time.Second), "reason", reason)
 	}
@@ -205,7 +208,7 @@ func (p *Profiles) Exhausted(ctx context.Context, profile, reason string) error 
 // Failed records a failure other than a usage limit (a server error, a
 // timeout) of a turn on a profile's credential: two turns failing within a
 // minute cool it off.
-func (p *Profiles) Failed(ctx context.Context, profile, turnID, reason string) error {
+func (p *Service) Failed(ctx context.Context, profile, turnID, reason string) error {
 	cred := p.org.Profiles[profile].Credential
 	now := p.Now()
 	before, after, err := p.store.ReportCredential(ctx, cred, func(s pool.CredentialState) pool.CredentialState {
@@ -215,7 +218,7 @@ func (p *Profiles) Failed(ctx context.Context, profile, turnID, reason string) e
 		return err
 	}
 	if !before.Cooling(now) && after.Cooling(now) {
-		metricsOf(p.control).CooledOff(profile)
+		p.Metrics.CooledOff(profile)
 		p.log.WarnContext(ctx, "credential_cooling_off", "credential", cred, "profile", profile, "until", after.CoolingUntil, "reason", reason)
 	}
 	return nil
@@ -224,7 +227,7 @@ func (p *Profiles) Failed(ctx context.Context, profile, turnID, reason string) e
 // Answered records which model a profile's provider said answered. A
 // mismatch with the configured model is logged once per profile and kept
 // for GET /profiles; it only reports, so it never fails the round.
-func (p *Profiles) Answered(ctx context.Context, profile, answered string) {
+func (p *Service) Answered(ctx context.Context, profile, answered string) {
 	configured := p.org.Profiles[profile].Model
 	if answered == "" || configured == "" || answered == configured {
 		return
@@ -240,7 +243,7 @@ func (p *Profiles) Answered(ctx context.Context, profile, answered string) {
 }
 
 // Status returns every profile as GET /profiles shows it, in name order.
-func (p *Profiles) Status(ctx context.Context) ([]crewlet.ProfileStatus, error) {
+func (p *Service) Status(ctx context.Context) ([]crewlet.ProfileStatus, error) {
 	names := make([]string, 0, len(p.org.Profiles))
 	for name := range p.org.Profiles {
 		names = append(names, name)
@@ -295,7 +298,7 @@ func (p *Profiles) Status(ctx context.Context) ([]crewlet.ProfileStatus, error) 
 }
 
 // Models are the model ids the org's profiles use, each once.
-func (p *Profiles) Models() map[string][]string {
+func (p *Service) Models() map[string][]string {
 	out := map[string][]string{}
 	for name, prof := range p.org.Profiles {
 		out[prof.ModelID()] = append(out[prof.ModelID()], name)
@@ -307,7 +310,7 @@ func (p *Profiles) Models() map[string][]string {
 // pick reads the switch, so the next turn on any node honours it; turns
 // running on it fail over at their next round. Switching one back on wakes
 // the turns waiting on its profiles.
-func (p *Profiles) SwitchModel(ctx context.Context, model string, disabled bool, by, reason string) (crewlet.ModelSwitch, error) {
+func (p *Service) SwitchModel(ctx context.Context, model string, disabled bool, by, reason string) (crewlet.ModelSwitch, error) {
 	profiles, ok := p.Models()[model]
 	if !ok {
 		return crewlet.ModelSwitch{}, crewlet.Errorf(crewlet.ENOTFOUND, "no profile uses model %q; `crewlet profiles` lists the models in use", model)

@@ -1,4 +1,4 @@
-package control
+package seatclient
 
 import (
 	"context"
@@ -10,9 +10,11 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/fanout"
 )
 
 // Seat workflow ids (seat/{handle}) are unique per Temporal namespace, not per
@@ -27,7 +29,7 @@ type seatConflict struct{ id, queue string }
 // checkSeatRun refuses the run Temporal handed back for the seat's workflow
 // when it runs on another task queue. A run seen on ours before is not asked
 // about again, so a seat costs one describe per run and process at most.
-func (c *Control) checkSeatRun(ctx context.Context, handle, runID string) error {
+func (c *Client) checkSeatRun(ctx context.Context, handle, runID string) error {
 	id := crewlet.SeatWorkflowID(handle)
 	if v, ok := c.ownRuns.Load(id); ok && v.(string) == runID {
 		return nil
@@ -53,7 +55,7 @@ func (c *Control) checkSeatRun(ctx context.Context, handle, runID string) error 
 // need not describe them. Visibility lags a moment behind, so a workflow
 // started just now may be missed here; the start and wake paths check each
 // run they get.
-func (c *Control) CheckSeatWorkflows(ctx context.Context) error {
+func (c *Client) CheckSeatWorkflows(ctx context.Context) error {
 	seats := map[string]bool{}
 	for _, s := range c.org.AgentSeats() {
 		seats[crewlet.SeatWorkflowID(s.Handle)] = true
@@ -64,10 +66,10 @@ func (c *Control) CheckSeatWorkflows(ctx context.Context) error {
 	queue := c.org.Temporal.TaskQueue
 	running := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", crewlet.SeatWorkflowType)
 	var conflicts []seatConflict
-	err := c.listWorkflows(ctx, fmt.Sprintf("%s AND TaskQueue != '%s'", running, queue), func(id, runID, q string) {
-		if seats[id] {
+	err := c.listWorkflows(ctx, fmt.Sprintf("%s AND TaskQueue != '%s'", running, queue), func(ex *workflowpb.WorkflowExecutionInfo) {
+		if id := ex.GetExecution().GetWorkflowId(); seats[id] {
 			seats[id] = false // a page may repeat a row that moved
-			conflicts = append(conflicts, seatConflict{id: id, queue: q})
+			conflicts = append(conflicts, seatConflict{id: id, queue: ex.GetTaskQueue()})
 		}
 	})
 	if err != nil {
@@ -79,9 +81,9 @@ func (c *Control) CheckSeatWorkflows(ctx context.Context) error {
 	if len(conflicts) > 0 {
 		return c.seatConflicts(conflicts)
 	}
-	return c.listWorkflows(ctx, fmt.Sprintf("%s AND TaskQueue = '%s'", running, queue), func(id, runID, _ string) {
-		if seats[id] {
-			c.ownRuns.Store(id, runID)
+	return c.listWorkflows(ctx, fmt.Sprintf("%s AND TaskQueue = '%s'", running, queue), func(ex *workflowpb.WorkflowExecutionInfo) {
+		if id := ex.GetExecution().GetWorkflowId(); seats[id] {
+			c.ownRuns.Store(id, ex.GetExecution().GetRunId())
 		}
 	})
 }
@@ -93,12 +95,12 @@ const describeConcurrency = 16
 // still runs on another task queue. Visibility lags a moment behind: a
 // workflow closed just before (a previous deployment's, terminated to make
 // way for this one) must not refuse the start. Normally there are none to ask.
-func (c *Control) confirmConflicts(ctx context.Context, candidates []seatConflict) ([]seatConflict, error) {
+func (c *Client) confirmConflicts(ctx context.Context, candidates []seatConflict) ([]seatConflict, error) {
 	var (
 		mu        sync.Mutex
 		confirmed []seatConflict
 	)
-	err := InParallel(len(candidates), describeConcurrency, func(i int) error {
+	err := fanout.Each(len(candidates), describeConcurrency, func(i int) error {
 		x := candidates[i]
 		resp, err := c.temporal.DescribeWorkflowExecution(ctx, x.id, "")
 		var notFound *serviceerror.NotFound
@@ -128,7 +130,7 @@ func runQueue(resp *workflowservice.DescribeWorkflowExecutionResponse) string {
 }
 
 // listWorkflows calls fn with every execution query matches, page by page.
-func (c *Control) listWorkflows(ctx context.Context, query string, fn func(id, runID, queue string)) error {
+func (c *Client) listWorkflows(ctx context.Context, query string, fn func(*workflowpb.WorkflowExecutionInfo)) error {
 	req := &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: 1000}
 	for {
 		resp, err := c.temporal.ListWorkflow(ctx, req)
@@ -136,7 +138,7 @@ func (c *Control) listWorkflows(ctx context.Context, query string, fn func(id, r
 			return crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the seats' workflows cannot be listed; Temporal is unreachable")
 		}
 		for _, ex := range resp.GetExecutions() {
-			fn(ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId(), ex.GetTaskQueue())
+			fn(ex)
 		}
 		if len(resp.GetNextPageToken()) == 0 {
 			return nil
@@ -150,7 +152,7 @@ const maxConflictsNamed = 10
 
 // seatConflicts is the refusal naming the workflows, their task queues and
 // ours, and what to do.
-func (c *Control) seatConflicts(cs []seatConflict) error {
+func (c *Client) seatConflicts(cs []seatConflict) error {
 	sort.Slice(cs, func(i, j int) bool { return cs[i].id < cs[j].id })
 	ours := fmt.Sprintf("this deployment's %q (company %q, Temporal namespace %q)",
 		c.org.Temporal.TaskQueue, c.org.Company.Name, c.org.Temporal.Namespace)

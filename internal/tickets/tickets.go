@@ -1,4 +1,10 @@
-package control
+// Package tickets owns delegation tickets (docs/architecture.md): it opens
+// them (routing role:NAME to the least-loaded seat), settles, asks, answers,
+// ends, fails and expires them, and tells their delegators how they ended:
+// the waiting turn by a signal, a seat by a notice in its mailbox, a person
+// by a note. Every phase change is one statement in the store; this adds
+// the mail around it.
+package tickets
 
 import (
 	"context"
@@ -10,29 +16,34 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.temporal.io/sdk/client"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/delivery"
+	"github.com/crewlet/crewlet/internal/metrics"
+	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/store"
-	"github.com/crewlet/crewlet/workflows"
 )
 
-// Tickets opens delegation tickets and tells delegators how they ended
-// (DESIGN §8). Every phase change is one statement in the store; this adds
-// the mail around it.
-type Tickets struct {
-	control *Control
-	store   *store.Store
-	log     *slog.Logger
+// Service opens delegation tickets and tells delegators how they ended.
+type Service struct {
+	org      *config.Config
+	store    *store.Store
+	delivery *delivery.Service
+	seats    *seatclient.Client
+	log      *slog.Logger
+	// Metrics counts tickets opened and ended; nil counts none.
+	Metrics *metrics.Metrics
 }
 
-// NewTickets builds the ticket service over the seats' mailboxes and store.
-func NewTickets(c *Control, st *store.Store, log *slog.Logger) *Tickets {
-	return &Tickets{control: c, store: st, log: log}
+// New returns the ticket service of org over its store, its mail and its
+// seats' workflows.
+func New(org *config.Config, st *store.Store, dl *delivery.Service, seats *seatclient.Client, log *slog.Logger) *Service {
+	return &Service{org: org, store: st, delivery: dl, seats: seats, log: log}
 }
 
-// OpenTicketRequest opens a ticket.
-type OpenTicketRequest struct {
+// OpenRequest opens a ticket.
+type OpenRequest struct {
 	// Key identifies the request: opening again with the same key returns
 	// the same ticket and sends nothing more. Empty makes a fresh one.
 	Key string
@@ -51,12 +62,12 @@ const maxTaskBytes = crewlet.MaxMessageBytes
 
 // Open validates a ticket request, routes it, records the ticket pending and
 // puts its request in the target's mailbox.
-func (t *Tickets) Open(ctx context.Context, req OpenTicketRequest) (crewlet.Ticket, error) {
+func (t *Service) Open(ctx context.Context, req OpenRequest) (crewlet.Ticket, error) {
 	task := strings.TrimSpace(req.Task)
 	if task == "" {
 		return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "task is empty; say what to do")
 	}
-	if err := errors.Join(crewlet.CheckText("task", task, maxTaskBytes), checkConversation(req.Conversation), crewlet.CheckID("to", req.To)); err != nil {
+	if err := errors.Join(crewlet.CheckText("task", task, maxTaskBytes), delivery.CheckConversation(req.Conversation), crewlet.CheckID("to", req.To)); err != nil {
 		return crewlet.Ticket{}, err
 	}
 	from, fromSeat := req.From, false
@@ -64,7 +75,7 @@ func (t *Tickets) Open(ctx context.Context, req OpenTicketRequest) (crewlet.Tick
 	case from == "" || from == crewlet.ExternalSender:
 		from = crewlet.ExternalSender
 	default:
-		s, ok := t.control.org.Seat(from)
+		s, ok := t.org.Seat(from)
 		if !ok {
 			return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "from: no seat %q; leave it empty to ask as %s", from, crewlet.ExternalSender)
 		}
@@ -92,12 +103,12 @@ func (t *Tickets) Open(ctx context.Context, req OpenTicketRequest) (crewlet.Tick
 		return crewlet.Ticket{}, err
 	}
 	if created {
-		metricsOf(t.control).TicketOpened()
+		t.Metrics.TicketOpened()
 		t.log.InfoContext(ctx, "ticket_opened", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To, "routed_from", ticket.RoutedFrom)
 	}
 	// Published again on a repeat: the event id is the ticket's, so a
 	// request whose first publish was lost arrives once.
-	if _, err := t.control.Deliver(ctx, crewlet.Message{
+	if _, err := t.delivery.Deliver(ctx, crewlet.Message{
 		EventID: ticket.RequestEvent, Type: crewlet.MessageTicket, From: ticket.From, To: ticket.To,
 		Conversation: ticket.Conversation, Ticket: ticket.ID, Body: ticket.Task, SentAt: ticket.CreatedAt.UTC(),
 	}); err != nil {
@@ -109,10 +120,10 @@ func (t *Tickets) Open(ctx context.Context, req OpenTicketRequest) (crewlet.Tick
 // route resolves a target: a seat that runs turns, or "role:NAME" to the
 // agent seat of that role, other than the delegator, serving the fewest open
 // tickets (ties by handle).
-func (t *Tickets) route(ctx context.Context, to, from string) (handle, routedFrom string, err error) {
+func (t *Service) route(ctx context.Context, to, from string) (handle, routedFrom string, err error) {
 	role, byRole := strings.CutPrefix(to, crewlet.RolePrefix)
 	if !byRole {
-		s, err := t.control.seat(to)
+		s, err := t.org.SeatNamed(to)
 		if err != nil {
 			return "", "", err
 		}
@@ -122,7 +133,7 @@ func (t *Tickets) route(ctx context.Context, to, from string) (handle, routedFro
 		return s.Handle, "", nil
 	}
 	var seats []string
-	for _, s := range t.control.org.Seats {
+	for _, s := range t.org.Seats {
 		if s.Role == role && s.Kind != string(crewlet.SeatHuman) && s.Handle != from {
 			seats = append(seats, s.Handle)
 		}
@@ -148,19 +159,19 @@ func (t *Tickets) route(ctx context.Context, to, from string) (handle, routedFro
 // result; otherwise a seat gets a notice that starts a turn, and a person's
 // human seat a note in its inbox. The operator reads GET /tickets. The
 // notice's event id is the ticket's, so telling twice tells once.
-func (t *Tickets) Ended(ctx context.Context, ticket crewlet.Ticket) error {
+func (t *Service) Ended(ctx context.Context, ticket crewlet.Ticket) error {
 	t.log.InfoContext(ctx, "ticket_ended", "ticket", ticket.ID, "phase", ticket.Phase, "from", ticket.From, "to", ticket.To, "reason", ticket.Reason)
 	if t.signalled(ctx, ticket.Waiter, ticket.ID) {
 		return nil
 	}
-	seat, ok := t.control.org.Seat(ticket.From)
+	seat, ok := t.org.Seat(ticket.From)
 	if !ok {
 		return nil
 	}
 	if seat.Kind == string(crewlet.SeatHuman) {
-		return t.notePerson(ctx, ticket)
+		return t.seats.NotePerson(ctx, ticket.From, ticket.ID)
 	}
-	_, err := t.control.Deliver(ctx, crewlet.Message{
+	_, err := t.delivery.Deliver(ctx, crewlet.Message{
 		EventID: crewlet.TicketNoticeEventID(ticket.ID), Type: crewlet.MessageTicketNotice, From: crewlet.TicketSender, To: ticket.From,
 		Conversation: ticket.Conversation, Ticket: ticket.ID, Body: crewlet.TicketNoticeText(ticket), SentAt: time.Now().UTC(),
 	})
@@ -173,13 +184,13 @@ func (t *Tickets) Ended(ctx context.Context, ticket crewlet.Ticket) error {
 // End ends an open ticket failed, cancelled or expired and tells its
 // delegator. It returns the ticket as it stands and whether this call ended
 // it; a ticket already ended is left as it is.
-func (t *Tickets) End(ctx context.Context, id string, phase crewlet.TicketPhase, reason string) (crewlet.Ticket, bool, error) {
+func (t *Service) End(ctx context.Context, id string, phase crewlet.TicketPhase, reason string) (crewlet.Ticket, bool, error) {
 	ticket, ended, err := t.store.EndTicket(ctx, id, phase, reason)
 	if err != nil {
 		return ticket, false, err
 	}
 	if ended {
-		metricsOf(t.control).TicketEnded(string(phase))
+		t.Metrics.TicketEnded(string(phase))
 	}
 	// The same end again is a step retried after its notice failed: tell
 	// again (the notice's event id makes it land once).
@@ -191,7 +202,7 @@ func (t *Tickets) End(ctx context.Context, id string, phase crewlet.TicketPhase,
 
 // Settle records the reply that settles a ticket and tells its delegator;
 // a second reply is refused: settled is false and the ticket says its state.
-func (t *Tickets) Settle(ctx context.Context, id, reply string) (crewlet.Ticket, bool, error) {
+func (t *Service) Settle(ctx context.Context, id, reply string) (crewlet.Ticket, bool, error) {
 	if strings.TrimSpace(reply) == "" {
 		ticket, _, err := t.End(ctx, id, crewlet.TicketFailed, "the turn serving it produced an empty reply")
 		return ticket, false, err
@@ -203,7 +214,7 @@ func (t *Tickets) Settle(ctx context.Context, id, reply string) (crewlet.Ticket,
 	case settled || (ticket.Phase == crewlet.TicketDone && ticket.Reply == reply):
 		// The same reply again is a step retried after its notice failed.
 		if settled {
-			metricsOf(t.control).TicketEnded(string(crewlet.TicketDone))
+			t.Metrics.TicketEnded(string(crewlet.TicketDone))
 		}
 		return ticket, settled, t.Ended(ctx, ticket)
 	}
@@ -213,7 +224,7 @@ func (t *Tickets) Settle(ctx context.Context, id, reply string) (crewlet.Ticket,
 
 // FailTarget fails every open ticket a seat serves, asking ones too, and
 // tells their delegators: the seat was stopped or removed, which is certain.
-func (t *Tickets) FailTarget(ctx context.Context, handle, reason string) error {
+func (t *Service) FailTarget(ctx context.Context, handle, reason string) error {
 	failed, err := t.store.FailTicketsTo(ctx, handle, reason)
 	if err != nil {
 		return err
@@ -222,7 +233,7 @@ func (t *Tickets) FailTarget(ctx context.Context, handle, reason string) error {
 }
 
 // Expire ends every open ticket older than age and tells its delegator.
-func (t *Tickets) Expire(ctx context.Context, age time.Duration) (int, error) {
+func (t *Service) Expire(ctx context.Context, age time.Duration) (int, error) {
 	expired, err := t.store.ExpireTickets(ctx, age)
 	if err != nil {
 		return 0, err
@@ -231,10 +242,10 @@ func (t *Tickets) Expire(ctx context.Context, age time.Duration) (int, error) {
 }
 
 // tellAll tells the delegators of tickets that just ended.
-func (t *Tickets) tellAll(ctx context.Context, tickets []crewlet.Ticket) error {
+func (t *Service) tellAll(ctx context.Context, tickets []crewlet.Ticket) error {
 	var errs []string
 	for _, ticket := range tickets {
-		metricsOf(t.control).TicketEnded(string(ticket.Phase))
+		t.Metrics.TicketEnded(string(ticket.Phase))
 		if err := t.Ended(ctx, ticket); err != nil {
 			errs = append(errs, err.Error())
 		}
@@ -248,12 +259,11 @@ func (t *Tickets) tellAll(ctx context.Context, tickets []crewlet.Ticket) error {
 // signalled signals the turn waiting on a ticket, if one is, and reports
 // whether it reached it. A turn that is gone (it ended; a re-run reads the
 // ticket as it stands) is not reached: the caller tells another way.
-func (t *Tickets) signalled(ctx context.Context, turnID, ticketID string) bool {
+func (t *Service) signalled(ctx context.Context, turnID, ticketID string) bool {
 	if turnID == "" {
 		return false
 	}
-	err := t.control.temporal.SignalWorkflow(ctx, turnID, "", crewlet.SignalTicket, crewlet.TicketSignal{Ticket: ticketID})
-	if err != nil {
+	if err := t.seats.TicketChanged(ctx, turnID, ticketID); err != nil {
 		t.log.WarnContext(ctx, "ticket_waiter_unreached", "ticket", ticketID, "turn", turnID, "error", err)
 		return false
 	}
@@ -265,7 +275,7 @@ func (t *Tickets) signalled(ctx context.Context, turnID, ticketID string) bool {
 // question as its tool result; otherwise a seat gets a question that starts
 // a turn, a person's human seat a note in its inbox. It returns the ticket
 // as it stands and whether the question is (still) this call's.
-func (t *Tickets) Ask(ctx context.Context, id, question, askKey, askWaiter string) (crewlet.Ticket, bool, error) {
+func (t *Service) Ask(ctx context.Context, id, question, askKey, askWaiter string) (crewlet.Ticket, bool, error) {
 	if err := crewlet.CheckText("the question", question, maxTaskBytes); err != nil {
 		return crewlet.Ticket{}, false, err
 	}
@@ -280,14 +290,14 @@ func (t *Tickets) Ask(ctx context.Context, id, question, askKey, askWaiter strin
 	if t.signalled(ctx, ticket.Waiter, ticket.ID) {
 		return ticket, true, nil
 	}
-	seat, ok := t.control.org.Seat(ticket.From)
+	seat, ok := t.org.Seat(ticket.From)
 	if !ok {
 		return ticket, true, nil
 	}
 	if seat.Kind == string(crewlet.SeatHuman) {
-		return ticket, true, t.notePerson(ctx, ticket)
+		return ticket, true, t.seats.NotePerson(ctx, ticket.From, ticket.ID)
 	}
-	_, err = t.control.Deliver(ctx, crewlet.Message{
+	_, err = t.delivery.Deliver(ctx, crewlet.Message{
 		EventID: "ticket-question-" + crewlet.WorkKey([]string{ticket.ID, askKey}), Type: crewlet.MessageTicketQuestion,
 		From: crewlet.TicketSender, To: ticket.From, Conversation: ticket.Conversation, Ticket: ticket.ID,
 		Body: crewlet.TicketQuestionText(ticket), SentAt: time.Now().UTC(),
@@ -301,7 +311,7 @@ func (t *Tickets) Ask(ctx context.Context, id, question, askKey, askWaiter strin
 // Answer answers an asking ticket's question on behalf of its delegator and
 // signals the turn waiting for it. It refuses (ECONFLICT, naming the phase)
 // a ticket with no question waiting.
-func (t *Tickets) Answer(ctx context.Context, id, answer string) (crewlet.Ticket, error) {
+func (t *Service) Answer(ctx context.Context, id, answer string) (crewlet.Ticket, error) {
 	if strings.TrimSpace(answer) == "" {
 		return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "the answer is empty; say something")
 	}
@@ -320,22 +330,10 @@ func (t *Tickets) Answer(ctx context.Context, id, answer string) (crewlet.Ticket
 	return ticket, nil
 }
 
-// notePerson tells a person's notes workflow that a ticket they opened
-// changed; changes that come together make one note in their inbox.
-func (t *Tickets) notePerson(ctx context.Context, ticket crewlet.Ticket) error {
-	_, err := t.control.temporal.SignalWithStartWorkflow(ctx, crewlet.PersonNotesWorkflowID(ticket.From), crewlet.SignalTicketNote, ticket.ID,
-		client.StartWorkflowOptions{ID: crewlet.PersonNotesWorkflowID(ticket.From), TaskQueue: t.control.org.Temporal.TaskQueue},
-		crewlet.PersonNotesWorkflowType, workflows.PersonNotesInput{Person: ticket.From})
-	if err != nil {
-		return crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "%s cannot be told that ticket %s changed; Temporal is unreachable", ticket.From, ticket.ID)
-	}
-	return nil
-}
-
 // Note writes one note in a person's inbox about the tickets they opened
 // that changed: each as it stands now. The note's event id is made from the
 // tickets and their phases, so writing the same note again lands once.
-func (t *Tickets) Note(ctx context.Context, in crewlet.TicketNoteInput) error {
+func (t *Service) Note(ctx context.Context, in crewlet.TicketNoteInput) error {
 	seen := map[string]bool{}
 	var lines, keys []string
 	for _, id := range in.Tickets {
@@ -354,7 +352,7 @@ func (t *Tickets) Note(ctx context.Context, in crewlet.TicketNoteInput) error {
 		return nil
 	}
 	body := fmt.Sprintf("%d of your tickets changed:\n%s", len(lines), strings.Join(lines, "\n"))
-	_, err := t.control.Deliver(ctx, crewlet.Message{
+	_, err := t.delivery.Deliver(ctx, crewlet.Message{
 		EventID: "ticket-note-" + crewlet.WorkKey(keys), Type: crewlet.MessageTicketNotice, From: crewlet.TicketSender, To: in.Person,
 		Conversation: "tickets-" + in.Person, Body: body, SentAt: time.Now().UTC(),
 	})

@@ -1,4 +1,4 @@
-package control
+package views
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/metrics"
-	"github.com/crewlet/crewlet/internal/store"
 )
 
 // seatStatuses are the live statuses a seat is counted under, each reported
@@ -18,8 +17,8 @@ var seatStatuses = []crewlet.SeatStatus{crewlet.StatusEstablishing, crewlet.Stat
 // seat's live status (from Temporal visibility, one list of the running
 // seats), the open tickets by phase and the credentials out (Postgres), and
 // each agent seat's mailbox backlog (Redis).
-func (c *Control) Company(ctx context.Context, st *store.Store) (metrics.Company, error) {
-	statuses, err := c.Statuses(ctx)
+func (v *Reader) Company(ctx context.Context) (metrics.Company, error) {
+	statuses, err := v.seats.Statuses(ctx)
 	if err != nil {
 		return metrics.Company{}, err
 	}
@@ -28,7 +27,7 @@ func (c *Control) Company(ctx context.Context, st *store.Store) (metrics.Company
 		co.SeatsByStatus[string(s)] = 0
 	}
 	var agents []string
-	for _, s := range c.org.AgentSeats() {
+	for _, s := range v.org.AgentSeats() {
 		agents = append(agents, s.Handle)
 		status, ok := statuses[s.Handle]
 		if !ok {
@@ -36,13 +35,13 @@ func (c *Control) Company(ctx context.Context, st *store.Store) (metrics.Company
 		}
 		co.SeatsByStatus[string(status)]++
 	}
-	if co.OpenTickets, err = st.OpenTicketsByPhase(ctx); err != nil {
+	if co.OpenTickets, err = v.store.OpenTicketsByPhase(ctx); err != nil {
 		return metrics.Company{}, err
 	}
-	if co.Quarantined, co.Cooling, err = st.CredentialsOut(ctx, time.Now()); err != nil {
+	if co.Quarantined, co.Cooling, err = v.store.CredentialsOut(ctx, time.Now()); err != nil {
 		return metrics.Company{}, err
 	}
-	if co.Mailboxes, err = c.mailbox.Backlogs(ctx, agents); err != nil {
+	if co.Mailboxes, err = v.mailbox.Backlogs(ctx, agents); err != nil {
 		return metrics.Company{}, err
 	}
 	return co, nil

@@ -1,0 +1,154 @@
+// Package delivery puts mail in seats' mailboxes: it checks what a person or
+// a seat sends, publishes it durably to the recipient's stream, wakes the
+// seat through the seat client when it was asleep, and puts dead letters
+// back. Every message crewlet sends to a seat (API, CLI, tools, replies,
+// ticket requests and notices) goes through Deliver.
+package delivery
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/metrics"
+	"github.com/crewlet/crewlet/internal/seatclient"
+	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tracing"
+)
+
+// Service delivers mail to the seats of one org.
+type Service struct {
+	org     *config.Config
+	mailbox *mailbox.Mailbox
+	seats   *seatclient.Client
+	log     *slog.Logger
+	// Metrics counts mail published and wakes that failed; nil counts none.
+	Metrics *metrics.Metrics
+}
+
+// New returns the delivery service of org.
+func New(org *config.Config, mb *mailbox.Mailbox, seats *seatclient.Client, log *slog.Logger) *Service {
+	return &Service{org: org, mailbox: mb, seats: seats, log: log}
+}
+
+// SendRequest is mail to deliver to a seat.
+type SendRequest struct {
+	To   string
+	From string
+	Text string
+	// Conversation continues an existing conversation; empty starts one.
+	Conversation string
+	// ChatID is the message's identity on the chat system it came from.
+	ChatID string
+}
+
+// Send checks a message from a person or a seat and delivers it.
+func (d *Service) Send(ctx context.Context, req SendRequest) (crewlet.Message, error) {
+	to, err := d.org.SeatNamed(req.To)
+	if err != nil {
+		return crewlet.Message{}, err
+	}
+	if strings.TrimSpace(req.Text) == "" {
+		return crewlet.Message{}, crewlet.Errorf(crewlet.EINVALID, "text is empty; say something")
+	}
+	if err := errors.Join(crewlet.CheckText("text", req.Text, crewlet.MaxMessageBytes),
+		crewlet.CheckText("chat_id", req.ChatID, crewlet.MaxChatIDBytes), CheckConversation(req.Conversation)); err != nil {
+		// The API and a tool read the first problem's code and message.
+		return crewlet.Message{}, err
+	}
+	from := req.From
+	switch {
+	case from == "":
+		from = crewlet.ExternalSender
+	case from == crewlet.ExternalSender:
+	default:
+		if _, ok := d.org.Seat(from); !ok {
+			return crewlet.Message{}, crewlet.Errorf(crewlet.EINVALID, "from: no seat %q; leave it empty to send as %s", from, crewlet.ExternalSender)
+		}
+	}
+	conv := req.Conversation
+	if conv == "" {
+		conv = uuid.NewString()
+	}
+	msg := crewlet.Message{
+		EventID: uuid.NewString(), Type: crewlet.MessageChat, From: from, To: req.To,
+		Conversation: conv, Body: req.Text, SentAt: time.Now().UTC(), ChatID: req.ChatID,
+	}
+	return d.deliver(ctx, to, msg)
+}
+
+// CheckConversation refuses a conversation id outside the id charset; empty
+// starts a new conversation.
+func CheckConversation(id string) error {
+	if id == "" {
+		return nil
+	}
+	return crewlet.CheckID("conversation", id)
+}
+
+// Deliver puts msg in its recipient's mailbox and wakes the seat if it was
+// asleep. Delivering an event id twice adds it once. The mail is durable once
+// Deliver returns; a failed wake is logged, not returned, because the seat's
+// backstop timer and the reconciler at boot reach the mail anyway.
+func (d *Service) Deliver(ctx context.Context, msg crewlet.Message) (crewlet.Message, error) {
+	to, err := d.org.SeatNamed(msg.To)
+	if err != nil {
+		return crewlet.Message{}, err
+	}
+	return d.deliver(ctx, to, msg)
+}
+
+// deliver is Deliver to the seat already looked up.
+func (d *Service) deliver(ctx context.Context, to config.Seat, msg crewlet.Message) (crewlet.Message, error) {
+	ctx, span := tracing.Start(ctx, "publish "+msg.To, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
+		semconv.MessagingOperationTypeSend, semconv.MessagingDestinationName(msg.To), semconv.MessagingMessageID(msg.EventID)))
+	defer span.End()
+	msg.Trace = tracing.Traceparent(ctx)
+	streamID, wake, err := d.mailbox.Publish(ctx, msg)
+	if err != nil {
+		span.SetStatus(codes.Error, "publish failed")
+		return crewlet.Message{}, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the mailbox of %s does not take mail now (Redis is unreachable or full); see the server log", msg.To)
+	}
+	msg.StreamID = streamID
+	d.Metrics.MailPublished()
+	if wake && to.Kind == string(crewlet.SeatAgent) {
+		if err := d.seats.Wake(ctx, to); err != nil {
+			d.Metrics.WakeFailed()
+			// Lower the flag again so the next publish retries the wake
+			// instead of trusting a seat that never heard this one.
+			d.log.WarnContext(ctx, "wake_failed", "seat", to.Handle, "event_id", msg.EventID, "error", err)
+			if err := d.mailbox.ClearAwake(ctx, to.Handle); err != nil {
+				d.log.WarnContext(ctx, "wake_failed", "seat", to.Handle, "event_id", msg.EventID, "error", err)
+			}
+		}
+	}
+	return msg, nil
+}
+
+// Requeue puts a dead letter back in its seat's mailbox with a fresh delivery
+// budget, records it in the seat's event history and wakes the seat.
+func (d *Service) Requeue(ctx context.Context, st *store.Store, id string) (mailbox.DeadLetter, error) {
+	dl, err := d.mailbox.Requeue(ctx, id)
+	if err != nil {
+		return dl, err
+	}
+	if err := st.RecordSeatEvent(ctx, dl.Seat, "requeued", dl.Message.EventID, map[string]any{"dead_letter": id, "stream_id": dl.Message.StreamID}); err != nil {
+		d.log.WarnContext(ctx, "seat_event_unrecorded", "seat", dl.Seat, "kind", "requeued", "error", err)
+	}
+	if s, ok := d.org.AgentSeat(dl.Seat); ok {
+		if err := d.seats.Wake(ctx, s); err != nil {
+			d.log.WarnContext(ctx, "wake_failed", "seat", s.Handle, "event_id", dl.Message.EventID, "error", err)
+		}
+	}
+	return dl, nil
+}

@@ -1,0 +1,128 @@
+// Package wire holds the types of the REST answers that are records
+// (turns, rounds, seat events, audit rows, summaries) and the bounds of the
+// lists that return them: the store reads them, the API writes them, the
+// CLI decodes them, and none of the three reaches into another for them.
+package wire
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/crewlet/crewlet"
+)
+
+// AuditEntry is one row of the audit log.
+type AuditEntry struct {
+	ID        int64     `json:"id"`
+	At        time.Time `json:"at"`
+	Principal string    `json:"principal"`
+	Role      string    `json:"role"`
+	Action    string    `json:"action"`
+	Target    string    `json:"target,omitempty"`
+	Outcome   string    `json:"outcome"`
+	Status    int       `json:"status"`
+	Reason    string    `json:"reason,omitempty"`
+	RequestID string    `json:"request_id"`
+}
+
+// Outcomes of an audited action.
+const (
+	AuditAllowed = "allowed"
+	AuditDenied  = "denied"
+	AuditFailed  = "failed"
+)
+
+// SeatEvent is one row of a seat's event history.
+type SeatEvent struct {
+	ID         int64          `json:"id"`
+	Seat       string         `json:"seat"`
+	Kind       string         `json:"kind"`
+	EventID    string         `json:"event_id,omitempty"`
+	Detail     map[string]any `json:"detail,omitempty"`
+	RecordedAt time.Time      `json:"recorded_at"`
+}
+
+// MaxMemoryPage is the most items one page of a memory list holds.
+const MaxMemoryPage = 200
+
+// Summary is a compaction summary as stored.
+type Summary struct {
+	crewlet.ConversationSummary
+	Seat         string    `json:"seat"`
+	Conversation string    `json:"conversation"`
+	Profile      string    `json:"profile"`
+	InputTokens  int64     `json:"input_tokens"`
+	OutputTokens int64     `json:"output_tokens"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// TurnRow is a turn's row: its triggers, what it offered the model, and how
+// it ended.
+type TurnRow struct {
+	Seat    string `json:"seat"`
+	WorkKey string `json:"work_key"`
+	TurnID  string `json:"turn_id"`
+	Epoch   int64  `json:"epoch"`
+	// Mail is every trigger of the batch; Threads indexes the ones that need
+	// an answer.
+	Mail      []crewlet.Message `json:"mail"`
+	Threads   []int             `json:"threads"`
+	Tools     json.RawMessage   `json:"tools,omitempty"`
+	MaxRounds int               `json:"max_rounds"`
+	Status    string            `json:"status"`
+	Note      string            `json:"note,omitempty"`
+	StoppedBy string            `json:"stopped_by,omitempty"`
+	Rounds    int               `json:"rounds"`
+	// Profile is the profile the turn runs on: picked when it begins,
+	// changed only when it fails over; "" before the pick.
+	Profile   string    `json:"profile,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	// FinishedAt is nil while the turn runs.
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+// TurnMessage is one message of a turn's model conversation (thread).
+type TurnMessage struct {
+	Thread int `json:"thread"`
+	// Key names the step that wrote the message ("user", "r3", "r3c1",
+	// "note"), unique within the thread.
+	Key     string              `json:"key"`
+	Round   int                 `json:"round"`
+	Message crewlet.ChatMessage `json:"message"`
+	// Seq orders a turn's messages; set by the store.
+	Seq       int64     `json:"seq"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// RoundRow is one model call of a turn: its charge and its charter receipt.
+type RoundRow struct {
+	Seat    string `json:"seat"`
+	WorkKey string `json:"work_key"`
+	Round   int    `json:"round"`
+	Profile string `json:"profile"`
+	// SystemSHA256 (hex) and SystemBytes identify the exact system prompt
+	// sent, without keeping it.
+	SystemSHA256 string `json:"system_sha256"`
+	SystemBytes  int    `json:"system_bytes"`
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	// ContextBytes is the size of the context sent, the measure the token
+	// estimate is made in; 0 when not known.
+	ContextBytes int64 `json:"context_bytes"`
+	// AnsweredModel is the model the provider said answered; "" when it
+	// did not say.
+	AnsweredModel string    `json:"answered_model,omitempty"`
+	RecordedAt    time.Time `json:"recorded_at"`
+}
+
+// MaxTurns is the most turns one Turns call lists.
+const MaxTurns = 200
+
+// TurnView is one turn as recorded: its row, its model conversation (every
+// thread, in the order written) and the receipt and token charge of each
+// model call.
+type TurnView struct {
+	Turn     TurnRow       `json:"turn"`
+	Messages []TurnMessage `json:"messages"`
+	Receipts []RoundRow    `json:"receipts"`
+}
