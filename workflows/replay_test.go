@@ -1,13 +1,12 @@
-package workflows
+package workflows_test
 
 import (
 	"path/filepath"
 	"testing"
 
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
-	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/workers"
 )
 
 // TestReplaysRecordedHistories replays histories recorded from the dev
@@ -54,9 +53,7 @@ func TestReplaysRecordedHistories(t *testing.T) {
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflowWithOptions(Seat, workflow.RegisterOptions{Name: crewlet.SeatWorkflowType})
-			r.RegisterWorkflowWithOptions(Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
-			r.RegisterWorkflowWithOptions(PersonNotes, workflow.RegisterOptions{Name: crewlet.PersonNotesWorkflowType})
+			workers.RegisterWorkflows(r)
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, file); err != nil {
 				t.Fatalf("replay of %s: %v", file, err)
 			}
