@@ -68,7 +68,7 @@ var Changes = []Change{
 		Versions: []string{
 			1: "a turn picks a profile from its role's pool (AcquireProfile before the first model round, ReleaseProfile at its end), fails over on quarantine and is held while none can take it; before it, a turn ran on its role's first profile",
 		},
-		Unmarked: "a turn of replies only: it makes no model call and reaches no GetVersion",
+		Unmarked: "turns of replies only, which make no model call and reach no GetVersion",
 		Oldest:   workflow.DefaultVersion,
 	},
 	{
