@@ -203,7 +203,7 @@ type ModelRoundInput struct {
 	Round   int    `json:"round"`
 	// TurnID and Profile say which turn run asks and the profile it holds
 	// a slot of; "" for a turn begun before profile pools, which runs on
-	// its role's first profile.
+	// its role's first profile (COMPAT(profile-pools@1)).
 	TurnID  string `json:"turn_id,omitempty"`
 	Profile string `json:"profile,omitempty"`
 }

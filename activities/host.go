@@ -144,6 +144,8 @@ func (h *Host) Attach(ctx context.Context, in crewlet.AttachInput) (crewlet.Atta
 // a seat run begun before node-level liveness runs it, for its whole
 // tenure: when the node dies or wedges the heartbeat stops and the seat
 // fails over within the heartbeat timeout.
+//
+// COMPAT(node-liveness@1): Hold serves seat runs below version 1 only.
 func (h *Host) Hold(ctx context.Context, in crewlet.HoldInput) error {
 	loop := "hold/" + in.Handle
 	defer h.Watchdog.Forget(loop)

@@ -357,6 +357,7 @@ func (a *Turns) assemble(ctx context.Context, handle, profileName, turnID, syste
 	if crewlet.ErrorCode(err) == crewlet.ENOTFOUND {
 		// A turn begun before triggers were recorded at BeginTurn: record
 		// it now, which gives it its place.
+		// COMPAT(begin-turn-triggers)
 		if err = a.store.AppendMessages(ctx, crewlet.ThreadKey(trigger.EventID), trigger); err == nil {
 			tc, err = a.store.ThreadContext(ctx, handle, trigger.Conversation, trigger.EventID, turnrules.TriggerText)
 		}
@@ -572,6 +573,7 @@ func (a *Turns) exhausted(profile string, pe *crewlet.ProviderError) bool {
 // while that one can be used; when it cannot, the round fails as
 // ProfileUnavailable, which such a turn cannot fail over from: it fails,
 // and its triggers come back in a turn that picks from the pool.
+// COMPAT(profile-pools@1): the requested == "" branch.
 func (a *Turns) roundProfile(ctx context.Context, handle, turnID string, epoch int64, requested string, role config.Role) (string, error) {
 	if requested == "" {
 		return role.Pool()[0], a.usable(ctx, role.Pool()[0])

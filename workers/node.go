@@ -95,7 +95,7 @@ const presenceConns = 2
 
 // tenureActivitySlots are the host worker's activity slots beyond the tool
 // calls: tenure steps (Attach, Detach), and the Holds of seat runs begun
-// before node-level liveness while they last.
+// before node-level liveness while they last (COMPAT(node-liveness@1)).
 const tenureActivitySlots = 1000
 
 // Incarnation mints a node identity {node_id}:{random}. Two processes with

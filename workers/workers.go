@@ -25,11 +25,7 @@ type Deps struct {
 // RegisterShared registers what runs on the shared task queue: the workflows
 // and the activities that need no particular node.
 func RegisterShared(r worker.Registry, d Deps) {
-	r.RegisterWorkflowWithOptions(workflows.Seat, workflow.RegisterOptions{Name: crewlet.SeatWorkflowType})
-	r.RegisterWorkflowWithOptions(workflows.Rebalance, workflow.RegisterOptions{Name: workflows.RebalanceWorkflowType})
-	r.RegisterWorkflowWithOptions(workflows.Maintenance, workflow.RegisterOptions{Name: workflows.MaintenanceWorkflowType})
-	r.RegisterWorkflowWithOptions(workflows.Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
-	r.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.PersonNotesWorkflowType})
+	RegisterWorkflows(r)
 	register(r, map[string]any{
 		crewlet.ActivityPlaceSeat:      d.Seats.PlaceSeat,
 		crewlet.ActivitySetSeatStatus:  d.Seats.SetSeatStatus,
@@ -51,12 +47,23 @@ func RegisterShared(r worker.Registry, d Deps) {
 	})
 }
 
+// RegisterWorkflows registers every workflow under its type name. The
+// replay tests register through it too (a worker.WorkflowReplayer is a
+// registry of workflows), so they replay against what the workers run.
+func RegisterWorkflows(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(workflows.Seat, workflow.RegisterOptions{Name: crewlet.SeatWorkflowType})
+	r.RegisterWorkflowWithOptions(workflows.Rebalance, workflow.RegisterOptions{Name: workflows.RebalanceWorkflowType})
+	r.RegisterWorkflowWithOptions(workflows.Maintenance, workflow.RegisterOptions{Name: workflows.MaintenanceWorkflowType})
+	r.RegisterWorkflowWithOptions(workflows.Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
+	r.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.PersonNotesWorkflowType})
+}
+
 // RegisterHost registers what runs on a node's own host queue: the tenure
 // and everything that needs what the tenure started on the node.
 func RegisterHost(r worker.Registry, d Deps) {
 	register(r, map[string]any{
 		crewlet.ActivityAttach:   d.Host.Attach,
-		crewlet.ActivityHold:     d.Host.Hold,
+		crewlet.ActivityHold:     d.Host.Hold, // COMPAT(node-liveness@1)
 		crewlet.ActivityDetach:   d.Host.Detach,
 		crewlet.ActivityToolCall: d.Turns.ToolCall,
 	})

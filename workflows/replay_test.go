@@ -1,65 +1,126 @@
-package workflows
+package workflows_test
 
 import (
+	"compress/gzip"
+	"io"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
-	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/workers"
 )
 
-// TestReplaysRecordedHistories replays histories recorded from the dev
-// server. A change to a workflow that would break running executions fails
-// here; guard it with workflow.GetVersion and record a new history beside
-// these (`temporal workflow show --workflow-id seat/cto --output json`).
-//
-//   - seat_history.json: `crewlet serve` on the example org: place, attach and
-//     hold, four turns (one with diary_write, one with recall), a reply to a
-//     human seat, pause, two held messages answered in one batch after resume,
-//     drain (detach), resume (a new tenure), send.
-//   - seat_failover_history.json: two workers; the seat's node is killed
-//     (its Hold times out, the seat re-establishes on the other node with
-//     epoch + 1), a turn, then that node is drained and the seat moves to a
-//     third (epoch 3), a turn.
-//   - turn_history.json: one Turn child of the first: a model round asking
-//     for recall, the tool call on the host queue, the final round.
-//   - turn_reflect_history.json: a Turn of a role with reflect: true (the
-//     example org's executive with it turned on): a round asking for
-//     diary_write, the tool call, the final round, then the Reflect activity
-//     before the finish.
-//   - person_notes_history.json: alice's notes (`crewlet serve` on the example
-//     org): two tickets she opened end together and make one note.
-//   - turn_pool_history.json: a Turn since profile pools (its profile-pools
-//     version marker): AcquireProfile before the first round, a round asking
-//     for diary_write on the profile it got, the tool call, the final round,
-//     FinishTurn, then ReleaseProfile. The turn histories above predate the
-//     marker and replay down the old path.
-//   - seat_node_liveness_history.json: seat/cto since node-level liveness
-//     (its node-liveness version marker; `crewlet serve` on the example
-//     org): place, attach, no Hold, a turn with diary_write, pause, resume.
-//     The seat histories above predate the marker and hold their tenure
-//     with a Hold.
-//   - seat_attach_in_place_history.json: seat/cto at version 2 of that
-//     marker (`crewlet serve` on the example org): one workflow task
-//     establishes it, the placement attaching in place (no Attach
-//     activity) and the start's search attributes not written again; a
-//     turn with diary_write, pause, resume, a second turn.
+// corpus is every history recorded in testdata and the path it covers.
+// Each is replayed against the current workflows: a change that would break
+// running executions fails here; guard it with workflow.GetVersion
+// (docs/versioning.md) and record a new history beside these, from an e2e
+// run with CREWLET_E2E_HISTORIES=DIR or `temporal workflow show
+// --workflow-id seat/cto --output json`.
+var corpus = map[string]string{
+	"seat_history.json": "`crewlet serve` on the example org, before node-liveness: place, " +
+		"attach and hold, four turns (one with diary_write, one with recall), a reply to a human " +
+		"seat, pause, two held messages answered in one batch after resume, drain (detach), " +
+		"resume (a new tenure), send",
+	"seat_failover_history.json": "two workers, before node-liveness; the seat's node is killed " +
+		"(its Hold times out, the seat re-establishes on the other node with epoch + 1), a turn, " +
+		"then that node is drained and the seat moves to a third (epoch 3), a turn",
+	"seat_node_liveness_history.json": "seat/cto at node-liveness 1: place, attach, no Hold, a " +
+		"turn with diary_write, pause, resume",
+	"seat_attach_in_place_history.json": "seat/cto at node-liveness 2: one workflow task " +
+		"establishes it, the placement attaching in place (no Attach activity) and the start's " +
+		"search attributes not written again; a turn with diary_write, pause, resume, a second turn",
+	"seat_host_lost_history.json": "node-liveness 2, e2e TestDetectorMovesEverySeatOfAKilledNode: " +
+		"the seat's node is killed mid-turn, the failure detector's host_lost signal ends the " +
+		"tenure, the seat attaches on the other node and runs the turn again",
+	"seat_drain_history.json": "node-liveness 2, e2e TestAPIErrorsAreJSONWithTheRightStatus: " +
+		"drain (Detach, drained), resume (a new tenure), a turn",
+	"seat_move_history.json": "node-liveness 2, e2e TestJoiningNodeGetsItsShareUnderTraffic: " +
+		"a turn, then the rebalance duty's move: Detach, Attach on the joining node",
+	"seat_stop_history.json": "node-liveness 2, e2e TestWorkersOnDifferentOrgFilesStopNoSeat: " +
+		"a move and a lost host, then stop (the seat left the org): the workflow completes",
+	"seat_budget_hold_history.json": "node-liveness 2, e2e TestRecordBudgetHoldAndContinueAsNew: " +
+		"a turn spends more than the role's day cap, the next turn is held and the seat waits " +
+		"for the budget window",
+	"seat_continue_as_new_history.json.gz": "node-liveness 2, e2e " +
+		"TestRecordBudgetHoldAndContinueAsNew: 200 loop cycles of wakes, then continue-as-new " +
+		"after every handler finished (gzipped: 1217 events)",
+	"seat_continued_history.json": "the run that continue-as-new started: attached from its " +
+		"carry (no establish), wakes, a turn",
+	"turn_history.json": "a Turn before profile-pools: a model round asking for recall, the " +
+		"tool call on the host queue, the final round",
+	"turn_reflect_history.json": "a Turn before profile-pools of a role with reflect: true: a " +
+		"round asking for diary_write, the tool call, the final round, Reflect before the finish",
+	"turn_pool_history.json": "a Turn at profile-pools 1: AcquireProfile before the first " +
+		"round, a round asking for diary_write, the tool call, the final round, FinishTurn, " +
+		"ReleaseProfile",
+	"turn_ticket_wait_history.json": "profile-pools 1, e2e TestDelegationWithDurableWaitAndQuestion: " +
+		"a delegate tool call that waits durably on its ticket (timer and ticket signals, the " +
+		"profile released meanwhile), an answer, a second wait, the final round",
+	"turn_profile_hold_history.json": "profile-pools 1, e2e TestQuotaOutageFailsOverThenHoldsThenRecovers: " +
+		"a model round fails as ProfileUnavailable, no profile of the pool can take the turn, it " +
+		"is held (timers, profile_free nudges) until the quarantine ends, then runs",
+	"turn_cancelled_history.json": "profile-pools 1, e2e TestDrainCancelsATurnLongerThanTheReleaseWait: " +
+		"the seat cancels the turn during a model round, which waits for ActivityTaskCanceled " +
+		"(WaitForCancellation), releases its profile and ends cancelled",
+	"person_notes_history.json": "alice's notes (`crewlet serve` on the example org): two " +
+		"tickets she opened end together and make one note",
+	"rebalance_history.json":   "a Rebalance pass, e2e TestJoiningNodeGetsItsShareUnderTraffic",
+	"maintenance_history.json": "a Maintenance pass, e2e TestRemovedSeatMailboxIsKeptForTheGraceThenRetired",
+}
+
 func TestReplaysRecordedHistories(t *testing.T) {
-	files, err := filepath.Glob("testdata/*_history.json")
-	if err != nil || len(files) < 8 {
-		t.Fatalf("want the recorded histories in testdata, found %v (%v)", files, err)
+	files, err := filepath.Glob("testdata/*_history.json*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, file := range files {
+		found[filepath.Base(file)] = true
+		if corpus[filepath.Base(file)] == "" {
+			t.Errorf("%s is not in the corpus table: say which path it covers", file)
+		}
+	}
+	for name := range corpus {
+		if !found[name] {
+			t.Errorf("testdata/%s is missing", name)
+		}
 	}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflowWithOptions(Seat, workflow.RegisterOptions{Name: crewlet.SeatWorkflowType})
-			r.RegisterWorkflowWithOptions(Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
-			r.RegisterWorkflowWithOptions(PersonNotes, workflow.RegisterOptions{Name: crewlet.PersonNotesWorkflowType})
-			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, file); err != nil {
+			workers.RegisterWorkflows(r)
+			if err := r.ReplayWorkflowHistory(nil, readHistory(t, file)); err != nil {
 				t.Fatalf("replay of %s: %v", file, err)
 			}
 		})
 	}
+}
+
+// readHistory reads a history as `temporal workflow show --output json`
+// writes it, gzipped when the name ends in .gz.
+func readHistory(t *testing.T, file string) *historypb.History {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if strings.HasSuffix(file, ".gz") {
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		r = zr
+	}
+	h, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return h
 }

@@ -21,15 +21,8 @@ const (
 	defaultBackstop = time.Hour
 	// holdBackstop is the backstop of a run begun before node-level
 	// liveness, which still holds its tenure with a heartbeating activity.
+	// COMPAT(node-liveness@1)
 	holdBackstop = 5 * time.Minute
-	// startAttributesVersion is the newest version of the seat's
-	// "node-liveness" change. Version 1 made the host's liveness the
-	// node's: no per-seat activity holds the tenure. Version 2 also knows
-	// that a fresh run starts with SeatSearchAttributes and does not write
-	// them again: one visibility write fewer per seat established. One
-	// change id for both adds no second marker, and no second
-	// TemporalChangeVersion write, to every run.
-	startAttributesVersion = 2
 	// cyclesPerRun bounds a run's history; the seat continues as new after
 	// this many loop cycles even if Temporal does not suggest it yet.
 	cyclesPerRun = 200
@@ -78,6 +71,7 @@ type seat struct {
 	upserted crewlet.SeatState
 	// perSeatHold is set for a run begun before node-level liveness: it
 	// holds its tenure with a heartbeating Hold activity on the host.
+	// COMPAT(node-liveness@1): every use of it serves runs below version 1.
 	perSeatHold bool
 	logger      interface {
 		Info(string, ...interface{})
@@ -107,7 +101,7 @@ func Seat(ctx workflow.Context, in crewlet.SeatInput) error {
 	// A run begun since node-level liveness runs no activity while idle:
 	// the failure detector's host_lost signal, and any host-queue activity
 	// that times out, tell it its host is gone.
-	version := workflow.GetVersion(ctx, "node-liveness", workflow.DefaultVersion, startAttributesVersion)
+	version := workflow.GetVersion(ctx, changeNodeLiveness, workflow.DefaultVersion, nodeLivenessVersion)
 	s.perSeatHold = version == workflow.DefaultVersion
 	if in.Carry != nil {
 		s.state = in.Carry.State
@@ -119,6 +113,8 @@ func Seat(ctx workflow.Context, in crewlet.SeatInput) error {
 	} else {
 		s.state = crewlet.SeatState{Handle: in.Handle, Role: in.Role, Status: crewlet.StatusEstablishing}
 		s.wakePending = true
+		// COMPAT(node-liveness@2): a run below version 2 writes its
+		// start's search attributes again.
 		if version >= startAttributesVersion {
 			s.upserted = s.state
 		}
@@ -133,7 +129,7 @@ func Seat(ctx workflow.Context, in crewlet.SeatInput) error {
 	signals := newSeatSignals(ctx, s)
 	workflow.Go(ctx, signals.run)
 
-	if s.attached && s.perSeatHold {
+	if s.attached && s.perSeatHold { // COMPAT(node-liveness@1)
 		s.startHold(ctx)
 	}
 	for cycle := 0; ; cycle++ {
@@ -200,7 +196,7 @@ func Seat(ctx workflow.Context, in crewlet.SeatInput) error {
 
 // backstop is how long the idle seat waits for a wake.
 func (s *seat) backstop() time.Duration {
-	if s.perSeatHold {
+	if s.perSeatHold { // COMPAT(node-liveness@1)
 		return holdBackstop
 	}
 	return s.in.Backstop
@@ -295,7 +291,7 @@ func (s *seat) continueAsNew(ctx workflow.Context, signals *seatSignals) error {
 		return s.stopSeat(ctx)
 	}
 	// The next run holds the same tenure with a Hold of its own; this run's
-	// Hold ends with the run.
+	// Hold ends with the run. COMPAT(node-liveness@1)
 	s.holdID++
 	s.cancelHold = nil
 	next := s.next()

@@ -60,7 +60,7 @@ func (s *seat) establish(ctx workflow.Context) {
 	// establish is not counted twice.
 	workflow.GetMetricsHandler(ctx).Timer(crewlet.MetricEstablish).Record(workflow.Now(ctx).Sub(s.unattachedSince))
 	s.unattachedSince = time.Time{}
-	if s.perSeatHold {
+	if s.perSeatHold { // COMPAT(node-liveness@1)
 		s.startHold(ctx)
 	}
 	s.setStatus(ctx, crewlet.StatusIdle)
@@ -90,6 +90,9 @@ func (s *seat) attach(ctx workflow.Context, place crewlet.PlaceSeatOutput) (crew
 // before node-level liveness. If it ends on its own (heartbeat or
 // schedule-to-start timeout, or the host no longer hosts the seat) the host
 // is lost and the seat re-establishes elsewhere.
+//
+// COMPAT(node-liveness@1): startHold, stopHold and the seat's cancelHold
+// and holdID serve runs below version 1 only.
 func (s *seat) startHold(ctx workflow.Context) {
 	holdCtx, cancel := workflow.WithCancel(ctx)
 	s.holdID++

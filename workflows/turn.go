@@ -29,9 +29,6 @@ const (
 	// before it asks again, should the signal that one freed be lost. A
 	// timer, not a poll: a quarantine's end is waited for exactly.
 	profileRecheck = 5 * time.Minute
-	// profilePoolsVersion marks turns that pick a profile from their role's
-	// pool and hold a slot of it; older turns run on the role's profile.
-	profilePoolsVersion = 1
 )
 
 // turn is the running state of one turn workflow.
@@ -98,7 +95,9 @@ func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error
 	}
 	t.progress.Threads, t.progress.MaxRounds = begin.Threads, begin.MaxRounds
 	// A turn of replies only makes no model call, so it takes no profile.
-	if begin.Threads > 0 && workflow.GetVersion(ctx, "profile-pools", workflow.DefaultVersion, profilePoolsVersion) == profilePoolsVersion {
+	// COMPAT(profile-pools@1): a turn below version 1 takes no profile
+	// and runs on its role's first profile (t.pooled stays false).
+	if begin.Threads > 0 && workflow.GetVersion(ctx, changeProfilePools, workflow.DefaultVersion, profilePoolsVersion) == profilePoolsVersion {
 		t.pooled = true
 		defer t.release(ctx)
 		if err := t.acquire(ctx); err != nil {
@@ -250,7 +249,7 @@ func (t *turn) modelRound(ctx workflow.Context, thread, round int) (crewlet.Mode
 			Tenure: t.in.Tenure, WorkKey: t.in.WorkKey, Thread: thread, Round: round,
 			TurnID: t.in.TurnID, Profile: t.profile,
 		}).Get(ctx, &answer)
-		if !t.pooled || !isProfileUnavailable(err) {
+		if !t.pooled || !isProfileUnavailable(err) { // COMPAT(profile-pools@1): !t.pooled
 			return answer, err
 		}
 		t.logger.Warn("turn_failing_over", "seat", t.in.Handle, "turn", t.in.TurnID, "profile", t.profile, "error", err)
@@ -347,7 +346,7 @@ func (t *turn) awaitProfile(ctx workflow.Context, d time.Duration) (stopped bool
 // runs on a context no cancellation reaches. Losing it only costs the
 // slot's lease, so a failure is logged.
 func (t *turn) release(ctx workflow.Context) {
-	if !t.pooled {
+	if !t.pooled { // COMPAT(profile-pools@1)
 		return
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
@@ -416,7 +415,7 @@ func (t *turn) wait(ctx workflow.Context, thread, round int, call crewlet.ToolCa
 	}
 	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityResolveWait, in).Get(ctx, nil)
 	t.logger.Info("turn_waited", "seat", t.in.Handle, "turn", t.in.TurnID, "ticket", w.Ticket, "timed_out", in.TimedOut, "stopped_by", in.StoppedBy)
-	if err != nil || !t.pooled || t.stop != nil {
+	if err != nil || !t.pooled || t.stop != nil { // COMPAT(profile-pools@1): !t.pooled
 		return err
 	}
 	return t.acquire(ctx)

@@ -22,6 +22,8 @@ Server commands (read the org file; --config FILE, default $CREWLET_CONFIG or cr
   api               run the REST API
   migrate           apply database migrations and exit
   config check FILE validate an org file; lists every problem
+  versions          count the running seats and turns on each version of each workflow
+                    change, and say which code kept for older runs may go (docs/versioning.md)
 
 Client commands (talk to the API at --api URL, default $CREWLET_API or http://127.0.0.1:8080,
 with the bearer token --token, default $CREWLET_TOKEN; each names the route it calls):
@@ -202,6 +204,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runConversation(ctx, rest, stdout)
 	case "pause", "resume", "drain":
 		return runSignal(ctx, cmd, rest, stdout)
+	case "versions":
+		return runVersions(ctx, rest, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

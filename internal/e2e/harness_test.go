@@ -127,6 +127,7 @@ func newCompany(t testing.TB, configPath string) *company {
 	c.taskQueue = "crewlet-e2e-" + suffix
 	t.Cleanup(func() {
 		c.stopAll()
+		c.replayHistories()
 		c.terminateSeats()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/workflows"
+)
+
+// versionCount is how many running runs of a workflow type are on one
+// version of a change (docs/versioning.md).
+type versionCount struct {
+	change, workflowType string
+	// version is the version counted; workflow.DefaultVersion for the runs
+	// with no marker of the change.
+	version workflow.Version
+	running int64
+}
+
+// runVersions prints, for every change id in workflows.Changes, how many of
+// the deployment's running runs are on each version, and for every shim in
+// workflows.Shims how many runs it still serves: what decides whether the
+// code kept for older runs (marked COMPAT) may be deleted.
+func runVersions(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("versions", flag.ContinueOnError)
+	cfgPath := configFlag(fs)
+	if _, err := parseFlags(fs, args, 0, "crewlet versions [--config FILE]"); err != nil {
+		return err
+	}
+	org, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	opts, err := temporalOptions(org)
+	if err != nil {
+		return err
+	}
+	tc, err := client.DialContext(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("connect temporal at %s: %w", org.Temporal.Address, err)
+	}
+	defer tc.Close()
+	count := func(ctx context.Context, query string) (int64, error) {
+		resp, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: org.Temporal.Namespace, Query: query})
+		if err != nil {
+			return 0, fmt.Errorf("count %q: %w", query, err)
+		}
+		return resp.GetCount(), nil
+	}
+	counts, err := countVersions(ctx, org.Temporal.TaskQueue, count)
+	if err != nil {
+		return err
+	}
+	shims, err := countShims(ctx, org.Temporal.TaskQueue, count)
+	if err != nil {
+		return err
+	}
+	printVersions(stdout, counts, shims)
+	return nil
+}
+
+// running is the visibility query of a type's running runs on the task
+// queue.
+func running(taskQueue, workflowType string) string {
+	return fmt.Sprintf("TaskQueue = '%s' AND WorkflowType = '%s' AND ExecutionStatus = 'Running'", taskQueue, workflowType)
+}
+
+// countVersions counts the running runs on each version of each change,
+// newest first, then those with no marker.
+func countVersions(ctx context.Context, taskQueue string, count func(context.Context, string) (int64, error)) ([]versionCount, error) {
+	var out []versionCount
+	for _, ch := range workflows.Changes {
+		base := running(taskQueue, ch.WorkflowType)
+		total, err := count(ctx, base)
+		if err != nil {
+			return nil, err
+		}
+		marked := int64(0)
+		for v := ch.Newest; v >= 1; v-- {
+			// The SDK records "id-version"; one marker per change id per run.
+			q := fmt.Sprintf("%s AND TemporalChangeVersion = '%s-%d'", base, ch.ID, v)
+			n, err := count(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			marked += n
+			out = append(out, versionCount{change: ch.ID, workflowType: ch.WorkflowType, version: v, running: n})
+		}
+		// The runs with no marker are the type's running runs less those
+		// with one.
+		out = append(out, versionCount{change: ch.ID, workflowType: ch.WorkflowType, version: workflow.DefaultVersion, running: max(total-marked, 0)})
+	}
+	return out, nil
+}
+
+// shimCount is how many running runs a shim with no change id still serves.
+type shimCount struct {
+	shim    workflows.Shim
+	running int64
+}
+
+func countShims(ctx context.Context, taskQueue string, count func(context.Context, string) (int64, error)) ([]shimCount, error) {
+	var out []shimCount
+	for _, s := range workflows.Shims {
+		q := fmt.Sprintf("%s AND StartTime < '%s'", running(taskQueue, s.WorkflowType), s.StartedBefore.UTC().Format(time.RFC3339))
+		n, err := count(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, shimCount{shim: s, running: n})
+	}
+	return out, nil
+}
+
+// printVersions writes the counts as a table, then what may be deleted.
+func printVersions(w io.Writer, counts []versionCount, shims []shimCount) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHANGE\tWORKFLOW\tVERSION\tRUNNING")
+	for _, c := range counts {
+		version := strconv.Itoa(int(c.version))
+		if c.version == workflow.DefaultVersion {
+			version = "none"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", c.change, c.workflowType, version, c.running)
+	}
+	for _, s := range shims {
+		fmt.Fprintf(tw, "%s\t%s\tstarted before %s\t%d\n", s.shim.ID, s.shim.WorkflowType, s.shim.StartedBefore.UTC().Format(time.RFC3339), s.running)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	for _, ch := range workflows.Changes {
+		for v := ch.Oldest + 1; v <= ch.Newest; v++ {
+			if v == 0 {
+				continue // DefaultVersion is -1; versions start at 1
+			}
+			below := int64(0)
+			for _, c := range counts {
+				if c.change == ch.ID && c.version < v {
+					below += c.running
+				}
+			}
+			if below == 0 {
+				fmt.Fprintf(w, "%s: no running %s run is below version %d: the code marked COMPAT(%s@%d) may be deleted.\n", ch.ID, ch.WorkflowType, v, ch.ID, v)
+			} else {
+				fmt.Fprintf(w, "%s: %d running %s runs are below version %d: keep the code marked COMPAT(%s@%d).\n", ch.ID, below, ch.WorkflowType, v, ch.ID, v)
+			}
+		}
+		if ch.Unmarked != "" {
+			fmt.Fprintf(w, "%s: \"none\" also counts %s.\n", ch.ID, ch.Unmarked)
+		}
+	}
+	for _, s := range shims {
+		if s.running == 0 {
+			fmt.Fprintf(w, "%s: no running %s run started before it: the code marked COMPAT(%s) may be deleted.\n", s.shim.ID, s.shim.WorkflowType, s.shim.ID)
+		} else {
+			fmt.Fprintf(w, "%s: %d running %s runs started before it: keep the code marked COMPAT(%s).\n", s.shim.ID, s.running, s.shim.WorkflowType, s.shim.ID)
+		}
+	}
+}

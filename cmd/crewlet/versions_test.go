@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/workflows"
+)
+
+// TestVersionsCountsRunningRunsPerChangeVersion starts turn runs on a task
+// queue of its own, two that record the newest profile-pools version and
+// one from before the change (no marker), and checks that `crewlet
+// versions` counts each and keeps the code the unmarked run needs.
+func TestVersionsCountsRunningRunsPerChangeVersion(t *testing.T) {
+	stack := testenv.Stack(t)
+	suffix := testenv.Suffix()
+	taskQueue := "crewlet-versions-" + suffix
+	org := writeOrg(t, "acme", taskQueue, "CREWLET_PG_URL", "clerk-"+suffix)
+	var pools workflows.Change
+	for _, ch := range workflows.Changes {
+		if ch.WorkflowType == crewlet.WorkflowTurn {
+			pools = ch
+		}
+	}
+
+	tc, err := client.Dial(client.Options{HostPort: stack.Temporal})
+	if err != nil {
+		t.Fatalf("connect temporal: %v", err)
+	}
+	defer tc.Close()
+	// A stand-in under the Turn type: it records the change's newest
+	// version, or, like a run begun before the change, nothing; then it
+	// waits to be ended.
+	w := worker.New(tc, taskQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, marked bool) error {
+		if marked {
+			workflow.GetVersion(ctx, pools.ID, workflow.DefaultVersion, pools.Newest)
+		}
+		workflow.GetSignalChannel(ctx, "end").Receive(ctx, nil)
+		return nil
+	}, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i, marked := range []bool{true, true, false} {
+		id := fmt.Sprintf("versions-%s-%d", suffix, i)
+		if _, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, crewlet.WorkflowTurn, marked); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tc.TerminateWorkflow(context.Background(), id, "", "test over") })
+	}
+
+	row := func(out, change, version string) string {
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(change) + `\s+Turn\s+` + regexp.QuoteMeta(version) + `\s+(\d+)\s*$`).FindStringSubmatch(out)
+		if m == nil {
+			return ""
+		}
+		return m[1]
+	}
+	newest := fmt.Sprint(pools.Newest)
+	var out string
+	testenv.Eventually(t, 30*time.Second, "versions counts the runs", func() error {
+		var buf bytes.Buffer
+		if err := run(ctx, []string{"versions", "--config", org}, &buf, io.Discard); err != nil {
+			return err
+		}
+		out = buf.String()
+		// Visibility catches up with a run's marker a moment after it.
+		if got, none := row(out, pools.ID, newest), row(out, pools.ID, "none"); got != "2" || none != "1" {
+			return fmt.Errorf("%s runs at version %s = %q, with no marker = %q; want 2 and 1:\n%s", pools.ID, newest, got, none, out)
+		}
+		return nil
+	})
+	want := fmt.Sprintf("%s: 1 running Turn runs are below version %s: keep the code marked COMPAT(%s@%s).", pools.ID, newest, pools.ID, newest)
+	if !strings.Contains(out, want) {
+		t.Fatalf("versions says:\n%s\nwant the line %q", out, want)
+	}
+	// The shim counts by start time: these runs began after its change.
+	if !strings.Contains(out, "begin-turn-triggers: no running Turn run started before it") {
+		t.Fatalf("versions says:\n%s\nwant begin-turn-triggers with no run left", out)
+	}
+}

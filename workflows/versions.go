@@ -1,0 +1,113 @@
+// The workflow changes guarded by workflow.GetVersion: every change id the
+// workflows pass to GetVersion, what each of its versions changed, and when
+// the branches kept for older runs may go. docs/versioning.md has the rule;
+// `crewlet versions` counts the running runs on each version.
+
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/crewlet/crewlet"
+)
+
+// Change ids, as the workflows pass them to workflow.GetVersion and as
+// Temporal records them in the TemporalChangeVersion search attribute
+// ("node-liveness-2"). An id is never renamed or reused: recorded markers
+// name it.
+const (
+	changeNodeLiveness = "node-liveness"
+	changeProfilePools = "profile-pools"
+)
+
+// Newest versions, the maxSupported each GetVersion call passes.
+const (
+	// nodeLivenessVersion is the newest version of changeNodeLiveness.
+	nodeLivenessVersion = startAttributesVersion
+	// startAttributesVersion is the version of changeNodeLiveness since
+	// which a fresh seat run knows it starts with SeatSearchAttributes and
+	// does not write them again. One change id for both versions adds no
+	// second marker, and no second TemporalChangeVersion write, to every
+	// run.
+	startAttributesVersion workflow.Version = 2
+	// profilePoolsVersion is the newest version of changeProfilePools.
+	profilePoolsVersion workflow.Version = 1
+)
+
+// Change is one workflow change guarded by workflow.GetVersion.
+type Change struct {
+	// ID is the change id passed to GetVersion.
+	ID string
+	// WorkflowType is the registered type whose runs record the change.
+	WorkflowType string
+	// Newest is the version a new run records.
+	Newest workflow.Version
+	// Versions says what each version changed, from 1 up to Newest; a run
+	// with no marker for the id is at workflow.DefaultVersion (-1), the
+	// code from before the change.
+	Versions []string
+	// Unmarked says which running runs have no marker although they are
+	// not old: those that never reach the GetVersion call.
+	Unmarked string
+	// Oldest is the lowest version whose branch the code still keeps. A
+	// branch for a lower version may be deleted once `crewlet versions`
+	// counts no running run below it; the COMPAT(id@N) markers show that
+	// code, and GetVersion's minSupported then rises to N.
+	Oldest workflow.Version
+}
+
+// Changes lists every change id in use, oldest first. A new GetVersion call
+// adds its id here, with what its version does (docs/versioning.md).
+var Changes = []Change{
+	{
+		ID:           changeProfilePools,
+		WorkflowType: crewlet.WorkflowTurn,
+		Newest:       profilePoolsVersion,
+		Versions: []string{
+			1: "a turn picks a profile from its role's pool (AcquireProfile before the first model round, ReleaseProfile at its end), fails over on quarantine and is held while none can take it; before it, a turn ran on its role's first profile",
+		},
+		Unmarked: "turns of replies only, which make no model call and reach no GetVersion",
+		Oldest:   workflow.DefaultVersion,
+	},
+	{
+		ID:           changeNodeLiveness,
+		WorkflowType: crewlet.SeatWorkflowType,
+		Newest:       nodeLivenessVersion,
+		Versions: []string{
+			1: "the host's liveness is the node's: no Hold activity holds the tenure, the failure detector's host_lost signal and host-queue timeouts end it, and an idle seat waits the input's backstop (1h) instead of 5 minutes",
+			2: "a fresh run knows it starts with SeatSearchAttributes and does not upsert them again: one visibility write fewer per seat established",
+		},
+		Oldest: workflow.DefaultVersion,
+	},
+}
+
+// Shim is code kept for runs begun before a change that needed no
+// GetVersion, because the workflow's commands stayed the same and only an
+// activity adapts. Such runs carry no marker; they are told by their start
+// time.
+type Shim struct {
+	// ID names the shim in its COMPAT(id) markers.
+	ID string
+	// WorkflowType is the registered type whose old runs the shim serves.
+	WorkflowType string
+	// StartedBefore is when the change landed: the shim serves runs that
+	// started before it, and may be deleted once none of them is running.
+	StartedBefore time.Time
+	// What says what changed.
+	What string
+}
+
+// Shims lists every shim that has no change id.
+var Shims = []Shim{
+	{
+		ID:            "begin-turn-triggers",
+		WorkflowType:  crewlet.WorkflowTurn,
+		StartedBefore: time.Date(2026, 12, 1, 3, 9, 33, 0, time.UTC),
+		What:          "BeginTurn records the turn's triggers in the transcript; a model round of a turn begun before records its trigger itself",
+	},
+}
+
+// Changes made without a version, and why none was needed, are listed in
+// docs/versioning.md ("Changes that needed no version").
