@@ -20,6 +20,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/activities"
+	"github.com/crewlet/crewlet/internal/liveness"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
@@ -122,10 +123,13 @@ func setupFence(t *testing.T) fenceEnv {
 	}
 	e := fenceEnv{ctx: ctx, store: st, log: &testenv.Log{}}
 	host := func(incarnation string) *activities.Host {
-		return &activities.Host{
+		log := slog.New(slog.NewTextHandler(e.log, nil))
+		h := &activities.Host{
 			Store: st, Incarnation: incarnation, NodeID: strings.Split(incarnation, ":")[0], Beat: 50 * time.Millisecond,
-			Watchdog: watchdog.New(time.Second, io.Discard, func(int) {}), Log: slog.New(slog.NewTextHandler(e.log, nil)),
+			Watchdog: watchdog.New(time.Second, io.Discard, func(int) {}), Log: log,
 		}
+		h.Tenures = liveness.NewTenures(incarnation, liveness.RealClock{}, h.Teardown, log, nil)
+		return h
 	}
 	e.n1, e.n2 = host("n1:aaaa"), host("n2:bbbb")
 	for _, a := range []struct {
