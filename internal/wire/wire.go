@@ -115,7 +115,7 @@ type RoundRow struct {
 	RecordedAt    time.Time `json:"recorded_at"`
 }
 
-// MaxTurns is the most turns one Turns call lists.
+// MaxTurns is the most turns one GET /seats/{handle}/turns lists.
 const MaxTurns = 200
 
 // TurnView is one turn as recorded: its row, its model conversation (every
