@@ -74,10 +74,7 @@ type Node struct {
 	// lastBeat is when the last presence write that succeeded was sent, in
 	// Unix nanoseconds: the presence loop writes it, a metrics scrape reads
 	// it from another goroutine.
-	lastBeat atomic.Int64
-	// back is when the node's first good write after an outage of its own
-	// returned; zero if it never had one. Only the presence loop touches it.
-	back           time.Time
+	lastBeat       atomic.Int64
 	drainRequested chan struct{}
 	drainOnce      sync.Once
 	// tells are the host_lost signals in flight, sent off the loop.
@@ -154,7 +151,9 @@ func (n *Node) Beat(ctx context.Context) {
 		}
 		return
 	}
-	n.wrote(sent)
+	// Counted from when the write was sent, not when it returned: the row
+	// may have been stamped that early, and peers count from the stamp.
+	n.lastBeat.Store(sent.UnixNano())
 	if n.Tenures.Unfence() {
 		n.cfg.Log.Info("node_unfenced", "node", n.cfg.Incarnation)
 	}
@@ -166,27 +165,6 @@ func (n *Node) Beat(ctx context.Context) {
 	}
 	n.Tenures.AlarmUnproven()
 	n.detect(bctx)
-}
-
-// wrote records a presence write that succeeded, sent at sent. Counted from
-// when the write was sent, not when it returned: the row may have been
-// stamped that early, and peers count from the stamp. A write that ends an
-// outage of the node's own (longer than FenceAfter without a good write)
-// starts the detector's grace, counted from when it returned.
-func (n *Node) wrote(sent time.Time) {
-	if sent.Sub(time.Unix(0, n.lastBeat.Load())) > n.FenceAfter() {
-		n.back = n.cfg.Clock.Now()
-	}
-	n.lastBeat.Store(sent.UnixNano())
-}
-
-// claiming reports whether the detector may claim peers now. Outage is not
-// partition: a peer whose presence went stale while this node could not
-// write its own may have been cut off by the same outage, so after one the
-// detector claims no peer until a full heartbeat timeout has passed since
-// its own first good write, time for every live peer to beat again.
-func (n *Node) claiming(now time.Time) bool {
-	return n.back.IsZero() || now.Sub(n.back) >= n.cfg.Timeout
 }
 
 // fenceSelf stops the node acting for every seat it hosts (their MCP
@@ -213,9 +191,6 @@ func (n *Node) fenceSelf(since time.Duration) {
 // gone. Per beat it costs one statement over the nodes; per failure, one
 // signal per seat of the dead node, sent off the presence loop.
 func (n *Node) detect(ctx context.Context) {
-	if !n.claiming(n.cfg.Clock.Now()) {
-		return
-	}
 	dead, err := n.cfg.Store.ClaimDeadNodes(ctx, n.cfg.Incarnation, n.cfg.Timeout)
 	if err != nil {
 		n.cfg.Log.Warn("node_detector_failed", "error", err)
