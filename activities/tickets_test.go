@@ -451,7 +451,7 @@ func setupTickets(t *testing.T) ticketEnv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	url := testenv.Database(t)
+	url := testenv.MigratedDatabase(t)
 	e := ticketEnv{ctx: ctx, store: testenv.Store(t, url)}
 	var err error
 	if e.db, err = pgx.Connect(ctx, url); err != nil {

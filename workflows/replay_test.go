@@ -47,6 +47,7 @@ import (
 //     activity) and the start's search attributes not written again; a
 //     turn with diary_write, pause, resume, a second turn.
 func TestReplaysRecordedHistories(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("testdata/*_history.json")
 	if err != nil || len(files) < 8 {
 		t.Fatalf("want the recorded histories in testdata, found %v (%v)", files, err)
