@@ -54,10 +54,11 @@ func ticketsOrgYAML() string {
 	return fmt.Sprintf(ticketsOrg, "crewlet-tickets-test-"+testenv.Suffix())
 }
 
-// dialTemporal connects to the dev Temporal server for the test.
+// dialTemporal connects to the package's namespace on the dev Temporal
+// server.
 func dialTemporal(t testing.TB) client.Client {
 	t.Helper()
-	tc, err := client.Dial(client.Options{HostPort: testenv.Stack(t).Temporal, Logger: tlog.NewStructuredLogger(discard)})
+	tc, err := client.Dial(client.Options{HostPort: testenv.Stack(t).Temporal, Namespace: packageNamespace(t), Logger: tlog.NewStructuredLogger(discard)})
 	if err != nil {
 		t.Fatalf("connect temporal: %v", err)
 	}
