@@ -43,7 +43,7 @@ func setupZombie(t testing.TB) zombieEnv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	db := testenv.Database(t)
+	db := testenv.MigratedDatabase(t)
 	st := testenv.Store(t, db)
 	mb, err := mailbox.Open(ctx, testenv.Stack(t).RedisURL, "acttest"+testenv.Suffix())
 	if err != nil {
@@ -98,6 +98,7 @@ func wantErrorType(t *testing.T, what string, err error, errType string) {
 }
 
 func TestStaleEpochSetSeatStatusIsFencedAndChangesNothing(t *testing.T) {
+	t.Parallel()
 	e := setupZombie(t)
 	e.seat(t, "cto")
 	old := e.attach(t, "cto", "n1:aaaa")
@@ -135,6 +136,7 @@ func TestStaleEpochSetSeatStatusIsFencedAndChangesNothing(t *testing.T) {
 }
 
 func TestHostRefusesSeatsItDoesNotHost(t *testing.T) {
+	t.Parallel()
 	e := setupZombie(t)
 	e.seat(t, "cto")
 	n1 := newHost(e, "n1:aaaa")
@@ -174,6 +176,7 @@ func TestHostRefusesSeatsItDoesNotHost(t *testing.T) {
 }
 
 func TestDrainingHostRefusesAttach(t *testing.T) {
+	t.Parallel()
 	e := setupZombie(t)
 	e.seat(t, "cto")
 	h := newHost(e, "n1:aaaa")
@@ -199,6 +202,7 @@ func TestDrainingHostRefusesAttach(t *testing.T) {
 // A node whose org file lacks the seat (it runs an older one) refuses it,
 // touching nothing, so the seat places itself where its turns can run.
 func TestHostRefusesASeatItsOrgDoesNotKnow(t *testing.T) {
+	t.Parallel()
 	e := setupZombie(t)
 	e.seat(t, "cto")
 	h := newHost(e, "n1:aaaa")
@@ -218,6 +222,7 @@ func TestHostRefusesASeatItsOrgDoesNotKnow(t *testing.T) {
 // that node's Attach on its host queue. An attach in place that the node
 // refuses is reported, not hidden: the seat places itself elsewhere.
 func TestPlaceSeatAttachesInPlaceOnlyOnTheNodeItChose(t *testing.T) {
+	t.Parallel()
 	e := setupZombie(t)
 	org, err := config.Parse([]byte(`
 company: { name: acme }
@@ -282,6 +287,7 @@ seats: [ { handle: cto, role: clerk }, { handle: cfo, role: clerk }, { handle: c
 // the ones placed before it: 40 seats asking at the same moment of two
 // empty nodes end up 20 on each, as 40 placements one after another would.
 func TestSeatsPlacedTogetherKeepFairShares(t *testing.T) {
+	t.Parallel()
 	e := setupZombie(t)
 	var yaml strings.Builder
 	yaml.WriteString("company: { name: acme }\nprofiles: { local: { provider: scripted } }\nroles: { clerk: { profile: local } }\nseats:\n")
@@ -332,6 +338,7 @@ func TestSeatsPlacedTogetherKeepFairShares(t *testing.T) {
 }
 
 func TestUnprovenTeardownKeepsTheSeatUntilItSucceeds(t *testing.T) {
+	t.Parallel()
 	e := setupZombie(t)
 	e.seat(t, "s01")
 	host := newHost(e, "n1:aaaa")
@@ -373,6 +380,7 @@ func TestUnprovenTeardownKeepsTheSeatUntilItSucceeds(t *testing.T) {
 }
 
 func TestPrepareTurnSkipsTriggersTheLedgerHoldsByEventOrChatID(t *testing.T) {
+	t.Parallel()
 	e := setupZombie(t)
 	e.seat(t, "s01")
 	epoch := e.attach(t, "s01", "n1:aaaa")

@@ -175,6 +175,7 @@ func roles(msgs []crewlet.ChatMessage) string {
 // of another conversation. The same recorded state assembles the same
 // context, also after later messages arrived.
 func TestRoundSendsTheConversationSoFar(t *testing.T) {
+	t.Parallel()
 	e := setupTurnsOrg(t, contextOrg, nil)
 	model := &fakeModel{answer: func(req crewlet.ModelRequest) (crewlet.ModelResponse, error) {
 		last := req.Messages[len(req.Messages)-1]
@@ -245,6 +246,7 @@ func TestRoundSendsTheConversationSoFar(t *testing.T) {
 // next turns reuse it, also a round that runs again after the summarizer's
 // first try died.
 func TestCompactionIsMadeOnceAndReused(t *testing.T) {
+	t.Parallel()
 	e := setupTurnsOrg(t, contextOrg, nil)
 	model := &fakeModel{answer: func(crewlet.ModelRequest) (crewlet.ModelResponse, error) { return text("ok"), nil }}
 	summarizerDied := false
@@ -316,6 +318,7 @@ func TestCompactionIsMadeOnceAndReused(t *testing.T) {
 // An empty answer is asked for again once; twice empty, the sender gets a
 // note saying so, and the round reports the thread failed.
 func TestEmptyAnswerIsNudgedOnceThenNoted(t *testing.T) {
+	t.Parallel()
 	e := setupTurnsOrg(t, contextOrg, nil)
 	empty := &fakeModel{answer: func(crewlet.ModelRequest) (crewlet.ModelResponse, error) {
 		return crewlet.ModelResponse{Usage: crewlet.Usage{InputTokens: 5}}, nil
@@ -355,6 +358,7 @@ func TestEmptyAnswerIsNudgedOnceThenNoted(t *testing.T) {
 // A trigger larger than the whole budget is refused with a note; the model
 // is never called.
 func TestTriggerOverTheBudgetIsRefused(t *testing.T) {
+	t.Parallel()
 	e := setupTurnsOrg(t, contextOrg, nil)
 	model := &fakeModel{answer: func(crewlet.ModelRequest) (crewlet.ModelResponse, error) { return text("ok"), nil }}
 	e.turns.models["local"] = model
@@ -371,6 +375,7 @@ func TestTriggerOverTheBudgetIsRefused(t *testing.T) {
 // work; a reflection run again (a crash after it wrote) asks nothing more
 // and writes nothing more. A reflection of NOTHING writes nothing.
 func TestReflectionWritesOnce(t *testing.T) {
+	t.Parallel()
 	e := setupTurnsOrg(t, strings.Replace(contextOrg, "profile: local }", "profile: local, reflect: true }", 1), nil)
 	reply := "The operator's number is 7."
 	model := &fakeModel{answer: func(req crewlet.ModelRequest) (crewlet.ModelResponse, error) {
@@ -416,6 +421,7 @@ func TestReflectionWritesOnce(t *testing.T) {
 // Once turn_retention trimmed a turn's records, its exchange still reaches
 // later rounds as the transcript has it: the trigger and the answer.
 func TestTrimmedTurnRecordsReadFromTheTranscript(t *testing.T) {
+	t.Parallel()
 	e := setupTurnsOrg(t, contextOrg, nil)
 	model := &fakeModel{answer: func(req crewlet.ModelRequest) (crewlet.ModelResponse, error) {
 		return text(fmt.Sprintf("answer %d", len(req.Messages))), nil
@@ -439,6 +445,7 @@ func TestTrimmedTurnRecordsReadFromTheTranscript(t *testing.T) {
 // mid-turn) has no place in the transcript; its round records it and goes
 // on instead of failing.
 func TestRoundOfATriggerMissingFromTheTranscriptRecordsIt(t *testing.T) {
+	t.Parallel()
 	e := setupTurnsOrg(t, contextOrg, nil)
 	model := &fakeModel{answer: func(crewlet.ModelRequest) (crewlet.ModelResponse, error) { return text("ok"), nil }}
 	e.turns.models["local"] = model

@@ -26,6 +26,7 @@ import (
 // entry as old stays (its retention is a year), and the pass says what it
 // trimmed.
 func TestMaintenanceTrimsEachKindAtItsConfiguredHorizon(t *testing.T) {
+	t.Parallel()
 	ctx, url, st, mb, org := setupMaintenance(t, `
 company: { name: acme }
 maintenance: { event_retention: 2h }
@@ -78,6 +79,7 @@ seats: [ { handle: cto, role: clerk } ]
 // mailbox.human_keep and the dead-letter stream to mailbox.dead_letter_keep;
 // an agent seat's unread mail is not touched.
 func TestMaintenanceTrimsHumanMailboxesAndDeadLetters(t *testing.T) {
+	t.Parallel()
 	ctx, _, st, mb, org := setupMaintenance(t, `
 company: { name: acme }
 mailbox: { human_keep: 2, dead_letter_keep: 1 }
@@ -138,7 +140,7 @@ func setupMaintenance(t *testing.T, orgYAML string) (context.Context, string, *s
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	url := testenv.Database(t)
+	url := testenv.MigratedDatabase(t)
 	st := testenv.Store(t, url)
 	mb, err := mailbox.Open(ctx, testenv.Stack(t).RedisURL, "acttest"+testenv.Suffix())
 	if err != nil {
@@ -168,6 +170,7 @@ func newMaintenance(t *testing.T, st *store.Store, mb *mailbox.Mailbox, org *con
 // files is stale. Once that node stops, the sweep goes on, and stops the
 // workflow of the seat the org lacks.
 func TestMaintenanceSweepWaitsForNodesToAgreeOnTheOrg(t *testing.T) {
+	t.Parallel()
 	ctx, _, st, mb, org := setupMaintenance(t, `
 company: { name: acme }
 profiles: { local: { provider: scripted } }

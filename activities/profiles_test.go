@@ -217,6 +217,7 @@ func wantHold(t *testing.T, what string, out crewlet.AcquireProfileOutput, reaso
 // An ordered pool gives a turn its first profile; the round runs on it and
 // is recorded under it, and releasing the slot frees it.
 func TestProfileAcquireRoundAndRelease(t *testing.T) {
+	t.Parallel()
 	e := setupTurnsOrg(t, profilesOrg, nil)
 	profClock(e)
 	k1 := e.profBegin(t, "m1", "hello")
@@ -245,6 +246,7 @@ func TestProfileAcquireRoundAndRelease(t *testing.T) {
 // it with it, and fails the round over: the turn acquires again and runs on
 // the next profile of its pool.
 func TestUsageLimitQuarantinesTheCredentialAndFailsOver(t *testing.T) {
+	t.Parallel()
 	e := setupTurnsOrg(t, profilesOrg, nil)
 	now := profClock(e)
 	k1 := e.profBegin(t, "m1", "quota check")
@@ -298,6 +300,7 @@ func TestUsageLimitQuarantinesTheCredentialAndFailsOver(t *testing.T) {
 // request) whose message matches a usage limit; the same refusal on a
 // profile without the pattern stays a permanent bad request.
 func TestExhaustedPatternMakesABadRequestAUsageLimit(t *testing.T) {
+	t.Parallel()
 	e := setupTurnsOrg(t, `
 company: { name: acme }
 profiles:
@@ -339,6 +342,7 @@ seats:
 // fails over. One turn failing again and again does not; each server error
 // itself stays retryable.
 func TestServerErrorsOfTwoTurnsStartCoolingOff(t *testing.T) {
+	t.Parallel()
 	e := setupTurnsOrg(t, profilesOrg, nil)
 	now := profClock(e)
 	k0 := e.profBegin(t, "m0", "hello")
@@ -384,6 +388,7 @@ func TestServerErrorsOfTwoTurnsStartCoolingOff(t *testing.T) {
 // every profile disabled and nothing freeing by itself, and fails a turn
 // already on it at its next round; switching it back on lets turns pick it.
 func TestModelGateHoldsEveryProfileAndFailsARunningTurn(t *testing.T) {
+	t.Parallel()
 	e := setupTurnsOrg(t, profilesOrg, nil)
 	now := profClock(e)
 	k1 := e.profBegin(t, "m1", "hello")
@@ -429,6 +434,7 @@ func TestModelGateHoldsEveryProfileAndFailsARunningTurn(t *testing.T) {
 // A profile at its max_load holds a turn, listed as a waiter, until the
 // slot is given back; then the turn gets it.
 func TestMaxLoadHoldsATurnUntilASlotIsReleased(t *testing.T) {
+	t.Parallel()
 	e := setupTurnsOrg(t, `
 company: { name: acme }
 profiles:
@@ -466,6 +472,7 @@ seats:
 // role's first profile and takes no slot; a usage limit fails it as before
 // (quarantining the credential all the same), with no failover.
 func TestLegacyTurnRunsOnTheFirstProfileWithoutASlot(t *testing.T) {
+	t.Parallel()
 	e := setupTurnsOrg(t, profilesOrg, nil)
 	profClock(e)
 	k1 := e.profBegin(t, "m1", "hello")

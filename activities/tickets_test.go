@@ -58,10 +58,11 @@ func ticketsOrgYAML() string {
 	return fmt.Sprintf(ticketsOrg, "crewlet-tickets-test-"+testenv.Suffix())
 }
 
-// dialTemporal connects to the dev Temporal server for the test.
+// dialTemporal connects to the package's namespace on the dev Temporal
+// server.
 func dialTemporal(t testing.TB) client.Client {
 	t.Helper()
-	tc, err := client.Dial(client.Options{HostPort: testenv.Stack(t).Temporal, Logger: tlog.NewStructuredLogger(discard)})
+	tc, err := client.Dial(client.Options{HostPort: testenv.Stack(t).Temporal, Namespace: packageNamespace(t), Logger: tlog.NewStructuredLogger(discard)})
 	if err != nil {
 		t.Fatalf("connect temporal: %v", err)
 	}
@@ -456,7 +457,7 @@ func setupTickets(t *testing.T) ticketEnv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	url := testenv.Database(t)
+	url := testenv.MigratedDatabase(t)
 	e := ticketEnv{ctx: ctx, store: testenv.Store(t, url)}
 	var err error
 	if e.db, err = pgx.Connect(ctx, url); err != nil {

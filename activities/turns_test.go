@@ -102,6 +102,7 @@ func (e *turnEnv) begin(t testing.TB, workKey string, mail ...crewlet.MailRef) c
 // A seat over its daily cap is held until midnight on the company's clock,
 // and runs when the day turns.
 func TestBudgetCapHoldsTheTurnUntilTheWindowTurns(t *testing.T) {
+	t.Parallel()
 	e := setupTurns(t, nil)
 	ref := e.publish(t, "m1", "hello")
 	_, err := e.store.RecordRound(e.ctx, wire.RoundRow{
@@ -186,6 +187,7 @@ func countedKeys(t *testing.T, path string) []string {
 // started before and left no result is answered "outcome unknown" without
 // calling the tool. The model sees every one of those results.
 func TestWriteToolCallRunsOnceAndAnUnknownOutcomeIsReported(t *testing.T) {
+	t.Parallel()
 	start, count := testserverTools(t)
 	e := setupTurns(t, start)
 	e.now = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
@@ -272,6 +274,7 @@ func (e *turnEnv) callFirstParty(t *testing.T, workKey, eventID string, round in
 // finds them by every word of the query, and send_message refuses what it
 // cannot deliver with a result the model can act on.
 func TestFirstPartyTools(t *testing.T) {
+	t.Parallel()
 	e := setupTurns(t, nil)
 	e.begin(t, "k1", e.publish(t, "m1", "hello"))
 	step := 0
@@ -315,6 +318,7 @@ func TestFirstPartyTools(t *testing.T) {
 // good, and an exhausted quota quarantines the credential and fails the
 // round over to another profile of the turn's pool.
 func TestModelFailureDecidesTheRetry(t *testing.T) {
+	t.Parallel()
 	e := setupTurns(t, nil)
 	cases := []struct {
 		kind       string

@@ -14,6 +14,7 @@ import (
 // A conversation is read a page at a time: limit messages after a seq, and
 // next says where the following page starts; a bad after is a 400.
 func TestConversationPages(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	org, err := config.Parse([]byte("company: { name: pageco }\nseats: [ { handle: alice, kind: human } ]\n"))
 	if err != nil {

@@ -46,6 +46,7 @@ func getRaw(t *testing.T, base, path string) (int, string) {
 }
 
 func TestSeatMemory(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	base := b.serve(t, testOrg(config.Budget{}, config.Budget{}))
 	for i := range 5 {
@@ -192,6 +193,7 @@ func TestSeatMemory(t *testing.T) {
 }
 
 func TestSeatMemoryStoreUnavailable(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	bare, err := store.Open(ctx, testenv.Database(t)) // never migrated

@@ -37,6 +37,7 @@ func jsonLines(t *testing.T, b *testenv.Log) []map[string]any {
 // caller's X-Request-Id when valid, a new one, echoed, when not. Each
 // request ends with one access line.
 func TestEveryLogLineOfARequestCarriesItsID(t *testing.T) {
+	t.Parallel()
 	org, err := config.Parse([]byte(`company: { name: logco }
 log: { format: json, level: info }
 profiles: { local: { provider: scripted } }

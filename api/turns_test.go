@@ -52,7 +52,7 @@ func setup(t *testing.T) bundle {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	return bundle{st: testenv.Store(t, testenv.Database(t)), ctx: ctx}
+	return bundle{st: testenv.Store(t, testenv.MigratedDatabase(t)), ctx: ctx}
 }
 
 // serve runs the API over org and the bundle's store, with the clock at now.
@@ -105,6 +105,7 @@ func (b bundle) round(t *testing.T, seat, workKey string, round int, in, out int
 }
 
 func TestSeatUsage(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	b.round(t, "cto", "wk-today", 1, 60, 50, now.Add(-time.Hour))                          // 110, today
 	b.round(t, "cto", "wk-saturday", 1, 20, 10, now.Add(-24*time.Hour))                    // 30, this week and month
@@ -190,6 +191,7 @@ func TestSeatUsage(t *testing.T) {
 }
 
 func TestSeatTurnsAndTurn(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	base := b.serve(t, testOrg(config.Budget{}, config.Budget{}))
 	start := now.Add(-time.Hour)

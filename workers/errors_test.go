@@ -18,6 +18,7 @@ import (
 // and domain messages as they are, internal text never (it goes to the log
 // under an id the failure names), and everything stays retryable as before.
 func TestPublicError(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	internal := fmt.Errorf("read mail of cto: %w", errors.New("dial tcp 127.0.0.1:56379: connect: connection refused"))

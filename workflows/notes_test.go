@@ -17,6 +17,7 @@ import (
 // note; one that comes later makes its own. Changes keep arriving through
 // the note's writing.
 func TestPersonNotesCoalesceChangesThatComeTogether(t *testing.T) {
+	t.Parallel()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(10 * time.Second)

@@ -33,6 +33,7 @@ func runRebalance(t *testing.T, pass func(context.Context) (crewlet.RebalanceOut
 }
 
 func TestRebalance(t *testing.T) {
+	t.Parallel()
 	t.Run("returns what the pass did", func(t *testing.T) {
 		want := crewlet.RebalanceOutput{
 			Moves:       []crewlet.SeatMove{{Handle: "ana", From: "node-a"}},

@@ -74,6 +74,7 @@ var corpus = map[string]string{
 }
 
 func TestReplaysRecordedHistories(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("testdata/*_history.json*")
 	if err != nil {
 		t.Fatal(err)

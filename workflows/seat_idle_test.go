@@ -21,6 +21,7 @@ import (
 // none at all when the seat was placed on the node running its placement,
 // which attached it in place.
 func TestIdleSeatRunsNoActivityFor24Hours(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		placedHere []string
@@ -70,6 +71,7 @@ func TestIdleSeatRunsNoActivityFor24Hours(t *testing.T) {
 // reports is the seat's, and its turns run on that node's host queue as
 // after any attach.
 func TestSeatPlacedOnItsOwnNodeAttachesInPlace(t *testing.T) {
+	t.Parallel()
 	h := newSeatHarness(t)
 	h.world.placedHere = []string{"node-a"}
 	var mu sync.Mutex
@@ -98,6 +100,7 @@ func TestSeatPlacedOnItsOwnNodeAttachesInPlace(t *testing.T) {
 // it and places itself again without that node, where it attaches on the
 // host queue.
 func TestSeatWhoseInPlaceAttachFailsPlacesElsewhere(t *testing.T) {
+	t.Parallel()
 	h := newSeatHarness(t)
 	h.world.placedHere = []string{"node-a"}
 	h.world.attachHereErr = "start the MCP servers of cto: exit status 1"
@@ -115,6 +118,7 @@ func TestSeatWhoseInPlaceAttachFailsPlacesElsewhere(t *testing.T) {
 // The failure detector's host_lost for a node the seat is not on (one it
 // left, or another seat's) changes nothing; one for its node moves it.
 func TestSeatIgnoresHostLostForAnotherNode(t *testing.T) {
+	t.Parallel()
 	h := newSeatHarness(t)
 	h.signal(time.Minute, crewlet.SignalHostLost, crewlet.HostLostRequest{Node: "node-z", By: "detector"})
 	kept := h.view(2 * time.Minute)
@@ -133,6 +137,7 @@ func TestSeatIgnoresHostLostForAnotherNode(t *testing.T) {
 // does not write them again: its first upsert is the attach's node, epoch
 // and idle status. A run begun before that version rewrote them first.
 func TestFreshSeatRunDoesNotRewriteItsStartAttributes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		legacy bool

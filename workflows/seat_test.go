@@ -16,6 +16,7 @@ import (
 )
 
 func TestSeatMailRunsInBatchesAndAcks(t *testing.T) {
+	t.Parallel()
 	type publish struct {
 		at  time.Duration
 		ids []string
@@ -92,6 +93,7 @@ func TestSeatMailRunsInBatchesAndAcks(t *testing.T) {
 }
 
 func TestSeatPauseAndResume(t *testing.T) {
+	t.Parallel()
 	pause := crewlet.PauseRequest{Reason: "budget review", By: "olga"}
 
 	t.Run("pause holds new mail and reports the hold", func(t *testing.T) {
@@ -164,6 +166,7 @@ func TestSeatPauseAndResume(t *testing.T) {
 }
 
 func TestSeatDrain(t *testing.T) {
+	t.Parallel()
 	drain := crewlet.DrainRequest{Reason: "node maintenance", By: "ops"}
 	h := newSeatHarness(t)
 	h.world.duringTurn = func(id string) {
@@ -248,6 +251,7 @@ func decodeCarry(t *testing.T, err error) crewlet.SeatInput {
 }
 
 func TestSeatContinueAsNew(t *testing.T) {
+	t.Parallel()
 	t.Run("an idle seat hands over after cyclesPerRun cycles with its state", func(t *testing.T) {
 		h := newSeatHarness(t)
 		h.publish(time.Second, "m1", "m2")
@@ -418,6 +422,7 @@ func carriedTenure(t *testing.T, legacy bool) {
 }
 
 func TestSeatFencedReestablishes(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name      string
 		wantEpoch int64
@@ -493,6 +498,7 @@ func TestSeatFencedReestablishes(t *testing.T) {
 }
 
 func TestSeatFailedTurn(t *testing.T) {
+	t.Parallel()
 	modelDown := errors.New("model provider unavailable")
 
 	t.Run("a failing batch stays unacked, then the seat reads one at a time until a turn succeeds", func(t *testing.T) {
@@ -575,6 +581,7 @@ func TestSeatFailedTurn(t *testing.T) {
 }
 
 func TestSeatHostLost(t *testing.T) {
+	t.Parallel()
 	for _, legacy := range []bool{false, true} {
 		t.Run(fmt.Sprintf("while idle the seat re-establishes elsewhere and runs held mail once (legacy %v)", legacy), func(t *testing.T) {
 			idleHostLost(t, legacy)
@@ -662,6 +669,7 @@ func idleHostLost(t *testing.T, legacy bool) {
 }
 
 func TestSeatMove(t *testing.T) {
+	t.Parallel()
 	move := crewlet.MoveRequest{ExcludeNode: "node-a", Reason: "rebalance", By: "rebalancer"}
 
 	t.Run("the turn in flight finishes, then the seat detaches and re-establishes elsewhere", func(t *testing.T) {
@@ -723,6 +731,7 @@ func TestSeatMove(t *testing.T) {
 // A move for a node the seat is not on must not cut its turn short either:
 // the move is ignored, so the turn would be wasted.
 func TestSeatMoveForAnotherNodeKeepsLongTurn(t *testing.T) {
+	t.Parallel()
 	h := newSeatHarness(t)
 	h.world.slowTurn = func(in crewlet.TurnInput) bool { return in.Mail[0].EventID == "m1" }
 	h.world.slowTurnFor = 500 * time.Millisecond
@@ -755,6 +764,7 @@ func TestSeatMoveForAnotherNodeKeepsLongTurn(t *testing.T) {
 // A move for another node that is still pending must not swallow a move for
 // the seat's own node that arrives with it.
 func TestSeatMoveBehindStaleMove(t *testing.T) {
+	t.Parallel()
 	h := newSeatHarness(t)
 	h.publish(time.Second, "m1")
 	h.at(2*time.Minute, func() {
@@ -771,6 +781,7 @@ func TestSeatMoveBehindStaleMove(t *testing.T) {
 }
 
 func TestSeatUnplaceable(t *testing.T) {
+	t.Parallel()
 	h := newSeatHarness(t)
 	refusals := 2
 	h.world.placeHook = func(w *fakeSeatWorld, _ crewlet.PlaceSeatInput) error {
@@ -815,6 +826,7 @@ func TestSeatUnplaceable(t *testing.T) {
 // Mail read in one read is answered by one turn; mail that arrives while a
 // turn runs waits for the next read and is answered by the next turn.
 func TestSeatBatchesMailThatArrivesMidTurn(t *testing.T) {
+	t.Parallel()
 	h := newSeatHarness(t)
 	h.world.slowTurn = func(in crewlet.TurnInput) bool { return names(in.Mail) == "m1" }
 	h.world.slowTurnFor = 200 * time.Millisecond
@@ -856,6 +868,7 @@ func TestSeatBatchesMailThatArrivesMidTurn(t *testing.T) {
 // PrepareTurn drops the triggers the completion ledger already holds: only
 // the rest run, and everything read is acked in one AckMail.
 func TestSeatSkipsTriggersTheLedgerHolds(t *testing.T) {
+	t.Parallel()
 	t.Run("a read overlapping finished work runs only the new part and acks all", func(t *testing.T) {
 		h := newSeatHarness(t)
 		h.world.ledger["A"], h.world.ledger["B"] = true, true
@@ -927,6 +940,7 @@ func TestSeatSkipsTriggersTheLedgerHolds(t *testing.T) {
 // The seat hands its last error to the next read, which records it as the
 // reason of an entry it dead-letters.
 func TestSeatLastErrorReachesTheRead(t *testing.T) {
+	t.Parallel()
 	h := newSeatHarness(t)
 	h.world.turnHook = func(w *fakeSeatWorld, ref crewlet.MailRef) error {
 		if w.deliveries[ref.EventID] == 1 {
@@ -957,6 +971,7 @@ func TestSeatLastErrorReachesTheRead(t *testing.T) {
 // A turn recorded failed is acked (its sender was told), and the seat keeps
 // saying so in last_error, naming the turn, until a turn succeeds.
 func TestSeatKeepsTheErrorOfAFailedAndAckedTurn(t *testing.T) {
+	t.Parallel()
 	h := newSeatHarness(t)
 	note := "No answer was produced: the model returned an empty answer twice"
 	h.world.failedTurns = map[string]string{"m1": note}
@@ -988,6 +1003,7 @@ func TestSeatKeepsTheErrorOfAFailedAndAckedTurn(t *testing.T) {
 // A failed turn backs off min(RetryBackoff, failures*2s) before the seat
 // reads again. Reads run in mock time, so the gaps are exact.
 func TestSeatBackoffAfterFailedTurn(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		backoff  time.Duration
@@ -1038,6 +1054,7 @@ func TestSeatBackoffAfterFailedTurn(t *testing.T) {
 // stop: the seat left the org. At its next step it records "stopped",
 // detaches and the workflow completes.
 func TestSeatStop(t *testing.T) {
+	t.Parallel()
 	stop := crewlet.StopRequest{Reason: "removed from org.yaml", By: "config"}
 	qa := hostQueue("node-a")
 
@@ -1166,6 +1183,7 @@ func TestSeatStop(t *testing.T) {
 // which cap holds it and when it resets, reads nothing meanwhile, and runs
 // the turn once the window turns.
 func TestSeatBudgetHoldWaitsForTheWindowToTurn(t *testing.T) {
+	t.Parallel()
 	h := newSeatHarness(t)
 	h.world.heldTurns = 1
 	h.world.holdFor = 50 * time.Minute
@@ -1194,6 +1212,7 @@ func TestSeatBudgetHoldWaitsForTheWindowToTurn(t *testing.T) {
 // the mailbox, so a month-long hold does not spend the held triggers'
 // delivery budget; the turn runs once a check finds the cap released.
 func TestSeatLongBudgetHoldChecksWithoutReadingMail(t *testing.T) {
+	t.Parallel()
 	h := newSeatHarness(t)
 	h.world.heldTurns = 1
 	h.world.holdFor = 3 * time.Hour
@@ -1215,6 +1234,7 @@ func TestSeatLongBudgetHoldChecksWithoutReadingMail(t *testing.T) {
 // to the turn, acks its triggers (the person stopped it so it would not go
 // on) and stays paused.
 func TestSeatPauseWithStopTurnStopsTheTurnInFlight(t *testing.T) {
+	t.Parallel()
 	h := newSeatHarness(t)
 	// The turn's activity ends by itself: the test environment does not
 	// deliver a child workflow's activity cancellation.

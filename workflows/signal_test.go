@@ -81,6 +81,7 @@ func badPayloads(field string) []badPayload {
 // TestDecodeSignalRefusesBadPayloads checks the pure validation of every
 // signal payload type.
 func TestDecodeSignalRefusesBadPayloads(t *testing.T) {
+	t.Parallel()
 	type signal struct {
 		name   string
 		field  string // a string field of its payload
@@ -128,6 +129,7 @@ func TestDecodeSignalRefusesBadPayloads(t *testing.T) {
 // Every string field of every checked payload is bounded, so a field added
 // to a payload type without a check fails here.
 func TestDecodeSignalBoundsEveryField(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		typ    reflect.Type
 		decode func(converter.RawValue) error
@@ -166,6 +168,7 @@ func TestDecodeSignalBoundsEveryField(t *testing.T) {
 // before payloads were checked: the recorded histories' payloads, and ones
 // the seats and the API send.
 func TestDecodeSignalAcceptsWhatCrewletSends(t *testing.T) {
+	t.Parallel()
 	check := func(t *testing.T, raw converter.RawValue, decode func(converter.RawValue) (any, error), want any) {
 		t.Helper()
 		got, err := decode(raw)
@@ -232,6 +235,7 @@ func TestDecodeSignalAcceptsWhatCrewletSends(t *testing.T) {
 }
 
 func TestClipText(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in    string
 		limit int
@@ -363,6 +367,7 @@ func wantRejected(t *testing.T, rec *logRecorder, name string, n int) {
 // are ignored and logged: the seat's state does not change, mail published
 // after them is answered, and the next valid signal, of any kind, applies.
 func TestSeatIgnoresBadSignalPayloads(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		field string
@@ -436,6 +441,7 @@ func TestSeatIgnoresBadSignalPayloads(t *testing.T) {
 // A valid payload still applies when sent as raw JSON, as the recorded
 // histories and `temporal workflow signal --input` send it.
 func TestSeatAppliesValidRawSignals(t *testing.T) {
+	t.Parallel()
 	h := newSeatHarness(t)
 	rec := recordLogsOf(h.env)
 	h.publish(time.Second, "m1")
@@ -469,6 +475,7 @@ func TestSeatAppliesValidRawSignals(t *testing.T) {
 
 // A wake is a hint: whatever it carries, it wakes the seat.
 func TestSeatWakesOnAnyPayload(t *testing.T) {
+	t.Parallel()
 	for _, p := range []struct {
 		name    string
 		payload any
@@ -498,6 +505,7 @@ func TestSeatWakesOnAnyPayload(t *testing.T) {
 // The issue's case: a 200 KB pause reason is refused, so the seat is not
 // paused and its continue-as-new carry stays small.
 func TestSeatRefusesAHugePauseReason(t *testing.T) {
+	t.Parallel()
 	h := newSeatHarness(t)
 	rec := recordLogsOf(h.env)
 	h.publish(time.Second, "m1")
@@ -526,6 +534,7 @@ func TestSeatRefusesAHugePauseReason(t *testing.T) {
 // maxCarryBytes, far below Temporal's 2 MiB payload limit. State taken in
 // before signals were checked (a 200 KB reason) is clipped to the same bound.
 func TestSeatCarryIsBounded(t *testing.T) {
+	t.Parallel()
 	worst := func(n int) string { return strings.Repeat("<", n) } // "\u003c" in JSON
 	id := func(n int) string { return strings.Repeat("é", n/2) }  // letters; no escapes
 	node := strings.Repeat("n", crewlet.MaxNodeBytes)
@@ -594,6 +603,7 @@ func TestSeatCarryIsBounded(t *testing.T) {
 // while it waits on a ticket, logs them, and goes on; the valid ones after
 // them still apply.
 func TestTurnIgnoresBadSignalPayloads(t *testing.T) {
+	t.Parallel()
 	t.Run("stop_turn during a round", func(t *testing.T) {
 		h := newTurnHarness(t)
 		rec := recordLogsOf(h.env)

@@ -34,6 +34,7 @@ const (
 // about maxEventsRound events a round: the conversation itself lives in
 // Postgres and never enters the history.
 func TestTurnHistoryStaysSmallOver50Rounds(t *testing.T) {
+	t.Parallel()
 	stack := testenv.Stack(t)
 	tc, err := client.Dial(client.Options{HostPort: stack.Temporal, Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {

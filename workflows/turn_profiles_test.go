@@ -29,6 +29,7 @@ func profileGone(profile string) error {
 // quarantine's end, and runs then: its triggers are not read again and it
 // spends no round, and its state says which profiles hold it and until when.
 func TestTurnHeldForAProfileRunsWhenTheQuarantineEnds(t *testing.T) {
+	t.Parallel()
 	h := newTurnHarness(t)
 	start := h.env.Now()
 	until := start.Add(30 * time.Minute)
@@ -61,6 +62,7 @@ func TestTurnHeldForAProfileRunsWhenTheQuarantineEnds(t *testing.T) {
 // A held turn with no known end (every profile at max_load) asks again as
 // soon as a nudge says one freed, not at its recheck.
 func TestTurnHeldForAProfileWakesOnTheFreedSignal(t *testing.T) {
+	t.Parallel()
 	h := newTurnHarness(t)
 	start := h.env.Now()
 	h.world.acquire = func(n int) crewlet.AcquireProfileOutput {
@@ -86,6 +88,7 @@ func TestTurnHeldForAProfileWakesOnTheFreedSignal(t *testing.T) {
 // A held turn with no nudge asks again at its recheck, so a lost signal
 // makes it late, never stuck.
 func TestTurnHeldForAProfileRechecksWithoutASignal(t *testing.T) {
+	t.Parallel()
 	h := newTurnHarness(t)
 	start := h.env.Now()
 	h.world.acquire = func(n int) crewlet.AcquireProfileOutput {
@@ -107,6 +110,7 @@ func TestTurnHeldForAProfileRechecksWithoutASignal(t *testing.T) {
 // the turn takes another profile of its pool and asks the same round again,
 // counted once.
 func TestTurnFailsOverMidTurn(t *testing.T) {
+	t.Parallel()
 	h := newTurnHarness(t)
 	h.world.rounds = []roundScript{{calls: []crewlet.ToolCallRef{read(0, "recall")}}, {err: profileGone("p1")}}
 	h.world.acquire = func(n int) crewlet.AcquireProfileOutput {
@@ -128,6 +132,7 @@ func TestTurnFailsOverMidTurn(t *testing.T) {
 // A person's stop ends a turn held for a profile: recorded stopped, its
 // waiter place given back.
 func TestTurnHeldForAProfileStops(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name   string
 		rounds []roundScript
@@ -164,6 +169,7 @@ func TestTurnHeldForAProfileStops(t *testing.T) {
 // A turn of replies only makes no model call, so it takes no profile and
 // is never held for one.
 func TestTurnOfRepliesTakesNoProfile(t *testing.T) {
+	t.Parallel()
 	h := newTurnHarness(t)
 	h.world.threads = 0
 	h.world.acquire = func(int) crewlet.AcquireProfileOutput { return heldFor(time.Time{}) }

@@ -204,6 +204,7 @@ func read(call int, name string) crewlet.ToolCallRef {
 // A round's tool calls run on the seat's host, in order; the turn ends when
 // the model answers without asking for a tool.
 func TestTurnRunsRoundsAndToolCallsOnTheHost(t *testing.T) {
+	t.Parallel()
 	h := newTurnHarness(t)
 	h.world.threads = 2
 	h.world.rounds = []roundScript{{calls: []crewlet.ToolCallRef{write(0, "fs__write"), read(1, "recall")}}}
@@ -229,6 +230,7 @@ func TestTurnRunsRoundsAndToolCallsOnTheHost(t *testing.T) {
 // A read-only call is retried; a write is attempted once and the turn goes
 // on: the next round tells the model the outcome is unknown.
 func TestTurnRetriesReadsButNotWrites(t *testing.T) {
+	t.Parallel()
 	h := newTurnHarness(t)
 	h.world.rounds = []roundScript{{calls: []crewlet.ToolCallRef{read(0, "fs__read"), write(1, "fs__write")}}}
 	h.world.toolErr = func(in crewlet.ToolCallInput, attempt int32) error {
@@ -259,6 +261,7 @@ func TestTurnRetriesReadsButNotWrites(t *testing.T) {
 // flight finishes its tool calls, no further model call is made, and the
 // turn is recorded as stopped by that person.
 func TestTurnStopsAtTheNextRoundBoundary(t *testing.T) {
+	t.Parallel()
 	h := newTurnHarness(t)
 	h.world.rounds = []roundScript{
 		{calls: []crewlet.ToolCallRef{write(0, "fs__write")}},
@@ -292,6 +295,7 @@ func TestTurnStopsAtTheNextRoundBoundary(t *testing.T) {
 
 // A turn that keeps calling tools ends at max_rounds with a note that says so.
 func TestTurnEndsAtMaxRounds(t *testing.T) {
+	t.Parallel()
 	h := newTurnHarness(t)
 	for range 10 {
 		h.world.rounds = append(h.world.rounds, roundScript{calls: []crewlet.ToolCallRef{read(0, "recall")}})
@@ -311,6 +315,7 @@ func TestTurnEndsAtMaxRounds(t *testing.T) {
 // A turn whose tenure moved on stops before its next step and records
 // nothing: its triggers are the successor's.
 func TestTurnFencedStopsBeforeTheNextToolCall(t *testing.T) {
+	t.Parallel()
 	h := newTurnHarness(t)
 	h.world.rounds = []roundScript{{calls: []crewlet.ToolCallRef{write(0, "fs__write"), write(1, "fs__write")}}}
 	h.world.toolErr = func(in crewlet.ToolCallInput, _ int32) error {
@@ -328,6 +333,7 @@ func TestTurnFencedStopsBeforeTheNextToolCall(t *testing.T) {
 // A turn over a budget cap does not start: no model call, and the hold is
 // returned for the seat to wait on.
 func TestTurnHeldByBudget(t *testing.T) {
+	t.Parallel()
 	h := newTurnHarness(t)
 	hold := &crewlet.BudgetHold{Scope: crewlet.ScopeSeat, Window: crewlet.WindowDay, Cap: 100, Used: 120,
 		ResetsAt: time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC)}
@@ -345,6 +351,7 @@ func TestTurnHeldByBudget(t *testing.T) {
 // acked, never replayed; one that fails before anything reached outside
 // fails, so its triggers are redelivered; a panic is recorded too.
 func TestTurnFailureAfterAWriteIsRecorded(t *testing.T) {
+	t.Parallel()
 	badRequest := temporal.NewNonRetryableApplicationError("openai: bad_request (HTTP 400): context too long", crewlet.ProviderErrorType, nil)
 	panicked := temporal.NewNonRetryableApplicationError("ModelRound panicked: boom", crewlet.PanicErrorType, nil)
 	cases := []struct {
@@ -387,6 +394,7 @@ func TestTurnFailureAfterAWriteIsRecorded(t *testing.T) {
 // turn unrecorded, even after a write: the seat re-establishes and the turn
 // resumes on the next tenure from what it recorded.
 func TestTurnLeavesAHostLossToTheNextTenure(t *testing.T) {
+	t.Parallel()
 	for _, timeout := range []enums.TimeoutType{enums.TIMEOUT_TYPE_SCHEDULE_TO_START, enums.TIMEOUT_TYPE_HEARTBEAT} {
 		t.Run(timeout.String(), func(t *testing.T) {
 			h := newTurnHarness(t)
@@ -415,6 +423,7 @@ func TestTurnLeavesAHostLossToTheNextTenure(t *testing.T) {
 // or two empty answers) does not stop the turn's other threads; the turn is
 // recorded failed with the reason, so the seat shows it.
 func TestTurnWithARefusedThreadIsRecordedFailed(t *testing.T) {
+	t.Parallel()
 	h := newTurnHarness(t)
 	h.world.threads = 2
 	h.world.refused = map[int]string{0: "No answer was produced"}
@@ -432,6 +441,7 @@ func TestTurnWithARefusedThreadIsRecordedFailed(t *testing.T) {
 // leaves the turn done. With reflect off, or a turn that failed, there is
 // none.
 func TestTurnReflectsAfterAnAnsweredTurn(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name    string
 		reflect bool
@@ -470,6 +480,7 @@ func TestTurnReflectsAfterAnAnsweredTurn(t *testing.T) {
 // signal (one for another ticket changes nothing), the wait's time, or a
 // person's stop; then ResolveWait records the result and the turn goes on.
 func TestTurnWaitsOnATicket(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		at   time.Duration

@@ -39,6 +39,7 @@ func historySize(ctx context.Context, t *testing.T, tc client.Client, id string)
 // ticket's signal. The wait lasts CREWLET_WAIT_HISTORY (default 3s; the
 // closing note of the tickets issue ran it for 10m).
 func TestTurnWaitingOnATicketAddsNoHistory(t *testing.T) {
+	t.Parallel()
 	wait := 3 * time.Second
 	if v := os.Getenv("CREWLET_WAIT_HISTORY"); v != "" {
 		d, err := time.ParseDuration(v)

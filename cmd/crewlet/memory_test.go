@@ -10,6 +10,7 @@ import (
 )
 
 func TestSeatsMemory(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	out, err := b.crewlet(t, "seats", "memory", "cto")
 	if err != nil {

@@ -75,6 +75,7 @@ func tlsFront(t *testing.T, backend string) (string, []byte) {
 // with the CA that signed the server's certificate it connects; without
 // TLS, or trusting another CA, it does not.
 func TestTemporalOverTLS(t *testing.T) {
+	t.Parallel()
 	addr, caPEM := tlsFront(t, testenv.Stack(t).Temporal)
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(caFile, caPEM, 0o600); err != nil {

@@ -34,7 +34,7 @@ func setup(t *testing.T) bundle {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	st := testenv.Store(t, testenv.Database(t))
+	st := testenv.Store(t, testenv.MigratedDatabase(t))
 	org := &config.Config{
 		Company: config.Company{Name: "acme", Timezone: "UTC", Budget: config.Budget{TokensPerMonth: 5000}},
 		Roles:   map[string]config.Role{"engineer": {Charter: "builds", Profile: "local", Budget: config.Budget{TokensPerDay: 100}}},
@@ -98,6 +98,7 @@ func wantLines(t *testing.T, out string, want ...string) {
 }
 
 func TestSeatsUsage(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	out, err := b.crewlet(t, "seats", "usage", "cto")
 	if err != nil {
@@ -122,6 +123,7 @@ func TestSeatsUsage(t *testing.T) {
 }
 
 func TestSeatsTurnsAndTurnShow(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	b.turn(t, "wk1",
 		wire.TurnMessage{Thread: 0, Key: "user", Message: crewlet.ChatMessage{Role: "user", Content: "alice asks: question"}},

@@ -16,6 +16,7 @@ import (
 // The help names, for every client command, the routes it calls, and each
 // named route is one the API serves.
 func TestUsageNamesTheRouteOfEveryClientCommand(t *testing.T) {
+	t.Parallel()
 	org, err := config.Parse([]byte("company: { name: helpco }\nseats: [ { handle: alice, kind: human } ]\n"))
 	if err != nil {
 		t.Fatal(err)

@@ -192,7 +192,9 @@ pg_up() {
     mkdir -p "$PG_RUN" "$(dirname "$PG_LOG")"
     [[ "$(id -u)" == 0 ]] && chown postgres: "$PG_RUN" "$(dirname "$PG_LOG")"
     # Loopback only, non-default port, socket inside .dev (paths follow the checkout).
-    printf "listen_addresses = '%s'\nport = %s\nunix_socket_directories = '%s'\nfsync = on\n" \
+    # 300 connections: `task test` runs packages side by side, and the e2e processes (a
+    # pool of 16 each) beside the store's concurrency tests passed the default 100.
+    printf "listen_addresses = '%s'\nport = %s\nunix_socket_directories = '%s'\nfsync = on\nmax_connections = 300\n" \
       "$HOST" "$PG_PORT" "$PG_RUN" | as_pg tee "$PG_DATA/crewlet.conf" >/dev/null
     if port_open "$PG_PORT"; then die "postgres: port $PG_PORT is taken by something else"; fi
     as_pg "$pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t 60 start >/dev/null 9>&- \

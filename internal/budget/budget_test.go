@@ -18,6 +18,7 @@ func berlin(t *testing.T) *time.Location {
 }
 
 func TestBounds(t *testing.T) {
+	t.Parallel()
 	ber := berlin(t)
 	at := func(loc *time.Location, y int, m time.Month, d, h, min int) time.Time {
 		return time.Date(y, m, d, h, min, 0, 0, loc)
@@ -74,6 +75,7 @@ func TestBounds(t *testing.T) {
 }
 
 func TestBoundsUnknownWindow(t *testing.T) {
+	t.Parallel()
 	start, end := budget.Bounds("year", time.Now(), time.UTC)
 	if !start.IsZero() || !end.IsZero() {
 		t.Fatalf("Bounds(year) = %v, %v; want zero times", start, end)
@@ -81,6 +83,7 @@ func TestBoundsUnknownWindow(t *testing.T) {
 }
 
 func TestUsageWindows(t *testing.T) {
+	t.Parallel()
 	ber := berlin(t)
 	now := time.Date(2026, 3, 29, 12, 0, 0, 0, ber)
 	ws := budget.UsageWindows(crewlet.BudgetCaps{TokensPerDay: 10}, crewlet.BudgetCaps{TokensPerMonth: 1000}, now, ber)
@@ -108,6 +111,7 @@ func TestUsageWindows(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	day := time.Date(2026, 3, 30, 0, 0, 0, 0, time.UTC)
 	week := time.Date(2026, 4, 6, 0, 0, 0, 0, time.UTC)
 	month := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)

@@ -18,6 +18,7 @@ import (
 const examplePath = "../../deploy/examples/org.yaml"
 
 func TestExampleOrg(t *testing.T) {
+	t.Parallel()
 	c, err := Load(examplePath)
 	if err != nil {
 		t.Fatalf("Load(%s): %v", examplePath, err)
@@ -950,6 +951,7 @@ roles: { r: { proflies: [p], selecton: ordered } }`,
 }
 
 func TestDefaults(t *testing.T) {
+	t.Parallel()
 	c, err := Parse([]byte(minimal))
 	if err != nil {
 		t.Fatalf("Parse(minimal): %v", err)
@@ -1136,6 +1138,7 @@ func TestModelsRolesAndTools(t *testing.T) {
 }
 
 func TestLocationFallback(t *testing.T) {
+	t.Parallel()
 	for _, tz := range []string{"", "Local", "Mars/Olympus"} {
 		c := &Config{Company: Company{Timezone: tz}}
 		if got := c.Location(); got != time.UTC {
@@ -1145,6 +1148,7 @@ func TestLocationFallback(t *testing.T) {
 }
 
 func TestSeatKindDefault(t *testing.T) {
+	t.Parallel()
 	c, err := Parse([]byte(`
 company: { name: acme }
 profiles: { p: { provider: scripted, delay: 250ms } }
@@ -1257,6 +1261,7 @@ quarantine: { base: 5m }`))
 }
 
 func TestNodesBounds(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		yaml string
@@ -1285,6 +1290,7 @@ func TestNodesBounds(t *testing.T) {
 }
 
 func TestMailboxBounds(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		yaml string
@@ -1321,6 +1327,7 @@ var defaultMaintenance = Maintenance{
 }
 
 func TestMaintenanceBounds(t *testing.T) {
+	t.Parallel()
 	every := func(interval, ledger, rest time.Duration) Maintenance {
 		return Maintenance{interval, ledger, rest, rest, rest, rest, rest, rest, rest, rest}
 	}
@@ -1381,6 +1388,7 @@ seats:
 `
 
 func TestPlacementGroups(t *testing.T) {
+	t.Parallel()
 	c, err := Parse([]byte(placed))
 	if err != nil {
 		t.Fatalf("Parse(placed): %v", err)
@@ -1431,6 +1439,7 @@ func TestPlacementGroups(t *testing.T) {
 }
 
 func TestLabelsKey(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		labels map[string]string
 		want   string
@@ -1448,6 +1457,7 @@ func TestLabelsKey(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
@@ -1482,6 +1492,7 @@ func TestLoadErrors(t *testing.T) {
 }
 
 func TestNearest(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		s          string
 		candidates []string
@@ -1523,6 +1534,7 @@ func TestMCPCommandEnv(t *testing.T) {
 // Turn records must outlive the completion ledger: a trigger redelivered
 // within the ledger's window must find its conversation.
 func TestTurnRetentionOutlivesTheLedger(t *testing.T) {
+	t.Parallel()
 	_, err := Parse([]byte(minimal + `maintenance: { ledger_retention: 336h, turn_retention: 168h }`))
 	want := "maintenance.turn_retention: 168h is shorter than maintenance.ledger_retention (336h)"
 	if err == nil || !strings.Contains(err.Error(), want) {
@@ -1533,6 +1545,7 @@ func TestTurnRetentionOutlivesTheLedger(t *testing.T) {
 // Conversation messages must outlive turn records: a turn's conversation
 // must not vanish while its turn record is still shown.
 func TestMessageRetentionOutlivesTurns(t *testing.T) {
+	t.Parallel()
 	_, err := Parse([]byte(minimal + `maintenance: { turn_retention: 720h, message_retention: 719h }`))
 	want := "maintenance.message_retention: 719h is shorter than maintenance.turn_retention (720h); a turn's conversation must outlive its turn record"
 	if err == nil || !strings.Contains(err.Error(), want) {
@@ -1630,6 +1643,7 @@ func TestSectionVariablesAreNoOverrides(t *testing.T) {
 // Every scalar key outside profiles and roles has a default, and nothing
 // else does: a section given a default would be a scalar to viper.
 func TestDefaultsHoldEveryScalarKey(t *testing.T) {
+	t.Parallel()
 	got := scalarKeys("", reflect.TypeFor[Config](), nil)
 	sort.Strings(got)
 	var want []string
@@ -1744,6 +1758,7 @@ func TestAuthAndTheBindRule(t *testing.T) {
 // The human-seat and dead-letter trims are bounded like keep_acked: each
 // out-of-range value is named with its range, and a typo is named too.
 func TestMailboxTrimKeys(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, yaml string
 		want       []string
@@ -1780,6 +1795,7 @@ func TestMailboxTrimKeys(t *testing.T) {
 // An MCP server URL with credentials in it is refused at its key, and the
 // credentials are never shown, not even when the URL does not parse.
 func TestMCPURLCredentialsRefused(t *testing.T) {
+	t.Parallel()
 	_, err := Parse([]byte(minimal + `profiles: { p: { provider: scripted } }
 roles:
   r:
@@ -1917,6 +1933,7 @@ func TestProfilePools(t *testing.T) {
 // A role built in code rather than loaded has its pool in Profile or
 // Profiles; Pool reads either, and Validate holds it to one pool.
 func TestPoolOfABuiltRole(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		role Role
@@ -1951,6 +1968,7 @@ func TestPoolOfABuiltRole(t *testing.T) {
 }
 
 func TestExhausted(t *testing.T) {
+	t.Parallel()
 	c, err := Parse([]byte(pools))
 	if err != nil {
 		t.Fatalf("Parse(pools): %v", err)
@@ -1988,6 +2006,7 @@ func TestExhausted(t *testing.T) {
 }
 
 func TestModelID(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		p    Profile
 		want string
@@ -2048,6 +2067,7 @@ func TestQuarantineBase(t *testing.T) {
 // The seats digest changes with the seats that exist and their kinds, and
 // with nothing else: a reordered file or another role is the same set.
 func TestSeatsDigestNamesTheSeatsAndTheirKinds(t *testing.T) {
+	t.Parallel()
 	digest := func(seats ...Seat) string { return (&Config{Seats: seats}).SeatsDigest() }
 	base := digest(Seat{Handle: "cto", Role: "cto"}, Seat{Handle: "alice", Kind: "human"})
 	for name, seats := range map[string][]Seat{

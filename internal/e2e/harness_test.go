@@ -35,7 +35,21 @@ import (
 // binary is the crewlet binary built once for the package.
 var binary string
 
+// namespace is the package's own Temporal namespace: its tests close every
+// seat workflow they find, and seat ids are fixed (seat/{handle}), so in the
+// shared "default" namespace they would close other packages' seats, or
+// another run's.
+var namespace string
+
 func TestMain(m *testing.M) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ns, dropNamespace, err := testenv.Namespace(ctx, os.Getenv("CREWLET_TEMPORAL_ADDRESS"), "crewlet-e2e")
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	namespace = ns
 	dir, err := os.MkdirTemp("", "crewlet-e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -50,6 +64,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	dropNamespace()
 	os.Exit(code)
 }
 
@@ -100,7 +115,7 @@ func newCompany(t testing.TB, configPath string) *company {
 	stack := testenv.Stack(t)
 	suffix := testenv.Suffix()
 	addr := freeAddr(t)
-	dbURL := testenv.Database(t)
+	dbURL := testenv.MigratedDatabase(t)
 	c := &company{
 		t:      t,
 		config: configPath,
@@ -111,18 +126,20 @@ func newCompany(t testing.TB, configPath string) *company {
 			"CREWLET_PG_URL="+dbURL,
 			"CREWLET_REDIS_URL="+stack.RedisURL,
 			"CREWLET_TEMPORAL_ADDRESS="+stack.Temporal,
+			"CREWLET_TEMPORAL_NAMESPACE="+namespace,
 			"CREWLET_TEMPORAL_TASK_QUEUE=crewlet-e2e-"+suffix,
 			"CREWLET_MAILBOX_KEY_PREFIX=e2e"+suffix,
 			"CREWLET_API_LISTEN="+addr,
 		),
 	}
-	tc, err := client.Dial(client.Options{HostPort: stack.Temporal})
+	tc, err := client.Dial(client.Options{HostPort: stack.Temporal, Namespace: namespace})
 	if err != nil {
 		t.Fatalf("connect temporal: %v", err)
 	}
 	c.temporal = tc
-	// Seat workflow ids are fixed by design (seat/{handle}), so tests share
-	// them: close whatever an earlier test left open, before and after.
+	// Seat workflow ids are fixed by design (seat/{handle}), so the package's
+	// tests share them: close whatever an earlier test left open, before and
+	// after.
 	c.terminateSeats()
 	c.taskQueue = "crewlet-e2e-" + suffix
 	t.Cleanup(func() {

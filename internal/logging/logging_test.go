@@ -11,6 +11,7 @@ import (
 )
 
 func TestLevelFormatAndRequestID(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	log, err := New(&out, config.Log{Format: config.LogJSON, Level: "warn"})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 // of it by when it was published; an answered mailbox has none, and a seat
 // without a mailbox is left out.
 func TestBacklogsCountWhatIsNotYetAnswered(t *testing.T) {
+	t.Parallel()
 	mb, ctx := setup(t)
 	for _, h := range []string{"busy", "done"} {
 		if err := mb.Ensure(ctx, h); err != nil {

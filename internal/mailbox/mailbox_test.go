@@ -37,6 +37,7 @@ func bodies(msgs []crewlet.Message) []string {
 }
 
 func TestMailPublishedBeforeTheGroupExistsIsDelivered(t *testing.T) {
+	t.Parallel()
 	mb, ctx := setup(t)
 	if _, _, err := mb.Publish(ctx, msg("e1", "cto", "early")); err != nil {
 		t.Fatal(err)
@@ -57,6 +58,7 @@ func TestMailPublishedBeforeTheGroupExistsIsDelivered(t *testing.T) {
 }
 
 func TestPublishIsIdempotentPerEventID(t *testing.T) {
+	t.Parallel()
 	mb, ctx := setup(t)
 	if err := mb.Ensure(ctx, "cto"); err != nil {
 		t.Fatal(err)
@@ -79,6 +81,7 @@ func TestPublishIsIdempotentPerEventID(t *testing.T) {
 }
 
 func TestWakeIsCoalescedUntilTheSeatSleeps(t *testing.T) {
+	t.Parallel()
 	mb, ctx := setup(t)
 	if err := mb.Ensure(ctx, "cto"); err != nil {
 		t.Fatal(err)
@@ -119,6 +122,7 @@ func streamIDs(msgs []crewlet.Message) []string {
 }
 
 func TestUnackedMailIsHandedOutAgainInOrder(t *testing.T) {
+	t.Parallel()
 	mb, ctx := setup(t)
 	if err := mb.Ensure(ctx, "cto"); err != nil {
 		t.Fatal(err)
@@ -155,6 +159,7 @@ func TestUnackedMailIsHandedOutAgainInOrder(t *testing.T) {
 }
 
 func TestDeliveryBudgetDeadLettersAndRequeueGivesAFreshBudget(t *testing.T) {
+	t.Parallel()
 	mb, ctx := setup(t)
 	if err := mb.Ensure(ctx, "cto"); err != nil {
 		t.Fatal(err)
@@ -208,6 +213,7 @@ func TestDeliveryBudgetDeadLettersAndRequeueGivesAFreshBudget(t *testing.T) {
 }
 
 func TestTrimKeepsEverythingNotYetHandled(t *testing.T) {
+	t.Parallel()
 	mb, ctx := setup(t)
 	if err := mb.Ensure(ctx, "cto"); err != nil {
 		t.Fatal(err)
@@ -244,6 +250,7 @@ func TestTrimKeepsEverythingNotYetHandled(t *testing.T) {
 // A human seat's mailbox keeps its newest entries, however unread; an agent
 // seat's mailbox next to it is not touched.
 func TestTrimHumanKeepsTheNewest(t *testing.T) {
+	t.Parallel()
 	mb, ctx := setup(t)
 	const keep = 3
 	for _, seat := range []string{"alice", "cto"} {
@@ -290,6 +297,7 @@ func TestTrimHumanKeepsTheNewest(t *testing.T) {
 }
 
 func TestTrimDeadLettersKeepsTheNewest(t *testing.T) {
+	t.Parallel()
 	mb, ctx := setup(t)
 	const keep = 3
 	if err := mb.Ensure(ctx, "cto"); err != nil {

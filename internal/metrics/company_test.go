@@ -17,6 +17,7 @@ import (
 // by scrapes within the window; a failed read is counted and shows no stale
 // gauge.
 func TestCompanyGauges(t *testing.T) {
+	t.Parallel()
 	co := Company{
 		SeatsByStatus: map[string]int{"idle": 3, "establishing": 1, "absent": 0},
 		OpenTickets:   map[string]int{"pending": 2, "asking": 0},

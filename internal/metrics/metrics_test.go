@@ -24,6 +24,7 @@ func scrape(t *testing.T, m *Metrics) string {
 // has a sample, so each is touched here); a nil Metrics records nothing and
 // serves an empty registry.
 func TestEverySeriesIsNamedAndExplained(t *testing.T) {
+	t.Parallel()
 	m := New()
 	m.HTTPRequest("GET /seats", 200, time.Millisecond)
 	m.ModelCall("local", time.Second, errors.New("refused"), 10, 0)
@@ -96,6 +97,7 @@ func TestEverySeriesIsNamedAndExplained(t *testing.T) {
 // a series keeps the tag keys of its first use, so a later use with other
 // keys fills or drops them instead of failing.
 func TestTemporalSDKMetricsShareTheRegistry(t *testing.T) {
+	t.Parallel()
 	m := New()
 	h := m.Temporal().WithTags(map[string]string{"namespace": "default", "operation": "PollWorkflowTaskQueue"})
 	h.Counter("temporal_request").Inc(2)

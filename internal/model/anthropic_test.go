@@ -61,6 +61,7 @@ func antMessage(stop string, content ...map[string]any) string {
 }
 
 func TestAnthropicText(t *testing.T) {
+	t.Parallel()
 	f := newFakeProvider(t, reply{status: 200, body: antMessage("end_turn",
 		map[string]any{"type": "text", "text": "Hello, "},
 		map[string]any{"type": "text", "text": "board."},
@@ -108,6 +109,7 @@ func TestAnthropicText(t *testing.T) {
 }
 
 func TestAnthropicMaxTokens(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name      string
 		option    int
@@ -134,6 +136,7 @@ func TestAnthropicMaxTokens(t *testing.T) {
 }
 
 func TestAnthropicToolRoundTrip(t *testing.T) {
+	t.Parallel()
 	f := newFakeProvider(t,
 		reply{status: 200, body: antMessage("tool_use",
 			map[string]any{"type": "text", "text": "Checking both."},
@@ -234,6 +237,7 @@ func TestAnthropicIgnoresEnvironment(t *testing.T) {
 }
 
 func TestAnthropicErrors(t *testing.T) {
+	t.Parallel()
 	antErr := func(typ, msg string) string {
 		b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}})
 		return string(b)
@@ -284,6 +288,7 @@ func TestAnthropicErrors(t *testing.T) {
 }
 
 func TestAnthropicTransportError(t *testing.T) {
+	t.Parallel()
 	f := newFakeProvider(t)
 	m := newTestAnthropic(t, f, 0)
 	f.Close()
@@ -299,6 +304,7 @@ func TestAnthropicTransportError(t *testing.T) {
 }
 
 func TestAnthropicRejectsBadToolArgs(t *testing.T) {
+	t.Parallel()
 	f := newFakeProvider(t)
 	m := newTestAnthropic(t, f, 0)
 	_, err := m.Chat(context.Background(), crewlet.ModelRequest{Messages: []crewlet.ChatMessage{

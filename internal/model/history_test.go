@@ -108,6 +108,7 @@ func quoted(s string) string {
 }
 
 func TestOpenAISendsEarlierExchanges(t *testing.T) {
+	t.Parallel()
 	sum := histSummaryValue()
 	tests := []struct {
 		name    string
@@ -191,6 +192,7 @@ func antLines(t *testing.T, body antRequest) []string {
 }
 
 func TestAnthropicSendsEarlierExchanges(t *testing.T) {
+	t.Parallel()
 	sum := histSummaryValue()
 	tests := []struct {
 		name    string

@@ -151,6 +151,7 @@ func oaiText(text string, in, out int) string {
 }
 
 func TestOpenAIText(t *testing.T) {
+	t.Parallel()
 	f := newFakeProvider(t, reply{status: 200, body: oaiText("hello there", 12, 3)})
 	m := newTestOpenAI(t, f)
 
@@ -194,6 +195,7 @@ func TestOpenAIText(t *testing.T) {
 }
 
 func TestOpenAIToolRoundTrip(t *testing.T) {
+	t.Parallel()
 	toolCall := `{"id":"chatcmpl-2","object":"chat.completion","created":1,"model":"test-model",
 		"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,
 		"tool_calls":[{"id":"call_7","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]}}],
@@ -266,6 +268,7 @@ func TestOpenAIToolRoundTrip(t *testing.T) {
 }
 
 func TestOpenAIMaxTokensField(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name          string
 		base          string
@@ -314,6 +317,7 @@ func TestOpenAIMaxTokensField(t *testing.T) {
 }
 
 func TestOpenAIToolErrorResultIsMarked(t *testing.T) {
+	t.Parallel()
 	f := newFakeProvider(t, reply{status: 200, body: oaiText("ok", 1, 1)})
 	m := newTestOpenAI(t, f)
 	_, err := m.Chat(context.Background(), crewlet.ModelRequest{Messages: []crewlet.ChatMessage{
@@ -382,6 +386,7 @@ func runErrorCases(t *testing.T, cases []errorCase, chat func(*fakeProvider) err
 }
 
 func TestOpenAIErrors(t *testing.T) {
+	t.Parallel()
 	oaiErr := func(msg, typ, code string) string {
 		b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": code, "param": nil}})
 		return string(b)
@@ -457,6 +462,7 @@ func TestOpenAIErrors(t *testing.T) {
 }
 
 func TestOpenAITransportError(t *testing.T) {
+	t.Parallel()
 	f := newFakeProvider(t)
 	m := newTestOpenAI(t, f)
 	f.Close() // connection refused from now on
@@ -474,6 +480,7 @@ func TestOpenAITransportError(t *testing.T) {
 // A self-hosted server's key looks like nothing in particular, so only the
 // caller's key itself can catch it.
 func TestOpenAIPlainKeyNeverInError(t *testing.T) {
+	t.Parallel()
 	const key = "vllm-Key-4f9c2b7e"
 	f := newFakeProvider(t, reply{status: 401, body: `{"error":{"message":"unknown token vllm-Key-4f9c2b7e","type":"auth"}}`})
 	m, err := NewOpenAI(OpenAIOptions{BaseURL: f.URL + "/v1", Model: "local", APIKey: key, HTTPClient: f.Client()})
@@ -491,6 +498,7 @@ func TestOpenAIPlainKeyNeverInError(t *testing.T) {
 }
 
 func TestOpenAICanceledContext(t *testing.T) {
+	t.Parallel()
 	f := newFakeProvider(t, reply{status: 200, body: oaiText("late", 1, 1)})
 	m := newTestOpenAI(t, f)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -502,6 +510,7 @@ func TestOpenAICanceledContext(t *testing.T) {
 }
 
 func TestRetryAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	cases := []struct {
 		name   string
@@ -533,6 +542,7 @@ func TestRetryAfter(t *testing.T) {
 }
 
 func TestCleanMessage(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, in, want string
 	}{

@@ -69,6 +69,7 @@ func request(body string, msgs ...crewlet.ChatMessage) crewlet.ModelRequest {
 }
 
 func TestScriptedToolRoundTrip(t *testing.T) {
+	t.Parallel()
 	s := setupScripted(t, 0, nil)
 	ctx := context.Background()
 	const body = "read a.txt and b.txt"
@@ -128,6 +129,7 @@ func TestScriptedToolRoundTrip(t *testing.T) {
 }
 
 func TestScriptedReplies(t *testing.T) {
+	t.Parallel()
 	s := setupScripted(t, 0, nil)
 	tests := []struct {
 		name string
@@ -159,6 +161,7 @@ func TestScriptedReplies(t *testing.T) {
 }
 
 func TestScriptedFail(t *testing.T) {
+	t.Parallel()
 	s := setupScripted(t, 0, nil)
 	_, err := s.Chat(context.Background(), request("boom now"))
 	if err == nil || !strings.Contains(err.Error(), "the model is down") {
@@ -167,6 +170,7 @@ func TestScriptedFail(t *testing.T) {
 }
 
 func TestScriptedUsage(t *testing.T) {
+	t.Parallel()
 	s := setupScripted(t, 0, nil)
 	ctx := context.Background()
 	tests := []struct {
@@ -328,6 +332,7 @@ func TestNew(t *testing.T) {
 }
 
 func TestScriptedHistory(t *testing.T) {
+	t.Parallel()
 	s := setupScripted(t, 0, nil)
 	sum := histSummaryValue()
 	earlier := "heard: " + crewlet.SummaryMessage(sum).Content + "|" + histExchange1 + "|" + histReply + "| said: Noted: 7| (4)"
@@ -400,6 +405,7 @@ func compactionRequest(prev *crewlet.ConversationSummary, exchanges []crewlet.Ex
 }
 
 func TestScriptedCompaction(t *testing.T) {
+	t.Parallel()
 	s := setupScripted(t, 0, nil)
 	prev := histSummaryValue()
 	tests := []struct {
@@ -471,6 +477,7 @@ func reflectionRequest(t *testing.T, threads ...crewlet.Exchange) crewlet.ModelR
 }
 
 func TestScriptedReflection(t *testing.T) {
+	t.Parallel()
 	s := setupScripted(t, 0, nil)
 	tests := []struct {
 		name    string

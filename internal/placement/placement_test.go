@@ -31,6 +31,7 @@ func node(id string, labels map[string]string) Node {
 }
 
 func TestMatches(t *testing.T) {
+	t.Parallel()
 	n := node("n1", map[string]string{"tools": "git", "gpu": "yes"})
 	tests := []struct {
 		name   string
@@ -53,6 +54,7 @@ func TestMatches(t *testing.T) {
 }
 
 func TestShare(t *testing.T) {
+	t.Parallel()
 	g := Group{Seats: seats("s", 20)}
 	pinned := Group{Key: "gpu=yes", Labels: map[string]string{"gpu": "yes"}, Seats: seats("p", 3)}
 	n1, n2, n3 := node("n1", nil), node("n2", nil), node("n3", map[string]string{"gpu": "yes"})
@@ -83,6 +85,7 @@ func TestShare(t *testing.T) {
 }
 
 func TestHeld(t *testing.T) {
+	t.Parallel()
 	g := Group{Seats: []string{"a", "b", "c", "d"}}
 	s := Snapshot{
 		Nodes:  []Node{node("n1", nil), node("n2", nil)},
@@ -101,6 +104,7 @@ func TestHeld(t *testing.T) {
 }
 
 func TestChoose(t *testing.T) {
+	t.Parallel()
 	all := seats("s", 4)
 	g := Group{Seats: all}
 	gpu := map[string]string{"gpu": "yes"}
@@ -291,6 +295,7 @@ func TestChoose(t *testing.T) {
 }
 
 func TestUnplaceable(t *testing.T) {
+	t.Parallel()
 	gpu := map[string]string{"gpu": "yes"}
 	g := Group{Seats: []string{"a", "b"}}
 	pinned := Group{Key: "gpu=yes", Labels: gpu, Seats: []string{"p2", "p1"}}
@@ -317,6 +322,7 @@ func TestUnplaceable(t *testing.T) {
 }
 
 func TestNodeShares(t *testing.T) {
+	t.Parallel()
 	gpu := map[string]string{"gpu": "yes"}
 	g := Group{Seats: seats("s", 20)}
 	pinned := Group{Key: "gpu=yes", Labels: gpu, Seats: seats("p", 3)}
@@ -386,6 +392,7 @@ func checkHosted(t *testing.T, s Snapshot, handles []string) {
 }
 
 func TestPlanConvergesAfterJoin(t *testing.T) {
+	t.Parallel()
 	all := seats("s", 20)
 	s := Snapshot{
 		Nodes:  []Node{node("n1", nil)},
@@ -426,6 +433,7 @@ func TestPlanConvergesAfterJoin(t *testing.T) {
 }
 
 func TestPlanThirdNodeWithPinned(t *testing.T) {
+	t.Parallel()
 	gpu := map[string]string{"gpu": "yes"}
 	plain := Group{Seats: seats("s", 20)}
 	pinned := Group{Key: "gpu=yes", Labels: gpu, Seats: seats("p", 4)}
@@ -463,6 +471,7 @@ func TestPlanThirdNodeWithPinned(t *testing.T) {
 }
 
 func TestPlanOrder(t *testing.T) {
+	t.Parallel()
 	gpu := map[string]string{"gpu": "yes"}
 	plain := Group{Key: "", Seats: seats("s", 10)}
 	pinned := Group{Key: "gpu=yes", Labels: gpu, Seats: seats("p", 4)}
@@ -533,6 +542,7 @@ func TestPlanOrder(t *testing.T) {
 }
 
 func TestPlanNoMove(t *testing.T) {
+	t.Parallel()
 	gpu := map[string]string{"gpu": "yes"}
 	plain := Group{Seats: seats("s", 20)}
 	pinned := Group{Key: "gpu=yes", Labels: gpu, Seats: seats("p", 3)}
@@ -593,6 +603,7 @@ func TestPlanNoMove(t *testing.T) {
 }
 
 func TestPlanRespectsTargetRoom(t *testing.T) {
+	t.Parallel()
 	// n2 has room for one more seat by capacity, though its share is 10:
 	// Plan must stop at what n2 can take, and Choose must place every move.
 	plain := Group{Seats: seats("s", 20)}
@@ -667,6 +678,7 @@ func TestPlanRespectsTargetRoom(t *testing.T) {
 // so seats chosen one after another over one snapshot share the nodes out
 // as if each had a fresh one.
 func TestChooseOnAGivenLoadMatchesCountingEveryHost(t *testing.T) {
+	t.Parallel()
 	plain := Group{Seats: seats("s", 30)}
 	pinned := Group{Key: "gpu=yes", Labels: map[string]string{"gpu": "yes"}, Seats: seats("p", 6)}
 	n1, n2, n3 := node("n1", nil), node("n2", nil), node("n3", map[string]string{"gpu": "yes"})

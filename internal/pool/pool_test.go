@@ -27,6 +27,7 @@ func cand(name string, weight int) Candidate {
 }
 
 func TestCooldown(t *testing.T) {
+	t.Parallel()
 	base := time.Minute
 	tests := []struct {
 		attempt int
@@ -53,6 +54,7 @@ func TestCooldown(t *testing.T) {
 }
 
 func TestExhaustedEscalation(t *testing.T) {
+	t.Parallel()
 	base := 10 * time.Minute
 	// Each refusal comes the moment the previous quarantine ends: the
 	// streak continues and the cooldown doubles up to the cap. Attempt keeps
@@ -72,6 +74,7 @@ func TestExhaustedEscalation(t *testing.T) {
 }
 
 func TestExhaustedDuringQuarantine(t *testing.T) {
+	t.Parallel()
 	base := 10 * time.Minute
 	first := CredentialState{}.Exhausted(t0, base, "limit hit")
 	tests := []struct {
@@ -95,6 +98,7 @@ func TestExhaustedDuringQuarantine(t *testing.T) {
 }
 
 func TestExhaustedStreak(t *testing.T) {
+	t.Parallel()
 	base := 10 * time.Minute
 	// A credential on its third consecutive refusal: quarantined 4× base.
 	third := CredentialState{}
@@ -145,6 +149,7 @@ func TestExhaustedStreak(t *testing.T) {
 }
 
 func TestFailed(t *testing.T) {
+	t.Parallel()
 	type failure struct {
 		after time.Duration // since t0
 		turn  string
@@ -202,6 +207,7 @@ func TestFailed(t *testing.T) {
 }
 
 func TestStatesIndependent(t *testing.T) {
+	t.Parallel()
 	base := 10 * time.Minute
 	t.Run("Failed leaves the quarantine alone", func(t *testing.T) {
 		q := CredentialState{}.Exhausted(t0, base, "limit")
@@ -226,6 +232,7 @@ func TestStatesIndependent(t *testing.T) {
 }
 
 func TestQuarantinedCooling(t *testing.T) {
+	t.Parallel()
 	s := CredentialState{QuarantineUntil: t0, CoolingUntil: t0}
 	tests := []struct {
 		name string
@@ -249,6 +256,7 @@ func TestQuarantinedCooling(t *testing.T) {
 }
 
 func TestUnavailable(t *testing.T) {
+	t.Parallel()
 	qEnd := t0.Add(10 * time.Minute)
 	cEnd := t0.Add(time.Minute)
 	late := t0.Add(time.Hour)
@@ -317,6 +325,7 @@ func run(t *testing.T, cands []Candidate, n int) []string {
 }
 
 func TestPickWeightedShares(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		weights []int
@@ -371,6 +380,7 @@ func longestRun(picks []string) (string, int) {
 }
 
 func TestPickWeightedSmooth(t *testing.T) {
+	t.Parallel()
 	cands := []Candidate{cand("a", 5), cand("b", 1), cand("c", 1)}
 	picks := run(t, cands, 700)
 
@@ -398,6 +408,7 @@ func TestPickWeightedSmooth(t *testing.T) {
 }
 
 func TestPickWeightedTies(t *testing.T) {
+	t.Parallel()
 	// Equal weights tie on every first step: the earlier in pool order wins,
 	// so the picks follow the pool order.
 	got := run(t, []Candidate{cand("x", 2), cand("y", 2), cand("z", 2)}, 6)
@@ -408,6 +419,7 @@ func TestPickWeightedTies(t *testing.T) {
 }
 
 func TestPickWeightedScores(t *testing.T) {
+	t.Parallel()
 	cands := []Candidate{cand("a", 3), cand("b", 1)}
 	tests := []struct {
 		name        string
@@ -467,6 +479,7 @@ func naiveFrozenPick(cands []Candidate, score map[string]int64) string {
 }
 
 func TestPickFrozenScore(t *testing.T) {
+	t.Parallel()
 	// A free local box (weight 100, one turn at a time) and a paid overflow
 	// profile (weight 1). Turns run one after another, so the local box is
 	// free at each pick: SWRR gives it picks 1..50 (at pick k local scores
@@ -538,6 +551,7 @@ func TestPickFrozenScore(t *testing.T) {
 }
 
 func TestPickOrdered(t *testing.T) {
+	t.Parallel()
 	free := Candidate{Name: "free", Weight: 0, MaxLoad: 1, Credential: "none", Model: "llama"}
 	cheap := Candidate{Name: "cheap", Weight: 0, MaxLoad: -1, Credential: "k1", Model: "mini"}
 	dear := Candidate{Name: "dear", Weight: 5, MaxLoad: -1, Credential: "k2", Model: "big"}
@@ -566,6 +580,7 @@ func TestPickOrdered(t *testing.T) {
 }
 
 func TestPickPrefer(t *testing.T) {
+	t.Parallel()
 	a, b := cand("a", 9), cand("b", 1)
 	zero := cand("z", 0)
 	busyB := b
@@ -600,6 +615,7 @@ func TestPickPrefer(t *testing.T) {
 }
 
 func TestPickHold(t *testing.T) {
+	t.Parallel()
 	qEnd := t0.Add(30 * time.Minute)
 	cEnd := t0.Add(time.Minute)
 	h := Health{

@@ -73,7 +73,7 @@ func TestConcurrentClaimsLeaveOneRow(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	url := testenv.Database(t)
+	url := testenv.MigratedDatabase(t)
 	st := testenv.Store(t, url)
 	const n = 8
 	var wg sync.WaitGroup

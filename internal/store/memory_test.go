@@ -18,8 +18,9 @@ import (
 )
 
 func TestDuplicateMemoryFromTwoNodesCollapses(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	url := testenv.Database(t)
+	url := testenv.MigratedDatabase(t)
 	var nodes [2]*store.Store
 	for i := range nodes {
 		nodes[i] = testenv.Store(t, url)
@@ -66,6 +67,7 @@ func TestDuplicateMemoryFromTwoNodesCollapses(t *testing.T) {
 }
 
 func TestMailboxRetirementIsCompareAndSet(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	for _, seat := range []string{"cto", "gone", "back"} {
 		if err := st.EnsureMailbox(ctx, seat, "s:"+seat, "seat-"+seat); err != nil {
@@ -115,7 +117,7 @@ func memoryDB(t *testing.T) (*store.Store, *pgx.Conn, context.Context) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	url := testenv.Database(t)
+	url := testenv.MigratedDatabase(t)
 	st := testenv.Store(t, url)
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -126,6 +128,7 @@ func memoryDB(t *testing.T) (*store.Store, *pgx.Conn, context.Context) {
 }
 
 func TestDiaryPagesNewestFirst(t *testing.T) {
+	t.Parallel()
 	st, conn, ctx := memoryDB(t)
 	for i := range 7 {
 		if err := st.WriteDiary(ctx, "cto", fmt.Sprintf("entry %d", i)); err != nil {
@@ -189,6 +192,7 @@ func TestDiaryPagesNewestFirst(t *testing.T) {
 }
 
 func TestEpisodesPage(t *testing.T) {
+	t.Parallel()
 	st, _, ctx := memoryDB(t)
 	for _, e := range []store.Episode{
 		{Seat: "cto", WorkKey: "wk1", TurnID: "turn/cto/wk1", Summary: "first"},
@@ -214,6 +218,7 @@ func TestEpisodesPage(t *testing.T) {
 }
 
 func TestCounterpartiesKeyset(t *testing.T) {
+	t.Parallel()
 	st, conn, ctx := memoryDB(t)
 	for _, who := range []string{"a", "b", "c", "d", "e"} {
 		if err := st.CountInteraction(ctx, "cto", who, "wk-"+who); err != nil {
@@ -275,6 +280,7 @@ func TestCounterpartiesKeyset(t *testing.T) {
 }
 
 func TestMemoryReadsOfAnEmptySeat(t *testing.T) {
+	t.Parallel()
 	st, _, ctx := memoryDB(t)
 	d, err := st.Diary(ctx, "cto", "", 20)
 	if err != nil || d.Items == nil || len(d.Items) != 0 || d.Next != "" {
@@ -291,6 +297,7 @@ func TestMemoryReadsOfAnEmptySeat(t *testing.T) {
 }
 
 func TestMemoryCursorsMustBeOnesTheStoreHandedOut(t *testing.T) {
+	t.Parallel()
 	st, _, ctx := memoryDB(t)
 	b64 := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
 	for _, tt := range []struct {
@@ -320,6 +327,7 @@ func TestMemoryCursorsMustBeOnesTheStoreHandedOut(t *testing.T) {
 }
 
 func TestMemoryReadsWhenTheDatabaseIsNotThere(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	bare, err := store.Open(ctx, testenv.Database(t))

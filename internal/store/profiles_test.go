@@ -88,6 +88,7 @@ func checkWaiters(t *testing.T, st *store.Store, ctx context.Context, profiles [
 // them), never take more slots than the cap. A lost race shows only
 // sometimes, so each case runs a few rounds, each on a fresh database.
 func TestAcquireProfileHoldsMaxLoadUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	const runs, limit, rounds = 40, 3, 3
 	type testCase struct {
 		name string
@@ -171,6 +172,7 @@ func TestAcquireProfileHoldsMaxLoadUnderConcurrency(t *testing.T) {
 // out of Live and name it as Current. Picking another profile moves the
 // slot (a failover) rather than taking a second one.
 func TestAcquireProfileOwnSlotDoesNotCountAgainstIt(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	var facts store.ProfileFacts
 	seen := func(f store.ProfileFacts) (string, pool.Scores) {
@@ -209,6 +211,7 @@ func TestAcquireProfileOwnSlotDoesNotCountAgainstIt(t *testing.T) {
 // A slot belongs to one turn run (turn id and epoch): the same turn at
 // another epoch holds another slot, and a release frees only its own.
 func TestProfileSlotsArePerTurnRun(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	mustAcquire(t, st, ctx, slotReq("turn/s/k1", 1), always("p", nil), "p")
 
@@ -241,6 +244,7 @@ func TestProfileSlotsArePerTurnRun(t *testing.T) {
 // expires_at), in LiveSlots and in the facts of a pick; a renewal makes it
 // count again.
 func TestProfileSlotExpiresUnlessRenewed(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	req := slotReq("turn/s/k1", 1)
 	expires := slotT0.Add(time.Minute)
@@ -291,6 +295,7 @@ func TestProfileSlotExpiresUnlessRenewed(t *testing.T) {
 // A run no profile can take is recorded as waiting on its pool's profiles,
 // oldest first, until it gets one, releases, or is forgotten.
 func TestProfileWaiters(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	none := func(f store.ProfileFacts) (string, pool.Scores) { return "", f.Scores }
 	hold := func(turn string, profiles []string, at time.Duration) {
@@ -347,6 +352,7 @@ func TestProfileWaiters(t *testing.T) {
 // The turn row records the profile it runs on: set by the pick, moved by a
 // failover, kept while the turn is held.
 func TestAcquireProfileRecordsTheTurnsProfile(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	for _, wk := range []string{"k1", "k2"} {
 		if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "s", WorkKey: wk, TurnID: "turn/s/" + wk, Epoch: 1}); err != nil {
@@ -380,6 +386,7 @@ func TestAcquireProfileRecordsTheTurnsProfile(t *testing.T) {
 // A pool's scores are what its last pick returned; another pool's are its
 // own.
 func TestAcquireProfilePersistsScoresPerPool(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	next := pool.Scores{Eligible: []string{"p", "q"}, Score: map[string]int64{"p": -2, "q": 2}}
 	var seen pool.Scores
@@ -414,6 +421,7 @@ func TestAcquireProfilePersistsScoresPerPool(t *testing.T) {
 // Reports on one credential at once all count, each seeing the state the
 // one before it left.
 func TestReportCredentialIsAtomic(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	const reports = 20
 	type result struct {
@@ -469,6 +477,7 @@ func TestReportCredentialIsAtomic(t *testing.T) {
 // A credential's state round-trips: times to the microsecond, zero times
 // as zero, each report seeing what the last one stored.
 func TestReportCredentialRoundTrips(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	full := pool.CredentialState{
 		QuarantineUntil: slotT0.Add(5*time.Minute + 123456789), Attempt: 3, QuarantineReason: "usage limit",
@@ -532,6 +541,7 @@ func sameCredential(a, b pool.CredentialState) bool {
 // A model switch is fleet-wide and the last one wins; switching back on
 // keeps the record of who did it.
 func TestModelSwitches(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	var lastAt time.Time
 	for _, step := range []struct {
@@ -592,6 +602,7 @@ func TestModelSwitches(t *testing.T) {
 
 // NoteAnsweredModel says when a profile's answering model changed.
 func TestNoteAnsweredModel(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	for _, step := range []struct {
 		profile, configured, answered string
@@ -625,6 +636,7 @@ func TestNoteAnsweredModel(t *testing.T) {
 // place among the waiters, and its pick does not overwrite the profile the
 // successor recorded on the turn.
 func TestStaleTurnRunLeavesItsSuccessorAlone(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "s", WorkKey: "k1", TurnID: "turn/s/k1", Epoch: 1}); err != nil {
 		t.Fatal(err)
@@ -652,6 +664,7 @@ func TestStaleTurnRunLeavesItsSuccessorAlone(t *testing.T) {
 // a turn waiting for it: none on a first pick or a pick of the same
 // profile, the old one on a failover or a hold.
 func TestAcquireProfileSaysWhatItFreed(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	req := slotReq("turn/s/k1", 1)
 	none := func(f store.ProfileFacts) (string, pool.Scores) { return "", f.Scores }

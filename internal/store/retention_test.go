@@ -20,7 +20,7 @@ func setupWithConn(t *testing.T) (*store.Store, *pgx.Conn, context.Context) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	url := testenv.Database(t)
+	url := testenv.MigratedDatabase(t)
 	st := testenv.Store(t, url)
 	db, err := pgx.Connect(ctx, url)
 	if err != nil {

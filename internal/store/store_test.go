@@ -16,10 +16,11 @@ func setup(t *testing.T) (*store.Store, context.Context) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	return testenv.Store(t, testenv.Database(t)), ctx
+	return testenv.Store(t, testenv.MigratedDatabase(t)), ctx
 }
 
 func TestMigrateIsRerunnable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := store.Open(ctx, testenv.Database(t))
 	if err != nil {
@@ -43,6 +44,7 @@ func TestMigrateIsRerunnable(t *testing.T) {
 }
 
 func TestConcurrentMigrateAppliesOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := testenv.Database(t)
 	errs := make(chan error, 3)
@@ -79,6 +81,7 @@ func TestConcurrentMigrateAppliesOnce(t *testing.T) {
 }
 
 func TestAttachBumpsEpochAndFencesStaleWrites(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	if err := st.EnsureSeat(ctx, "cto", "executive", crewlet.SeatAgent); err != nil {
 		t.Fatal(err)
@@ -127,6 +130,7 @@ func TestAttachBumpsEpochAndFencesStaleWrites(t *testing.T) {
 }
 
 func TestLedgerAndTranscriptAreKeyedOnTheWork(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	if err := st.LedgerRecord(ctx, "cto", "wk1", "turn/cto/wk1", []string{"e1", "e2"}); err != nil {
 		t.Fatal(err)
@@ -167,6 +171,7 @@ func TestLedgerAndTranscriptAreKeyedOnTheWork(t *testing.T) {
 // The old row is backdated rather than aged by a sleep, so a slow machine
 // cannot age the new row past the retention too.
 func TestTrimLedgerDropsOnlyOldRows(t *testing.T) {
+	t.Parallel()
 	st, db, ctx := setupWithConn(t)
 	for _, id := range []string{"old", "new"} {
 		if err := st.LedgerRecord(ctx, "cto", "wk-"+id, "turn/cto/wk-"+id, []string{id}); err != nil {
@@ -186,9 +191,10 @@ func TestTrimLedgerDropsOnlyOldRows(t *testing.T) {
 }
 
 func TestConcurrentPlacementsDoNotExhaustASmallPool(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	url := testenv.Database(t)
+	url := testenv.MigratedDatabase(t)
 	sep := "?"
 	if strings.Contains(url, "?") {
 		sep = "&"
@@ -228,6 +234,7 @@ func TestConcurrentPlacementsDoNotExhaustASmallPool(t *testing.T) {
 // not this node's own, not stopped or silent ones, and a node that recorded
 // no digest (started before migration 0018) counts as another org.
 func TestNodesOnAnotherOrg(t *testing.T) {
+	t.Parallel()
 	st, db, ctx := setupWithConn(t)
 	for _, n := range []store.NodeRow{
 		{Incarnation: "self:old", NodeID: "self", SeatsDigest: "before"},

@@ -65,6 +65,7 @@ func mustTicket(t *testing.T, st *store.Store, ctx context.Context, id string) c
 // A ticket is keyed on what created it: the same key again returns the
 // stored ticket, created false, and changes nothing of it.
 func TestCreateTicketIsKeyedOnTheCreateKey(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	first, created, err := st.CreateTicket(ctx, "tool:cto:wk:1:0", crewlet.Ticket{
 		ID: "ignored", RequestEvent: "ignored", From: "cto", FromSeat: true, To: "eng-1", RoutedFrom: "role:engineer",
@@ -119,6 +120,7 @@ func TestCreateTicketIsKeyedOnTheCreateKey(t *testing.T) {
 // One reply settles one ticket: the second is refused and the ticket comes
 // back as it stands; a ticket that ended otherwise cannot be settled.
 func TestSettleTicketOnce(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	tk := newTicket(t, st, ctx, "k1", "eng-1")
 	before := time.Now().Add(-time.Minute)
@@ -171,6 +173,7 @@ func TestSettleTicketOnce(t *testing.T) {
 // EndTicket ends an open ticket failed, cancelled or expired, once; the
 // phases a ticket is not ended into are refused.
 func TestEndTicket(t *testing.T) {
+	t.Parallel()
 	st, db, ctx := setupWithConn(t)
 	for _, phase := range []crewlet.TicketPhase{crewlet.TicketFailed, crewlet.TicketCancelled, crewlet.TicketExpired} {
 		t.Run(string(phase), func(t *testing.T) {
@@ -236,6 +239,7 @@ func TestEndTicket(t *testing.T) {
 // Tickets filters by delegator, target, phase and openness, newest first,
 // at most Limit.
 func TestTicketsFilter(t *testing.T) {
+	t.Parallel()
 	st, db, ctx := setupWithConn(t)
 	type spec struct {
 		key, from, to string
@@ -314,6 +318,7 @@ func TestTicketsFilter(t *testing.T) {
 // OpenTicketCounts counts pending and asking tickets only, per handle asked
 // about.
 func TestOpenTicketCounts(t *testing.T) {
+	t.Parallel()
 	st, db, ctx := setupWithConn(t)
 	newTicket(t, st, ctx, "p1", "eng-1")
 	asking := newTicket(t, st, ctx, "a1", "eng-1")
@@ -348,6 +353,7 @@ func TestOpenTicketCounts(t *testing.T) {
 // FailTicketsTo fails the open tickets of one target, asking included, and
 // returns them; other targets and ended tickets stay as they are.
 func TestFailTicketsTo(t *testing.T) {
+	t.Parallel()
 	st, db, ctx := setupWithConn(t)
 	pending := newTicket(t, st, ctx, "p1", "eng-1")
 	asking := newTicket(t, st, ctx, "a1", "eng-1")
@@ -402,6 +408,7 @@ func TestFailTicketsTo(t *testing.T) {
 // ExpireTickets ends the open tickets older than the age, expired, with a
 // reason that names the age; younger and ended ones stay.
 func TestExpireTickets(t *testing.T) {
+	t.Parallel()
 	st, db, ctx := setupWithConn(t)
 	old := newTicket(t, st, ctx, "old", "eng-1")
 	oldAsking := newTicket(t, st, ctx, "old-asking", "eng-2")
@@ -452,6 +459,7 @@ func TestExpireTickets(t *testing.T) {
 // second question from another call keeps the ticket, with the earlier
 // answer cleared; a question that lapses returns the ticket to pending.
 func TestAskAnswerAndChainedQuestions(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	tk := newTicket(t, st, ctx, "k-ask", "eng-1")
 

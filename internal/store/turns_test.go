@@ -14,6 +14,7 @@ import (
 )
 
 func TestSeatToolsAreFencedByEpoch(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	if err := st.EnsureSeat(ctx, "cto", "executive", crewlet.SeatAgent); err != nil {
 		t.Fatal(err)
@@ -52,6 +53,7 @@ func TestSeatToolsAreFencedByEpoch(t *testing.T) {
 }
 
 func TestReopenedTurnKeepsItsMail(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	mail := []crewlet.Message{
 		{EventID: "e1", Type: crewlet.MessageChat, From: "alice", To: "cto", Conversation: "c1", Body: "ship it?", SentAt: time.Now().UTC().Truncate(time.Second)},
@@ -126,6 +128,7 @@ func TestReopenedTurnKeepsItsMail(t *testing.T) {
 }
 
 func TestSeatTurnsNewestFirst(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	base := time.Now().Add(-time.Hour)
 	for i, wk := range []string{"wk-old", "wk-mid", "wk-new"} {
@@ -150,6 +153,7 @@ func TestSeatTurnsNewestFirst(t *testing.T) {
 }
 
 func TestTurnMessagesAppendOnceInOrder(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	appendMsg := func(thread int, key string, round int, content string) wire.TurnMessage {
 		t.Helper()
@@ -197,6 +201,7 @@ func TestTurnMessagesAppendOnceInOrder(t *testing.T) {
 }
 
 func TestConcurrentAppendReturnsTheStoredMessage(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	var wg sync.WaitGroup
 	got := make([]wire.TurnMessage, 8)
@@ -220,6 +225,7 @@ func TestConcurrentAppendReturnsTheStoredMessage(t *testing.T) {
 }
 
 func TestToolCallIntent(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	first, err := st.StartToolCall(ctx, "cto", "wk1", 2, 1, "github.create_issue", false)
 	if err != nil || !first {
@@ -242,6 +248,7 @@ func TestToolCallIntent(t *testing.T) {
 }
 
 func TestRecordRoundChargesOnceIntoLocalWindows(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	ber, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
@@ -329,6 +336,7 @@ func TestRecordRoundChargesOnceIntoLocalWindows(t *testing.T) {
 }
 
 func TestConcurrentRoundsChargeEachOnce(t *testing.T) {
+	t.Parallel()
 	st, ctx := setup(t)
 	now := time.Now()
 	var wg sync.WaitGroup
@@ -366,6 +374,7 @@ func TestConcurrentRoundsChargeEachOnce(t *testing.T) {
 // backdated rather than aged by a sleep, so a slow machine cannot age the
 // new one past the retention too.
 func TestTrimTurnsDropsOnlyOldRecords(t *testing.T) {
+	t.Parallel()
 	st, db, ctx := setupWithConn(t)
 	berlin, _ := time.LoadLocation("Europe/Berlin")
 	record := func(workKey string) {

@@ -8,7 +8,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"sync"
@@ -16,8 +20,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/migrations"
 )
 
 // Env names the stack's services.
@@ -53,7 +59,13 @@ func Suffix() string {
 // ends, and returns its URL.
 func Database(t testing.TB) string {
 	t.Helper()
-	admin := Stack(t).PostgresURL
+	return database(t, Stack(t).PostgresURL, "")
+}
+
+// database creates a database with the given CREATE DATABASE options and
+// drops it when the test ends.
+func database(t testing.TB, admin, options string) string {
+	t.Helper()
 	name := "crewlet_test_" + Suffix()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -62,7 +74,7 @@ func Database(t testing.TB) string {
 		t.Fatalf("connect to postgres: %v", err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name+options); err != nil {
 		t.Fatalf("create database %s: %v", name, err)
 	}
 	t.Cleanup(func() {
@@ -84,6 +96,96 @@ func Database(t testing.TB) string {
 	}
 	u.Path = "/" + name
 	return u.String()
+}
+
+// MigratedDatabase is Database with crewlet's migrations already applied:
+// a copy of a template database that holds them, which is much quicker than
+// migrating each test's database. The template is named after the
+// migrations' content, so every test binary (and every run) with the same
+// migrations shares it, and a changed migration gets a new one.
+func MigratedDatabase(t testing.TB) string {
+	t.Helper()
+	admin := Stack(t).PostgresURL
+	templateOnce.Do(func() { templateName, templateErr = migratedTemplate(admin) })
+	if templateErr != nil {
+		t.Fatalf("migrated template database: %v", templateErr)
+	}
+	return database(t, admin, " TEMPLATE "+templateName)
+}
+
+var (
+	templateOnce sync.Once
+	templateName string
+	templateErr  error
+)
+
+// migratedTemplate returns the template database for the current
+// migrations, creating it when no test binary has yet. It is built under a
+// name of its own and renamed when complete, so a binary racing another
+// never copies a half-migrated one, nor holds a connection to the template
+// while another copies it.
+func migratedTemplate(admin string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h := sha256.New()
+	err := fs.WalkDir(migrations.Files, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := migrations.Files.ReadFile(path)
+		h.Write([]byte(path))
+		h.Write(data)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("read migrations: %w", err)
+	}
+	name := "crewlet_template_" + hex.EncodeToString(h.Sum(nil))[:16]
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", fmt.Errorf("connect to postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return "", fmt.Errorf("look for %s: %w", name, err)
+	}
+	if exists {
+		return name, nil
+	}
+	building := name + "_" + Suffix()
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+building); err != nil {
+		return "", fmt.Errorf("create %s: %w", building, err)
+	}
+	drop := func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+building+" WITH (FORCE)")
+	}
+	u, err := url.Parse(admin)
+	if err != nil {
+		drop()
+		return "", fmt.Errorf("parse CREWLET_PG_URL: %w", err)
+	}
+	u.Path = "/" + building
+	st, err := store.Open(ctx, u.String())
+	if err != nil {
+		drop()
+		return "", err
+	}
+	_, err = st.Migrate(ctx)
+	st.Close()
+	if err != nil {
+		drop()
+		return "", fmt.Errorf("migrate %s: %w", building, err)
+	}
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+building+" RENAME TO "+name); err != nil {
+		drop()
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42P04" { // duplicate_database: another binary finished first
+			return name, nil
+		}
+		return "", fmt.Errorf("rename %s: %w", building, err)
+	}
+	return name, nil
 }
 
 // Eventually polls cond every 50 ms until it returns nil or timeout passes,

@@ -124,6 +124,7 @@ func readPID(t *testing.T, path string) int {
 }
 
 func TestToolsAreNamespacedWithReadOnlyFlags(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	want := map[string]bool{ // name → ReadOnly
 		"ts__fail":         false,
@@ -171,6 +172,7 @@ func TestToolsAreNamespacedWithReadOnlyFlags(t *testing.T) {
 }
 
 func TestWriteCarriesIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	for _, c := range []struct{ text, key string }{{"one", "wk1:0:0"}, {"two", "wk1:1:0"}} {
 		res := call(t, b.s, "ts__write", fmt.Sprintf(`{"text":%q}`, c.text), c.key)
@@ -189,6 +191,7 @@ func TestWriteCarriesIdempotencyKey(t *testing.T) {
 }
 
 func TestCallWithoutKeySendsNone(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	call(t, b.s, "ts__write", `{"text":"x"}`, "")
 	if lines := toolstest.Writes(t, b.countFile); len(lines) != 1 || lines[0].Key != "" {
@@ -197,6 +200,7 @@ func TestCallWithoutKeySendsNone(t *testing.T) {
 }
 
 func TestCallRefusals(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	tests := []struct {
 		name, tool, args, code string
@@ -224,6 +228,7 @@ func TestCallRefusals(t *testing.T) {
 }
 
 func TestFailIsAnErrorResult(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	res := call(t, b.s, "ts__fail", "", "k")
 	if !res.IsError || res.Text != "failed on purpose" {
@@ -249,18 +254,19 @@ func TestChildEnvironmentIsIsolated(t *testing.T) {
 }
 
 func TestChildStderrIsLogged(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	want := fmt.Sprintf("ready pid=%d", b.s.PIDs()[0])
-	for range 100 {
-		if strings.Contains(b.logs.String(), want) {
-			return
+	testenv.Eventually(t, 10*time.Second, "the child's stderr logged", func() error {
+		if logs := b.logs.String(); !strings.Contains(logs, want) {
+			return fmt.Errorf("logs lack the child's %q:\n%s", want, logs)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Errorf("logs lack the child's %q:\n%s", want, b.logs.String())
+		return nil
+	})
 }
 
 func TestStartContextBoundsOnlyTheStart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := Start(ctx, []ServerConfig{{Name: "ts", Command: []string{testserverBin}}}, nil)
 	cancel()
@@ -275,6 +281,7 @@ func TestStartContextBoundsOnlyTheStart(t *testing.T) {
 }
 
 func TestCloseStopsEveryChild(t *testing.T) {
+	t.Parallel()
 	s, err := Start(context.Background(), []ServerConfig{
 		{Name: "a", Command: []string{testserverBin}},
 		{Name: "b", Command: []string{testserverBin}},
@@ -311,6 +318,7 @@ func TestCloseStopsEveryChild(t *testing.T) {
 }
 
 func TestCloseKillsStubbornChild(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "TESTSERVER_STUBBORN=1")
 	pid := b.s.PIDs()[0]
 	if err := b.s.Close(); err != nil {
@@ -324,6 +332,7 @@ func TestCloseKillsStubbornChild(t *testing.T) {
 // A child that forks the real server (as npx or a shell wrapper does) must
 // not leave it behind when the child itself exits.
 func TestCloseKillsGrandchildren(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "pid")
 	// "; exit" keeps sh from exec'ing, so the server is sh's child.
@@ -345,7 +354,7 @@ func TestCloseKillsGrandchildren(t *testing.T) {
 	if !exited(s.PIDs()[0]) {
 		t.Errorf("child %d still exists", s.PIDs()[0])
 	}
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for !notRunning(grandchild) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -387,6 +396,7 @@ func TestUnprovenTeardownIsReportedAndRetried(t *testing.T) {
 }
 
 func TestCloseDuringSlowCall(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "TESTSERVER_SLOW=60s")
 	pid := b.s.PIDs()[0]
 	errc := make(chan error, 1)
@@ -394,7 +404,12 @@ func TestCloseDuringSlowCall(t *testing.T) {
 		_, err := b.s.Call(context.Background(), "ts__slow_write", json.RawMessage(`{"text":"late"}`), "k")
 		errc <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // let the call reach the server
+	testenv.Eventually(t, 10*time.Second, "slow_write reached the server", func() error {
+		if !strings.Contains(b.logs.String(), "slow_write started") {
+			return errors.New("not yet")
+		}
+		return nil
+	})
 	closed := make(chan error, 1)
 	go func() { closed <- b.s.Close() }()
 	select {
@@ -427,6 +442,7 @@ func TestCloseDuringSlowCall(t *testing.T) {
 }
 
 func TestStartFailureStopsWhatStarted(t *testing.T) {
+	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	_, err := Start(context.Background(), []ServerConfig{
 		{Name: "good", Command: []string{testserverBin}, Env: []string{"TESTSERVER_PID_FILE=" + pidFile}},
@@ -475,6 +491,7 @@ func TestStartFailureWithUnprovenTeardownReturnsSession(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	cmd := []string{"srv"}
 	tests := []struct {
 		name    string
@@ -523,6 +540,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestStreamableHTTP(t *testing.T) {
+	t.Parallel()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "web", Version: "1"}, nil)
 	type echoArgs struct {
 		Text string `json:"text"`
@@ -580,6 +598,7 @@ func TestStreamableHTTP(t *testing.T) {
 }
 
 func TestTextOf(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		res  *mcp.CallToolResult
@@ -629,6 +648,7 @@ func (r *recorder) seen() []string {
 // An MCP server that redirects elsewhere must not get a seat's secret
 // headers delivered to the other host.
 func TestHeadersNeverFollowARedirectToAnotherHost(t *testing.T) {
+	t.Parallel()
 	const token = "Bearer tok-secret"
 	other := newRecorder(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
 		return mcp.NewServer(&mcp.Implementation{Name: "other", Version: "1"}, nil)
@@ -662,6 +682,7 @@ func TestHeadersNeverFollowARedirectToAnotherHost(t *testing.T) {
 // The transport itself sends the headers only to the configured origin,
 // whatever redirect policy the client around it has.
 func TestHeaderTransportSendsOnlyToTheConfiguredOrigin(t *testing.T) {
+	t.Parallel()
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
 	other := newRecorder(t, ok)
 	home := newRecorder(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -691,6 +712,7 @@ func TestHeaderTransportSendsOnlyToTheConfiguredOrigin(t *testing.T) {
 }
 
 func TestOriginOf(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		a, b string
 		same bool
@@ -709,6 +731,7 @@ func TestOriginOf(t *testing.T) {
 }
 
 func TestRedactURL(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"https://user:pw@h:8443/mcp?token=x#f", "https://h:8443/mcp"},
 		{"http://127.0.0.1:9000/mcp", "http://127.0.0.1:9000/mcp"},

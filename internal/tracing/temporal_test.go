@@ -33,6 +33,7 @@ func fakeTurn(workflow.Context, crewlet.TurnInput) error { return nil }
 // run it continued from is its parent. A turn is a child of the message it
 // answers, started by the seat run.
 func TestSeatRunsAreRootsAndTurnsFollowTheirMessage(t *testing.T) {
+	t.Parallel()
 	stack := testenv.Stack(t)
 	exporter := tracetest.NewInMemoryExporter()
 	tr := New(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter)))

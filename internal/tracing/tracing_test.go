@@ -56,6 +56,7 @@ func TestFromEnv(t *testing.T) {
 // Off, the HTTP handler is the one given, and the Temporal client gets no
 // interceptor: tracing costs nothing.
 func TestOffWrapsNothing(t *testing.T) {
+	t.Parallel()
 	var off *Tracing
 	h := http.NewServeMux()
 	if got := off.Handler(h); got != http.Handler(h) {
@@ -72,6 +73,7 @@ func TestOffWrapsNothing(t *testing.T) {
 // A request's span is named by its route once NameRequest has run, and
 // continues the caller's trace.
 func TestHandlerNamesTheRoute(t *testing.T) {
+	t.Parallel()
 	exporter := tracetest.NewInMemoryExporter()
 	tr := New(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter)))
 	h := tr.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

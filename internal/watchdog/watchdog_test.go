@@ -8,6 +8,7 @@ import (
 )
 
 func TestWatchdog(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		setup    func(w *Watchdog, clock *time.Time)

@@ -9,6 +9,7 @@ import (
 // Every first-party tool has its row in docs/operations.md's table of what
 // a seat's tools may do, and the table names no tool that does not exist.
 func TestSeatToolsAreInTheAuthorityTable(t *testing.T) {
+	t.Parallel()
 	docs, err := os.ReadFile("../../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)

@@ -124,6 +124,8 @@ func main() {
 		Name:        "slow_write",
 		Description: "Like write, after sleeping TESTSERVER_SLOW. A cancelled call still writes.",
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in writeArgs) (*mcp.CallToolResult, any, error) {
+		// Said on stderr, so a test knows the call reached the server.
+		log.Printf("slow_write started")
 		time.Sleep(slow)
 		return write(ctx, req, in)
 	})
