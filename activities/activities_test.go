@@ -114,7 +114,7 @@ func TestStaleEpochSetSeatStatusIsFencedAndChangesNothing(t *testing.T) {
 	}
 
 	err = seats.SetSeatStatus(e.ctx, crewlet.SeatStatusInput{Handle: "cto", Epoch: old, Status: "drained"})
-	wantErrorType(t, "SetSeatStatus with stale epoch", err, crewlet.FencedErrorType)
+	wantErrorType(t, "SetSeatStatus with stale epoch", err, crewlet.ErrorTypeFenced)
 
 	after, err := e.store.Seat(e.ctx, "cto")
 	if err != nil {
@@ -156,14 +156,14 @@ func TestStaleEpochMailActivitiesAreFencedAndMailStaysPending(t *testing.T) {
 
 	t.Run("AckMail", func(t *testing.T) {
 		err := mail.AckMail(e.ctx, crewlet.AckMailInput{Handle: "cto", Epoch: old, StreamIDs: []string{read.Mail[0].StreamID}})
-		wantErrorType(t, "AckMail with stale epoch", err, crewlet.FencedErrorType)
+		wantErrorType(t, "AckMail with stale epoch", err, crewlet.ErrorTypeFenced)
 		if n, err := e.mb.Pending(e.ctx, "cto"); err != nil || n != 1 {
 			t.Fatalf("pending entries after a fenced AckMail: got %d (%v); want 1 (still pending for the next tenure)", n, err)
 		}
 	})
 	t.Run("ReadMail", func(t *testing.T) {
 		out, err := mail.ReadMail(e.ctx, crewlet.ReadMailInput{Handle: "cto", Epoch: old, Consumer: "n1:e1", Max: 16})
-		wantErrorType(t, "ReadMail with stale epoch", err, crewlet.FencedErrorType)
+		wantErrorType(t, "ReadMail with stale epoch", err, crewlet.ErrorTypeFenced)
 		if len(out.Mail) != 0 {
 			t.Fatalf("fenced ReadMail handed out %d entries; want none", len(out.Mail))
 		}
@@ -175,7 +175,7 @@ func TestStaleEpochMailActivitiesAreFencedAndMailStaysPending(t *testing.T) {
 	})
 	t.Run("NoSuchSeat", func(t *testing.T) {
 		err := mail.AckMail(e.ctx, crewlet.AckMailInput{Handle: "nobody", Epoch: 1, StreamIDs: []string{"0-1"}})
-		wantErrorType(t, "AckMail for a seat with no row", err, crewlet.FencedErrorType)
+		wantErrorType(t, "AckMail for a seat with no row", err, crewlet.ErrorTypeFenced)
 	})
 }
 
@@ -240,7 +240,7 @@ func TestHostRefusesSeatsItDoesNotHost(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			wantErrorType(t, tc.name, tc.run(), crewlet.FencedErrorType)
+			wantErrorType(t, tc.name, tc.run(), crewlet.ErrorTypeFenced)
 		})
 	}
 	// The refused turn ran nothing: the ledger holds nothing for cto.
@@ -263,7 +263,7 @@ func TestDrainingHostRefusesAttach(t *testing.T) {
 	}
 	h.SetDraining()
 	_, err = h.Attach(e.ctx, crewlet.AttachInput{Handle: "cto"})
-	wantErrorType(t, "Attach on a draining host", err, crewlet.RefusedErrorType)
+	wantErrorType(t, "Attach on a draining host", err, crewlet.ErrorTypeRefused)
 	after, err := e.store.Seat(e.ctx, "cto")
 	if err != nil {
 		t.Fatal(err)
@@ -284,7 +284,7 @@ func TestHostRefusesASeatItsOrgDoesNotKnow(t *testing.T) {
 	h := newHost(e, "n1:aaaa")
 	h.Knows = func(handle string) bool { return handle == "cfo" }
 	_, err := h.Attach(e.ctx, crewlet.AttachInput{Handle: "cto"})
-	wantErrorType(t, "Attach of a seat the node's org lacks", err, crewlet.RefusedErrorType)
+	wantErrorType(t, "Attach of a seat the node's org lacks", err, crewlet.ErrorTypeRefused)
 	if !strings.Contains(err.Error(), "has no agent seat cto") {
 		t.Fatalf("refusal %q; want it to name the seat", err)
 	}

@@ -414,7 +414,7 @@ func TestReflectionWritesOnce(t *testing.T) {
 
 	// A stale tenure's reflection is fenced.
 	in.Epoch = e.epoch - 1
-	wantErrorType(t, "Reflect with stale epoch", e.turns.Reflect(e.ctx, in), crewlet.FencedErrorType)
+	wantErrorType(t, "Reflect with stale epoch", e.turns.Reflect(e.ctx, in), crewlet.ErrorTypeFenced)
 }
 
 // Once turn_retention trimmed a turn's records, its exchange still reaches

@@ -55,7 +55,7 @@ func (a *Seats) PlaceSeat(ctx context.Context, in crewlet.PlaceSeatInput) (crewl
 		group, _ := a.Org.SeatPlacement(in.Handle)
 		a.Log.Warn("seats_unplaceable", "seat", in.Handle, "labels", group.Key, "excluded", in.Exclude)
 		return crewlet.PlaceSeatOutput{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("no live node can run seat %s (placement %q)", in.Handle, group.Key), crewlet.UnplaceableErrorType, nil)
+			fmt.Sprintf("no live node can run seat %s (placement %q)", in.Handle, group.Key), crewlet.ErrorTypeUnplaceable, nil)
 	}
 	out := crewlet.PlaceSeatOutput{Node: req.node.Incarnation, HostQueue: req.node.HostQueue}
 	if a.Here != nil && req.node.Incarnation == a.Here.Incarnation {
@@ -212,5 +212,5 @@ func fence(log *slog.Logger, handle string, epoch int64, err error) error {
 		return err
 	}
 	log.Warn("seat_fenced", "seat", handle, "epoch", epoch)
-	return temporal.NewNonRetryableApplicationError(crewlet.ErrorMessage(err), crewlet.FencedErrorType, nil)
+	return temporal.NewNonRetryableApplicationError(crewlet.ErrorMessage(err), crewlet.ErrorTypeFenced, nil)
 }

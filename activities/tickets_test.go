@@ -98,7 +98,7 @@ func ticketService(t testing.TB, st *store.Store, mb *mailbox.Mailbox, org *conf
 	}
 	endNotes()
 	w := worker.New(tc, org.Temporal.TaskQueue, worker.Options{})
-	w.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.PersonNotesWorkflowType})
+	w.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.WorkflowPersonNotes})
 	w.RegisterActivityWithOptions((&Mail{Store: st, Mailbox: mb, Tickets: tickets, Log: discard}).TicketNote,
 		activity.RegisterOptions{Name: crewlet.ActivityTicketNote})
 	if err := w.Start(); err != nil {

@@ -184,7 +184,7 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 func threadOf(turn store.TurnRow, thread int) (crewlet.Message, string, error) {
 	if thread < 0 || thread >= len(turn.Threads) || turn.Threads[thread] >= len(turn.Mail) {
 		return crewlet.Message{}, "", temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("turn %s has no thread %d", turn.TurnID, thread), "bad_thread", nil)
+			fmt.Sprintf("turn %s has no thread %d", turn.TurnID, thread), crewlet.ErrorTypeBadThread, nil)
 	}
 	trigger := turn.Mail[turn.Threads[thread]]
 	return trigger, crewlet.ThreadKey(trigger.EventID), nil
@@ -578,7 +578,7 @@ func (a *Turns) modelFailure(ctx context.Context, profile, turnID string, err er
 			a.log.Warn("credential_unreported", "profile", profile, "error", rerr)
 		}
 		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("profile %s: usage limit reached: %s", profile, pe.Message), crewlet.ProfileUnavailableErrorType, nil)
+			fmt.Sprintf("profile %s: usage limit reached: %s", profile, pe.Message), crewlet.ErrorTypeProfileUnavailable, nil)
 	case pe.Kind == crewlet.ProviderServerError:
 		if rerr := a.profiles.Failed(ctx, profile, turnID, pe.Message); rerr != nil {
 			a.log.Warn("credential_unreported", "profile", profile, "error", rerr)
@@ -588,9 +588,9 @@ func (a *Turns) modelFailure(ctx context.Context, profile, turnID string, err er
 		return temporal.NewApplicationErrorWithOptions(pe.Error(), pe.Kind, temporal.ApplicationErrorOptions{NextRetryDelay: pe.RetryAfter})
 	}
 	if pe.Kind == crewlet.ProviderBadRequest {
-		return temporal.NewNonRetryableApplicationError(pe.Error(), crewlet.PermanentErrorType, nil)
+		return temporal.NewNonRetryableApplicationError(pe.Error(), crewlet.ErrorTypePermanent, nil)
 	}
-	return temporal.NewNonRetryableApplicationError(pe.Error(), crewlet.ProviderErrorType, nil)
+	return temporal.NewNonRetryableApplicationError(pe.Error(), crewlet.ErrorTypeProvider, nil)
 }
 
 // exhausted reports whether a provider's failure says the profile's
@@ -614,7 +614,7 @@ func (a *Turns) roundProfile(ctx context.Context, handle, turnID string, epoch i
 	}
 	if _, ok := a.models[requested]; !ok {
 		return "", temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("profile %s is no longer in the org", requested), crewlet.ProfileUnavailableErrorType, nil)
+			fmt.Sprintf("profile %s is no longer in the org", requested), crewlet.ErrorTypeProfileUnavailable, nil)
 	}
 	now := a.profiles.Now()
 	renewed, err := a.store.RenewProfileSlot(ctx, turnID, epoch, now, now.Add(control.SlotLease))
@@ -623,7 +623,7 @@ func (a *Turns) roundProfile(ctx context.Context, handle, turnID string, epoch i
 	}
 	if !renewed {
 		return "", temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("the turn's slot of profile %s lapsed", requested), crewlet.ProfileUnavailableErrorType, nil)
+			fmt.Sprintf("the turn's slot of profile %s lapsed", requested), crewlet.ErrorTypeProfileUnavailable, nil)
 	}
 	return requested, a.usable(ctx, requested)
 }
@@ -636,7 +636,7 @@ func (a *Turns) usable(ctx context.Context, profile string) error {
 		return err
 	}
 	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("profile %s is %s", profile, strings.ReplaceAll(reason, "_", " ")), crewlet.ProfileUnavailableErrorType, nil)
+		fmt.Sprintf("profile %s is %s", profile, strings.ReplaceAll(reason, "_", " ")), crewlet.ErrorTypeProfileUnavailable, nil)
 }
 
 // AcquireProfile picks the profile a turn runs on and takes a slot of it
@@ -960,7 +960,7 @@ func (a *Turns) role(handle string) (config.Seat, config.Role, error) {
 	role, hasRole := a.org.Roles[seat.Role]
 	if !ok || !hasRole || len(role.Pool()) == 0 {
 		return seat, role, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("seat %s has no agent role with a profile in the org", handle), "no_role", nil)
+			fmt.Sprintf("seat %s has no agent role with a profile in the org", handle), crewlet.ErrorTypeNoRole, nil)
 	}
 	return seat, role, nil
 }
@@ -973,5 +973,5 @@ func recoverPanic(log *slog.Logger, handle, step string, err *error) {
 		return
 	}
 	log.Error("turn_panicked", "seat", handle, "step", step, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-	*err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s panicked: %v", step, r), crewlet.PanicErrorType, nil)
+	*err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s panicked: %v", step, r), crewlet.ErrorTypePanic, nil)
 }

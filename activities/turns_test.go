@@ -253,7 +253,7 @@ func TestToolCallAfterTheSeatMovedIsFencedAndCallsNothing(t *testing.T) {
 	}
 	e.attach(t, "cto", "n2:bbbb") // the seat moved on: a new tenure elsewhere
 	_, err = e.turns.ToolCall(e.ctx, crewlet.ToolCallInput{Handle: "cto", Epoch: e.epoch, WorkKey: "k1", Round: 1, Call: round1.Calls[0]})
-	wantErrorType(t, "ToolCall after the seat moved", err, crewlet.FencedErrorType)
+	wantErrorType(t, "ToolCall after the seat moved", err, crewlet.ErrorTypeFenced)
 	if keys := countedKeys(t, count); len(keys) != 0 {
 		t.Fatalf("writes counted: %v; want none", keys)
 	}
@@ -342,9 +342,9 @@ func TestModelFailureDecidesTheRetry(t *testing.T) {
 		{crewlet.ProviderRateLimited, 7 * time.Second, true, ""},
 		{crewlet.ProviderServerError, 0, true, ""},
 		// A bad request will never succeed: the seat dead-letters its trigger.
-		{crewlet.ProviderBadRequest, 0, false, crewlet.PermanentErrorType},
-		{crewlet.ProviderAuth, 0, false, crewlet.ProviderErrorType},
-		{crewlet.ProviderExhausted, time.Hour, false, crewlet.ProfileUnavailableErrorType},
+		{crewlet.ProviderBadRequest, 0, false, crewlet.ErrorTypePermanent},
+		{crewlet.ProviderAuth, 0, false, crewlet.ErrorTypeProvider},
+		{crewlet.ProviderExhausted, time.Hour, false, crewlet.ErrorTypeProfileUnavailable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.kind, func(t *testing.T) {

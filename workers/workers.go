@@ -25,11 +25,11 @@ type Deps struct {
 // RegisterShared registers what runs on the shared task queue: the workflows
 // and the activities that need no particular node.
 func RegisterShared(r worker.Registry, d Deps) {
-	r.RegisterWorkflowWithOptions(workflows.Seat, workflow.RegisterOptions{Name: crewlet.SeatWorkflowType})
-	r.RegisterWorkflowWithOptions(workflows.Rebalance, workflow.RegisterOptions{Name: workflows.RebalanceWorkflowType})
-	r.RegisterWorkflowWithOptions(workflows.Maintenance, workflow.RegisterOptions{Name: workflows.MaintenanceWorkflowType})
+	r.RegisterWorkflowWithOptions(workflows.Seat, workflow.RegisterOptions{Name: crewlet.WorkflowSeat})
+	r.RegisterWorkflowWithOptions(workflows.Rebalance, workflow.RegisterOptions{Name: crewlet.WorkflowRebalance})
+	r.RegisterWorkflowWithOptions(workflows.Maintenance, workflow.RegisterOptions{Name: crewlet.WorkflowMaintenance})
 	r.RegisterWorkflowWithOptions(workflows.Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
-	r.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.PersonNotesWorkflowType})
+	r.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.WorkflowPersonNotes})
 	register(r, map[string]any{
 		crewlet.ActivityPlaceSeat:      d.Seats.PlaceSeat,
 		crewlet.ActivitySetSeatStatus:  d.Seats.SetSeatStatus,

@@ -54,9 +54,9 @@ func TestReplaysRecordedHistories(t *testing.T) {
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflowWithOptions(Seat, workflow.RegisterOptions{Name: crewlet.SeatWorkflowType})
+			r.RegisterWorkflowWithOptions(Seat, workflow.RegisterOptions{Name: crewlet.WorkflowSeat})
 			r.RegisterWorkflowWithOptions(Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
-			r.RegisterWorkflowWithOptions(PersonNotes, workflow.RegisterOptions{Name: crewlet.PersonNotesWorkflowType})
+			r.RegisterWorkflowWithOptions(PersonNotes, workflow.RegisterOptions{Name: crewlet.WorkflowPersonNotes})
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, file); err != nil {
 				t.Fatalf("replay of %s: %v", file, err)
 			}

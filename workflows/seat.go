@@ -378,7 +378,7 @@ func localContext(ctx workflow.Context) workflow.Context {
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        100 * time.Millisecond,
 			MaximumInterval:        10 * time.Second,
-			NonRetryableErrorTypes: []string{crewlet.FencedErrorType},
+			NonRetryableErrorTypes: []string{crewlet.ErrorTypeFenced},
 		},
 	})
 }

@@ -234,7 +234,7 @@ func decodeCarry(t *testing.T, err error) SeatInput {
 	if !errors.As(err, &can) {
 		t.Fatalf("seat ended with %v (%T); want a *workflow.ContinueAsNewError", err, err)
 	}
-	if can.WorkflowType == nil || can.WorkflowType.Name != "Seat" {
+	if can.WorkflowType == nil || can.WorkflowType.Name != crewlet.WorkflowSeat {
 		t.Fatalf("continue-as-new workflow type: got %+v, want Seat", can.WorkflowType)
 	}
 	var next SeatInput

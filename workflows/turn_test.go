@@ -345,8 +345,8 @@ func TestTurnHeldByBudget(t *testing.T) {
 // acked, never replayed; one that fails before anything reached outside
 // fails, so its triggers are redelivered; a panic is recorded too.
 func TestTurnFailureAfterAWriteIsRecorded(t *testing.T) {
-	badRequest := temporal.NewNonRetryableApplicationError("openai: bad_request (HTTP 400): context too long", crewlet.ProviderErrorType, nil)
-	panicked := temporal.NewNonRetryableApplicationError("ModelRound panicked: boom", crewlet.PanicErrorType, nil)
+	badRequest := temporal.NewNonRetryableApplicationError("openai: bad_request (HTTP 400): context too long", crewlet.ErrorTypeProvider, nil)
+	panicked := temporal.NewNonRetryableApplicationError("ModelRound panicked: boom", crewlet.ErrorTypePanic, nil)
 	cases := []struct {
 		name       string
 		rounds     []roundScript

@@ -109,7 +109,7 @@ func (c *Control) StartSeat(ctx context.Context, s config.Seat) error {
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	opts.EnableEagerStart = true
-	run, err := c.temporal.ExecuteWorkflow(ctx, opts, crewlet.SeatWorkflowType, c.seatInput(s))
+	run, err := c.temporal.ExecuteWorkflow(ctx, opts, crewlet.WorkflowSeat, c.seatInput(s))
 	var open *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case errors.As(err, &open):
@@ -205,7 +205,7 @@ func (c *Control) Deliver(ctx context.Context, msg crewlet.Message) (crewlet.Mes
 // stray wake, which only makes it read its own mailbox.
 func (c *Control) wake(ctx context.Context, s config.Seat) error {
 	run, err := c.temporal.SignalWithStartWorkflow(ctx, crewlet.SeatWorkflowID(s.Handle), crewlet.SignalWake, nil,
-		c.startOptions(s), crewlet.SeatWorkflowType, c.seatInput(s))
+		c.startOptions(s), crewlet.WorkflowSeat, c.seatInput(s))
 	if err != nil {
 		return err
 	}
@@ -363,7 +363,7 @@ func (c *Control) Statuses(ctx context.Context) (map[string]crewlet.SeatStatus, 
 	out := map[string]crewlet.SeatStatus{}
 	req := &workflowservice.ListWorkflowExecutionsRequest{
 		Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND TaskQueue = '%s'",
-			crewlet.SeatWorkflowType, c.org.Temporal.TaskQueue),
+			crewlet.WorkflowSeat, c.org.Temporal.TaskQueue),
 	}
 	for {
 		resp, err := c.temporal.ListWorkflow(ctx, req)

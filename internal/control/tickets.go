@@ -325,7 +325,7 @@ func (t *Tickets) Answer(ctx context.Context, id, answer string) (crewlet.Ticket
 func (t *Tickets) notePerson(ctx context.Context, ticket crewlet.Ticket) error {
 	_, err := t.control.temporal.SignalWithStartWorkflow(ctx, crewlet.PersonNotesWorkflowID(ticket.From), crewlet.SignalTicketNote, ticket.ID,
 		client.StartWorkflowOptions{ID: crewlet.PersonNotesWorkflowID(ticket.From), TaskQueue: t.control.org.Temporal.TaskQueue},
-		crewlet.PersonNotesWorkflowType, workflows.PersonNotesInput{Person: ticket.From})
+		crewlet.WorkflowPersonNotes, workflows.PersonNotesInput{Person: ticket.From})
 	if err != nil {
 		return crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "%s cannot be told that ticket %s changed; Temporal is unreachable", ticket.From, ticket.ID)
 	}

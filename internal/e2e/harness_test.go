@@ -252,7 +252,7 @@ func (c *company) terminateSeats() {
 	// A person's notes workflow has a fixed id too (notes/{person}). Every
 	// page: a benchmark leaves thousands.
 	var ids []string
-	for _, wt := range []string{crewlet.SeatWorkflowType, crewlet.PersonNotesWorkflowType} {
+	for _, wt := range []string{crewlet.WorkflowSeat, crewlet.WorkflowPersonNotes} {
 		var token []byte
 		for {
 			resp, err := c.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
