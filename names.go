@@ -13,11 +13,12 @@ const (
 	// WorkflowSeat is the seat: one long-running workflow per seat.
 	WorkflowSeat = "Seat"
 	// WorkflowTurn is one turn, a child of its seat
-	// (DESIGN §6).
+	// (docs/architecture.md, "A turn").
 	WorkflowTurn = "Turn"
-	// WorkflowPersonNotes writes a person's ticket notes (DESIGN §8): the
-	// changes of the tickets a person opened that come together are written
-	// as one note in their inbox, by one workflow per person.
+	// WorkflowPersonNotes writes a person's ticket notes
+	// (docs/architecture.md, "Delegation: tickets"): the changes of the
+	// tickets a person opened that come together are written as one note in
+	// their inbox, by one workflow per person.
 	WorkflowPersonNotes = "PersonNotes"
 	// WorkflowRebalance is one pass of the rebalance duty.
 	WorkflowRebalance = "Rebalance"

@@ -11,7 +11,8 @@ const (
 	SeatHuman SeatKind = "human"
 )
 
-// SeatStatus is where a seat workflow is in its life (DESIGN §3).
+// SeatStatus is where a seat workflow is in its life
+// (docs/architecture.md, "The seat workflow").
 type SeatStatus string
 
 const (

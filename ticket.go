@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// TicketPhase is where a delegation stands (DESIGN §8).
+// TicketPhase is where a delegation stands
+// (docs/architecture.md, "Delegation: tickets").
 type TicketPhase string
 
 // A ticket is pending until the turn serving it settles it (done), it fails

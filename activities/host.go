@@ -230,8 +230,9 @@ func (h *Host) Hold(ctx context.Context, in crewlet.HoldInput) error {
 // while this node may still act for it would be half-owned.
 //
 // The wait has no end but the node's: a seat whose teardown here cannot be
-// proven stays on this node until the process restarts (DESIGN §4), and the
-// presence loop alarms about it every minute (seat_still_unproven).
+// proven stays on this node until the process restarts
+// (docs/architecture.md, "Tenure: which node runs a seat"), and the presence
+// loop alarms about it every minute (seat_still_unproven).
 func (h *Host) Detach(ctx context.Context, in crewlet.DetachInput) error {
 	if !h.Hosts(in.Handle, in.Epoch) {
 		return nil

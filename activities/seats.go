@@ -38,9 +38,10 @@ type Seats struct {
 	placer placer
 }
 
-// PlaceSeat chooses the node a seat establishes on (DESIGN §4 placement) and
-// reserves it, under a lock so concurrent placements respect fair shares;
-// when it chose this node, it attaches the seat here too.
+// PlaceSeat chooses the node a seat establishes on
+// (docs/architecture.md, "Tenure: which node runs a seat") and reserves it,
+// under a lock so concurrent placements respect fair shares; when it chose this
+// node, it attaches the seat here too.
 func (a *Seats) PlaceSeat(ctx context.Context, in crewlet.PlaceSeatInput) (crewlet.PlaceSeatOutput, error) {
 	req := a.askPlacement(in)
 	select {

@@ -28,10 +28,10 @@ import (
 	"github.com/crewlet/crewlet/internal/tracing"
 )
 
-// Turns runs the steps of a turn (DESIGN §6): open it, one model call per
-// round, one tool call per call asked for, and close it. Each step reads
-// what the steps before it recorded in Postgres and records what it did
-// under a key of the work, so a step run twice does its work once.
+// Turns runs the steps of a turn (docs/architecture.md, "A turn"): open it, one
+// model call per round, one tool call per call asked for, and close it. Each
+// step reads what the steps before it recorded in Postgres and records what it
+// did under a key of the work, so a step run twice does its work once.
 type Turns struct {
 	host    *Host
 	tickets *control.Tickets
@@ -640,9 +640,10 @@ func (a *Turns) usable(ctx context.Context, profile string) error {
 }
 
 // AcquireProfile picks the profile a turn runs on and takes a slot of it
-// (DESIGN §9). A turn keeps the profile it ran on while that one can take
-// it; else it fails over to another of its pool; with none able to, the
-// output says why and the turn waits. Fenced like every step of the turn.
+// (docs/architecture.md, "Profile pools"). A turn keeps the profile it ran on
+// while that one can take it; else it fails over to another of its pool; with
+// none able to, the output says why and the turn waits. Fenced like every step
+// of the turn.
 func (a *Turns) AcquireProfile(ctx context.Context, in crewlet.AcquireProfileInput) (out crewlet.AcquireProfileOutput, err error) {
 	defer recoverPanic(a.log, in.Handle, "AcquireProfile", &err)
 	if err := a.store.CheckEpoch(ctx, in.Handle, in.Epoch); err != nil {

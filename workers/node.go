@@ -226,9 +226,10 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	return n, nil
 }
 
-// presenceLoop is the node's liveness (DESIGN §4): every beat it stamps the
-// node's presence row, ends the tenures here that moved on, and runs the
-// failure detector over its peers. Nothing beats per seat.
+// presenceLoop is the node's liveness
+// (docs/architecture.md, "Tenure: which node runs a seat"): every beat it
+// stamps the node's presence row, ends the tenures here that moved on, and runs
+// the failure detector over its peers. Nothing beats per seat.
 func (n *Node) presenceLoop() {
 	defer n.loopsDone.Done()
 	defer n.watchdog.Forget("presence")

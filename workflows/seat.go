@@ -119,8 +119,9 @@ type seat struct {
 	}
 }
 
-// Seat is the long-running workflow of one agent seat (DESIGN §3): it holds
-// the seat's tenure, reads its mailbox and runs its turns, one at a time.
+// Seat is the long-running workflow of one agent seat
+// (docs/architecture.md, "The seat workflow"): it holds the seat's tenure,
+// reads its mailbox and runs its turns, one at a time.
 func Seat(ctx workflow.Context, in SeatInput) error {
 	if in.ReadBatch <= 0 {
 		in.ReadBatch = defaultReadBatch

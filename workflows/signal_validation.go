@@ -16,11 +16,11 @@ import (
 )
 
 // Bounds on signal payloads. The Temporal frontend is a second door to seats
-// and turns (DESIGN §11): whoever reaches it can signal them with anything, so
-// every payload is checked here, and one that fails is dropped and logged.
-// They are the API door's bounds (input.go) where the door has one, and at
-// least what crewlet itself sends; they keep a seat's carried state small
-// (maxCarryBytes).
+// and turns (docs/architecture.md, "Doors: the API and the Temporal frontend"):
+// whoever reaches it can signal them with anything, so every payload is
+// checked here, and one that fails is dropped and logged. They are the API
+// door's bounds (input.go) where the door has one, and at least what crewlet
+// itself sends; they keep a seat's carried state small (maxCarryBytes).
 const (
 	// maxSignalBytes bounds a signal's encoded payload: every field at its
 	// bound, even with JSON's six-byte escapes, fits.

@@ -60,11 +60,12 @@ type turn struct {
 	}
 }
 
-// Turn is one turn of a seat over a batch of triggers (DESIGN §6): every
-// trigger that needs an answer is one model conversation of rounds, a model
-// call then the tool calls it asked for. The conversation lives in Postgres
-// and every step is keyed on the work, so a turn re-run after its tenure was
-// lost repeats nothing that finished: it reads back what is recorded.
+// Turn is one turn of a seat over a batch of triggers
+// (docs/architecture.md, "A turn"): every trigger that needs an answer is one
+// model conversation of rounds, a model call then the tool calls it asked for.
+// The conversation lives in Postgres and every step is keyed on the work, so a
+// turn re-run after its tenure was lost repeats nothing that finished: it reads
+// back what is recorded.
 func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error) {
 	if in.HeartbeatTimeout <= 0 {
 		in.HeartbeatTimeout = defaultHeartbeatTimeout

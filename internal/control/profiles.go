@@ -16,10 +16,11 @@ import (
 	"github.com/crewlet/crewlet/internal/store"
 )
 
-// Profiles runs a role's pool of model profiles (DESIGN §9): which profile
-// a turn runs on, the health of the credentials they spend, and the model
-// gate. Every fact lives in Postgres, so every node and the API read the
-// same ones; the decisions are internal/pool's.
+// Profiles runs a role's pool of model profiles
+// (docs/architecture.md, "Profile pools"): which profile a turn runs on, the
+// health of the credentials they spend, and the model gate. Every fact lives in
+// Postgres, so every node and the API read the same ones; the decisions are
+// internal/pool's.
 type Profiles struct {
 	control *Control
 	store   *store.Store

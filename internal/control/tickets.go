@@ -18,8 +18,8 @@ import (
 )
 
 // Tickets opens delegation tickets and tells delegators how they ended
-// (DESIGN §8). Every phase change is one statement in the store; this adds
-// the mail around it.
+// (docs/architecture.md, "Delegation: tickets"). Every phase change is one
+// statement in the store; this adds the mail around it.
 type Tickets struct {
 	control *Control
 	store   *store.Store

@@ -15,9 +15,10 @@ import (
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
 )
 
-// Node-level liveness (DESIGN §4): no seat holds its tenure with an
-// activity; each node's presence loop detects dead peers, fences itself
-// when cut off from Postgres, and tears down tenures that moved on.
+// Node-level liveness (docs/architecture.md, "Tenure: which node runs a seat"):
+// no seat holds its tenure with an activity; each node's presence loop detects
+// dead peers, fences itself when cut off from Postgres, and tears down tenures
+// that moved on.
 
 // mcpFleetOrg writes an org of n seats s01..sNN whose role runs the MCP test
 // server (stdio) with each tenure: "count" calls its read-only tool.

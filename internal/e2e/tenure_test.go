@@ -17,8 +17,10 @@ import (
 	"github.com/crewlet/crewlet/internal/testenv"
 )
 
-// Tenure across the fleet (DESIGN §4): node drain by SIGTERM and through the
-// API, a joining node getting work, label placement, the watchdog.
+// Tenure across the fleet
+// (docs/architecture.md, "Tenure: which node runs a seat"): node drain by
+// SIGTERM and through the API, a joining node getting work, label placement,
+// the watchdog.
 
 // seatMap returns GET /seats keyed by handle.
 func (c *company) seatMap() map[string]api.SeatSummary {
