@@ -9,6 +9,7 @@ import (
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/testhook"
 )
 
 // Mail holds the mailbox activities. They are short Redis and Postgres steps
@@ -114,7 +115,7 @@ func (a *Mail) AckMail(ctx context.Context, in crewlet.AckMailInput) error {
 		return err
 	}
 	a.Metrics.MailAcked(len(in.StreamIDs))
-	crashPoint("after_ack", in.Handle)
+	crashPoint(testhook.AfterAck, in.Handle)
 	return nil
 }
 

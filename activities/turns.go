@@ -25,6 +25,7 @@ import (
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/model"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/testhook"
 	"github.com/crewlet/crewlet/internal/tracing"
 )
 
@@ -63,7 +64,7 @@ func (a *Turns) chat(ctx context.Context, profile string, req crewlet.ModelReque
 
 // NewTurns builds the model of every profile in org once.
 func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailbox, ctl *control.Control, tickets *control.Tickets, profiles *control.Profiles, log *slog.Logger) (*Turns, error) {
-	probe, err := model.OpenProbe(host.Incarnation)
+	probe, err := model.OpenProbe(testhook.Current().ScriptedProbe, host.Incarnation)
 	if err != nil {
 		return nil, err
 	}
@@ -491,7 +492,7 @@ func (a *Turns) compact(ctx context.Context, handle, profileName, turnID, conver
 		AnsweredModel: resp.Model}, crewlet.CompactionSystem); err != nil {
 		a.log.Warn("usage_unrecorded", "seat", handle, "what", "compaction", "error", err)
 	}
-	crashPoint("after_compaction", handle)
+	crashPoint(testhook.AfterCompaction, handle)
 	return &stored.ConversationSummary, nil
 }
 
@@ -744,7 +745,7 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 		})
 		out.Replies++
 	}
-	crashPoint("after_model", in.Handle)
+	crashPoint(testhook.AfterModel, in.Handle)
 	if err := a.store.AppendMessages(ctx, in.WorkKey, transcript...); err != nil {
 		return out, err
 	}
@@ -777,7 +778,7 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 	if err := a.store.ForgetWaiter(ctx, in.TurnID); err != nil {
 		return out, err
 	}
-	crashPoint("after_publish", in.Handle)
+	crashPoint(testhook.AfterPublish, in.Handle)
 	a.remember(ctx, in, exchanges, counterparties)
 	first, err := a.store.FinishTurn(ctx, in.Handle, in.WorkKey, string(in.Status), in.Note, in.StoppedBy, in.Rounds)
 	if err != nil {
@@ -801,7 +802,7 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 	if err := a.store.LedgerRecord(ctx, in.Handle, in.WorkKey, in.TurnID, ledger); err != nil {
 		a.log.Warn("ledger_unwritable", "seat", in.Handle, "turn", in.TurnID, "error", err)
 	}
-	crashPoint("after_ledger", in.Handle)
+	crashPoint(testhook.AfterLedger, in.Handle)
 	a.Metrics.TurnFinished(string(in.Status))
 	a.log.Info("turn_finished", "seat", in.Handle, "turn", in.TurnID, "status", in.Status, "rounds", in.Rounds,
 		"triggers", len(out.Answered), "replies", out.Replies)
@@ -870,7 +871,7 @@ func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error
 		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, ContextBytes: plan.Bytes, AnsweredModel: resp.Model}, ctxIn.System); err != nil {
 		a.log.Warn("usage_unrecorded", "seat", in.Handle, "what", "reflection", "error", err)
 	}
-	crashPoint("after_reflection_model", in.Handle)
+	crashPoint(testhook.AfterReflectionModel, in.Handle)
 	entry := strings.TrimSpace(resp.Text)
 	if entry == "" || strings.EqualFold(strings.Trim(entry, " .!"), "nothing") {
 		a.log.Info("turn_reflected", "seat", in.Handle, "turn", in.TurnID, "kept", false)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/testhook"
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
 )
 
@@ -161,7 +162,7 @@ func TestNodeCutOffFromPostgresFencesItselfBeforeItsSeatsMove(t *testing.T) {
 	c.setenv("CREWLET_NODES_REBALANCE_INTERVAL=1h")
 	c.apiServer()
 	const cutAfter = 15 * time.Second
-	cut := c.workerWithEnv("n1", []string{fmt.Sprintf("CREWLET_TEST_CUT_STORE_AFTER=%s", cutAfter)})
+	cut := c.workerWithEnv("n1", []string{testhook.Hooks{CutStoreAfter: cutAfter}.Env()})
 	c.waitAttached(60 * time.Second)
 	n1 := c.liveIncarnation("n1")
 	c.allOn(n1)
