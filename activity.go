@@ -2,36 +2,6 @@ package crewlet
 
 import "time"
 
-// Activity names. Workflows refer to activities by these names so that the
-// workflows package never imports the activities package.
-const (
-	// On the shared task queue (most as local activities).
-	ActivityPlaceSeat     = "PlaceSeat"
-	ActivitySetSeatStatus = "SetSeatStatus"
-	ActivityReadMail      = "ReadMail"
-	ActivityAckMail       = "AckMail"
-	ActivityRebalance     = "Rebalance"
-	ActivityPrepareTurn   = "PrepareTurn"
-	ActivityMaintenance   = "Maintenance"
-	// On the host queue of the node that hosts the seat.
-	ActivityAttach = "Attach"
-	ActivityHold   = "Hold"
-	ActivityDetach = "Detach"
-)
-
-// FencedErrorType is the Temporal application error type of an activity
-// refused because the epoch it carried is no longer the seat's, or because
-// the node it reached does not host the seat.
-const FencedErrorType = "seat_fenced"
-
-// UnplaceableErrorType is the error type of a placement that found no live
-// node able to run the seat.
-const UnplaceableErrorType = "seat_unplaceable"
-
-// RefusedErrorType is the error type of an Attach refused by a node that is
-// draining or full; the seat places itself elsewhere.
-const RefusedErrorType = "seat_refused"
-
 // PlaceSeatInput asks for a node to establish a seat on.
 type PlaceSeatInput struct {
 	Handle string `json:"handle"`

@@ -2,8 +2,8 @@ package crewlet
 
 import "time"
 
-// Budget windows (DESIGN §6): tokens are counted per calendar day, ISO week
-// (starting Monday) and month on the company's timezone.
+// Budget windows (docs/architecture.md, "A turn"): tokens are counted per
+// calendar day, ISO week (starting Monday) and month on the company's timezone.
 const (
 	WindowDay   = "day"
 	WindowWeek  = "week"

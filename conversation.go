@@ -87,11 +87,11 @@ type ContextPlan struct {
 	Oversize bool
 }
 
-// AssembleContext lays out one model round's request (DESIGN §6): the
-// conversation as it stands (a compaction summary, then the earlier
-// exchanges), then this turn's thread. It is the one place that decides
-// what fits, and a pure function of its input, so a round re-run on the same
-// recorded state sends the same context.
+// AssembleContext lays out one model round's request
+// (docs/architecture.md, "A turn"): the conversation as it stands (a compaction
+// summary, then the earlier exchanges), then this turn's thread. It is the one
+// place that decides what fits, and a pure function of its input, so a round
+// re-run on the same recorded state sends the same context.
 //
 // When the whole does not fit Budget, it first asks for the oldest earlier
 // exchanges to be compacted (keeping the newest that fill at most a quarter

@@ -20,9 +20,6 @@ const TaskQueue = "crewlet"
 // it was without one. Prometheus names it crewlet_seat_establish_seconds.
 const MetricEstablish = "crewlet_seat_establish"
 
-// SeatWorkflowType is the registered name of the seat workflow.
-const SeatWorkflowType = "Seat"
-
 // handlePattern is what a seat handle, role or profile name may look like: it
 // has to be usable in workflow ids, Redis keys and URLs without escaping.
 var handlePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)

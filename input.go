@@ -7,8 +7,9 @@ import (
 	"unicode/utf8"
 )
 
-// Bounds of what a caller may send (DESIGN §11): refused at the door, so
-// nothing a caller sends can fail inside a turn.
+// Bounds of what a caller may send: refused at the door, so nothing a caller
+// sends can fail inside a turn
+// (docs/architecture.md, "Doors: the API and the Temporal frontend").
 const (
 	// MaxMessageBytes bounds a message's text and a ticket's task,
 	// question and answer.

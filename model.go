@@ -85,7 +85,8 @@ type ModelResponse struct {
 	Model string `json:"model,omitempty"`
 }
 
-// ChatModel is a model backend with tool calling (DESIGN §6, §9).
+// ChatModel is a model backend with tool calling
+// (docs/architecture.md, "Model backends").
 type ChatModel interface {
 	Chat(ctx context.Context, req ModelRequest) (ModelResponse, error)
 }

@@ -2,7 +2,8 @@ package crewlet
 
 import "time"
 
-// Selection policies of a role's profile pool (DESIGN §9).
+// Selection policies of a role's profile pool
+// (docs/architecture.md, "Profile pools").
 const (
 	// SelectionWeighted spreads turns over the pool's profiles in the ratio
 	// of their weights (smooth weighted round-robin).

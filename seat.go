@@ -11,7 +11,8 @@ const (
 	SeatHuman SeatKind = "human"
 )
 
-// SeatStatus is where a seat workflow is in its life (DESIGN §3).
+// SeatStatus is where a seat workflow is in its life
+// (docs/architecture.md, "The seat workflow").
 type SeatStatus string
 
 const (
@@ -28,22 +29,6 @@ const (
 	StatusAbsent SeatStatus = "absent"
 )
 
-// Signal and query names of the seat workflow. Operators use them directly
-// with `temporal workflow signal|query`, so they are part of the interface.
-const (
-	SignalWake   = "wake"
-	SignalPause  = "pause"
-	SignalResume = "resume"
-	SignalDrain  = "drain"
-	SignalMove   = "move"
-	SignalStop   = "stop"
-	// SignalHostLost tells a seat the node hosting it is gone (the failure
-	// detector claimed it, or the node fenced itself): it re-establishes
-	// elsewhere. Its payload is a HostLostRequest.
-	SignalHostLost = "host_lost"
-	QueryState     = "state"
-)
-
 // HostLostRequest is the payload of the host_lost signal: the node
 // incarnation that is gone, and who says so. A seat hosted elsewhere
 // ignores it.
@@ -51,17 +36,6 @@ type HostLostRequest struct {
 	Node string `json:"node"`
 	By   string `json:"by"`
 }
-
-// Search attributes the seat workflow upserts on every change. They must be
-// registered on the Temporal namespace (temporal-config/search-attributes.txt).
-const (
-	SAHandle = "CrewletHandle"
-	SARole   = "CrewletRole"
-	SAStatus = "CrewletStatus"
-	SANode   = "CrewletNode"
-	SAEpoch  = "CrewletEpoch"
-	SAPaused = "CrewletPaused"
-)
 
 // PauseRequest is the payload of the pause signal.
 type PauseRequest struct {

@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// TicketPhase is where a delegation stands (DESIGN §8).
+// TicketPhase is where a delegation stands
+// (docs/architecture.md, "Delegation: tickets").
 type TicketPhase string
 
 // A ticket is pending until the turn serving it settles it (done), it fails
@@ -130,19 +131,6 @@ func TicketQuestionText(t Ticket) string {
 	return fmt.Sprintf("Ticket %s to %s: %s asks:\n\n%s\n\nAnswer with answer(ticket: %q, text: ...); %s waits for it.\n\nThe task was: %s",
 		t.ID, t.To, t.To, t.Question, t.ID, t.To, t.Task)
 }
-
-// A person's ticket notes (DESIGN §8): the changes of the tickets a person
-// opened that come together are written as one note in their inbox, by the
-// workflow PersonNotes, one per person.
-const (
-	// PersonNotesWorkflowType is the workflow type of a person's notes.
-	PersonNotesWorkflowType = "PersonNotes"
-	// SignalTicketNote tells a person's notes that a ticket changed; its
-	// payload is the ticket id.
-	SignalTicketNote = "ticket_note"
-	// ActivityTicketNote writes one note; a local activity of PersonNotes.
-	ActivityTicketNote = "TicketNote"
-)
 
 // PersonNotesWorkflowID is the id of a person's notes workflow.
 func PersonNotesWorkflowID(person string) string { return "notes/" + person }

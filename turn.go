@@ -5,10 +5,6 @@ import (
 	"time"
 )
 
-// WorkflowTurn is the workflow type of one turn, a child of its seat
-// (DESIGN §6).
-const WorkflowTurn = "Turn"
-
 // TurnWorkflowID is the ID of the turn over one trigger set: one trigger set
 // cannot start two turns at once.
 func TurnWorkflowID(handle, workKey string) string {
@@ -33,50 +29,11 @@ func ParseTurnID(id string) (handle, workKey string, ok bool) {
 // resumes its conversation instead of starting it again.
 func ThreadKey(eventID string) string { return WorkKey([]string{eventID}) }
 
-// SignalStopTurn asks a running turn to stop at its next round boundary; its
-// payload is a StopTurnRequest.
-const SignalStopTurn = "stop_turn"
-
 // StopTurnRequest says who stopped a turn and why.
 type StopTurnRequest struct {
 	By     string `json:"by"`
 	Reason string `json:"reason"`
 }
-
-// Activities of a turn. BeginTurn and FinishTurn are short Postgres/Redis
-// steps run as local activities; ModelRound runs on any node; ToolCall runs
-// on the seat's host queue, where its MCP children live.
-const (
-	ActivityBeginTurn  = "BeginTurn"
-	ActivityModelRound = "ModelRound"
-	ActivityToolCall   = "ToolCall"
-	ActivityFinishTurn = "FinishTurn"
-	// ActivityResolveWait ends a wait on a ticket and records the waiting
-	// tool call's result; a local activity of the turn.
-	ActivityResolveWait = "ResolveWait"
-	// ActivityReflect asks the model, once a turn answered and before it
-	// finishes, what to keep in the seat's diary; on any node, like a model
-	// round.
-	ActivityReflect = "Reflect"
-	// ActivityDeadLetterMail moves triggers that can never succeed to the
-	// dead letters at once; a local activity of the seat.
-	ActivityDeadLetterMail = "DeadLetterMail"
-	// ActivityCheckBudget asks, for a seat whose turns a budget cap holds,
-	// whether it still does; a local activity of the seat.
-	ActivityCheckBudget = "CheckBudget"
-	// ActivityAcquireProfile picks the profile a turn runs on and takes a
-	// slot of it, or says why none can take the turn; a local activity of
-	// the turn.
-	ActivityAcquireProfile = "AcquireProfile"
-	// ActivityReleaseProfile gives back a turn's profile slot and wakes a
-	// turn waiting for one; a local activity of the turn.
-	ActivityReleaseProfile = "ReleaseProfile"
-)
-
-// SignalProfileFree tells a turn held for want of a profile that one of its
-// pool may have freed (a slot given back, a model switched on): it tries
-// again. It carries nothing.
-const SignalProfileFree = "profile_free"
 
 // AcquireProfileInput asks for a profile for a turn run.
 type AcquireProfileInput struct {
@@ -110,25 +67,6 @@ type DeadLetterMailInput struct {
 type CheckBudgetInput struct {
 	Handle string `json:"handle"`
 }
-
-// Error types of a turn's activities.
-const (
-	// PanicErrorType marks an activity that panicked: the turn is recorded
-	// as failed and its triggers acked, never replayed.
-	PanicErrorType = "turn_panicked"
-	// PermanentErrorType marks a turn that can never succeed for its
-	// triggers (the provider refused the request itself as bad): the seat
-	// dead-letters a trigger that fails so at once, with the reason.
-	PermanentErrorType = "permanent"
-	// ProviderErrorType marks a model call the provider refused for now
-	// (auth): an operator's fix may let it through.
-	ProviderErrorType = "provider_error"
-	// ProfileUnavailableErrorType marks a model call whose profile can no
-	// longer be used (its credential was quarantined or cooled off, its
-	// model switched off): the turn fails over to another profile of its
-	// pool, or waits for one.
-	ProfileUnavailableErrorType = "profile_unavailable"
-)
 
 // TurnStatus is how a turn ended.
 type TurnStatus string
@@ -235,11 +173,6 @@ type ToolCallInput struct {
 	Round   int         `json:"round"`
 	Call    ToolCallRef `json:"call"`
 }
-
-// SignalTicket tells a turn waiting on a ticket that the ticket changed
-// (settled, failed, asked, answered); its payload is a TicketSignal. A
-// signal about another ticket, or after the wait ended, changes nothing.
-const SignalTicket = "ticket"
 
 // TicketSignal names the ticket that changed.
 type TicketSignal struct {

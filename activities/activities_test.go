@@ -116,7 +116,7 @@ func TestStaleEpochSetSeatStatusIsFencedAndChangesNothing(t *testing.T) {
 	}
 
 	err = seats.SetSeatStatus(e.ctx, crewlet.SeatStatusInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: old}, Status: "drained"})
-	wantErrorType(t, "SetSeatStatus with stale epoch", err, crewlet.FencedErrorType)
+	wantErrorType(t, "SetSeatStatus with stale epoch", err, crewlet.ErrorTypeFenced)
 
 	after, err := e.store.Seat(e.ctx, "cto")
 	if err != nil {
@@ -166,7 +166,7 @@ func TestHostRefusesSeatsItDoesNotHost(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			wantErrorType(t, tc.name, tc.run(), crewlet.FencedErrorType)
+			wantErrorType(t, tc.name, tc.run(), crewlet.ErrorTypeFenced)
 		})
 	}
 	// The real host passes its own check.
@@ -186,7 +186,7 @@ func TestDrainingHostRefusesAttach(t *testing.T) {
 	}
 	h.Tenures.SetDraining()
 	_, err = h.Attach(e.ctx, crewlet.AttachInput{Handle: "cto"})
-	wantErrorType(t, "Attach on a draining host", err, crewlet.RefusedErrorType)
+	wantErrorType(t, "Attach on a draining host", err, crewlet.ErrorTypeRefused)
 	after, err := e.store.Seat(e.ctx, "cto")
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +208,7 @@ func TestHostRefusesASeatItsOrgDoesNotKnow(t *testing.T) {
 	h := newHost(e, "n1:aaaa")
 	h.Knows = func(handle string) bool { return handle == "cfo" }
 	_, err := h.Attach(e.ctx, crewlet.AttachInput{Handle: "cto"})
-	wantErrorType(t, "Attach of a seat the node's org lacks", err, crewlet.RefusedErrorType)
+	wantErrorType(t, "Attach of a seat the node's org lacks", err, crewlet.ErrorTypeRefused)
 	if !strings.Contains(err.Error(), "has no agent seat cto") {
 		t.Fatalf("refusal %q; want it to name the seat", err)
 	}

@@ -3,20 +3,16 @@ package activities
 import (
 	"fmt"
 	"os"
-	"strings"
 	"syscall"
+
+	"github.com/crewlet/crewlet/internal/testhook"
 )
 
-// crashPoint kills this process, as a crash would, when the crash-matrix test
-// hook names this point: CREWLET_TEST_CRASH_AT=<point> and, optionally,
-// CREWLET_TEST_CRASH_SEAT=<handle>. It exists for that test only and does
-// nothing when the variables are unset.
-func crashPoint(point, seat string) {
-	at := os.Getenv("CREWLET_TEST_CRASH_AT")
-	if at == "" || !strings.EqualFold(at, point) {
-		return
-	}
-	if want := os.Getenv("CREWLET_TEST_CRASH_SEAT"); want != "" && want != seat {
+// crashPoint kills this process, as a crash would, when the crash-matrix
+// test hook (testhook.Hooks.CrashAt) names this point for this seat. It does
+// nothing when no hook is set.
+func crashPoint(point testhook.CrashPoint, seat string) {
+	if !testhook.Current().CrashesAt(point, seat) {
 		return
 	}
 	fmt.Fprintf(os.Stderr, "crewlet: test hook: crashing at %s for seat %s\n", point, seat)

@@ -110,16 +110,16 @@ func (h *Host) Attach(ctx context.Context, in crewlet.AttachInput) (crewlet.Atta
 	switch {
 	case h.Tenures.Draining():
 		return crewlet.AttachOutput{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("node %s is draining and takes no new seat", h.Incarnation), crewlet.RefusedErrorType, nil)
+			fmt.Sprintf("node %s is draining and takes no new seat", h.Incarnation), crewlet.ErrorTypeRefused, nil)
 	case h.Tenures.SelfFenced():
 		return crewlet.AttachOutput{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("node %s cannot reach Postgres and takes no seat", h.Incarnation), crewlet.RefusedErrorType, nil)
+			fmt.Sprintf("node %s cannot reach Postgres and takes no seat", h.Incarnation), crewlet.ErrorTypeRefused, nil)
 	case h.Knows != nil && !h.Knows(in.Handle):
 		// Config skew: the org file changed and this node runs the old
 		// one. Hosting the seat here would fail its mail as "no role".
 		return crewlet.AttachOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("node %s's org file has no agent seat %s; restart it with the current org file", h.Incarnation, in.Handle),
-			crewlet.RefusedErrorType, nil)
+			crewlet.ErrorTypeRefused, nil)
 	}
 	// A tenure this node held before (a lost host that came back) ends
 	// here first: its children must not outlive it.
@@ -171,8 +171,9 @@ func (h *Host) Hold(ctx context.Context, in crewlet.HoldInput) error {
 // while this node may still act for it would be half-owned.
 //
 // The wait has no end but the node's: a seat whose teardown here cannot be
-// proven stays on this node until the process restarts (DESIGN §4), and the
-// presence loop alarms about it every minute (seat_still_unproven).
+// proven stays on this node until the process restarts
+// (docs/architecture.md, "Tenure: which node runs a seat"), and the presence
+// loop alarms about it every minute (seat_still_unproven).
 func (h *Host) Detach(ctx context.Context, in crewlet.DetachInput) error {
 	if !h.Hosts(in.Handle, in.Epoch) {
 		return nil
@@ -270,7 +271,7 @@ func (h *Host) CheckHosted(handle string, epoch int64) error {
 func (h *Host) fenced(handle string, epoch int64) error {
 	h.Log.Warn("seat_fenced", "seat", handle, "epoch", epoch, "node", h.Incarnation, "reason", "not hosted here")
 	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("node %s does not host seat %s at epoch %d", h.Incarnation, handle, epoch), crewlet.FencedErrorType, nil)
+		fmt.Sprintf("node %s does not host seat %s at epoch %d", h.Incarnation, handle, epoch), crewlet.ErrorTypeFenced, nil)
 }
 
 // heartbeatWhile heartbeats the activity every beat until stop is closed, so

@@ -8,6 +8,7 @@ import (
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/testhook"
 	"github.com/crewlet/crewlet/internal/tickets"
 )
 
@@ -105,7 +106,7 @@ func (a *Mail) AckMail(ctx context.Context, in crewlet.AckMailInput) error {
 		return err
 	}
 	a.Metrics.MailAcked(len(in.StreamIDs))
-	crashPoint("after_ack", in.Handle)
+	crashPoint(testhook.AfterAck, in.Handle)
 	return nil
 }
 

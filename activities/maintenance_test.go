@@ -195,7 +195,7 @@ seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
 		t.Fatal(err)
 	}
 	tc := dialTemporal(t)
-	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: crewlet.SeatWorkflowID("eng-9"), TaskQueue: org.Temporal.TaskQueue}, crewlet.SeatWorkflowType)
+	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: crewlet.SeatWorkflowID("eng-9"), TaskQueue: org.Temporal.TaskQueue}, crewlet.WorkflowSeat)
 	if err != nil {
 		t.Fatal(err)
 	}

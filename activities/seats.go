@@ -39,9 +39,10 @@ type Seats struct {
 	placer placer
 }
 
-// PlaceSeat chooses the node a seat establishes on (DESIGN §4 placement) and
-// reserves it, under a lock so concurrent placements respect fair shares;
-// when it chose this node, it attaches the seat here too.
+// PlaceSeat chooses the node a seat establishes on
+// (docs/architecture.md, "Tenure: which node runs a seat") and reserves it,
+// under a lock so concurrent placements respect fair shares; when it chose this
+// node, it attaches the seat here too.
 func (a *Seats) PlaceSeat(ctx context.Context, in crewlet.PlaceSeatInput) (crewlet.PlaceSeatOutput, error) {
 	req := a.askPlacement(in)
 	select {
@@ -56,7 +57,7 @@ func (a *Seats) PlaceSeat(ctx context.Context, in crewlet.PlaceSeatInput) (crewl
 		group, _ := a.Org.SeatPlacement(in.Handle)
 		a.Log.Warn("seats_unplaceable", "seat", in.Handle, "labels", group.Key, "excluded", in.Exclude)
 		return crewlet.PlaceSeatOutput{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("no live node can run seat %s (placement %q)", in.Handle, group.Key), crewlet.UnplaceableErrorType, nil)
+			fmt.Sprintf("no live node can run seat %s (placement %q)", in.Handle, group.Key), crewlet.ErrorTypeUnplaceable, nil)
 	}
 	out := crewlet.PlaceSeatOutput{Node: req.node.Incarnation, HostQueue: req.node.HostQueue}
 	if a.Here != nil && req.node.Incarnation == a.Here.Incarnation {
@@ -197,5 +198,5 @@ func Fence(log *slog.Logger, handle string, epoch int64, err error) error {
 		return err
 	}
 	log.Warn("seat_fenced", "seat", handle, "epoch", epoch)
-	return temporal.NewNonRetryableApplicationError(crewlet.ErrorMessage(err), crewlet.FencedErrorType, nil)
+	return temporal.NewNonRetryableApplicationError(crewlet.ErrorMessage(err), crewlet.ErrorTypeFenced, nil)
 }

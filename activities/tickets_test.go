@@ -28,10 +28,11 @@ import (
 	"github.com/crewlet/crewlet/workflows"
 )
 
-// Tickets (DESIGN §8) end where the seats' activities are: the turn serving
-// one settles or fails it, a dead-lettered request fails it, a stopped seat
-// fails its tickets, maintenance expires old ones, and a seat opens one with
-// the delegate tool. Every end tells the delegator once.
+// Tickets (docs/architecture.md, "Delegation: tickets") end where the seats'
+// activities are: the turn serving one settles or fails it, a dead-lettered
+// request fails it, a stopped seat fails its tickets, maintenance expires old
+// ones, and a seat opens one with the delegate tool. Every end tells the
+// delegator once.
 
 // ticketsOrg has two agent seats and a person. Its task queue is the test's
 // own: a delivery that wakes an agent seat starts its workflow there, where
@@ -104,7 +105,7 @@ func ticketService(t testing.TB, st *store.Store, mb *mailbox.Mailbox, org *conf
 	}
 	endNotes()
 	w := worker.New(tc, org.Temporal.TaskQueue, worker.Options{})
-	w.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.PersonNotesWorkflowType})
+	w.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.WorkflowPersonNotes})
 	w.RegisterActivityWithOptions((&Mail{Store: st, Mailbox: mb, Tickets: tk, Log: discard}).TicketNote,
 		activity.RegisterOptions{Name: crewlet.ActivityTicketNote})
 	if err := w.Start(); err != nil {

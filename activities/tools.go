@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/testhook"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/tools/firstparty"
 	"github.com/crewlet/crewlet/internal/tracing"
@@ -72,7 +73,7 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 		res = tools.Result{Text: outcomeUnknown + " (" + err.Error() + ")", IsError: true}
 		out.Unknown = true
 	}
-	crashPoint("after_tool_call", in.Handle)
+	crashPoint(testhook.AfterToolCall, in.Handle)
 	out.IsError = res.IsError
 	a.Metrics.ToolCall(toolServer(call.Name), toolOutcome(out))
 	if err := a.recordResult(ctx, in, thread, call, res); err != nil {

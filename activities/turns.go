@@ -24,6 +24,7 @@ import (
 	"github.com/crewlet/crewlet/internal/model"
 	"github.com/crewlet/crewlet/internal/profiles"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/testhook"
 	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/tools/firstparty"
 	"github.com/crewlet/crewlet/internal/tracing"
@@ -31,10 +32,10 @@ import (
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
-// Turns runs the steps of a turn (DESIGN §6): open it, one model call per
-// round, one tool call per call asked for, and close it. Each step reads
-// what the steps before it recorded in Postgres and records what it did
-// under a key of the work, so a step run twice does its work once.
+// Turns runs the steps of a turn (docs/architecture.md, "A turn"): open it, one
+// model call per round, one tool call per call asked for, and close it. Each
+// step reads what the steps before it recorded in Postgres and records what it
+// did under a key of the work, so a step run twice does its work once.
 type Turns struct {
 	host     *Host
 	tickets  *tickets.Service
@@ -66,7 +67,7 @@ func (a *Turns) chat(ctx context.Context, profile string, req crewlet.ModelReque
 
 // NewTurns builds the model of every profile in org once.
 func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailbox, dl *delivery.Service, tickets *tickets.Service, profiles *profiles.Service, log *slog.Logger) (*Turns, error) {
-	probe, err := model.OpenProbe(host.Incarnation)
+	probe, err := model.OpenProbe(testhook.Current().ScriptedProbe, host.Incarnation)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +178,7 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 func threadOf(turn wire.TurnRow, thread int) (crewlet.Message, string, error) {
 	if thread < 0 || thread >= len(turn.Threads) || turn.Threads[thread] >= len(turn.Mail) {
 		return crewlet.Message{}, "", temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("turn %s has no thread %d", turn.TurnID, thread), "bad_thread", nil)
+			fmt.Sprintf("turn %s has no thread %d", turn.TurnID, thread), crewlet.ErrorTypeBadThread, nil)
 	}
 	trigger := turn.Mail[turn.Threads[thread]]
 	return trigger, crewlet.ThreadKey(trigger.EventID), nil
@@ -456,7 +457,7 @@ func (a *Turns) compact(ctx context.Context, handle, profileName, turnID, conver
 		AnsweredModel: resp.Model}, crewlet.CompactionSystem); err != nil {
 		a.log.Warn("usage_unrecorded", "seat", handle, "what", "compaction", "error", err)
 	}
-	crashPoint("after_compaction", handle)
+	crashPoint(testhook.AfterCompaction, handle)
 	return &stored.ConversationSummary, nil
 }
 
@@ -543,7 +544,7 @@ func (a *Turns) modelFailure(ctx context.Context, profile, turnID string, err er
 			a.log.Warn("credential_unreported", "profile", profile, "error", rerr)
 		}
 		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("profile %s: usage limit reached: %s", profile, pe.Message), crewlet.ProfileUnavailableErrorType, nil)
+			fmt.Sprintf("profile %s: usage limit reached: %s", profile, pe.Message), crewlet.ErrorTypeProfileUnavailable, nil)
 	case pe.Kind == crewlet.ProviderServerError:
 		if rerr := a.profiles.Failed(ctx, profile, turnID, pe.Message); rerr != nil {
 			a.log.Warn("credential_unreported", "profile", profile, "error", rerr)
@@ -553,9 +554,9 @@ func (a *Turns) modelFailure(ctx context.Context, profile, turnID string, err er
 		return temporal.NewApplicationErrorWithOptions(pe.Error(), pe.Kind, temporal.ApplicationErrorOptions{NextRetryDelay: pe.RetryAfter})
 	}
 	if pe.Kind == crewlet.ProviderBadRequest {
-		return temporal.NewNonRetryableApplicationError(pe.Error(), crewlet.PermanentErrorType, nil)
+		return temporal.NewNonRetryableApplicationError(pe.Error(), crewlet.ErrorTypePermanent, nil)
 	}
-	return temporal.NewNonRetryableApplicationError(pe.Error(), crewlet.ProviderErrorType, nil)
+	return temporal.NewNonRetryableApplicationError(pe.Error(), crewlet.ErrorTypeProvider, nil)
 }
 
 // exhausted reports whether a provider's failure says the profile's
@@ -580,7 +581,7 @@ func (a *Turns) roundProfile(ctx context.Context, handle, turnID string, epoch i
 	}
 	if _, ok := a.models[requested]; !ok {
 		return "", temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("profile %s is no longer in the org", requested), crewlet.ProfileUnavailableErrorType, nil)
+			fmt.Sprintf("profile %s is no longer in the org", requested), crewlet.ErrorTypeProfileUnavailable, nil)
 	}
 	now := a.profiles.Now()
 	renewed, err := a.store.RenewProfileSlot(ctx, turnID, epoch, now, now.Add(profiles.SlotLease))
@@ -589,7 +590,7 @@ func (a *Turns) roundProfile(ctx context.Context, handle, turnID string, epoch i
 	}
 	if !renewed {
 		return "", temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("the turn's slot of profile %s lapsed", requested), crewlet.ProfileUnavailableErrorType, nil)
+			fmt.Sprintf("the turn's slot of profile %s lapsed", requested), crewlet.ErrorTypeProfileUnavailable, nil)
 	}
 	return requested, a.usable(ctx, requested)
 }
@@ -602,13 +603,14 @@ func (a *Turns) usable(ctx context.Context, profile string) error {
 		return err
 	}
 	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("profile %s is %s", profile, strings.ReplaceAll(reason, "_", " ")), crewlet.ProfileUnavailableErrorType, nil)
+		fmt.Sprintf("profile %s is %s", profile, strings.ReplaceAll(reason, "_", " ")), crewlet.ErrorTypeProfileUnavailable, nil)
 }
 
 // AcquireProfile picks the profile a turn runs on and takes a slot of it
-// (DESIGN §9). A turn keeps the profile it ran on while that one can take
-// it; else it fails over to another of its pool; with none able to, the
-// output says why and the turn waits. Fenced like every step of the turn.
+// (docs/architecture.md, "Profile pools"). A turn keeps the profile it ran on
+// while that one can take it; else it fails over to another of its pool; with
+// none able to, the output says why and the turn waits. Fenced like every step
+// of the turn.
 func (a *Turns) AcquireProfile(ctx context.Context, in crewlet.AcquireProfileInput) (out crewlet.AcquireProfileOutput, err error) {
 	seat, _, err := a.role(in.Handle)
 	if err != nil {
@@ -727,7 +729,7 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 	if err := a.store.LedgerRecord(ctx, in.Handle, in.WorkKey, in.TurnID, closing.Ledger); err != nil {
 		a.log.Warn("ledger_unwritable", "seat", in.Handle, "turn", in.TurnID, "error", err)
 	}
-	crashPoint("after_ledger", in.Handle)
+	crashPoint(testhook.AfterLedger, in.Handle)
 	a.Metrics.TurnFinished(string(in.Status))
 	a.log.Info("turn_finished", "seat", in.Handle, "turn", in.TurnID, "status", in.Status, "rounds", in.Rounds,
 		"triggers", len(out.Answered), "replies", out.Replies)
@@ -858,7 +860,7 @@ func (a *Turns) role(handle string) (config.Seat, config.Role, error) {
 	role, hasRole := a.org.Roles[seat.Role]
 	if !ok || !hasRole || len(role.Pool()) == 0 {
 		return seat, role, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("seat %s has no agent role with a profile in the org", handle), "no_role", nil)
+			fmt.Sprintf("seat %s has no agent role with a profile in the org", handle), crewlet.ErrorTypeNoRole, nil)
 	}
 	return seat, role, nil
 }

@@ -329,9 +329,9 @@ func TestModelFailureDecidesTheRetry(t *testing.T) {
 		{crewlet.ProviderRateLimited, 7 * time.Second, true, ""},
 		{crewlet.ProviderServerError, 0, true, ""},
 		// A bad request will never succeed: the seat dead-letters its trigger.
-		{crewlet.ProviderBadRequest, 0, false, crewlet.PermanentErrorType},
-		{crewlet.ProviderAuth, 0, false, crewlet.ProviderErrorType},
-		{crewlet.ProviderExhausted, time.Hour, false, crewlet.ProfileUnavailableErrorType},
+		{crewlet.ProviderBadRequest, 0, false, crewlet.ErrorTypePermanent},
+		{crewlet.ProviderAuth, 0, false, crewlet.ErrorTypeProvider},
+		{crewlet.ProviderExhausted, time.Hour, false, crewlet.ErrorTypeProfileUnavailable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.kind, func(t *testing.T) {

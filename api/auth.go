@@ -20,7 +20,8 @@ import (
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
-// Right is what a route needs of its caller (DESIGN §11).
+// Right is what a route needs of its caller
+// (docs/architecture.md, "Doors: the API and the Temporal frontend").
 type Right int
 
 // Rights, each including the ones before it: a viewer reads, an operator

@@ -1,4 +1,4 @@
--- Conversations the model remembers (DESIGN §6, "Context").
+-- Conversations the model remembers (docs/architecture.md, "A turn").
 
 -- A compaction summary: one model call that replaced a seat's oldest
 -- exchanges of a conversation. Keyed on the last message it covers, so it is

@@ -1,6 +1,6 @@
--- Delegation tickets (DESIGN §8). Every phase change is one statement that
--- names the phases it may leave, so a phase never goes backwards except
--- asking -> pending.
+-- Delegation tickets (docs/architecture.md, "Delegation: tickets"). Every
+-- phase change is one statement that names the phases it may leave, so a
+-- phase never goes backwards except asking -> pending.
 CREATE TABLE tickets (
     id            text PRIMARY KEY,
     -- what created it (a tool call's idempotency key, an API request's

@@ -1,6 +1,7 @@
--- Durable waits on tickets (DESIGN §6, §8). A turn that waits names itself
--- here by its workflow id, which is the same on every run of the same work,
--- so whoever ends the wait signals it even after a failover.
+-- Durable waits on tickets (docs/architecture.md, "Delegation: tickets"). A
+-- turn that waits names itself here by its workflow id, which is the same on
+-- every run of the same work, so whoever ends the wait signals it even after
+-- a failover.
 ALTER TABLE tickets
     -- the delegator's turn waiting for the ticket to settle or ask
     ADD COLUMN waiter     text NOT NULL DEFAULT '',

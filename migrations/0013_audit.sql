@@ -1,6 +1,8 @@
--- The API's audit log (DESIGN §11): one row per action, allowed, denied or
--- failed. Append-only: nothing updates a row; maintenance deletes rows older
--- than maintenance.audit_retention. Never message text or secrets.
+-- The API's audit log
+-- (docs/architecture.md, "Doors: the API and the Temporal frontend"): one row
+-- per action, allowed, denied or failed. Append-only: nothing updates a row;
+-- maintenance deletes rows older than maintenance.audit_retention. Never
+-- message text or secrets.
 CREATE TABLE audit_log (
     id         bigserial PRIMARY KEY,
     at         timestamptz NOT NULL DEFAULT now(),

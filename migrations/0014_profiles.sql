@@ -1,4 +1,5 @@
--- Profile pools, credential health and the model gate (DESIGN §9).
+-- Profile pools, credential health and the model gate
+-- (docs/architecture.md, "Profile pools").
 
 -- The profile a turn runs on: picked when it begins, changed only when it
 -- fails over.

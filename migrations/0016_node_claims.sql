@@ -1,6 +1,8 @@
--- Node-level liveness (DESIGN §4): the failure detector of a live node
--- claims a dead incarnation with one compare-and-set on its row, so exactly
--- one node tells that incarnation's seats their host is gone.
+-- Node-level liveness
+-- (docs/architecture.md, "Tenure: which node runs a seat"): the failure
+-- detector of a live node claims a dead incarnation with one compare-and-set
+-- on its row, so exactly one node tells that incarnation's seats their host
+-- is gone.
 ALTER TABLE nodes
     ADD COLUMN claimed_by text,
     ADD COLUMN claimed_at timestamptz;

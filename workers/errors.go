@@ -16,10 +16,6 @@ import (
 	"github.com/crewlet/crewlet/internal/metrics"
 )
 
-// InternalErrorType is the error type of an activity failure whose text
-// stayed in the worker's log.
-const InternalErrorType = "internal"
-
 // publicErrors keeps internal failure text (SQL, Redis, Temporal, a dial
 // error) out of what an activity's failure carries into workflow state: a
 // seat's last_error, a dead letter's reason, a turn's note, and from there
@@ -52,9 +48,9 @@ func (a *publicErrorsActivity) ExecuteActivity(ctx context.Context, in *intercep
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		switch appErr.Type() {
-		case crewlet.FencedErrorType:
+		case crewlet.ErrorTypeFenced:
 			a.metrics.Fenced(name)
-		case InternalErrorType:
+		case crewlet.ErrorTypeInternal:
 			a.metrics.InternalError(name)
 		}
 	}
@@ -82,5 +78,5 @@ func publicError(err error, activityName string, log *slog.Logger) error {
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
 	log.Error("activity_failed", "activity", activityName, "error_id", id, "error", err)
-	return temporal.NewApplicationError(fmt.Sprintf("internal error in %s; the worker log has it as error_id=%s", activityName, id), InternalErrorType)
+	return temporal.NewApplicationError(fmt.Sprintf("internal error in %s; the worker log has it as error_id=%s", activityName, id), crewlet.ErrorTypeInternal)
 }

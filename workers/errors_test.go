@@ -22,7 +22,7 @@ func TestPublicError(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	internal := fmt.Errorf("read mail of cto: %w", errors.New("dial tcp 127.0.0.1:56379: connect: connection refused"))
-	fenced := temporal.NewNonRetryableApplicationError("seat cto: epoch 3 is no longer current", crewlet.FencedErrorType, nil)
+	fenced := temporal.NewNonRetryableApplicationError("seat cto: epoch 3 is no longer current", crewlet.ErrorTypeFenced, nil)
 	domain := fmt.Errorf("read turn: %w", crewlet.Wrapf(crewlet.EUNAVAILABLE, errors.New("pq: relation \"turns\" does not exist"), "the database schema is missing; run `crewlet migrate` first"))
 	for _, tt := range []struct {
 		name     string
@@ -30,13 +30,13 @@ func TestPublicError(t *testing.T) {
 		want     string
 		wantType string
 	}{
-		{"internal", internal, "internal error in ReadMail; the worker log has it as error_id=", InternalErrorType},
-		{"deliberate", fenced, "seat cto: epoch 3 is no longer current", crewlet.FencedErrorType},
+		{"internal", internal, "internal error in ReadMail; the worker log has it as error_id=", crewlet.ErrorTypeInternal},
+		{"deliberate", fenced, "seat cto: epoch 3 is no longer current", crewlet.ErrorTypeFenced},
 		{"domain", domain, "unavailable: the database schema is missing; run `crewlet migrate` first", crewlet.EUNAVAILABLE},
 		{"cancelled", context.Canceled, "context canceled", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := publicError(tt.err, "ReadMail", log)
+			got := publicError(tt.err, crewlet.ActivityReadMail, log)
 			if !strings.Contains(got.Error(), tt.want) || strings.Contains(got.Error(), "127.0.0.1") || strings.Contains(got.Error(), "pq:") {
 				t.Fatalf("publicError = %q; want %q and no internal text", got, tt.want)
 			}
@@ -49,7 +49,7 @@ func TestPublicError(t *testing.T) {
 	if !strings.Contains(logs.String(), "connection refused") || !strings.Contains(logs.String(), "error_id=") {
 		t.Fatalf("the internal text is not in the log:\n%s", logs.String())
 	}
-	if publicError(nil, "ReadMail", log) != nil {
+	if publicError(nil, crewlet.ActivityReadMail, log) != nil {
 		t.Fatal("nil became an error")
 	}
 }

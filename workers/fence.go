@@ -25,7 +25,7 @@ type guard struct {
 	// epoch refuses the activity unless the input's epoch is the seat's
 	// current one in Postgres.
 	epoch bool
-	// recoverPanic makes a panic a non-retryable PanicErrorType error: a
+	// recoverPanic makes a panic a non-retryable ErrorTypePanic error: a
 	// turn step that panicked would panic again, so the turn records it as
 	// failed and its triggers are acked, never replayed.
 	recoverPanic bool
@@ -173,5 +173,5 @@ func (f *seatFence) recoverPanic(handle, step string, err *error) {
 		return
 	}
 	f.log.Error("turn_panicked", "seat", handle, "step", step, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-	*err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s panicked: %v", step, r), crewlet.PanicErrorType, nil)
+	*err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s panicked: %v", step, r), crewlet.ErrorTypePanic, nil)
 }

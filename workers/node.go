@@ -34,7 +34,6 @@ import (
 	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/watchdog"
-	"github.com/crewlet/crewlet/workflows"
 )
 
 // NodeOptions configure one worker node process.
@@ -224,8 +223,8 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		id, workflow string
 		every        time.Duration
 	}{
-		{RebalanceScheduleID(tq), workflows.RebalanceWorkflowType, org.Nodes.RebalanceInterval},
-		{MaintenanceScheduleID(tq), workflows.MaintenanceWorkflowType, org.Maintenance.Interval},
+		{RebalanceScheduleID(tq), crewlet.WorkflowRebalance, org.Nodes.RebalanceInterval},
+		{MaintenanceScheduleID(tq), crewlet.WorkflowMaintenance, org.Maintenance.Interval},
 	} {
 		if err := n.ensureSchedule(ctx, duty.id, duty.workflow, duty.every); err != nil {
 			log.Warn("duty_schedule_failed", "schedule", duty.id, "error", err)

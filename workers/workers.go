@@ -51,11 +51,11 @@ func RegisterShared(r worker.Registry, d Deps) {
 // replay tests register through it too (a worker.WorkflowReplayer is a
 // registry of workflows), so they replay against what the workers run.
 func RegisterWorkflows(r worker.WorkflowRegistry) {
-	r.RegisterWorkflowWithOptions(workflows.Seat, workflow.RegisterOptions{Name: crewlet.SeatWorkflowType})
-	r.RegisterWorkflowWithOptions(workflows.Rebalance, workflow.RegisterOptions{Name: workflows.RebalanceWorkflowType})
-	r.RegisterWorkflowWithOptions(workflows.Maintenance, workflow.RegisterOptions{Name: workflows.MaintenanceWorkflowType})
+	r.RegisterWorkflowWithOptions(workflows.Seat, workflow.RegisterOptions{Name: crewlet.WorkflowSeat})
+	r.RegisterWorkflowWithOptions(workflows.Rebalance, workflow.RegisterOptions{Name: crewlet.WorkflowRebalance})
+	r.RegisterWorkflowWithOptions(workflows.Maintenance, workflow.RegisterOptions{Name: crewlet.WorkflowMaintenance})
 	r.RegisterWorkflowWithOptions(workflows.Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
-	r.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.PersonNotesWorkflowType})
+	r.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.WorkflowPersonNotes})
 }
 
 // RegisterHost registers what runs on a node's own host queue: the tenure

@@ -9,9 +9,6 @@ import (
 	"github.com/crewlet/crewlet"
 )
 
-// MaintenanceWorkflowType is the registered name of the maintenance duty.
-const MaintenanceWorkflowType = "Maintenance"
-
 // Maintenance is one pass of the maintenance duty, started by its Temporal
 // Schedule: mailbox retirement after the grace period, ledger and mailbox
 // retention.

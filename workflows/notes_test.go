@@ -25,7 +25,7 @@ func TestPersonNotesCoalesceChangesThatComeTogether(t *testing.T) {
 	var notes [][]string
 	var at []time.Duration
 	start := env.Now()
-	env.RegisterWorkflowWithOptions(PersonNotes, workflow.RegisterOptions{Name: crewlet.PersonNotesWorkflowType})
+	env.RegisterWorkflowWithOptions(PersonNotes, workflow.RegisterOptions{Name: crewlet.WorkflowPersonNotes})
 	env.RegisterActivityWithOptions(func(_ context.Context, in crewlet.TicketNoteInput) error {
 		mu.Lock()
 		defer mu.Unlock()

@@ -9,9 +9,6 @@ import (
 	"github.com/crewlet/crewlet"
 )
 
-// RebalanceWorkflowType is the registered name of the rebalance duty.
-const RebalanceWorkflowType = "Rebalance"
-
 // Rebalance is one pass of the rebalance duty, started by its Temporal
 // Schedule: it moves a bounded number of seats off nodes above their fair
 // share and reports seats no live node can run.

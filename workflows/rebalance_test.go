@@ -16,9 +16,9 @@ func runRebalance(t *testing.T, pass func(context.Context) (crewlet.RebalanceOut
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(Rebalance, workflow.RegisterOptions{Name: RebalanceWorkflowType})
+	env.RegisterWorkflowWithOptions(Rebalance, workflow.RegisterOptions{Name: crewlet.WorkflowRebalance})
 	env.RegisterActivityWithOptions(pass, activity.RegisterOptions{Name: crewlet.ActivityRebalance})
-	env.ExecuteWorkflow(RebalanceWorkflowType)
+	env.ExecuteWorkflow(crewlet.WorkflowRebalance)
 	if !env.IsWorkflowCompleted() {
 		t.Fatalf("rebalance did not complete")
 	}

@@ -79,8 +79,9 @@ type seat struct {
 	}
 }
 
-// Seat is the long-running workflow of one agent seat (DESIGN §3): it holds
-// the seat's tenure, reads its mailbox and runs its turns, one at a time.
+// Seat is the long-running workflow of one agent seat
+// (docs/architecture.md, "The seat workflow"): it holds the seat's tenure,
+// reads its mailbox and runs its turns, one at a time.
 func Seat(ctx workflow.Context, in crewlet.SeatInput) error {
 	if in.ReadBatch <= 0 {
 		in.ReadBatch = defaultReadBatch
@@ -339,7 +340,7 @@ func localContext(ctx workflow.Context) workflow.Context {
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        100 * time.Millisecond,
 			MaximumInterval:        10 * time.Second,
-			NonRetryableErrorTypes: []string{crewlet.FencedErrorType},
+			NonRetryableErrorTypes: []string{crewlet.ErrorTypeFenced},
 		},
 	})
 }

@@ -237,7 +237,7 @@ func decodeCarry(t *testing.T, err error) crewlet.SeatInput {
 	if !errors.As(err, &can) {
 		t.Fatalf("seat ended with %v (%T); want a *workflow.ContinueAsNewError", err, err)
 	}
-	if can.WorkflowType == nil || can.WorkflowType.Name != "Seat" {
+	if can.WorkflowType == nil || can.WorkflowType.Name != crewlet.WorkflowSeat {
 		t.Fatalf("continue-as-new workflow type: got %+v, want Seat", can.WorkflowType)
 	}
 	var next crewlet.SeatInput

@@ -195,7 +195,7 @@ func (s *seat) awaitTurn(ctx workflow.Context, turn workflow.ChildWorkflowFuture
 // succeed, and why.
 func permanent(err error) (string, bool) {
 	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && appErr.Type() == crewlet.PermanentErrorType {
+	if errors.As(err, &appErr) && appErr.Type() == crewlet.ErrorTypePermanent {
 		return rootMessage(err), true
 	}
 	return "", false

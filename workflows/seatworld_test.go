@@ -158,11 +158,11 @@ func hostQueue(node string) string { return "crewlet-host-" + node }
 
 func fencedErr(what string, got, want int64) error {
 	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("%s: epoch %d is not the seat's epoch %d", what, got, want), crewlet.FencedErrorType, nil)
+		fmt.Sprintf("%s: epoch %d is not the seat's epoch %d", what, got, want), crewlet.ErrorTypeFenced, nil)
 }
 
 func unplaceableErr() error {
-	return temporal.NewNonRetryableApplicationError("no live node matches the role", crewlet.UnplaceableErrorType, nil)
+	return temporal.NewNonRetryableApplicationError("no live node matches the role", crewlet.ErrorTypeUnplaceable, nil)
 }
 
 func (w *fakeSeatWorld) eventf(format string, args ...any) {
@@ -797,7 +797,7 @@ func fenceOnce(done *bool, what string) error {
 		return nil
 	}
 	*done = true
-	return temporal.NewNonRetryableApplicationError(what+": seat moved on", crewlet.FencedErrorType, nil)
+	return temporal.NewNonRetryableApplicationError(what+": seat moved on", crewlet.ErrorTypeFenced, nil)
 }
 
 func statusNames(w *fakeSeatWorld) []string {

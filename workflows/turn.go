@@ -57,11 +57,12 @@ type turn struct {
 	}
 }
 
-// Turn is one turn of a seat over a batch of triggers (DESIGN §6): every
-// trigger that needs an answer is one model conversation of rounds, a model
-// call then the tool calls it asked for. The conversation lives in Postgres
-// and every step is keyed on the work, so a turn re-run after its tenure was
-// lost repeats nothing that finished: it reads back what is recorded.
+// Turn is one turn of a seat over a batch of triggers
+// (docs/architecture.md, "A turn"): every trigger that needs an answer is one
+// model conversation of rounds, a model call then the tool calls it asked for.
+// The conversation lives in Postgres and every step is keyed on the work, so a
+// turn re-run after its tenure was lost repeats nothing that finished: it reads
+// back what is recorded.
 func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error) {
 	if in.HeartbeatTimeout <= 0 {
 		in.HeartbeatTimeout = defaultHeartbeatTimeout
@@ -488,7 +489,7 @@ func (t *turn) modelContext(ctx workflow.Context) workflow.Context {
 			BackoffCoefficient:     2,
 			MaximumInterval:        time.Minute,
 			MaximumAttempts:        modelAttempts,
-			NonRetryableErrorTypes: []string{crewlet.FencedErrorType, crewlet.PanicErrorType, crewlet.ProviderErrorType, crewlet.PermanentErrorType, crewlet.ProfileUnavailableErrorType},
+			NonRetryableErrorTypes: []string{crewlet.ErrorTypeFenced, crewlet.ErrorTypePanic, crewlet.ErrorTypeProvider, crewlet.ErrorTypePermanent, crewlet.ErrorTypeProfileUnavailable},
 		},
 	})
 }
@@ -509,19 +510,19 @@ func (t *turn) toolContext(ctx workflow.Context, readOnly bool) workflow.Context
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        time.Second,
 			MaximumAttempts:        attempts,
-			NonRetryableErrorTypes: []string{crewlet.FencedErrorType, crewlet.PanicErrorType},
+			NonRetryableErrorTypes: []string{crewlet.ErrorTypeFenced, crewlet.ErrorTypePanic},
 		},
 	})
 }
 
 func isProfileUnavailable(err error) bool {
 	var appErr *temporal.ApplicationError
-	return errors.As(err, &appErr) && appErr.Type() == crewlet.ProfileUnavailableErrorType
+	return errors.As(err, &appErr) && appErr.Type() == crewlet.ErrorTypeProfileUnavailable
 }
 
 func isFenced(err error) bool {
 	var appErr *temporal.ApplicationError
-	return errors.As(err, &appErr) && appErr.Type() == crewlet.FencedErrorType
+	return errors.As(err, &appErr) && appErr.Type() == crewlet.ErrorTypeFenced
 }
 
 // hostLost reports whether err is a tool call's schedule-to-start or
@@ -541,7 +542,7 @@ func hostLost(err error) bool {
 func isPanic(err error) bool {
 	var appErr *temporal.ApplicationError
 	var panicErr *temporal.PanicError
-	return errors.As(err, &panicErr) || (errors.As(err, &appErr) && appErr.Type() == crewlet.PanicErrorType)
+	return errors.As(err, &panicErr) || (errors.As(err, &appErr) && appErr.Type() == crewlet.ErrorTypePanic)
 }
 
 // failureKind names a failure for a note a sender reads: the application
@@ -551,7 +552,7 @@ func failureKind(err error) string {
 	var panicErr *temporal.PanicError
 	switch {
 	case errors.As(err, &panicErr):
-		return crewlet.PanicErrorType
+		return crewlet.ErrorTypePanic
 	case errors.As(err, &appErr) && appErr.Type() != "":
 		return appErr.Type()
 	}

@@ -22,7 +22,7 @@ func heldFor(until time.Time) crewlet.AcquireProfileOutput {
 }
 
 func profileGone(profile string) error {
-	return temporal.NewNonRetryableApplicationError("profile "+profile+": usage limit reached", crewlet.ProfileUnavailableErrorType, nil)
+	return temporal.NewNonRetryableApplicationError("profile "+profile+": usage limit reached", crewlet.ErrorTypeProfileUnavailable, nil)
 }
 
 // A turn no profile can take waits inside itself, a timer to the soonest

@@ -352,8 +352,8 @@ func TestTurnHeldByBudget(t *testing.T) {
 // fails, so its triggers are redelivered; a panic is recorded too.
 func TestTurnFailureAfterAWriteIsRecorded(t *testing.T) {
 	t.Parallel()
-	badRequest := temporal.NewNonRetryableApplicationError("openai: bad_request (HTTP 400): context too long", crewlet.ProviderErrorType, nil)
-	panicked := temporal.NewNonRetryableApplicationError("ModelRound panicked: boom", crewlet.PanicErrorType, nil)
+	badRequest := temporal.NewNonRetryableApplicationError("openai: bad_request (HTTP 400): context too long", crewlet.ErrorTypeProvider, nil)
+	panicked := temporal.NewNonRetryableApplicationError("ModelRound panicked: boom", crewlet.ErrorTypePanic, nil)
 	cases := []struct {
 		name       string
 		rounds     []roundScript

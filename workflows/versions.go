@@ -73,7 +73,7 @@ var Changes = []Change{
 	},
 	{
 		ID:           changeNodeLiveness,
-		WorkflowType: crewlet.SeatWorkflowType,
+		WorkflowType: crewlet.WorkflowSeat,
 		Newest:       nodeLivenessVersion,
 		Versions: []string{
 			1: "the host's liveness is the node's: no Hold activity holds the tenure, the failure detector's host_lost signal and host-queue timeouts end it, and an idle seat waits the input's backstop (1h) instead of 5 minutes",

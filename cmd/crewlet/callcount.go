@@ -10,12 +10,11 @@ import (
 	"google.golang.org/grpc"
 )
 
-// countTemporalCalls is a benchmark hook: with CREWLET_TEST_TEMPORAL_CALLS
-// naming a file, every call this process makes to Temporal is counted and
-// the running total written to that file every second ("calls N"), so a
-// benchmark can tell what idle seats cost in calls.
-func countTemporalCalls() (grpc.DialOption, bool) {
-	path := os.Getenv("CREWLET_TEST_TEMPORAL_CALLS")
+// countTemporalCalls is a benchmark hook (testhook.Hooks.TemporalCalls):
+// with path naming a file, every call this process makes to Temporal is
+// counted and the running total written to that file every second
+// ("calls N"), so a benchmark can tell what idle seats cost in calls.
+func countTemporalCalls(path string) (grpc.DialOption, bool) {
 	if path == "" {
 		return nil, false
 	}

@@ -122,7 +122,7 @@ func TestWorkerRefusesSeatWorkflowOfAnotherDeployment(t *testing.T) {
 	foreign := func() error {
 		_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 			ID: id, TaskQueue: theirs, WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		}, crewlet.SeatWorkflowType)
+		}, crewlet.WorkflowSeat)
 		return err
 	}
 	if err := foreign(); err != nil {

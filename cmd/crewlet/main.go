@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/crewlet/crewlet/internal/testhook"
 )
 
 const usage = `crewlet runs a company of AI agent seats.
@@ -108,6 +110,11 @@ func (e usageError) Error() string { return e.msg }
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return usageError{"no command given"}
+	}
+	// A test hook that does not parse would leave the test running against
+	// a process that ignores it.
+	if _, err := testhook.Load(); err != nil {
+		return err
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {

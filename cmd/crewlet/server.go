@@ -28,6 +28,7 @@ import (
 	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tickets"
+	"github.com/crewlet/crewlet/internal/testhook"
 	"github.com/crewlet/crewlet/internal/tracing"
 	"github.com/crewlet/crewlet/internal/views"
 	"github.com/crewlet/crewlet/workers"
@@ -342,20 +343,8 @@ func nodeOptions(nodeID, labels string, capacity int, stderr io.Writer) (workers
 		}
 		opts.Labels[strings.ToLower(k)] = v
 	}
-	// Test hooks: a presence loop that wedges, and one cut off from
-	// Postgres, after the given time.
-	for _, hook := range []struct {
-		env string
-		to  *time.Duration
-	}{{"CREWLET_TEST_WEDGE_AFTER", &opts.WedgeAfter}, {"CREWLET_TEST_CUT_STORE_AFTER", &opts.CutStoreAfter}} {
-		if v := os.Getenv(hook.env); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return opts, fmt.Errorf("%s=%q: %w", hook.env, v, err)
-			}
-			*hook.to = d
-		}
-	}
+	hooks := testhook.Current()
+	opts.WedgeAfter, opts.CutStoreAfter = hooks.WedgeAfter, hooks.CutStoreAfter
 	return opts, nil
 }
 
@@ -422,7 +411,7 @@ func temporalOptions(org *config.Config) (client.Options, error) {
 	if key != "" {
 		opts.Credentials = client.NewAPIKeyStaticCredentials(key)
 	}
-	if count, ok := countTemporalCalls(); ok {
+	if count, ok := countTemporalCalls(testhook.Current().TemporalCalls); ok {
 		opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, count)
 	}
 	return opts, nil

@@ -1,6 +1,7 @@
-// Package budget computes token budget windows and decides whether a cap
-// holds a seat's turns (DESIGN §6). It does no I/O: the store counts tokens,
-// this package says which window a count belongs to and what it means.
+// Package budget computes token budget windows and decides whether a cap holds
+// a seat's turns (docs/architecture.md, "A turn"). It does no I/O: the store
+// counts tokens, this package says which window a count belongs to and what it
+// means.
 package budget
 
 import (

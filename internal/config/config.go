@@ -86,7 +86,8 @@ type Company struct {
 	Budget Budget `mapstructure:"budget"`
 }
 
-// Budget is token caps per window (DESIGN §6); 0 means no cap.
+// Budget is token caps per window; 0 means no cap
+// (docs/architecture.md, "A turn").
 type Budget struct {
 	TokensPerDay   int64 `mapstructure:"tokens_per_day"`
 	TokensPerWeek  int64 `mapstructure:"tokens_per_week"`
@@ -151,7 +152,8 @@ type API struct {
 	MutationsPerMinute int `mapstructure:"mutations_per_minute"`
 }
 
-// Auth says who may call the API (DESIGN §11).
+// Auth says who may call the API
+// (docs/architecture.md, "Doors: the API and the Temporal frontend").
 type Auth struct {
 	// Tokens are the API's principals. None: the API takes anonymous
 	// requests, which is allowed on a loopback listen only.
@@ -213,7 +215,8 @@ type Mailbox struct {
 	Backstop time.Duration `mapstructure:"backstop"`
 }
 
-// Nodes times the fleet of worker nodes that host seats (DESIGN §4).
+// Nodes times the fleet of worker nodes that host seats
+// (docs/architecture.md, "Timeouts and why").
 type Nodes struct {
 	// HeartbeatTimeout is the host heartbeat timeout: how fast a dead or
 	// wedged node is detected. It is also the watchdog threshold: a node
@@ -275,7 +278,8 @@ type Maintenance struct {
 	AuditRetention time.Duration `mapstructure:"audit_retention"`
 }
 
-// Tickets times delegation tickets (DESIGN §8).
+// Tickets times delegation tickets
+// (docs/architecture.md, "Delegation: tickets").
 type Tickets struct {
 	// ExpireAfter ends a ticket still open this long after it was opened
 	// (expired), and tells its delegator. 1m to 8760h.
@@ -291,7 +295,7 @@ type Tickets struct {
 }
 
 // Quarantine times how long a credential that reached its usage limit is
-// left alone (DESIGN §9).
+// left alone (docs/architecture.md, "Profile pools").
 type Quarantine struct {
 	// Base is the first quarantine's length; each consecutive one doubles
 	// it, up to crewlet.QuarantineMultiplierCap times Base. 1s to 24h.

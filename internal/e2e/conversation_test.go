@@ -17,6 +17,7 @@ import (
 	"github.com/crewlet/crewlet/internal/model"
 	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/wire"
+	"github.com/crewlet/crewlet/internal/testhook"
 )
 
 // memoryOrg's seat cto notes what it is told and, asked, says back every
@@ -106,7 +107,7 @@ func probePhases(t *testing.T, path string) map[string]int {
 func TestCompactionSurvivesAWorkerKill(t *testing.T) {
 	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(memoryOrg, 3000, "3s")))
 	probe := filepath.Join(t.TempDir(), "probe.jsonl")
-	c.setenv("CREWLET_SCRIPTED_PROBE=" + probe)
+	c.setenv(testhook.Hooks{ScriptedProbe: probe}.Env())
 	c.apiServer()
 	n1 := c.worker("n1")
 	c.waitAttached(30 * time.Second)
@@ -250,9 +251,9 @@ seats:
 `
 	c := newCompany(t, writeFile(t, "org.yaml", org))
 	probe := filepath.Join(t.TempDir(), "probe.jsonl")
-	c.setenv("CREWLET_SCRIPTED_PROBE=" + probe)
+	c.setenv(testhook.Hooks{ScriptedProbe: probe}.Env())
 	c.apiServer()
-	crashing := c.workerWithEnv("n1", []string{"CREWLET_TEST_CRASH_AT=after_reflection_model", "CREWLET_TEST_CRASH_SEAT=cto"})
+	crashing := c.workerWithEnv("n1", []string{testhook.Hooks{CrashAt: testhook.AfterReflectionModel, CrashSeat: "cto"}.Env()})
 	c.waitAttached(30 * time.Second)
 
 	msg := c.send("cto", "the launch moved to friday")

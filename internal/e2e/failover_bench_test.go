@@ -9,6 +9,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/testhook"
 )
 
 // BenchmarkFailover measures, with the default timeouts, the time from
@@ -46,7 +47,7 @@ func failoverOnce(b *testing.B) (moved, answered []time.Duration) {
 	c := newCompany(b, fleetOrg(b, 30, 100*time.Millisecond))
 	defer c.stopAll()
 	probe := filepath.Join(b.TempDir(), "probe.jsonl")
-	c.setenv("CREWLET_SCRIPTED_PROBE=" + probe)
+	c.setenv(testhook.Hooks{ScriptedProbe: probe}.Env())
 	c.apiServer()
 	nodes := map[string]*proc{"n1": c.worker("n1"), "n2": c.worker("n2"), "n3": c.worker("n3")}
 	c.waitAttached(60 * time.Second)

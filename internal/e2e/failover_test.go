@@ -16,6 +16,7 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/model"
+	"github.com/crewlet/crewlet/internal/testhook"
 )
 
 // traffic sends a steady stream of messages round-robin over seats until
@@ -161,7 +162,7 @@ func TestFailoverMovesEverySeatOfAKilledNode(t *testing.T) {
 	const seats = 30
 	c := newCompany(t, fleetOrg(t, seats, 300*time.Millisecond))
 	probe := filepath.Join(t.TempDir(), "probe.jsonl")
-	c.setenv("CREWLET_SCRIPTED_PROBE=" + probe)
+	c.setenv(testhook.Hooks{ScriptedProbe: probe}.Env())
 	c.apiServer()
 	nodes := map[string]*proc{"n1": c.worker("n1"), "n2": c.worker("n2"), "n3": c.worker("n3")}
 	c.waitAttached(60 * time.Second)

@@ -29,6 +29,7 @@ import (
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/testhook"
 	"github.com/crewlet/crewlet/workers"
 )
 
@@ -270,7 +271,7 @@ func (c *company) terminateSeats() {
 	// A person's notes workflow has a fixed id too (notes/{person}). Every
 	// page: a benchmark leaves thousands.
 	var ids []string
-	for _, wt := range []string{crewlet.SeatWorkflowType, crewlet.PersonNotesWorkflowType} {
+	for _, wt := range []string{crewlet.WorkflowSeat, crewlet.WorkflowPersonNotes} {
 		var token []byte
 		for {
 			resp, err := c.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
@@ -312,13 +313,31 @@ func (c *company) start(name string, args ...string) *proc {
 	return c.startWithEnv(name, nil, args...)
 }
 
+// joinHooks merges the CREWLET_TEST_HOOKS entries of env into one, so the
+// company's hooks (setenv) and a process's own (workerWithEnv) both apply; a
+// hook named in both makes the process refuse to start.
+func joinHooks(env []string) []string {
+	var out, hooks []string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, testhook.Env+"="); ok {
+			hooks = append(hooks, v)
+			continue
+		}
+		out = append(out, kv)
+	}
+	if len(hooks) > 0 {
+		out = append(out, testhook.Env+"="+strings.Join(hooks, ","))
+	}
+	return out
+}
+
 // startWithEnv is start with extra environment variables for this process
 // only (a test hook, say).
 func (c *company) startWithEnv(name string, env []string, args ...string) *proc {
 	c.t.Helper()
 	args = append(args, "--config", c.config)
 	cmd := exec.Command(binary, args...)
-	cmd.Env = append(append([]string(nil), c.env...), env...)
+	cmd.Env = joinHooks(append(append([]string(nil), c.env...), env...))
 	p := &proc{name: name, cmd: cmd, out: &testenv.Log{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if dir := os.Getenv("CREWLET_E2E_LOGS"); dir != "" {

@@ -12,12 +12,14 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/testhook"
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
 )
 
-// Node-level liveness (DESIGN §4): no seat holds its tenure with an
-// activity; each node's presence loop detects dead peers, fences itself
-// when cut off from Postgres, and tears down tenures that moved on.
+// Node-level liveness (docs/architecture.md, "Tenure: which node runs a seat"):
+// no seat holds its tenure with an activity; each node's presence loop detects
+// dead peers, fences itself when cut off from Postgres, and tears down tenures
+// that moved on.
 
 // mcpFleetOrg writes an org of n seats s01..sNN whose role runs the MCP test
 // server (stdio) with each tenure: "count" calls its read-only tool.
@@ -160,7 +162,7 @@ func TestNodeCutOffFromPostgresFencesItselfBeforeItsSeatsMove(t *testing.T) {
 	c.setenv("CREWLET_NODES_REBALANCE_INTERVAL=1h")
 	c.apiServer()
 	const cutAfter = 15 * time.Second
-	cut := c.workerWithEnv("n1", []string{fmt.Sprintf("CREWLET_TEST_CUT_STORE_AFTER=%s", cutAfter)})
+	cut := c.workerWithEnv("n1", []string{testhook.Hooks{CutStoreAfter: cutAfter}.Env()})
 	c.waitAttached(60 * time.Second)
 	n1 := c.liveIncarnation("n1")
 	c.allOn(n1)

@@ -14,6 +14,7 @@ import (
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/testhook"
 )
 
 // ledgerRows returns the seat's completion ledger as trigger key → work key.
@@ -28,11 +29,11 @@ func (c *company) ledgerRows(seat string) map[string]string {
 }
 
 func TestCrashMatrix(t *testing.T) {
-	for _, point := range []string{"after_model", "after_publish", "after_ledger", "after_ack"} {
-		t.Run(point, func(t *testing.T) {
+	for _, point := range []testhook.CrashPoint{testhook.AfterModel, testhook.AfterPublish, testhook.AfterLedger, testhook.AfterAck} {
+		t.Run(string(point), func(t *testing.T) {
 			c := newCompany(t, fleetOrg(t, 2, 0))
 			c.apiServer()
-			crashing := c.workerWithEnv("n1", []string{"CREWLET_TEST_CRASH_AT=" + point, "CREWLET_TEST_CRASH_SEAT=s01"})
+			crashing := c.workerWithEnv("n1", []string{testhook.Hooks{CrashAt: point, CrashSeat: "s01"}.Env()})
 			c.waitAttached(30 * time.Second)
 
 			first := c.send("s01", "one", from("s02"))
@@ -78,7 +79,7 @@ func TestPartialOverlapRunsOnlyTheNewTrigger(t *testing.T) {
 	c := newCompany(t, fleetOrg(t, 1, 0))
 	c.apiServer()
 	// The first worker dies after recording A+B in the ledger, before the ack.
-	crashing := c.workerWithEnv("n1", []string{"CREWLET_TEST_CRASH_AT=after_ledger"})
+	crashing := c.workerWithEnv("n1", []string{testhook.Hooks{CrashAt: testhook.AfterLedger}.Env()})
 	c.waitAttached(30 * time.Second)
 	if err := c.call(http.MethodPost, "/seats/s01/pause", crewlet.PauseRequest{By: "test"}, nil); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crewlet/crewlet"
 )
 
 // A poison corpus at the door: each input is refused with a 4xx JSON error
@@ -91,12 +93,12 @@ seats: [ { handle: cto, role: lead } ]
 		name    string
 		payload any
 	}{
-		{"pause", map[string]any{"reason": strings.Repeat("r", 200<<10)}},
-		{"pause", map[string]any{"reason": "x", "sudo": true}},
-		{"pause", "not an object"},
-		{"drain", map[string]any{"by": "a\u0000b"}},
-		{"stop", map[string]any{"reason": 42}},
-		{"move", map[string]any{"exclude_node": strings.Repeat("n", 10000)}},
+		{crewlet.SignalPause, map[string]any{"reason": strings.Repeat("r", 200<<10)}},
+		{crewlet.SignalPause, map[string]any{"reason": "x", "sudo": true}},
+		{crewlet.SignalPause, "not an object"},
+		{crewlet.SignalDrain, map[string]any{"by": "a\u0000b"}},
+		{crewlet.SignalStop, map[string]any{"reason": 42}},
+		{crewlet.SignalMove, map[string]any{"exclude_node": strings.Repeat("n", 10000)}},
 	} {
 		if err := c.temporal.SignalWorkflow(ctx, "seat/cto", "", s.name, s.payload); err != nil {
 			t.Fatalf("signal %s: %v", s.name, err)

@@ -17,10 +17,10 @@ import (
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
-// Model access that rides out provider trouble (DESIGN §9), against
-// OpenAI-compatible servers run in the test: a quota outage fails turns
-// over and then holds them, max_load holds across nodes, and the model
-// gate reaches every node.
+// Model access that rides out provider trouble
+// (docs/architecture.md, "Profile pools"), against OpenAI-compatible servers
+// run in the test: a quota outage fails turns over and then holds them,
+// max_load holds across nodes, and the model gate reaches every node.
 
 // fakeProvider is an OpenAI-compatible chat-completions server whose
 // behaviour the test switches: it answers "answer from NAME", or refuses

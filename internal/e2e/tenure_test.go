@@ -15,10 +15,13 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/testhook"
 )
 
-// Tenure across the fleet (DESIGN §4): node drain by SIGTERM and through the
-// API, a joining node getting work, label placement, the watchdog.
+// Tenure across the fleet
+// (docs/architecture.md, "Tenure: which node runs a seat"): node drain by
+// SIGTERM and through the API, a joining node getting work, label placement,
+// the watchdog.
 
 // seatMap returns GET /seats keyed by handle.
 func (c *company) seatMap() map[string]api.SeatSummary {
@@ -145,7 +148,7 @@ func TestSigtermDrainFinishesTheTurnInFlightAndMovesEverySeat(t *testing.T) {
 	const seats = 6
 	c := newCompany(t, fleetOrg(t, seats, 2*time.Second))
 	probe := filepath.Join(t.TempDir(), "probe.jsonl")
-	c.setenv("CREWLET_SCRIPTED_PROBE="+probe, "CREWLET_NODES_DRAIN_TIMEOUT=20s", "CREWLET_NODES_REBALANCE_INTERVAL=1h")
+	c.setenv(testhook.Hooks{ScriptedProbe: probe}.Env(), "CREWLET_NODES_DRAIN_TIMEOUT=20s", "CREWLET_NODES_REBALANCE_INTERVAL=1h")
 	c.apiServer()
 	n1 := c.worker("n1")
 	c.waitAttached(30 * time.Second)
@@ -302,7 +305,7 @@ func TestJoiningNodeGetsItsShareUnderTraffic(t *testing.T) {
 func TestPinnedSeatWaitsForANodeWithItsLabels(t *testing.T) {
 	c := newCompany(t, fleetOrg(t, 2, 100*time.Millisecond, "{ handle: g1, role: gitter }"))
 	probe := filepath.Join(t.TempDir(), "probe.jsonl")
-	c.setenv("CREWLET_SCRIPTED_PROBE=" + probe)
+	c.setenv(testhook.Hooks{ScriptedProbe: probe}.Env())
 	c.apiServer()
 	c.worker("n1")
 	inc1 := c.liveIncarnation("n1")
@@ -368,11 +371,11 @@ func TestWatchdogEndsAWedgedNodeAndSparesADrainingOne(t *testing.T) {
 	const turn = 12 * time.Second
 	c := newCompany(t, fleetOrg(t, 1, turn))
 	probe := filepath.Join(t.TempDir(), "probe.jsonl")
-	c.setenv("CREWLET_SCRIPTED_PROBE="+probe, "CREWLET_NODES_DRAIN_TIMEOUT=30s")
+	c.setenv(testhook.Hooks{ScriptedProbe: probe}.Env(), "CREWLET_NODES_DRAIN_TIMEOUT=30s")
 	c.apiServer()
 
 	started := time.Now()
-	wedged := c.workerWithEnv("w1", []string{"CREWLET_TEST_WEDGE_AFTER=1s"})
+	wedged := c.workerWithEnv("w1", []string{testhook.Hooks{WedgeAfter: time.Second}.Env()})
 	if code := wedged.wait(t, 15*time.Second); code != 75 {
 		t.Fatalf("wedged worker: got exit code %d; want 75", code)
 	}
@@ -387,7 +390,7 @@ func TestWatchdogEndsAWedgedNodeAndSparesADrainingOne(t *testing.T) {
 	// finishes the turn, hands the seat back and exits 0: no 75, no hang.
 	const wedgeAfter = 7 * time.Second
 	started = time.Now()
-	n2 := c.workerWithEnv("n2", []string{"CREWLET_TEST_WEDGE_AFTER=" + wedgeAfter.String()})
+	n2 := c.workerWithEnv("n2", []string{testhook.Hooks{WedgeAfter: wedgeAfter}.Env()})
 	inc2 := c.liveIncarnation("n2")
 	c.waitAttached(30 * time.Second)
 	msg := c.send("s01", "in flight at shutdown")

@@ -15,6 +15,7 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/testhook"
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
 )
 
@@ -84,7 +85,7 @@ func TestWriteToolIsNotRepeatedWhenTheWorkerDiesMidTurn(t *testing.T) {
 	countFile, pidFile := filepath.Join(dir, "count"), filepath.Join(dir, "pid")
 	c := newCompany(t, toolsOrg(t, countFile, pidFile))
 	c.apiServer()
-	crashing := c.workerWithEnv("n1", []string{"CREWLET_TEST_CRASH_AT=after_tool_call", "CREWLET_TEST_CRASH_SEAT=s01"})
+	crashing := c.workerWithEnv("n1", []string{testhook.Hooks{CrashAt: testhook.AfterToolCall, CrashSeat: "s01"}.Env()})
 	c.waitAttached(30 * time.Second)
 	firstChild := readPID(t, pidFile)
 

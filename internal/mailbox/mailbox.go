@@ -1,5 +1,5 @@
 // Package mailbox keeps each seat's mailbox in a Redis stream with one
-// consumer group per seat (DESIGN §5).
+// consumer group per seat (docs/architecture.md, "Mailboxes").
 package mailbox
 
 import (

@@ -455,7 +455,7 @@ func apiKey(p config.Profile) (string, error) {
 // Probe records when each scripted model call ran, on which node, as JSON
 // lines appended to a file. Tests use it to prove that no seat ever ran two
 // turns at once across nodes, without trusting logs. It is enabled by the
-// CREWLET_SCRIPTED_PROBE environment variable and is off otherwise.
+// scripted_probe test hook (internal/testhook) and is off otherwise.
 type Probe struct {
 	mu   sync.Mutex
 	file *os.File
@@ -472,10 +472,9 @@ type ProbeRecord struct {
 	At      time.Time `json:"at"`
 }
 
-// OpenProbe opens the probe file named by CREWLET_SCRIPTED_PROBE for node, or
-// returns nil when the variable is unset.
-func OpenProbe(node string) (*Probe, error) {
-	path := os.Getenv("CREWLET_SCRIPTED_PROBE")
+// OpenProbe opens the probe file at path for node, or returns nil when path
+// is "".
+func OpenProbe(path, node string) (*Probe, error) {
 	if path == "" {
 		return nil, nil
 	}

@@ -221,8 +221,7 @@ func TestScriptedUsage(t *testing.T) {
 
 func TestScriptedDelayAndProbe(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "probe.jsonl")
-	t.Setenv("CREWLET_SCRIPTED_PROBE", path)
-	probe, err := OpenProbe("node-a")
+	probe, err := OpenProbe(path, "node-a")
 	if err != nil || probe == nil {
 		t.Fatalf("OpenProbe = %v, %v", probe, err)
 	}
@@ -512,8 +511,7 @@ func TestScriptedReflection(t *testing.T) {
 
 func TestScriptedProbePurposes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "probe.jsonl")
-	t.Setenv("CREWLET_SCRIPTED_PROBE", path)
-	probe, err := OpenProbe("node-b")
+	probe, err := OpenProbe(path, "node-b")
 	if err != nil || probe == nil {
 		t.Fatalf("OpenProbe = %v, %v", probe, err)
 	}

@@ -1,5 +1,6 @@
-// Package pool picks the profile a turn runs on from its role's pool and
-// keeps the health of the credentials behind those profiles (DESIGN §9).
+// Package pool picks the profile a turn runs on from its role's pool and keeps
+// the health of the credentials behind those profiles
+// (docs/architecture.md, "Profile pools").
 //
 // It does no I/O and reads no clock: the caller loads the pool's live load,
 // the credentials' health and the selection scores, passes now, and persists

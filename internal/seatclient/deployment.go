@@ -64,7 +64,7 @@ func (c *Client) CheckSeatWorkflows(ctx context.Context) error {
 		return nil
 	}
 	queue := c.org.Temporal.TaskQueue
-	running := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", crewlet.SeatWorkflowType)
+	running := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", crewlet.WorkflowSeat)
 	var conflicts []seatConflict
 	err := c.listWorkflows(ctx, fmt.Sprintf("%s AND TaskQueue != '%s'", running, queue), func(ex *workflowpb.WorkflowExecutionInfo) {
 		if id := ex.GetExecution().GetWorkflowId(); seats[id] {

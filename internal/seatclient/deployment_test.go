@@ -81,7 +81,7 @@ seats:
 		_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 			ID: crewlet.SeatWorkflowID(taken), TaskQueue: theirs,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		}, crewlet.SeatWorkflowType)
+		}, crewlet.WorkflowSeat)
 		if err != nil {
 			t.Fatalf("start the other deployment's seat: %v", err)
 		}

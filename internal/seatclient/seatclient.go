@@ -91,7 +91,7 @@ func (c *Client) Start(ctx context.Context, s config.Seat) error {
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	opts.EnableEagerStart = true
-	run, err := c.temporal.ExecuteWorkflow(ctx, opts, crewlet.SeatWorkflowType, c.seatInput(s))
+	run, err := c.temporal.ExecuteWorkflow(ctx, opts, crewlet.WorkflowSeat, c.seatInput(s))
 	var open *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case errors.As(err, &open):
@@ -108,7 +108,7 @@ func (c *Client) Start(ctx context.Context, s config.Seat) error {
 // seat then got a stray wake, which only makes it read its own mailbox.
 func (c *Client) Wake(ctx context.Context, s config.Seat) error {
 	run, err := c.temporal.SignalWithStartWorkflow(ctx, crewlet.SeatWorkflowID(s.Handle), crewlet.SignalWake, nil,
-		c.startOptions(s), crewlet.SeatWorkflowType, c.seatInput(s))
+		c.startOptions(s), crewlet.WorkflowSeat, c.seatInput(s))
 	if err != nil {
 		return err
 	}
@@ -269,7 +269,7 @@ func (c *Client) NotePerson(ctx context.Context, person, ticketID string) error 
 	id := crewlet.PersonNotesWorkflowID(person)
 	_, err := c.temporal.SignalWithStartWorkflow(ctx, id, crewlet.SignalTicketNote, ticketID,
 		client.StartWorkflowOptions{ID: id, TaskQueue: c.org.Temporal.TaskQueue},
-		crewlet.PersonNotesWorkflowType, crewlet.PersonNotesInput{Person: person})
+		crewlet.WorkflowPersonNotes, crewlet.PersonNotesInput{Person: person})
 	if err != nil {
 		return crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "%s cannot be told that ticket %s changed; Temporal is unreachable", person, ticketID)
 	}
@@ -283,7 +283,7 @@ func (c *Client) NotePerson(ctx context.Context, person, ticketID string) error 
 func (c *Client) Statuses(ctx context.Context) (map[string]crewlet.SeatStatus, error) {
 	out := map[string]crewlet.SeatStatus{}
 	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND TaskQueue = '%s'",
-		crewlet.SeatWorkflowType, c.org.Temporal.TaskQueue)
+		crewlet.WorkflowSeat, c.org.Temporal.TaskQueue)
 	err := c.listWorkflows(ctx, query, func(ex *workflowpb.WorkflowExecutionInfo) {
 		handle, ok := crewlet.HandleFromWorkflowID(ex.GetExecution().GetWorkflowId())
 		if !ok {

@@ -1,5 +1,6 @@
-// Package tools connects a seat tenure to its MCP servers (DESIGN §4, §6)
-// through the official MCP Go SDK.
+// Package tools connects a seat tenure to its MCP servers
+// (docs/architecture.md, "Tenure: which node runs a seat") through the official
+// MCP Go SDK.
 package tools
 
 import (
@@ -521,9 +522,10 @@ func (s *Session) PIDs() []int {
 
 // Close stops every server. For a stdio child it returns only once the child
 // and its process group are gone; an error names each child that would not
-// stop (unproven teardown, DESIGN §4), and calling Close again retries just
-// those. A failure to end an HTTP session is logged, not returned: nothing
-// of it runs here.
+// stop, an unproven teardown
+// (docs/architecture.md, "Tenure: which node runs a seat"), and calling Close
+// again retries just those. A failure to end an HTTP session is logged, not
+// returned: nothing of it runs here.
 func (s *Session) Close() error {
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()

@@ -19,7 +19,7 @@ import (
 type seatRunsAreRoots struct{ interceptor.InterceptorBase }
 
 func (*seatRunsAreRoots) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
-	if workflow.GetInfo(ctx).WorkflowType.Name != crewlet.SeatWorkflowType {
+	if workflow.GetInfo(ctx).WorkflowType.Name != crewlet.WorkflowSeat {
 		return next
 	}
 	return &seatRootInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}}
@@ -47,7 +47,7 @@ type turnsFollowMessages struct {
 }
 
 func (t *turnsFollowMessages) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
-	if workflow.GetInfo(ctx).WorkflowType.Name != crewlet.SeatWorkflowType {
+	if workflow.GetInfo(ctx).WorkflowType.Name != crewlet.WorkflowSeat {
 		return next
 	}
 	return &turnParentInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, root: t}

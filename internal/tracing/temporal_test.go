@@ -21,7 +21,7 @@ import (
 // run continues as new, its second starts a turn for one entry of mail.
 func fakeSeat(ctx workflow.Context, mail crewlet.MailRef) error {
 	if workflow.GetInfo(ctx).ContinuedExecutionRunID == "" {
-		return workflow.NewContinueAsNewError(ctx, crewlet.SeatWorkflowType, mail)
+		return workflow.NewContinueAsNewError(ctx, crewlet.WorkflowSeat, mail)
 	}
 	ctx = workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID + "/turn"})
 	return workflow.ExecuteChildWorkflow(ctx, crewlet.WorkflowTurn, crewlet.TurnInput{Mail: []crewlet.MailRef{mail}}).Get(ctx, nil)
@@ -48,7 +48,7 @@ func TestSeatRunsAreRootsAndTurnsFollowTheirMessage(t *testing.T) {
 	defer c.Close()
 	queue := "tracing-" + testenv.Suffix()
 	w := worker.New(c, queue, worker.Options{})
-	w.RegisterWorkflowWithOptions(fakeSeat, workflow.RegisterOptions{Name: crewlet.SeatWorkflowType})
+	w.RegisterWorkflowWithOptions(fakeSeat, workflow.RegisterOptions{Name: crewlet.WorkflowSeat})
 	w.RegisterWorkflowWithOptions(fakeTurn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
@@ -61,7 +61,7 @@ func TestSeatRunsAreRootsAndTurnsFollowTheirMessage(t *testing.T) {
 	message := trace.TraceID{0x3e, 5}
 	traceparent := fmt.Sprintf("00-%s-%s-01", message, trace.SpanID{0x3e, 6})
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "seat/" + queue, TaskQueue: queue},
-		crewlet.SeatWorkflowType, crewlet.MailRef{StreamID: "1-0", EventID: "e1", Trace: traceparent})
+		crewlet.WorkflowSeat, crewlet.MailRef{StreamID: "1-0", EventID: "e1", Trace: traceparent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestSeatRunsAreRootsAndTurnsFollowTheirMessage(t *testing.T) {
 	var seatRuns []tracetest.SpanStub
 	for _, s := range exporter.GetSpans() {
 		switch s.Name {
-		case "RunWorkflow:" + crewlet.SeatWorkflowType:
+		case "RunWorkflow:" + crewlet.WorkflowSeat:
 			seatRuns = append(seatRuns, s)
 			if s.Parent.IsValid() {
 				t.Errorf("seat run %s has parent %s in trace %s; want a root", attr(s, "temporalRunID"), s.Parent.SpanID(), s.Parent.TraceID())

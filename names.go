@@ -1,0 +1,167 @@
+package crewlet
+
+// The names Temporal records. Every workflow type, activity, signal, query,
+// search attribute and application error type crewlet uses is named here
+// and nowhere else, as <Kind><Name>: WorkflowSeat, ActivityReadMail,
+// SignalWake, QueryState, SAStatus, ErrorTypeFenced. The string values are
+// in the histories of running seats, in operators' `temporal` commands and
+// in the replay corpus (workflows/testdata): renaming an identifier is
+// free, changing a value is not.
+
+// Workflow types.
+const (
+	// WorkflowSeat is the seat: one long-running workflow per seat.
+	WorkflowSeat = "Seat"
+	// WorkflowTurn is one turn, a child of its seat
+	// (docs/architecture.md, "A turn").
+	WorkflowTurn = "Turn"
+	// WorkflowPersonNotes writes a person's ticket notes
+	// (docs/architecture.md, "Delegation: tickets"): the changes of the
+	// tickets a person opened that come together are written as one note in
+	// their inbox, by one workflow per person.
+	WorkflowPersonNotes = "PersonNotes"
+	// WorkflowRebalance is one pass of the rebalance duty.
+	WorkflowRebalance = "Rebalance"
+	// WorkflowMaintenance is one pass of the maintenance duty.
+	WorkflowMaintenance = "Maintenance"
+)
+
+// Activity names. Workflows refer to activities by these names so that the
+// workflows package never imports the activities package.
+const (
+	// On the shared task queue (most as local activities).
+	ActivityPlaceSeat     = "PlaceSeat"
+	ActivitySetSeatStatus = "SetSeatStatus"
+	ActivityReadMail      = "ReadMail"
+	ActivityAckMail       = "AckMail"
+	ActivityRebalance     = "Rebalance"
+	ActivityPrepareTurn   = "PrepareTurn"
+	ActivityMaintenance   = "Maintenance"
+	// On the host queue of the node that hosts the seat.
+	ActivityAttach = "Attach"
+	ActivityHold   = "Hold"
+	ActivityDetach = "Detach"
+
+	// Activities of a turn. BeginTurn and FinishTurn are short
+	// Postgres/Redis steps run as local activities; ModelRound runs on any
+	// node; ToolCall runs on the seat's host queue, where its MCP children
+	// live.
+	ActivityBeginTurn  = "BeginTurn"
+	ActivityModelRound = "ModelRound"
+	ActivityToolCall   = "ToolCall"
+	ActivityFinishTurn = "FinishTurn"
+	// ActivityResolveWait ends a wait on a ticket and records the waiting
+	// tool call's result; a local activity of the turn.
+	ActivityResolveWait = "ResolveWait"
+	// ActivityReflect asks the model, once a turn answered and before it
+	// finishes, what to keep in the seat's diary; on any node, like a model
+	// round.
+	ActivityReflect = "Reflect"
+	// ActivityDeadLetterMail moves triggers that can never succeed to the
+	// dead letters at once; a local activity of the seat.
+	ActivityDeadLetterMail = "DeadLetterMail"
+	// ActivityCheckBudget asks, for a seat whose turns a budget cap holds,
+	// whether it still does; a local activity of the seat.
+	ActivityCheckBudget = "CheckBudget"
+	// ActivityAcquireProfile picks the profile a turn runs on and takes a
+	// slot of it, or says why none can take the turn; a local activity of
+	// the turn.
+	ActivityAcquireProfile = "AcquireProfile"
+	// ActivityReleaseProfile gives back a turn's profile slot and wakes a
+	// turn waiting for one; a local activity of the turn.
+	ActivityReleaseProfile = "ReleaseProfile"
+
+	// ActivityTicketNote writes one note; a local activity of PersonNotes.
+	ActivityTicketNote = "TicketNote"
+)
+
+// Signal and query names. Operators use the seat's directly with
+// `temporal workflow signal|query`, so they are part of the interface.
+const (
+	// Signals to a seat; the payload of each is its Request type (seat.go).
+	SignalWake   = "wake"
+	SignalPause  = "pause"
+	SignalResume = "resume"
+	SignalDrain  = "drain"
+	SignalMove   = "move"
+	SignalStop   = "stop"
+	// SignalHostLost tells a seat the node hosting it is gone (the failure
+	// detector claimed it, or the node fenced itself): it re-establishes
+	// elsewhere. Its payload is a HostLostRequest.
+	SignalHostLost = "host_lost"
+
+	// SignalStopTurn asks a running turn to stop at its next round
+	// boundary; its payload is a StopTurnRequest.
+	SignalStopTurn = "stop_turn"
+	// SignalProfileFree tells a turn held for want of a profile that one of
+	// its pool may have freed (a slot given back, a model switched on): it
+	// tries again. It carries nothing.
+	SignalProfileFree = "profile_free"
+	// SignalTicket tells a turn waiting on a ticket that the ticket changed
+	// (settled, failed, asked, answered); its payload is a TicketSignal. A
+	// signal about another ticket, or after the wait ended, changes
+	// nothing.
+	SignalTicket = "ticket"
+
+	// SignalTicketNote tells a person's notes that a ticket changed; its
+	// payload is the ticket id.
+	SignalTicketNote = "ticket_note"
+
+	// QueryState is answered by a seat (SeatState) and by a turn
+	// (TurnProgress).
+	QueryState = "state"
+)
+
+// Search attributes the seat workflow upserts on every change. They must be
+// registered on the Temporal namespace (temporal-config/search-attributes.txt).
+const (
+	SAHandle = "CrewletHandle"
+	SARole   = "CrewletRole"
+	SAStatus = "CrewletStatus"
+	SANode   = "CrewletNode"
+	SAEpoch  = "CrewletEpoch"
+	SAPaused = "CrewletPaused"
+)
+
+// Temporal application error types of crewlet's activities. A domain error
+// (*Error) crosses an activity boundary with its code (ECONFLICT...) as its
+// type, and a provider's passing refusal with its kind (ProviderRateLimited,
+// ProviderServerError); those codes and kinds are named in error.go and
+// model.go.
+const (
+	// ErrorTypeFenced is an activity refused because the epoch it carried
+	// is no longer the seat's, or because the node it reached does not
+	// host the seat.
+	ErrorTypeFenced = "seat_fenced"
+	// ErrorTypeUnplaceable is a placement that found no live node able to
+	// run the seat.
+	ErrorTypeUnplaceable = "seat_unplaceable"
+	// ErrorTypeRefused is an Attach refused by a node that is draining or
+	// full; the seat places itself elsewhere.
+	ErrorTypeRefused = "seat_refused"
+	// ErrorTypePanic marks an activity that panicked: the turn is recorded
+	// as failed and its triggers acked, never replayed.
+	ErrorTypePanic = "turn_panicked"
+	// ErrorTypePermanent marks a turn that can never succeed for its
+	// triggers (the provider refused the request itself as bad): the seat
+	// dead-letters a trigger that fails so at once, with the reason.
+	ErrorTypePermanent = "permanent"
+	// ErrorTypeProvider marks a model call the provider refused for now
+	// (auth): an operator's fix may let it through.
+	ErrorTypeProvider = "provider_error"
+	// ErrorTypeProfileUnavailable marks a model call whose profile can no
+	// longer be used (its credential was quarantined or cooled off, its
+	// model switched off): the turn fails over to another profile of its
+	// pool, or waits for one.
+	ErrorTypeProfileUnavailable = "profile_unavailable"
+	// ErrorTypeNoRole is a turn step for a seat the org no longer gives an
+	// agent role with a profile.
+	ErrorTypeNoRole = "no_role"
+	// ErrorTypeBadThread is a turn step that names a thread its turn does
+	// not have.
+	ErrorTypeBadThread = "bad_thread"
+	// ErrorTypeInternal is an activity failure whose text stayed in the
+	// worker's log (workers' public-errors interceptor): the error names
+	// the log line by its error id.
+	ErrorTypeInternal = "internal"
+)
