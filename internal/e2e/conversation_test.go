@@ -16,8 +16,8 @@ import (
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/model"
 	"github.com/crewlet/crewlet/internal/testenv"
-	"github.com/crewlet/crewlet/internal/wire"
 	"github.com/crewlet/crewlet/internal/testhook"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // memoryOrg's seat cto notes what it is told and, asked, says back every
