@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/crewlet/crewlet"
@@ -83,20 +82,6 @@ func newHost(e zombieEnv, incarnation string) *Host {
 	return h
 }
 
-// wantErrorType fails unless err is a non-retryable Temporal application
-// error of the given type.
-func wantErrorType(t *testing.T, what string, err error, errType string) {
-	t.Helper()
-	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) {
-		t.Fatalf("%s: got error %v (%T); want a non-retryable ApplicationError of type %q", what, err, err, errType)
-	}
-	if appErr.Type() != errType || !appErr.NonRetryable() {
-		t.Fatalf("%s: got ApplicationError type %q non-retryable=%v (%v); want type %q non-retryable=true",
-			what, appErr.Type(), appErr.NonRetryable(), err, errType)
-	}
-}
-
 func TestStaleEpochSetSeatStatusIsFencedAndChangesNothing(t *testing.T) {
 	t.Parallel()
 	e := setupZombie(t)
@@ -116,7 +101,7 @@ func TestStaleEpochSetSeatStatusIsFencedAndChangesNothing(t *testing.T) {
 	}
 
 	err = seats.SetSeatStatus(e.ctx, crewlet.SeatStatusInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: old}, Status: "drained"})
-	wantErrorType(t, "SetSeatStatus with stale epoch", err, crewlet.ErrorTypeFenced)
+	testenv.WantErrorType(t, "SetSeatStatus with stale epoch", err, crewlet.ErrorTypeFenced)
 
 	after, err := e.store.Seat(e.ctx, "cto")
 	if err != nil {
@@ -166,7 +151,7 @@ func TestHostRefusesSeatsItDoesNotHost(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			wantErrorType(t, tc.name, tc.run(), crewlet.ErrorTypeFenced)
+			testenv.WantErrorType(t, tc.name, tc.run(), crewlet.ErrorTypeFenced)
 		})
 	}
 	// The real host passes its own check.
@@ -186,7 +171,7 @@ func TestDrainingHostRefusesAttach(t *testing.T) {
 	}
 	h.Tenures.SetDraining()
 	_, err = h.Attach(e.ctx, crewlet.AttachInput{Handle: "cto"})
-	wantErrorType(t, "Attach on a draining host", err, crewlet.ErrorTypeRefused)
+	testenv.WantErrorType(t, "Attach on a draining host", err, crewlet.ErrorTypeRefused)
 	after, err := e.store.Seat(e.ctx, "cto")
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +193,7 @@ func TestHostRefusesASeatItsOrgDoesNotKnow(t *testing.T) {
 	h := newHost(e, "n1:aaaa")
 	h.Knows = func(handle string) bool { return handle == "cfo" }
 	_, err := h.Attach(e.ctx, crewlet.AttachInput{Handle: "cto"})
-	wantErrorType(t, "Attach of a seat the node's org lacks", err, crewlet.ErrorTypeRefused)
+	testenv.WantErrorType(t, "Attach of a seat the node's org lacks", err, crewlet.ErrorTypeRefused)
 	if !strings.Contains(err.Error(), "has no agent seat cto") {
 		t.Fatalf("refusal %q; want it to name the seat", err)
 	}

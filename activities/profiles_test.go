@@ -11,6 +11,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/pool"
+	"github.com/crewlet/crewlet/internal/testenv"
 )
 
 // profilesOrg is a pool of two scripted profiles, a (whose credential acct
@@ -253,7 +254,7 @@ func TestUsageLimitQuarantinesTheCredentialAndFailsOver(t *testing.T) {
 	e.profAcquireWant(t, k1, "a")
 
 	_, err := e.profRound(k1, "a")
-	wantErrorType(t, "ModelRound refused for a usage limit", err, crewlet.ErrorTypeProfileUnavailable)
+	testenv.WantErrorType(t, "ModelRound refused for a usage limit", err, crewlet.ErrorTypeProfileUnavailable)
 	e.profUnanswered(t, "m1")
 	h := e.profHealth(t, "acct")
 	if want := now.Add(e.turns.org.Quarantine.Base); h.Attempt != 1 || !h.QuarantineUntil.Equal(want) || h.QuarantineReason != "monthly quota exceeded" {
@@ -322,7 +323,7 @@ seats:
 	k1 := e.profBegin(t, "m1", "over again")
 	e.profAcquireWant(t, k1, "p")
 	_, err := e.profRound(k1, "p")
-	wantErrorType(t, "ModelRound on p refused with its exhausted_pattern", err, crewlet.ErrorTypeProfileUnavailable)
+	testenv.WantErrorType(t, "ModelRound on p refused with its exhausted_pattern", err, crewlet.ErrorTypeProfileUnavailable)
 	if h := e.profHealth(t, "p"); h.Attempt != 1 || !h.QuarantineUntil.Equal(now.Add(e.turns.org.Quarantine.Base)) {
 		t.Fatalf("credential p: %+v; want quarantined, attempt 1", h)
 	}
@@ -330,7 +331,7 @@ seats:
 
 	e.profAcquireWant(t, k1, "q")
 	_, err = e.profRound(k1, "q")
-	wantErrorType(t, "ModelRound on q with no exhausted_pattern", err, crewlet.ErrorTypePermanent)
+	testenv.WantErrorType(t, "ModelRound on q with no exhausted_pattern", err, crewlet.ErrorTypePermanent)
 	if h := e.profHealth(t, "q"); h != (pool.CredentialState{}) {
 		t.Fatalf("credential q: %+v; want untouched by a bad request", h)
 	}
@@ -371,7 +372,7 @@ func TestServerErrorsOfTwoTurnsStartCoolingOff(t *testing.T) {
 
 	// Turn 0 would be answered by a; its round is refused before the call.
 	_, err = e.profRound(k0, "a")
-	wantErrorType(t, "ModelRound on a cooling off", err, crewlet.ErrorTypeProfileUnavailable)
+	testenv.WantErrorType(t, "ModelRound on a cooling off", err, crewlet.ErrorTypeProfileUnavailable)
 	e.profUnanswered(t, "m0")
 	e.profAcquireWant(t, k0, "b")
 	if _, err := e.profRound(k0, "b"); err != nil {
@@ -404,7 +405,7 @@ func TestModelGateHoldsEveryProfileAndFailsARunningTurn(t *testing.T) {
 	e.profUsable(t, map[string]string{"a": crewlet.UnavailableDisabled, "a2": crewlet.UnavailableDisabled, "b": crewlet.UnavailableDisabled})
 
 	_, err = e.profRound(k1, "a")
-	wantErrorType(t, "ModelRound on a switched off", err, crewlet.ErrorTypeProfileUnavailable)
+	testenv.WantErrorType(t, "ModelRound on a switched off", err, crewlet.ErrorTypeProfileUnavailable)
 	e.profUnanswered(t, "m1")
 
 	k2 := e.profBegin(t, "m2", "hello again")
@@ -489,7 +490,7 @@ func TestLegacyTurnRunsOnTheFirstProfileWithoutASlot(t *testing.T) {
 	// turn that picks from the pool.
 	k2 := e.profBegin(t, "m2", "quota check")
 	_, err = e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, WorkKey: k2, Round: 1})
-	wantErrorType(t, "legacy ModelRound refused for a usage limit", err, crewlet.ErrorTypeProfileUnavailable)
+	testenv.WantErrorType(t, "legacy ModelRound refused for a usage limit", err, crewlet.ErrorTypeProfileUnavailable)
 	if h := e.profHealth(t, "acct"); h.Attempt != 1 {
 		t.Fatalf("credential acct: %+v; want quarantined, attempt 1", h)
 	}
@@ -500,7 +501,7 @@ func TestLegacyTurnRunsOnTheFirstProfileWithoutASlot(t *testing.T) {
 	// model at all.
 	k3 := e.profBegin(t, "m3", "hello")
 	_, err = e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, WorkKey: k3, Round: 1})
-	wantErrorType(t, "legacy ModelRound on a quarantined profile", err, crewlet.ErrorTypeProfileUnavailable)
+	testenv.WantErrorType(t, "legacy ModelRound on a quarantined profile", err, crewlet.ErrorTypeProfileUnavailable)
 	if rounds, err := e.store.TurnRounds(e.ctx, "cto", crewlet.ThreadKey("m3")); err != nil || len(rounds) != 0 {
 		t.Fatalf("rounds of m3: %+v, %v; want none: the model was not asked", rounds, err)
 	}

@@ -185,7 +185,7 @@ func TestFenceRefusesAStaleTenureBeforeTheBodyRuns(t *testing.T) {
 				}
 				return
 			}
-			wantErrorType(t, name+" at a stale epoch", err, crewlet.ErrorTypeFenced)
+			testenv.WantErrorType(t, name+" at a stale epoch", err, crewlet.ErrorTypeFenced)
 			if ran != 0 {
 				t.Fatalf("%s at a stale epoch: the body ran %d times; want never", name, ran)
 			}
@@ -218,7 +218,7 @@ func TestFenceRefusesAToolCallOnANodeThatDoesNotHostTheSeat(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			err := e.run(tc.host, crewlet.ActivityToolCall, body, tc.ten)
-			wantErrorType(t, "ToolCall "+tc.name, err, crewlet.ErrorTypeFenced)
+			testenv.WantErrorType(t, "ToolCall "+tc.name, err, crewlet.ErrorTypeFenced)
 			// The host's refusal names the node; Postgres's would not.
 			if want := "does not host seat"; !strings.Contains(err.Error(), want) {
 				t.Fatalf("ToolCall %s: got %v; want the host's refusal (%q), asked before Postgres", tc.name, err, want)
@@ -247,7 +247,7 @@ func TestFenceTurnsATurnStepsPanicIntoThePanicError(t *testing.T) {
 				}
 				return
 			}
-			wantErrorType(t, name+" that panicked", err, crewlet.ErrorTypePanic)
+			testenv.WantErrorType(t, name+" that panicked", err, crewlet.ErrorTypePanic)
 			if !strings.Contains(err.Error(), name+" panicked: boom") {
 				t.Fatalf("%s that panicked: got %v; want it to say %q", name, err, name+" panicked: boom")
 			}
@@ -294,28 +294,14 @@ func TestStaleEpochMailActivitiesAreFencedAndMailStaysPending(t *testing.T) {
 	}
 	stale := crewlet.Tenure{Handle: "cto", Epoch: e.old}
 	_, err = env.ExecuteActivity(crewlet.ActivityAckMail, crewlet.AckMailInput{Tenure: stale, StreamIDs: []string{read.Mail[0].StreamID}})
-	wantErrorType(t, "AckMail with a stale epoch", err, crewlet.ErrorTypeFenced)
+	testenv.WantErrorType(t, "AckMail with a stale epoch", err, crewlet.ErrorTypeFenced)
 	_, err = env.ExecuteActivity(crewlet.ActivityReadMail, crewlet.ReadMailInput{Tenure: stale, Consumer: "n1:e1", Max: 16})
-	wantErrorType(t, "ReadMail with a stale epoch", err, crewlet.ErrorTypeFenced)
+	testenv.WantErrorType(t, "ReadMail with a stale epoch", err, crewlet.ErrorTypeFenced)
 	_, err = env.ExecuteActivity(crewlet.ActivityAckMail, crewlet.AckMailInput{Tenure: crewlet.Tenure{Handle: "nobody", Epoch: 1}, StreamIDs: []string{"0-1"}})
-	wantErrorType(t, "AckMail for a seat with no row", err, crewlet.ErrorTypeFenced)
+	testenv.WantErrorType(t, "AckMail for a seat with no row", err, crewlet.ErrorTypeFenced)
 	// Nothing was acked or read for the zombie: ev-1 is still the one
 	// pending entry, ev-2 never delivered.
 	if n, err := mb.Pending(e.ctx, "cto"); err != nil || n != 1 {
 		t.Fatalf("pending entries after fenced mail steps: got %d (%v); want 1, still pending for the current tenure", n, err)
-	}
-}
-
-// wantErrorType fails unless err is a non-retryable Temporal application
-// error of the given type.
-func wantErrorType(t *testing.T, what string, err error, errType string) {
-	t.Helper()
-	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) {
-		t.Fatalf("%s: got error %v (%T); want a non-retryable ApplicationError of type %q", what, err, err, errType)
-	}
-	if appErr.Type() != errType || !appErr.NonRetryable() {
-		t.Fatalf("%s: got ApplicationError type %q non-retryable=%v (%v); want type %q non-retryable=true",
-			what, appErr.Type(), appErr.NonRetryable(), err, errType)
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/migrations"
@@ -239,4 +240,19 @@ func (l *Log) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
+}
+
+// WantErrorType fails unless err is a non-retryable Temporal application
+// error of the given type: how an activity refuses (fenced, refused,
+// panicked) for good.
+func WantErrorType(t testing.TB, what string, err error, errType string) {
+	t.Helper()
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) {
+		t.Fatalf("%s: got error %v (%T); want a non-retryable ApplicationError of type %q", what, err, err, errType)
+	}
+	if appErr.Type() != errType || !appErr.NonRetryable() {
+		t.Fatalf("%s: got ApplicationError type %q non-retryable=%v (%v); want type %q non-retryable=true",
+			what, appErr.Type(), appErr.NonRetryable(), err, errType)
+	}
 }
