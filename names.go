@@ -104,7 +104,7 @@ const (
 	SignalTicket = "ticket"
 
 	// SignalTicketNote tells a person's notes that a ticket changed; its
-	// payload is the ticket id.
+	// payload is a TicketNoteSignal, the ticket id.
 	SignalTicketNote = "ticket_note"
 
 	// QueryState is answered by a seat (SeatState) and by a turn

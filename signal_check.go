@@ -78,6 +78,11 @@ func (r TicketSignal) Validate() error {
 	return checkSignalID("ticket", r.Ticket, MaxIDBytes)
 }
 
+// Validate checks a ticket_note payload: it must name the ticket.
+func (id TicketNoteSignal) Validate() error {
+	return TicketSignal{Ticket: string(id)}.Validate()
+}
+
 // checkSignalReason validates free text as the door does: bounded, valid
 // UTF-8, no NUL (Postgres text refuses it).
 func checkSignalReason(s string) error {

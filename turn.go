@@ -179,6 +179,10 @@ type TicketSignal struct {
 	Ticket string `json:"ticket"`
 }
 
+// TicketNoteSignal is the payload of a person's ticket_note signal: the id
+// of the ticket that changed, as a bare JSON string.
+type TicketNoteSignal string
+
 // Kinds of ticket wait.
 const (
 	// WaitSettle waits for a delegated ticket to settle, fail or ask.

@@ -792,3 +792,26 @@ func TestDelegateToOwnRoleRoutesToAnotherSeat(t *testing.T) {
 		t.Fatalf("routed to %q from %q; want eng-2 from role:engineer", tk.To, tk.RoutedFrom)
 	}
 }
+
+// A note about a ticket that does not exist (a ticket_note signal sent
+// straight through Temporal, or before these checks) leaves that ticket out
+// and writes the rest, instead of failing, which its notes workflow would
+// retry forever.
+func TestTicketNoteLeavesOutTicketsThatDoNotExist(t *testing.T) {
+	e := setupTickets(t)
+	tk := e.open(t, "alice", "eng-1", "fix the build")
+	if err := e.tickets.Note(e.ctx, crewlet.TicketNoteInput{Person: "alice", Tickets: []string{"t-none", tk.ID}}); err != nil {
+		t.Fatalf("note naming a missing ticket: %v", err)
+	}
+	if err := e.tickets.Note(e.ctx, crewlet.TicketNoteInput{Person: "alice", Tickets: []string{"t-none"}}); err != nil {
+		t.Fatalf("note naming only a missing ticket: %v", err)
+	}
+	var bodies []string
+	for _, m := range notices(t, e.ctx, e.mb, "alice") {
+		bodies = append(bodies, m.Body)
+	}
+	want := "1 of your tickets changed:\n- " + tk.ID + " to eng-1 is pending again"
+	if len(bodies) != 1 || bodies[0] != want {
+		t.Fatalf("alice's notes = %q; want only %q", bodies, want)
+	}
+}

@@ -69,6 +69,10 @@ var corpus = map[string]string{
 		"(WaitForCancellation), releases its profile and ends cancelled",
 	"person_notes_history.json": "alice's notes (`crewlet serve` on the example org): two " +
 		"tickets she opened end together and make one note",
+	"person_notes_checked_history.json": "alice's notes at note-signal-check 1, e2e " +
+		"TestPeopleOpenAndFollowTickets: a note, then ticket_note payloads sent straight " +
+		"through Temporal (an object and an empty id, dropped; the id of no ticket, left out " +
+		"of the note), then two tickets that end together make one note",
 	"rebalance_history.json":   "a Rebalance pass, e2e TestJoiningNodeGetsItsShareUnderTraffic",
 	"maintenance_history.json": "a Maintenance pass, e2e TestRemovedSeatMailboxIsKeptForTheGraceThenRetired",
 }

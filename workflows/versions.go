@@ -18,8 +18,9 @@ import (
 // ("node-liveness-2"). An id is never renamed or reused: recorded markers
 // name it.
 const (
-	changeNodeLiveness = "node-liveness"
-	changeProfilePools = "profile-pools"
+	changeNodeLiveness    = "node-liveness"
+	changeProfilePools    = "profile-pools"
+	changeNoteSignalCheck = "note-signal-check"
 )
 
 // Newest versions, the maxSupported each GetVersion call passes.
@@ -34,6 +35,8 @@ const (
 	startAttributesVersion workflow.Version = 2
 	// profilePoolsVersion is the newest version of changeProfilePools.
 	profilePoolsVersion workflow.Version = 1
+	// noteSignalCheckVersion is the newest version of changeNoteSignalCheck.
+	noteSignalCheckVersion workflow.Version = 1
 )
 
 // Change is one workflow change guarded by workflow.GetVersion.
@@ -78,6 +81,15 @@ var Changes = []Change{
 		Versions: []string{
 			1: "the host's liveness is the node's: no Hold activity holds the tenure, the failure detector's host_lost signal and host-queue timeouts end it, and an idle seat waits the input's backstop (1h) instead of 5 minutes",
 			2: "a fresh run knows it starts with SeatSearchAttributes and does not upsert them again: one visibility write fewer per seat established",
+		},
+		Oldest: workflow.DefaultVersion,
+	},
+	{
+		ID:           changeNoteSignalCheck,
+		WorkflowType: crewlet.WorkflowPersonNotes,
+		Newest:       noteSignalCheckVersion,
+		Versions: []string{
+			1: "a ticket_note payload is received raw and checked (TicketNoteSignal: a ticket id of the door's charset and bound); one that fails is dropped and logged. Before it, any string was kept and noted (an unknown id held the notes, retrying forever) and a payload that was not a string held the waiting change until the next good one",
 		},
 		Oldest: workflow.DefaultVersion,
 	},

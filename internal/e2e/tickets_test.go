@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -189,7 +190,16 @@ func TestPeopleOpenAndFollowTickets(t *testing.T) {
 	}
 	c.waitNote("alice", "1 of your tickets changed:\n- "+routed.ID+" to eng-2 is done: Fixed the docs")
 
-	// Two tickets that end together make one note.
+	// Changes sent straight through Temporal that name no ticket are
+	// dropped, or left out of the note (an id of no ticket), and the notes
+	// go on: two tickets that end together make one note.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, change := range []any{map[string]string{"ticket": routed.ID}, "", "t-none"} {
+		if err := c.temporal.SignalWorkflow(ctx, crewlet.PersonNotesWorkflowID("alice"), "", crewlet.SignalTicketNote, change); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var both []crewlet.Ticket
 	for _, task := range []string{"please fix the logo", "please fix the footer"} {
 		var tk crewlet.Ticket

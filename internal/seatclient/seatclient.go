@@ -266,8 +266,12 @@ func (c *Client) signal(ctx context.Context, workflowID, name string, arg any, c
 // a ticket they opened changed; changes that come together make one note in
 // their inbox.
 func (c *Client) NotePerson(ctx context.Context, person, ticketID string) error {
+	change := crewlet.TicketNoteSignal(ticketID)
+	if err := change.Validate(); err != nil {
+		return err
+	}
 	id := crewlet.PersonNotesWorkflowID(person)
-	_, err := c.temporal.SignalWithStartWorkflow(ctx, id, crewlet.SignalTicketNote, ticketID,
+	_, err := c.temporal.SignalWithStartWorkflow(ctx, id, crewlet.SignalTicketNote, change,
 		client.StartWorkflowOptions{ID: id, TaskQueue: c.org.Temporal.TaskQueue},
 		crewlet.WorkflowPersonNotes, crewlet.PersonNotesInput{Person: person})
 	if err != nil {

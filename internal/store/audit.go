@@ -3,8 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
-	"github.com/crewlet/crewlet/internal/wire"
 	"time"
+
+	"github.com/crewlet/crewlet/internal/wire"
 
 	"github.com/jackc/pgx/v5"
 )

@@ -332,7 +332,8 @@ func (t *Service) Answer(ctx context.Context, id, answer string) (crewlet.Ticket
 
 // Note writes one note in a person's inbox about the tickets they opened
 // that changed: each as it stands now. The note's event id is made from the
-// tickets and their phases, so writing the same note again lands once.
+// tickets and their phases, so writing the same note again lands once. A
+// ticket that does not exist is left out: no retry would find it.
 func (t *Service) Note(ctx context.Context, in crewlet.TicketNoteInput) error {
 	seen := map[string]bool{}
 	var lines, keys []string
@@ -342,6 +343,9 @@ func (t *Service) Note(ctx context.Context, in crewlet.TicketNoteInput) error {
 		}
 		seen[id] = true
 		ticket, err := t.store.Ticket(ctx, id)
+		if crewlet.ErrorCode(err) == crewlet.ENOTFOUND {
+			continue
+		}
 		if err != nil {
 			return err
 		}
