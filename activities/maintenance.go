@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
@@ -23,14 +22,10 @@ type Maintenance struct {
 	// Tickets fails the tickets of seats gone from the org and expires old
 	// ones.
 	Tickets *tickets.Service
-	// Reconciler stops the workflows of seats gone from the org.
-	Reconciler *reconcile.Reconciler
-	// NodeID is the node the activity runs on, and LiveWithin the heartbeat
-	// timeout: the sweep waits while live nodes of other ids run an org file
-	// naming other seats.
-	NodeID     string
-	LiveWithin time.Duration
-	Log        *slog.Logger
+	// NodeID is the node the activity runs on: the sweep asks whether it
+	// may judge absence (reconcile.MayJudgeAbsence) as this node.
+	NodeID string
+	Log    *slog.Logger
 }
 
 // Maintenance sweeps the mailbox registry against the org (stamping seats
@@ -105,36 +100,25 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 	return out, errors.Join(errs...)
 }
 
-// sweep stops the workflows of seats the org lacks, stamps their mailboxes
-// absent and fails their tickets, clears the stamps of seats back in the
-// org, and retires the mailboxes absent past the grace. It does none of it
-// while live nodes run an org file naming other seats: one file is stale,
-// and a sweep by it would stop a seat just added, fail its tickets, or
-// retire its mailbox.
+// sweep stamps the mailboxes of seats the org lacks absent and fails their
+// tickets, clears the stamps of seats back in the org, and retires the
+// mailboxes absent past the grace. It does none of it unless this process
+// may judge absence (reconcile.MayJudgeAbsence): while live nodes run an
+// org file naming other seats one file is stale, and a sweep by it would
+// fail a seat's tickets or retire its mailbox just as the seat is added.
+// The reconcile duty stops the seats' workflows, under the same rule.
 func (a *Maintenance) sweep(ctx context.Context, out *crewlet.MaintenanceOutput) error {
-	others, err := a.Store.NodesOnAnotherOrg(ctx, a.LiveWithin, a.NodeID, a.Org.SeatsDigest())
+	others, err := reconcile.MayJudgeAbsence(ctx, a.Store, a.Org, a.NodeID)
 	if err != nil {
 		return err
 	}
 	if len(others) > 0 {
 		out.SweepWaitsFor = others
 		a.Log.Warn("mailbox_sweep_deferred", "nodes_on_another_org", others,
-			"reason", "live nodes run an org file naming other seats; no seat is stopped or stamped absent until they agree")
+			"reason", "live nodes run an org file naming other seats; no seat is stamped absent until they agree")
 		return nil
 	}
-	// A seat removed while a worker on another org file was live was not
-	// stopped at boot: the first pass after every worker agrees stops it.
-	stopped, others, err := a.Reconciler.StopRemovedSeats(ctx, a.Store, a.NodeID)
-	if len(others) > 0 {
-		// A worker on another file started since the check above.
-		out.SweepWaitsFor = others
-		return nil
-	}
-	out.SeatsStopped = stopped
 	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
 	absent, returned, err := a.Store.SweepMailboxes(ctx, a.Org.Handles())
 	if err != nil {
 		return errors.Join(append(errs, err)...)

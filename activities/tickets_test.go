@@ -19,7 +19,6 @@ import (
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/mailbox"
-	"github.com/crewlet/crewlet/internal/reconcile"
 	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
@@ -71,10 +70,10 @@ func dialTemporal(t testing.TB) client.Client {
 	return tc
 }
 
-// ticketService builds the real ticket service, and the delivery and
-// reconciler beside it, over a seat client on the dev Temporal server. Seat workflow ids are fixed (seat/{handle}) and shared by
+// ticketService builds the real ticket service, and the delivery beside
+// it, over a seat client on the dev Temporal server. Seat workflow ids are fixed (seat/{handle}) and shared by
 // every test on the server, so only runs on this test's queue are closed.
-func ticketService(t testing.TB, st *store.Store, mb *mailbox.Mailbox, org *config.Config) (*delivery.Service, *tickets.Service, *reconcile.Reconciler) {
+func ticketService(t testing.TB, st *store.Store, mb *mailbox.Mailbox, org *config.Config) (*delivery.Service, *tickets.Service) {
 	t.Helper()
 	tc := dialTemporal(t)
 	t.Cleanup(func() {
@@ -113,7 +112,7 @@ func ticketService(t testing.TB, st *store.Store, mb *mailbox.Mailbox, org *conf
 	}
 	t.Cleanup(endNotes)
 	t.Cleanup(w.Stop)
-	return dl, tk, reconcile.New(org, mb, seats, discard)
+	return dl, tk
 }
 
 // ticketTurnEnv is a turnEnv (cto attached on a host) whose turns open and
@@ -128,7 +127,7 @@ func setupTicketTurns(t *testing.T) ticketTurnEnv {
 	e := setupTurnsOrg(t, ticketsOrgYAML(), nil)
 	e.seat(t, "eng-1")
 	e.seat(t, "eng-2")
-	e.turns.delivery, e.turns.tickets, _ = ticketService(t, e.store, e.mb, e.turns.org)
+	e.turns.delivery, e.turns.tickets = ticketService(t, e.store, e.mb, e.turns.org)
 	return ticketTurnEnv{turnEnv: e, tickets: e.turns.tickets}
 }
 
@@ -450,7 +449,6 @@ type ticketEnv struct {
 	store      *store.Store
 	mb         *mailbox.Mailbox
 	org        *config.Config
-	reconciler *reconcile.Reconciler
 	tickets    *tickets.Service
 }
 
@@ -484,7 +482,7 @@ func setupTickets(t *testing.T) ticketEnv {
 			t.Fatal(err)
 		}
 	}
-	_, e.tickets, e.reconciler = ticketService(t, e.store, e.mb, e.org)
+	_, e.tickets = ticketService(t, e.store, e.mb, e.org)
 	return e
 }
 
@@ -596,7 +594,7 @@ func TestMaintenanceExpiresOldTicketsAndFailsThoseOfRemovedSeats(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m := &Maintenance{Store: e.store, Mailbox: e.mb, Org: e.org, Tickets: e.tickets, Reconciler: e.reconciler, Log: discard}
+	m := &Maintenance{Store: e.store, Mailbox: e.mb, Org: e.org, Tickets: e.tickets, Log: discard}
 	out, err := m.Maintenance(e.ctx)
 	if err != nil {
 		t.Fatal(err)

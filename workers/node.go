@@ -173,7 +173,8 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		Seats:       &activities.Seats{Store: st, Org: org, Tickets: tk, LiveWithin: hb, Here: n.host, Log: n.log},
 		Mail:        &activities.Mail{Store: st, Mailbox: mb, Tickets: tk, Log: n.log, Metrics: opts.Metrics},
 		Rebalance:   &activities.Rebalance{Store: st, Org: org, Seats: seats, LiveWithin: hb, MaxMoves: org.Nodes.RebalanceMaxMoves, Log: n.log},
-		Maintenance: &activities.Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tk, Reconciler: reconcile.New(org, mb, seats, n.log), NodeID: nodeID, LiveWithin: hb, Log: n.log},
+		Maintenance: &activities.Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tk, NodeID: nodeID, Log: n.log},
+		Reconcile:   &activities.Reconcile{Org: org, Reconciler: reconcile.New(st, mb, seats, dl, n.log), NodeID: nodeID},
 		Host:        n.host,
 		Turns:       turns,
 	}
@@ -225,6 +226,7 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	}{
 		{RebalanceScheduleID(tq), crewlet.WorkflowRebalance, org.Nodes.RebalanceInterval},
 		{MaintenanceScheduleID(tq), crewlet.WorkflowMaintenance, org.Maintenance.Interval},
+		{ReconcileScheduleID(tq), crewlet.WorkflowReconcile, org.Nodes.ReconcileInterval},
 	} {
 		if err := n.ensureSchedule(ctx, duty.id, duty.workflow, duty.every); err != nil {
 			log.Warn("duty_schedule_failed", "schedule", duty.id, "error", err)
@@ -354,6 +356,10 @@ func RebalanceScheduleID(taskQueue string) string { return "crewlet-rebalance/" 
 
 // MaintenanceScheduleID is the id of the maintenance duty's Temporal Schedule.
 func MaintenanceScheduleID(taskQueue string) string { return "crewlet-maintenance/" + taskQueue }
+
+// ReconcileScheduleID is the id of the reconcile duty's Temporal Schedule;
+// reconcile.Trigger runs it now.
+func ReconcileScheduleID(taskQueue string) string { return reconcile.ScheduleID(taskQueue) }
 
 // ensureSchedule creates a duty's Schedule (overlap SKIP: a duty is a
 // singleton), or updates its interval to this config's.

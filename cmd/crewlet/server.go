@@ -150,7 +150,7 @@ func connect(ctx context.Context, path string, stderr io.Writer) (*deps, error) 
 	d.seats = seatclient.New(d.temporal, org)
 	d.delivery = delivery.New(org, d.mailbox, d.seats, log)
 	d.delivery.Metrics = d.metrics
-	d.reconciler = reconcile.New(org, d.mailbox, d.seats, log)
+	d.reconciler = reconcile.New(d.store, d.mailbox, d.seats, d.delivery, log)
 	return d, nil
 }
 
@@ -208,7 +208,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 	}
 	// Every process makes sure every seat has its row and mailbox before it
 	// serves, so mail sent now waits for its seat instead of vanishing.
-	if err := d.reconciler.PrepareSeats(ctx, d.store); err != nil {
+	if err := d.reconciler.PrepareSeats(ctx, d.org); err != nil {
 		return fmt.Errorf("prepare seats: %w", err)
 	}
 
@@ -236,7 +236,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		if node, err = workers.StartNode(ctx, d.org, d.store, d.mailbox, d.temporal, d.seats, d.delivery, log, opts); err != nil {
 			return err
 		}
-		if err := d.reconciler.Reconcile(ctx, d.store, node.NodeID); err != nil {
+		if err := d.reconciler.Reconcile(ctx, d.org, node.NodeID); err != nil {
 			node.Stop()
 			return fmt.Errorf("start seats: %w", err)
 		}

@@ -12,8 +12,10 @@ import (
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/fanout"
 )
 
@@ -179,4 +181,56 @@ func (c *Client) seatConflicts(cs []seatConflict) error {
 			"if they are this company's own, left on a task queue it no longer uses, terminate them "+
 			"(temporal workflow terminate --workflow-id ID)",
 		len(cs), ours, list, remedy)
+}
+
+// OtherQueueRun is a running seat workflow of the namespace on another task
+// queue than ours, with the tenure it last published in its search
+// attributes: Node (the incarnation that hosted it) and Epoch. A run that
+// never attached publishes neither.
+type OtherQueueRun struct {
+	Handle, RunID, Queue, Node string
+	Epoch                      int64
+}
+
+// RunsOnOtherQueues lists, in one paged visibility query, the running seat
+// workflows of the namespace on other task queues than ours. Whose they are
+// is for the caller to prove (internal/reconcile: the tenure they publish is
+// one our database granted).
+func (c *Client) RunsOnOtherQueues(ctx context.Context) ([]OtherQueueRun, error) {
+	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND TaskQueue != '%s'",
+		crewlet.WorkflowSeat, c.org.Temporal.TaskQueue)
+	var out []OtherQueueRun
+	seen := map[string]bool{}
+	err := c.listWorkflows(ctx, query, func(ex *workflowpb.WorkflowExecutionInfo) {
+		handle, ok := crewlet.HandleFromWorkflowID(ex.GetExecution().GetWorkflowId())
+		if !ok || seen[handle] { // a page may repeat a row that moved
+			return
+		}
+		seen[handle] = true
+		run := OtherQueueRun{Handle: handle, RunID: ex.GetExecution().GetRunId(), Queue: ex.GetTaskQueue()}
+		fields := ex.GetSearchAttributes().GetIndexedFields()
+		dc := converter.GetDefaultDataConverter()
+		if p := fields[crewlet.SANode]; p != nil {
+			_ = dc.FromPayload(p, &run.Node)
+		}
+		if p := fields[crewlet.SAEpoch]; p != nil {
+			_ = dc.FromPayload(p, &run.Epoch)
+		}
+		out = append(out, run)
+	})
+	return out, err
+}
+
+// MoveToOurQueue ends the seat's run runID, found on another task queue and
+// proven this deployment's by the caller, and starts the seat on our queue.
+// Only that run is terminated: one started since on any queue is left alone.
+// The new run's tenure takes a new epoch, which fences whatever the old
+// run's host still does for the seat.
+func (c *Client) MoveToOurQueue(ctx context.Context, s config.Seat, runID, reason string) error {
+	err := c.temporal.TerminateWorkflow(ctx, crewlet.SeatWorkflowID(s.Handle), runID, reason)
+	if err != nil && !Gone(err) {
+		return fmt.Errorf("terminate seat %s on another task queue: %w", s.Handle, err)
+	}
+	_, err = c.Start(ctx, s)
+	return err
 }

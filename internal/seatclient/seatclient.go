@@ -78,15 +78,16 @@ func (c *Client) seatInput(s config.Seat) crewlet.SeatInput {
 	}
 }
 
-// Start starts the seat's workflow unless one is already open. An open one
-// on another task queue is another deployment's: ECONFLICT.
+// Start starts the seat's workflow unless one is already open, and says
+// whether it started one. An open one on another task queue is another
+// deployment's: ECONFLICT.
 //
 // The start fails, rather than hands back, a run already open, so a run it
 // started is known ours without asking Temporal about it: at boot a node
 // starts every seat, and a describe per seat would double the calls. The
 // first workflow task of a run it started goes straight to this process's
 // worker when it has a free slot (eager start), not through matching.
-func (c *Client) Start(ctx context.Context, s config.Seat) error {
+func (c *Client) Start(ctx context.Context, s config.Seat) (started bool, err error) {
 	opts := c.startOptions(s)
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
@@ -95,12 +96,12 @@ func (c *Client) Start(ctx context.Context, s config.Seat) error {
 	var open *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case errors.As(err, &open):
-		return c.checkSeatRun(ctx, s.Handle, open.RunId)
+		return false, c.checkSeatRun(ctx, s.Handle, open.RunId)
 	case err != nil:
-		return fmt.Errorf("start seat %s: %w", s.Handle, err)
+		return false, fmt.Errorf("start seat %s: %w", s.Handle, err)
 	}
 	c.ownRuns.Store(crewlet.SeatWorkflowID(s.Handle), run.GetRunID())
-	return nil
+	return true, nil
 }
 
 // Wake signals the seat that mail arrived, starting its workflow if none is
