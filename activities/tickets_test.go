@@ -444,12 +444,12 @@ func TestTicketFailsWhenItsRequestIsDeadLettered(t *testing.T) {
 // ticketEnv is a store, mailboxes and the ticket service with no host, and
 // a connection of its own to the test's database to age tickets.
 type ticketEnv struct {
-	ctx        context.Context
-	db         *pgx.Conn
-	store      *store.Store
-	mb         *mailbox.Mailbox
-	org        *config.Config
-	tickets    *tickets.Service
+	ctx     context.Context
+	db      *pgx.Conn
+	store   *store.Store
+	mb      *mailbox.Mailbox
+	org     *config.Config
+	tickets *tickets.Service
 }
 
 func setupTickets(t *testing.T) ticketEnv {
