@@ -15,12 +15,13 @@ import (
 // seats exist, and nothing says which file is stale. A worker started on a
 // file without s02, while a worker on the file with it is live, stops no
 // seat and stamps no mailbox absent: s02 keeps answering. Once no live node
-// disagrees, the next maintenance pass stops it.
+// disagrees, the next reconcile pass stops it and the next maintenance pass
+// stamps its mailbox.
 func TestWorkersOnDifferentOrgFilesStopNoSeat(t *testing.T) {
 	both := fleetOrg(t, 2, 0)
 	onlyFirst := withoutSeat(t, both, "s02")
 	c := newCompany(t, both)
-	c.setenv("CREWLET_MAINTENANCE_INTERVAL=1s")
+	c.setenv("CREWLET_MAINTENANCE_INTERVAL=1s", "CREWLET_NODES_RECONCILE_INTERVAL=1s")
 	c.apiServer()
 	current := c.worker("n1")
 	c.waitAttached(30 * time.Second)
@@ -48,8 +49,8 @@ func TestWorkersOnDifferentOrgFilesStopNoSeat(t *testing.T) {
 	}
 	c.waitReply(c.send("s02", "still here?"), replyWait)
 
-	// Every live worker now runs the file without s02: the next maintenance
-	// pass stops it and stamps its mailbox.
+	// Every live worker now runs the file without s02: the next passes stop
+	// it and stamp its mailbox.
 	current.signal(t, os.Interrupt)
 	if code := current.wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("n1 exited %d; want 0", code)
