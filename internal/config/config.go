@@ -505,7 +505,7 @@ type Role struct {
 // period.
 type IdleNudge struct {
 	// After is how long a seat is quiet before it is nudged; 0 is off.
-	// 1m to 720h.
+	// 1s to 720h.
 	After time.Duration `mapstructure:"after"`
 }
 

@@ -255,17 +255,15 @@ roles: { low: { profile: p, max_rounds: 0 }, high: { profile: p, max_rounds: 257
 			yaml: minimal + `profiles: { p: { provider: scripted } }
 nodes: { reconcile_interval: 2h }
 roles:
-  short: { profile: p, idle_nudge: { after: 30s } }
   long: { profile: p, idle_nudge: { after: 721h } }
   neg: { profile: p, idle_nudge: { after: -1m } }
   typo: { profile: p, idle_nudge: { afer: 1h } }
-  ok: { profile: p, idle_nudge: { after: 2h } }
+  ok: { profile: p, idle_nudge: { after: 1s } }
   off: { profile: p, idle_nudge: { after: 0 } }`,
 			want: []string{
 				"nodes.reconcile_interval: 2h is out of range; must be between 1s and 1h",
-				"roles.short.idle_nudge.after: 30s is out of range; must be between 1m and 720h",
-				"roles.long.idle_nudge.after: 721h is out of range; must be between 1m and 720h",
-				"roles.neg.idle_nudge.after: -1m is out of range; must be between 1m and 720h",
+				"roles.long.idle_nudge.after: 721h is out of range; must be between 1s and 720h",
+				"roles.neg.idle_nudge.after: -1m is out of range; must be between 1s and 720h",
 				`roles.typo.idle_nudge.afer: unknown key; did you mean "after"?`,
 			},
 			not: []string{"roles.ok", "roles.off"},

@@ -127,7 +127,7 @@ const (
 	minRebalanceMoves    = 1
 	minReconcileInterval = time.Second
 	maxReconcileInterval = time.Hour
-	minIdleNudgeAfter    = time.Minute
+	minIdleNudgeAfter    = time.Second
 	maxIdleNudgeAfter    = 720 * time.Hour
 	maxRebalanceMoves    = 100
 	minToolCalls         = 1

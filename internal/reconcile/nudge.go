@@ -29,16 +29,22 @@ const NudgeEventKind = "idle_nudge"
 // began at quietSince: one per quiet period, so publishing it again (a pass
 // retried, two passes) adds nothing.
 func NudgeEventID(handle string, quietSince time.Time) string {
-	return fmt.Sprintf("idle-nudge-%s-%d", handle, quietSince.UnixMicro())
+	return fmt.Sprintf("%s%s-%d", nudgeEventPrefix, handle, quietSince.UnixMicro())
 }
+
+// nudgeEventPrefix starts every nudge's event id: a turn that answered only
+// nudges does not end the seat's quiet period, so a nudge that moves
+// nothing is not followed by another.
+const nudgeEventPrefix = "idle-nudge-"
 
 // nudgeTicketsNamed bounds the ticket ids one nudge lists.
 const nudgeTicketsNamed = 10
 
 // nudge sends one idle nudge to each seat of a role with idle_nudge on that
 // is idle (its workflow says so: a seat paused, held or in a turn is never
-// nudged), has tickets it opened still open, and has had no turn for the
-// role's idle_nudge.after; at most one per quiet period.
+// nudged), has tickets it opened still open, and has been quiet for the
+// role's idle_nudge.after: at most one per quiet period, which only the
+// seat's own activity ends (store.QuietDelegators).
 func (r *Reconciler) nudge(ctx context.Context, org *config.Config, running map[string]crewlet.SeatStatus,
 	report *crewlet.ReconcileReport) error {
 	after := map[string]time.Duration{}
@@ -57,7 +63,7 @@ func (r *Reconciler) nudge(ctx context.Context, org *config.Config, running map[
 			Reason: "the seats' tickets, turns or past nudges cannot be read"})
 		return err
 	}
-	quiet, err := r.store.QuietDelegators(ctx, handles)
+	quiet, err := r.store.QuietDelegators(ctx, handles, nudgeEventPrefix)
 	if err != nil {
 		return deferred(err)
 	}
@@ -109,7 +115,7 @@ func nudgeText(q store.QuietDelegator) string {
 	if more := len(q.OpenTickets) - len(named); more > 0 {
 		list += fmt.Sprintf(" and %d more", more)
 	}
-	return fmt.Sprintf("You have had no turn for %s, and %d tickets you opened are still open: %s. "+
+	return fmt.Sprintf("You have been quiet for %s, and %d tickets you opened are still open: %s. "+
 		"Check on them: see where each stands, answer what was asked, cancel or hand on what is stuck, "+
 		"and carry on with the work they are part of.",
 		q.Now.Sub(q.QuietSince).Round(time.Second), len(q.OpenTickets), list)

@@ -28,8 +28,10 @@ func (s *Store) Mailboxes(ctx context.Context) (map[string]bool, error) {
 }
 
 // QuietDelegator is a seat waiting on tickets it opened, with no turn
-// running: QuietSince is when its last turn ended (or, with no turn on
-// record, when its newest open ticket was opened), Now the database's clock.
+// running. QuietSince is when it last did something other than answer a
+// nudge: the end of its last turn that had a trigger other than a nudge, or
+// the opening of its newest open ticket, whichever is later. Now is the
+// database's clock.
 type QuietDelegator struct {
 	Handle      string
 	OpenTickets []string
@@ -38,19 +40,24 @@ type QuietDelegator struct {
 }
 
 // QuietDelegators returns, of handles, the seats that opened tickets still
-// open and run no turn now.
-func (s *Store) QuietDelegators(ctx context.Context, handles []string) ([]QuietDelegator, error) {
+// open and run no turn now. A turn whose triggers all have event ids
+// starting with nudgePrefix answered only nudges, and does not end a quiet
+// period: a nudge that moves nothing is not followed by another.
+func (s *Store) QuietDelegators(ctx context.Context, handles []string, nudgePrefix string) ([]QuietDelegator, error) {
 	rows, err := s.pool.Query(ctx, `
 		WITH open AS (
 			SELECT from_handle AS seat, array_agg(id ORDER BY created_at, id) AS ids, max(created_at) AS newest
 			FROM tickets WHERE from_seat AND from_handle = ANY($1) AND phase IN ('pending', 'asking')
 			GROUP BY from_handle)
-		SELECT o.seat, o.ids, COALESCE(t.finished_at, o.newest), now()
+		SELECT o.seat, o.ids, GREATEST(o.newest, t.finished_at), now()
 		FROM open o
 		LEFT JOIN LATERAL (
-			SELECT status, finished_at FROM turns WHERE seat = o.seat ORDER BY started_at DESC LIMIT 1) t ON true
-		WHERE t.status IS DISTINCT FROM 'running'
-		ORDER BY o.seat`, handles)
+			SELECT finished_at FROM turns
+			WHERE seat = o.seat AND finished_at IS NOT NULL
+			  AND EXISTS (SELECT 1 FROM jsonb_array_elements(mail) m WHERE NOT starts_with(m->>'event_id', $2))
+			ORDER BY started_at DESC LIMIT 1) t ON true
+		WHERE (SELECT status FROM turns WHERE seat = o.seat ORDER BY started_at DESC LIMIT 1) IS DISTINCT FROM 'running'
+		ORDER BY o.seat`, handles, nudgePrefix)
 	if err != nil {
 		return nil, fmt.Errorf("list quiet delegators: %w", schemaMissing(err))
 	}
