@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
@@ -220,5 +221,100 @@ seats:
 	}
 	if n != 2 {
 		t.Fatalf("lead has %d %s events; want 2", n, NudgeEventKind)
+	}
+}
+
+// A seat workflow of the org on another task queue is restarted on ours
+// only when the tenure it publishes is the one our database granted the
+// seat; one whose tenure our database never granted may be another
+// deployment's and is left alone, and not started on ours either.
+func TestPassRepairsOnlyProvenRunsOnOtherQueues(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sfx := testenv.Suffix()
+	ours, old := "rec-ours-"+sfx, "rec-old-"+sfx
+	mine, theirs := "mine-"+sfx, "theirs-"+sfx
+	b := setup(t, fmt.Sprintf(`
+company: { name: acme }
+temporal: { task_queue: %s }
+nodes: { heartbeat_timeout: 60s }
+profiles: { local: { provider: scripted } }
+roles: { clerk: { profile: local } }
+seats: [ { handle: %s, role: clerk }, { handle: %s, role: clerk } ]
+`, ours, mine, theirs))
+	tc, err := client.Dial(client.Options{HostPort: testenv.Stack(t).Temporal, Logger: tlog.NewStructuredLogger(discard)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tc.Close)
+	t.Cleanup(func() {
+		for _, h := range []string{mine, theirs} {
+			_ = tc.TerminateWorkflow(context.Background(), crewlet.SeatWorkflowID(h), "", "test over")
+		}
+	})
+	seats := seatclient.New(tc, b.org)
+	r := New(b.store, b.mb, seats, delivery.New(b.org, b.mb, seats, discard), discard)
+	if err := r.PrepareSeats(ctx, b.org); err != nil {
+		t.Fatal(err)
+	}
+	b.exec(t, `UPDATE seats SET node = 'n1:aa', epoch = 4 WHERE handle = $1`, mine)
+	b.exec(t, `UPDATE seats SET node = 'n1:bb', epoch = 1 WHERE handle = $1`, theirs)
+	startOld := func(handle, node string, epoch int64) string {
+		t.Helper()
+		run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: crewlet.SeatWorkflowID(handle), TaskQueue: old,
+			TypedSearchAttributes: temporal.NewSearchAttributes(
+				temporal.NewSearchAttributeKeyKeyword(crewlet.SANode).ValueSet(node),
+				temporal.NewSearchAttributeKeyInt64(crewlet.SAEpoch).ValueSet(epoch)),
+		}, crewlet.WorkflowSeat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return run.GetRunID()
+	}
+	startOld(mine, "n1:aa", 4)
+	theirsRun := startOld(theirs, "other:cc", 1)
+	testenv.Eventually(t, 20*time.Second, "both runs listed on the old queue", func() error {
+		runs, err := seats.RunsOnOtherQueues(ctx)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, run := range runs {
+			if run.Handle == mine || run.Handle == theirs {
+				n++
+			}
+		}
+		if n != 2 {
+			return fmt.Errorf("%d of 2 listed", n)
+		}
+		return nil
+	})
+
+	report, err := r.Pass(ctx, b.org, "here")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(report.Repaired) != fmt.Sprintf("[%s]", mine) || len(report.Started) != 0 {
+		t.Fatalf("repaired %v, started %v; want %s repaired, nothing started", report.Repaired, report.Started, mine)
+	}
+	if len(report.Deferred) != 1 || fmt.Sprint(report.Deferred[0].Seats) != fmt.Sprintf("[%s]", theirs) ||
+		report.Deferred[0].Action != "repair" || !strings.Contains(report.Deferred[0].Reason, old) {
+		t.Fatalf("deferred %+v; want %s's repair, naming queue %s", report.Deferred, theirs, old)
+	}
+	queue := func(handle string) (string, string) {
+		t.Helper()
+		d, err := tc.DescribeWorkflowExecution(ctx, crewlet.SeatWorkflowID(handle), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.GetExecutionConfig().GetTaskQueue().GetName(), d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	}
+	if q, _ := queue(mine); q != ours {
+		t.Fatalf("%s runs on %q after the repair; want ours, %q", mine, q, ours)
+	}
+	if q, run := queue(theirs); q != old || run != theirsRun {
+		t.Fatalf("%s runs on %q (run %s); want the other deployment's run on %q untouched", theirs, q, run, old)
 	}
 }
