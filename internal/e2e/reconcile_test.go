@@ -12,6 +12,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/workers"
 )
 
 // The reconcile duty repairs what was done behind crewlet's back, within a
@@ -106,4 +107,97 @@ func passLines(out, field, handle string) []string {
 		}
 	}
 	return found
+}
+
+// nudgeOrg: cto delegates and waits on nothing; the engineer takes an hour
+// over anything, so cto's ticket stays open while cto has nothing to do.
+const nudgeOrg = `company: { name: nudgeco }
+profiles:
+  lead:
+    provider: scripted
+    rules:
+      - match: '^get a fix for (.*)'
+        tools: [ { name: delegate, args: { to: 'role:engineer', task: 'please fix {{index .Groups 1}}' } } ]
+        reply: 'Delegated: {{index .Results 0}}'
+      - { match: 'You have been quiet for', reply: 'Checked my open tickets' }
+      - { match: '.*', reply: 'Noted' }
+  eng: { provider: scripted, delay: 1h }
+roles:
+  lead: { charter: leads and delegates, profile: lead, idle_nudge: { after: 3s } }
+  engineer: { charter: fixes what it is given, profile: eng }
+seats:
+  - { handle: cto, role: lead }
+  - { handle: eng-1, role: engineer }
+`
+
+// A seat quiet with a ticket it opened still open is nudged once per quiet
+// period: the nudge's own turn does not start another period, so passes
+// go by with no second nudge; a turn on other mail does, and after it the
+// seat is nudged once more.
+func TestIdleLeadNudgedOncePerQuietPeriod(t *testing.T) {
+	c := newCompany(t, writeFile(t, "org.yaml", nudgeOrg))
+	c.setenv("CREWLET_NODES_RECONCILE_INTERVAL=1s")
+	c.serve()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if reply := c.waitReply(c.send("cto", "get a fix for the docs"), replyWait); !strings.HasPrefix(reply, "Delegated: Ticket t-") {
+		t.Fatalf("cto's answer %q; want the ticket opened", reply)
+	}
+	nudges := func() (sent, answered int) {
+		for _, conv := range c.conversation("idle-nudge-cto") {
+			for _, m := range conv.Messages {
+				switch {
+				case m.From == crewlet.TicketSender && strings.Contains(m.Body, "1 tickets you opened are still open"):
+					sent++
+				case m.From == "cto" && m.Body == "Checked my open tickets":
+					answered++
+				}
+			}
+		}
+		return sent, answered
+	}
+	waitNudges := func(n int) {
+		t.Helper()
+		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("nudge %d sent and answered", n), func() error {
+			if sent, answered := nudges(); sent != n || answered != n {
+				return fmt.Errorf("%d nudges sent, %d answered", sent, answered)
+			}
+			return nil
+		})
+	}
+	// passes waits until the reconcile duty has run n more passes.
+	schedule := c.temporal.ScheduleClient().GetHandle(ctx, workers.ReconcileScheduleID(c.taskQueue))
+	actions := func() int {
+		t.Helper()
+		d, err := schedule.Describe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Info.NumActions
+	}
+	passes := func(n int) {
+		t.Helper()
+		from := actions()
+		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%d more reconcile passes", n), func() error {
+			if got := actions() - from; got < n {
+				return fmt.Errorf("%d passes so far", got)
+			}
+			return nil
+		})
+	}
+
+	waitNudges(1)
+	// Well past idle_nudge.after (3s) since the nudge's turn.
+	passes(6)
+	if sent, _ := nudges(); sent != 1 {
+		t.Fatalf("%d nudges in one quiet period; want 1", sent)
+	}
+
+	// Other mail ends the quiet period; the next one is nudged once.
+	c.waitReply(c.send("cto", "how is it going?"), replyWait)
+	waitNudges(2)
+	passes(6)
+	if sent, _ := nudges(); sent != 2 {
+		t.Fatalf("%d nudges after two quiet periods; want 2", sent)
+	}
 }
