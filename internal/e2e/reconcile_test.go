@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/reconcile"
 	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/workers"
 )
@@ -200,4 +201,27 @@ func TestIdleLeadNudgedOncePerQuietPeriod(t *testing.T) {
 	if sent, _ := nudges(); sent != 2 {
 		t.Fatalf("%d nudges after two quiet periods; want 2", sent)
 	}
+}
+
+// A config apply runs a reconcile pass at once (reconcile.Trigger), however
+// long nodes.reconcile_interval is.
+func TestReconcileTriggerRunsAPassNow(t *testing.T) {
+	c := newCompany(t, fleetOrg(t, 1, 0))
+	c.setenv("CREWLET_NODES_RECONCILE_INTERVAL=1h")
+	srv := c.serve()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.temporal.TerminateWorkflow(ctx, crewlet.SeatWorkflowID("s01"), "", "behind crewlet's back"); err != nil {
+		t.Fatal(err)
+	}
+	if err := reconcile.Trigger(ctx, c.temporal, c.taskQueue); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the triggered pass starts s01", func() error {
+		if len(passLines(srv.out.String(), "started", "s01")) == 0 {
+			return fmt.Errorf("no reconcile_pass line names s01 started")
+		}
+		return nil
+	})
+	c.waitReply(c.send("s01", "back?"), replyWait)
 }
