@@ -489,9 +489,9 @@ type Role struct {
 	// costs tokens on every turn.
 	Reflect bool `mapstructure:"reflect"`
 	// IdleNudge, when After is set, nudges a seat of the role that waits on
-	// tickets it opened and has had no turn for After (docs/operations.md,
-	// "Idle nudge"). Off by default: a nudge spends tokens on crewlet's own
-	// initiative.
+	// tickets it opened and has been quiet for After
+	// (docs/operations.md, "Idle nudge"). Off by default: a nudge spends
+	// tokens on crewlet's own initiative.
 	IdleNudge IdleNudge `mapstructure:"idle_nudge"`
 
 	// oneItem says the file wrote the pool as profile; bothForms that it
