@@ -52,9 +52,14 @@ func Trigger(ctx context.Context, tc client.Client, taskQueue string) error {
 // anything.
 func (r *Reconciler) Pass(ctx context.Context, org *config.Config, nodeID string) (crewlet.ReconcileReport, error) {
 	var report crewlet.ReconcileReport
-	errs := []error{}
-	defer func() { r.logPass(ctx, report, errors.Join(errs...)) }()
-	rows, err := r.prepare(ctx, org, &report)
+	err := errors.Join(r.pass(ctx, org, nodeID, &report)...)
+	r.logPass(ctx, report, err)
+	return report, err
+}
+
+// pass runs the steps of Pass, recording in report, and returns what failed.
+func (r *Reconciler) pass(ctx context.Context, org *config.Config, nodeID string, report *crewlet.ReconcileReport) (errs []error) {
+	rows, err := r.prepare(ctx, org, report)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -63,14 +68,14 @@ func (r *Reconciler) Pass(ctx context.Context, org *config.Config, nodeID string
 	if err != nil {
 		report.Deferred = append(report.Deferred, crewlet.ReconcileDeferral{Action: "start, stop, nudge",
 			Reason: "the seats' workflows cannot be listed, and unknown is never absent"})
-		return report, errors.Join(append(errs, err)...)
+		return append(errs, err)
 	}
-	elsewhere, err := r.repairOtherQueues(ctx, agents, rows, &report)
+	elsewhere, err := r.repairOtherQueues(ctx, agents, rows, report)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	if elsewhere != nil {
-		if err := r.startMissing(ctx, agents, running, elsewhere, &report); err != nil {
+		if err := r.startMissing(ctx, agents, running, elsewhere, report); err != nil {
 			errs = append(errs, err)
 		}
 	} else {
@@ -79,13 +84,13 @@ func (r *Reconciler) Pass(ctx context.Context, org *config.Config, nodeID string
 		report.Deferred = append(report.Deferred, crewlet.ReconcileDeferral{Action: "start",
 			Reason: "the seat workflows on other task queues cannot be listed, and unknown is never absent"})
 	}
-	if err := r.stopRemoved(ctx, org, nodeID, running, agents, &report); err != nil {
+	if err := r.stopRemoved(ctx, org, nodeID, running, agents, report); err != nil {
 		errs = append(errs, err)
 	}
-	if err := r.nudge(ctx, org, running, &report); err != nil {
+	if err := r.nudge(ctx, org, running, report); err != nil {
 		errs = append(errs, err)
 	}
-	return report, errors.Join(errs...)
+	return errs
 }
 
 // logPass logs what a pass did, once.
