@@ -38,7 +38,7 @@ type bundle struct {
 	r     *Reconciler
 }
 
-func setup(t *testing.T, orgYAML string) bundle {
+func setup(t testing.TB, orgYAML string) bundle {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
