@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
@@ -34,7 +35,7 @@ import (
 
 // Server serves the API.
 type Server struct {
-	Org *config.Config
+	Org config.Source
 	// Seats steers seats (pause, resume, drain) and lists their statuses.
 	Seats *seatclient.Client
 	// Views answers the reads that combine workflows, Postgres and Redis.
@@ -51,8 +52,8 @@ type Server struct {
 	Metrics *metrics.Metrics
 	// Tracing makes each request a span; nil (tracing off) makes none.
 	Tracing *tracing.Tracing
-	// creds are the org's tokens, read from the environment by Handler.
-	creds []credential
+	// tokens are the tokens of the revision the process last served.
+	tokens atomic.Pointer[tokensOf]
 	// limiters hold each principal's mutation budget.
 	limitMu  sync.Mutex
 	limiters map[string]*rate.Limiter
@@ -190,7 +191,6 @@ func (s *Server) routes() []route {
 
 // Handler returns the API's router.
 func (s *Server) Handler() http.Handler {
-	s.creds = credentials(s.Org)
 	r := chi.NewRouter()
 	r.Use(s.requestLog, middleware.Recoverer)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
