@@ -4,6 +4,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,6 +53,9 @@ type Server struct {
 	Metrics *metrics.Metrics
 	// Tracing makes each request a span; nil (tracing off) makes none.
 	Tracing *tracing.Tracing
+	// Follow makes this process take the active config revision now, after
+	// an apply; nil leaves it to the process's follower.
+	Follow func(context.Context) error
 	// tokens are the tokens of the revision the process last served.
 	tokens atomic.Pointer[tokensOf]
 	// limiters hold each principal's mutation budget.
@@ -177,6 +181,13 @@ func (s *Server) routes() []route {
 			summary: "dead letters, newest first", query: []param{limitQuery(100, maxLimit)}, answer: []mailbox.DeadLetter{}},
 		{method: post, pattern: "/deadletters/{id}/requeue", right: Operate, handler: s.requeueDeadLetter,
 			summary: "deliver a dead letter to its seat again", answer: mailbox.DeadLetter{}, statuses: accepted},
+		{method: get, pattern: "/config", right: Operate, handler: s.getConfig,
+			summary: "the active config revision (who applied it, when, what changed, its document) and which revision each process runs",
+			answer:  wire.ConfigState{}},
+		{method: post, pattern: "/config", right: Administer, handler: s.applyConfig,
+			summary: "apply an org file as the next config revision; every process takes it within a beat. Refused whole when invalid (400), or when it changes a cold key without restart (409)",
+			body:    wire.ConfigApplyRequest{}, needs: []string{"document"}, answer: wire.ConfigReport{},
+			conflict: "the file changes a key that needs a restart and restart is not set, or another apply came in between"},
 		{method: get, pattern: "/audit", right: Administer, handler: s.listAudit,
 			summary: "the audit log, newest first",
 			query: []param{
