@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -142,4 +143,47 @@ func TestConfigApplyChangesTheRunningCompany(t *testing.T) {
 	if strings.Join(classes, " ") != "log.level="+config.ClassCold {
 		t.Fatalf("revision 3's changes: %v", classes)
 	}
+}
+
+// serve --watch applies its file when it changes: a seat added to the file
+// answers, and a file made invalid is refused whole, the running revision
+// kept and the refusal logged.
+func TestServeWatchAppliesItsFileOnChange(t *testing.T) {
+	path := writeFile(t, "org.yaml", applyOrg)
+	c := newCompany(t, path)
+	admin := "e2e-admin-token-0123456789"
+	c.setenv("CREWLET_E2E_TOKEN_ADMIN="+admin, "CREWLET_E2E_TOKEN_OPERATOR=e2e-operator-token-0123456789")
+	c.token = admin
+	p := c.start("serve", "serve", "--watch")
+	c.waitReady(p)
+
+	added := strings.Replace(applyOrg, "  - { handle: alice, kind: human }\n", "  - { handle: alice, kind: human }\n  - { handle: eng-3, role: lead }\n", 1)
+	if err := os.WriteFile(path, []byte(added), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var state wire.ConfigState
+	testenv.Eventually(t, 10*time.Second, "the watcher applied the file", func() error {
+		if err := c.call(http.MethodGet, "/config", nil, &state); err != nil {
+			return err
+		}
+		if state.Revision != 2 || !strings.HasPrefix(state.AppliedBy, "watch:") {
+			return fmt.Errorf("revision %d by %q; want 2 by the watcher", state.Revision, state.AppliedBy)
+		}
+		return nil
+	})
+	c.waitReply(c.send("eng-3", "hello"), replyWait)
+
+	if err := os.WriteFile(path, []byte(strings.Replace(added, "profile: local", "profile: nowhere", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the invalid file refused", func() error {
+		if refused := linesWith(p.out.String(), "config_apply_refused"); len(refused) == 0 || !strings.Contains(refused[0], "nowhere") {
+			return fmt.Errorf("no refusal naming the profile logged: %q", refused)
+		}
+		return nil
+	})
+	if err := c.call(http.MethodGet, "/config", nil, &state); err != nil || state.Revision != 2 {
+		t.Fatalf("after the invalid file: revision %d, %v; want 2 kept", state.Revision, err)
+	}
+	c.waitReply(c.send("eng-3", "still here?"), replyWait)
 }
