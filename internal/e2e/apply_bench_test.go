@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -45,15 +44,6 @@ func BenchmarkApplyNewSeat(b *testing.B) {
 		c.waitReply(c.send("s01", "hello"), replyWait)
 		running = append(running, time.Since(start))
 	}
-	for _, d := range []struct {
-		name string
-		all  []time.Duration
-	}{{"apply-", applied}, {"running-", running}} {
-		sort.Slice(d.all, func(i, j int) bool { return d.all[i] < d.all[j] })
-		p50, max := d.all[len(d.all)/2], d.all[len(d.all)-1]
-		b.ReportMetric(p50.Seconds(), d.name+"p50-s")
-		b.ReportMetric(max.Seconds(), d.name+"max-s")
-		b.Logf("%s over %d runs: p50 %s, max %s", map[string]string{"apply-": "apply → new seat's reply", "running-": "publish → reply of a running seat"}[d.name],
-			len(d.all), p50.Round(time.Millisecond), max.Round(time.Millisecond))
-	}
+	reportP50Max(b, "apply-", fmt.Sprintf("apply → new seat's reply over %d runs", applyRuns), applied)
+	reportP50Max(b, "running-", fmt.Sprintf("publish → reply of a running seat over %d runs", applyRuns), running)
 }
