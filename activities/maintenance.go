@@ -18,7 +18,7 @@ import (
 type Maintenance struct {
 	Store   *store.Store
 	Mailbox *mailbox.Mailbox
-	Org     *config.Config
+	Org     config.Source
 	// Tickets fails the tickets of seats gone from the org and expires old
 	// ones.
 	Tickets *tickets.Service
@@ -41,41 +41,41 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 		errs = append(errs, err)
 	}
 	var err error
-	if out.TicketsExpired, err = a.Tickets.Expire(ctx, a.Org.Tickets.ExpireAfter); err != nil {
+	if out.TicketsExpired, err = a.Tickets.Expire(ctx, a.Org.Now().Tickets.ExpireAfter); err != nil {
 		errs = append(errs, err)
 	}
-	if out.AuditTrimmed, err = a.Store.TrimAudit(ctx, a.Org.Maintenance.AuditRetention); err != nil {
+	if out.AuditTrimmed, err = a.Store.TrimAudit(ctx, a.Org.Now().Maintenance.AuditRetention); err != nil {
 		errs = append(errs, err)
 	}
-	if out.LedgerTrimmed, err = a.Store.TrimLedger(ctx, a.Org.Maintenance.LedgerRetention); err != nil {
+	if out.LedgerTrimmed, err = a.Store.TrimLedger(ctx, a.Org.Now().Maintenance.LedgerRetention); err != nil {
 		errs = append(errs, err)
 	}
-	for _, seat := range a.Org.Seats {
+	for _, seat := range a.Org.Now().Seats {
 		if seat.Kind == string(crewlet.SeatHuman) {
 			// Nothing acks a person's mail, so Trim would keep it all.
-			n, err := a.Mailbox.TrimHuman(ctx, seat.Handle, int64(a.Org.Mailbox.HumanKeep))
+			n, err := a.Mailbox.TrimHuman(ctx, seat.Handle, int64(a.Org.Now().Mailbox.HumanKeep))
 			if err != nil {
 				errs = append(errs, err)
 			}
 			out.HumanEntriesTrimmed += n
 			continue
 		}
-		n, err := a.Mailbox.Trim(ctx, seat.Handle, int64(a.Org.Mailbox.KeepAcked), a.Org.Mailbox.KeepAckedFor)
+		n, err := a.Mailbox.Trim(ctx, seat.Handle, int64(a.Org.Now().Mailbox.KeepAcked), a.Org.Now().Mailbox.KeepAckedFor)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		out.EntriesTrimmed += n
 	}
-	if out.DeadLettersTrimmed, err = a.Mailbox.TrimDeadLetters(ctx, int64(a.Org.Mailbox.DeadLetterKeep)); err != nil {
+	if out.DeadLettersTrimmed, err = a.Mailbox.TrimDeadLetters(ctx, int64(a.Org.Now().Mailbox.DeadLetterKeep)); err != nil {
 		errs = append(errs, err)
 	}
-	turns, err := a.Store.TrimTurns(ctx, a.Org.Maintenance.TurnRetention)
+	turns, err := a.Store.TrimTurns(ctx, a.Org.Now().Maintenance.TurnRetention)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	out.TurnsTrimmed = turns.Turns
-	m := a.Org.Maintenance
+	m := a.Org.Now().Maintenance
 	// Counts of the tables that did trim are kept when another fails.
 	rest, err := a.Store.TrimRetention(ctx, store.Retention{
 		Messages: m.MessageRetention, Events: m.EventRetention, Diary: m.DiaryRetention,
@@ -108,7 +108,10 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 // fail a seat's tickets or retire its mailbox just as the seat is added.
 // The reconcile duty stops the seats' workflows, under the same rule.
 func (a *Maintenance) sweep(ctx context.Context, out *crewlet.MaintenanceOutput) error {
-	others, err := reconcile.MayJudgeAbsence(ctx, a.Store, a.Org, a.NodeID)
+	// One snapshot for the whole sweep: absence is judged against the org
+	// whose digest was checked.
+	org := a.Org.Now()
+	others, err := reconcile.MayJudgeAbsence(ctx, a.Store, org, a.NodeID)
 	if err != nil {
 		return err
 	}
@@ -119,13 +122,13 @@ func (a *Maintenance) sweep(ctx context.Context, out *crewlet.MaintenanceOutput)
 		return nil
 	}
 	var errs []error
-	absent, returned, err := a.Store.SweepMailboxes(ctx, a.Org.Handles())
+	absent, returned, err := a.Store.SweepMailboxes(ctx, org.Handles())
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
 	out.MailboxesAbsent, out.MailboxesReturned = absent, returned
 	for _, seat := range absent {
-		a.Log.Info("seat_mailbox_absent", "seat", seat, "retired_after", a.Org.Mailbox.RetireAfter)
+		a.Log.Info("seat_mailbox_absent", "seat", seat, "retired_after", org.Mailbox.RetireAfter)
 		if err := a.Tickets.FailTarget(ctx, seat, fmt.Sprintf("seat %s is no longer in the org", seat)); err != nil {
 			errs = append(errs, err)
 		}
@@ -133,12 +136,12 @@ func (a *Maintenance) sweep(ctx context.Context, out *crewlet.MaintenanceOutput)
 	for _, seat := range returned {
 		a.Log.Info("seat_mailbox_returned", "seat", seat)
 	}
-	expired, err := a.Store.ExpiredMailboxes(ctx, a.Org.Mailbox.RetireAfter)
+	expired, err := a.Store.ExpiredMailboxes(ctx, org.Mailbox.RetireAfter)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
 	for _, seat := range expired {
-		retired, err := a.Store.RetireMailbox(ctx, seat, a.Org.Mailbox.RetireAfter, func(ctx context.Context) error {
+		retired, err := a.Store.RetireMailbox(ctx, seat, org.Mailbox.RetireAfter, func(ctx context.Context) error {
 			return a.Mailbox.Delete(ctx, seat)
 		})
 		if err != nil {

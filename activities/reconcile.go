@@ -12,7 +12,7 @@ import (
 type Reconcile struct {
 	// Org is the org the node runs; each pass reconciles the snapshot it
 	// reads at its start.
-	Org        *config.Config
+	Org        config.Source
 	Reconciler *reconcile.Reconciler
 	// NodeID is the node the activity runs on: its own earlier
 	// incarnations do not hold back the judgement of absence.
@@ -22,5 +22,5 @@ type Reconcile struct {
 // Reconcile runs one reconcile pass (reconcile.Reconciler.Pass) and returns
 // its report.
 func (a *Reconcile) Reconcile(ctx context.Context) (crewlet.ReconcileReport, error) {
-	return a.Reconciler.Pass(ctx, a.Org, a.NodeID)
+	return a.Reconciler.Pass(ctx, a.Org.Now(), a.NodeID)
 }
