@@ -246,11 +246,14 @@ func TestRemovedSeatMailboxIsKeptForTheGraceThenRetired(t *testing.T) {
 	c := newCompany(t, both)
 	c.setenv("CREWLET_MAINTENANCE_INTERVAL=1s")
 	mb := c.mailbox()
-	// The API runs throughout with the full org; workers come and go with
-	// the org file of the moment.
+	// The API runs throughout; each step applies the org of the moment and
+	// runs a worker on it.
 	c.apiServer()
 	withWorker := func(org, nodeID string, env []string, during func()) {
 		t.Helper()
+		if out, err := c.cli("config", "apply", org); err != nil {
+			t.Fatalf("config apply %s: %v\n%s", org, err, out)
+		}
 		c.config = org
 		w := c.workerWithEnv(nodeID, env)
 		during()
