@@ -33,6 +33,11 @@ type Config struct {
 	Seats       []Seat             `mapstructure:"seats"`
 	Log         Log                `mapstructure:"log"`
 	Metrics     Metrics            `mapstructure:"metrics"`
+
+	// Revision is the config revision this is (docs/architecture.md,
+	// "Config revisions"); 0 for a file never stored as one. It is no key
+	// of the file.
+	Revision int64 `mapstructure:"-"`
 }
 
 // Metrics is where a worker without the API serves GET /metrics; a process

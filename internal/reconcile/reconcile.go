@@ -95,12 +95,24 @@ func (r *Reconciler) StopRemovedSeats(ctx context.Context, org *config.Config, n
 
 // MayJudgeAbsence is the one place that says whether this process may take
 // a seat missing from org as removed: stop its workflow, stamp its mailbox
-// absent, fail its tickets. It returns the live incarnations it waits for
-// (none means yes). Today the guard is that no live node of another id runs
-// an org naming other seats (store.NodesOnAnotherOrg): one of the two is
-// stale, and a node on the old one must not stop a seat the new one added
-// back. An error means unknown, and unknown is never absent.
+// absent, fail its tickets. It returns what it waits for (none means yes):
+// this process, while org is older than the active config revision, or the
+// live incarnations of other ids that run an org naming other seats
+// (store.NodesOnAnotherOrg), one of which is stale: a node on the old one
+// must not stop a seat the new one added. An error means unknown, and
+// unknown is never absent.
 func MayJudgeAbsence(ctx context.Context, st *store.Store, org *config.Config, nodeID string) (waitFor []string, err error) {
+	if org.Revision > 0 {
+		// A seat added by a revision this process has not taken yet is
+		// missing from org, however much the live nodes agree.
+		active, err := st.ActiveConfigNumber(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if active > org.Revision {
+			return []string{fmt.Sprintf("%s (on config revision %d of %d)", nodeID, org.Revision, active)}, nil
+		}
+	}
 	return st.NodesOnAnotherOrg(ctx, org.Nodes.HeartbeatTimeout, nodeID, org.SeatsDigest())
 }
 

@@ -121,13 +121,13 @@ func start(ctx context.Context, st *store.Store, file []byte, fileOrg *config.Co
 				return config.Revision{}, fmt.Errorf("apply the org file as a new revision: %w", err)
 			}
 			log.Info("config_applied", "revision", report.Revision, "by", by, "changes", len(report.Changes), "needs_restart", report.NeedsRestart)
-			return config.Revision{Number: report.Revision, Org: fileOrg}, nil
+			return numbered(report.Revision, fileOrg, nil), nil
 		}
 		log.Warn("config_file_superseded", "active_revision", active.Revision,
 			"hint", "this process's org file was applied before and has since been replaced; it runs the active revision (crewlet config show)")
 	}
 	if active.Digest == digest {
-		return config.Revision{Number: active.Revision, Org: fileOrg}, nil
+		return numbered(active.Revision, fileOrg, nil), nil
 	}
 	activeOrg, err := config.Parse([]byte(active.Document))
 	if err != nil {
@@ -137,7 +137,14 @@ func start(ctx context.Context, st *store.Store, file []byte, fileOrg *config.Co
 	if err != nil {
 		return config.Revision{}, fmt.Errorf("the active config revision %d: %w", active.Revision, err)
 	}
-	return config.Revision{Number: active.Revision, Org: kept, NeedsRestart: needs}, nil
+	return numbered(active.Revision, kept, needs), nil
+}
+
+// numbered returns org as revision n: a copy of it marked with its number.
+func numbered(n int64, org *config.Config, needsRestart []string) config.Revision {
+	c := *org
+	c.Revision = n
+	return config.Revision{Number: n, Org: &c, NeedsRestart: needsRestart}
 }
 
 // Follower keeps a running process on the active revision.
@@ -272,5 +279,5 @@ func (f *Follower) take(ctx context.Context) (config.Revision, error) {
 	if err != nil {
 		return config.Revision{}, fmt.Errorf("revision %d: %w", active.Revision, err)
 	}
-	return config.Revision{Number: active.Revision, Org: kept, NeedsRestart: needs}, nil
+	return numbered(active.Revision, kept, needs), nil
 }
