@@ -778,7 +778,7 @@ func unknownKeys(path string, t reflect.Type, raw any, out *[]*Problem) {
 		for i := range t.NumField() {
 			f := t.Field(i)
 			name, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
-			if name == "" || !f.IsExported() {
+			if name == "" || name == "-" || !f.IsExported() {
 				continue
 			}
 			fields[name] = f.Type
