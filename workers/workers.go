@@ -20,6 +20,7 @@ type Deps struct {
 	Maintenance *activities.Maintenance
 	Host        *activities.Host
 	Turns       *activities.Turns
+	Schedules   *activities.Schedules
 }
 
 // RegisterShared registers what runs on the shared task queue: the workflows
@@ -44,6 +45,8 @@ func RegisterShared(r worker.Registry, d Deps) {
 		crewlet.ActivityCheckBudget:    d.Turns.CheckBudget,
 		crewlet.ActivityAcquireProfile: d.Turns.AcquireProfile,
 		crewlet.ActivityReleaseProfile: d.Turns.ReleaseProfile,
+		crewlet.ActivityDeliverFire:    d.Schedules.DeliverFire,
+		crewlet.ActivityAwaitFire:      d.Schedules.AwaitFire,
 	})
 }
 
@@ -56,6 +59,7 @@ func RegisterWorkflows(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.Maintenance, workflow.RegisterOptions{Name: crewlet.WorkflowMaintenance})
 	r.RegisterWorkflowWithOptions(workflows.Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
 	r.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.WorkflowPersonNotes})
+	r.RegisterWorkflowWithOptions(workflows.ScheduleFire, workflow.RegisterOptions{Name: crewlet.WorkflowScheduleFire})
 }
 
 // RegisterHost registers what runs on a node's own host queue: the tenure
