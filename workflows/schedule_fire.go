@@ -21,8 +21,8 @@ var scheduledStartTime = temporal.NewSearchAttributeKeyTime("TemporalScheduledSt
 // so overlap skip holds the next fires back for at most this long.
 const FireAwaitBound = time.Hour
 
-// ScheduleFire is one fire of an org schedule (docs/architecture.md,
-// "Schedules"): it delivers the schedule's message under an event id of
+// ScheduleFire is one fire of an org schedule
+// (docs/architecture.md, "Schedules"): it delivers the schedule's message under an event id of
 // (schedule, fire time), then waits until the seat's turn answered it, so
 // that Temporal's overlap policy sees a fire running as long as its turn.
 func ScheduleFire(ctx workflow.Context, in crewlet.ScheduleFireInput) (crewlet.ScheduleFireResult, error) {
