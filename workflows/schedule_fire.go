@@ -47,8 +47,10 @@ func ScheduleFire(ctx workflow.Context, in crewlet.ScheduleFireInput) (crewlet.S
 	}
 	awaitCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: FireAwaitBound,
-		HeartbeatTimeout:    30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+		// The wait heartbeats every poll (at most 2s apart): a wait on a
+		// worker that died is taken up by another within this.
+		HeartbeatTimeout: 10 * time.Second,
+		RetryPolicy:      &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
 	err = workflow.ExecuteActivity(awaitCtx, crewlet.ActivityAwaitFire, crewlet.AwaitFireInput{
 		Schedule: in.Schedule, FireTime: fireTime, Seat: sent.Seat, EventID: sent.EventID,
