@@ -54,6 +54,9 @@ func nextFire(s wire.Schedule) string {
 	return s.NextFires[0].Local().Format(time.RFC3339)
 }
 
+// shownNextFires is how many of the next fires `schedules show` prints.
+const shownNextFires = 3
+
 func runSchedulesList(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("schedules ls", flag.ContinueOnError)
 	base := apiFlag(fs)
@@ -105,7 +108,10 @@ func runScheduleShow(ctx context.Context, args []string, stdout io.Writer) error
 	if d.Error != "" {
 		fmt.Fprintf(stdout, "  temporal: %s\n", d.Error)
 	}
-	for _, t := range d.NextFires {
+	for i, t := range d.NextFires {
+		if i == shownNextFires {
+			break
+		}
 		fmt.Fprintf(stdout, "  next:     %s\n", t.Local().Format(time.RFC3339))
 	}
 	for _, id := range d.Running {

@@ -65,6 +65,9 @@ const (
 	minCatchupWindow = 10 * time.Second
 )
 
+// ShortDuration writes d as the org file would: "1h", "90s", "1h30m".
+func ShortDuration(d time.Duration) string { return shortDuration(d) }
+
 // ScheduleNamed returns the org's schedule with the given name.
 func (c *Config) ScheduleNamed(name string) (Schedule, bool) {
 	for _, s := range c.Schedules {

@@ -239,13 +239,13 @@ func (s *Service) view(ctx context.Context, sched config.Schedule) (wire.Schedul
 	v := wire.Schedule{
 		Name: sched.Name, ID: ID(s.Org.Temporal.TaskQueue, sched.Name), Cron: sched.Cron,
 		Timezone: s.Org.ScheduleZone(sched), To: sched.To, Overlap: sched.Overlap,
-		CatchupWindow: sched.CatchupWindow.String(), NextFires: []time.Time{},
+		CatchupWindow: config.ShortDuration(sched.CatchupWindow), NextFires: []time.Time{},
 	}
 	if sched.Every > 0 {
-		v.Every = sched.Every.String()
+		v.Every = config.ShortDuration(sched.Every)
 	}
 	if sched.Jitter > 0 {
-		v.Jitter = sched.Jitter.String()
+		v.Jitter = config.ShortDuration(sched.Jitter)
 	}
 	d, err := s.Temporal.ScheduleClient().GetHandle(ctx, v.ID).Describe(ctx)
 	var nf *serviceerror.NotFound
