@@ -23,7 +23,8 @@ type Schedules struct {
 	Delivery *delivery.Service
 	Tickets  *tickets.Service
 	// Skipped reads how many fires of a schedule Temporal skipped for
-	// overlap so far; a fire that sees the count grew logs it.
+	// overlap so far; a fire that sees the count grew logs it. Nil reads
+	// none.
 	Skipped func(ctx context.Context, name string) (int64, error)
 	Log     *slog.Logger
 	// Poll is the longest pause between two looks at the completion
@@ -48,10 +49,13 @@ func (a *Schedules) DeliverFire(ctx context.Context, in crewlet.DeliverFireInput
 			return crewlet.DeliverFireOutput{}, err
 		}
 	}
-	skipped, err := a.Skipped(ctx, sched.Name)
-	if err != nil {
-		// Only the history's skip count suffers; the fire goes on.
-		a.Log.WarnContext(ctx, "schedule_skips_unread", "schedule", sched.Name, "error", err)
+	var skipped int64
+	if a.Skipped != nil {
+		var err error
+		if skipped, err = a.Skipped(ctx, sched.Name); err != nil {
+			// Only the history's skip count suffers; the fire goes on.
+			a.Log.WarnContext(ctx, "schedule_skips_unread", "schedule", sched.Name, "error", err)
+		}
 	}
 	before, err := a.Store.LastScheduleSkips(ctx, sched.Name)
 	if err != nil {
