@@ -19,7 +19,7 @@ import (
 type Maintenance struct {
 	Store   *store.Store
 	Mailbox *mailbox.Mailbox
-	Org     *config.Config
+	Org     config.Source
 	// Tickets fails the tickets of seats gone from the org and expires old
 	// ones.
 	Tickets *tickets.Service
@@ -46,44 +46,44 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 		errs = append(errs, err)
 	}
 	var err error
-	if out.TicketsExpired, err = a.Tickets.Expire(ctx, a.Org.Tickets.ExpireAfter); err != nil {
+	if out.TicketsExpired, err = a.Tickets.Expire(ctx, a.Org.Now().Tickets.ExpireAfter); err != nil {
 		errs = append(errs, err)
 	}
-	if out.AuditTrimmed, err = a.Store.TrimAudit(ctx, a.Org.Maintenance.AuditRetention); err != nil {
+	if out.AuditTrimmed, err = a.Store.TrimAudit(ctx, a.Org.Now().Maintenance.AuditRetention); err != nil {
 		errs = append(errs, err)
 	}
-	if out.LedgerTrimmed, err = a.Store.TrimLedger(ctx, a.Org.Maintenance.LedgerRetention); err != nil {
+	if out.LedgerTrimmed, err = a.Store.TrimLedger(ctx, a.Org.Now().Maintenance.LedgerRetention); err != nil {
 		errs = append(errs, err)
 	}
-	if out.ScheduleFiresTrimmed, err = a.Store.TrimScheduleFires(ctx, a.Org.Maintenance.LedgerRetention); err != nil {
+	if out.ScheduleFiresTrimmed, err = a.Store.TrimScheduleFires(ctx, a.Org.Now().Maintenance.LedgerRetention); err != nil {
 		errs = append(errs, err)
 	}
-	for _, seat := range a.Org.Seats {
+	for _, seat := range a.Org.Now().Seats {
 		if seat.Kind == string(crewlet.SeatHuman) {
 			// Nothing acks a person's mail, so Trim would keep it all.
-			n, err := a.Mailbox.TrimHuman(ctx, seat.Handle, int64(a.Org.Mailbox.HumanKeep))
+			n, err := a.Mailbox.TrimHuman(ctx, seat.Handle, int64(a.Org.Now().Mailbox.HumanKeep))
 			if err != nil {
 				errs = append(errs, err)
 			}
 			out.HumanEntriesTrimmed += n
 			continue
 		}
-		n, err := a.Mailbox.Trim(ctx, seat.Handle, int64(a.Org.Mailbox.KeepAcked), a.Org.Mailbox.KeepAckedFor)
+		n, err := a.Mailbox.Trim(ctx, seat.Handle, int64(a.Org.Now().Mailbox.KeepAcked), a.Org.Now().Mailbox.KeepAckedFor)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		out.EntriesTrimmed += n
 	}
-	if out.DeadLettersTrimmed, err = a.Mailbox.TrimDeadLetters(ctx, int64(a.Org.Mailbox.DeadLetterKeep)); err != nil {
+	if out.DeadLettersTrimmed, err = a.Mailbox.TrimDeadLetters(ctx, int64(a.Org.Now().Mailbox.DeadLetterKeep)); err != nil {
 		errs = append(errs, err)
 	}
-	turns, err := a.Store.TrimTurns(ctx, a.Org.Maintenance.TurnRetention)
+	turns, err := a.Store.TrimTurns(ctx, a.Org.Now().Maintenance.TurnRetention)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	out.TurnsTrimmed = turns.Turns
-	m := a.Org.Maintenance
+	m := a.Org.Now().Maintenance
 	// Counts of the tables that did trim are kept when another fails.
 	rest, err := a.Store.TrimRetention(ctx, store.Retention{
 		Messages: m.MessageRetention, Events: m.EventRetention, Diary: m.DiaryRetention,
@@ -115,7 +115,7 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 // and a sweep by it would stop a seat just added, fail its tickets, or
 // retire its mailbox.
 func (a *Maintenance) sweep(ctx context.Context, out *crewlet.MaintenanceOutput) error {
-	others, err := a.Store.NodesOnAnotherOrg(ctx, a.LiveWithin, a.NodeID, a.Org.SeatsDigest())
+	others, err := a.Store.NodesOnAnotherOrg(ctx, a.LiveWithin, a.NodeID, a.Org.Now().SeatsDigest())
 	if err != nil {
 		return err
 	}
@@ -138,13 +138,13 @@ func (a *Maintenance) sweep(ctx context.Context, out *crewlet.MaintenanceOutput)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	absent, returned, err := a.Store.SweepMailboxes(ctx, a.Org.Handles())
+	absent, returned, err := a.Store.SweepMailboxes(ctx, a.Org.Now().Handles())
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
 	out.MailboxesAbsent, out.MailboxesReturned = absent, returned
 	for _, seat := range absent {
-		a.Log.Info("seat_mailbox_absent", "seat", seat, "retired_after", a.Org.Mailbox.RetireAfter)
+		a.Log.Info("seat_mailbox_absent", "seat", seat, "retired_after", a.Org.Now().Mailbox.RetireAfter)
 		if err := a.Tickets.FailTarget(ctx, seat, fmt.Sprintf("seat %s is no longer in the org", seat)); err != nil {
 			errs = append(errs, err)
 		}
@@ -152,12 +152,12 @@ func (a *Maintenance) sweep(ctx context.Context, out *crewlet.MaintenanceOutput)
 	for _, seat := range returned {
 		a.Log.Info("seat_mailbox_returned", "seat", seat)
 	}
-	expired, err := a.Store.ExpiredMailboxes(ctx, a.Org.Mailbox.RetireAfter)
+	expired, err := a.Store.ExpiredMailboxes(ctx, a.Org.Now().Mailbox.RetireAfter)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
 	for _, seat := range expired {
-		retired, err := a.Store.RetireMailbox(ctx, seat, a.Org.Mailbox.RetireAfter, func(ctx context.Context) error {
+		retired, err := a.Store.RetireMailbox(ctx, seat, a.Org.Now().Mailbox.RetireAfter, func(ctx context.Context) error {
 			return a.Mailbox.Delete(ctx, seat)
 		})
 		if err != nil {

@@ -19,7 +19,7 @@ import (
 // (docs/architecture.md, "Schedules").
 type Schedules struct {
 	Store    *store.Store
-	Org      *config.Config
+	Org      config.Source
 	Delivery *delivery.Service
 	Tickets  *tickets.Service
 	// Skipped reads how many fires of a schedule Temporal skipped for
@@ -37,7 +37,8 @@ type Schedules struct {
 // the event id of (schedule, fire time). Delivering it again lands nothing
 // new, and a seat answers it once.
 func (a *Schedules) DeliverFire(ctx context.Context, in crewlet.DeliverFireInput) (crewlet.DeliverFireOutput, error) {
-	sched, ok := a.Org.ScheduleNamed(in.Schedule)
+	org := a.Org.Now()
+	sched, ok := org.ScheduleNamed(in.Schedule)
 	if !ok {
 		a.Log.WarnContext(ctx, "schedule_fire_dropped", "schedule", in.Schedule, "fire_time", in.FireTime, "reason", "not in the org")
 		return crewlet.DeliverFireOutput{}, crewlet.Errorf(crewlet.ENOTFOUND, "no schedule %q in the org; its Temporal Schedule goes at the next sync", in.Schedule)
@@ -70,7 +71,7 @@ func (a *Schedules) DeliverFire(ctx context.Context, in crewlet.DeliverFireInput
 		a.Log.InfoContext(ctx, "schedule_fires_skipped", "schedule", sched.Name, "skipped", skipped-before, "skipped_total", skipped,
 			"reason", "overlap "+sched.Overlap+": the previous fire's message was still being answered")
 	}
-	to, err := a.Org.SeatNamed(fire.Seat)
+	to, err := org.SeatNamed(fire.Seat)
 	if err != nil {
 		// The seat the fire went to the first time left the org.
 		return crewlet.DeliverFireOutput{}, err

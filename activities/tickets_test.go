@@ -128,7 +128,7 @@ func setupTicketTurns(t *testing.T) ticketTurnEnv {
 	e := setupTurnsOrg(t, ticketsOrgYAML(), nil)
 	e.seat(t, "eng-1")
 	e.seat(t, "eng-2")
-	e.turns.delivery, e.turns.tickets, _ = ticketService(t, e.store, e.mb, e.turns.org)
+	e.turns.delivery, e.turns.tickets, _ = ticketService(t, e.store, e.mb, e.turns.org.Now())
 	return ticketTurnEnv{turnEnv: e, tickets: e.turns.tickets}
 }
 
@@ -266,7 +266,7 @@ func TestTicketSettledByTheServingTurnsAnswer(t *testing.T) {
 	model := &fakeModel{answer: func(crewlet.ModelRequest) (crewlet.ModelResponse, error) {
 		return text("the build is green again"), nil
 	}}
-	e.turns.models["local"] = model
+	e.turns.models.byProfile["local"] = model
 
 	req := tickets.OpenRequest{Key: "api-req-1", From: "alice", To: "cto", Task: "fix the build"}
 	opened, err := e.tickets.Open(e.ctx, req)
@@ -335,7 +335,7 @@ func TestTicketFailsWhenItsServingTurnEndsWithoutAnAnswer(t *testing.T) {
 	empty := &fakeModel{answer: func(crewlet.ModelRequest) (crewlet.ModelResponse, error) {
 		return crewlet.ModelResponse{Usage: crewlet.Usage{InputTokens: 5}}, nil
 	}}
-	e.turns.models["local"] = empty
+	e.turns.models.byProfile["local"] = empty
 	opened, err := e.tickets.Open(e.ctx, tickets.OpenRequest{From: "alice", To: "cto", Task: "write the release notes"})
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +373,7 @@ func TestTicketFailsWhenItsServingTurnEndsWithoutAnAnswer(t *testing.T) {
 func TestCancelledTicketsRequestIsNotWorkedOn(t *testing.T) {
 	e := setupTicketTurns(t)
 	model := &fakeModel{answer: func(crewlet.ModelRequest) (crewlet.ModelResponse, error) { return text("done anyway"), nil }}
-	e.turns.models["local"] = model
+	e.turns.models.byProfile["local"] = model
 	opened, err := e.tickets.Open(e.ctx, tickets.OpenRequest{From: "alice", To: "cto", Task: "draft the memo"})
 	if err != nil {
 		t.Fatal(err)
@@ -652,7 +652,7 @@ func TestDelegateAndTicketsTools(t *testing.T) {
 		}
 		return text("ok"), nil
 	}}
-	e.turns.models["local"] = model
+	e.turns.models.byProfile["local"] = model
 
 	workKey := e.beginIn(t, "m1", "conv-build", "please get the build fixed")
 	round1, err := e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, WorkKey: workKey, Round: 1})

@@ -28,7 +28,7 @@ func (a *Turns) roundProfile(ctx context.Context, handle, turnID string, epoch i
 	if requested == "" {
 		return role.Pool()[0], a.usable(ctx, role.Pool()[0])
 	}
-	if _, ok := a.models[requested]; !ok {
+	if _, ok := a.model(requested); !ok {
 		return "", temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("profile %s is no longer in the org", requested), crewlet.ErrorTypeProfileUnavailable, nil)
 	}

@@ -51,8 +51,8 @@ func (s *Server) listSeats(w http.ResponseWriter, r *http.Request) {
 		s.logError(w, r, err)
 		return
 	}
-	out := make([]SeatSummary, 0, len(s.Org.Seats))
-	for _, seat := range s.Org.Seats {
+	out := make([]SeatSummary, 0, len(s.Org.Now().Seats))
+	for _, seat := range s.Org.Now().Seats {
 		sum := SeatSummary{Handle: seat.Handle, Role: seat.Role, Kind: seat.Kind, Status: string(crewlet.StatusAbsent)}
 		if seat.Kind == string(crewlet.SeatHuman) {
 			sum.Status = "human"
@@ -72,9 +72,9 @@ func (s *Server) orgSeat(w http.ResponseWriter, r *http.Request) (config.Seat, b
 	if !ok {
 		return config.Seat{}, false
 	}
-	seat, ok := s.Org.Seat(handle)
+	seat, ok := s.Org.Now().Seat(handle)
 	if !ok {
-		writeError(w, crewlet.Errorf(crewlet.ENOTFOUND, "no seat %q in company %s; GET /seats lists them", handle, s.Org.Company.Name))
+		writeError(w, crewlet.Errorf(crewlet.ENOTFOUND, "no seat %q in company %s; GET /seats lists them", handle, s.Org.Now().Company.Name))
 	}
 	return seat, ok
 }

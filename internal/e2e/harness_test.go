@@ -192,7 +192,14 @@ func (c *company) workerWithEnv(nodeID string, env []string, flags ...string) *p
 // apiServer starts `crewlet api` and waits until it answers.
 func (c *company) apiServer() *proc {
 	c.t.Helper()
-	p := c.start("api", "api")
+	return c.apiServerWithEnv(nil)
+}
+
+// apiServerWithEnv is apiServer with extra environment variables for this
+// process.
+func (c *company) apiServerWithEnv(env []string) *proc {
+	c.t.Helper()
+	p := c.startWithEnv("api", env, "api")
 	testenv.Eventually(c.t, 30*time.Second, "api ready", func() error {
 		select {
 		case <-p.done:

@@ -21,14 +21,14 @@ import (
 
 // Reconciler reconciles one org.
 type Reconciler struct {
-	org     *config.Config
+	org     config.Source
 	mailbox *mailbox.Mailbox
 	seats   *seatclient.Client
 	log     *slog.Logger
 }
 
 // New returns the reconciler of org.
-func New(org *config.Config, mb *mailbox.Mailbox, seats *seatclient.Client, log *slog.Logger) *Reconciler {
+func New(org config.Source, mb *mailbox.Mailbox, seats *seatclient.Client, log *slog.Logger) *Reconciler {
 	return &Reconciler{org: org, mailbox: mb, seats: seats, log: log}
 }
 
@@ -41,7 +41,7 @@ const reconcileAtOnce = 16
 // (registered before it is created, so a retirement in progress is waited
 // for), so mail sent before a seat attaches waits for it.
 func (r *Reconciler) PrepareSeats(ctx context.Context, st *store.Store) error {
-	org, mb := r.org, r.mailbox
+	org, mb := r.org.Now(), r.mailbox
 	return fanout.Each(len(org.Seats), reconcileAtOnce, func(i int) error {
 		s := org.Seats[i]
 		if err := st.EnsureSeat(ctx, s.Handle, s.Role, crewlet.SeatKind(s.Kind)); err != nil {
@@ -60,7 +60,7 @@ func (r *Reconciler) PrepareSeats(ctx context.Context, st *store.Store) error {
 // (StopRemovedSeats).
 func (r *Reconciler) Reconcile(ctx context.Context, st *store.Store, nodeID string) error {
 	errs := []error{r.PrepareSeats(ctx, st)}
-	agents := r.org.AgentSeats()
+	agents := r.org.Now().AgentSeats()
 	errs = append(errs, fanout.Each(len(agents), reconcileAtOnce, func(i int) error { return r.seats.Start(ctx, agents[i]) }))
 	_, _, err := r.StopRemovedSeats(ctx, st, nodeID)
 	return errors.Join(append(errs, err)...)
@@ -80,7 +80,7 @@ func (r *Reconciler) StopRemovedSeats(ctx context.Context, st *store.Store, node
 	}
 	var removed []string
 	for handle := range running {
-		if _, ok := r.org.AgentSeat(handle); !ok {
+		if _, ok := r.org.Now().AgentSeat(handle); !ok {
 			removed = append(removed, handle)
 		}
 	}
@@ -88,7 +88,7 @@ func (r *Reconciler) StopRemovedSeats(ctx context.Context, st *store.Store, node
 		return nil, nil, nil
 	}
 	slices.Sort(removed)
-	if waitFor, err = st.NodesOnAnotherOrg(ctx, r.org.Nodes.HeartbeatTimeout, nodeID, r.org.SeatsDigest()); err != nil || len(waitFor) > 0 {
+	if waitFor, err = st.NodesOnAnotherOrg(ctx, r.org.Now().Nodes.HeartbeatTimeout, nodeID, r.org.Now().SeatsDigest()); err != nil || len(waitFor) > 0 {
 		if len(waitFor) > 0 {
 			r.log.WarnContext(ctx, "seat_stops_deferred", "seats", removed, "nodes_on_another_org", waitFor,
 				"reason", "live nodes run an org file naming other seats; these seats are stopped once every worker runs one file")

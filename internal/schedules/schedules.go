@@ -188,7 +188,7 @@ func Skipped(ctx context.Context, tc client.Client, org *config.Config, name str
 
 // Service answers and steers the org's schedules for the API.
 type Service struct {
-	Org      *config.Config
+	Org      config.Source
 	Temporal client.Client
 	Store    *store.Store
 	Log      *slog.Logger
@@ -199,9 +199,10 @@ const describeAtOnce = 8
 
 // List returns every schedule of the org with what Temporal says of it.
 func (s *Service) List(ctx context.Context) []wire.Schedule {
-	out := make([]wire.Schedule, len(s.Org.Schedules))
+	org := s.Org.Now()
+	out := make([]wire.Schedule, len(org.Schedules))
 	_ = fanout.Each(len(out), describeAtOnce, func(i int) error {
-		out[i], _ = s.view(ctx, s.Org.Schedules[i])
+		out[i], _ = s.view(ctx, org, org.Schedules[i])
 		return nil
 	})
 	return out
@@ -209,11 +210,12 @@ func (s *Service) List(ctx context.Context) []wire.Schedule {
 
 // Show returns one schedule with its fire history.
 func (s *Service) Show(ctx context.Context, name string, limit int) (wire.ScheduleDetail, error) {
-	sched, err := s.named(name)
+	org := s.Org.Now()
+	sched, err := named(org, name)
 	if err != nil {
 		return wire.ScheduleDetail{}, err
 	}
-	view, d := s.view(ctx, sched)
+	view, d := s.view(ctx, org, sched)
 	out := wire.ScheduleDetail{Schedule: view, Text: sched.Text, Recent: []wire.ScheduleRun{}, Running: []string{}}
 	if d != nil {
 		for _, a := range d.Info.RecentActions {
@@ -235,10 +237,10 @@ func (s *Service) Show(ctx context.Context, name string, limit int) (wire.Schedu
 
 // view is a schedule as GET /schedules lists it, and Temporal's
 // description of it (nil when Temporal could not be asked).
-func (s *Service) view(ctx context.Context, sched config.Schedule) (wire.Schedule, *client.ScheduleDescription) {
+func (s *Service) view(ctx context.Context, org *config.Config, sched config.Schedule) (wire.Schedule, *client.ScheduleDescription) {
 	v := wire.Schedule{
-		Name: sched.Name, ID: ID(s.Org.Temporal.TaskQueue, sched.Name), Cron: sched.Cron,
-		Timezone: s.Org.ScheduleZone(sched), To: sched.To, Overlap: sched.Overlap,
+		Name: sched.Name, ID: ID(org.Temporal.TaskQueue, sched.Name), Cron: sched.Cron,
+		Timezone: org.ScheduleZone(sched), To: sched.To, Overlap: sched.Overlap,
 		CatchupWindow: config.ShortDuration(sched.CatchupWindow), NextFires: []time.Time{},
 	}
 	if sched.Every > 0 {
@@ -266,29 +268,30 @@ func (s *Service) view(ctx context.Context, sched config.Schedule) (wire.Schedul
 	return v, d
 }
 
-func (s *Service) named(name string) (config.Schedule, error) {
+// named is the org's schedule of that name, or ENOTFOUND.
+func named(org *config.Config, name string) (config.Schedule, error) {
 	if err := crewlet.CheckID("name", name); err != nil {
 		return config.Schedule{}, err
 	}
-	sched, ok := s.Org.ScheduleNamed(name)
+	sched, ok := org.ScheduleNamed(name)
 	if !ok {
-		return config.Schedule{}, crewlet.Errorf(crewlet.ENOTFOUND, "no schedule %q in company %s; `crewlet schedules ls` lists them", name, s.Org.Company.Name)
+		return config.Schedule{}, crewlet.Errorf(crewlet.ENOTFOUND, "no schedule %q in company %s; `crewlet schedules ls` lists them", name, org.Company.Name)
 	}
 	return sched, nil
 }
 
 // handle is the Temporal Schedule of a named org schedule.
-func (s *Service) handle(ctx context.Context, name string) (client.ScheduleHandle, error) {
-	if _, err := s.named(name); err != nil {
+func (s *Service) handle(ctx context.Context, org *config.Config, name string) (client.ScheduleHandle, error) {
+	if _, err := named(org, name); err != nil {
 		return nil, err
 	}
-	return s.Temporal.ScheduleClient().GetHandle(ctx, ID(s.Org.Temporal.TaskQueue, name)), nil
+	return s.Temporal.ScheduleClient().GetHandle(ctx, ID(org.Temporal.TaskQueue, name)), nil
 }
 
 // Trigger fires a schedule now, under its own overlap policy: a schedule
 // with overlap skip whose previous fire still runs skips this one too.
 func (s *Service) Trigger(ctx context.Context, name string) error {
-	h, err := s.handle(ctx, name)
+	h, err := s.handle(ctx, s.Org.Now(), name)
 	if err != nil {
 		return err
 	}
@@ -297,7 +300,7 @@ func (s *Service) Trigger(ctx context.Context, name string) error {
 
 // Pause stops a schedule firing; note says who and why.
 func (s *Service) Pause(ctx context.Context, name, note string) error {
-	h, err := s.handle(ctx, name)
+	h, err := s.handle(ctx, s.Org.Now(), name)
 	if err != nil {
 		return err
 	}
@@ -306,7 +309,7 @@ func (s *Service) Pause(ctx context.Context, name, note string) error {
 
 // Unpause lets a paused schedule fire again.
 func (s *Service) Unpause(ctx context.Context, name, note string) error {
-	h, err := s.handle(ctx, name)
+	h, err := s.handle(ctx, s.Org.Now(), name)
 	if err != nil {
 		return err
 	}
@@ -318,12 +321,13 @@ func (s *Service) Unpause(ctx context.Context, name, note string) error {
 // in the completion ledger), so the range may reach only as far back as
 // maintenance.ledger_retention keeps that ledger.
 func (s *Service) Backfill(ctx context.Context, name string, from, to time.Time) error {
-	h, err := s.handle(ctx, name)
+	org := s.Org.Now()
+	h, err := s.handle(ctx, org, name)
 	if err != nil {
 		return err
 	}
 	now := time.Now()
-	oldest := now.Add(-s.Org.Maintenance.LedgerRetention)
+	oldest := now.Add(-org.Maintenance.LedgerRetention)
 	switch {
 	case from.IsZero() || to.IsZero():
 		return crewlet.Errorf(crewlet.EINVALID, "from and to are required (RFC 3339 times)")
@@ -333,7 +337,7 @@ func (s *Service) Backfill(ctx context.Context, name string, from, to time.Time)
 		return crewlet.Errorf(crewlet.EINVALID, "to (%s) is in the future; a backfill runs fires that were due", to.Format(time.RFC3339))
 	case from.Before(oldest):
 		return crewlet.Errorf(crewlet.EINVALID, "from (%s) is older than maintenance.ledger_retention (%s) reaches: a fire that far back could be answered twice; start at %s or later",
-			from.Format(time.RFC3339), s.Org.Maintenance.LedgerRetention, oldest.Format(time.RFC3339))
+			from.Format(time.RFC3339), config.ShortDuration(org.Maintenance.LedgerRetention), oldest.Format(time.RFC3339))
 	}
 	err = h.Backfill(ctx, client.ScheduleBackfillOptions{Backfill: []client.ScheduleBackfill{{
 		Start: from, End: to, Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_BUFFER_ALL,

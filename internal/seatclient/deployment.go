@@ -38,7 +38,7 @@ func (c *Client) checkSeatRun(ctx context.Context, handle, runID string) error {
 	if err != nil {
 		return crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "cannot tell which deployment runs workflow %s: Temporal does not describe it now", id)
 	}
-	if queue := runQueue(resp); queue != c.org.Temporal.TaskQueue {
+	if queue := runQueue(resp); queue != c.org.Now().Temporal.TaskQueue {
 		return c.seatConflicts([]seatConflict{{id: id, queue: queue}})
 	}
 	c.ownRuns.Store(id, runID)
@@ -57,13 +57,13 @@ func (c *Client) checkSeatRun(ctx context.Context, handle, runID string) error {
 // run they get.
 func (c *Client) CheckSeatWorkflows(ctx context.Context) error {
 	seats := map[string]bool{}
-	for _, s := range c.org.AgentSeats() {
+	for _, s := range c.org.Now().AgentSeats() {
 		seats[crewlet.SeatWorkflowID(s.Handle)] = true
 	}
 	if len(seats) == 0 {
 		return nil
 	}
-	queue := c.org.Temporal.TaskQueue
+	queue := c.org.Now().Temporal.TaskQueue
 	running := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", crewlet.WorkflowSeat)
 	var conflicts []seatConflict
 	err := c.listWorkflows(ctx, fmt.Sprintf("%s AND TaskQueue != '%s'", running, queue), func(ex *workflowpb.WorkflowExecutionInfo) {
@@ -110,7 +110,7 @@ func (c *Client) confirmConflicts(ctx context.Context, candidates []seatConflict
 			return crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "cannot tell which deployment runs workflow %s: Temporal does not describe it now", x.id)
 		case resp.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		default:
-			if q := runQueue(resp); q != c.org.Temporal.TaskQueue {
+			if q := runQueue(resp); q != c.org.Now().Temporal.TaskQueue {
 				mu.Lock()
 				confirmed = append(confirmed, seatConflict{id: x.id, queue: q})
 				mu.Unlock()
@@ -155,7 +155,7 @@ const maxConflictsNamed = 10
 func (c *Client) seatConflicts(cs []seatConflict) error {
 	sort.Slice(cs, func(i, j int) bool { return cs[i].id < cs[j].id })
 	ours := fmt.Sprintf("this deployment's %q (company %q, Temporal namespace %q)",
-		c.org.Temporal.TaskQueue, c.org.Company.Name, c.org.Temporal.Namespace)
+		c.org.Now().Temporal.TaskQueue, c.org.Now().Company.Name, c.org.Now().Temporal.Namespace)
 	const remedy = "Give each company its own Temporal namespace (temporal.namespace) or distinct seat handles"
 	if len(cs) == 1 {
 		return crewlet.Errorf(crewlet.ECONFLICT,
