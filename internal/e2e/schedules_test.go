@@ -56,7 +56,7 @@ func newScheduleCompany(t *testing.T) *company {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		for _, name := range []string{"nightly", "routed", "tick", "held", "minutely"} {
+		for _, name := range []string{"nightly", "routed", "tick", "held", "minutely", "added"} {
 			_ = c.temporal.ScheduleClient().GetHandle(ctx, schedules.ID(c.taskQueue, name)).Delete(ctx)
 		}
 	})
@@ -348,5 +348,55 @@ func TestScheduleFireSurvivesANodeKill(t *testing.T) {
 	}
 	if n := c.answers(out.EventID); n != 1 {
 		t.Errorf("sol answered the fire %d times; want once", n)
+	}
+}
+
+// A config apply creates, changes and deletes schedules without a restart,
+// and refuses a catch-up window the completion ledger does not outlive.
+func TestConfigApplyChangesSchedules(t *testing.T) {
+	c := newScheduleCompany(t)
+	c.serve()
+	next := strings.NewReplacer(
+		"  - { name: nightly, cron: \"0 3 * * *\", timezone: UTC, to: ana, text: \"nightly report\" }\n", "",
+		"  - { name: tick, every: 2s, to: sol, text: \"tick\" }\n", "  - { name: added, cron: \"0 4 * * *\", to: ben, text: \"added later\" }\n",
+	).Replace(scheduleOrg)
+	if next == scheduleOrg {
+		t.Fatal("the replacements changed nothing")
+	}
+	out, err := c.cli("config", "apply", writeFile(t, "next.yaml", next))
+	if err != nil || !strings.Contains(out, "schedules.added") || !strings.Contains(out, "schedules.nightly") {
+		t.Fatalf("config apply: %v\n%s", err, out)
+	}
+	t.Logf("apply report:\n%s", out)
+	testenv.Eventually(t, 30*time.Second, "added created, nightly and tick deleted", func() error {
+		var list []wire.Schedule
+		if err := c.call(http.MethodGet, "/schedules", nil, &list); err != nil {
+			return err
+		}
+		for _, s := range list {
+			if s.Error != "" {
+				return fmt.Errorf("%s: %s", s.Name, s.Error)
+			}
+		}
+		for _, gone := range []string{"nightly", "tick"} {
+			if _, err := c.temporal.ScheduleClient().GetHandle(context.Background(), schedules.ID(c.taskQueue, gone)).Describe(context.Background()); err == nil {
+				return fmt.Errorf("%s is still in Temporal", gone)
+			}
+		}
+		return nil
+	})
+	if out, err := c.cli("schedules", "trigger", "added"); err != nil {
+		t.Fatalf("trigger added: %v\n%s", err, out)
+	}
+	testenv.Eventually(t, 30*time.Second, "added's fire answered by ben", func() error {
+		d := c.schedule("added")
+		if len(d.History) != 1 || d.History[0].HandledAt == nil || d.History[0].Seat != "ben" {
+			return fmt.Errorf("history %+v", d.History)
+		}
+		return nil
+	})
+	long := strings.Replace(next, `text: "added later" }`, `text: "added later", catchup_window: 200h }`, 1)
+	if out, err := c.cli("config", "apply", writeFile(t, "long.yaml", long)); err == nil || !strings.Contains(out, "catchup_window") || !strings.Contains(out, "ledger_retention") {
+		t.Fatalf("apply of a catch-up window past the ledger's retention: %v\n%s", err, out)
 	}
 }
