@@ -118,7 +118,7 @@ func benchAssembler(b *testing.B, e *turnEnv, eventID string) func() (crewlet.Co
 	if err != nil {
 		b.Fatal(err)
 	}
-	seat, role, err := e.turns.role("cto")
+	seat, role, err := e.turns.role(e.ctx, "cto")
 	if err != nil {
 		b.Fatal(err)
 	}

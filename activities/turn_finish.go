@@ -128,7 +128,7 @@ func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error
 	if err != nil {
 		return err
 	}
-	seat, role, err := a.role(in.Handle)
+	seat, role, err := a.role(ctx, in.Handle)
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ func (a *Turns) usable(ctx context.Context, profile string) error {
 // none able to, the output says why and the turn waits. Fenced like every step
 // of the turn.
 func (a *Turns) AcquireProfile(ctx context.Context, in crewlet.AcquireProfileInput) (out crewlet.AcquireProfileOutput, err error) {
-	seat, _, err := a.role(in.Handle)
+	seat, _, err := a.role(ctx, in.Handle)
 	if err != nil {
 		return out, err
 	}

@@ -53,7 +53,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 	if msgs, err = a.settleCalls(ctx, in.Handle, key, in.Round-1, msgs, catalog); err != nil {
 		return out, err
 	}
-	seat, role, err := a.role(in.Handle)
+	seat, role, err := a.role(ctx, in.Handle)
 	if err != nil {
 		return out, err
 	}

@@ -151,7 +151,7 @@ const outcomeUnknown = "Outcome unknown: this call was started but its result wa
 // Replies are recorded, never answered, so two seats cannot reply to each
 // other forever; a chat message delivered twice in one batch is answered once.
 func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out crewlet.BeginTurnOutput, err error) {
-	_, role, err := a.role(in.Handle)
+	_, role, err := a.role(ctx, in.Handle)
 	if err != nil {
 		return out, err
 	}
@@ -250,7 +250,7 @@ func (a *Turns) budgetHold(ctx context.Context, handle string, role config.Role)
 // without reading its mail: a re-read would spend a delivery of every held
 // trigger each time the seat checks.
 func (a *Turns) CheckBudget(ctx context.Context, in crewlet.CheckBudgetInput) (*crewlet.BudgetHold, error) {
-	_, role, err := a.role(in.Handle)
+	_, role, err := a.role(ctx, in.Handle)
 	if err != nil {
 		return nil, err
 	}
@@ -263,12 +263,19 @@ func (a *Turns) systemPrompt(handle, roleName string, role config.Role) string {
 }
 
 // role returns the seat and its agent role.
-func (a *Turns) role(handle string) (config.Seat, config.Role, error) {
-	seat, ok := a.org.Now().Seat(handle)
-	role, hasRole := a.org.Now().Roles[seat.Role]
-	if !ok || !hasRole || len(role.Pool()) == 0 {
-		return seat, role, temporal.NewNonRetryableApplicationError(
+func (a *Turns) role(ctx context.Context, handle string) (config.Seat, config.Role, error) {
+	type seatRole struct {
+		seat config.Seat
+		role config.Role
+	}
+	found, _, ok := config.Known(ctx, a.org, func(org *config.Config) (seatRole, bool) {
+		seat, ok := org.Seat(handle)
+		role, hasRole := org.Roles[seat.Role]
+		return seatRole{seat, role}, ok && hasRole && len(role.Pool()) > 0
+	})
+	if !ok {
+		return found.seat, found.role, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("seat %s has no agent role with a profile in the org", handle), crewlet.ErrorTypeNoRole, nil)
 	}
-	return seat, role, nil
+	return found.seat, found.role, nil
 }

@@ -72,11 +72,12 @@ func (s *Server) orgSeat(w http.ResponseWriter, r *http.Request) (config.Seat, b
 	if !ok {
 		return config.Seat{}, false
 	}
-	seat, ok := s.Org.Now().Seat(handle)
-	if !ok {
-		writeError(w, crewlet.Errorf(crewlet.ENOTFOUND, "no seat %q in company %s; GET /seats lists them", handle, s.Org.Now().Company.Name))
+	seat, err := config.SeatIn(r.Context(), s.Org, handle)
+	if err != nil {
+		writeError(w, err)
+		return config.Seat{}, false
 	}
-	return seat, ok
+	return seat, true
 }
 
 func (s *Server) getSeat(w http.ResponseWriter, r *http.Request) {

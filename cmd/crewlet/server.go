@@ -164,6 +164,7 @@ func connect(ctx context.Context, path, kind string, stderr io.Writer) (*deps, e
 			"hint", "the active revision changes keys this process's file does not; restart it with the active revision's file (crewlet config show --document)")
 	}
 	d.follower = &revisions.Follower{Store: d.store, Live: d.live, Boot: org, Process: d.process, Kind: kind, Log: log}
+	d.live.SetCatchUp(d.follower.Refresh)
 	if d.mailbox, err = mailbox.Open(ctx, redisURL, org.Mailbox.KeyPrefix); err != nil {
 		d.close()
 		return nil, err

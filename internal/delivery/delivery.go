@@ -54,7 +54,7 @@ type SendRequest struct {
 
 // Send checks a message from a person or a seat and delivers it.
 func (d *Service) Send(ctx context.Context, req SendRequest) (crewlet.Message, error) {
-	to, err := d.org.Now().SeatNamed(req.To)
+	to, err := config.SeatIn(ctx, d.org, req.To)
 	if err != nil {
 		return crewlet.Message{}, err
 	}
@@ -72,7 +72,7 @@ func (d *Service) Send(ctx context.Context, req SendRequest) (crewlet.Message, e
 		from = crewlet.ExternalSender
 	case from == crewlet.ExternalSender:
 	default:
-		if _, ok := d.org.Now().Seat(from); !ok {
+		if _, err := config.SeatIn(ctx, d.org, from); err != nil {
 			return crewlet.Message{}, crewlet.Errorf(crewlet.EINVALID, "from: no seat %q; leave it empty to send as %s", from, crewlet.ExternalSender)
 		}
 	}
@@ -101,7 +101,7 @@ func CheckConversation(id string) error {
 // Deliver returns; a failed wake is logged, not returned, because the seat's
 // backstop timer and the reconciler at boot reach the mail anyway.
 func (d *Service) Deliver(ctx context.Context, msg crewlet.Message) (crewlet.Message, error) {
-	to, err := d.org.Now().SeatNamed(msg.To)
+	to, err := config.SeatIn(ctx, d.org, msg.To)
 	if err != nil {
 		return crewlet.Message{}, err
 	}

@@ -154,10 +154,16 @@ type Follower struct {
 	problem   string
 	onChange  []func(ctx context.Context, rev config.Revision)
 	refreshMu sync.Mutex
+	// taken hands the newest revision taken to Run, which calls the
+	// OnChange hooks: a Refresh made by a request or an activity that
+	// looked for a seat does not run them in its own time.
+	takenOnce sync.Once
+	taken     chan config.Revision
 }
 
-// OnChange calls fn, in the follower's goroutine, after each new revision
-// the process takes.
+// OnChange calls fn, in Run's goroutine, after the process takes a new
+// revision; revisions taken in quick succession may be seen as their newest
+// only.
 func (f *Follower) OnChange(fn func(ctx context.Context, rev config.Revision)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -177,7 +183,34 @@ func (f *Follower) Run(ctx context.Context, beat time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case rev := <-f.takenChan():
+			f.runHooks(ctx, rev)
 		}
+	}
+}
+
+func (f *Follower) takenChan() chan config.Revision {
+	f.takenOnce.Do(func() { f.taken = make(chan config.Revision, 1) })
+	return f.taken
+}
+
+// handOver passes rev to Run, replacing an older revision Run has not
+// picked up yet. Only Refresh calls it, under refreshMu.
+func (f *Follower) handOver(rev config.Revision) {
+	ch := f.takenChan()
+	select {
+	case <-ch:
+	default:
+	}
+	ch <- rev
+}
+
+func (f *Follower) runHooks(ctx context.Context, rev config.Revision) {
+	f.mu.Lock()
+	hooks := append([]func(context.Context, config.Revision){}, f.onChange...)
+	f.mu.Unlock()
+	for _, fn := range hooks {
+		fn(ctx, rev)
 	}
 }
 
@@ -204,12 +237,7 @@ func (f *Follower) Refresh(ctx context.Context) error {
 			f.setProblem("")
 			f.Live.Set(next)
 			f.Log.Info("config_revision_taken", "revision", next.Number, "previous", cur.Number, "needs_restart", next.NeedsRestart)
-			f.mu.Lock()
-			hooks := append([]func(context.Context, config.Revision){}, f.onChange...)
-			f.mu.Unlock()
-			for _, fn := range hooks {
-				fn(ctx, next)
-			}
+			f.handOver(next)
 			cur = next
 		}
 	}

@@ -117,6 +117,7 @@ func TestFollowerTakesNewRevisionsAndReportsOnesItCannotRun(t *testing.T) {
 	if err := f.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
+	f.runHooks(ctx, <-f.takenChan())
 	if got := f.Live.Now().Roles["r"].Charter; got != "two" || len(taken) != 1 || taken[0] != 2 {
 		t.Fatalf("after refresh: charter %q, hooks %v; want two, [2]", got, taken)
 	}
