@@ -37,8 +37,9 @@ type Schedules struct {
 // the event id of (schedule, fire time). Delivering it again lands nothing
 // new, and a seat answers it once.
 func (a *Schedules) DeliverFire(ctx context.Context, in crewlet.DeliverFireInput) (crewlet.DeliverFireOutput, error) {
-	org := a.Org.Now()
-	sched, ok := org.ScheduleNamed(in.Schedule)
+	// A fire of a schedule just added may reach a worker that has not
+	// taken its revision yet: look again after catching up.
+	sched, _, ok := config.Known(ctx, a.Org, func(c *config.Config) (config.Schedule, bool) { return c.ScheduleNamed(in.Schedule) })
 	if !ok {
 		a.Log.WarnContext(ctx, "schedule_fire_dropped", "schedule", in.Schedule, "fire_time", in.FireTime, "reason", "not in the org")
 		return crewlet.DeliverFireOutput{}, crewlet.Errorf(crewlet.ENOTFOUND, "no schedule %q in the org; its Temporal Schedule goes at the next sync", in.Schedule)
@@ -71,7 +72,7 @@ func (a *Schedules) DeliverFire(ctx context.Context, in crewlet.DeliverFireInput
 		a.Log.InfoContext(ctx, "schedule_fires_skipped", "schedule", sched.Name, "skipped", skipped-before, "skipped_total", skipped,
 			"reason", "overlap "+sched.Overlap+": the previous fire's message was still being answered")
 	}
-	to, err := org.SeatNamed(fire.Seat)
+	to, err := config.SeatIn(ctx, a.Org, fire.Seat)
 	if err != nil {
 		// The seat the fire went to the first time left the org.
 		return crewlet.DeliverFireOutput{}, err

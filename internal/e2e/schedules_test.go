@@ -230,10 +230,16 @@ func TestSchedules(t *testing.T) {
 		if out, err := c.cli("schedules", "pause", "held", "--reason", "enough"); err != nil {
 			t.Fatalf("schedules pause: %v\n%s", err, out)
 		}
-		paused := c.schedule("held")
-		if !paused.Paused || !strings.Contains(paused.Note, "paused by") || !strings.Contains(paused.Note, "enough") {
-			t.Fatalf("held after pause: paused %v, note %q", paused.Paused, paused.Note)
-		}
+		// Temporal's scheduler takes a pause as a request; a describe may
+		// answer before it took it.
+		var paused wire.ScheduleDetail
+		testenv.Eventually(t, 10*time.Second, "held paused with the operator's note", func() error {
+			paused = c.schedule("held")
+			if !paused.Paused || !strings.Contains(paused.Note, "paused by") || !strings.Contains(paused.Note, "enough") {
+				return fmt.Errorf("held after pause: paused %v, note %q", paused.Paused, paused.Note)
+			}
+			return nil
+		})
 		// The positive signal that time passed: tick fired twice more.
 		ticks := c.schedule("tick").Fires
 		testenv.Eventually(t, 60*time.Second, "two more ticks", func() error {

@@ -210,8 +210,7 @@ func (s *Service) List(ctx context.Context) []wire.Schedule {
 
 // Show returns one schedule with its fire history.
 func (s *Service) Show(ctx context.Context, name string, limit int) (wire.ScheduleDetail, error) {
-	org := s.Org.Now()
-	sched, err := named(org, name)
+	sched, org, err := s.named(ctx, name)
 	if err != nil {
 		return wire.ScheduleDetail{}, err
 	}
@@ -268,30 +267,34 @@ func (s *Service) view(ctx context.Context, org *config.Config, sched config.Sch
 	return v, d
 }
 
-// named is the org's schedule of that name, or ENOTFOUND.
-func named(org *config.Config, name string) (config.Schedule, error) {
+// named is the org's schedule of that name, and the org it is in, or
+// ENOTFOUND; a schedule not known yet is looked up again after catching up
+// with the active revision.
+func (s *Service) named(ctx context.Context, name string) (config.Schedule, *config.Config, error) {
 	if err := crewlet.CheckID("name", name); err != nil {
-		return config.Schedule{}, err
+		return config.Schedule{}, nil, err
 	}
-	sched, ok := org.ScheduleNamed(name)
+	sched, org, ok := config.Known(ctx, s.Org, func(c *config.Config) (config.Schedule, bool) { return c.ScheduleNamed(name) })
 	if !ok {
-		return config.Schedule{}, crewlet.Errorf(crewlet.ENOTFOUND, "no schedule %q in company %s; `crewlet schedules ls` lists them", name, org.Company.Name)
+		return config.Schedule{}, nil, crewlet.Errorf(crewlet.ENOTFOUND, "no schedule %q in company %s; `crewlet schedules ls` lists them", name, org.Company.Name)
 	}
-	return sched, nil
+	return sched, org, nil
 }
 
-// handle is the Temporal Schedule of a named org schedule.
-func (s *Service) handle(ctx context.Context, org *config.Config, name string) (client.ScheduleHandle, error) {
-	if _, err := named(org, name); err != nil {
-		return nil, err
+// handle is the Temporal Schedule of a named org schedule, and the org it
+// is in.
+func (s *Service) handle(ctx context.Context, name string) (client.ScheduleHandle, *config.Config, error) {
+	_, org, err := s.named(ctx, name)
+	if err != nil {
+		return nil, nil, err
 	}
-	return s.Temporal.ScheduleClient().GetHandle(ctx, ID(org.Temporal.TaskQueue, name)), nil
+	return s.Temporal.ScheduleClient().GetHandle(ctx, ID(org.Temporal.TaskQueue, name)), org, nil
 }
 
 // Trigger fires a schedule now, under its own overlap policy: a schedule
 // with overlap skip whose previous fire still runs skips this one too.
 func (s *Service) Trigger(ctx context.Context, name string) error {
-	h, err := s.handle(ctx, s.Org.Now(), name)
+	h, _, err := s.handle(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -300,7 +303,7 @@ func (s *Service) Trigger(ctx context.Context, name string) error {
 
 // Pause stops a schedule firing; note says who and why.
 func (s *Service) Pause(ctx context.Context, name, note string) error {
-	h, err := s.handle(ctx, s.Org.Now(), name)
+	h, _, err := s.handle(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -309,7 +312,7 @@ func (s *Service) Pause(ctx context.Context, name, note string) error {
 
 // Unpause lets a paused schedule fire again.
 func (s *Service) Unpause(ctx context.Context, name, note string) error {
-	h, err := s.handle(ctx, s.Org.Now(), name)
+	h, _, err := s.handle(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -321,8 +324,7 @@ func (s *Service) Unpause(ctx context.Context, name, note string) error {
 // in the completion ledger), so the range may reach only as far back as
 // maintenance.ledger_retention keeps that ledger.
 func (s *Service) Backfill(ctx context.Context, name string, from, to time.Time) error {
-	org := s.Org.Now()
-	h, err := s.handle(ctx, org, name)
+	h, org, err := s.handle(ctx, name)
 	if err != nil {
 		return err
 	}

@@ -97,18 +97,23 @@ func TestSync(t *testing.T) {
 		}
 		return nil
 	})
-	standup = describe("standup")
-	if st := standup.Schedule.State; !st.Paused || st.Note != "paused by ops: holiday" {
-		t.Errorf("standup state = %+v; want the operator's pause kept", st)
-	}
-	if p := standup.Schedule.Policy; p.Overlap != enumspb.SCHEDULE_OVERLAP_POLICY_BUFFER_ONE {
-		t.Errorf("standup overlap = %s; want buffer_one", p.Overlap)
-	}
-	build := describe("build")
-	if st := build.Schedule.State; st.Paused {
-		t.Errorf("build state = %+v; want unpaused once the org stopped pausing it", st)
-	}
-	if iv := build.Schedule.Spec.Intervals; len(iv) != 1 || iv[0].Every != 30*time.Minute {
-		t.Errorf("build intervals = %+v; want every 30m", iv)
-	}
+	// An update and an unpause reach Temporal's scheduler as requests it
+	// takes in order, and a describe may answer before it took them.
+	testenv.Eventually(t, 10*time.Second, "standup buffer_one, still paused; build unpaused and every 30m", func() error {
+		standup := describe("standup")
+		if p := standup.Schedule.Policy; p.Overlap != enumspb.SCHEDULE_OVERLAP_POLICY_BUFFER_ONE {
+			return fmt.Errorf("standup overlap = %s; want buffer_one", p.Overlap)
+		}
+		if st := standup.Schedule.State; !st.Paused || st.Note != "paused by ops: holiday" {
+			return fmt.Errorf("standup state = %+v; want the operator's pause kept", st)
+		}
+		build := describe("build")
+		if st := build.Schedule.State; st.Paused {
+			return fmt.Errorf("build state = %+v; want unpaused once the org stopped pausing it", st)
+		}
+		if iv := build.Schedule.Spec.Intervals; len(iv) != 1 || iv[0].Every != 30*time.Minute {
+			return fmt.Errorf("build intervals = %+v; want every 30m", iv)
+		}
+		return nil
+	})
 }
