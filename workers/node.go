@@ -181,7 +181,9 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 		Host:        n.host,
 		Turns:       turns,
 		Schedules: &activities.Schedules{Store: st, Org: org, Delivery: dl, Tickets: tk, Log: n.log,
-			Skipped: func(ctx context.Context, name string) (int64, error) { return schedules.Skipped(ctx, tc, org.Now(), name) }},
+			Skipped: func(ctx context.Context, name string) (int64, error) {
+				return schedules.Skipped(ctx, tc, org.Now(), name)
+			}},
 	}
 	// The fence runs inside publicErrors, so its refusals are counted as
 	// fenced like any other.
