@@ -91,12 +91,15 @@ type MaintenanceOutput struct {
 	MailboxesRetired  []string `json:"mailboxes_retired,omitempty"`
 	// SweepWaitsFor is the live nodes whose org file names other seats: the
 	// sweep waited for them to agree, stamping and retiring nothing.
-	SweepWaitsFor  []string `json:"sweep_waits_for,omitempty"`
-	LedgerTrimmed  int64    `json:"ledger_trimmed"`
-	EntriesTrimmed int64    `json:"entries_trimmed"`
-	TurnsTrimmed   int64    `json:"turns_trimmed"`
-	TicketsExpired int      `json:"tickets_expired"`
-	AuditTrimmed   int64    `json:"audit_trimmed"`
+	SweepWaitsFor []string `json:"sweep_waits_for,omitempty"`
+	LedgerTrimmed int64    `json:"ledger_trimmed"`
+	// ScheduleFiresTrimmed is the org schedules' recorded fires that aged
+	// out with the ledger.
+	ScheduleFiresTrimmed int64 `json:"schedule_fires_trimmed"`
+	EntriesTrimmed       int64 `json:"entries_trimmed"`
+	TurnsTrimmed         int64 `json:"turns_trimmed"`
+	TicketsExpired       int   `json:"tickets_expired"`
+	AuditTrimmed         int64 `json:"audit_trimmed"`
 	// Rows deleted by the retention of each other kind of record.
 	MessagesTrimmed       int64 `json:"messages_trimmed"`
 	ConversationsTrimmed  int64 `json:"conversations_trimmed"`

@@ -26,6 +26,10 @@ const (
 	WorkflowMaintenance = "Maintenance"
 	// WorkflowReconcile is one pass of the reconcile duty.
 	WorkflowReconcile = "Reconcile"
+	// WorkflowScheduleFire is one fire of an org schedule
+	// (docs/architecture.md, "Schedules"): it delivers the schedule's
+	// message and stays open until the message is answered.
+	WorkflowScheduleFire = "ScheduleFire"
 )
 
 // Activity names. Workflows refer to activities by these names so that the
@@ -76,6 +80,12 @@ const (
 
 	// ActivityTicketNote writes one note; a local activity of PersonNotes.
 	ActivityTicketNote = "TicketNote"
+
+	// ActivityDeliverFire delivers a schedule fire's message, once per
+	// fire time; ActivityAwaitFire waits, bounded, for its answer. Both of
+	// ScheduleFire, on the shared queue.
+	ActivityDeliverFire = "DeliverFire"
+	ActivityAwaitFire   = "AwaitFire"
 )
 
 // Signal and query names. Operators use the seat's directly with

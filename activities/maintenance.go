@@ -50,6 +50,9 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 	if out.LedgerTrimmed, err = a.Store.TrimLedger(ctx, a.Org.Now().Maintenance.LedgerRetention); err != nil {
 		errs = append(errs, err)
 	}
+	if out.ScheduleFiresTrimmed, err = a.Store.TrimScheduleFires(ctx, a.Org.Now().Maintenance.LedgerRetention); err != nil {
+		errs = append(errs, err)
+	}
 	for _, seat := range a.Org.Now().Seats {
 		if seat.Kind == string(crewlet.SeatHuman) {
 			// Nothing acks a person's mail, so Trim would keep it all.

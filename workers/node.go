@@ -29,6 +29,7 @@ import (
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/profiles"
 	"github.com/crewlet/crewlet/internal/reconcile"
+	"github.com/crewlet/crewlet/internal/schedules"
 	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tickets"
@@ -180,6 +181,10 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 		Reconcile:   &activities.Reconcile{Org: org, Reconciler: reconcile.New(st, mb, seats, dl, n.log), NodeID: nodeID},
 		Host:        n.host,
 		Turns:       turns,
+		Schedules: &activities.Schedules{Store: st, Org: org, Delivery: dl, Tickets: tk, Log: n.log,
+			Skipped: func(ctx context.Context, name string) (int64, error) {
+				return schedules.Skipped(ctx, tc, org.Now(), name)
+			}},
 	}
 	// The fence runs inside publicErrors, so its refusals are counted as
 	// fenced like any other.
@@ -234,6 +239,9 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 		if err := n.ensureSchedule(ctx, duty.id, duty.workflow, duty.every); err != nil {
 			log.Warn("duty_schedule_failed", "schedule", duty.id, "error", err)
 		}
+	}
+	if err := schedules.Sync(ctx, tc, org.Now(), n.log); err != nil {
+		n.log.Warn("org_schedules_sync_failed", "error", err)
 	}
 	n.log.Info("node_started", "node_id", nodeID, "host_queue", n.HostQueue, "labels", opts.Labels, "capacity", opts.Capacity)
 	return n, nil

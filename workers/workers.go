@@ -21,6 +21,7 @@ type Deps struct {
 	Reconcile   *activities.Reconcile
 	Host        *activities.Host
 	Turns       *activities.Turns
+	Schedules   *activities.Schedules
 }
 
 // RegisterShared registers what runs on the shared task queue: the workflows
@@ -46,6 +47,8 @@ func RegisterShared(r worker.Registry, d Deps) {
 		crewlet.ActivityCheckBudget:    d.Turns.CheckBudget,
 		crewlet.ActivityAcquireProfile: d.Turns.AcquireProfile,
 		crewlet.ActivityReleaseProfile: d.Turns.ReleaseProfile,
+		crewlet.ActivityDeliverFire:    d.Schedules.DeliverFire,
+		crewlet.ActivityAwaitFire:      d.Schedules.AwaitFire,
 	})
 }
 
@@ -59,6 +62,7 @@ func RegisterWorkflows(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.Reconcile, workflow.RegisterOptions{Name: crewlet.WorkflowReconcile})
 	r.RegisterWorkflowWithOptions(workflows.Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
 	r.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.WorkflowPersonNotes})
+	r.RegisterWorkflowWithOptions(workflows.ScheduleFire, workflow.RegisterOptions{Name: crewlet.WorkflowScheduleFire})
 }
 
 // RegisterHost registers what runs on a node's own host queue: the tenure

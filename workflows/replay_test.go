@@ -76,6 +76,12 @@ var corpus = map[string]string{
 	"rebalance_history.json":   "a Rebalance pass, e2e TestJoiningNodeGetsItsShareUnderTraffic",
 	"maintenance_history.json": "a Maintenance pass, e2e TestRemovedSeatMailboxIsKeptForTheGraceThenRetired",
 	"reconcile_history.json":   "a Reconcile pass that nudged an idle lead, e2e TestIdleLeadNudgedOncePerQuietPeriod",
+	"schedule_fire_history.json": "a ScheduleFire its schedule started (fire time from " +
+		"TemporalScheduledStartTime), e2e TestScheduleFireSurvivesANodeKill: delivered, then " +
+		"answered while it waited",
+	"schedule_fire_killed_history.json": "a ScheduleFire started by hand for a fire time, e2e " +
+		"TestScheduleFireSurvivesANodeKill: its wait's worker is killed mid-turn and the wait's " +
+		"second attempt, on another node, sees the answer",
 }
 
 func TestReplaysRecordedHistories(t *testing.T) {

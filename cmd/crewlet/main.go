@@ -80,6 +80,17 @@ with the bearer token --token, default $CREWLET_TOKEN; each names the route it c
                                 (GET /nodes)
   nodes drain ID                drain a node (incarnation or node id): its seats move, it exits
                                 (POST /nodes/{id}/drain)
+  schedules ls                  the org's schedules: when, target, overlap, paused, fires, skipped,
+                                next fire (GET /schedules)
+  schedules show NAME [--limit N]
+                                one schedule and its fire history: recent, running and recorded fires,
+                                skips (GET /schedules/{name})
+  schedules trigger NAME        fire a schedule now (POST /schedules/{name}/trigger)
+  schedules pause|unpause NAME [--reason TEXT]
+                                stop or restart a schedule's fires (POST /schedules/{name}/pause|unpause)
+  schedules backfill NAME --from T --to T
+                                run the fires due in a past range, each answered once
+                                (POST /schedules/{name}/backfill)
   pause HANDLE [--stop-turn] [--reason TEXT] [--by NAME]
                                 pause a seat (POST /seats/{handle}/pause)
   resume HANDLE [--by NAME]     resume a paused or drained seat (POST /seats/{handle}/resume)
@@ -224,6 +235,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runConversation(ctx, rest, stdout)
 	case "pause", "resume", "drain":
 		return runSignal(ctx, cmd, rest, stdout)
+	case "schedules":
+		return runSchedules(ctx, rest, stdout)
 	case "versions":
 		return runVersions(ctx, rest, stdout)
 	case "help", "-h", "--help":

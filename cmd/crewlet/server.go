@@ -26,6 +26,7 @@ import (
 	"github.com/crewlet/crewlet/internal/profiles"
 	"github.com/crewlet/crewlet/internal/reconcile"
 	"github.com/crewlet/crewlet/internal/revisions"
+	"github.com/crewlet/crewlet/internal/schedules"
 	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testhook"
@@ -316,6 +317,10 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 			}
 			if err := d.reconciler.Reconcile(ctx, rev.Org, node.NodeID); err != nil {
 				log.Warn("config_reconcile_failed", "revision", rev.Number, "error", err)
+			}
+			// Schedules are hot: the revision's are Temporal's from now on.
+			if err := schedules.Sync(ctx, d.temporal, rev.Org, log); err != nil {
+				log.Warn("org_schedules_sync_failed", "revision", rev.Number, "error", err)
 			}
 			return
 		}

@@ -31,6 +31,7 @@ type Config struct {
 	Profiles    map[string]Profile `mapstructure:"profiles"`
 	Roles       map[string]Role    `mapstructure:"roles"`
 	Seats       []Seat             `mapstructure:"seats"`
+	Schedules   []Schedule         `mapstructure:"schedules"`
 	Log         Log                `mapstructure:"log"`
 	Metrics     Metrics            `mapstructure:"metrics"`
 

@@ -117,7 +117,7 @@ company: { name: acme, timezone: Mars/Olympus, budget: { tokens_per_day: -1 } }
 mailbox: { read_batch: 0, retry_backoff: 5ms, keep_aked: 5 }
 nodes: { heartbeat_timeout: 500ms, rebalance_max_mves: 2 }
 maintenance: { ledger_retention: 30m, turn_retention: 87601h }
-schedules: []
+schedule: []
 profiles:
   local:
     provider: scripted
@@ -167,7 +167,7 @@ func TestEveryProblemReported(t *testing.T) {
 		`roles.engineer.placement.lables: unknown key; did you mean "labels"?`,
 		`mailbox.keep_aked: unknown key; did you mean "keep_acked"?`,
 		`nodes.rebalance_max_mves: unknown key; did you mean "rebalance_max_moves"?`,
-		`schedules: unknown key; valid keys: api, auth, company, log, mailbox, maintenance, metrics, models, nodes, postgres, profiles, quarantine, redis, roles, seats, temporal, tickets`,
+		`schedule: unknown key; did you mean "schedules"?`,
 		`company.timezone: unknown time zone "Mars/Olympus"`,
 		`company.budget.tokens_per_day: -1 is negative; must be 0 (no cap) or more`,
 		`mailbox.read_batch: 0 is out of range; must be between 1 and 1000`,

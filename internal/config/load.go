@@ -226,6 +226,7 @@ func build(v *viper.Viper, doc []byte) (*Config, []string, error) {
 		}
 	}
 	applyEntryDefaults(raw, &c)
+	scheduleDefaults(raw, &c)
 	ruleToolArgs(doc, &c)
 
 	// A value that did not decode is already reported; what Validate would

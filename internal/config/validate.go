@@ -411,7 +411,7 @@ func (c *Config) problems() []*Problem {
 			add(base+".handle", "required")
 		case !crewlet.ValidName(s.Handle):
 			add(base+".handle", "invalid handle %q; names must be %s", s.Handle, crewlet.NamePattern)
-		case s.Handle == crewlet.ExternalSender || s.Handle == crewlet.TicketSender:
+		case s.Handle == crewlet.ExternalSender || s.Handle == crewlet.TicketSender || s.Handle == crewlet.ScheduleSender:
 			add(base+".handle", "%q is reserved: crewlet sends mail under that name; choose another handle", s.Handle)
 		}
 		if s.Handle != "" {
@@ -432,6 +432,7 @@ func (c *Config) problems() []*Problem {
 			add(base+".role", "unknown role %q; known roles: %s%s", s.Role, list(roles), didYouMean(s.Role, roles))
 		}
 	}
+	checkSchedules(add, c, roles)
 	return ps
 }
 

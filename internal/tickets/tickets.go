@@ -117,6 +117,14 @@ func (t *Service) Open(ctx context.Context, req OpenRequest) (crewlet.Ticket, er
 	return ticket, nil
 }
 
+// Route resolves a target as a ticket's is routed, for a sender that is no
+// seat (a schedule's fire): a seat that runs turns, or "role:NAME" to the
+// agent seat of that role serving the fewest open tickets.
+func (t *Service) Route(ctx context.Context, to string) (string, error) {
+	handle, _, err := t.route(ctx, to, "")
+	return handle, err
+}
+
 // route resolves a target: a seat that runs turns, or "role:NAME" to the
 // agent seat of that role, other than the delegator, serving the fewest open
 // tickets (ties by handle).

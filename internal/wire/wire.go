@@ -126,3 +126,87 @@ type TurnView struct {
 	Messages []TurnMessage `json:"messages"`
 	Receipts []RoundRow    `json:"receipts"`
 }
+
+// ScheduleFire is one fire of an org schedule as crewlet recorded it.
+type ScheduleFire struct {
+	FireTime time.Time `json:"fire_time"`
+	Seat     string    `json:"seat"`
+	EventID  string    `json:"event_id"`
+	FiredAt  time.Time `json:"fired_at"`
+	// HandledAt is when the seat's turn had answered the fire's message;
+	// nil while it has not (or the seat is a person's).
+	HandledAt *time.Time `json:"handled_at,omitempty"`
+	// SkippedBefore is how many fires Temporal had skipped for overlap
+	// when this one began.
+	SkippedBefore int64 `json:"skipped_before"`
+}
+
+// MaxScheduleFires bounds the fires GET /schedules/{name} lists.
+const MaxScheduleFires = 100
+
+// Schedule is one org schedule as GET /schedules lists it: its config and
+// what Temporal says of it.
+type Schedule struct {
+	Name string `json:"name"`
+	// ID is its Temporal Schedule's id (`temporal schedule describe
+	// --schedule-id ID`).
+	ID            string `json:"id"`
+	Cron          string `json:"cron,omitempty"`
+	Every         string `json:"every,omitempty"`
+	Timezone      string `json:"timezone"`
+	To            string `json:"to"`
+	Overlap       string `json:"overlap"`
+	Jitter        string `json:"jitter,omitempty"`
+	CatchupWindow string `json:"catchup_window"`
+	Paused        bool   `json:"paused"`
+	// Note is who paused or unpaused it last, and why.
+	Note string `json:"note,omitempty"`
+	// Fires counts the fires Temporal started; Skipped the fires it skipped
+	// because the previous one still ran (overlap skip); MissedCatchup the
+	// fires missed for longer than the catch-up window.
+	Fires         int         `json:"fires"`
+	Skipped       int         `json:"skipped"`
+	MissedCatchup int         `json:"missed_catchup"`
+	NextFires     []time.Time `json:"next_fires"`
+	// Error says why Temporal could not be asked (the fields it fills are
+	// then zero), or that the schedule is not there yet.
+	Error string `json:"error,omitempty"`
+}
+
+// ScheduleRun is one fire Temporal started: the time it stood for, when it
+// started and its workflow.
+type ScheduleRun struct {
+	ScheduledAt time.Time `json:"scheduled_at"`
+	StartedAt   time.Time `json:"started_at"`
+	WorkflowID  string    `json:"workflow_id"`
+}
+
+// ScheduleDetail is GET /schedules/{name}: the schedule, its recent and
+// running fires as Temporal has them, and the fires crewlet recorded
+// (where each went, whether it was answered, the skips before it).
+type ScheduleDetail struct {
+	Schedule
+	Text    string         `json:"text"`
+	Recent  []ScheduleRun  `json:"recent"`
+	Running []string       `json:"running"`
+	History []ScheduleFire `json:"history"`
+}
+
+// ScheduleBackfill is the body of POST /schedules/{name}/backfill: the
+// fires between From and To run now, each once.
+type ScheduleBackfill struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+}
+
+// ScheduleNote is the body of POST /schedules/{name}/pause and unpause.
+type ScheduleNote struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// ScheduleAction answers the schedule POSTs.
+type ScheduleAction struct {
+	Name   string `json:"name"`
+	Action string `json:"action"`
+	Paused bool   `json:"paused"`
+}
