@@ -35,9 +35,9 @@ type Config struct {
 	Log         Log                `mapstructure:"log"`
 	Metrics     Metrics            `mapstructure:"metrics"`
 
-	// Revision is the config revision this is (docs/architecture.md,
-	// "Config revisions"); 0 for a file never stored as one. It is no key
-	// of the file.
+	// Revision is the config revision this is; 0 for a file never stored
+	// as one. It is no key of the file.
+	// (docs/architecture.md, "Config revisions")
 	Revision int64 `mapstructure:"-"`
 }
 
