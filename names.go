@@ -24,6 +24,8 @@ const (
 	WorkflowRebalance = "Rebalance"
 	// WorkflowMaintenance is one pass of the maintenance duty.
 	WorkflowMaintenance = "Maintenance"
+	// WorkflowHealth is one pass of the health duty.
+	WorkflowHealth = "Health"
 )
 
 // Activity names. Workflows refer to activities by these names so that the
@@ -37,6 +39,7 @@ const (
 	ActivityRebalance     = "Rebalance"
 	ActivityPrepareTurn   = "PrepareTurn"
 	ActivityMaintenance   = "Maintenance"
+	ActivityHealth        = "Health"
 	// On the host queue of the node that hosts the seat.
 	ActivityAttach = "Attach"
 	ActivityHold   = "Hold"

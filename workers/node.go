@@ -24,6 +24,7 @@ import (
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/fanout"
+	"github.com/crewlet/crewlet/internal/health"
 	"github.com/crewlet/crewlet/internal/liveness"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
@@ -75,6 +76,8 @@ type Node struct {
 	host     *activities.Host
 	live     *liveness.Node
 	watchdog *watchdog.Watchdog
+	// notifier posts seat health transitions (health.notify).
+	notifier *health.Notifier
 	log      *slog.Logger
 	opts     NodeOptions
 
@@ -155,6 +158,7 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	n.host.Tenures = n.live.Tenures
 	n.DrainRequested = n.live.DrainRequested()
 	tk := tickets.New(org, st, dl, seats, n.log)
+	n.notifier = health.NewNotifier(org, n.log)
 	tk.Metrics = opts.Metrics
 	pools := profiles.New(seats, st, org, n.log)
 	pools.Metrics = opts.Metrics
@@ -176,6 +180,9 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		Maintenance: &activities.Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tk, Reconciler: reconcile.New(org, mb, seats, n.log), NodeID: nodeID, LiveWithin: hb, Log: n.log},
 		Host:        n.host,
 		Turns:       turns,
+		Health: &activities.Health{Monitor: &health.Monitor{
+			Org: org, Store: st, Mailbox: mb, Seats: seats, Tickets: tk, Notifier: n.notifier, LiveWithin: hb, Log: n.log,
+		}},
 	}
 	// The fence runs inside publicErrors, so its refusals are counted as
 	// fenced like any other.
@@ -213,6 +220,7 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
 	n.started = time.Now()
+	n.notifier.Start()
 	n.registerGauges()
 	n.live.Start(ctx)
 	n.loopsDone.Add(2)
@@ -225,6 +233,7 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	}{
 		{RebalanceScheduleID(tq), crewlet.WorkflowRebalance, org.Nodes.RebalanceInterval},
 		{MaintenanceScheduleID(tq), crewlet.WorkflowMaintenance, org.Maintenance.Interval},
+		{HealthScheduleID(tq), crewlet.WorkflowHealth, org.Health.Interval},
 	} {
 		if err := n.ensureSchedule(ctx, duty.id, duty.workflow, duty.every); err != nil {
 			log.Warn("duty_schedule_failed", "schedule", duty.id, "error", err)
@@ -339,6 +348,7 @@ func (n *Node) Stop() {
 	}
 	n.shared.Stop()
 	n.hosted.Stop()
+	n.notifier.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := n.presence.StopNode(ctx, n.Incarnation); err != nil {
@@ -354,6 +364,9 @@ func RebalanceScheduleID(taskQueue string) string { return "crewlet-rebalance/" 
 
 // MaintenanceScheduleID is the id of the maintenance duty's Temporal Schedule.
 func MaintenanceScheduleID(taskQueue string) string { return "crewlet-maintenance/" + taskQueue }
+
+// HealthScheduleID is the id of the health duty's Temporal Schedule.
+func HealthScheduleID(taskQueue string) string { return "crewlet-health/" + taskQueue }
 
 // ensureSchedule creates a duty's Schedule (overlap SKIP: a duty is a
 // singleton), or updates its interval to this config's.

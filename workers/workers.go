@@ -18,6 +18,7 @@ type Deps struct {
 	Mail        *activities.Mail
 	Rebalance   *activities.Rebalance
 	Maintenance *activities.Maintenance
+	Health      *activities.Health
 	Host        *activities.Host
 	Turns       *activities.Turns
 }
@@ -32,6 +33,7 @@ func RegisterShared(r worker.Registry, d Deps) {
 		crewlet.ActivityReadMail:       d.Mail.ReadMail,
 		crewlet.ActivityPrepareTurn:    d.Mail.PrepareTurn,
 		crewlet.ActivityMaintenance:    d.Maintenance.Maintenance,
+		crewlet.ActivityHealth:         d.Health.Health,
 		crewlet.ActivityAckMail:        d.Mail.AckMail,
 		crewlet.ActivityDeadLetterMail: d.Mail.DeadLetterMail,
 		crewlet.ActivityRebalance:      d.Rebalance.Rebalance,
@@ -54,6 +56,7 @@ func RegisterWorkflows(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.Seat, workflow.RegisterOptions{Name: crewlet.WorkflowSeat})
 	r.RegisterWorkflowWithOptions(workflows.Rebalance, workflow.RegisterOptions{Name: crewlet.WorkflowRebalance})
 	r.RegisterWorkflowWithOptions(workflows.Maintenance, workflow.RegisterOptions{Name: crewlet.WorkflowMaintenance})
+	r.RegisterWorkflowWithOptions(workflows.Health, workflow.RegisterOptions{Name: crewlet.WorkflowHealth})
 	r.RegisterWorkflowWithOptions(workflows.Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
 	r.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.WorkflowPersonNotes})
 }
