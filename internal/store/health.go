@@ -164,7 +164,7 @@ type HealthRecord struct {
 func (s *Store) SeatHealth(ctx context.Context, only ...string) (map[string]HealthRecord, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT seat, state, cause, since, checked_at, observed_status, observed_since FROM seat_health
-		WHERE cardinality($1::text[]) = 0 OR seat = ANY($1)`, only)
+		WHERE COALESCE(cardinality($1::text[]), 0) = 0 OR seat = ANY($1)`, only)
 	if err != nil {
 		return nil, fmt.Errorf("read seat health: %w", schemaMissing(err))
 	}
