@@ -78,6 +78,7 @@ type HealthOutput struct {
 	// Unknown is set when Temporal's list of seat workflows did not answer:
 	// the pass classified nothing as gone.
 	Unknown bool `json:"unknown,omitempty"`
-	// TicketsFailed counts the tickets failed because their seat is gone.
-	TicketsFailed int `json:"tickets_failed"`
+	// TicketsFailed counts the open tickets of seats in a terminal state
+	// that the pass failed (as counted just before).
+	TicketsFailed int `json:"tickets_failed,omitempty"`
 }

@@ -52,9 +52,10 @@ type finding struct {
 // that applies is found; the one first in crewlet.HealthStates is the
 // seat's, and the cause names the others after "also:". A seat whose
 // workflow has been missing for less than health.gone_after keeps its
-// recorded state: one missing run in a list is not yet a gone seat.
+// recorded state (unknown, for a seat not yet classified): one missing run
+// in a list is not yet a gone seat.
 func Classify(f Facts, th config.Health, now time.Time) (crewlet.SeatHealth, string) {
-	if f.Status == crewlet.StatusAbsent && now.Sub(f.StatusSince) < th.GoneAfter && f.Prev != crewlet.HealthUnknown {
+	if f.Status == crewlet.StatusAbsent && now.Sub(f.StatusSince) < th.GoneAfter {
 		return f.Prev, f.PrevCause
 	}
 	var found []finding

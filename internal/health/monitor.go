@@ -138,15 +138,32 @@ func (m *Monitor) Pass(ctx context.Context) (crewlet.HealthOutput, error) {
 	}
 	out.Transitions = transitions
 	// Every pass, not only on the transition: a ticket routed to the seat
-	// since, or a failure to fail one, is caught by the next pass.
+	// since, or a failure to fail one, is caught by the next pass. One
+	// count first, so terminal seats with nothing open cost nothing more.
+	var terminal []string
+	causes := map[string]string{}
 	for _, u := range updates {
-		if !u.State.Terminal() {
+		if u.State.Terminal() {
+			terminal = append(terminal, u.Seat)
+			causes[u.Seat] = fmt.Sprintf("seat %s is %s: %s", u.Seat, u.State, u.Cause)
+		}
+	}
+	if len(terminal) == 0 {
+		return out, nil
+	}
+	open, err := m.Store.OpenTicketCounts(ctx, terminal)
+	if err != nil {
+		return out, err
+	}
+	for _, seat := range terminal {
+		if open[seat] == 0 {
 			continue
 		}
-		reason := fmt.Sprintf("seat %s is %s: %s", u.Seat, u.State, u.Cause)
-		if err := m.Tickets.FailTarget(ctx, u.Seat, reason); err != nil {
-			m.Log.Warn("seat_health_tickets_unfailed", "seat", u.Seat, "error", err)
+		if err := m.Tickets.FailTarget(ctx, seat, causes[seat]); err != nil {
+			m.Log.Warn("seat_health_tickets_unfailed", "seat", seat, "error", err)
+			continue
 		}
+		out.TicketsFailed += open[seat]
 	}
 	return out, nil
 }

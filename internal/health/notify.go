@@ -39,7 +39,9 @@ type Notifier struct {
 	hooks   []*hook
 	log     *slog.Logger
 	wg      sync.WaitGroup
-	stop    chan struct{}
+	// ctx ends with Stop, and with it any post in flight.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// Backoff is the first retry's delay, doubled each retry; Attempts
 	// bounds the tries of one post.
 	Backoff  time.Duration
@@ -57,7 +59,8 @@ func NewNotifier(org *config.Config, log *slog.Logger) *Notifier {
 	if len(org.Health.Notify) == 0 {
 		return nil
 	}
-	n := &Notifier{company: org.Company.Name, log: log, stop: make(chan struct{}), Backoff: time.Second, Attempts: 6}
+	n := &Notifier{company: org.Company.Name, log: log, Backoff: time.Second, Attempts: 6}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
 	for _, h := range org.Health.Notify {
 		n.hooks = append(n.hooks, &hook{HealthNotify: h, queue: make(chan Notification, NotifyQueue)})
 	}
@@ -76,7 +79,7 @@ func (n *Notifier) Start() {
 			defer n.wg.Done()
 			for {
 				select {
-				case <-n.stop:
+				case <-n.ctx.Done():
 					return
 				case note := <-h.queue:
 					n.send(client, h, note)
@@ -86,12 +89,13 @@ func (n *Notifier) Start() {
 	}
 }
 
-// Stop ends the senders; what is still queued is not sent.
+// Stop ends the senders, and the posts in flight; what is still queued is
+// not sent.
 func (n *Notifier) Stop() {
 	if n == nil {
 		return
 	}
-	close(n.stop)
+	n.cancel()
 	n.wg.Wait()
 }
 
@@ -120,8 +124,8 @@ func (n *Notifier) send(client *http.Client, h *hook, note Notification) {
 	body, _ := json.Marshal(note)
 	delay := n.Backoff
 	for attempt := 1; ; attempt++ {
-		err := post(client, h, body)
-		if err == nil {
+		err := post(n.ctx, client, h, body)
+		if err == nil || n.ctx.Err() != nil {
 			return
 		}
 		var refused *refusedError
@@ -130,7 +134,7 @@ func (n *Notifier) send(client *http.Client, h *hook, note Notification) {
 			return
 		}
 		select {
-		case <-n.stop:
+		case <-n.ctx.Done():
 			return
 		case <-time.After(delay):
 		}
@@ -142,12 +146,10 @@ type refusedError struct{ status int }
 
 func (e *refusedError) Error() string { return fmt.Sprintf("refused with HTTP %d", e.status) }
 
-func post(client *http.Client, h *hook, body []byte) error {
-	ctx, cancel := context.WithTimeout(context.Background(), client.Timeout)
-	defer cancel()
+func post(ctx context.Context, client *http.Client, h *hook, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
 	if err != nil {
-		return &refusedError{}
+		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range h.Headers() {
