@@ -210,24 +210,30 @@ func (s *Store) RecordHealth(ctx context.Context, updates []HealthUpdate) ([]cre
 			seats[i], prev[i], states[i], causes[i] = u.Seat, string(u.Prev), string(u.State), u.Cause
 			observed[i], observedSince[i], checked[i] = u.ObservedStatus, u.ObservedSince, u.Checked
 		}
-		// A state change stamps since; the same state keeps it and takes
-		// the newer cause (a wait's length, a backlog's size).
+		// A seat with a row moves only from the state the pass read; one
+		// without gets a row unless another pass wrote one first. A state
+		// change stamps since; the same state keeps it and takes the newer
+		// cause (a wait's length, a backlog's size).
 		rows, err := tx.Query(ctx, `
 			WITH u AS (
 				SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[])
 				AS u (seat, prev, state, cause, observed, observed_since, checked)),
-			upserted AS (
-				INSERT INTO seat_health AS h (seat, state, cause, since, observed_status, observed_since, checked_at)
-				SELECT seat, state, cause, checked, observed, observed_since, checked FROM u
-				ON CONFLICT (seat) DO UPDATE SET
-					state = EXCLUDED.state, cause = EXCLUDED.cause,
-					since = CASE WHEN h.state = EXCLUDED.state THEN h.since ELSE EXCLUDED.since END,
-					observed_status = EXCLUDED.observed_status, observed_since = EXCLUDED.observed_since,
-					checked_at = EXCLUDED.checked_at
-				WHERE h.state = (SELECT prev FROM u WHERE u.seat = h.seat)
-				RETURNING h.seat)
-			SELECT u.seat, u.prev, u.state, u.cause, u.checked FROM u JOIN upserted USING (seat) WHERE u.prev <> u.state`,
-			seats, prev, states, causes, observed, observedSince, checked)
+			updated AS (
+				UPDATE seat_health h SET
+					state = u.state, cause = u.cause,
+					since = CASE WHEN h.state = u.state THEN h.since ELSE u.checked END,
+					observed_status = u.observed, observed_since = u.observed_since, checked_at = u.checked
+				FROM u WHERE h.seat = u.seat AND h.state = u.prev
+				RETURNING u.seat, u.prev, u.state, u.cause, u.checked),
+			inserted AS (
+				INSERT INTO seat_health (seat, state, cause, since, observed_status, observed_since, checked_at)
+				SELECT seat, state, cause, checked, observed, observed_since, checked FROM u WHERE prev = $8
+				ON CONFLICT (seat) DO NOTHING
+				RETURNING seat, state, cause, checked_at)
+			SELECT seat, prev, state, cause, checked FROM updated WHERE prev <> state
+			UNION ALL
+			SELECT seat, $8, state, cause, checked_at FROM inserted WHERE state <> $8`,
+			seats, prev, states, causes, observed, observedSince, checked, string(crewlet.HealthUnknown))
 		if err != nil {
 			return err
 		}
