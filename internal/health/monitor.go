@@ -1,8 +1,8 @@
-// Package health owns the seat health duty (docs/architecture.md, "Seat
-// health"): it classifies every agent seat of the company from its
-// workflow's state in Temporal's list and its facts in Postgres and Redis,
-// records and logs each transition once, fails the tickets a gone seat
-// serves, and posts transitions to the configured webhooks.
+// Package health owns the seat health duty (docs/architecture.md, "Seat health"):
+// it classifies every agent seat of the company from its workflow's state in
+// Temporal's list and its facts in Postgres and Redis, records and logs each
+// transition once, fails the tickets a gone seat serves, and posts
+// transitions to the configured webhooks.
 package health
 
 import (
