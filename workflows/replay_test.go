@@ -75,6 +75,7 @@ var corpus = map[string]string{
 		"of the note), then two tickets that end together make one note",
 	"rebalance_history.json":   "a Rebalance pass, e2e TestJoiningNodeGetsItsShareUnderTraffic",
 	"maintenance_history.json": "a Maintenance pass, e2e TestRemovedSeatMailboxIsKeptForTheGraceThenRetired",
+	"health_history.json":      "a Health pass, e2e TestSeatHealthStatesFromRealCauses: eng paused → gone, its ticket failed",
 }
 
 func TestReplaysRecordedHistories(t *testing.T) {
