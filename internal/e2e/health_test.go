@@ -273,3 +273,36 @@ func TestSeatHealthStatesFromRealCauses(t *testing.T) {
 		return nil
 	})
 }
+
+// establishing_too_long: a node full at its capacity cannot take a second
+// seat (no placement label is missing, so it is not unplaceable); the seat
+// establishes past health.establishing_after until a second node comes.
+func TestSeatHealthEstablishingTooLongOnAFullNode(t *testing.T) {
+	c := newCompany(t, writeFile(t, "org.yaml", `company: { name: fullco }
+health: { interval: 1s, establishing_after: 2s }
+profiles: { local: { provider: scripted } }
+roles: { eng: { charter: works, profile: local } }
+seats:
+  - { handle: a, role: eng }
+  - { handle: b, role: eng }
+`))
+	c.apiServer()
+	c.worker("n1", "--capacity", "1")
+	var waiting string
+	testenv.Eventually(t, 60*time.Second, "one seat ok, the other establishing too long", func() error {
+		seats := c.seatHealth()
+		a, b := seats["a"], seats["b"]
+		switch {
+		case a.Health == crewlet.HealthOK && b.Health == crewlet.HealthEstablishing:
+			waiting = "b"
+		case b.Health == crewlet.HealthOK && a.Health == crewlet.HealthEstablishing:
+			waiting = "a"
+		default:
+			return fmt.Errorf("a is %s (%s), b is %s (%s)", a.Health, a.HealthCause, b.Health, b.HealthCause)
+		}
+		return nil
+	})
+	t.Logf("%s: %s — %s", waiting, crewlet.HealthEstablishing, c.seatHealth()[waiting].HealthCause)
+	c.worker("n2")
+	c.waitHealth(waiting, crewlet.HealthOK, 60*time.Second)
+}
