@@ -19,7 +19,7 @@ import (
 )
 
 // healthOrg gives each seat a real way into a health state: cto delegates
-// and waits, eng and quiet are paused, cheap has a budget of one token a
+// and waits, reviewer asks the person who opened its ticket and waits, eng and quiet are paused, cheap has a budget of one token a
 // day, slow's model takes 6s a round, flaky's provider refuses every turn,
 // gpu needs a label no node has. The duty runs every second.
 const healthOrg = `company: { name: healthco }
@@ -45,6 +45,12 @@ profiles:
     provider: scripted
     rules:
       - { match: '.*', fail: 'the provider refuses this' }
+  asks:
+    provider: scripted
+    rules:
+      - match: '^please review (.*)'
+        tools: [ { name: ask, args: { question: 'which part of {{index .Groups 1}}?' } } ]
+        reply: 'Reviewed. {{.Last}}'
 roles:
   lead: { charter: leads and delegates, profile: lead }
   engineer: { charter: fixes things, profile: plain }
@@ -52,6 +58,7 @@ roles:
   slowpoke: { charter: thinks long, profile: slow }
   broken: { charter: fails, profile: broken }
   gpu: { charter: needs a gpu, profile: plain, placement: { labels: { gpu: 'yes' } } }
+  asker: { charter: asks before it acts, profile: asks }
 seats:
   - { handle: cto, role: lead }
   - { handle: eng, role: engineer }
@@ -61,6 +68,8 @@ seats:
   - { handle: slow, role: slowpoke }
   - { handle: flaky, role: broken }
   - { handle: gpu, role: gpu }
+  - { handle: reviewer, role: asker }
+  - { handle: alice, kind: human }
 `
 
 // hookServer records the health notifications posted to it.
@@ -136,7 +145,7 @@ func TestSeatHealthStatesFromRealCauses(t *testing.T) {
 	c.setenv("CREWLET_TEST_HOOK_TOKEN=" + token)
 	c.apiServer()
 	w := c.worker("n1")
-	for _, s := range []string{"cto", "eng", "idle", "quiet", "cheap", "slow", "flaky"} {
+	for _, s := range []string{"cto", "eng", "idle", "quiet", "cheap", "slow", "flaky", "reviewer"} {
 		c.waitHealth(s, crewlet.HealthOK, 60*time.Second)
 	}
 
@@ -207,6 +216,15 @@ func TestSeatHealthStatesFromRealCauses(t *testing.T) {
 	}
 	c.waitHealth("cto", crewlet.HealthOK, 30*time.Second)
 
+	// waiting on a person: alice opens a ticket to reviewer, whose turn
+	// asks her a question and waits for the answer.
+	if err := c.call(http.MethodPost, "/tickets", api.OpenTicketRequest{To: "reviewer", Task: "please review the plan", From: "alice"}, nil); err != nil {
+		t.Fatalf("open a ticket for reviewer: %v", err)
+	}
+	if cause := c.waitHealth("reviewer", crewlet.HealthWaiting, 30*time.Second); !strings.Contains(cause, "(person alice)") {
+		t.Errorf("reviewer's cause %q; want the ticket it waits on, from alice", cause)
+	}
+
 	// Shown by the CLI and the gauge.
 	testenv.Eventually(t, 10*time.Second, "seats ls shows health", func() error {
 		out, err := c.cli("seats", "ls")
@@ -228,7 +246,7 @@ func TestSeatHealthStatesFromRealCauses(t *testing.T) {
 	for _, m := range logged.FindAllStringSubmatch(w.out.String(), -1) {
 		perSeat[m[1]] = append(perSeat[m[1]], m[2]+"→"+m[3])
 	}
-	for _, seat := range []string{"cto", "eng", "idle", "quiet", "cheap", "slow", "flaky", "gpu"} {
+	for _, seat := range []string{"cto", "eng", "idle", "quiet", "cheap", "slow", "flaky", "gpu", "reviewer"} {
 		var d api.SeatDetail
 		if err := c.call(http.MethodGet, "/seats/"+seat, nil, &d); err != nil {
 			t.Fatalf("GET /seats/%s: %v", seat, err)
