@@ -89,11 +89,8 @@ type MaintenanceOutput struct {
 	MailboxesAbsent   []string `json:"mailboxes_absent,omitempty"`
 	MailboxesReturned []string `json:"mailboxes_returned,omitempty"`
 	MailboxesRetired  []string `json:"mailboxes_retired,omitempty"`
-	// SeatsStopped is the seats no longer in the org whose workflows the
-	// sweep stopped.
-	SeatsStopped []string `json:"seats_stopped,omitempty"`
 	// SweepWaitsFor is the live nodes whose org file names other seats: the
-	// sweep waited for them to agree, stopping, stamping and retiring nothing.
+	// sweep waited for them to agree, stamping and retiring nothing.
 	SweepWaitsFor  []string `json:"sweep_waits_for,omitempty"`
 	LedgerTrimmed  int64    `json:"ledger_trimmed"`
 	EntriesTrimmed int64    `json:"entries_trimmed"`
@@ -117,6 +114,43 @@ type MaintenanceOutput struct {
 	// HealthTransitionsTrimmed are seat health transitions past
 	// maintenance.event_retention.
 	HealthTransitionsTrimmed int64 `json:"health_transitions_trimmed"`
+}
+
+// ReconcileReport is what one pass of the reconcile duty did, by seat
+// handle.
+type ReconcileReport struct {
+	// RowsCreated and MailboxesCreated are the seats whose Postgres row or
+	// mailbox (registry entry or Redis stream) the pass had to create.
+	RowsCreated      []string `json:"rows_created,omitempty"`
+	MailboxesCreated []string `json:"mailboxes_created,omitempty"`
+	// Started is the agent seats that had no running workflow.
+	Started []string `json:"started,omitempty"`
+	// Stopped is the seats the org lacks whose workflows were told to stop.
+	Stopped []string `json:"stopped,omitempty"`
+	// Repaired is the seats whose workflow ran on another task queue, proven
+	// this deployment's, and was restarted on ours.
+	Repaired []string `json:"repaired,omitempty"`
+	// Deferred is what the pass left for a later one, each with why.
+	Deferred []ReconcileDeferral `json:"deferred,omitempty"`
+	// Nudged is the seats sent an idle nudge.
+	Nudged []string `json:"nudged,omitempty"`
+}
+
+// ReconcileDeferral is one thing a reconcile pass did not do, and why.
+type ReconcileDeferral struct {
+	// Seats are the handles concerned; empty when it is the whole step.
+	Seats  []string `json:"seats,omitempty"`
+	Action string   `json:"action"`
+	Reason string   `json:"reason"`
+	// WaitFor is the live incarnations the pass waits for, when that is
+	// the reason.
+	WaitFor []string `json:"wait_for,omitempty"`
+}
+
+// Empty reports whether the pass changed and deferred nothing.
+func (r ReconcileReport) Empty() bool {
+	return len(r.RowsCreated)+len(r.MailboxesCreated)+len(r.Started)+len(r.Stopped)+len(r.Repaired)+
+		len(r.Deferred)+len(r.Nudged) == 0
 }
 
 // AckMailInput marks entries handled, fenced by epoch.

@@ -26,6 +26,8 @@ const (
 	WorkflowMaintenance = "Maintenance"
 	// WorkflowHealth is one pass of the health duty.
 	WorkflowHealth = "Health"
+	// WorkflowReconcile is one pass of the reconcile duty.
+	WorkflowReconcile = "Reconcile"
 )
 
 // Activity names. Workflows refer to activities by these names so that the
@@ -40,6 +42,7 @@ const (
 	ActivityPrepareTurn   = "PrepareTurn"
 	ActivityMaintenance   = "Maintenance"
 	ActivityHealth        = "Health"
+	ActivityReconcile     = "Reconcile"
 	// On the host queue of the node that hosts the seat.
 	ActivityAttach = "Attach"
 	ActivityHold   = "Hold"

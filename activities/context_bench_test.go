@@ -46,7 +46,7 @@ func BenchmarkContextAssembly(b *testing.B) {
 		}
 		return text("Here is an answer of about the length a person reads. " + filler), nil
 	}}
-	e.turns.models["local"] = model
+	e.turns.models.byProfile["local"] = model
 
 	for i := 1; i <= benchExchanges; i++ {
 		body := fmt.Sprintf("message %d: %s", i, filler)
@@ -118,7 +118,7 @@ func benchAssembler(b *testing.B, e *turnEnv, eventID string) func() (crewlet.Co
 	if err != nil {
 		b.Fatal(err)
 	}
-	seat, role, err := e.turns.role("cto")
+	seat, role, err := e.turns.role(e.ctx, "cto")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -187,7 +187,7 @@ func TestRoundSendsTheConversationSoFar(t *testing.T) {
 		}
 		return text("ok"), nil
 	}}
-	e.turns.models["local"] = model
+	e.turns.models.byProfile["local"] = model
 
 	e.say(t, "m1", "conv-a", "remember the number 7")
 	e.say(t, "other", "conv-b", "something else entirely")
@@ -257,7 +257,7 @@ func TestCompactionIsMadeOnceAndReused(t *testing.T) {
 		}
 		return text("Summary: the operator told numbers 1 to 5."), nil
 	}}
-	e.turns.models["local"], e.turns.models["summarizer"] = model, summarizer
+	e.turns.models.byProfile["local"], e.turns.models.byProfile["summarizer"] = model, summarizer
 	body := strings.Repeat("filler text for the budget. ", 28)
 
 	compactedAt := 0
@@ -323,7 +323,7 @@ func TestEmptyAnswerIsNudgedOnceThenNoted(t *testing.T) {
 	empty := &fakeModel{answer: func(crewlet.ModelRequest) (crewlet.ModelResponse, error) {
 		return crewlet.ModelResponse{Usage: crewlet.Usage{InputTokens: 5}}, nil
 	}}
-	e.turns.models["local"] = empty
+	e.turns.models.byProfile["local"] = empty
 	failed := e.say(t, "m1", "c", "hello?")
 	if empty.calls("") != 2 {
 		t.Fatalf("model called %d times; want 2 (the answer, then one nudge)", empty.calls(""))
@@ -361,7 +361,7 @@ func TestTriggerOverTheBudgetIsRefused(t *testing.T) {
 	t.Parallel()
 	e := setupTurnsOrg(t, contextOrg, nil)
 	model := &fakeModel{answer: func(crewlet.ModelRequest) (crewlet.ModelResponse, error) { return text("ok"), nil }}
-	e.turns.models["local"] = model
+	e.turns.models.byProfile["local"] = model
 	failed := e.say(t, "big", "c", strings.Repeat("x", 8000))
 	if model.calls("") != 0 {
 		t.Fatalf("model called %d times; want none", model.calls(""))
@@ -384,7 +384,7 @@ func TestReflectionWritesOnce(t *testing.T) {
 		}
 		return text("ok"), nil
 	}}
-	e.turns.models["local"] = model
+	e.turns.models.byProfile["local"] = model
 	e.say(t, "m1", "c", "my number is 7")
 	begin := e.begin(t, crewlet.WorkKey([]string{"m1"}))
 	if !begin.Reflect {
@@ -426,7 +426,7 @@ func TestTrimmedTurnRecordsReadFromTheTranscript(t *testing.T) {
 	model := &fakeModel{answer: func(req crewlet.ModelRequest) (crewlet.ModelResponse, error) {
 		return text(fmt.Sprintf("answer %d", len(req.Messages))), nil
 	}}
-	e.turns.models["local"] = model
+	e.turns.models.byProfile["local"] = model
 	e.say(t, "m1", "c", "the number is 7")
 	if _, err := e.store.TrimTurns(e.ctx, time.Nanosecond); err != nil {
 		t.Fatal(err)
@@ -448,7 +448,7 @@ func TestRoundOfATriggerMissingFromTheTranscriptRecordsIt(t *testing.T) {
 	t.Parallel()
 	e := setupTurnsOrg(t, contextOrg, nil)
 	model := &fakeModel{answer: func(crewlet.ModelRequest) (crewlet.ModelResponse, error) { return text("ok"), nil }}
-	e.turns.models["local"] = model
+	e.turns.models.byProfile["local"] = model
 	ref := e.publish(t, "m1", "hello")
 	workKey := crewlet.WorkKey([]string{"m1"})
 	e.begin(t, workKey, ref)

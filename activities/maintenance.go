@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
@@ -19,18 +18,14 @@ import (
 type Maintenance struct {
 	Store   *store.Store
 	Mailbox *mailbox.Mailbox
-	Org     *config.Config
+	Org     config.Source
 	// Tickets fails the tickets of seats gone from the org and expires old
 	// ones.
 	Tickets *tickets.Service
-	// Reconciler stops the workflows of seats gone from the org.
-	Reconciler *reconcile.Reconciler
-	// NodeID is the node the activity runs on, and LiveWithin the heartbeat
-	// timeout: the sweep waits while live nodes of other ids run an org file
-	// naming other seats.
-	NodeID     string
-	LiveWithin time.Duration
-	Log        *slog.Logger
+	// NodeID is the node the activity runs on: the sweep asks whether it
+	// may judge absence (reconcile.MayJudgeAbsence) as this node.
+	NodeID string
+	Log    *slog.Logger
 }
 
 // Maintenance sweeps the mailbox registry against the org (stamping seats
@@ -46,41 +41,41 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 		errs = append(errs, err)
 	}
 	var err error
-	if out.TicketsExpired, err = a.Tickets.Expire(ctx, a.Org.Tickets.ExpireAfter); err != nil {
+	if out.TicketsExpired, err = a.Tickets.Expire(ctx, a.Org.Now().Tickets.ExpireAfter); err != nil {
 		errs = append(errs, err)
 	}
-	if out.AuditTrimmed, err = a.Store.TrimAudit(ctx, a.Org.Maintenance.AuditRetention); err != nil {
+	if out.AuditTrimmed, err = a.Store.TrimAudit(ctx, a.Org.Now().Maintenance.AuditRetention); err != nil {
 		errs = append(errs, err)
 	}
-	if out.LedgerTrimmed, err = a.Store.TrimLedger(ctx, a.Org.Maintenance.LedgerRetention); err != nil {
+	if out.LedgerTrimmed, err = a.Store.TrimLedger(ctx, a.Org.Now().Maintenance.LedgerRetention); err != nil {
 		errs = append(errs, err)
 	}
-	for _, seat := range a.Org.Seats {
+	for _, seat := range a.Org.Now().Seats {
 		if seat.Kind == string(crewlet.SeatHuman) {
 			// Nothing acks a person's mail, so Trim would keep it all.
-			n, err := a.Mailbox.TrimHuman(ctx, seat.Handle, int64(a.Org.Mailbox.HumanKeep))
+			n, err := a.Mailbox.TrimHuman(ctx, seat.Handle, int64(a.Org.Now().Mailbox.HumanKeep))
 			if err != nil {
 				errs = append(errs, err)
 			}
 			out.HumanEntriesTrimmed += n
 			continue
 		}
-		n, err := a.Mailbox.Trim(ctx, seat.Handle, int64(a.Org.Mailbox.KeepAcked), a.Org.Mailbox.KeepAckedFor)
+		n, err := a.Mailbox.Trim(ctx, seat.Handle, int64(a.Org.Now().Mailbox.KeepAcked), a.Org.Now().Mailbox.KeepAckedFor)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		out.EntriesTrimmed += n
 	}
-	if out.DeadLettersTrimmed, err = a.Mailbox.TrimDeadLetters(ctx, int64(a.Org.Mailbox.DeadLetterKeep)); err != nil {
+	if out.DeadLettersTrimmed, err = a.Mailbox.TrimDeadLetters(ctx, int64(a.Org.Now().Mailbox.DeadLetterKeep)); err != nil {
 		errs = append(errs, err)
 	}
-	turns, err := a.Store.TrimTurns(ctx, a.Org.Maintenance.TurnRetention)
+	turns, err := a.Store.TrimTurns(ctx, a.Org.Now().Maintenance.TurnRetention)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	out.TurnsTrimmed = turns.Turns
-	m := a.Org.Maintenance
+	m := a.Org.Now().Maintenance
 	// Counts of the tables that did trim are kept when another fails.
 	rest, err := a.Store.TrimRetention(ctx, store.Retention{
 		Messages: m.MessageRetention, Events: m.EventRetention, Diary: m.DiaryRetention,
@@ -106,43 +101,35 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 	return out, errors.Join(errs...)
 }
 
-// sweep stops the workflows of seats the org lacks, stamps their mailboxes
-// absent and fails their tickets, clears the stamps of seats back in the
-// org, and retires the mailboxes absent past the grace. It does none of it
-// while live nodes run an org file naming other seats: one file is stale,
-// and a sweep by it would stop a seat just added, fail its tickets, or
-// retire its mailbox.
+// sweep stamps the mailboxes of seats the org lacks absent and fails their
+// tickets, clears the stamps of seats back in the org, and retires the
+// mailboxes absent past the grace. It does none of it unless this process
+// may judge absence (reconcile.MayJudgeAbsence): while live nodes run an
+// org file naming other seats one file is stale, and a sweep by it would
+// fail a seat's tickets or retire its mailbox just as the seat is added.
+// The reconcile duty stops the seats' workflows, under the same rule.
 func (a *Maintenance) sweep(ctx context.Context, out *crewlet.MaintenanceOutput) error {
-	others, err := a.Store.NodesOnAnotherOrg(ctx, a.LiveWithin, a.NodeID, a.Org.SeatsDigest())
+	// One snapshot for the whole sweep: absence is judged against the org
+	// whose digest was checked.
+	org := a.Org.Now()
+	others, err := reconcile.MayJudgeAbsence(ctx, a.Store, org, a.NodeID)
 	if err != nil {
 		return err
 	}
 	if len(others) > 0 {
 		out.SweepWaitsFor = others
 		a.Log.Warn("mailbox_sweep_deferred", "nodes_on_another_org", others,
-			"reason", "live nodes run an org file naming other seats; no seat is stopped or stamped absent until they agree")
+			"reason", "live nodes run an org file naming other seats; no seat is stamped absent until they agree")
 		return nil
 	}
-	// A seat removed while a worker on another org file was live was not
-	// stopped at boot: the first pass after every worker agrees stops it.
-	stopped, others, err := a.Reconciler.StopRemovedSeats(ctx, a.Store, a.NodeID)
-	if len(others) > 0 {
-		// A worker on another file started since the check above.
-		out.SweepWaitsFor = others
-		return nil
-	}
-	out.SeatsStopped = stopped
 	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
-	absent, returned, err := a.Store.SweepMailboxes(ctx, a.Org.Handles())
+	absent, returned, err := a.Store.SweepMailboxes(ctx, org.Handles())
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
 	out.MailboxesAbsent, out.MailboxesReturned = absent, returned
 	for _, seat := range absent {
-		a.Log.Info("seat_mailbox_absent", "seat", seat, "retired_after", a.Org.Mailbox.RetireAfter)
+		a.Log.Info("seat_mailbox_absent", "seat", seat, "retired_after", org.Mailbox.RetireAfter)
 		if err := a.Tickets.FailTarget(ctx, seat, fmt.Sprintf("seat %s is no longer in the org", seat)); err != nil {
 			errs = append(errs, err)
 		}
@@ -150,12 +137,12 @@ func (a *Maintenance) sweep(ctx context.Context, out *crewlet.MaintenanceOutput)
 	for _, seat := range returned {
 		a.Log.Info("seat_mailbox_returned", "seat", seat)
 	}
-	expired, err := a.Store.ExpiredMailboxes(ctx, a.Org.Mailbox.RetireAfter)
+	expired, err := a.Store.ExpiredMailboxes(ctx, org.Mailbox.RetireAfter)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
 	for _, seat := range expired {
-		retired, err := a.Store.RetireMailbox(ctx, seat, a.Org.Mailbox.RetireAfter, func(ctx context.Context) error {
+		retired, err := a.Store.RetireMailbox(ctx, seat, org.Mailbox.RetireAfter, func(ctx context.Context) error {
 			return a.Mailbox.Delete(ctx, seat)
 		})
 		if err != nil {

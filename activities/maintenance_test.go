@@ -7,14 +7,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/mailbox"
-	"github.com/crewlet/crewlet/internal/reconcile"
 	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
@@ -162,23 +159,23 @@ func newMaintenance(t *testing.T, st *store.Store, mb *mailbox.Mailbox, org *con
 	t.Helper()
 	seats := seatclient.New(dialTemporal(t), org)
 	tk := tickets.New(org, st, delivery.New(org, mb, seats, discard), seats, discard)
-	return &Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tk, Reconciler: reconcile.New(org, mb, seats, discard), Log: discard}
+	return &Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tk, Log: discard}
 }
 
-// While a live node runs an org file naming other seats, maintenance stops
-// no seat, stamps no seat absent and fails none of its tickets: one of the
-// files is stale. Once that node stops, the sweep goes on, and stops the
-// workflow of the seat the org lacks.
+// While a live node runs an org file naming other seats, maintenance stamps
+// no seat absent and fails none of its tickets: one of the files is stale.
+// Once that node stops, the sweep goes on.
 func TestMaintenanceSweepWaitsForNodesToAgreeOnTheOrg(t *testing.T) {
 	t.Parallel()
 	ctx, _, st, mb, org := setupMaintenance(t, `
 company: { name: acme }
+nodes: { heartbeat_timeout: 60s }
 profiles: { local: { provider: scripted } }
 roles: { clerk: { profile: local } }
 seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
 `)
 	m := newMaintenance(t, st, mb, org)
-	m.NodeID, m.LiveWithin = "here", time.Minute
+	m.NodeID = "here"
 	for _, h := range []string{"cto", "alice", "eng-9"} {
 		if err := st.EnsureMailbox(ctx, h, mb.Stream(h), mb.Group(h)); err != nil {
 			t.Fatal(err)
@@ -187,39 +184,10 @@ seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
 			t.Fatal(err)
 		}
 	}
-	// eng-9 left the org, but a ticket to it is open and its seat workflow
-	// runs: on this test's queue, which no worker polls, so a signal is
-	// in its history at once.
+	// eng-9 left the org, but a ticket to it is open.
 	ticket, _, err := st.CreateTicket(ctx, "to eng-9", crewlet.Ticket{From: "alice", To: "eng-9", Task: "a job", Conversation: "c-9"})
 	if err != nil {
 		t.Fatal(err)
-	}
-	tc := dialTemporal(t)
-	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: crewlet.SeatWorkflowID("eng-9"), TaskQueue: org.Temporal.TaskQueue}, crewlet.WorkflowSeat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tc.TerminateWorkflow(context.Background(), run.GetID(), run.GetRunID(), "test over") })
-	testenv.Eventually(t, 20*time.Second, "eng-9's workflow listed", func() error {
-		if running, err := seatclient.New(tc, org).Statuses(ctx); err != nil || running["eng-9"] == "" {
-			return fmt.Errorf("running %v (%v)", running, err)
-		}
-		return nil
-	})
-	stopSignals := func() int {
-		t.Helper()
-		n := 0
-		iter := tc.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for iter.HasNext() {
-			ev, err := iter.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == crewlet.SignalStop {
-				n++
-			}
-		}
-		return n
 	}
 	phase := func() crewlet.TicketPhase {
 		t.Helper()
@@ -242,9 +210,9 @@ seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(out.SweepWaitsFor) != "[there:a]" || len(out.MailboxesAbsent) != 0 || len(out.SeatsStopped) != 0 || stopSignals() != 0 {
-		t.Fatalf("sweep waits for %v, stamped %v, stopped %v; want it to wait for [there:a], stamping and stopping nothing",
-			out.SweepWaitsFor, out.MailboxesAbsent, out.SeatsStopped)
+	if fmt.Sprint(out.SweepWaitsFor) != "[there:a]" || len(out.MailboxesAbsent) != 0 {
+		t.Fatalf("sweep waits for %v, stamped %v; want it to wait for [there:a], stamping nothing",
+			out.SweepWaitsFor, out.MailboxesAbsent)
 	}
 	if _, missing, err := st.MailboxRegistry(ctx, "eng-9"); err != nil || missing != nil {
 		t.Fatalf("eng-9 stamped absent at %v (%v) while a live node's org may have it", missing, err)
@@ -257,12 +225,9 @@ seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
 		t.Fatal(err)
 	}
 	out, err = m.Maintenance(ctx)
-	if err != nil || len(out.SweepWaitsFor) != 0 || fmt.Sprint(out.MailboxesAbsent) != "[eng-9]" || fmt.Sprint(out.SeatsStopped) != "[eng-9]" {
-		t.Fatalf("after the other node stopped: waits for %v, stamped %v, stopped %v (%v); want eng-9 stamped and stopped",
-			out.SweepWaitsFor, out.MailboxesAbsent, out.SeatsStopped, err)
-	}
-	if n := stopSignals(); n != 1 {
-		t.Fatalf("eng-9's workflow got %d stop signals; want 1", n)
+	if err != nil || len(out.SweepWaitsFor) != 0 || fmt.Sprint(out.MailboxesAbsent) != "[eng-9]" {
+		t.Fatalf("after the other node stopped: waits for %v, stamped %v (%v); want eng-9 stamped",
+			out.SweepWaitsFor, out.MailboxesAbsent, err)
 	}
 	if got := phase(); got != crewlet.TicketFailed {
 		t.Fatalf("eng-9's ticket once nodes agree: %q; want failed", got)

@@ -257,7 +257,7 @@ func TestUsageLimitQuarantinesTheCredentialAndFailsOver(t *testing.T) {
 	testenv.WantErrorType(t, "ModelRound refused for a usage limit", err, crewlet.ErrorTypeProfileUnavailable)
 	e.profUnanswered(t, "m1")
 	h := e.profHealth(t, "acct")
-	if want := now.Add(e.turns.org.Quarantine.Base); h.Attempt != 1 || !h.QuarantineUntil.Equal(want) || h.QuarantineReason != "monthly quota exceeded" {
+	if want := now.Add(e.turns.org.Now().Quarantine.Base); h.Attempt != 1 || !h.QuarantineUntil.Equal(want) || h.QuarantineReason != "monthly quota exceeded" {
 		t.Fatalf("credential acct: %+v; want attempt 1, quarantined until %v for the provider's message", h, want)
 	}
 	if b := e.profHealth(t, "b"); b != (pool.CredentialState{}) {
@@ -324,7 +324,7 @@ seats:
 	e.profAcquireWant(t, k1, "p")
 	_, err := e.profRound(k1, "p")
 	testenv.WantErrorType(t, "ModelRound on p refused with its exhausted_pattern", err, crewlet.ErrorTypeProfileUnavailable)
-	if h := e.profHealth(t, "p"); h.Attempt != 1 || !h.QuarantineUntil.Equal(now.Add(e.turns.org.Quarantine.Base)) {
+	if h := e.profHealth(t, "p"); h.Attempt != 1 || !h.QuarantineUntil.Equal(now.Add(e.turns.org.Now().Quarantine.Base)) {
 		t.Fatalf("credential p: %+v; want quarantined, attempt 1", h)
 	}
 	e.profUsable(t, map[string]string{"p": crewlet.UnavailableQuarantined, "q": ""})

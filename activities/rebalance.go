@@ -15,7 +15,7 @@ import (
 // Rebalance is the rebalance duty's activity.
 type Rebalance struct {
 	Store      *store.Store
-	Org        *config.Config
+	Org        config.Source
 	Seats      *seatclient.Client
 	LiveWithin time.Duration
 	MaxMoves   int
@@ -34,7 +34,7 @@ func (a *Rebalance) Rebalance(ctx context.Context) (crewlet.RebalanceOutput, err
 	if err != nil {
 		return crewlet.RebalanceOutput{}, err
 	}
-	snap := views.Placement(a.Org, nodes, hosts)
+	snap := views.Placement(a.Org.Now(), nodes, hosts)
 	out := crewlet.RebalanceOutput{Unplaceable: snap.Unplaceable()}
 	if len(out.Unplaceable) > 0 {
 		a.Log.Warn("seats_unplaceable", "seats", out.Unplaceable)

@@ -23,7 +23,7 @@ import (
 // lifecycle status record.
 type Seats struct {
 	Store *store.Store
-	Org   *config.Config
+	Org   config.Source
 	// Tickets fails the open tickets of a seat that stopped.
 	Tickets *tickets.Service
 	// LiveWithin is the host heartbeat timeout: a node whose presence row is
@@ -54,7 +54,7 @@ func (a *Seats) PlaceSeat(ctx context.Context, in crewlet.PlaceSeatInput) (crewl
 		return crewlet.PlaceSeatOutput{}, req.err
 	}
 	if !req.ok {
-		group, _ := a.Org.SeatPlacement(in.Handle)
+		group, _ := a.Org.Now().SeatPlacement(in.Handle)
 		a.Log.Warn("seats_unplaceable", "seat", in.Handle, "labels", group.Key, "excluded", in.Exclude)
 		return crewlet.PlaceSeatOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("no live node can run seat %s (placement %q)", in.Handle, group.Key), crewlet.ErrorTypeUnplaceable, nil)
@@ -140,8 +140,9 @@ func (a *Seats) placeBatch(batch []*placeRequest) {
 		handles[i] = r.in.Handle
 	}
 	_, err := a.Store.Reserve(ctx, handles, a.LiveWithin, func(nodes []store.NodeRow, load []store.RoleLoad, hosts, preferred map[string]string) map[string]string {
-		snap := views.Placement(a.Org, nodes, hosts)
-		snap.Load = groupLoad(a.Org, load)
+		org := a.Org.Now()
+		snap := views.Placement(org, nodes, hosts)
+		snap.Load = groupLoad(org, load)
 		chosen := map[string]string{}
 		for _, r := range batch {
 			r.node, r.ok = snap.Choose(r.in.Handle, r.in.Exclude, preferred[r.in.Handle])

@@ -19,7 +19,6 @@ import (
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/mailbox"
-	"github.com/crewlet/crewlet/internal/reconcile"
 	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
@@ -71,10 +70,10 @@ func dialTemporal(t testing.TB) client.Client {
 	return tc
 }
 
-// ticketService builds the real ticket service, and the delivery and
-// reconciler beside it, over a seat client on the dev Temporal server. Seat workflow ids are fixed (seat/{handle}) and shared by
+// ticketService builds the real ticket service, and the delivery beside
+// it, over a seat client on the dev Temporal server. Seat workflow ids are fixed (seat/{handle}) and shared by
 // every test on the server, so only runs on this test's queue are closed.
-func ticketService(t testing.TB, st *store.Store, mb *mailbox.Mailbox, org *config.Config) (*delivery.Service, *tickets.Service, *reconcile.Reconciler) {
+func ticketService(t testing.TB, st *store.Store, mb *mailbox.Mailbox, org *config.Config) (*delivery.Service, *tickets.Service) {
 	t.Helper()
 	tc := dialTemporal(t)
 	t.Cleanup(func() {
@@ -113,7 +112,7 @@ func ticketService(t testing.TB, st *store.Store, mb *mailbox.Mailbox, org *conf
 	}
 	t.Cleanup(endNotes)
 	t.Cleanup(w.Stop)
-	return dl, tk, reconcile.New(org, mb, seats, discard)
+	return dl, tk
 }
 
 // ticketTurnEnv is a turnEnv (cto attached on a host) whose turns open and
@@ -128,7 +127,7 @@ func setupTicketTurns(t *testing.T) ticketTurnEnv {
 	e := setupTurnsOrg(t, ticketsOrgYAML(), nil)
 	e.seat(t, "eng-1")
 	e.seat(t, "eng-2")
-	e.turns.delivery, e.turns.tickets, _ = ticketService(t, e.store, e.mb, e.turns.org)
+	e.turns.delivery, e.turns.tickets = ticketService(t, e.store, e.mb, e.turns.org.Now())
 	return ticketTurnEnv{turnEnv: e, tickets: e.turns.tickets}
 }
 
@@ -266,7 +265,7 @@ func TestTicketSettledByTheServingTurnsAnswer(t *testing.T) {
 	model := &fakeModel{answer: func(crewlet.ModelRequest) (crewlet.ModelResponse, error) {
 		return text("the build is green again"), nil
 	}}
-	e.turns.models["local"] = model
+	e.turns.models.byProfile["local"] = model
 
 	req := tickets.OpenRequest{Key: "api-req-1", From: "alice", To: "cto", Task: "fix the build"}
 	opened, err := e.tickets.Open(e.ctx, req)
@@ -335,7 +334,7 @@ func TestTicketFailsWhenItsServingTurnEndsWithoutAnAnswer(t *testing.T) {
 	empty := &fakeModel{answer: func(crewlet.ModelRequest) (crewlet.ModelResponse, error) {
 		return crewlet.ModelResponse{Usage: crewlet.Usage{InputTokens: 5}}, nil
 	}}
-	e.turns.models["local"] = empty
+	e.turns.models.byProfile["local"] = empty
 	opened, err := e.tickets.Open(e.ctx, tickets.OpenRequest{From: "alice", To: "cto", Task: "write the release notes"})
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +372,7 @@ func TestTicketFailsWhenItsServingTurnEndsWithoutAnAnswer(t *testing.T) {
 func TestCancelledTicketsRequestIsNotWorkedOn(t *testing.T) {
 	e := setupTicketTurns(t)
 	model := &fakeModel{answer: func(crewlet.ModelRequest) (crewlet.ModelResponse, error) { return text("done anyway"), nil }}
-	e.turns.models["local"] = model
+	e.turns.models.byProfile["local"] = model
 	opened, err := e.tickets.Open(e.ctx, tickets.OpenRequest{From: "alice", To: "cto", Task: "draft the memo"})
 	if err != nil {
 		t.Fatal(err)
@@ -445,13 +444,12 @@ func TestTicketFailsWhenItsRequestIsDeadLettered(t *testing.T) {
 // ticketEnv is a store, mailboxes and the ticket service with no host, and
 // a connection of its own to the test's database to age tickets.
 type ticketEnv struct {
-	ctx        context.Context
-	db         *pgx.Conn
-	store      *store.Store
-	mb         *mailbox.Mailbox
-	org        *config.Config
-	reconciler *reconcile.Reconciler
-	tickets    *tickets.Service
+	ctx     context.Context
+	db      *pgx.Conn
+	store   *store.Store
+	mb      *mailbox.Mailbox
+	org     *config.Config
+	tickets *tickets.Service
 }
 
 func setupTickets(t *testing.T) ticketEnv {
@@ -484,7 +482,7 @@ func setupTickets(t *testing.T) ticketEnv {
 			t.Fatal(err)
 		}
 	}
-	_, e.tickets, e.reconciler = ticketService(t, e.store, e.mb, e.org)
+	_, e.tickets = ticketService(t, e.store, e.mb, e.org)
 	return e
 }
 
@@ -596,7 +594,7 @@ func TestMaintenanceExpiresOldTicketsAndFailsThoseOfRemovedSeats(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m := &Maintenance{Store: e.store, Mailbox: e.mb, Org: e.org, Tickets: e.tickets, Reconciler: e.reconciler, Log: discard}
+	m := &Maintenance{Store: e.store, Mailbox: e.mb, Org: e.org, Tickets: e.tickets, Log: discard}
 	out, err := m.Maintenance(e.ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -652,7 +650,7 @@ func TestDelegateAndTicketsTools(t *testing.T) {
 		}
 		return text("ok"), nil
 	}}
-	e.turns.models["local"] = model
+	e.turns.models.byProfile["local"] = model
 
 	workKey := e.beginIn(t, "m1", "conv-build", "please get the build fixed")
 	round1, err := e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, WorkKey: workKey, Round: 1})

@@ -68,7 +68,7 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 		if _, ok := tickets[r.InReplyTo]; ok {
 			continue // the ticket's notice tells its delegator, below
 		}
-		if _, ok := a.org.Seat(r.To); !ok {
+		if _, ok := a.org.Now().Seat(r.To); !ok {
 			continue // the sender is not a seat: the transcript is where the reply lives
 		}
 		if _, err := a.delivery.Deliver(ctx, r); err != nil {
@@ -128,7 +128,7 @@ func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error
 	if err != nil {
 		return err
 	}
-	seat, role, err := a.role(in.Handle)
+	seat, role, err := a.role(ctx, in.Handle)
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error
 	if err != nil {
 		return err
 	}
-	profile := a.org.Profiles[name]
+	profile := a.org.Now().Profiles[name]
 	ctxIn := crewlet.ContextInput{
 		System:  a.systemPrompt(in.Handle, seat.Role, role),
 		Current: []crewlet.ChatMessage{{Role: "user", Content: crewlet.ReflectionPrompt}},

@@ -28,7 +28,7 @@ func (a *Turns) roundProfile(ctx context.Context, handle, turnID string, epoch i
 	if requested == "" {
 		return role.Pool()[0], a.usable(ctx, role.Pool()[0])
 	}
-	if _, ok := a.models[requested]; !ok {
+	if _, ok := a.model(requested); !ok {
 		return "", temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("profile %s is no longer in the org", requested), crewlet.ErrorTypeProfileUnavailable, nil)
 	}
@@ -61,7 +61,7 @@ func (a *Turns) usable(ctx context.Context, profile string) error {
 // none able to, the output says why and the turn waits. Fenced like every step
 // of the turn.
 func (a *Turns) AcquireProfile(ctx context.Context, in crewlet.AcquireProfileInput) (out crewlet.AcquireProfileOutput, err error) {
-	seat, _, err := a.role(in.Handle)
+	seat, _, err := a.role(ctx, in.Handle)
 	if err != nil {
 		return out, err
 	}

@@ -53,7 +53,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 	if msgs, err = a.settleCalls(ctx, in.Handle, key, in.Round-1, msgs, catalog); err != nil {
 		return out, err
 	}
-	seat, role, err := a.role(in.Handle)
+	seat, role, err := a.role(ctx, in.Handle)
 	if err != nil {
 		return out, err
 	}
@@ -61,7 +61,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 	if err != nil {
 		return out, err
 	}
-	profile := a.org.Profiles[name]
+	profile := a.org.Now().Profiles[name]
 	system := a.systemPrompt(in.Handle, seat.Role, role)
 	stop := make(chan struct{})
 	defer close(stop)
@@ -156,7 +156,7 @@ func (a *Turns) refuse(ctx context.Context, handle, key, note string) (crewlet.M
 func (a *Turns) recordRound(ctx context.Context, r wire.RoundRow, system string) (bool, error) {
 	sum := sha256.Sum256([]byte(system))
 	r.SystemSHA256, r.SystemBytes, r.RecordedAt = hex.EncodeToString(sum[:]), len(system), a.Now()
-	return a.store.RecordRound(ctx, r, a.org.Location())
+	return a.store.RecordRound(ctx, r, a.org.Now().Location())
 }
 
 // assemble reads a thread's conversation from Postgres and lays out the
@@ -187,7 +187,7 @@ func (a *Turns) assemble(ctx context.Context, handle, profileName, turnID, syste
 	}
 	in := crewlet.ContextInput{
 		System: system, Tools: catalog, Summary: tc.Summary, Earlier: tc.Earlier,
-		Budget: a.org.Profiles[profileName].InputBudget(), TokensPerByte: ratio, MayCompact: true,
+		Budget: a.org.Now().Profiles[profileName].InputBudget(), TokensPerByte: ratio, MayCompact: true,
 	}
 	for _, m := range thread {
 		in.Current = append(in.Current, m.Message)
@@ -226,7 +226,7 @@ func (a *Turns) compact(ctx context.Context, handle, profileName, turnID, conver
 		return nil, err
 	}
 	summarizer := profileName
-	if w := a.org.Profiles[profileName].CompactWith; w != "" {
+	if w := a.org.Now().Profiles[profileName].CompactWith; w != "" {
 		if reason, err := a.profiles.Usable(ctx, w); err != nil {
 			return nil, err
 		} else if reason == "" {
@@ -239,8 +239,8 @@ func (a *Turns) compact(ctx context.Context, handle, profileName, turnID, conver
 	}
 	req := crewlet.ModelRequest{
 		Seat: handle, Purpose: crewlet.PurposeCompact, System: crewlet.CompactionSystem,
-		Messages:  []crewlet.ChatMessage{{Role: "user", Content: crewlet.CompactionPrompt(prev, covered, int(float64(a.org.Profiles[summarizer].InputBudget())/crewlet.DefaultTokensPerByte/2))}},
-		MaxTokens: a.org.Profiles[summarizer].MaxTokens,
+		Messages:  []crewlet.ChatMessage{{Role: "user", Content: crewlet.CompactionPrompt(prev, covered, int(float64(a.org.Now().Profiles[summarizer].InputBudget())/crewlet.DefaultTokensPerByte/2))}},
+		MaxTokens: a.org.Now().Profiles[summarizer].MaxTokens,
 	}
 	a.log.Info("conversation_compacting", "seat", handle, "conversation", conversation, "through", last.MessageID, "exchanges", len(covered), "profile", summarizer)
 	resp, err := a.chat(ctx, summarizer, req)
@@ -374,5 +374,5 @@ func (a *Turns) modelFailure(ctx context.Context, profile, turnID string, err er
 // account reached its usage limit: the provider's own quota error, or a
 // message matching the profile's exhausted_pattern.
 func (a *Turns) exhausted(profile string, pe *crewlet.ProviderError) bool {
-	return pe.Kind == crewlet.ProviderExhausted || a.org.Profiles[profile].Exhausted(pe.Message)
+	return pe.Kind == crewlet.ProviderExhausted || a.org.Now().Profiles[profile].Exhausted(pe.Message)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -31,14 +33,18 @@ import (
 type Turns struct {
 	host     *Host
 	tickets  *tickets.Service
-	org      *config.Config
+	org      config.Source
 	store    *store.Store
 	mailbox  *mailbox.Mailbox
 	delivery *delivery.Service
 	// profiles picks the profile each turn runs on and keeps the health
 	// of the credentials they spend.
 	profiles *profiles.Service
-	models   map[string]crewlet.ChatModel
+	probe    *model.Probe
+	// models are the profiles' models of the revision the turns last ran
+	// on; model() builds a newer revision's.
+	modelsMu sync.Mutex
+	models   modelSet
 	log      *slog.Logger
 	// Now is the clock budgets are charged and checked on.
 	Now func() time.Time
@@ -48,30 +54,80 @@ type Turns struct {
 
 // chat is one call to the profile's model, recorded.
 func (a *Turns) chat(ctx context.Context, profile string, req crewlet.ModelRequest) (crewlet.ModelResponse, error) {
-	p := a.org.Profiles[profile]
+	p := a.org.Now().Profiles[profile]
 	ctx, span := tracing.StartModelCall(ctx, p.Provider, p.Model, profile)
 	began := time.Now()
-	resp, err := a.models[profile].Chat(ctx, req)
+	m, ok := a.model(profile)
+	if !ok {
+		return crewlet.ModelResponse{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("profile %s is no longer in the org", profile), crewlet.ErrorTypeProfileUnavailable, nil)
+	}
+	resp, err := m.Chat(ctx, req)
 	a.Metrics.ModelCall(profile, time.Since(began), err, resp.Usage.InputTokens, resp.Usage.OutputTokens)
 	tracing.EndModelCall(span, resp, err)
 	return resp, err
 }
 
-// NewTurns builds the model of every profile in org once.
-func NewTurns(host *Host, org *config.Config, st *store.Store, mb *mailbox.Mailbox, dl *delivery.Service, tickets *tickets.Service, profiles *profiles.Service, log *slog.Logger) (*Turns, error) {
+// NewTurns builds the model of every profile in org.
+func NewTurns(host *Host, org config.Source, st *store.Store, mb *mailbox.Mailbox, dl *delivery.Service, tickets *tickets.Service, profiles *profiles.Service, log *slog.Logger) (*Turns, error) {
 	probe, err := model.OpenProbe(testhook.Current().ScriptedProbe, host.Incarnation)
 	if err != nil {
 		return nil, err
 	}
-	models := map[string]crewlet.ChatModel{}
+	a := &Turns{host: host, org: org, store: st, mailbox: mb, delivery: dl, tickets: tickets, profiles: profiles, probe: probe, log: log, Now: time.Now}
+	now := org.Now()
+	if a.models.byProfile, err = buildModels(now, nil, probe); err != nil {
+		return nil, err
+	}
+	a.models.org = now
+	return a, nil
+}
+
+// modelSet is the model of every profile of one config revision.
+type modelSet struct {
+	org       *config.Config
+	byProfile map[string]crewlet.ChatModel
+}
+
+// buildModels builds the model of every profile of org, keeping the one of
+// each profile whose settings did not change since prev was built.
+func buildModels(org *config.Config, prev *modelSet, probe *model.Probe) (map[string]crewlet.ChatModel, error) {
+	out := map[string]crewlet.ChatModel{}
 	for name, p := range org.Profiles {
+		if prev != nil && prev.org != nil {
+			if old, ok := prev.org.Profiles[name]; ok && reflect.DeepEqual(old, p) {
+				out[name] = prev.byProfile[name]
+				continue
+			}
+		}
 		m, err := model.New(name, p, probe)
 		if err != nil {
 			return nil, fmt.Errorf("profile %s: %w", name, err)
 		}
-		models[name] = m
+		out[name] = m
 	}
-	return &Turns{host: host, org: org, store: st, mailbox: mb, delivery: dl, tickets: tickets, profiles: profiles, models: models, log: log, Now: time.Now}, nil
+	return out, nil
+}
+
+// model returns the model of a profile of the revision the process runs
+// now, building the models of a newer revision once.
+func (a *Turns) model(profile string) (crewlet.ChatModel, bool) {
+	org := a.org.Now()
+	a.modelsMu.Lock()
+	defer a.modelsMu.Unlock()
+	if a.models.org != org {
+		built, err := buildModels(org, &a.models, a.probe)
+		if err != nil {
+			// Validation builds every profile before a revision is
+			// taken, so this is a model that cannot start here: the
+			// previous revision's models go on.
+			a.log.Error("models_unbuilt", "error", err)
+		} else {
+			a.models = modelSet{org: org, byProfile: built}
+		}
+	}
+	m, ok := a.models.byProfile[profile]
+	return m, ok
 }
 
 // Keys of a turn's messages in Postgres, one per step that wrote them.
@@ -95,7 +151,7 @@ const outcomeUnknown = "Outcome unknown: this call was started but its result wa
 // Replies are recorded, never answered, so two seats cannot reply to each
 // other forever; a chat message delivered twice in one batch is answered once.
 func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out crewlet.BeginTurnOutput, err error) {
-	_, role, err := a.role(in.Handle)
+	_, role, err := a.role(ctx, in.Handle)
 	if err != nil {
 		return out, err
 	}
@@ -179,7 +235,7 @@ func threadOf(turn wire.TurnRow, thread int) (crewlet.Message, string, error) {
 
 // budgetHold returns the budget cap that holds the seat's turns now, or nil.
 func (a *Turns) budgetHold(ctx context.Context, handle string, role config.Role) (*crewlet.BudgetHold, error) {
-	usage, err := a.store.Usage(ctx, handle, role.Budget.Caps(), a.org.Company.Budget.Caps(), a.Now(), a.org.Location())
+	usage, err := a.store.Usage(ctx, handle, role.Budget.Caps(), a.org.Now().Company.Budget.Caps(), a.Now(), a.org.Now().Location())
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +250,7 @@ func (a *Turns) budgetHold(ctx context.Context, handle string, role config.Role)
 // without reading its mail: a re-read would spend a delivery of every held
 // trigger each time the seat checks.
 func (a *Turns) CheckBudget(ctx context.Context, in crewlet.CheckBudgetInput) (*crewlet.BudgetHold, error) {
-	_, role, err := a.role(in.Handle)
+	_, role, err := a.role(ctx, in.Handle)
 	if err != nil {
 		return nil, err
 	}
@@ -203,16 +259,23 @@ func (a *Turns) CheckBudget(ctx context.Context, in crewlet.CheckBudgetInput) (*
 
 // systemPrompt is the exact system prompt of a seat's turns.
 func (a *Turns) systemPrompt(handle, roleName string, role config.Role) string {
-	return turnrules.SystemPrompt(handle, roleName, role.Charter, a.org.Company.Name)
+	return turnrules.SystemPrompt(handle, roleName, role.Charter, a.org.Now().Company.Name)
 }
 
 // role returns the seat and its agent role.
-func (a *Turns) role(handle string) (config.Seat, config.Role, error) {
-	seat, ok := a.org.Seat(handle)
-	role, hasRole := a.org.Roles[seat.Role]
-	if !ok || !hasRole || len(role.Pool()) == 0 {
-		return seat, role, temporal.NewNonRetryableApplicationError(
+func (a *Turns) role(ctx context.Context, handle string) (config.Seat, config.Role, error) {
+	type seatRole struct {
+		seat config.Seat
+		role config.Role
+	}
+	found, _, ok := config.Known(ctx, a.org, func(org *config.Config) (seatRole, bool) {
+		seat, ok := org.Seat(handle)
+		role, hasRole := org.Roles[seat.Role]
+		return seatRole{seat, role}, ok && hasRole && len(role.Pool()) > 0
+	})
+	if !ok {
+		return found.seat, found.role, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("seat %s has no agent role with a profile in the org", handle), crewlet.ErrorTypeNoRole, nil)
 	}
-	return seat, role, nil
+	return found.seat, found.role, nil
 }

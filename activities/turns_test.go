@@ -107,7 +107,7 @@ func TestBudgetCapHoldsTheTurnUntilTheWindowTurns(t *testing.T) {
 	ref := e.publish(t, "m1", "hello")
 	_, err := e.store.RecordRound(e.ctx, wire.RoundRow{
 		Seat: "cto", WorkKey: "earlier", Round: 1, Profile: "local", InputTokens: 90, OutputTokens: 30, RecordedAt: e.now,
-	}, e.turns.org.Location())
+	}, e.turns.org.Now().Location())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestBudgetCapHoldsTheTurnUntilTheWindowTurns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	usage, err := e.store.Usage(e.ctx, "cto", crewlet.BudgetCaps{TokensPerDay: 100}, crewlet.BudgetCaps{}, e.now, e.turns.org.Location())
+	usage, err := e.store.Usage(e.ctx, "cto", crewlet.BudgetCaps{TokensPerDay: 100}, crewlet.BudgetCaps{}, e.now, e.turns.org.Now().Location())
 	if err != nil {
 		t.Fatal(err)
 	}

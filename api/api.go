@@ -4,6 +4,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
@@ -34,7 +36,7 @@ import (
 
 // Server serves the API.
 type Server struct {
-	Org *config.Config
+	Org config.Source
 	// Seats steers seats (pause, resume, drain) and lists their statuses.
 	Seats *seatclient.Client
 	// Views answers the reads that combine workflows, Postgres and Redis.
@@ -51,8 +53,11 @@ type Server struct {
 	Metrics *metrics.Metrics
 	// Tracing makes each request a span; nil (tracing off) makes none.
 	Tracing *tracing.Tracing
-	// creds are the org's tokens, read from the environment by Handler.
-	creds []credential
+	// Follow makes this process take the active config revision now, after
+	// an apply; nil leaves it to the process's follower.
+	Follow func(context.Context) error
+	// tokens are the tokens of the revision the process last served.
+	tokens atomic.Pointer[tokensOf]
 	// limiters hold each principal's mutation budget.
 	limitMu  sync.Mutex
 	limiters map[string]*rate.Limiter
@@ -176,6 +181,13 @@ func (s *Server) routes() []route {
 			summary: "dead letters, newest first", query: []param{limitQuery(100, maxLimit)}, answer: []mailbox.DeadLetter{}},
 		{method: post, pattern: "/deadletters/{id}/requeue", right: Operate, handler: s.requeueDeadLetter,
 			summary: "deliver a dead letter to its seat again", answer: mailbox.DeadLetter{}, statuses: accepted},
+		{method: get, pattern: "/config", right: Operate, handler: s.getConfig,
+			summary: "the active config revision (who applied it, when, what changed, its document) and which revision each process runs",
+			answer:  wire.ConfigState{}},
+		{method: post, pattern: "/config", right: Administer, handler: s.applyConfig,
+			summary: "apply an org file as the next config revision; every process takes it within a beat. Refused whole when invalid (400), or when it changes a cold key without restart (409)",
+			body:    wire.ConfigApplyRequest{}, needs: []string{"document"}, answer: wire.ConfigReport{},
+			conflict: "the file changes a key that needs a restart and restart is not set, or another apply came in between"},
 		{method: get, pattern: "/audit", right: Administer, handler: s.listAudit,
 			summary: "the audit log, newest first",
 			query: []param{
@@ -190,7 +202,6 @@ func (s *Server) routes() []route {
 
 // Handler returns the API's router.
 func (s *Server) Handler() http.Handler {
-	s.creds = credentials(s.Org)
 	r := chi.NewRouter()
 	r.Use(s.requestLog, middleware.Recoverer)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

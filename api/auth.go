@@ -71,8 +71,8 @@ type credential struct {
 	principal Principal
 }
 
-// credentials reads the org's tokens from the environment once.
-func credentials(org *config.Config) []credential {
+// readCredentials reads the org's tokens from the environment.
+func readCredentials(org *config.Config) []credential {
 	var out []credential
 	for _, t := range org.Auth.Tokens {
 		out = append(out, credential{secret: []byte(t.Secret()), principal: Principal{Name: t.Name, Role: t.Role, Seat: t.Seat}})
@@ -80,11 +80,31 @@ func credentials(org *config.Config) []credential {
 	return out
 }
 
+// tokensOf is the tokens of one config revision, read from the
+// environment once per revision.
+type tokensOf struct {
+	org   *config.Config
+	creds []credential
+}
+
+// credentials returns the tokens of the revision the process runs now: a
+// token an apply removed stops working as soon as this process follows it.
+func (s *Server) credentials() []credential {
+	org := s.Org.Now()
+	if cur := s.tokens.Load(); cur != nil && cur.org == org {
+		return cur.creds
+	}
+	next := &tokensOf{org: org, creds: readCredentials(org)}
+	s.tokens.Store(next)
+	return next.creds
+}
+
 // authenticate returns the principal of a request's bearer token. Every
 // configured token is compared, in constant time, so the time taken says
 // nothing of which one came close.
 func (s *Server) authenticate(r *http.Request) (Principal, bool) {
-	if len(s.creds) == 0 {
+	creds := s.credentials()
+	if len(creds) == 0 {
 		return Principal{Name: crewlet.ExternalSender, Role: config.RoleAdmin, Anonymous: true}, true
 	}
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -92,7 +112,7 @@ func (s *Server) authenticate(r *http.Request) (Principal, bool) {
 		return Principal{}, false
 	}
 	found := -1
-	for i, c := range s.creds {
+	for i, c := range creds {
 		if subtle.ConstantTimeCompare([]byte(token), c.secret) == 1 {
 			found = i
 		}
@@ -100,7 +120,7 @@ func (s *Server) authenticate(r *http.Request) (Principal, bool) {
 	if found < 0 {
 		return Principal{}, false
 	}
-	return s.creds[found].principal, true
+	return creds[found].principal, true
 }
 
 // guard wraps a route's handler with what every route needs: the caller's
@@ -121,14 +141,14 @@ func (s *Server) guard(rt route) http.HandlerFunc {
 			refused = crewlet.Errorf(crewlet.EUNAUTHORIZED, "no valid bearer token; send Authorization: Bearer <token> (the CLI reads --token or CREWLET_TOKEN)")
 		case rightsOf[p.Role] < rt.right:
 			refused = crewlet.Errorf(crewlet.EFORBIDDEN, "role %s may not %s: %s %s needs the right to %s", p.Role, rt.right, rt.method, rt.pattern, rt.right)
-		case r.Header.Get("Origin") != "" && !slices.Contains(s.Org.API.AllowedOrigins, r.Header.Get("Origin")):
+		case r.Header.Get("Origin") != "" && !slices.Contains(s.Org.Now().API.AllowedOrigins, r.Header.Get("Origin")):
 			// A page elsewhere must not drive the API with a visitor's
 			// network position or token.
 			refused = crewlet.Errorf(crewlet.EFORBIDDEN, "requests from origin %q are not allowed; list it in api.allowed_origins", crewlet.Clean(r.Header.Get("Origin")))
 		case r.Method != http.MethodGet && r.ContentLength != 0 && !jsonContent(r):
 			refused = crewlet.Errorf(crewlet.EUNSUPPORTED, "send the body as Content-Type: application/json")
 		case r.Method != http.MethodGet && !s.allowMutation(p.Name):
-			refused = crewlet.Errorf(crewlet.ERATELIMITED, "%s sent more than %d mutations in a minute (api.mutations_per_minute); slow down", p.Name, s.Org.API.MutationsPerMinute)
+			refused = crewlet.Errorf(crewlet.ERATELIMITED, "%s sent more than %d mutations in a minute (api.mutations_per_minute); slow down", p.Name, s.Org.Now().API.MutationsPerMinute)
 		}
 		setPrincipal(r, p)
 		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
@@ -249,7 +269,7 @@ func (s *Server) sender(r *http.Request, from string) (string, error) {
 	case from == "" || from == p.Seat:
 		return p.Seat, nil
 	case p.Role == config.RoleAdmin:
-		if seat, ok := s.Org.Seat(from); ok && seat.Kind == string(crewlet.SeatHuman) {
+		if seat, ok := s.Org.Now().Seat(from); ok && seat.Kind == string(crewlet.SeatHuman) {
 			return from, nil
 		}
 		return "", crewlet.Errorf(crewlet.EFORBIDDEN, "an admin may send as a human seat only; %q is not one", from)
@@ -260,7 +280,7 @@ func (s *Server) sender(r *http.Request, from string) (string, error) {
 // allowMutation spends one of the principal's mutations; false when its
 // budget for the minute is spent. The limit is per API process.
 func (s *Server) allowMutation(principal string) bool {
-	n := s.Org.API.MutationsPerMinute
+	n := s.Org.Now().API.MutationsPerMinute
 	if n <= 0 {
 		return true
 	}

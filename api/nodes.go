@@ -32,7 +32,7 @@ type NodesView struct {
 }
 
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
-	live := s.Org.Nodes.HeartbeatTimeout
+	live := s.Org.Now().Nodes.HeartbeatTimeout
 	rows, err := s.Store.Nodes(r.Context(), live, r.URL.Query().Get("all") == "true")
 	if err != nil {
 		s.logError(w, r, err)
@@ -49,7 +49,7 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 			liveRows = append(liveRows, n)
 		}
 	}
-	snap := views.Placement(s.Org, liveRows, hosts)
+	snap := views.Placement(s.Org.Now(), liveRows, hosts)
 	out := NodesView{Nodes: []NodeView{}, Unplaceable: snap.Unplaceable()}
 	if out.Unplaceable == nil {
 		out.Unplaceable = []string{}
@@ -89,7 +89,7 @@ func (s *Server) drainNode(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	marked, err := s.Store.SetNodeDraining(r.Context(), id, s.Org.Nodes.HeartbeatTimeout)
+	marked, err := s.Store.SetNodeDraining(r.Context(), id, s.Org.Now().Nodes.HeartbeatTimeout)
 	if err != nil {
 		s.logError(w, r, err)
 		return

@@ -66,8 +66,9 @@ func (s *Server) listSeats(w http.ResponseWriter, r *http.Request) {
 		s.logError(w, r, err)
 		return
 	}
-	out := make([]SeatSummary, 0, len(s.Org.Seats))
-	for _, seat := range s.Org.Seats {
+	org := s.Org.Now()
+	out := make([]SeatSummary, 0, len(org.Seats))
+	for _, seat := range org.Seats {
 		sum := SeatSummary{Handle: seat.Handle, Role: seat.Role, Kind: seat.Kind, Status: string(crewlet.StatusAbsent)}
 		if seat.Kind == string(crewlet.SeatHuman) {
 			sum.Status = "human"
@@ -93,11 +94,12 @@ func (s *Server) orgSeat(w http.ResponseWriter, r *http.Request) (config.Seat, b
 	if !ok {
 		return config.Seat{}, false
 	}
-	seat, ok := s.Org.Seat(handle)
-	if !ok {
-		writeError(w, crewlet.Errorf(crewlet.ENOTFOUND, "no seat %q in company %s; GET /seats lists them", handle, s.Org.Company.Name))
+	seat, err := config.SeatIn(r.Context(), s.Org, handle)
+	if err != nil {
+		writeError(w, err)
+		return config.Seat{}, false
 	}
-	return seat, ok
+	return seat, true
 }
 
 func (s *Server) getSeat(w http.ResponseWriter, r *http.Request) {

@@ -65,7 +65,7 @@ type Node struct {
 	NodeID      string
 	HostQueue   string
 
-	org   *config.Config
+	org   config.Source
 	store *store.Store
 	// presence is the presence loop's own small pool: the beat, the
 	// reconcile and the detector never wait for a connection behind the
@@ -122,10 +122,13 @@ func HostQueue(incarnation string) string {
 // StartNode registers the node's presence and starts its workers, its
 // presence loop and its watchdog. Its activities send to seats through
 // seats and deliver mail through dl.
-func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mailbox.Mailbox, tc client.Client,
+func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mailbox.Mailbox, tc client.Client,
 	seats *seatclient.Client, dl *delivery.Service, log *slog.Logger, opts NodeOptions) (_ *Node, err error) {
 	incarnation, nodeID := Incarnation(opts.NodeID)
-	hb := org.Nodes.HeartbeatTimeout
+	// What a node reads once, at start: its timing, queues and slots are
+	// cold keys (config.ColdKeys), taken by a restart only.
+	boot := org.Now()
+	hb := boot.Nodes.HeartbeatTimeout
 	presence, err := st.Dedicated(ctx, presenceConns)
 	if err != nil {
 		return nil, err
@@ -144,10 +147,10 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	n.host = &activities.Host{
 		Store: st, Incarnation: incarnation, NodeID: nodeID, Beat: hb / 3, Watchdog: n.watchdog, Log: n.log,
 		StartTools: func(ctx context.Context, handle string) (activities.ToolSession, error) {
-			return startTools(ctx, org, handle, n.log)
+			return startTools(ctx, org.Now(), handle, n.log)
 		},
 		Knows: func(handle string) bool {
-			_, ok := org.AgentSeat(handle)
+			_, ok := org.Now().AgentSeat(handle)
 			return ok
 		},
 	}
@@ -158,7 +161,7 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	n.host.Tenures = n.live.Tenures
 	n.DrainRequested = n.live.DrainRequested()
 	tk := tickets.New(org, st, dl, seats, n.log)
-	n.notifier = health.NewNotifier(org, n.log)
+	n.notifier = health.NewNotifier(boot, n.log)
 	tk.Metrics = opts.Metrics
 	pools := profiles.New(seats, st, org, n.log)
 	pools.Metrics = opts.Metrics
@@ -169,15 +172,16 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	turns.Metrics = opts.Metrics
 	if err := st.RegisterNode(ctx, store.NodeRow{
 		Incarnation: incarnation, NodeID: nodeID, HostQueue: n.HostQueue, Labels: opts.Labels, Capacity: opts.Capacity,
-		SeatsDigest: org.SeatsDigest(),
+		SeatsDigest: boot.SeatsDigest(),
 	}); err != nil {
 		return nil, err
 	}
 	deps := Deps{
 		Seats:       &activities.Seats{Store: st, Org: org, Tickets: tk, LiveWithin: hb, Here: n.host, Log: n.log},
 		Mail:        &activities.Mail{Store: st, Mailbox: mb, Tickets: tk, Log: n.log, Metrics: opts.Metrics},
-		Rebalance:   &activities.Rebalance{Store: st, Org: org, Seats: seats, LiveWithin: hb, MaxMoves: org.Nodes.RebalanceMaxMoves, Log: n.log},
-		Maintenance: &activities.Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tk, Reconciler: reconcile.New(org, mb, seats, n.log), NodeID: nodeID, LiveWithin: hb, Log: n.log},
+		Rebalance:   &activities.Rebalance{Store: st, Org: org, Seats: seats, LiveWithin: hb, MaxMoves: boot.Nodes.RebalanceMaxMoves, Log: n.log},
+		Maintenance: &activities.Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tk, NodeID: nodeID, Log: n.log},
+		Reconcile:   &activities.Reconcile{Org: org, Reconciler: reconcile.New(st, mb, seats, dl, n.log), NodeID: nodeID},
 		Host:        n.host,
 		Turns:       turns,
 		Health: &activities.Health{Monitor: &health.Monitor{
@@ -190,7 +194,7 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	// A workflow task waiting on a dead worker's sticky queue falls back to
 	// the shared queue after this long, so it adds to failover time after the
 	// heartbeat timeout. On a live worker a fallback only costs a replay.
-	n.shared = worker.New(tc, org.Temporal.TaskQueue, worker.Options{
+	n.shared = worker.New(tc, boot.Temporal.TaskQueue, worker.Options{
 		StickyScheduleToStartTimeout: hb / 3,
 		// Every seat's workflow task comes through here, so it needs more
 		// than the default two pollers. A fixed count (the SDK's
@@ -206,10 +210,10 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 		Interceptors: errs,
 	})
 	RegisterShared(n.shared, deps)
-	n.host.SetMaxToolCalls(org.Nodes.MaxToolCalls)
+	n.host.SetMaxToolCalls(boot.Nodes.MaxToolCalls)
 	n.hosted = worker.New(tc, n.HostQueue, worker.Options{
 		Interceptors:                       errs,
-		MaxConcurrentActivityExecutionSize: org.Nodes.MaxToolCalls + tenureActivitySlots,
+		MaxConcurrentActivityExecutionSize: boot.Nodes.MaxToolCalls + tenureActivitySlots,
 	})
 	RegisterHost(n.hosted, deps)
 	if err := n.hosted.Start(); err != nil {
@@ -226,14 +230,15 @@ func StartNode(ctx context.Context, org *config.Config, st *store.Store, mb *mai
 	n.loopsDone.Add(2)
 	go func() { defer n.loopsDone.Done(); n.live.Run(n.stop) }()
 	go func() { defer n.loopsDone.Done(); n.watchdog.Run(n.stop) }()
-	tq := org.Temporal.TaskQueue
+	tq := boot.Temporal.TaskQueue
 	for _, duty := range []struct {
 		id, workflow string
 		every        time.Duration
 	}{
-		{RebalanceScheduleID(tq), crewlet.WorkflowRebalance, org.Nodes.RebalanceInterval},
-		{MaintenanceScheduleID(tq), crewlet.WorkflowMaintenance, org.Maintenance.Interval},
-		{HealthScheduleID(tq), crewlet.WorkflowHealth, org.Health.Interval},
+		{RebalanceScheduleID(tq), crewlet.WorkflowRebalance, boot.Nodes.RebalanceInterval},
+		{MaintenanceScheduleID(tq), crewlet.WorkflowMaintenance, boot.Maintenance.Interval},
+		{ReconcileScheduleID(tq), crewlet.WorkflowReconcile, boot.Nodes.ReconcileInterval},
+		{HealthScheduleID(tq), crewlet.WorkflowHealth, boot.Health.Interval},
 	} {
 		if err := n.ensureSchedule(ctx, duty.id, duty.workflow, duty.every); err != nil {
 			log.Warn("duty_schedule_failed", "schedule", duty.id, "error", err)
@@ -316,10 +321,10 @@ func (n *Node) Drain(ctx context.Context) error {
 			n.log.Warn("node_drain_signal_failed", "seat", handle, "error", err)
 		}
 	}
-	deadline := time.Now().Add(n.org.Nodes.DrainTimeout)
+	deadline := time.Now().Add(n.org.Now().Nodes.DrainTimeout)
 	for n.live.Tenures.HostedCount() > 0 {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("drain: %d seats still hosted after %s", n.live.Tenures.HostedCount(), n.org.Nodes.DrainTimeout)
+			return fmt.Errorf("drain: %d seats still hosted after %s", n.live.Tenures.HostedCount(), n.org.Now().Nodes.DrainTimeout)
 		}
 		select {
 		case <-ctx.Done():
@@ -343,8 +348,8 @@ func (n *Node) Stop() {
 	go func() { n.loopsDone.Wait(); close(loopsDone) }()
 	select {
 	case <-loopsDone:
-	case <-time.After(n.org.Nodes.HeartbeatTimeout):
-		n.log.Warn("node_loops_stuck", "waited", n.org.Nodes.HeartbeatTimeout)
+	case <-time.After(n.org.Now().Nodes.HeartbeatTimeout):
+		n.log.Warn("node_loops_stuck", "waited", n.org.Now().Nodes.HeartbeatTimeout)
 	}
 	n.shared.Stop()
 	n.hosted.Stop()
@@ -368,10 +373,14 @@ func MaintenanceScheduleID(taskQueue string) string { return "crewlet-maintenanc
 // HealthScheduleID is the id of the health duty's Temporal Schedule.
 func HealthScheduleID(taskQueue string) string { return "crewlet-health/" + taskQueue }
 
+// ReconcileScheduleID is the id of the reconcile duty's Temporal Schedule;
+// reconcile.Trigger runs it now.
+func ReconcileScheduleID(taskQueue string) string { return reconcile.ScheduleID(taskQueue) }
+
 // ensureSchedule creates a duty's Schedule (overlap SKIP: a duty is a
 // singleton), or updates its interval to this config's.
 func (n *Node) ensureSchedule(ctx context.Context, id, workflowType string, every time.Duration) error {
-	tq := n.org.Temporal.TaskQueue
+	tq := n.org.Now().Temporal.TaskQueue
 	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}}
 	_, err := n.temporal.ScheduleClient().Create(ctx, client.ScheduleOptions{
 		ID:      id,

@@ -19,6 +19,7 @@ type Deps struct {
 	Rebalance   *activities.Rebalance
 	Maintenance *activities.Maintenance
 	Health      *activities.Health
+	Reconcile   *activities.Reconcile
 	Host        *activities.Host
 	Turns       *activities.Turns
 }
@@ -34,6 +35,7 @@ func RegisterShared(r worker.Registry, d Deps) {
 		crewlet.ActivityPrepareTurn:    d.Mail.PrepareTurn,
 		crewlet.ActivityMaintenance:    d.Maintenance.Maintenance,
 		crewlet.ActivityHealth:         d.Health.Health,
+		crewlet.ActivityReconcile:      d.Reconcile.Reconcile,
 		crewlet.ActivityAckMail:        d.Mail.AckMail,
 		crewlet.ActivityDeadLetterMail: d.Mail.DeadLetterMail,
 		crewlet.ActivityRebalance:      d.Rebalance.Rebalance,
@@ -57,6 +59,7 @@ func RegisterWorkflows(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.Rebalance, workflow.RegisterOptions{Name: crewlet.WorkflowRebalance})
 	r.RegisterWorkflowWithOptions(workflows.Maintenance, workflow.RegisterOptions{Name: crewlet.WorkflowMaintenance})
 	r.RegisterWorkflowWithOptions(workflows.Health, workflow.RegisterOptions{Name: crewlet.WorkflowHealth})
+	r.RegisterWorkflowWithOptions(workflows.Reconcile, workflow.RegisterOptions{Name: crewlet.WorkflowReconcile})
 	r.RegisterWorkflowWithOptions(workflows.Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
 	r.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.WorkflowPersonNotes})
 }

@@ -76,6 +76,7 @@ var corpus = map[string]string{
 	"rebalance_history.json":   "a Rebalance pass, e2e TestJoiningNodeGetsItsShareUnderTraffic",
 	"maintenance_history.json": "a Maintenance pass, e2e TestRemovedSeatMailboxIsKeptForTheGraceThenRetired",
 	"health_history.json":      "a Health pass, e2e TestSeatHealthStatesFromRealCauses: eng paused → gone, its ticket failed",
+	"reconcile_history.json":   "a Reconcile pass that nudged an idle lead, e2e TestIdleLeadNudgedOncePerQuietPeriod",
 }
 
 func TestReplaysRecordedHistories(t *testing.T) {

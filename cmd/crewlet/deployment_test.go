@@ -146,6 +146,7 @@ func TestWorkerRefusesSeatWorkflowOfAnotherDeployment(t *testing.T) {
 		// A worker that was not refused made its duties' schedules.
 		_ = tc.ScheduleClient().GetHandle(ctx, workers.RebalanceScheduleID(ours)).Delete(ctx)
 		_ = tc.ScheduleClient().GetHandle(ctx, workers.MaintenanceScheduleID(ours)).Delete(ctx)
+		_ = tc.ScheduleClient().GetHandle(ctx, workers.ReconcileScheduleID(ours)).Delete(ctx)
 	})
 	testenv.Eventually(t, 20*time.Second, "visibility lists the other deployment's seat", func() error {
 		resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{

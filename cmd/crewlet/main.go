@@ -19,7 +19,8 @@ import (
 const usage = `crewlet runs a company of AI agent seats.
 
 Server commands (read the org file; --config FILE, default $CREWLET_CONFIG or crewlet.yaml):
-  serve             run the API and a worker node in one process
+  serve             run the API and a worker node in one process; --watch applies the org
+                    file as a new config revision whenever it changes
   worker            run a worker node
   api               run the REST API
   migrate           apply database migrations and exit
@@ -59,6 +60,10 @@ with the bearer token --token, default $CREWLET_TOKEN; each names the route it c
   tickets answer ID TEXT        answer the question asked on a ticket (POST /tickets/{id}/answer)
   tickets cancel ID [--reason TEXT] [--by NAME]
                                 cancel an open ticket; its delegator is told (POST /tickets/{id}/cancel)
+  config apply FILE [--restart]  apply an org file as the next config revision and list each
+                                changed key as hot, deferred or cold (admin; POST /config)
+  config show [--document]      the active revision, who applied it, when, and which revision
+                                each process runs (GET /config)
   audit [--principal NAME] [--outcome O] [--limit N]
                                 the API's audit log, newest first (admin; GET /audit)
   deadletters ls                mail the seats gave up on, with reason and delivery count
@@ -127,10 +132,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "migrate":
 		return runMigrate(ctx, rest, stdout)
 	case "config":
-		if len(rest) == 0 || rest[0] != "check" {
-			return usageError{"usage: crewlet config check FILE"}
+		if len(rest) == 0 {
+			return usageError{"usage: crewlet config check FILE | config apply FILE [--restart] | config show [--document]"}
 		}
-		return runConfigCheck(rest[1:], stdout)
+		switch rest[0] {
+		case "check":
+			return runConfigCheck(rest[1:], stdout)
+		case "apply":
+			return runConfigApply(ctx, rest[1:], stdout)
+		case "show":
+			return runConfigShow(ctx, rest[1:], stdout)
+		}
+		return usageError{fmt.Sprintf("unknown config command %q; use check, apply or show", rest[0])}
 	case "seats":
 		if len(rest) == 0 {
 			return usageError{"usage: crewlet seats ls | seats show HANDLE | seats events HANDLE | seats usage HANDLE | seats turns HANDLE | seats memory HANDLE"}

@@ -25,6 +25,7 @@ import (
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/profiles"
 	"github.com/crewlet/crewlet/internal/reconcile"
+	"github.com/crewlet/crewlet/internal/revisions"
 	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testhook"
@@ -41,6 +42,17 @@ const (
 	roleWorker
 )
 
+// String names the role as the command that runs it.
+func (r serverRole) String() string {
+	switch r {
+	case roleAPI:
+		return "api"
+	case roleWorker:
+		return "worker"
+	}
+	return "serve"
+}
+
 func configFlag(fs *flag.FlagSet) *string {
 	return fs.String("config", envOr("CREWLET_CONFIG", "crewlet.yaml"), "org file")
 }
@@ -51,7 +63,15 @@ var tracingFromEnv = tracing.FromEnv
 
 // deps are the clients a server process builds once and injects everywhere.
 type deps struct {
-	org      *config.Config
+	// org is the config the process started with: its cold keys
+	// (config.ColdKeys) hold for the process's life.
+	org *config.Config
+	// live is the org the process runs now: the active config revision,
+	// which follower keeps it on.
+	live     *config.Live
+	follower *revisions.Follower
+	// process names this process in config_processes.
+	process  string
 	store    *store.Store
 	mailbox  *mailbox.Mailbox
 	temporal client.Client
@@ -98,10 +118,14 @@ func storeURL(key, envName string) (string, error) {
 // log.level) on stderr, and connects to Postgres (migrated and claimed for
 // this deployment, see openDatabase), Redis and Temporal. It fails before anything
 // starts if any of them is missing.
-func connect(ctx context.Context, path string, stderr io.Writer) (*deps, error) {
+func connect(ctx context.Context, path, kind string, stderr io.Writer) (*deps, error) {
 	org, err := config.Load(path)
 	if err != nil {
 		return nil, err
+	}
+	file, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w", path, err)
 	}
 	log, err := logging.New(stderr, org.Log)
 	if err != nil {
@@ -127,6 +151,19 @@ func connect(ctx context.Context, path string, stderr io.Writer) (*deps, error) 
 	if len(applied) > 0 {
 		log.Info("migrations_applied", "names", applied)
 	}
+	d.process, _ = workers.Incarnation("")
+	rev, err := revisions.Start(ctx, d.store, file, org, "start:"+d.process, log)
+	if err != nil {
+		d.close()
+		return nil, err
+	}
+	d.live = config.NewLive(rev)
+	if len(rev.NeedsRestart) > 0 {
+		log.Warn("config_needs_restart", "revision", rev.Number, "keys", rev.NeedsRestart,
+			"hint", "the active revision changes keys this process's file does not; restart it with the active revision's file (crewlet config show --document)")
+	}
+	d.follower = &revisions.Follower{Store: d.store, Live: d.live, Boot: org, Process: d.process, Kind: kind, Log: log}
+	d.live.SetCatchUp(d.follower.Refresh)
 	if d.mailbox, err = mailbox.Open(ctx, redisURL, org.Mailbox.KeyPrefix); err != nil {
 		d.close()
 		return nil, err
@@ -147,10 +184,10 @@ func connect(ctx context.Context, path string, stderr io.Writer) (*deps, error) 
 		d.close()
 		return nil, fmt.Errorf("connect temporal at %s: %w", org.Temporal.Address, err)
 	}
-	d.seats = seatclient.New(d.temporal, org)
-	d.delivery = delivery.New(org, d.mailbox, d.seats, log)
+	d.seats = seatclient.New(d.temporal, d.live)
+	d.delivery = delivery.New(d.live, d.mailbox, d.seats, log)
 	d.delivery.Metrics = d.metrics
-	d.reconciler = reconcile.New(org, d.mailbox, d.seats, log)
+	d.reconciler = reconcile.New(d.store, d.mailbox, d.seats, d.delivery, log)
 	return d, nil
 }
 
@@ -189,10 +226,11 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 	nodeID := fs.String("node-id", envOr("CREWLET_NODE_ID", ""), "stable node id (default: host name)")
 	labels := fs.String("labels", envOr("CREWLET_NODE_LABELS", ""), "node labels KEY=VALUE,... matched by role placement")
 	capacity := fs.Int("capacity", 0, "most seats this node hosts (0: no limit)")
-	if _, err := parseFlags(fs, args, 0, "crewlet serve|worker|api [--config FILE] [--node-id ID] [--labels K=V,...] [--capacity N]"); err != nil {
+	watch := fs.Bool("watch", false, "apply the org file as a new config revision whenever it changes")
+	if _, err := parseFlags(fs, args, 0, "crewlet serve|worker|api [--config FILE] [--watch] [--node-id ID] [--labels K=V,...] [--capacity N]"); err != nil {
 		return err
 	}
-	d, err := connect(ctx, *cfgPath, stderr)
+	d, err := connect(ctx, *cfgPath, role.String(), stderr)
 	if err != nil {
 		return err
 	}
@@ -208,7 +246,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 	}
 	// Every process makes sure every seat has its row and mailbox before it
 	// serves, so mail sent now waits for its seat instead of vanishing.
-	if err := d.reconciler.PrepareSeats(ctx, d.store); err != nil {
+	if err := d.reconciler.PrepareSeats(ctx, d.live.Now()); err != nil {
 		return fmt.Errorf("prepare seats: %w", err)
 	}
 
@@ -233,10 +271,10 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 			return err
 		}
 		opts.Metrics = d.metrics
-		if node, err = workers.StartNode(ctx, d.org, d.store, d.mailbox, d.temporal, d.seats, d.delivery, log, opts); err != nil {
+		if node, err = workers.StartNode(ctx, d.live, d.store, d.mailbox, d.temporal, d.seats, d.delivery, log, opts); err != nil {
 			return err
 		}
-		if err := d.reconciler.Reconcile(ctx, d.store, node.NodeID); err != nil {
+		if err := d.reconciler.Reconcile(ctx, d.live.Now(), node.NodeID); err != nil {
 			node.Stop()
 			return fmt.Errorf("start seats: %w", err)
 		}
@@ -252,20 +290,44 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		}
 		// The company's gauges come from the processes that serve the API,
 		// which read the company for it anyway.
-		read := views.New(d.org, d.seats, d.store, d.mailbox)
+		read := views.New(d.live, d.seats, d.store, d.mailbox)
 		d.metrics.WatchCompany(read.Company, d.org.Metrics.SeatLabels, log)
-		tk := tickets.New(d.org, d.store, d.delivery, d.seats, log)
+		tk := tickets.New(d.live, d.store, d.delivery, d.seats, log)
 		tk.Metrics = d.metrics
-		pools := profiles.New(d.seats, d.store, d.org, log)
+		pools := profiles.New(d.seats, d.store, d.live, log)
 		pools.Metrics = d.metrics
-		h := &api.Server{Org: d.org, Seats: d.seats, Views: read, Delivery: d.delivery, Store: d.store, Tickets: tk, Profiles: pools,
-			Mailbox: d.mailbox, Temporal: d.temporal, Log: log, Metrics: d.metrics, Tracing: d.tracing}
+		h := &api.Server{Org: d.live, Seats: d.seats, Views: read, Delivery: d.delivery, Store: d.store, Tickets: tk, Profiles: pools,
+			Mailbox: d.mailbox, Temporal: d.temporal, Log: log, Metrics: d.metrics, Tracing: d.tracing, Follow: d.follower.Refresh}
 		// WriteTimeout outlasts the longest request, a POST /tickets
 		// long-poll (10 minutes).
 		srv = &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 			WriteTimeout: 11 * time.Minute, IdleTimeout: 2 * time.Minute}
 		go func() { errc <- srv.Serve(ln) }()
 		log.Info("api_listening", "addr", ln.Addr().String())
+	}
+
+	// The process follows the active config revision from here on: each new
+	// one gets its seats' rows and mailboxes, and on a worker its seats
+	// started and its removed seats stopped (reconcile's rules).
+	d.follower.OnChange(func(ctx context.Context, rev config.Revision) {
+		if node != nil {
+			if err := d.store.SetNodeSeatsDigest(ctx, node.Incarnation, rev.Org.SeatsDigest()); err != nil {
+				log.Warn("config_seats_digest_unrecorded", "error", err)
+			}
+			if err := d.reconciler.Reconcile(ctx, rev.Org, node.NodeID); err != nil {
+				log.Warn("config_reconcile_failed", "revision", rev.Number, "error", err)
+			}
+			return
+		}
+		if err := d.reconciler.PrepareSeats(ctx, rev.Org); err != nil {
+			log.Warn("config_prepare_seats_failed", "revision", rev.Number, "error", err)
+		}
+	})
+	followCtx, stopFollowing := context.WithCancel(context.Background())
+	defer stopFollowing()
+	go d.follower.Run(followCtx, d.org.Nodes.HeartbeatTimeout/3)
+	if *watch {
+		go watchFile(followCtx, *cfgPath, d, d.org.Nodes.HeartbeatTimeout/3)
 	}
 
 	var drainRequested <-chan struct{}
@@ -309,6 +371,45 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		}
 	}
 	return runErr
+}
+
+// watchFile applies the org file as a new revision whenever its bytes
+// change. A change it refuses (invalid, or a cold key: that needs a restart,
+// which applies the file anyway) is logged and the running revision kept;
+// the same bytes are not tried again until they change.
+func watchFile(ctx context.Context, path string, d *deps, every time.Duration) {
+	last := ""
+	if file, err := os.ReadFile(path); err == nil {
+		last = revisions.Digest(file)
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		file, err := os.ReadFile(path)
+		if err != nil {
+			d.log.Warn("config_watch_unreadable", "path", path, "error", err)
+			continue
+		}
+		digest := revisions.Digest(file)
+		if digest == last {
+			continue
+		}
+		last = digest
+		report, err := revisions.Apply(ctx, d.store, revisions.ApplyRequest{Document: file, By: "watch:" + d.process})
+		if err != nil {
+			d.log.Error("config_apply_refused", "path", path, "error", err)
+			continue
+		}
+		d.log.Info("config_applied", "path", path, "revision", report.Revision, "unchanged", report.Unchanged, "changes", report.Changes)
+		if err := d.follower.Refresh(ctx); err != nil {
+			d.log.Warn("config_follow_failed", "error", err)
+		}
+	}
 }
 
 // exitShutdownForced is the exit code of a process that had to cut its

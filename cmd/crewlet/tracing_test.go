@@ -94,6 +94,7 @@ func TestOneMessageIsOneTrace(t *testing.T) {
 		_ = tc.TerminateWorkflow(cctx, crewlet.SeatWorkflowID(handle), "", "tracing test over")
 		_ = tc.ScheduleClient().GetHandle(cctx, workers.RebalanceScheduleID(taskQueue)).Delete(cctx)
 		_ = tc.ScheduleClient().GetHandle(cctx, workers.MaintenanceScheduleID(taskQueue)).Delete(cctx)
+		_ = tc.ScheduleClient().GetHandle(cctx, workers.ReconcileScheduleID(taskQueue)).Delete(cctx)
 	})
 	base := "http://" + addr
 	testenv.Eventually(t, time.Minute, "crewlet serve ready", func() error {

@@ -233,6 +233,11 @@ type Nodes struct {
 	RebalanceInterval time.Duration `mapstructure:"rebalance_interval"`
 	// RebalanceMaxMoves is the most seats one rebalance pass moves. 1 to 100.
 	RebalanceMaxMoves int `mapstructure:"rebalance_max_moves"`
+	// ReconcileInterval is the cadence of the reconcile duty, which starts
+	// the seats without a workflow, stops those the org lacks, creates
+	// missing rows and mailboxes, repairs drift and sends idle nudges; a
+	// config apply also runs a pass at once. 1s to 1h.
+	ReconcileInterval time.Duration `mapstructure:"reconcile_interval"`
 	// MaxToolCalls is the most tool calls a node runs at once for the seats
 	// it hosts; more wait for a free one. 1 to 10000.
 	MaxToolCalls int `mapstructure:"max_tool_calls"`
@@ -538,11 +543,25 @@ type Role struct {
 	// to keep; the answer goes to the seat's diary. Off by default: it
 	// costs tokens on every turn.
 	Reflect bool `mapstructure:"reflect"`
+	// IdleNudge, when After is set, nudges a seat of the role that waits on
+	// tickets it opened and has been quiet for After
+	// (docs/operations.md, "Idle nudge"). Off by default: a nudge spends
+	// tokens on crewlet's own initiative.
+	IdleNudge IdleNudge `mapstructure:"idle_nudge"`
 
 	// oneItem says the file wrote the pool as profile; bothForms that it
 	// wrote both profile and profiles. Problems are named by the key the
 	// file used.
 	oneItem, bothForms bool
+}
+
+// IdleNudge is a role's idle nudge: one message to a seat of the role that
+// has open tickets it opened and no turn for After, at most once per quiet
+// period.
+type IdleNudge struct {
+	// After is how long a seat is quiet before it is nudged; 0 is off.
+	// 1s to 720h.
+	After time.Duration `mapstructure:"after"`
 }
 
 // Pool returns the role's profiles in order: Profiles, or Profile alone

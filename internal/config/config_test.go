@@ -49,7 +49,7 @@ func TestExampleOrg(t *testing.T) {
 	if _, ok := c.Seat("nobody"); ok {
 		t.Errorf("Seat(nobody) found a seat")
 	}
-	if want := (Nodes{3 * time.Second, time.Minute, 30 * time.Second, 30 * time.Second, 4, 64}); c.Nodes != want {
+	if want := (Nodes{3 * time.Second, time.Minute, 30 * time.Second, 30 * time.Second, 4, time.Minute, 64}); c.Nodes != want {
 		t.Errorf("nodes = %+v, want the defaults %+v", c.Nodes, want)
 	}
 	if want := (Mailbox{"crewlet", 16, 24 * time.Hour, 10000, 24 * time.Hour, 10 * time.Second, 1000, 10000, time.Hour}); c.Mailbox != want {
@@ -249,6 +249,24 @@ roles: { low: { profile: p, max_rounds: 0 }, high: { profile: p, max_rounds: 257
 				"roles.neg.max_rounds: -1 is out of range; must be between 1 and 256",
 			},
 			not: []string{"roles.ok"},
+		},
+		{
+			name: "idle nudge out of range",
+			yaml: minimal + `profiles: { p: { provider: scripted } }
+nodes: { reconcile_interval: 2h }
+roles:
+  long: { profile: p, idle_nudge: { after: 721h } }
+  neg: { profile: p, idle_nudge: { after: -1m } }
+  typo: { profile: p, idle_nudge: { afer: 1h } }
+  ok: { profile: p, idle_nudge: { after: 1s } }
+  off: { profile: p, idle_nudge: { after: 0 } }`,
+			want: []string{
+				"nodes.reconcile_interval: 2h is out of range; must be between 1s and 1h",
+				"roles.long.idle_nudge.after: 721h is out of range; must be between 1s and 720h",
+				"roles.neg.idle_nudge.after: -1m is out of range; must be between 1s and 720h",
+				`roles.typo.idle_nudge.afer: unknown key; did you mean "after"?`,
+			},
+			not: []string{"roles.ok", "roles.off"},
 		},
 		{
 			name: "mcp servers",
@@ -503,7 +521,7 @@ seats: [ { handle: alice, kind: human } ]`,
 			yaml: minimal + `nodes: { heartbeat_timout: 2s, beat: 1s }`,
 			want: []string{
 				`nodes.heartbeat_timout: unknown key; did you mean "heartbeat_timeout"?`,
-				`nodes.beat: unknown key; valid keys: drain_timeout, heartbeat_timeout, max_tool_calls, rebalance_interval, rebalance_max_moves, release_wait`,
+				`nodes.beat: unknown key; valid keys: drain_timeout, heartbeat_timeout, max_tool_calls, rebalance_interval, rebalance_max_moves, reconcile_interval, release_wait`,
 			},
 		},
 		{
@@ -1012,6 +1030,7 @@ func TestDefaults(t *testing.T) {
 		{"nodes.release_wait", c.Nodes.ReleaseWait, 30 * time.Second},
 		{"nodes.rebalance_interval", c.Nodes.RebalanceInterval, 30 * time.Second},
 		{"nodes.rebalance_max_moves", c.Nodes.RebalanceMaxMoves, 4},
+		{"nodes.reconcile_interval", c.Nodes.ReconcileInterval, time.Minute},
 		{"mailbox.retire_after", c.Mailbox.RetireAfter, 24 * time.Hour},
 		{"mailbox.keep_acked", c.Mailbox.KeepAcked, 10000},
 		{"mailbox.keep_acked_for", c.Mailbox.KeepAckedFor, 24 * time.Hour},
@@ -1298,14 +1317,14 @@ func TestNodesBounds(t *testing.T) {
 		yaml string
 		want Nodes
 	}{
-		{"lowest", `nodes: { heartbeat_timeout: 1s, drain_timeout: 1s, release_wait: 0, rebalance_interval: 1s, rebalance_max_moves: 1, max_tool_calls: 1 }`,
-			Nodes{time.Second, time.Second, 0, time.Second, 1, 1}},
-		{"highest", `nodes: { heartbeat_timeout: 60s, drain_timeout: 1h, release_wait: 60m, rebalance_interval: 3600s, rebalance_max_moves: 100, max_tool_calls: 10000 }`,
-			Nodes{time.Minute, time.Hour, time.Hour, time.Hour, 100, 10000}},
+		{"lowest", `nodes: { heartbeat_timeout: 1s, drain_timeout: 1s, release_wait: 0, rebalance_interval: 1s, rebalance_max_moves: 1, reconcile_interval: 1s, max_tool_calls: 1 }`,
+			Nodes{time.Second, time.Second, 0, time.Second, 1, time.Second, 1}},
+		{"highest", `nodes: { heartbeat_timeout: 60s, drain_timeout: 1h, release_wait: 60m, rebalance_interval: 3600s, rebalance_max_moves: 100, reconcile_interval: 1h, max_tool_calls: 10000 }`,
+			Nodes{time.Minute, time.Hour, time.Hour, time.Hour, 100, time.Hour, 10000}},
 		{"empty section keeps the defaults", "nodes:\n",
-			Nodes{3 * time.Second, time.Minute, 30 * time.Second, 30 * time.Second, 4, 64}},
+			Nodes{3 * time.Second, time.Minute, 30 * time.Second, 30 * time.Second, 4, time.Minute, 64}},
 		{"one key keeps the other defaults", `nodes: { release_wait: 5s }`,
-			Nodes{3 * time.Second, time.Minute, 5 * time.Second, 30 * time.Second, 4, 64}},
+			Nodes{3 * time.Second, time.Minute, 5 * time.Second, 30 * time.Second, 4, time.Minute, 64}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

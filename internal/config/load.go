@@ -64,6 +64,7 @@ var defaults = map[string]any{
 	"nodes.release_wait":        30 * time.Second,
 	"nodes.rebalance_interval":  30 * time.Second,
 	"nodes.rebalance_max_moves": 4,
+	"nodes.reconcile_interval":  time.Minute,
 	"nodes.max_tool_calls":      64,
 
 	"maintenance.interval":               15 * time.Minute,

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"sort"
@@ -25,9 +26,24 @@ func (c *Config) Seat(handle string) (Seat, bool) {
 func (c *Config) SeatNamed(handle string) (Seat, error) {
 	s, ok := c.Seat(handle)
 	if !ok {
-		return Seat{}, crewlet.Errorf(crewlet.ENOTFOUND, "no seat %q in company %s; `crewlet seats ls` lists them", handle, c.Company.Name)
+		return Seat{}, NoSeat(c, handle)
 	}
 	return s, nil
+}
+
+// SeatIn is SeatNamed on the org src runs, caught up with the active
+// revision when the seat is not known yet (Known).
+func SeatIn(ctx context.Context, src Source, handle string) (Seat, error) {
+	s, org, ok := Known(ctx, src, func(c *Config) (Seat, bool) { return c.Seat(handle) })
+	if !ok {
+		return Seat{}, NoSeat(org, handle)
+	}
+	return s, nil
+}
+
+// NoSeat is the error of a handle org has no seat for.
+func NoSeat(org *Config, handle string) error {
+	return crewlet.Errorf(crewlet.ENOTFOUND, "no seat %q in company %s; `crewlet seats ls` lists them", handle, org.Company.Name)
 }
 
 // AgentSeat returns the seat with the given handle if it is an agent seat:

@@ -125,6 +125,10 @@ const (
 	minRebalanceInterval = time.Second
 	maxRebalanceInterval = time.Hour
 	minRebalanceMoves    = 1
+	minReconcileInterval = time.Second
+	maxReconcileInterval = time.Hour
+	minIdleNudgeAfter    = time.Second
+	maxIdleNudgeAfter    = 720 * time.Hour
 	maxRebalanceMoves    = 100
 	minToolCalls         = 1
 	maxToolCalls         = 10000
@@ -238,6 +242,7 @@ func (c *Config) problems() []*Problem {
 		{"nodes.drain_timeout", c.Nodes.DrainTimeout, minDrainTimeout, maxDrainTimeout},
 		{"nodes.release_wait", c.Nodes.ReleaseWait, minReleaseWait, maxReleaseWait},
 		{"nodes.rebalance_interval", c.Nodes.RebalanceInterval, minRebalanceInterval, maxRebalanceInterval},
+		{"nodes.reconcile_interval", c.Nodes.ReconcileInterval, minReconcileInterval, maxReconcileInterval},
 	} {
 		checkDuration(r.path, r.val, r.min, r.max)
 	}
@@ -367,6 +372,9 @@ func (c *Config) problems() []*Problem {
 			add(base+".max_rounds", "%d is out of range; must be between %d and %d", n, minMaxRounds, maxMaxRounds)
 		}
 		checkBudget(add, base+".budget", r.Budget)
+		if after := r.IdleNudge.After; after != 0 {
+			checkDuration(base+".idle_nudge.after", after, minIdleNudgeAfter, maxIdleNudgeAfter)
+		}
 		checkMCP(add, base+".mcp", r.MCP)
 		lbase := base + ".placement.labels"
 		for _, k := range sortedKeys(r.Placement.Labels) {

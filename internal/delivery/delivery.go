@@ -28,7 +28,7 @@ import (
 
 // Service delivers mail to the seats of one org.
 type Service struct {
-	org     *config.Config
+	org     config.Source
 	mailbox *mailbox.Mailbox
 	seats   *seatclient.Client
 	log     *slog.Logger
@@ -37,7 +37,7 @@ type Service struct {
 }
 
 // New returns the delivery service of org.
-func New(org *config.Config, mb *mailbox.Mailbox, seats *seatclient.Client, log *slog.Logger) *Service {
+func New(org config.Source, mb *mailbox.Mailbox, seats *seatclient.Client, log *slog.Logger) *Service {
 	return &Service{org: org, mailbox: mb, seats: seats, log: log}
 }
 
@@ -54,7 +54,7 @@ type SendRequest struct {
 
 // Send checks a message from a person or a seat and delivers it.
 func (d *Service) Send(ctx context.Context, req SendRequest) (crewlet.Message, error) {
-	to, err := d.org.SeatNamed(req.To)
+	to, err := config.SeatIn(ctx, d.org, req.To)
 	if err != nil {
 		return crewlet.Message{}, err
 	}
@@ -72,7 +72,7 @@ func (d *Service) Send(ctx context.Context, req SendRequest) (crewlet.Message, e
 		from = crewlet.ExternalSender
 	case from == crewlet.ExternalSender:
 	default:
-		if _, ok := d.org.Seat(from); !ok {
+		if _, err := config.SeatIn(ctx, d.org, from); err != nil {
 			return crewlet.Message{}, crewlet.Errorf(crewlet.EINVALID, "from: no seat %q; leave it empty to send as %s", from, crewlet.ExternalSender)
 		}
 	}
@@ -101,7 +101,7 @@ func CheckConversation(id string) error {
 // Deliver returns; a failed wake is logged, not returned, because the seat's
 // backstop timer and the reconciler at boot reach the mail anyway.
 func (d *Service) Deliver(ctx context.Context, msg crewlet.Message) (crewlet.Message, error) {
-	to, err := d.org.SeatNamed(msg.To)
+	to, err := config.SeatIn(ctx, d.org, msg.To)
 	if err != nil {
 		return crewlet.Message{}, err
 	}
@@ -145,7 +145,7 @@ func (d *Service) Requeue(ctx context.Context, st *store.Store, id string) (mail
 	if err := st.RecordSeatEvent(ctx, dl.Seat, "requeued", dl.Message.EventID, map[string]any{"dead_letter": id, "stream_id": dl.Message.StreamID}); err != nil {
 		d.log.WarnContext(ctx, "seat_event_unrecorded", "seat", dl.Seat, "kind", "requeued", "error", err)
 	}
-	if s, ok := d.org.AgentSeat(dl.Seat); ok {
+	if s, ok := d.org.Now().AgentSeat(dl.Seat); ok {
 		if err := d.seats.Wake(ctx, s); err != nil {
 			d.log.WarnContext(ctx, "wake_failed", "seat", s.Handle, "event_id", dl.Message.EventID, "error", err)
 		}

@@ -152,6 +152,7 @@ func newCompany(t testing.TB, configPath string) *company {
 		_ = tc.ScheduleClient().GetHandle(ctx, workers.RebalanceScheduleID(c.taskQueue)).Delete(ctx)
 		_ = tc.ScheduleClient().GetHandle(ctx, workers.MaintenanceScheduleID(c.taskQueue)).Delete(ctx)
 		_ = tc.ScheduleClient().GetHandle(ctx, workers.HealthScheduleID(c.taskQueue)).Delete(ctx)
+		_ = tc.ScheduleClient().GetHandle(ctx, workers.ReconcileScheduleID(c.taskQueue)).Delete(ctx)
 		tc.Close()
 	})
 	return c
@@ -193,7 +194,14 @@ func (c *company) workerWithEnv(nodeID string, env []string, flags ...string) *p
 // apiServer starts `crewlet api` and waits until it answers.
 func (c *company) apiServer() *proc {
 	c.t.Helper()
-	p := c.start("api", "api")
+	return c.apiServerWithEnv(nil)
+}
+
+// apiServerWithEnv is apiServer with extra environment variables for this
+// process.
+func (c *company) apiServerWithEnv(env []string) *proc {
+	c.t.Helper()
+	p := c.startWithEnv("api", env, "api")
 	testenv.Eventually(c.t, 30*time.Second, "api ready", func() error {
 		select {
 		case <-p.done:

@@ -3,55 +3,94 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
-// While a changed org file rolls out, live workers disagree about which
-// seats exist, and nothing says which file is stale. A worker started on a
-// file without s02, while a worker on the file with it is live, stops no
-// seat and stamps no mailbox absent: s02 keeps answering. Once no live node
-// disagrees, the next maintenance pass stops it.
-func TestWorkersOnDifferentOrgFilesStopNoSeat(t *testing.T) {
+// A worker that cannot take the active config revision (a profile it adds
+// names a key variable unset in that worker's environment) stays on its
+// revision, and while live workers run different revisions no seat is
+// stopped and no mailbox stamped absent: neither s02, which the new
+// revision removed, by the worker on it, nor s03, which it added, by the
+// worker still on the old one. s03 answers without a restart. Once the worker on the
+// old revision is gone, the next reconcile pass stops s02 and the next
+// maintenance pass stamps its mailbox.
+func TestWorkersOnDifferentRevisionsStopNoSeat(t *testing.T) {
 	both := fleetOrg(t, 2, 0)
-	onlyFirst := withoutSeat(t, both, "s02")
+	next := withoutSeat(t, both, "s02")
+	body, err := os.ReadFile(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next = writeFile(t, "next.yaml", strings.Replace(strings.Replace(string(body),
+		"seats:\n", "seats:\n  - { handle: s03, role: worker }\n", 1),
+		"roles:\n", "  extra: { provider: openai, model: gpt-4o-mini, api_key_env: CREWLET_E2E_EXTRA_KEY }\nroles:\n", 1))
+	withKey := []string{"CREWLET_E2E_EXTRA_KEY=sk-test"}
 	c := newCompany(t, both)
-	c.setenv("CREWLET_MAINTENANCE_INTERVAL=1s")
-	c.apiServer()
-	current := c.worker("n1")
+	c.setenv("CREWLET_MAINTENANCE_INTERVAL=1s", "CREWLET_NODES_RECONCILE_INTERVAL=1s")
+	c.apiServerWithEnv(withKey)
+	stale := c.worker("n1")
 	c.waitAttached(30 * time.Second)
 	n1 := c.liveIncarnation("n1")
+	current := c.workerWithEnv("n2", withKey)
 
-	c.config = onlyFirst
-	stale := c.worker("n2")
-	testenv.Eventually(t, 30*time.Second, "n2's reconcile and a maintenance pass wait for agreement", func() error {
-		deferred := linesWith(stale.out.String(), "seat_stops_deferred")
+	if out, err := c.cli("config", "apply", next); err != nil {
+		t.Fatalf("config apply: %v\n%s", err, out)
+	}
+	testenv.Eventually(t, 30*time.Second, "n1 refuses the revision and n2 defers its stop of s02", func() error {
+		if len(linesWith(stale.out.String(), "config_revision_refused")) == 0 {
+			return fmt.Errorf("n1 has not refused revision 2")
+		}
+		deferred := linesWith(current.out.String(), "seat_stops_deferred")
 		if len(deferred) == 0 || !strings.Contains(deferred[0], "s02") || !strings.Contains(deferred[0], n1) {
 			return fmt.Errorf("n2 logged no deferred stop of s02 naming %s: %q", n1, deferred)
 		}
-		if len(linesWith(current.out.String()+stale.out.String(), "mailbox_sweep_deferred")) == 0 {
-			return fmt.Errorf("no maintenance pass has deferred its sweep yet")
-		}
 		return nil
 	})
+	c.waitReply(c.send("s03", "new here?"), replyWait)
+	n2 := c.liveIncarnation("n2")
+	testenv.Eventually(t, 30*time.Second, "n1's maintenance defers its sweep", func() error {
+		for _, l := range linesWith(stale.out.String(), "mailbox_sweep_deferred") {
+			if strings.Contains(l, n2) {
+				return nil
+			}
+		}
+		return fmt.Errorf("n1 logged no deferred sweep naming %s", n2)
+	})
+	var state wire.ConfigState
+	if err := c.call(http.MethodGet, "/config", nil, &state); err != nil {
+		t.Fatal(err)
+	}
+	refused := false
+	for _, p := range state.Processes {
+		if p.Revision == 1 && strings.Contains(p.Problem, "CREWLET_E2E_EXTRA_KEY") {
+			refused = true
+		}
+	}
+	if state.Revision != 2 || !refused {
+		t.Fatalf("GET /config = revision %d, processes %+v; want 2, one process on 1 naming the unset key", state.Revision, state.Processes)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, missing, err := c.store().MailboxRegistry(ctx, "s02"); err != nil || missing != nil {
-		t.Fatalf("s02's mailbox stamped absent at %v (%v) while a live worker's org has it", missing, err)
+	for _, h := range []string{"s02", "s03"} {
+		if _, missing, err := c.store().MailboxRegistry(ctx, h); err != nil || missing != nil {
+			t.Fatalf("%s's mailbox stamped absent at %v (%v) while live workers disagree", h, missing, err)
+		}
+		if row, err := c.store().Seat(ctx, h); err != nil || row.Status == "stopped" {
+			t.Fatalf("%s is %q (%v); want running", h, row.Status, err)
+		}
 	}
-	if row, err := c.store().Seat(ctx, "s02"); err != nil || row.Status == "stopped" {
-		t.Fatalf("s02 is %q (%v); want running", row.Status, err)
-	}
-	c.waitReply(c.send("s02", "still here?"), replyWait)
 
-	// Every live worker now runs the file without s02: the next maintenance
-	// pass stops it and stamps its mailbox.
-	current.signal(t, os.Interrupt)
-	if code := current.wait(t, 30*time.Second); code != 0 {
+	// Every live worker now runs revision 2: the next passes stop s02 and
+	// stamp its mailbox.
+	stale.signal(t, os.Interrupt)
+	if code := stale.wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("n1 exited %d; want 0", code)
 	}
 	testenv.Eventually(t, 30*time.Second, "s02 stopped and its mailbox stamped absent", func() error {

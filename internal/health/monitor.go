@@ -33,7 +33,8 @@ type TicketFailer interface {
 
 // Monitor runs the health duty's passes for one org.
 type Monitor struct {
-	Org     *config.Config
+	// Org is the org the process runs; a pass reads it once.
+	Org     config.Source
 	Store   *store.Store
 	Mailbox *mailbox.Mailbox
 	Seats   Lister
@@ -49,8 +50,9 @@ type Monitor struct {
 // answer, the seats' workflows are unknown, never absent: the pass
 // classifies nothing and says so.
 func (m *Monitor) Pass(ctx context.Context) (crewlet.HealthOutput, error) {
-	th := m.Org.Health
-	agents := m.Org.AgentSeats()
+	org := m.Org.Now()
+	th := org.Health
+	agents := org.AgentSeats()
 	out := crewlet.HealthOutput{Seats: len(agents)}
 	statuses, err := m.Seats.Statuses(ctx)
 	if err != nil {
@@ -71,7 +73,7 @@ func (m *Monitor) Pass(ctx context.Context) (crewlet.HealthOutput, error) {
 		return out, err
 	}
 	unplaceable := map[string]bool{}
-	for _, h := range views.Placement(m.Org, nodes, nil).Unplaceable() {
+	for _, h := range views.Placement(org, nodes, nil).Unplaceable() {
 		unplaceable[h] = true
 	}
 	type unproven struct {
@@ -86,7 +88,7 @@ func (m *Monitor) Pass(ctx context.Context) (crewlet.HealthOutput, error) {
 			}
 		}
 	}
-	facts, err := m.Store.HealthFacts(ctx, handles, th.FailingTurns+1, th.DeadLetterWindow, usageWindows(m.Org, time.Now()))
+	facts, err := m.Store.HealthFacts(ctx, handles, th.FailingTurns+1, th.DeadLetterWindow, usageWindows(org, time.Now()))
 	if err != nil {
 		return out, err
 	}
@@ -95,7 +97,7 @@ func (m *Monitor) Pass(ctx context.Context) (crewlet.HealthOutput, error) {
 		return out, err
 	}
 	onPerson := map[string]bool{}
-	for _, s := range m.Org.Seats {
+	for _, s := range org.Seats {
 		onPerson[s.Handle] = s.Kind == string(crewlet.SeatHuman)
 	}
 	now := facts.Now
@@ -108,7 +110,7 @@ func (m *Monitor) Pass(ctx context.Context) (crewlet.HealthOutput, error) {
 			Unplaceable: unplaceable[s.Handle],
 			Turns:       facts.Turns[s.Handle], Waits: facts.Waits[s.Handle], OnPerson: onPerson,
 			DeadLetters: facts.DeadLetters[s.Handle], Backlog: backlogs[s.Handle],
-			Budget: budgetHold(m.Org, s, facts.Usage, now),
+			Budget: budgetHold(org, s, facts.Usage, now),
 		}
 		if st, ok := statuses[s.Handle]; ok {
 			f.Status = st

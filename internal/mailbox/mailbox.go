@@ -54,11 +54,21 @@ func (m *Mailbox) sentKey(eventID string) string { return m.prefix + ":sent:" + 
 // The group starts at the beginning of the stream, so mail published before
 // the group existed is still delivered.
 func (m *Mailbox) Ensure(ctx context.Context, handle string) error {
-	err := m.rdb.XGroupCreateMkStream(ctx, m.Stream(handle), m.Group(handle), "0").Err()
-	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-		return fmt.Errorf("create mailbox for %s: %w", handle, err)
+	_, err := m.EnsureCreated(ctx, handle)
+	return err
+}
+
+// EnsureCreated is Ensure, and says whether the group (and with it, maybe,
+// the stream) had to be created.
+func (m *Mailbox) EnsureCreated(ctx context.Context, handle string) (created bool, err error) {
+	err = m.rdb.XGroupCreateMkStream(ctx, m.Stream(handle), m.Group(handle), "0").Err()
+	switch {
+	case err == nil:
+		return true, nil
+	case strings.HasPrefix(err.Error(), "BUSYGROUP"):
+		return false, nil
 	}
-	return nil
+	return false, fmt.Errorf("create mailbox for %s: %w", handle, err)
 }
 
 // awakeTTL bounds how long a stale "awake" flag can suppress wake signals if a

@@ -25,7 +25,7 @@ import (
 type Service struct {
 	seats *seatclient.Client
 	store *store.Store
-	org   *config.Config
+	org   config.Source
 	log   *slog.Logger
 	// Metrics counts quarantines and cool-offs; nil counts none.
 	Metrics *metrics.Metrics
@@ -38,7 +38,7 @@ type Service struct {
 
 // New returns the profile service of an org. Without a seat client
 // (activity tests) it wakes no waiting turn; they try again by themselves.
-func New(seats *seatclient.Client, st *store.Store, org *config.Config, log *slog.Logger) *Service {
+func New(seats *seatclient.Client, st *store.Store, org config.Source, log *slog.Logger) *Service {
 	return &Service{seats: seats, store: st, org: org, log: log, Now: time.Now}
 }
 
@@ -52,7 +52,7 @@ const SlotLease = 30 * time.Minute
 func (p *Service) candidates(role config.Role, live map[string]int) []pool.Candidate {
 	out := make([]pool.Candidate, 0, len(role.Pool()))
 	for _, name := range role.Pool() {
-		prof := p.org.Profiles[name]
+		prof := p.org.Now().Profiles[name]
 		out = append(out, pool.Candidate{
 			Name: name, Weight: prof.Weight, MaxLoad: prof.MaxLoad, Live: live[name],
 			Credential: prof.Credential, Model: prof.ModelID(),
@@ -65,7 +65,7 @@ func (p *Service) credentials(names []string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, name := range names {
-		c := p.org.Profiles[name].Credential
+		c := p.org.Now().Profiles[name].Credential
 		if !seen[c] {
 			seen[c] = true
 			out = append(out, c)
@@ -88,7 +88,7 @@ type AcquireRequest struct {
 // profile of the pool able to take the turn it returns the hold instead, and
 // the turn is recorded as waiting for one.
 func (p *Service) Acquire(ctx context.Context, req AcquireRequest) (string, *crewlet.ProfileHold, error) {
-	role := p.org.Roles[req.Role]
+	role := p.org.Now().Roles[req.Role]
 	names := role.Pool()
 	now := p.Now()
 	var hold *crewlet.ProfileHold
@@ -172,7 +172,7 @@ func (p *Service) wake(ctx context.Context, profiles []string, n int) {
 // off, or its model is switched off. Load is not asked: the turn holds its
 // slot already.
 func (p *Service) Usable(ctx context.Context, profile string) (string, error) {
-	prof := p.org.Profiles[profile]
+	prof := p.org.Now().Profiles[profile]
 	health, err := p.store.CredentialHealth(ctx, []string{prof.Credential})
 	if err != nil {
 		return "", err
@@ -189,10 +189,10 @@ func (p *Service) Usable(ctx context.Context, profile string) (string, error) {
 // Exhausted records a usage-limit refusal of a profile's credential: it is
 // quarantined, every profile spending it with it.
 func (p *Service) Exhausted(ctx context.Context, profile, reason string) error {
-	cred := p.org.Profiles[profile].Credential
+	cred := p.org.Now().Profiles[profile].Credential
 	now := p.Now()
 	before, after, err := p.store.ReportCredential(ctx, cred, func(s pool.CredentialState) pool.CredentialState {
-		return s.Exhausted(now, p.org.Quarantine.Base, reason)
+		return s.Exhausted(now, p.org.Now().Quarantine.Base, reason)
 	})
 	if err != nil {
 		return err
@@ -209,7 +209,7 @@ func (p *Service) Exhausted(ctx context.Context, profile, reason string) error {
 // timeout) of a turn on a profile's credential: two turns failing within a
 // minute cool it off.
 func (p *Service) Failed(ctx context.Context, profile, turnID, reason string) error {
-	cred := p.org.Profiles[profile].Credential
+	cred := p.org.Now().Profiles[profile].Credential
 	now := p.Now()
 	before, after, err := p.store.ReportCredential(ctx, cred, func(s pool.CredentialState) pool.CredentialState {
 		return s.Failed(now, turnID, reason)
@@ -228,7 +228,7 @@ func (p *Service) Failed(ctx context.Context, profile, turnID, reason string) er
 // mismatch with the configured model is logged once per profile and kept
 // for GET /profiles; it only reports, so it never fails the round.
 func (p *Service) Answered(ctx context.Context, profile, answered string) {
-	configured := p.org.Profiles[profile].Model
+	configured := p.org.Now().Profiles[profile].Model
 	if answered == "" || configured == "" || answered == configured {
 		return
 	}
@@ -244,8 +244,8 @@ func (p *Service) Answered(ctx context.Context, profile, answered string) {
 
 // Status returns every profile as GET /profiles shows it, in name order.
 func (p *Service) Status(ctx context.Context) ([]crewlet.ProfileStatus, error) {
-	names := make([]string, 0, len(p.org.Profiles))
-	for name := range p.org.Profiles {
+	names := make([]string, 0, len(p.org.Now().Profiles))
+	for name := range p.org.Now().Profiles {
 		names = append(names, name)
 	}
 	slices.Sort(names)
@@ -268,7 +268,7 @@ func (p *Service) Status(ctx context.Context) ([]crewlet.ProfileStatus, error) {
 	}
 	out := make([]crewlet.ProfileStatus, 0, len(names))
 	for _, name := range names {
-		prof := p.org.Profiles[name]
+		prof := p.org.Now().Profiles[name]
 		st := crewlet.ProfileStatus{
 			Name: name, Provider: prof.Provider, Model: prof.ModelID(), Credential: prof.Credential,
 			Weight: prof.Weight, Live: live[name], Disabled: disabled[prof.ModelID()],
@@ -300,7 +300,7 @@ func (p *Service) Status(ctx context.Context) ([]crewlet.ProfileStatus, error) {
 // Models are the model ids the org's profiles use, each once.
 func (p *Service) Models() map[string][]string {
 	out := map[string][]string{}
-	for name, prof := range p.org.Profiles {
+	for name, prof := range p.org.Now().Profiles {
 		out[prof.ModelID()] = append(out[prof.ModelID()], name)
 	}
 	return out

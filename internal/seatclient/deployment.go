@@ -12,8 +12,10 @@ import (
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/fanout"
 )
 
@@ -38,7 +40,7 @@ func (c *Client) checkSeatRun(ctx context.Context, handle, runID string) error {
 	if err != nil {
 		return crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "cannot tell which deployment runs workflow %s: Temporal does not describe it now", id)
 	}
-	if queue := runQueue(resp); queue != c.org.Temporal.TaskQueue {
+	if queue := runQueue(resp); queue != c.org.Now().Temporal.TaskQueue {
 		return c.seatConflicts([]seatConflict{{id: id, queue: queue}})
 	}
 	c.ownRuns.Store(id, runID)
@@ -57,13 +59,13 @@ func (c *Client) checkSeatRun(ctx context.Context, handle, runID string) error {
 // run they get.
 func (c *Client) CheckSeatWorkflows(ctx context.Context) error {
 	seats := map[string]bool{}
-	for _, s := range c.org.AgentSeats() {
+	for _, s := range c.org.Now().AgentSeats() {
 		seats[crewlet.SeatWorkflowID(s.Handle)] = true
 	}
 	if len(seats) == 0 {
 		return nil
 	}
-	queue := c.org.Temporal.TaskQueue
+	queue := c.org.Now().Temporal.TaskQueue
 	running := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", crewlet.WorkflowSeat)
 	var conflicts []seatConflict
 	err := c.listWorkflows(ctx, fmt.Sprintf("%s AND TaskQueue != '%s'", running, queue), func(ex *workflowpb.WorkflowExecutionInfo) {
@@ -110,7 +112,7 @@ func (c *Client) confirmConflicts(ctx context.Context, candidates []seatConflict
 			return crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "cannot tell which deployment runs workflow %s: Temporal does not describe it now", x.id)
 		case resp.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		default:
-			if q := runQueue(resp); q != c.org.Temporal.TaskQueue {
+			if q := runQueue(resp); q != c.org.Now().Temporal.TaskQueue {
 				mu.Lock()
 				confirmed = append(confirmed, seatConflict{id: x.id, queue: q})
 				mu.Unlock()
@@ -155,7 +157,7 @@ const maxConflictsNamed = 10
 func (c *Client) seatConflicts(cs []seatConflict) error {
 	sort.Slice(cs, func(i, j int) bool { return cs[i].id < cs[j].id })
 	ours := fmt.Sprintf("this deployment's %q (company %q, Temporal namespace %q)",
-		c.org.Temporal.TaskQueue, c.org.Company.Name, c.org.Temporal.Namespace)
+		c.org.Now().Temporal.TaskQueue, c.org.Now().Company.Name, c.org.Now().Temporal.Namespace)
 	const remedy = "Give each company its own Temporal namespace (temporal.namespace) or distinct seat handles"
 	if len(cs) == 1 {
 		return crewlet.Errorf(crewlet.ECONFLICT,
@@ -179,4 +181,56 @@ func (c *Client) seatConflicts(cs []seatConflict) error {
 			"if they are this company's own, left on a task queue it no longer uses, terminate them "+
 			"(temporal workflow terminate --workflow-id ID)",
 		len(cs), ours, list, remedy)
+}
+
+// OtherQueueRun is a running seat workflow of the namespace on another task
+// queue than ours, with the tenure it last published in its search
+// attributes: Node (the incarnation that hosted it) and Epoch. A run that
+// never attached publishes neither.
+type OtherQueueRun struct {
+	Handle, RunID, Queue, Node string
+	Epoch                      int64
+}
+
+// RunsOnOtherQueues lists, in one paged visibility query, the running seat
+// workflows of the namespace on other task queues than ours. Whose they are
+// is for the caller to prove (internal/reconcile: the tenure they publish is
+// one our database granted).
+func (c *Client) RunsOnOtherQueues(ctx context.Context) ([]OtherQueueRun, error) {
+	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND TaskQueue != '%s'",
+		crewlet.WorkflowSeat, c.org.Now().Temporal.TaskQueue)
+	var out []OtherQueueRun
+	seen := map[string]bool{}
+	err := c.listWorkflows(ctx, query, func(ex *workflowpb.WorkflowExecutionInfo) {
+		handle, ok := crewlet.HandleFromWorkflowID(ex.GetExecution().GetWorkflowId())
+		if !ok || seen[handle] { // a page may repeat a row that moved
+			return
+		}
+		seen[handle] = true
+		run := OtherQueueRun{Handle: handle, RunID: ex.GetExecution().GetRunId(), Queue: ex.GetTaskQueue()}
+		fields := ex.GetSearchAttributes().GetIndexedFields()
+		dc := converter.GetDefaultDataConverter()
+		if p := fields[crewlet.SANode]; p != nil {
+			_ = dc.FromPayload(p, &run.Node)
+		}
+		if p := fields[crewlet.SAEpoch]; p != nil {
+			_ = dc.FromPayload(p, &run.Epoch)
+		}
+		out = append(out, run)
+	})
+	return out, err
+}
+
+// MoveToOurQueue ends the seat's run runID, found on another task queue and
+// proven this deployment's by the caller, and starts the seat on our queue.
+// Only that run is terminated: one started since on any queue is left alone.
+// The new run's tenure takes a new epoch, which fences whatever the old
+// run's host still does for the seat.
+func (c *Client) MoveToOurQueue(ctx context.Context, s config.Seat, runID, reason string) error {
+	err := c.temporal.TerminateWorkflow(ctx, crewlet.SeatWorkflowID(s.Handle), runID, reason)
+	if err != nil && !Gone(err) {
+		return fmt.Errorf("terminate seat %s on another task queue: %w", s.Handle, err)
+	}
+	_, err = c.Start(ctx, s)
+	return err
 }

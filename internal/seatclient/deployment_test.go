@@ -102,7 +102,7 @@ seats:
 		}
 	}
 
-	if err := seats.Start(ctx, config.Seat{Handle: free, Role: "clerk", Kind: "agent"}); err != nil {
+	if _, err := seats.Start(ctx, config.Seat{Handle: free, Role: "clerk", Kind: "agent"}); err != nil {
 		t.Fatalf("start a seat no one else runs: %v", err)
 	}
 	foreign()
@@ -117,7 +117,8 @@ seats:
 	})
 
 	foreign()
-	refusal("Start", seats.Start(ctx, config.Seat{Handle: taken, Role: "clerk", Kind: "agent"}))
+	_, err = seats.Start(ctx, config.Seat{Handle: taken, Role: "clerk", Kind: "agent"})
+	refusal("Start", err)
 	d, err := tc.DescribeWorkflowExecution(ctx, crewlet.SeatWorkflowID(taken), "")
 	if err != nil {
 		t.Fatal(err)

@@ -32,14 +32,14 @@ import (
 // Client sends to the seats of one org.
 type Client struct {
 	temporal client.Client
-	org      *config.Config
+	org      config.Source
 	// ownRuns holds, per seat workflow id, the run last seen on our task
 	// queue (deployment.go).
 	ownRuns sync.Map
 }
 
 // New returns the seat client of org.
-func New(tc client.Client, org *config.Config) *Client {
+func New(tc client.Client, org config.Source) *Client {
 	return &Client{temporal: tc, org: org}
 }
 
@@ -56,7 +56,7 @@ func Gone(err error) bool {
 func (c *Client) startOptions(s config.Seat) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                       crewlet.SeatWorkflowID(s.Handle),
-		TaskQueue:                c.org.Temporal.TaskQueue,
+		TaskQueue:                c.org.Now().Temporal.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		// The workflow starts knowing these attributes are set
@@ -65,28 +65,29 @@ func (c *Client) startOptions(s config.Seat) client.StartWorkflowOptions {
 		// A workflow task caught on a worker that died is retried elsewhere
 		// after this long; it is part of failover time, like the heartbeat
 		// timeout. Local activities longer than this heartbeat the task.
-		WorkflowTaskTimeout: c.org.Nodes.HeartbeatTimeout,
+		WorkflowTaskTimeout: c.org.Now().Nodes.HeartbeatTimeout,
 	}
 }
 
 // seatInput is the seat's input as its org sets it.
 func (c *Client) seatInput(s config.Seat) crewlet.SeatInput {
 	return crewlet.SeatInput{
-		Handle: s.Handle, Role: s.Role, ReadBatch: c.org.Mailbox.ReadBatch,
-		HeartbeatTimeout: c.org.Nodes.HeartbeatTimeout, ReleaseWait: c.org.Nodes.ReleaseWait,
-		RetryBackoff: c.org.Mailbox.RetryBackoff, Backstop: c.org.Mailbox.Backstop,
+		Handle: s.Handle, Role: s.Role, ReadBatch: c.org.Now().Mailbox.ReadBatch,
+		HeartbeatTimeout: c.org.Now().Nodes.HeartbeatTimeout, ReleaseWait: c.org.Now().Nodes.ReleaseWait,
+		RetryBackoff: c.org.Now().Mailbox.RetryBackoff, Backstop: c.org.Now().Mailbox.Backstop,
 	}
 }
 
-// Start starts the seat's workflow unless one is already open. An open one
-// on another task queue is another deployment's: ECONFLICT.
+// Start starts the seat's workflow unless one is already open, and says
+// whether it started one. An open one on another task queue is another
+// deployment's: ECONFLICT.
 //
 // The start fails, rather than hands back, a run already open, so a run it
 // started is known ours without asking Temporal about it: at boot a node
 // starts every seat, and a describe per seat would double the calls. The
 // first workflow task of a run it started goes straight to this process's
 // worker when it has a free slot (eager start), not through matching.
-func (c *Client) Start(ctx context.Context, s config.Seat) error {
+func (c *Client) Start(ctx context.Context, s config.Seat) (started bool, err error) {
 	opts := c.startOptions(s)
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
@@ -95,12 +96,12 @@ func (c *Client) Start(ctx context.Context, s config.Seat) error {
 	var open *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case errors.As(err, &open):
-		return c.checkSeatRun(ctx, s.Handle, open.RunId)
+		return false, c.checkSeatRun(ctx, s.Handle, open.RunId)
 	case err != nil:
-		return fmt.Errorf("start seat %s: %w", s.Handle, err)
+		return false, fmt.Errorf("start seat %s: %w", s.Handle, err)
 	}
 	c.ownRuns.Store(crewlet.SeatWorkflowID(s.Handle), run.GetRunID())
-	return nil
+	return true, nil
 }
 
 // Wake signals the seat that mail arrived, starting its workflow if none is
@@ -272,7 +273,7 @@ func (c *Client) NotePerson(ctx context.Context, person, ticketID string) error 
 	}
 	id := crewlet.PersonNotesWorkflowID(person)
 	_, err := c.temporal.SignalWithStartWorkflow(ctx, id, crewlet.SignalTicketNote, change,
-		client.StartWorkflowOptions{ID: id, TaskQueue: c.org.Temporal.TaskQueue},
+		client.StartWorkflowOptions{ID: id, TaskQueue: c.org.Now().Temporal.TaskQueue},
 		crewlet.WorkflowPersonNotes, crewlet.PersonNotesInput{Person: person})
 	if err != nil {
 		return crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "%s cannot be told that ticket %s changed; Temporal is unreachable", person, ticketID)
@@ -287,7 +288,7 @@ func (c *Client) NotePerson(ctx context.Context, person, ticketID string) error 
 func (c *Client) Statuses(ctx context.Context) (map[string]crewlet.SeatStatus, error) {
 	out := map[string]crewlet.SeatStatus{}
 	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND TaskQueue = '%s'",
-		crewlet.WorkflowSeat, c.org.Temporal.TaskQueue)
+		crewlet.WorkflowSeat, c.org.Now().Temporal.TaskQueue)
 	err := c.listWorkflows(ctx, query, func(ex *workflowpb.WorkflowExecutionInfo) {
 		handle, ok := crewlet.HandleFromWorkflowID(ex.GetExecution().GetWorkflowId())
 		if !ok {

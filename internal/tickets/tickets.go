@@ -27,7 +27,7 @@ import (
 
 // Service opens delegation tickets and tells delegators how they ended.
 type Service struct {
-	org      *config.Config
+	org      config.Source
 	store    *store.Store
 	delivery *delivery.Service
 	seats    *seatclient.Client
@@ -38,7 +38,7 @@ type Service struct {
 
 // New returns the ticket service of org over its store, its mail and its
 // seats' workflows.
-func New(org *config.Config, st *store.Store, dl *delivery.Service, seats *seatclient.Client, log *slog.Logger) *Service {
+func New(org config.Source, st *store.Store, dl *delivery.Service, seats *seatclient.Client, log *slog.Logger) *Service {
 	return &Service{org: org, store: st, delivery: dl, seats: seats, log: log}
 }
 
@@ -75,7 +75,7 @@ func (t *Service) Open(ctx context.Context, req OpenRequest) (crewlet.Ticket, er
 	case from == "" || from == crewlet.ExternalSender:
 		from = crewlet.ExternalSender
 	default:
-		s, ok := t.org.Seat(from)
+		s, ok := t.org.Now().Seat(from)
 		if !ok {
 			return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "from: no seat %q; leave it empty to ask as %s", from, crewlet.ExternalSender)
 		}
@@ -123,7 +123,7 @@ func (t *Service) Open(ctx context.Context, req OpenRequest) (crewlet.Ticket, er
 func (t *Service) route(ctx context.Context, to, from string) (handle, routedFrom string, err error) {
 	role, byRole := strings.CutPrefix(to, crewlet.RolePrefix)
 	if !byRole {
-		s, err := t.org.SeatNamed(to)
+		s, err := t.org.Now().SeatNamed(to)
 		if err != nil {
 			return "", "", err
 		}
@@ -133,7 +133,7 @@ func (t *Service) route(ctx context.Context, to, from string) (handle, routedFro
 		return s.Handle, "", nil
 	}
 	var seats []string
-	for _, s := range t.org.Seats {
+	for _, s := range t.org.Now().Seats {
 		if s.Role == role && s.Kind != string(crewlet.SeatHuman) && s.Handle != from {
 			seats = append(seats, s.Handle)
 		}
@@ -164,7 +164,7 @@ func (t *Service) Ended(ctx context.Context, ticket crewlet.Ticket) error {
 	if t.signalled(ctx, ticket.Waiter, ticket.ID) {
 		return nil
 	}
-	seat, ok := t.org.Seat(ticket.From)
+	seat, ok := t.org.Now().Seat(ticket.From)
 	if !ok {
 		return nil
 	}
@@ -290,7 +290,7 @@ func (t *Service) Ask(ctx context.Context, id, question, askKey, askWaiter strin
 	if t.signalled(ctx, ticket.Waiter, ticket.ID) {
 		return ticket, true, nil
 	}
-	seat, ok := t.org.Seat(ticket.From)
+	seat, ok := t.org.Now().Seat(ticket.From)
 	if !ok {
 		return ticket, true, nil
 	}

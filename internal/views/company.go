@@ -41,7 +41,7 @@ func (v *Reader) Company(ctx context.Context) (metrics.Company, error) {
 		co.SeatsByStatus[string(s)] = 0
 	}
 	var agents []string
-	for _, s := range v.org.AgentSeats() {
+	for _, s := range v.org.Now().AgentSeats() {
 		agents = append(agents, s.Handle)
 		status, ok := statuses[s.Handle]
 		if !ok {

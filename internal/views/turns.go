@@ -14,17 +14,17 @@ import (
 // have no cap and it is never held, but the company's windows are still
 // reported.
 func (v *Reader) Usage(ctx context.Context, handle string) (crewlet.SeatUsage, error) {
-	s, err := v.org.SeatNamed(handle)
+	s, err := v.org.Now().SeatNamed(handle)
 	if err != nil {
 		return crewlet.SeatUsage{}, err
 	}
 	agent := s.Kind != string(crewlet.SeatHuman)
 	var seatCaps crewlet.BudgetCaps
 	if agent {
-		seatCaps = v.org.Roles[s.Role].Budget.Caps()
+		seatCaps = v.org.Now().Roles[s.Role].Budget.Caps()
 	}
-	loc := v.org.Location()
-	windows, err := v.store.Usage(ctx, s.Handle, seatCaps, v.org.Company.Budget.Caps(), v.Now(), loc)
+	loc := v.org.Now().Location()
+	windows, err := v.store.Usage(ctx, s.Handle, seatCaps, v.org.Now().Company.Budget.Caps(), v.Now(), loc)
 	if err != nil {
 		return crewlet.SeatUsage{}, err
 	}
@@ -38,7 +38,7 @@ func (v *Reader) Usage(ctx context.Context, handle string) (crewlet.SeatUsage, e
 // Turns returns the seat's latest turns, newest first: limit of them, 1 to
 // wire.MaxTurns.
 func (v *Reader) Turns(ctx context.Context, handle string, limit int) ([]wire.TurnRow, error) {
-	s, err := v.org.SeatNamed(handle)
+	s, err := v.org.Now().SeatNamed(handle)
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ import (
 
 // Reader reads the state of one org's company.
 type Reader struct {
-	org     *config.Config
+	org     config.Source
 	seats   *seatclient.Client
 	store   *store.Store
 	mailbox *mailbox.Mailbox
@@ -27,14 +27,14 @@ type Reader struct {
 }
 
 // New returns the reader of org's company.
-func New(org *config.Config, seats *seatclient.Client, st *store.Store, mb *mailbox.Mailbox) *Reader {
+func New(org config.Source, seats *seatclient.Client, st *store.Store, mb *mailbox.Mailbox) *Reader {
 	return &Reader{org: org, seats: seats, store: st, mailbox: mb, Now: time.Now}
 }
 
 // State asks the seat's workflow what it is doing, and its running turn how
 // far it got.
 func (v *Reader) State(ctx context.Context, handle string) (crewlet.SeatState, error) {
-	s, err := v.org.SeatNamed(handle)
+	s, err := v.org.Now().SeatNamed(handle)
 	if err != nil {
 		return crewlet.SeatState{}, err
 	}

@@ -105,7 +105,7 @@ func Keyed(name string) bool { return keyed[name] }
 // Tools runs the first-party tools of a seat's turn.
 type Tools struct {
 	Store *store.Store
-	Org   *config.Config
+	Org   config.Source
 	// Delivery delivers what send_message sends.
 	Delivery *delivery.Service
 	// Tickets opens, asks and answers the tickets of delegate, ask and
@@ -196,8 +196,8 @@ func (f Tools) sendMessage(ctx context.Context, from string, raw json.RawMessage
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return tools.Refused(`send_message needs {"to": "<seat handle>", "text": "..."}`), nil
 	}
-	if _, ok := f.Org.Seat(args.To); !ok {
-		return tools.Refused(fmt.Sprintf("no seat %q; seats: %s", args.To, strings.Join(f.Org.Handles(), ", "))), nil
+	if _, ok := f.Org.Now().Seat(args.To); !ok {
+		return tools.Refused(fmt.Sprintf("no seat %q; seats: %s", args.To, strings.Join(f.Org.Now().Handles(), ", "))), nil
 	}
 	if args.To == from {
 		return tools.Refused("send_message cannot send to yourself"), nil
@@ -257,7 +257,7 @@ func (f Tools) waitSettle(ctx context.Context, c Call, id string) (tools.Result,
 		return tools.Result{}, nil, err
 	}
 	if waiting {
-		return tools.Result{}, &crewlet.TicketWait{Ticket: id, Kind: crewlet.WaitSettle, For: f.Org.Tickets.MaxWait}, nil
+		return tools.Result{}, &crewlet.TicketWait{Ticket: id, Kind: crewlet.WaitSettle, For: f.Org.Now().Tickets.MaxWait}, nil
 	}
 	return tools.Result{Text: SettleText(ticket)}, nil, nil
 }
@@ -300,7 +300,7 @@ func (f Tools) ask(ctx context.Context, c Call) (tools.Result, *crewlet.TicketWa
 	case !mine:
 		return tools.Refused(fmt.Sprintf("ticket %s is %s: it takes no question now", ticket.ID, ticket.Phase)), nil, nil
 	case ticket.Phase == crewlet.TicketAsking && ticket.AskWaiter != "":
-		return tools.Result{}, &crewlet.TicketWait{Ticket: ticket.ID, Kind: crewlet.WaitAnswer, For: f.Org.Tickets.AskTimeout}, nil
+		return tools.Result{}, &crewlet.TicketWait{Ticket: ticket.ID, Kind: crewlet.WaitAnswer, For: f.Org.Now().Tickets.AskTimeout}, nil
 	}
 	return tools.Result{Text: f.AnswerText(ticket, false)}, nil, nil
 }
@@ -314,7 +314,7 @@ func (f Tools) AnswerText(t crewlet.Ticket, timedOut bool) string {
 	case t.Answer != "":
 		return fmt.Sprintf("Answer from %s:\n\n%s", t.From, t.Answer)
 	case timedOut:
-		return fmt.Sprintf("No answer within %s; decide yourself and go on.", f.Org.Tickets.AskTimeout)
+		return fmt.Sprintf("No answer within %s; decide yourself and go on.", f.Org.Now().Tickets.AskTimeout)
 	}
 	return "Your question was not answered; decide yourself and go on."
 }

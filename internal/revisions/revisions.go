@@ -1,0 +1,276 @@
+// Package revisions owns the company's config revisions
+// (docs/architecture.md, "Config revisions"): applying an org file as the
+// next numbered revision with a report of what changed and when each change
+// takes effect, choosing the revision a starting process runs, and
+// following the active revision in a running one.
+package revisions
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/wire"
+)
+
+// Digest is the digest of an org file's bytes.
+func Digest(document []byte) string {
+	sum := sha256.Sum256(document)
+	return hex.EncodeToString(sum[:])
+}
+
+// ApplyRequest is one apply.
+type ApplyRequest struct {
+	Document []byte
+	// By is who applies it: a principal's name, or the process that applied
+	// its file.
+	By string
+	// Restart says the operator will restart the processes, which an apply
+	// that changes a cold key needs.
+	Restart bool
+}
+
+// Apply validates a document and stores it as the next revision. An
+// invalid document is refused whole (EINVALID, every problem named) and the
+// active revision stays. A document that changes a cold key is refused
+// (ECONFLICT, the keys named) unless the request says the processes will
+// restart. The same document as the active revision adds nothing.
+func Apply(ctx context.Context, st *store.Store, req ApplyRequest) (wire.ConfigReport, error) {
+	next, err := config.Parse(req.Document)
+	if err != nil {
+		return wire.ConfigReport{}, crewlet.Errorf(crewlet.EINVALID, "the org file is invalid; nothing was applied:\n%s", strings.TrimPrefix(err.Error(), "config: "))
+	}
+	digest := Digest(req.Document)
+	active, ok, err := st.ActiveConfig(ctx)
+	if err != nil {
+		return wire.ConfigReport{}, err
+	}
+	if ok && active.Digest == digest {
+		return wire.ConfigReport{Revision: active.Revision, AppliedBy: active.AppliedBy, AppliedAt: active.AppliedAt, Unchanged: true, Changes: []config.Change{}}, nil
+	}
+	var changes []config.Change
+	if ok {
+		// The active revision is parsed with this process's environment,
+		// as the new one is: a difference the environment makes is not a
+		// change of the file.
+		prev, err := config.Parse([]byte(active.Document))
+		if err != nil {
+			return wire.ConfigReport{}, crewlet.Errorf(crewlet.EUNAVAILABLE,
+				"the active revision %d is invalid where this runs (its environment differs), so the change cannot be judged; fix the environment, or apply from a process where revision %d is valid", active.Revision, active.Revision)
+		}
+		changes = config.Diff(prev, next)
+	}
+	cold := config.Cold(changes)
+	if len(cold) > 0 && !req.Restart {
+		return wire.ConfigReport{}, crewlet.Errorf(crewlet.ECONFLICT,
+			"refused: %s only take effect when the processes restart; apply again with restart (crewlet config apply --restart) and then restart every process", strings.Join(cold, ", "))
+	}
+	rev, err := st.ApplyConfig(ctx, active.Revision, string(req.Document), digest, req.By, changes)
+	if err != nil {
+		return wire.ConfigReport{}, err
+	}
+	if changes == nil {
+		changes = []config.Change{}
+	}
+	return wire.ConfigReport{Revision: rev.Revision, AppliedBy: rev.AppliedBy, AppliedAt: rev.AppliedAt, Changes: changes, NeedsRestart: cold}, nil
+}
+
+// Start chooses the revision a starting process runs, given the org file it
+// was started with (already valid: it was loaded to reach the store). The
+// file is applied first, by the process, when no revision exists yet, or
+// when it is a document never applied before: an edited file and a restart
+// still change the company, as they always did, and the restart is the one
+// cold changes need. A file that was applied once and has since been
+// superseded is not applied again, so a process restarted with a stale file
+// does not roll the company back: it runs the active revision.
+func Start(ctx context.Context, st *store.Store, file []byte, fileOrg *config.Config, by string, log *slog.Logger) (config.Revision, error) {
+	// Processes started together with the same new file race to apply it;
+	// the ones that lose find it applied when they look again.
+	for attempt := 1; ; attempt++ {
+		rev, err := start(ctx, st, file, fileOrg, by, log)
+		if crewlet.ErrorCode(err) != crewlet.ECONFLICT || attempt == 3 {
+			return rev, err
+		}
+	}
+}
+
+func start(ctx context.Context, st *store.Store, file []byte, fileOrg *config.Config, by string, log *slog.Logger) (config.Revision, error) {
+	digest := Digest(file)
+	active, ok, err := st.ActiveConfig(ctx)
+	if err != nil {
+		return config.Revision{}, err
+	}
+	if !ok || active.Digest != digest {
+		applied := false
+		if ok {
+			if applied, err = st.ConfigDigestApplied(ctx, digest); err != nil {
+				return config.Revision{}, err
+			}
+		}
+		if !applied {
+			report, err := Apply(ctx, st, ApplyRequest{Document: file, By: by, Restart: true})
+			if err != nil {
+				return config.Revision{}, fmt.Errorf("apply the org file as a new revision: %w", err)
+			}
+			log.Info("config_applied", "revision", report.Revision, "by", by, "changes", len(report.Changes), "needs_restart", report.NeedsRestart)
+			return config.Revision{Number: report.Revision, Org: fileOrg}, nil
+		}
+		log.Warn("config_file_superseded", "active_revision", active.Revision,
+			"hint", "this process's org file was applied before and has since been replaced; it runs the active revision (crewlet config show)")
+	}
+	if active.Digest == digest {
+		return config.Revision{Number: active.Revision, Org: fileOrg}, nil
+	}
+	activeOrg, err := config.Parse([]byte(active.Document))
+	if err != nil {
+		return config.Revision{}, fmt.Errorf("the active config revision %d is invalid here: %w", active.Revision, err)
+	}
+	kept, needs, err := config.KeepCold(fileOrg, activeOrg)
+	if err != nil {
+		return config.Revision{}, fmt.Errorf("the active config revision %d: %w", active.Revision, err)
+	}
+	return config.Revision{Number: active.Revision, Org: kept, NeedsRestart: needs}, nil
+}
+
+// Follower keeps a running process on the active revision.
+type Follower struct {
+	Store *store.Store
+	Live  *config.Live
+	// Boot is the config the process started with: its cold keys stay.
+	Boot *config.Config
+	// Process and Kind name the process in config_processes.
+	Process, Kind string
+	Log           *slog.Logger
+
+	mu        sync.Mutex
+	problem   string
+	onChange  []func(ctx context.Context, rev config.Revision)
+	refreshMu sync.Mutex
+	// taken hands the newest revision taken to Run, which calls the
+	// OnChange hooks: a Refresh made by a request or an activity that
+	// looked for a seat does not run them in its own time.
+	takenOnce sync.Once
+	taken     chan config.Revision
+}
+
+// OnChange calls fn, in Run's goroutine, after the process takes a new
+// revision; revisions taken in quick succession may be seen as their newest
+// only.
+func (f *Follower) OnChange(fn func(ctx context.Context, rev config.Revision)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onChange = append(f.onChange, fn)
+}
+
+// Run checks for a new active revision every beat until ctx ends, and
+// records which revision the process runs.
+func (f *Follower) Run(ctx context.Context, beat time.Duration) {
+	t := time.NewTicker(beat)
+	defer t.Stop()
+	for {
+		if err := f.Refresh(ctx); err != nil && ctx.Err() == nil {
+			f.Log.Warn("config_follow_failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case rev := <-f.takenChan():
+			f.runHooks(ctx, rev)
+		}
+	}
+}
+
+func (f *Follower) takenChan() chan config.Revision {
+	f.takenOnce.Do(func() { f.taken = make(chan config.Revision, 1) })
+	return f.taken
+}
+
+// handOver passes rev to Run, replacing an older revision Run has not
+// picked up yet. Only Refresh calls it, under refreshMu.
+func (f *Follower) handOver(rev config.Revision) {
+	ch := f.takenChan()
+	select {
+	case <-ch:
+	default:
+	}
+	ch <- rev
+}
+
+func (f *Follower) runHooks(ctx context.Context, rev config.Revision) {
+	f.mu.Lock()
+	hooks := append([]func(context.Context, config.Revision){}, f.onChange...)
+	f.mu.Unlock()
+	for _, fn := range hooks {
+		fn(ctx, rev)
+	}
+}
+
+// Refresh takes the active revision if it is newer than the one the
+// process runs, and records the process's revision. A revision this
+// process cannot run (invalid with its environment or its start-time keys)
+// is not taken: the process keeps its revision and reports the problem.
+func (f *Follower) Refresh(ctx context.Context) error {
+	f.refreshMu.Lock()
+	defer f.refreshMu.Unlock()
+	cur := f.Live.Current()
+	active, err := f.Store.ActiveConfigNumber(ctx)
+	if err != nil {
+		return err
+	}
+	if active > cur.Number {
+		next, err := f.take(ctx)
+		switch {
+		case err != nil:
+			if f.setProblem(err.Error()) {
+				f.Log.Error("config_revision_refused", "revision", active, "running", cur.Number, "error", err)
+			}
+		case next.Number > cur.Number:
+			f.setProblem("")
+			f.Live.Set(next)
+			f.Log.Info("config_revision_taken", "revision", next.Number, "previous", cur.Number, "needs_restart", next.NeedsRestart)
+			f.handOver(next)
+			cur = next
+		}
+	}
+	f.mu.Lock()
+	problem := f.problem
+	f.mu.Unlock()
+	return f.Store.ReportConfigProcess(ctx, wire.ConfigProcess{
+		Process: f.Process, Kind: f.Kind, Revision: cur.Number, NeedsRestart: cur.NeedsRestart, Problem: problem,
+	})
+}
+
+// setProblem records why the active revision was not taken, and reports
+// whether that is news.
+func (f *Follower) setProblem(p string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	news := f.problem != p
+	f.problem = p
+	return news
+}
+
+func (f *Follower) take(ctx context.Context) (config.Revision, error) {
+	active, ok, err := f.Store.ActiveConfig(ctx)
+	if err != nil || !ok {
+		return config.Revision{}, err
+	}
+	org, err := config.Parse([]byte(active.Document))
+	if err != nil {
+		return config.Revision{}, fmt.Errorf("revision %d is invalid with this process's environment: %w", active.Revision, err)
+	}
+	kept, needs, err := config.KeepCold(f.Boot, org)
+	if err != nil {
+		return config.Revision{}, fmt.Errorf("revision %d: %w", active.Revision, err)
+	}
+	return config.Revision{Number: active.Revision, Org: kept, NeedsRestart: needs}, nil
+}
