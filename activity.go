@@ -113,6 +113,10 @@ type MaintenanceOutput struct {
 	// and dead letters past mailbox.dead_letter_keep.
 	HumanEntriesTrimmed int64 `json:"human_entries_trimmed"`
 	DeadLettersTrimmed  int64 `json:"dead_letters_trimmed"`
+
+	// HealthTransitionsTrimmed are seat health transitions past
+	// maintenance.event_retention.
+	HealthTransitionsTrimmed int64 `json:"health_transitions_trimmed"`
 }
 
 // ReconcileReport is what one pass of the reconcile duty did, by seat

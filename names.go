@@ -24,6 +24,8 @@ const (
 	WorkflowRebalance = "Rebalance"
 	// WorkflowMaintenance is one pass of the maintenance duty.
 	WorkflowMaintenance = "Maintenance"
+	// WorkflowHealth is one pass of the health duty.
+	WorkflowHealth = "Health"
 	// WorkflowReconcile is one pass of the reconcile duty.
 	WorkflowReconcile = "Reconcile"
 	// WorkflowScheduleFire is one fire of an org schedule
@@ -43,6 +45,7 @@ const (
 	ActivityRebalance     = "Rebalance"
 	ActivityPrepareTurn   = "PrepareTurn"
 	ActivityMaintenance   = "Maintenance"
+	ActivityHealth        = "Health"
 	ActivityReconcile     = "Reconcile"
 	// On the host queue of the node that hosts the seat.
 	ActivityAttach = "Attach"

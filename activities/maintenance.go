@@ -90,6 +90,7 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 	out.MessagesTrimmed, out.ConversationsTrimmed, out.SummariesTrimmed = rest.Messages, rest.Conversations, rest.Summaries
 	out.EventsTrimmed, out.DiaryTrimmed, out.EpisodesTrimmed = rest.Events, rest.Diary, rest.Episodes
 	out.CounterpartiesTrimmed, out.NodesTrimmed = rest.Counterparties, rest.Nodes
+	out.HealthTransitionsTrimmed = rest.HealthTransitions
 	if out.LedgerTrimmed > 0 || out.EntriesTrimmed > 0 || out.HumanEntriesTrimmed > 0 || out.DeadLettersTrimmed > 0 ||
 		turns != (store.TurnsTrimmed{}) || rest != (store.RetentionTrimmed{}) {
 		a.Log.Info("retention_trimmed", "ledger_rows", out.LedgerTrimmed, "mailbox_entries", out.EntriesTrimmed,
@@ -98,7 +99,7 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 			"tool_calls", turns.ToolCalls, "usage_counters", turns.Counters, "profile_slots", turns.Slots,
 			"messages", rest.Messages, "conversations", rest.Conversations, "conversation_summaries", rest.Summaries,
 			"seat_events", rest.Events, "diary_entries", rest.Diary, "episodes", rest.Episodes,
-			"counterparty_profiles", rest.Counterparties, "node_rows", rest.Nodes)
+			"counterparty_profiles", rest.Counterparties, "node_rows", rest.Nodes, "seat_health_transitions", rest.HealthTransitions)
 	}
 	return out, errors.Join(errs...)
 }

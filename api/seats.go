@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
@@ -19,6 +20,11 @@ type SeatSummary struct {
 	Status string `json:"status"`
 	Epoch  int64  `json:"epoch"`
 	Node   string `json:"node,omitempty"`
+	// Health is what the health duty last concluded about an agent seat
+	// ("unknown" before its first pass), with its cause and since when.
+	Health      crewlet.SeatHealth `json:"health,omitempty"`
+	HealthCause string             `json:"health_cause,omitempty"`
+	HealthSince *time.Time         `json:"health_since,omitempty"`
 }
 
 // SeatDetail is GET /seats/{handle}: the org entry, the Postgres row and the
@@ -28,6 +34,10 @@ type SeatDetail struct {
 	Row        *store.SeatRow     `json:"row,omitempty"`
 	State      *crewlet.SeatState `json:"state,omitempty"`
 	StateError string             `json:"state_error,omitempty"`
+	// Health is the health duty's last word on the seat, and Transitions
+	// its latest changes, newest first.
+	Health            *crewlet.SeatHealthRow     `json:"health,omitempty"`
+	HealthTransitions []crewlet.HealthTransition `json:"health_transitions,omitempty"`
 	// Tickets are the seat's open tickets both ways; a delegated one
 	// "asking" is a question waiting on this seat.
 	Tickets SeatTickets `json:"tickets"`
@@ -51,13 +61,25 @@ func (s *Server) listSeats(w http.ResponseWriter, r *http.Request) {
 		s.logError(w, r, err)
 		return
 	}
-	out := make([]SeatSummary, 0, len(s.Org.Now().Seats))
-	for _, seat := range s.Org.Now().Seats {
+	health, err := s.Store.SeatHealth(r.Context())
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	org := s.Org.Now()
+	out := make([]SeatSummary, 0, len(org.Seats))
+	for _, seat := range org.Seats {
 		sum := SeatSummary{Handle: seat.Handle, Role: seat.Role, Kind: seat.Kind, Status: string(crewlet.StatusAbsent)}
 		if seat.Kind == string(crewlet.SeatHuman) {
 			sum.Status = "human"
-		} else if st, ok := statuses[seat.Handle]; ok {
-			sum.Status = string(st)
+		} else {
+			if st, ok := statuses[seat.Handle]; ok {
+				sum.Status = string(st)
+			}
+			sum.Health = crewlet.HealthUnknown
+			if h, ok := health[seat.Handle]; ok {
+				sum.Health, sum.HealthCause, sum.HealthSince = h.State, h.Cause, &h.Since
+			}
 		}
 		if row, ok := rows[seat.Handle]; ok {
 			sum.Epoch, sum.Node = row.Epoch, row.Node
@@ -107,6 +129,10 @@ func (s *Server) getSeat(w http.ResponseWriter, r *http.Request) {
 		*list.into = append([]crewlet.Ticket{}, tickets...)
 	}
 	if seat.Kind == string(crewlet.SeatAgent) {
+		if err := s.seatHealth(r, &detail); err != nil {
+			s.logError(w, r, err)
+			return
+		}
 		if st, err := s.Views.State(r.Context(), seat.Handle); err == nil {
 			detail.State = &st
 		} else {
@@ -114,6 +140,22 @@ func (s *Server) getSeat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, detail)
+}
+
+// healthTransitionsShown is how many transitions GET /seats/{handle} shows.
+const healthTransitionsShown = 20
+
+// seatHealth fills in the seat's health and its latest transitions.
+func (s *Server) seatHealth(r *http.Request, detail *SeatDetail) error {
+	rows, err := s.Store.SeatHealth(r.Context(), detail.Seat.Handle)
+	if err != nil {
+		return err
+	}
+	if h, ok := rows[detail.Seat.Handle]; ok {
+		detail.Health = &h.SeatHealthRow
+	}
+	detail.HealthTransitions, err = s.Store.HealthTransitions(r.Context(), detail.Seat.Handle, healthTransitionsShown)
+	return err
 }
 
 // SendMessageRequest is the body of POST /seats/{handle}/messages.

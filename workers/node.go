@@ -24,6 +24,7 @@ import (
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/fanout"
+	"github.com/crewlet/crewlet/internal/health"
 	"github.com/crewlet/crewlet/internal/liveness"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
@@ -76,6 +77,8 @@ type Node struct {
 	host     *activities.Host
 	live     *liveness.Node
 	watchdog *watchdog.Watchdog
+	// notifier posts seat health transitions (health.notify).
+	notifier *health.Notifier
 	log      *slog.Logger
 	opts     NodeOptions
 
@@ -159,6 +162,7 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 	n.host.Tenures = n.live.Tenures
 	n.DrainRequested = n.live.DrainRequested()
 	tk := tickets.New(org, st, dl, seats, n.log)
+	n.notifier = health.NewNotifier(boot, n.log)
 	tk.Metrics = opts.Metrics
 	pools := profiles.New(seats, st, org, n.log)
 	pools.Metrics = opts.Metrics
@@ -185,6 +189,9 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 			Skipped: func(ctx context.Context, name string) (int64, error) {
 				return schedules.Skipped(ctx, tc, org.Now(), name)
 			}},
+		Health: &activities.Health{Monitor: &health.Monitor{
+			Org: org, Store: st, Mailbox: mb, Seats: seats, Tickets: tk, Notifier: n.notifier, LiveWithin: hb, Log: n.log,
+		}},
 	}
 	// The fence runs inside publicErrors, so its refusals are counted as
 	// fenced like any other.
@@ -222,6 +229,7 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
 	n.started = time.Now()
+	n.notifier.Start()
 	n.registerGauges()
 	n.live.Start(ctx)
 	n.loopsDone.Add(2)
@@ -235,6 +243,7 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 		{RebalanceScheduleID(tq), crewlet.WorkflowRebalance, boot.Nodes.RebalanceInterval},
 		{MaintenanceScheduleID(tq), crewlet.WorkflowMaintenance, boot.Maintenance.Interval},
 		{ReconcileScheduleID(tq), crewlet.WorkflowReconcile, boot.Nodes.ReconcileInterval},
+		{HealthScheduleID(tq), crewlet.WorkflowHealth, boot.Health.Interval},
 	} {
 		if err := n.ensureSchedule(ctx, duty.id, duty.workflow, duty.every); err != nil {
 			log.Warn("duty_schedule_failed", "schedule", duty.id, "error", err)
@@ -352,6 +361,7 @@ func (n *Node) Stop() {
 	}
 	n.shared.Stop()
 	n.hosted.Stop()
+	n.notifier.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := n.presence.StopNode(ctx, n.Incarnation); err != nil {
@@ -367,6 +377,9 @@ func RebalanceScheduleID(taskQueue string) string { return "crewlet-rebalance/" 
 
 // MaintenanceScheduleID is the id of the maintenance duty's Temporal Schedule.
 func MaintenanceScheduleID(taskQueue string) string { return "crewlet-maintenance/" + taskQueue }
+
+// HealthScheduleID is the id of the health duty's Temporal Schedule.
+func HealthScheduleID(taskQueue string) string { return "crewlet-health/" + taskQueue }
 
 // ReconcileScheduleID is the id of the reconcile duty's Temporal Schedule;
 // reconcile.Trigger runs it now.

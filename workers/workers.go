@@ -18,6 +18,7 @@ type Deps struct {
 	Mail        *activities.Mail
 	Rebalance   *activities.Rebalance
 	Maintenance *activities.Maintenance
+	Health      *activities.Health
 	Reconcile   *activities.Reconcile
 	Host        *activities.Host
 	Turns       *activities.Turns
@@ -34,6 +35,7 @@ func RegisterShared(r worker.Registry, d Deps) {
 		crewlet.ActivityReadMail:       d.Mail.ReadMail,
 		crewlet.ActivityPrepareTurn:    d.Mail.PrepareTurn,
 		crewlet.ActivityMaintenance:    d.Maintenance.Maintenance,
+		crewlet.ActivityHealth:         d.Health.Health,
 		crewlet.ActivityReconcile:      d.Reconcile.Reconcile,
 		crewlet.ActivityAckMail:        d.Mail.AckMail,
 		crewlet.ActivityDeadLetterMail: d.Mail.DeadLetterMail,
@@ -59,6 +61,7 @@ func RegisterWorkflows(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.Seat, workflow.RegisterOptions{Name: crewlet.WorkflowSeat})
 	r.RegisterWorkflowWithOptions(workflows.Rebalance, workflow.RegisterOptions{Name: crewlet.WorkflowRebalance})
 	r.RegisterWorkflowWithOptions(workflows.Maintenance, workflow.RegisterOptions{Name: crewlet.WorkflowMaintenance})
+	r.RegisterWorkflowWithOptions(workflows.Health, workflow.RegisterOptions{Name: crewlet.WorkflowHealth})
 	r.RegisterWorkflowWithOptions(workflows.Reconcile, workflow.RegisterOptions{Name: crewlet.WorkflowReconcile})
 	r.RegisterWorkflowWithOptions(workflows.Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
 	r.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.WorkflowPersonNotes})

@@ -75,6 +75,7 @@ var corpus = map[string]string{
 		"of the note), then two tickets that end together make one note",
 	"rebalance_history.json":   "a Rebalance pass, e2e TestJoiningNodeGetsItsShareUnderTraffic",
 	"maintenance_history.json": "a Maintenance pass, e2e TestRemovedSeatMailboxIsKeptForTheGraceThenRetired",
+	"health_history.json":      "a Health pass, e2e TestSeatHealthStatesFromRealCauses: eng paused → gone, its ticket failed",
 	"reconcile_history.json":   "a Reconcile pass that nudged an idle lead, e2e TestIdleLeadNudgedOncePerQuietPeriod",
 	"schedule_fire_history.json": "a ScheduleFire its schedule started (fire time from " +
 		"TemporalScheduledStartTime), e2e TestScheduleFireSurvivesANodeKill: delivered, then " +

@@ -109,9 +109,9 @@ func runSeatsList(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HANDLE\tROLE\tKIND\tSTATUS\tEPOCH\tNODE")
+	fmt.Fprintln(tw, "HANDLE\tROLE\tKIND\tSTATUS\tHEALTH\tEPOCH\tNODE")
 	for _, s := range seats {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.Handle, dash(s.Role), s.Kind, s.Status, s.Epoch, dash(s.Node))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.Handle, dash(s.Role), s.Kind, s.Status, dash(string(s.Health)), s.Epoch, dash(s.Node))
 	}
 	return tw.Flush()
 }

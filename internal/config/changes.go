@@ -63,6 +63,8 @@ var keyClasses = []keyClass{
 	{"mailbox.key_prefix", ClassCold, "restart: it names every Redis key crewlet writes"},
 	{"nodes", ClassCold, "restart: a node's timing, queues, tool slots and duty cadences are set at its start"},
 	{"maintenance.interval", ClassCold, "restart: the maintenance duty's Schedule is set by a starting node"},
+	{"health.interval", ClassCold, "restart: the health duty's Schedule is set by a starting node"},
+	{"health.notify", ClassCold, "restart: a worker sets up its health webhooks when it starts"},
 	{"roles.*.mcp", ClassDeferred, "next tenure: a seat's MCP servers start when it attaches to a node"},
 	{"roles.*.placement", ClassDeferred, "next placement: a seat moves only when it is placed again (a move, a failover, a rebalance)"},
 	{"mailbox.read_batch", ClassDeferred, "next seat start: carried in a seat workflow's input"},
@@ -238,6 +240,8 @@ func KeepCold(boot, next *Config) (*Config, []string, error) {
 	kept.Mailbox.KeyPrefix = boot.Mailbox.KeyPrefix
 	kept.Nodes = boot.Nodes
 	kept.Maintenance.Interval = boot.Maintenance.Interval
+	kept.Health.Interval = boot.Health.Interval
+	kept.Health.Notify = boot.Health.Notify
 	needs := Cold(Diff(&kept, next))
 	if problems := kept.problems(); len(problems) > 0 {
 		return nil, needs, fmt.Errorf("with the settings this process started with, the revision is invalid:\n%w", joinProblems(problems))

@@ -25,6 +25,7 @@ type Config struct {
 	Mailbox     Mailbox            `mapstructure:"mailbox"`
 	Nodes       Nodes              `mapstructure:"nodes"`
 	Maintenance Maintenance        `mapstructure:"maintenance"`
+	Health      Health             `mapstructure:"health"`
 	Tickets     Tickets            `mapstructure:"tickets"`
 	Quarantine  Quarantine         `mapstructure:"quarantine"`
 	Models      Models             `mapstructure:"models"`
@@ -246,6 +247,60 @@ type Nodes struct {
 	// MaxToolCalls is the most tool calls a node runs at once for the seats
 	// it hosts; more wait for a free one. 1 to 10000.
 	MaxToolCalls int `mapstructure:"max_tool_calls"`
+}
+
+// Health configures the health duty (docs/architecture.md, "Seat health"):
+// how often it classifies the seats, the thresholds of each state, and where
+// transitions are posted.
+type Health struct {
+	// Interval is the duty's cadence (a Temporal Schedule). 1s to 1h.
+	Interval time.Duration `mapstructure:"interval"`
+	// EstablishingAfter is how long a seat may establish before it is
+	// establishing_too_long. 1s to 24h.
+	EstablishingAfter time.Duration `mapstructure:"establishing_after"`
+	// GoneAfter is how long a seat's workflow must be missing from
+	// Temporal's list, on lists that answered, before the seat is gone:
+	// a continue-as-new can hide a run from the list for a moment. 0 to 1h.
+	GoneAfter time.Duration `mapstructure:"gone_after"`
+	// TurnOverrun is how long a turn may run, not counting a wait on a
+	// ticket, before it is turn_overrunning. 1s to 24h.
+	TurnOverrun time.Duration `mapstructure:"turn_overrun"`
+	// Backlog is the most mail that may wait before the seat is backlog;
+	// OldestUnread how old the oldest unanswered entry may be. Backlog 1
+	// to 10000000; OldestUnread 1s to 720h.
+	Backlog      int           `mapstructure:"backlog"`
+	OldestUnread time.Duration `mapstructure:"oldest_unread"`
+	// FailingTurns is how many of the seat's latest turns must all have
+	// failed for it to be failing. 1 to 100.
+	FailingTurns int `mapstructure:"failing_turns"`
+	// DeadLetters within DeadLetterWindow make it dead_letters_rising.
+	// DeadLetters 1 to 100000; DeadLetterWindow 1s to 720h.
+	DeadLetters      int           `mapstructure:"dead_letters"`
+	DeadLetterWindow time.Duration `mapstructure:"dead_letter_window"`
+	// Notify posts transitions to webhooks.
+	Notify []HealthNotify `mapstructure:"notify"`
+}
+
+// HealthNotify is one webhook of health transitions.
+type HealthNotify struct {
+	// URL is an http or https URL, without credentials.
+	URL string `mapstructure:"url"`
+	// States are the states whose transitions (into or out of) are posted;
+	// empty posts every transition.
+	States []string `mapstructure:"states"`
+	// HeadersFrom maps a header to the variable of crewlet's environment
+	// holding its value, so the file holds no secret.
+	HeadersFrom map[string]string `mapstructure:"headers_from"`
+}
+
+// Headers is the headers the webhook gets, with their values from this
+// process's environment.
+func (n HealthNotify) Headers() map[string]string {
+	out := make(map[string]string, len(n.HeadersFrom))
+	for header, name := range n.HeadersFrom {
+		out[header] = os.Getenv(name)
+	}
+	return out
 }
 
 // Maintenance times the maintenance duty: mailbox retirement and trimming,

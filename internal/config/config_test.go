@@ -609,6 +609,37 @@ nodes: { max_tool_calls: 10001 }`,
 			},
 		},
 		{
+			name: "health out of range",
+			yaml: minimal + `health: { interval: 500ms, backlog: 0, failing_turns: 101, gone_after: -1s, dead_letters: 0 }`,
+			want: []string{
+				"health.interval: 500ms is out of range; must be between 1s and 1h",
+				"health.backlog: 0 is out of range; must be between 1 and 10000000",
+				"health.failing_turns: 101 is out of range; must be between 1 and 100",
+				"health.gone_after: -1s is out of range; must be between 0s and 1h",
+				"health.dead_letters: 0 is out of range; must be between 1 and 100000",
+			},
+		},
+		{
+			name: "health notify",
+			yaml: minimal + `health:
+  notify:
+    - { url: 'https://user:hunter2@hooks.example/x' }
+    - { url: 'ftp://hooks.example/x', states: [gone, sleepy] }
+    - { url: 'https://hooks.example/y', headers_from: { authorization: CREWLET_TEST_UNSET_HOOK, 'bad header': X } }
+    - { url: '' }
+    - { urll: 'https://hooks.example/z' }`,
+			want: []string{
+				"health.notify[0].url: must not hold credentials; send them as a header with headers_from",
+				`health.notify[1].url: invalid URL "ftp://hooks.example/x"; want an http or https URL`,
+				`health.notify[1].states[1]: unknown state "sleepy"; valid states: gone, unproven_teardown, unplaceable, establishing_too_long, failing, dead_letters_rising, turn_overrunning, backlog, held, paused, waiting, ok`,
+				"health.notify[2].headers_from.authorization: environment variable CREWLET_TEST_UNSET_HOOK is not set",
+				`health.notify[2].headers_from.bad header: invalid header name "bad header"`,
+				"health.notify[3].url: required: an http or https URL",
+				`health.notify[4].urll: unknown key; did you mean "url"?`,
+			},
+			not: []string{"hunter2"},
+		},
+		{
 			name: "maintenance below range",
 			yaml: minimal + `maintenance: { interval: 999ms, ledger_retention: 59m59s }`,
 			want: []string{

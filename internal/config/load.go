@@ -78,6 +78,16 @@ var defaults = map[string]any{
 	"maintenance.node_retention":         168 * time.Hour,
 	"maintenance.audit_retention":        8760 * time.Hour,
 
+	"health.interval":           30 * time.Second,
+	"health.establishing_after": 2 * time.Minute,
+	"health.gone_after":         time.Minute,
+	"health.turn_overrun":       15 * time.Minute,
+	"health.backlog":            100,
+	"health.oldest_unread":      15 * time.Minute,
+	"health.failing_turns":      3,
+	"health.dead_letters":       3,
+	"health.dead_letter_window": time.Hour,
+
 	"tickets.expire_after": 24 * time.Hour,
 	"tickets.max_wait":     time.Hour,
 	"tickets.ask_timeout":  30 * time.Minute,

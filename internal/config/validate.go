@@ -253,6 +253,7 @@ func (c *Config) problems() []*Problem {
 		add("nodes.rebalance_max_moves", "%d is out of range; must be between %d and %d", n, minRebalanceMoves, maxRebalanceMoves)
 	}
 	checkDuration("maintenance.interval", c.Maintenance.Interval, minMaintenanceInterval, maxMaintenanceInterval)
+	c.Health.check(add, checkDuration)
 	checkDuration("maintenance.ledger_retention", c.Maintenance.LedgerRetention, minLedgerRetention, maxLedgerRetention)
 	checkDuration("maintenance.turn_retention", c.Maintenance.TurnRetention, minLedgerRetention, maxTurnRetention)
 	if c.Maintenance.TurnRetention > 0 && c.Maintenance.TurnRetention < c.Maintenance.LedgerRetention {

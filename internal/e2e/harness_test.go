@@ -151,6 +151,7 @@ func newCompany(t testing.TB, configPath string) *company {
 		defer cancel()
 		_ = tc.ScheduleClient().GetHandle(ctx, workers.RebalanceScheduleID(c.taskQueue)).Delete(ctx)
 		_ = tc.ScheduleClient().GetHandle(ctx, workers.MaintenanceScheduleID(c.taskQueue)).Delete(ctx)
+		_ = tc.ScheduleClient().GetHandle(ctx, workers.HealthScheduleID(c.taskQueue)).Delete(ctx)
 		_ = tc.ScheduleClient().GetHandle(ctx, workers.ReconcileScheduleID(c.taskQueue)).Delete(ctx)
 		tc.Close()
 	})

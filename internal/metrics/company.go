@@ -17,6 +17,9 @@ type Company struct {
 	// SeatsByStatus counts the org's agent seats by live status; "absent"
 	// counts seats whose workflow is not running.
 	SeatsByStatus map[string]int
+	// SeatsByHealth counts the org's agent seats by the health duty's last
+	// word; "unknown" counts seats it has not classified yet.
+	SeatsByHealth map[string]int
 	// OpenTickets counts the tickets not yet ended, by phase.
 	OpenTickets map[string]int
 	// Quarantined and Cooling count the credentials that take no turn now.
@@ -51,6 +54,9 @@ func (m *Metrics) WatchCompany(read func(context.Context) (Company, error), seat
 	c.seats = prometheus.NewDesc("crewlet_seats",
 		"Agent seats by live status (idle, running, establishing, paused, draining, moving, ...; absent: no workflow runs): seats stuck establishing have no node that takes them, absent ones were never started or were terminated.",
 		[]string{"status"}, nil)
+	c.health = prometheus.NewDesc("crewlet_seats_health",
+		"Agent seats by health state, as the health duty last classified them (ok, waiting, paused, held, backlog, turn_overrunning, dead_letters_rising, failing, establishing_too_long, unplaceable, unproven_teardown, gone; unknown: not classified yet). docs/operations.md, \"Seat health\", says what to do about each.",
+		[]string{"state"}, nil)
 	c.tickets = prometheus.NewDesc("crewlet_tickets_open",
 		"Tickets not yet ended, by phase (pending: the assignee has not answered; asking: the assignee waits on a question to the delegator): a pile that only grows is delegation that does not come back.",
 		[]string{"phase"}, nil)
@@ -73,7 +79,7 @@ type companyCollector struct {
 	log        *slog.Logger
 	failures   prometheus.Counter
 
-	seats, tickets, quarantined, cooling, waiting, lag *prometheus.Desc
+	seats, health, tickets, quarantined, cooling, waiting, lag *prometheus.Desc
 
 	mu     sync.Mutex
 	last   Company
@@ -83,7 +89,7 @@ type companyCollector struct {
 
 func (c *companyCollector) Describe(ch chan<- *prometheus.Desc) {
 	c.failures.Describe(ch)
-	for _, d := range []*prometheus.Desc{c.seats, c.tickets, c.quarantined, c.cooling, c.waiting, c.lag} {
+	for _, d := range []*prometheus.Desc{c.seats, c.health, c.tickets, c.quarantined, c.cooling, c.waiting, c.lag} {
 		ch <- d
 	}
 }
@@ -99,6 +105,9 @@ func (c *companyCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for status, n := range co.SeatsByStatus {
 		gauge(c.seats, float64(n), status)
+	}
+	for state, n := range co.SeatsByHealth {
+		gauge(c.health, float64(n), state)
 	}
 	for phase, n := range co.OpenTickets {
 		gauge(c.tickets, float64(n), phase)

@@ -25,6 +25,9 @@ type Retention struct {
 // RetentionTrimmed counts what one TrimRetention deleted.
 type RetentionTrimmed struct {
 	Messages, Conversations, Summaries, Events, Diary, Episodes, Counterparties, Nodes int64
+	// HealthTransitions are seat health transitions, kept as long as seat
+	// events.
+	HealthTransitions int64
 }
 
 // TrimRetention deletes, table by table, the records older than their
@@ -56,6 +59,7 @@ func (s *Store) TrimRetention(ctx context.Context, r Retention) (RetentionTrimme
 				FOR UPDATE SKIP LOCKED)`, r.Messages},
 		{"conversation summaries", &out.Summaries, `DELETE FROM conversation_summaries WHERE created_at < now() - make_interval(secs => $1)`, r.Messages},
 		{"seat events", &out.Events, `DELETE FROM seat_events WHERE recorded_at < now() - make_interval(secs => $1)`, r.Events},
+		{"seat health transitions", &out.HealthTransitions, `DELETE FROM seat_health_transitions WHERE at < now() - make_interval(secs => $1)`, r.Events},
 		{"diary entries", &out.Diary, `DELETE FROM agent_diary WHERE recorded_at < now() - make_interval(secs => $1)`, r.Diary},
 		{"episodes", &out.Episodes, `DELETE FROM episodes WHERE recorded_at < now() - make_interval(secs => $1)`, r.Episodes},
 		{"counterparty profiles", &out.Counterparties, `DELETE FROM counterparty_profiles WHERE last_seen < now() - make_interval(secs => $1)`, r.Counterparties},

@@ -67,6 +67,8 @@ func TestTrimRetentionEachTableAtItsHorizon(t *testing.T) {
 		('cto', 'c-mixed', 'm-mixed-new', 2, 2, 'new', 'local', ` + young(r.Messages) + `)`)
 	exec(`INSERT INTO seat_events (seat, kind, event_id, recorded_at) VALUES
 		('cto', 'dead_letter', 'ev-old', ` + old(r.Events) + `), ('cto', 'dead_letter', 'ev-new', ` + young(r.Events) + `)`)
+	exec(`INSERT INTO seat_health_transitions (seat, from_state, to_state, cause, at) VALUES
+		('cto', 'ok', 'paused', 'h-old', ` + old(r.Events) + `), ('cto', 'paused', 'ok', 'h-new', ` + young(r.Events) + `)`)
 	exec(`INSERT INTO agent_diary (seat, content, content_hash, recorded_at) VALUES
 		('cto', 'd-old', 'h1', ` + old(r.Diary) + `), ('cto', 'd-new', 'h2', ` + young(r.Diary) + `)`)
 	exec(`INSERT INTO episodes (seat, work_key, turn_id, summary, recorded_at) VALUES
@@ -88,7 +90,7 @@ func TestTrimRetentionEachTableAtItsHorizon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := store.RetentionTrimmed{Messages: 2, Conversations: 1, Summaries: 1, Events: 1, Diary: 1, Episodes: 1, Counterparties: 1, Nodes: 2}
+	want := store.RetentionTrimmed{Messages: 2, Conversations: 1, Summaries: 1, Events: 1, Diary: 1, Episodes: 1, Counterparties: 1, Nodes: 2, HealthTransitions: 1}
 	if got != want {
 		t.Errorf("trimmed %+v; want %+v", got, want)
 	}
@@ -100,6 +102,7 @@ func TestTrimRetentionEachTableAtItsHorizon(t *testing.T) {
 		{"conversations", `SELECT id FROM conversations ORDER BY id`, []string{"c-mixed", "c-new"}},
 		{"conversation_summaries", `SELECT summary FROM conversation_summaries ORDER BY summary`, []string{"new"}},
 		{"seat_events", `SELECT event_id FROM seat_events ORDER BY event_id`, []string{"ev-new"}},
+		{"seat_health_transitions", `SELECT cause FROM seat_health_transitions ORDER BY cause`, []string{"h-new"}},
 		{"agent_diary", `SELECT content FROM agent_diary ORDER BY content`, []string{"d-new"}},
 		{"episodes", `SELECT summary FROM episodes ORDER BY summary`, []string{"ep-new"}},
 		{"counterparty_profiles", `SELECT counterparty FROM counterparty_profiles ORDER BY counterparty`, []string{"regular"}},

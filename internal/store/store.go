@@ -23,10 +23,17 @@ type Store struct {
 
 // Open connects to Postgres and checks the connection.
 func Open(ctx context.Context, url string) (*Store, error) {
+	return OpenTraced(ctx, url, nil)
+}
+
+// OpenTraced is Open with every query reported to tracer (nil traces
+// none): how a benchmark counts the queries a pass costs.
+func OpenTraced(ctx context.Context, url string, tracer pgx.QueryTracer) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", redactURL(err, url))
 	}
+	cfg.ConnConfig.Tracer = tracer
 	if !strings.Contains(url, "pool_max_conns") {
 		// A worker runs many seats' short steps at once; pgx's default of
 		// max(4, CPUs) queues them behind each other on a small machine.

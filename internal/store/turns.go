@@ -252,7 +252,7 @@ func (s *Store) RecordRound(ctx context.Context, r wire.RoundRow, loc *time.Loca
 	var starts []time.Time
 	// Always the same row order (seat then company), so two rounds charging
 	// the company counters at once lock them in the same order.
-	for _, scope := range []string{counterScope(crewlet.ScopeSeat, r.Seat), counterScope(crewlet.ScopeCompany, r.Seat)} {
+	for _, scope := range []string{CounterScope(crewlet.ScopeSeat, r.Seat), CounterScope(crewlet.ScopeCompany, r.Seat)} {
 		for _, w := range budget.Windows(r.RecordedAt, loc) {
 			scopes, windows, starts = append(scopes, scope), append(windows, w.Name), append(starts, w.Start)
 		}
@@ -314,7 +314,7 @@ func (s *Store) Usage(ctx context.Context, seat string, seatCaps, companyCaps cr
 	windows := make([]string, len(ws))
 	starts := make([]time.Time, len(ws))
 	for i, w := range ws {
-		scopes[i] = counterScope(w.Scope, seat)
+		scopes[i] = CounterScope(w.Scope, seat)
 		windows[i], starts[i] = w.Window, w.Start
 	}
 	rows, err := s.pool.Query(ctx, `
@@ -339,8 +339,8 @@ func (s *Store) Usage(ctx context.Context, seat string, seatCaps, companyCaps cr
 	return ws, nil
 }
 
-// counterScope is the usage_counters scope of a budget scope.
-func counterScope(scope, seat string) string {
+// CounterScope is the usage_counters scope of a budget scope for a seat.
+func CounterScope(scope, seat string) string {
 	if scope == crewlet.ScopeSeat {
 		return crewlet.ScopeSeat + ":" + seat
 	}

@@ -13,6 +13,20 @@ import (
 var seatStatuses = []crewlet.SeatStatus{crewlet.StatusEstablishing, crewlet.StatusIdle, crewlet.StatusRunning,
 	crewlet.StatusPaused, crewlet.StatusDraining, crewlet.StatusDrained, crewlet.StatusMoving, crewlet.StatusStopped, crewlet.StatusAbsent}
 
+// seatsByHealth counts the agent seats by recorded health, each state
+// reported even at zero.
+func (v *Reader) seatsByHealth(ctx context.Context, agents []string) (map[string]int, error) {
+	counts, err := v.store.SeatsByHealth(ctx, agents)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range crewlet.HealthStates {
+		counts[string(s)] += 0
+	}
+	counts[string(crewlet.HealthUnknown)] += 0
+	return counts, nil
+}
+
 // Company reads the company's state for the metrics gauges: each agent
 // seat's live status (from Temporal visibility, one list of the running
 // seats), the open tickets by phase and the credentials out (Postgres), and
@@ -34,6 +48,9 @@ func (v *Reader) Company(ctx context.Context) (metrics.Company, error) {
 			status = crewlet.StatusAbsent
 		}
 		co.SeatsByStatus[string(status)]++
+	}
+	if co.SeatsByHealth, err = v.seatsByHealth(ctx, agents); err != nil {
+		return metrics.Company{}, err
 	}
 	if co.OpenTickets, err = v.store.OpenTicketsByPhase(ctx); err != nil {
 		return metrics.Company{}, err
