@@ -122,7 +122,7 @@ func (a *Maintenance) sweep(ctx context.Context, out *crewlet.MaintenanceOutput)
 	if len(others) > 0 {
 		out.SweepWaitsFor = others
 		a.Log.Warn("mailbox_sweep_deferred", "nodes_on_another_org", others,
-			"reason", "live nodes run an org file naming other seats; no seat is stamped absent until they agree")
+			"reason", "the live workers do not all run the active config revision; no seat is stamped absent until they do")
 		return nil
 	}
 	var errs []error

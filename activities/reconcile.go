@@ -21,6 +21,13 @@ type Reconcile struct {
 
 // Reconcile runs one reconcile pass (reconcile.Reconciler.Pass) and returns
 // its report.
+// A pass triggered by a config apply may run on a node that has not taken
+// the revision yet: the node catches up first.
 func (a *Reconcile) Reconcile(ctx context.Context) (crewlet.ReconcileReport, error) {
+	if live, ok := a.Org.(*config.Live); ok {
+		if err := live.CatchUp(ctx); err != nil {
+			return crewlet.ReconcileReport{}, err
+		}
+	}
 	return a.Reconciler.Pass(ctx, a.Org.Now(), a.NodeID)
 }

@@ -307,25 +307,30 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		log.Info("api_listening", "addr", ln.Addr().String())
 	}
 
-	// The process follows the active config revision from here on: each new
-	// one gets its seats' rows and mailboxes, and on a worker its seats
-	// started and its removed seats stopped (reconcile's rules).
+	// The process follows the active config revision from here on. Each
+	// new one gets the rows and mailboxes of the seats it added, so mail
+	// sent to them waits; on a worker, the reconcile duty runs a pass at
+	// once (seats started, removed ones stopped by its rules) and the
+	// revision's schedules become Temporal's.
+	prev := d.live.Now()
 	d.follower.OnChange(func(ctx context.Context, rev config.Revision) {
-		if node != nil {
-			if err := d.store.SetNodeSeatsDigest(ctx, node.Incarnation, rev.Org.SeatsDigest()); err != nil {
-				log.Warn("config_seats_digest_unrecorded", "error", err)
-			}
-			if err := d.reconciler.Reconcile(ctx, rev.Org, node.NodeID); err != nil {
-				log.Warn("config_reconcile_failed", "revision", rev.Number, "error", err)
-			}
-			// Schedules are hot: the revision's are Temporal's from now on.
-			if err := schedules.Sync(ctx, d.temporal, rev.Org, log); err != nil {
-				log.Warn("org_schedules_sync_failed", "revision", rev.Number, "error", err)
-			}
+		added := *rev.Org
+		added.Seats = addedSeats(prev, rev.Org)
+		prev = rev.Org
+		if err := d.reconciler.PrepareSeats(ctx, &added); err != nil {
+			log.Warn("config_prepare_seats_failed", "revision", rev.Number, "error", err)
+		}
+		if node == nil {
 			return
 		}
-		if err := d.reconciler.PrepareSeats(ctx, rev.Org); err != nil {
-			log.Warn("config_prepare_seats_failed", "revision", rev.Number, "error", err)
+		if err := d.store.SetNodeSeatsDigest(ctx, node.Incarnation, rev.Org.SeatsDigest()); err != nil {
+			log.Warn("config_seats_digest_unrecorded", "error", err)
+		}
+		if err := reconcile.Trigger(ctx, d.temporal, d.org.Temporal.TaskQueue); err != nil {
+			log.Warn("config_reconcile_failed", "revision", rev.Number, "error", err)
+		}
+		if err := schedules.Sync(ctx, d.temporal, rev.Org, log); err != nil {
+			log.Warn("org_schedules_sync_failed", "revision", rev.Number, "error", err)
 		}
 	})
 	followCtx, stopFollowing := context.WithCancel(context.Background())
@@ -376,6 +381,17 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		}
 	}
 	return runErr
+}
+
+// addedSeats are the seats of next that prev lacks.
+func addedSeats(prev, next *config.Config) []config.Seat {
+	var out []config.Seat
+	for _, s := range next.Seats {
+		if _, ok := prev.Seat(s.Handle); !ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // watchFile applies the org file as a new revision whenever its bytes

@@ -139,9 +139,9 @@ func (r *Reconciler) stopRemoved(ctx context.Context, org *config.Config, nodeID
 		return err
 	case len(waitFor) > 0:
 		report.Deferred = append(report.Deferred, crewlet.ReconcileDeferral{Seats: removed, Action: "stop", WaitFor: waitFor,
-			Reason: "live nodes run an org naming other seats; these seats are stopped once every worker runs one org"})
+			Reason: "the live workers do not all run the active config revision; these seats are stopped once they do"})
 		r.log.WarnContext(ctx, "seat_stops_deferred", "seats", removed, "nodes_on_another_org", waitFor,
-			"reason", "live nodes run an org file naming other seats; these seats are stopped once every worker runs one file")
+			"reason", "the live workers do not all run the active config revision; these seats are stopped once they do")
 		return nil
 	}
 	var errs []error
