@@ -5,31 +5,12 @@ import (
 	"errors"
 	"testing"
 
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
-
 	"github.com/crewlet/crewlet"
 )
 
 func runHealth(t *testing.T, pass func(context.Context) (crewlet.HealthOutput, error)) (crewlet.HealthOutput, error) {
 	t.Helper()
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(Health, workflow.RegisterOptions{Name: crewlet.WorkflowHealth})
-	env.RegisterActivityWithOptions(pass, activity.RegisterOptions{Name: crewlet.ActivityHealth})
-	env.ExecuteWorkflow(crewlet.WorkflowHealth)
-	if !env.IsWorkflowCompleted() {
-		t.Fatalf("health did not complete")
-	}
-	var out crewlet.HealthOutput
-	err := env.GetWorkflowError()
-	if err == nil {
-		if gerr := env.GetWorkflowResult(&out); gerr != nil {
-			t.Fatalf("decode health result: %v", gerr)
-		}
-	}
-	return out, err
+	return runDuty(t, crewlet.WorkflowHealth, Health, crewlet.ActivityHealth, pass)
 }
 
 func TestHealth(t *testing.T) {

@@ -12,24 +12,31 @@ import (
 	"github.com/crewlet/crewlet"
 )
 
-func runRebalance(t *testing.T, pass func(context.Context) (crewlet.RebalanceOutput, error)) (crewlet.RebalanceOutput, error) {
+// runDuty runs a duty's workflow (registered as name) whose one activity
+// (registered as activityName) is pass, and returns its result.
+func runDuty[T any](t *testing.T, name string, duty func(workflow.Context) (T, error), activityName string, pass func(context.Context) (T, error)) (T, error) {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(Rebalance, workflow.RegisterOptions{Name: crewlet.WorkflowRebalance})
-	env.RegisterActivityWithOptions(pass, activity.RegisterOptions{Name: crewlet.ActivityRebalance})
-	env.ExecuteWorkflow(crewlet.WorkflowRebalance)
+	env.RegisterWorkflowWithOptions(duty, workflow.RegisterOptions{Name: name})
+	env.RegisterActivityWithOptions(pass, activity.RegisterOptions{Name: activityName})
+	env.ExecuteWorkflow(name)
 	if !env.IsWorkflowCompleted() {
-		t.Fatalf("rebalance did not complete")
+		t.Fatalf("%s did not complete", name)
 	}
-	var out crewlet.RebalanceOutput
+	var out T
 	err := env.GetWorkflowError()
 	if err == nil {
 		if gerr := env.GetWorkflowResult(&out); gerr != nil {
-			t.Fatalf("decode rebalance result: %v", gerr)
+			t.Fatalf("decode %s result: %v", name, gerr)
 		}
 	}
 	return out, err
+}
+
+func runRebalance(t *testing.T, pass func(context.Context) (crewlet.RebalanceOutput, error)) (crewlet.RebalanceOutput, error) {
+	t.Helper()
+	return runDuty(t, crewlet.WorkflowRebalance, Rebalance, crewlet.ActivityRebalance, pass)
 }
 
 func TestRebalance(t *testing.T) {
