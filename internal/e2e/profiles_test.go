@@ -142,6 +142,7 @@ func TestQuotaOutageFailsOverThenHoldsThenRecovers(t *testing.T) {
 	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(`
 company: { name: outage }
 quarantine: { base: 10s }
+health: { interval: 1s }
 profiles:
   first: { provider: openai, base_url: %s, model: model-a }
   second: { provider: openai, base_url: %s, model: model-b }
@@ -222,6 +223,10 @@ seats:
 		t.Fatalf("GET /profiles while held: %+v; want a quarantine", ps)
 	}
 	step("GET /profiles: first %+v, second %+v", ps["first"].Quarantine, ps["second"].Quarantine)
+	// The health duty sees the hold in the pool's waiters.
+	if cause := c.waitHealth("w1", crewlet.HealthHeld, 20*time.Second); !strings.Contains(cause, "for a profile") {
+		t.Fatalf("w1's health cause %q; want a profile hold", cause)
+	}
 
 	// The providers recover; the held turns run when the quarantine lifts,
 	// without being read again.

@@ -40,6 +40,9 @@ type Facts struct {
 	Backlog     crewlet.Backlog
 	// Budget is the cap that holds its turns, if one does.
 	Budget *crewlet.BudgetHold
+	// ProfileHeldSince is since when a turn of the seat waits for a
+	// profile of its pool (every one out); zero when none does.
+	ProfileHeldSince time.Time
 }
 
 // finding is one state that applies, with its cause.
@@ -84,7 +87,7 @@ func Classify(f Facts, th config.Health, now time.Time) (crewlet.SeatHealth, str
 	if f.DeadLetters >= th.DeadLetters {
 		add(crewlet.HealthDeadLetters, "%d triggers dead-lettered in the last %s (health.dead_letters %d)", f.DeadLetters, th.DeadLetterWindow, th.DeadLetters)
 	}
-	if current != nil && len(f.Waits) == 0 && now.Sub(current.StartedAt) > th.TurnOverrun {
+	if current != nil && len(f.Waits) == 0 && f.ProfileHeldSince.IsZero() && now.Sub(current.StartedAt) > th.TurnOverrun {
 		add(crewlet.HealthOverrunning, "turn %s has run for %s (health.turn_overrun %s)", current.TurnID, since(current.StartedAt), th.TurnOverrun)
 	}
 	if b := f.Backlog; b.Waiting > int64(th.Backlog) {
@@ -94,6 +97,9 @@ func Classify(f Facts, th config.Health, now time.Time) (crewlet.SeatHealth, str
 	}
 	if h := f.Budget; h != nil {
 		add(crewlet.HealthHeld, "the %s %s budget is spent (%d of %d tokens) until %s", h.Scope, h.Window, h.Used, h.Cap, h.ResetsAt.UTC().Format(time.RFC3339))
+	}
+	if !f.ProfileHeldSince.IsZero() {
+		add(crewlet.HealthHeld, "a turn has waited %s for a profile: none of its pool can take it (quarantined, cooling off, full or switched off; crewlet profiles)", since(f.ProfileHeldSince))
 	}
 	switch f.Status {
 	case crewlet.StatusPaused:

@@ -110,7 +110,7 @@ func (m *Monitor) Pass(ctx context.Context) (crewlet.HealthOutput, error) {
 			Unplaceable: unplaceable[s.Handle],
 			Turns:       facts.Turns[s.Handle], Waits: facts.Waits[s.Handle], OnPerson: onPerson,
 			DeadLetters: facts.DeadLetters[s.Handle], Backlog: backlogs[s.Handle],
-			Budget: budgetHold(org, s, facts.Usage, now),
+			Budget: budgetHold(org, s, facts.Usage, now), ProfileHeldSince: facts.ProfileHolds[s.Handle],
 		}
 		if st, ok := statuses[s.Handle]; ok {
 			f.Status = st

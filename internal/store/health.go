@@ -24,6 +24,9 @@ type HealthFacts struct {
 	// Usage is the tokens counted in the current windows, by usage scope
 	// ("seat:HANDLE" or "company") and window name.
 	Usage map[string]map[string]int64
+	// ProfileHolds is, for each seat with a turn held because no profile
+	// of its pool can take it, since when its oldest such turn waits.
+	ProfileHolds map[string]time.Time
 	// Now is the database clock when the facts were read.
 	Now time.Time
 }
@@ -55,7 +58,8 @@ type HealthWindows struct {
 // turns each), its waits on tickets, its dead letters recorded within
 // deadLetterWindow, and the usage counters of windows.
 func (s *Store) HealthFacts(ctx context.Context, handles []string, turns int, deadLetterWindow time.Duration, windows HealthWindows) (HealthFacts, error) {
-	f := HealthFacts{Turns: map[string][]TurnFact{}, Waits: map[string][]WaitFact{}, DeadLetters: map[string]int{}, Usage: map[string]map[string]int64{}}
+	f := HealthFacts{Turns: map[string][]TurnFact{}, Waits: map[string][]WaitFact{}, DeadLetters: map[string]int{},
+		Usage: map[string]map[string]int64{}, ProfileHolds: map[string]time.Time{}}
 	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&f.Now); err != nil {
 		return f, fmt.Errorf("read health facts: %w", err)
 	}
@@ -81,6 +85,26 @@ func (s *Store) HealthFacts(ctx context.Context, handles []string, turns int, de
 	}
 	if err := rows.Err(); err != nil {
 		return f, fmt.Errorf("read health facts (turns): %w", err)
+	}
+	// Profile holds: the pools' waiters are the turns held (few; each
+	// found by its turn id).
+	rows, err = s.pool.Query(ctx, `
+		SELECT t.seat, min(w.since) FROM profile_waiters w JOIN turns t ON t.turn_id = w.turn_id
+		WHERE t.seat = ANY($1) GROUP BY t.seat`, handles)
+	if err != nil {
+		return f, fmt.Errorf("read health facts (profile holds): %w", schemaMissing(err))
+	}
+	for rows.Next() {
+		var seat string
+		var since time.Time
+		if err := rows.Scan(&seat, &since); err != nil {
+			rows.Close()
+			return f, fmt.Errorf("read health facts (profile holds): %w", err)
+		}
+		f.ProfileHolds[seat] = since
+	}
+	if err := rows.Err(); err != nil {
+		return f, fmt.Errorf("read health facts (profile holds): %w", err)
 	}
 	// Waits, from the open tickets' partial waiter indexes.
 	rows, err = s.pool.Query(ctx, `
