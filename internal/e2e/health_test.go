@@ -16,6 +16,8 @@ import (
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/health"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/testhook"
+	"github.com/crewlet/crewlet/internal/tools/toolstest"
 )
 
 // healthOrg gives each seat a real way into a health state: cto delegates
@@ -323,4 +325,34 @@ seats:
 	t.Logf("%s: %s — %s", waiting, crewlet.HealthEstablishing, c.seatHealth()[waiting].HealthCause)
 	c.worker("n2")
 	c.waitHealth(waiting, crewlet.HealthOK, 60*time.Second)
+}
+
+// unproven_teardown: a seat drained from a node whose MCP server's stop
+// cannot be proven (the unstoppable_mcp test hook: the process is killed,
+// its teardown still fails) stays on the node, which reports the teardown
+// unproven in its heartbeat; the duty shows it, and the seat stays there.
+func TestSeatHealthUnprovenTeardown(t *testing.T) {
+	bin := toolstest.BuildT(t)
+	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(`company: { name: stuckco }
+health: { interval: 1s }
+profiles: { local: { provider: scripted } }
+roles:
+  eng:
+    charter: works
+    profile: local
+    mcp: [ { name: stubborn, command: [ %q ] } ]
+seats:
+  - { handle: tooled, role: eng }
+`, bin)))
+	c.apiServer()
+	c.workerWithEnv("n1", []string{testhook.Hooks{UnstoppableMCP: "stubborn"}.Env()})
+	c.waitAttached(30 * time.Second)
+	c.waitHealth("tooled", crewlet.HealthOK, 20*time.Second)
+	if err := c.call(http.MethodPost, "/seats/tooled/drain", crewlet.DrainRequest{Reason: "test", By: "tester"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	cause := c.waitHealth("tooled", crewlet.HealthUnprovenTeardown, 30*time.Second)
+	if !strings.Contains(cause, "node n1") {
+		t.Fatalf("unproven cause %q does not name the node", cause)
+	}
 }

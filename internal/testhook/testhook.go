@@ -62,6 +62,10 @@ type Hooks struct {
 	// ScriptedProbe (scripted_probe) names a file where the scripted model
 	// appends a line when each call starts and ends (model.Probe).
 	ScriptedProbe string
+	// UnstoppableMCP (unstoppable_mcp) names an MCP server whose stop
+	// cannot be proven: its process is killed, and its teardown still
+	// fails, as one whose process would not die.
+	UnstoppableMCP string
 }
 
 // hook is one name=value a Hooks field is set from.
@@ -94,6 +98,13 @@ var hooks = []hook{
 		func(h Hooks) string { return h.TemporalCalls }},
 	{"scripted_probe", path(func(h *Hooks) *string { return &h.ScriptedProbe }),
 		func(h Hooks) string { return h.ScriptedProbe }},
+	{"unstoppable_mcp", func(h *Hooks, v string) error {
+		if !crewlet.ValidName(v) {
+			return fmt.Errorf("not an MCP server name: %s", crewlet.NamePattern)
+		}
+		h.UnstoppableMCP = v
+		return nil
+	}, func(h Hooks) string { return h.UnstoppableMCP }},
 }
 
 func duration(field func(*Hooks) *time.Duration) func(*Hooks, string) error {

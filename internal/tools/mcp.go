@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/testhook"
 )
 
 // IdempotencyKeyMeta is the request _meta key that carries a tool call's
@@ -577,6 +578,10 @@ func (sv *server) stop(log *slog.Logger) error {
 			return fmt.Errorf("mcp server %s (pid %d): would not stop", sv.cfg.Name, pid)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if testhook.Current().UnstoppableMCP == sv.cfg.Name {
+		log.Error("mcp_server_stop_unproven", "server", sv.cfg.Name, "pid", pid, "hook", "unstoppable_mcp")
+		return fmt.Errorf("mcp server %s (pid %d): would not stop (test hook unstoppable_mcp)", sv.cfg.Name, pid)
 	}
 	sv.proven = true
 	log.Info("mcp_server_stopped", "server", sv.cfg.Name, "pid", pid)
