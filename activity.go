@@ -137,6 +137,9 @@ type ReconcileReport struct {
 	Deferred []ReconcileDeferral `json:"deferred,omitempty"`
 	// Nudged is the seats sent an idle nudge.
 	Nudged []string `json:"nudged,omitempty"`
+	// Reaped is the spawned seats reaped before the pass, idle with
+	// nothing open; the pass, or the next, stops their workflows.
+	Reaped []string `json:"reaped,omitempty"`
 }
 
 // ReconcileDeferral is one thing a reconcile pass did not do, and why.

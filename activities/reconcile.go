@@ -6,6 +6,7 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/reconcile"
+	"github.com/crewlet/crewlet/internal/spawn"
 )
 
 // Reconcile is the reconcile duty's activity.
@@ -14,6 +15,9 @@ type Reconcile struct {
 	// reads at its start.
 	Org        config.Source
 	Reconciler *reconcile.Reconciler
+	// Spawn reaps the spawned seats idle with nothing open, before each
+	// pass; nil reaps none.
+	Spawn *spawn.Service
 	// NodeID is the node the activity runs on: its own earlier
 	// incarnations do not hold back the judgement of absence.
 	NodeID string
@@ -29,5 +33,14 @@ func (a *Reconcile) Reconcile(ctx context.Context) (crewlet.ReconcileReport, err
 			return crewlet.ReconcileReport{}, err
 		}
 	}
-	return a.Reconciler.Pass(ctx, a.Org.Now(), a.NodeID)
+	var reaped []string
+	if a.Spawn != nil {
+		var err error
+		if reaped, err = a.Spawn.Reap(ctx); err != nil {
+			return crewlet.ReconcileReport{}, err
+		}
+	}
+	report, err := a.Reconciler.Pass(ctx, a.Org.Now(), a.NodeID)
+	report.Reaped = reaped
+	return report, err
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/profiles"
 	"github.com/crewlet/crewlet/internal/seatclient"
+	"github.com/crewlet/crewlet/internal/spawn"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/tracing"
@@ -56,6 +57,8 @@ type Server struct {
 	// Follow makes this process take the active config revision now, after
 	// an apply; nil leaves it to the process's follower.
 	Follow func(context.Context) error
+	// Spawn creates seats from the roles' pools; nil refuses to.
+	Spawn *spawn.Service
 	// tokens are the tokens of the revision the process last served.
 	tokens atomic.Pointer[tokensOf]
 	// limiters hold each principal's mutation budget.
@@ -195,6 +198,13 @@ func (s *Server) routes() []route {
 		{method: post, pattern: "/schedules/{name}/backfill", right: Operate, handler: s.backfillSchedule,
 			summary: "run the fires due between from and to (within maintenance.ledger_retention), one after another; a fire that ran already is not answered again",
 			body:    wire.ScheduleBackfill{}, needs: []string{"from", "to"}, answer: wire.ScheduleAction{}, statuses: accepted},
+		{method: post, pattern: "/seats/spawn", right: Operate, handler: s.spawnSeat,
+			summary: "spawn a seat of a role from its pool (pools:); it answers mail at once and is reaped once idle with nothing open. 404 a role with no pool, 409 the pool is full",
+			body:    wire.SpawnRequest{}, needs: []string{"role"}, answer: wire.SpawnedSeat{}, statuses: []int{http.StatusCreated},
+			conflict: "the role's pool has max_seats spawned seats live"},
+		{method: get, pattern: "/pools", right: Read, handler: s.listPools,
+			summary: "each role's spawn pool: max seats, live, free, reclaimable (idle past idle_reap_after with nothing open), and the live seats",
+			answer:  []wire.PoolView{}},
 		{method: get, pattern: "/config", right: Operate, handler: s.getConfig,
 			summary: "the active config revision (who applied it, when, what changed, its document) and which revision each process runs",
 			answer:  wire.ConfigState{}},

@@ -20,6 +20,9 @@ type SeatSummary struct {
 	Status string `json:"status"`
 	Epoch  int64  `json:"epoch"`
 	Node   string `json:"node,omitempty"`
+	// Spawned marks a seat spawned from its role's pool (POST /seats/spawn,
+	// a ticket to spawn:ROLE), reaped once idle.
+	Spawned bool `json:"spawned,omitempty"`
 	// Health is what the health duty last concluded about an agent seat
 	// ("unknown" before its first pass), with its cause and since when.
 	Health      crewlet.SeatHealth `json:"health,omitempty"`
@@ -69,7 +72,7 @@ func (s *Server) listSeats(w http.ResponseWriter, r *http.Request) {
 	org := s.Org.Now()
 	out := make([]SeatSummary, 0, len(org.Seats))
 	for _, seat := range org.Seats {
-		sum := SeatSummary{Handle: seat.Handle, Role: seat.Role, Kind: seat.Kind, Status: string(crewlet.StatusAbsent)}
+		sum := SeatSummary{Handle: seat.Handle, Role: seat.Role, Kind: seat.Kind, Spawned: seat.Spawned, Status: string(crewlet.StatusAbsent)}
 		if seat.Kind == string(crewlet.SeatHuman) {
 			sum.Status = "human"
 		} else {

@@ -32,6 +32,7 @@ import (
 	"github.com/crewlet/crewlet/internal/reconcile"
 	"github.com/crewlet/crewlet/internal/schedules"
 	"github.com/crewlet/crewlet/internal/seatclient"
+	"github.com/crewlet/crewlet/internal/spawn"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/tools"
@@ -162,6 +163,9 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 	n.host.Tenures = n.live.Tenures
 	n.DrainRequested = n.live.DrainRequested()
 	tk := tickets.New(org, st, dl, seats, n.log)
+	rec := reconcile.New(st, mb, seats, dl, n.log)
+	spawner := &spawn.Service{Org: org, Store: st, Mailbox: mb, Seats: seats, Prepare: rec.PrepareSeats, Log: n.log}
+	tk.Spawn = spawner.Spawn
 	n.notifier = health.NewNotifier(boot, n.log)
 	tk.Metrics = opts.Metrics
 	pools := profiles.New(seats, st, org, n.log)
@@ -182,7 +186,7 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 		Mail:        &activities.Mail{Store: st, Mailbox: mb, Tickets: tk, Log: n.log, Metrics: opts.Metrics},
 		Rebalance:   &activities.Rebalance{Store: st, Org: org, Seats: seats, LiveWithin: hb, MaxMoves: boot.Nodes.RebalanceMaxMoves, Log: n.log},
 		Maintenance: &activities.Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tk, NodeID: nodeID, Log: n.log},
-		Reconcile:   &activities.Reconcile{Org: org, Reconciler: reconcile.New(st, mb, seats, dl, n.log), NodeID: nodeID},
+		Reconcile:   &activities.Reconcile{Org: org, Reconciler: rec, Spawn: spawner, NodeID: nodeID},
 		Host:        n.host,
 		Turns:       turns,
 		Schedules: &activities.Schedules{Store: st, Org: org, Delivery: dl, Tickets: tk, Log: n.log,

@@ -60,6 +60,8 @@ with the bearer token --token, default $CREWLET_TOKEN; each names the route it c
   tickets answer ID TEXT        answer the question asked on a ticket (POST /tickets/{id}/answer)
   tickets cancel ID [--reason TEXT] [--by NAME]
                                 cancel an open ticket; its delegator is told (POST /tickets/{id}/cancel)
+  seats spawn ROLE              spawn a seat of ROLE from its pool; print its handle (POST /seats/spawn)
+  pools                         each role's spawn pool: max, live, free, reclaimable, its seats (GET /pools)
   config apply FILE [--restart]  apply an org file as the next config revision and list each
                                 changed key as hot, deferred or cold (admin; POST /config)
   config show [--document]      the active revision, who applied it, when, and which revision
@@ -157,7 +159,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Sprintf("unknown config command %q; use check, apply or show", rest[0])}
 	case "seats":
 		if len(rest) == 0 {
-			return usageError{"usage: crewlet seats ls | seats show HANDLE | seats events HANDLE | seats usage HANDLE | seats turns HANDLE | seats memory HANDLE"}
+			return usageError{"usage: crewlet seats ls | seats show HANDLE | seats events HANDLE | seats usage HANDLE | seats turns HANDLE | seats memory HANDLE | seats spawn ROLE"}
 		}
 		switch rest[0] {
 		case "ls":
@@ -170,10 +172,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runSeatUsage(ctx, rest[1:], stdout)
 		case "turns":
 			return runSeatTurns(ctx, rest[1:], stdout)
+		case "spawn":
+			return runSeatSpawn(ctx, rest[1:], stdout)
 		case "memory":
 			return runSeatMemory(ctx, rest[1:], stdout)
 		}
-		return usageError{fmt.Sprintf("unknown seats command %q; use ls, show, events, usage, turns or memory", rest[0])}
+		return usageError{fmt.Sprintf("unknown seats command %q; use ls, show, events, usage, turns, memory or spawn", rest[0])}
 	case "turn":
 		if len(rest) == 0 || rest[0] != "show" {
 			return usageError{"usage: crewlet turn show TURN-ID"}
@@ -203,6 +207,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Sprintf("unknown nodes command %q; use ls or drain", rest[0])}
 	case "profiles":
 		return runProfiles(ctx, rest, stdout)
+	case "pools":
+		return runPools(ctx, rest, stdout)
 	case "models":
 		if len(rest) == 0 || (rest[0] != "disable" && rest[0] != "enable") {
 			return usageError{"usage: crewlet models disable MODEL | models enable MODEL"}

@@ -28,6 +28,7 @@ import (
 	"github.com/crewlet/crewlet/internal/revisions"
 	"github.com/crewlet/crewlet/internal/schedules"
 	"github.com/crewlet/crewlet/internal/seatclient"
+	"github.com/crewlet/crewlet/internal/spawn"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testhook"
 	"github.com/crewlet/crewlet/internal/tickets"
@@ -294,11 +295,13 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		read := views.New(d.live, d.seats, d.store, d.mailbox)
 		d.metrics.WatchCompany(read.Company, d.org.Metrics.SeatLabels, log)
 		tk := tickets.New(d.live, d.store, d.delivery, d.seats, log)
+		spawner := &spawn.Service{Org: d.live, Store: d.store, Mailbox: d.mailbox, Seats: d.seats, Prepare: d.reconciler.PrepareSeats, Log: log}
+		tk.Spawn = spawner.Spawn
 		tk.Metrics = d.metrics
 		pools := profiles.New(d.seats, d.store, d.live, log)
 		pools.Metrics = d.metrics
 		h := &api.Server{Org: d.live, Seats: d.seats, Views: read, Delivery: d.delivery, Store: d.store, Tickets: tk, Profiles: pools,
-			Mailbox: d.mailbox, Temporal: d.temporal, Log: log, Metrics: d.metrics, Tracing: d.tracing, Follow: d.follower.Refresh}
+			Mailbox: d.mailbox, Temporal: d.temporal, Log: log, Metrics: d.metrics, Tracing: d.tracing, Follow: d.follower.Refresh, Spawn: spawner}
 		// WriteTimeout outlasts the longest request, a POST /tickets
 		// long-poll (10 minutes).
 		srv = &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,

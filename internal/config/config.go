@@ -33,6 +33,7 @@ type Config struct {
 	Roles       map[string]Role    `mapstructure:"roles"`
 	Seats       []Seat             `mapstructure:"seats"`
 	Schedules   []Schedule         `mapstructure:"schedules"`
+	Pools       []SpawnPool        `mapstructure:"pools"`
 	Log         Log                `mapstructure:"log"`
 	Metrics     Metrics            `mapstructure:"metrics"`
 
@@ -40,6 +41,9 @@ type Config struct {
 	// as one. It is no key of the file.
 	// (docs/architecture.md, "Config revisions")
 	Revision int64 `mapstructure:"-"`
+	// SpawnedVersion is the version of the spawned seats among Seats
+	// (store.SpawnedVersion); no key of the file either.
+	SpawnedVersion int64 `mapstructure:"-"`
 }
 
 // Metrics is where a worker without the API serves GET /metrics; a process
@@ -649,4 +653,7 @@ type Seat struct {
 	Role string `mapstructure:"role"`
 	// Kind is "agent" (the default) or "human".
 	Kind string `mapstructure:"kind"`
+	// Spawned marks a seat spawned at run time from its role's pool, which
+	// no file names; it is no key of the file.
+	Spawned bool `mapstructure:"-"`
 }

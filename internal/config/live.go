@@ -41,6 +41,9 @@ type Revision struct {
 	// NeedsRestart lists the cold keys whose change this process runs
 	// without: it needs a restart to take them.
 	NeedsRestart []string
+	// Spawned is the version of the spawned seats Org holds
+	// (store.SpawnedVersion).
+	Spawned int64
 }
 
 // NewLive returns a Live running rev.
@@ -78,6 +81,18 @@ func (l *Live) CatchUp(ctx context.Context) error {
 	l.catchUpMu.Lock()
 	defer l.catchUpMu.Unlock()
 	if l.catchUp == nil || time.Since(l.lastCatchUp) < catchUpEvery {
+		return nil
+	}
+	l.lastCatchUp = time.Now()
+	return l.catchUp(ctx)
+}
+
+// CatchUpNow takes the active revision and spawned seats now, whenever it
+// last did: for the process that just changed them.
+func (l *Live) CatchUpNow(ctx context.Context) error {
+	l.catchUpMu.Lock()
+	defer l.catchUpMu.Unlock()
+	if l.catchUp == nil {
 		return nil
 	}
 	l.lastCatchUp = time.Now()

@@ -237,6 +237,7 @@ func build(v *viper.Viper, doc []byte) (*Config, []string, error) {
 	}
 	applyEntryDefaults(raw, &c)
 	scheduleDefaults(raw, &c)
+	poolDefaults(raw, &c)
 	ruleToolArgs(doc, &c)
 
 	// A value that did not decode is already reported; what Validate would

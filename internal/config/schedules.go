@@ -48,8 +48,8 @@ const (
 	OverlapAllow     = "allow"
 )
 
-// SpawnPrefix marks a target naming a role to spawn a seat of, which
-// crewlet does not do yet.
+// SpawnPrefix marks a target naming a role to spawn a seat of, from the
+// role's pool (pools:); a schedule cannot name one yet.
 const SpawnPrefix = "spawn:"
 
 // DefaultCatchupWindow is a schedule's catchup_window when the file does
@@ -194,7 +194,7 @@ func checkScheduleTarget(add addFunc, at, to string, c *Config, roles []string) 
 		return
 	}
 	if role, ok := strings.CutPrefix(to, SpawnPrefix); ok {
-		add(at, "%q: spawned seats are not built yet; name a seat or role:%s", to, role)
+		add(at, "%q: a schedule cannot spawn seats yet; name a seat or role:%s", to, role)
 		return
 	}
 	if role, ok := strings.CutPrefix(to, crewlet.RolePrefix); ok {

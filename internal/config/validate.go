@@ -434,6 +434,7 @@ func (c *Config) problems() []*Problem {
 		}
 	}
 	checkSchedules(add, c, roles)
+	checkPools(add, c, roles)
 	return ps
 }
 

@@ -96,11 +96,11 @@ func (r *Reconciler) StopRemovedSeats(ctx context.Context, org *config.Config, n
 // MayJudgeAbsence is the one place that says whether this process may take
 // a seat missing from org as removed: stop its workflow, stamp its mailbox
 // absent, fail its tickets. It returns what it waits for (none means yes):
-// this process, while org is older than the active config revision, or the
-// live incarnations of other ids that run an org naming other seats
-// (store.NodesOnAnotherOrg), one of which is stale: a node on the old one
-// must not stop a seat the new one added. An error means unknown, and
-// unknown is never absent.
+// this process, while org is older than the active config revision or the
+// spawned seats, or the live incarnations of other ids that run an org
+// naming other seats (store.NodesOnAnotherOrg), one of which is stale: a
+// node on the old one must not stop a seat the new one added. An error
+// means unknown, and unknown is never absent.
 func MayJudgeAbsence(ctx context.Context, st *store.Store, org *config.Config, nodeID string) (waitFor []string, err error) {
 	if org.Revision > 0 {
 		// A seat added by a revision this process has not taken yet is
@@ -111,6 +111,14 @@ func MayJudgeAbsence(ctx context.Context, st *store.Store, org *config.Config, n
 		}
 		if active > org.Revision {
 			return []string{fmt.Sprintf("%s (on config revision %d of %d)", nodeID, org.Revision, active)}, nil
+		}
+		// Nor is a seat spawned since this process last read them.
+		spawned, err := st.SpawnedVersion(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if spawned != org.SpawnedVersion {
+			return []string{fmt.Sprintf("%s (behind on the spawned seats)", nodeID)}, nil
 		}
 	}
 	return st.NodesOnAnotherOrg(ctx, org.Nodes.HeartbeatTimeout, nodeID, org.SeatsDigest())

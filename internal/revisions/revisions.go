@@ -96,6 +96,13 @@ func Start(ctx context.Context, st *store.Store, file []byte, fileOrg *config.Co
 	// the ones that lose find it applied when they look again.
 	for attempt := 1; ; attempt++ {
 		rev, err := start(ctx, st, file, fileOrg, by, log)
+		if err == nil {
+			version, verr := st.SpawnedVersion(ctx)
+			if verr != nil {
+				return rev, verr
+			}
+			return WithSpawned(ctx, st, rev, version)
+		}
 		if crewlet.ErrorCode(err) != crewlet.ECONFLICT || attempt == 3 {
 			return rev, err
 		}
@@ -233,20 +240,31 @@ func (f *Follower) Refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	spawned, err := f.Store.SpawnedVersion(ctx)
+	if err != nil {
+		return err
+	}
+	next, changed := cur, false
 	if active > cur.Number {
-		next, err := f.take(ctx)
+		taken, err := f.take(ctx)
 		switch {
 		case err != nil:
 			if f.setProblem(err.Error()) {
 				f.Log.Error("config_revision_refused", "revision", active, "running", cur.Number, "error", err)
 			}
-		case next.Number > cur.Number:
+		case taken.Number > cur.Number:
 			f.setProblem("")
-			f.Live.Set(next)
-			f.Log.Info("config_revision_taken", "revision", next.Number, "previous", cur.Number, "needs_restart", next.NeedsRestart)
-			f.handOver(next)
-			cur = next
+			f.Log.Info("config_revision_taken", "revision", taken.Number, "previous", cur.Number, "needs_restart", taken.NeedsRestart)
+			next, changed = taken, true
 		}
+	}
+	if changed || spawned != cur.Spawned {
+		if next, err = WithSpawned(ctx, f.Store, next, spawned); err != nil {
+			return err
+		}
+		f.Live.Set(next)
+		f.handOver(next)
+		cur = next
 	}
 	f.mu.Lock()
 	problem := f.problem
@@ -254,6 +272,34 @@ func (f *Follower) Refresh(ctx context.Context) error {
 	return f.Store.ReportConfigProcess(ctx, wire.ConfigProcess{
 		Process: f.Process, Kind: f.Kind, Revision: cur.Number, NeedsRestart: cur.NeedsRestart, Problem: problem,
 	})
+}
+
+// WithSpawned returns rev with the live spawned seats (read at version or
+// later) in its org in place of those it had: the org a process runs is its
+// revision's seats and the seats spawned from its pools.
+func WithSpawned(ctx context.Context, st *store.Store, rev config.Revision, version int64) (config.Revision, error) {
+	spawned, err := st.SpawnedSeats(ctx)
+	if err != nil {
+		return rev, err
+	}
+	org := *rev.Org
+	org.Seats = make([]config.Seat, 0, len(rev.Org.Seats)+len(spawned))
+	for _, s := range rev.Org.Seats {
+		if !s.Spawned {
+			org.Seats = append(org.Seats, s)
+		}
+	}
+	for _, s := range spawned {
+		if _, named := org.Seat(s.Handle); named {
+			// A revision named a seat as a spawned one is called: the
+			// file's seat is the one that runs.
+			continue
+		}
+		org.Seats = append(org.Seats, config.Seat{Handle: s.Handle, Role: s.Role, Kind: string(crewlet.SeatAgent), Spawned: true})
+	}
+	org.SpawnedVersion = version
+	rev.Org, rev.Spawned = &org, version
+	return rev, nil
 }
 
 // setProblem records why the active revision was not taken, and reports

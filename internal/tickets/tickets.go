@@ -34,6 +34,9 @@ type Service struct {
 	log      *slog.Logger
 	// Metrics counts tickets opened and ended; nil counts none.
 	Metrics *metrics.Metrics
+	// Spawn creates a seat of a role from its pool, for a ticket to
+	// spawn:ROLE (spawn.Service.Spawn); nil refuses such tickets.
+	Spawn func(ctx context.Context, role, by string) (config.Seat, error)
 }
 
 // New returns the ticket service of org over its store, its mail and its
@@ -81,7 +84,7 @@ func (t *Service) Open(ctx context.Context, req OpenRequest) (crewlet.Ticket, er
 		}
 		fromSeat = s.Kind == string(crewlet.SeatAgent)
 	}
-	to, routedFrom, err := t.route(ctx, req.To, from)
+	to, routedFrom, err := t.routeOnce(ctx, req, from)
 	if err != nil {
 		return crewlet.Ticket{}, err
 	}
@@ -125,10 +128,33 @@ func (t *Service) Route(ctx context.Context, to string) (string, error) {
 	return handle, err
 }
 
+// routeOnce routes an open request. A request to spawn:ROLE opened again
+// with the same key (a retried delegate call) goes to the seat its first
+// open spawned, instead of spawning another.
+func (t *Service) routeOnce(ctx context.Context, req OpenRequest, from string) (handle, routedFrom string, err error) {
+	if req.Key != "" && strings.HasPrefix(req.To, config.SpawnPrefix) {
+		prev, err := t.store.Ticket(ctx, store.TicketID(req.Key))
+		if err == nil {
+			return prev.To, prev.RoutedFrom, nil
+		}
+		if crewlet.ErrorCode(err) != crewlet.ENOTFOUND {
+			return "", "", err
+		}
+	}
+	return t.route(ctx, req.To, from)
+}
+
 // route resolves a target: a seat that runs turns, or "role:NAME" to the
 // agent seat of that role, other than the delegator, serving the fewest open
 // tickets (ties by handle).
 func (t *Service) route(ctx context.Context, to, from string) (handle, routedFrom string, err error) {
+	if role, spawn := strings.CutPrefix(to, config.SpawnPrefix); spawn {
+		if t.Spawn == nil {
+			return "", "", crewlet.Errorf(crewlet.EUNAVAILABLE, "%s: this process spawns no seats; ask an API or worker process", to)
+		}
+		seat, err := t.Spawn(ctx, role, from)
+		return seat.Handle, to, err
+	}
 	role, byRole := strings.CutPrefix(to, crewlet.RolePrefix)
 	if !byRole {
 		s, err := t.org.Now().SeatNamed(to)

@@ -60,3 +60,27 @@ type ConfigProcess struct {
 	StartedAt time.Time `json:"started_at"`
 	SeenAt    time.Time `json:"seen_at"`
 }
+
+// SpawnRequest is the body of POST /seats/spawn.
+type SpawnRequest struct {
+	// Role is the role whose pool the seat is spawned from.
+	Role string `json:"role"`
+}
+
+// SpawnedSeat is a seat just spawned.
+type SpawnedSeat struct {
+	Handle string `json:"handle"`
+	Role   string `json:"role"`
+}
+
+// PoolView is one role's spawn pool (GET /pools).
+type PoolView struct {
+	Role          string `json:"role"`
+	MaxSeats      int    `json:"max_seats"`
+	Live          int    `json:"live"`
+	Free          int    `json:"free"`
+	Reclaimable   int    `json:"reclaimable"`
+	IdleReapAfter string `json:"idle_reap_after"`
+	// Seats are the live spawned seats of the role.
+	Seats []string `json:"seats"`
+}
