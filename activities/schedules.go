@@ -44,12 +44,9 @@ func (a *Schedules) DeliverFire(ctx context.Context, in crewlet.DeliverFireInput
 		a.Log.WarnContext(ctx, "schedule_fire_dropped", "schedule", in.Schedule, "fire_time", in.FireTime, "reason", "not in the org")
 		return crewlet.DeliverFireOutput{}, crewlet.Errorf(crewlet.ENOTFOUND, "no schedule %q in the org; its Temporal Schedule goes at the next sync", in.Schedule)
 	}
-	seat := sched.To
-	if strings.HasPrefix(seat, crewlet.RolePrefix) {
-		var err error
-		if seat, err = a.Tickets.Route(ctx, sched.To); err != nil {
-			return crewlet.DeliverFireOutput{}, err
-		}
+	seat, err := a.fireSeat(ctx, sched, in.FireTime)
+	if err != nil {
+		return crewlet.DeliverFireOutput{}, err
 	}
 	var skipped int64
 	if a.Skipped != nil {
@@ -125,4 +122,23 @@ func (a *Schedules) AwaitFire(ctx context.Context, in crewlet.AwaitFireInput) (b
 		}
 		wait = min(2*wait, poll)
 	}
+}
+
+// fireSeat is the seat a fire goes to: the schedule's seat, the seat of
+// its role:NAME routed as a ticket is, or for spawn:ROLE a seat spawned
+// for the fire. A fire run again goes to the seat it was claimed for, so a
+// retry spawns nothing more; two first runs racing may each spawn one, and
+// the one not claimed is reaped once idle.
+func (a *Schedules) fireSeat(ctx context.Context, sched config.Schedule, fireTime time.Time) (string, error) {
+	switch {
+	case strings.HasPrefix(sched.To, config.SpawnPrefix):
+		seat, found, err := a.Store.ScheduleFireSeat(ctx, sched.Name, fireTime)
+		if err != nil || found {
+			return seat, err
+		}
+		return a.Tickets.Route(ctx, sched.To)
+	case strings.HasPrefix(sched.To, crewlet.RolePrefix):
+		return a.Tickets.Route(ctx, sched.To)
+	}
+	return sched.To, nil
 }

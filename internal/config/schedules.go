@@ -49,7 +49,7 @@ const (
 )
 
 // SpawnPrefix marks a target naming a role to spawn a seat of, from the
-// role's pool (pools:); a schedule cannot name one yet.
+// role's pool (pools:).
 const SpawnPrefix = "spawn:"
 
 // DefaultCatchupWindow is a schedule's catchup_window when the file does
@@ -185,16 +185,17 @@ func checkCron(add addFunc, at, expr string) {
 }
 
 // checkScheduleTarget checks to: a seat of the org (an agent seat answers
-// it; a human seat finds it in their inbox, a reminder) or role:NAME with
-// an agent seat to route to. spawn:ROLE is refused until spawned seats
-// exist.
+// it; a human seat finds it in their inbox, a reminder), role:NAME with
+// an agent seat to route to, or spawn:ROLE of a role with a pool.
 func checkScheduleTarget(add addFunc, at, to string, c *Config, roles []string) {
 	if to == "" {
 		add(at, "required; a seat handle or role:NAME")
 		return
 	}
 	if role, ok := strings.CutPrefix(to, SpawnPrefix); ok {
-		add(at, "%q: a schedule cannot spawn seats yet; name a seat or role:%s", to, role)
+		if _, pooled := c.PoolOf(role); !pooled {
+			add(at, "%q: role %q has no pool to spawn seats from; add pools: [{role: %s, max_seats: N}], or name a seat or role:%s", to, role, role, role)
+		}
 		return
 	}
 	if role, ok := strings.CutPrefix(to, crewlet.RolePrefix); ok {

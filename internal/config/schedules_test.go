@@ -81,7 +81,7 @@ schedules:
 		`schedules[6].to: unknown seat "ctoo"; name a seat of the org or role:NAME; did you mean "cto"?`,
 		`schedules[7].to: unknown role "ghost"; known roles: eng, lonely`,
 		`schedules[8].to: role "lonely" has no agent seat to route a fire to`,
-		`schedules[9].to: "spawn:eng": a schedule cannot spawn seats yet; name a seat or role:eng`,
+		`schedules[9].to: "spawn:eng": role "eng" has no pool to spawn seats from; add pools: [{role: eng, max_seats: N}], or name a seat or role:eng`,
 		`schedules[10].text: required; the message each fire sends`,
 		`schedules[11].jitter: 1m is not shorter than every (1m)`,
 		`schedules[12].overlap: unknown policy "queue"; must be one of: skip, buffer_one, allow`,

@@ -22,6 +22,7 @@ roles:
   lead: { charter: leads, profile: local }
   eng: { charter: builds, profile: local }
 pools: [ { role: eng, max_seats: 2, idle_reap_after: 8s } ]
+schedules: [ { name: build, every: 24h, to: "spawn:eng", text: "run the nightly build" } ]
 seats:
   - { handle: cto, role: lead }
   - { handle: alice, kind: human }
@@ -144,4 +145,21 @@ func TestSpawnedSeatsSpawnAnswerAndAreReaped(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitReply(waiting, replyWait)
+
+	// A schedule to spawn:eng spawns a seat for its fire, which answers it.
+	if out, err := c.cli("schedules", "trigger", "build"); err != nil {
+		t.Fatalf("crewlet schedules trigger build: %v\n%s", err, out)
+	}
+	testenv.Eventually(t, 30*time.Second, "the fire answered by a spawned seat", func() error {
+		out, err := c.cli("schedules", "show", "build")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, " eng-") && strings.Contains(line, "after") && !strings.Contains(line, first) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no fire answered by a new eng seat:\n%s", out)
+	})
 }

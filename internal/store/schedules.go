@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/crewlet/crewlet/internal/wire"
 )
@@ -29,6 +32,18 @@ func (s *Store) ClaimScheduleFire(ctx context.Context, schedule string, fireTime
 		return f, false, fmt.Errorf("record fire of schedule %s at %s: %w", schedule, fireTime.Format(time.RFC3339), schemaMissing(err))
 	}
 	return f, first, nil
+}
+
+// ScheduleFireSeat returns the seat a fire was claimed for, if it was.
+func (s *Store) ScheduleFireSeat(ctx context.Context, schedule string, fireTime time.Time) (seat string, found bool, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT seat FROM schedule_fires WHERE schedule = $1 AND fire_time = $2`, schedule, fireTime).Scan(&seat)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("read fire of schedule %s at %s: %w", schedule, fireTime.Format(time.RFC3339), schemaMissing(err))
+	}
+	return seat, true, nil
 }
 
 // ScheduleFireHandled records that the seat answered a fire's message.

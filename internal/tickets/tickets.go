@@ -120,11 +120,11 @@ func (t *Service) Open(ctx context.Context, req OpenRequest) (crewlet.Ticket, er
 	return ticket, nil
 }
 
-// Route resolves a target as a ticket's is routed, for a sender that is no
-// seat (a schedule's fire): a seat that runs turns, or "role:NAME" to the
-// agent seat of that role serving the fewest open tickets.
+// Route resolves a target as a ticket's is routed, for a schedule's fire:
+// a seat that runs turns, "role:NAME" to the agent seat of that role
+// serving the fewest open tickets, or "spawn:ROLE" to a seat spawned for it.
 func (t *Service) Route(ctx context.Context, to string) (string, error) {
-	handle, _, err := t.route(ctx, to, "")
+	handle, _, err := t.route(ctx, to, crewlet.ScheduleSender)
 	return handle, err
 }
 
