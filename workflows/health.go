@@ -3,7 +3,6 @@ package workflows
 import (
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/crewlet/crewlet"
@@ -14,11 +13,5 @@ import (
 // transitions (docs/architecture.md, "Seat health"). A pass that fails is
 // not retried: the next tick is as good, and sooner than a back-off.
 func Health(ctx workflow.Context) (crewlet.HealthOutput, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
-	})
-	var out crewlet.HealthOutput
-	err := workflow.ExecuteActivity(ctx, crewlet.ActivityHealth).Get(ctx, &out)
-	return out, err
+	return dutyPass[crewlet.HealthOutput](ctx, crewlet.ActivityHealth, time.Minute, 1)
 }

@@ -3,7 +3,6 @@ package workflows
 import (
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/crewlet/crewlet"
@@ -13,11 +12,5 @@ import (
 // Schedule: mailbox retirement after the grace period, ledger and mailbox
 // retention.
 func Maintenance(ctx workflow.Context) (crewlet.MaintenanceOutput, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 5 * time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
-	})
-	var out crewlet.MaintenanceOutput
-	err := workflow.ExecuteActivity(ctx, crewlet.ActivityMaintenance).Get(ctx, &out)
-	return out, err
+	return dutyPass[crewlet.MaintenanceOutput](ctx, crewlet.ActivityMaintenance, 5*time.Minute, 3)
 }

@@ -3,7 +3,6 @@ package workflows
 import (
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/crewlet/crewlet"
@@ -13,11 +12,5 @@ import (
 // Schedule: it moves a bounded number of seats off nodes above their fair
 // share and reports seats no live node can run.
 func Rebalance(ctx workflow.Context) (crewlet.RebalanceOutput, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
-	})
-	var out crewlet.RebalanceOutput
-	err := workflow.ExecuteActivity(ctx, crewlet.ActivityRebalance).Get(ctx, &out)
-	return out, err
+	return dutyPass[crewlet.RebalanceOutput](ctx, crewlet.ActivityRebalance, time.Minute, 3)
 }

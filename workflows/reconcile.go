@@ -3,7 +3,6 @@ package workflows
 import (
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/crewlet/crewlet"
@@ -15,11 +14,5 @@ import (
 // failed pass is not retried: the next one comes within
 // nodes.reconcile_interval and reads the world afresh.
 func Reconcile(ctx workflow.Context) (crewlet.ReconcileReport, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 5 * time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
-	})
-	var out crewlet.ReconcileReport
-	err := workflow.ExecuteActivity(ctx, crewlet.ActivityReconcile).Get(ctx, &out)
-	return out, err
+	return dutyPass[crewlet.ReconcileReport](ctx, crewlet.ActivityReconcile, 5*time.Minute, 1)
 }
