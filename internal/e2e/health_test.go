@@ -25,6 +25,7 @@ import (
 // day, slow's model takes 6s a round, flaky's provider refuses every turn,
 // gpu needs a label no node has. The duty runs every second.
 const healthOrg = `company: { name: healthco }
+nodes: { reconcile_interval: 1h }
 health:
   interval: 1s
   gone_after: 1s
