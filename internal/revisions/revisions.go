@@ -136,13 +136,19 @@ func start(ctx context.Context, st *store.Store, file []byte, fileOrg *config.Co
 	if active.Digest == digest {
 		return numbered(active.Revision, fileOrg, nil), nil
 	}
-	activeOrg, err := config.Parse([]byte(active.Document))
+	return runnable(active, fileOrg)
+}
+
+// runnable is the active revision as a process that started with boot runs
+// it: parsed with the process's environment, its cold keys kept from boot.
+func runnable(active store.ConfigRevision, boot *config.Config) (config.Revision, error) {
+	org, err := config.Parse([]byte(active.Document))
 	if err != nil {
-		return config.Revision{}, fmt.Errorf("the active config revision %d is invalid here: %w", active.Revision, err)
+		return config.Revision{}, fmt.Errorf("revision %d is invalid with this process's environment: %w", active.Revision, err)
 	}
-	kept, needs, err := config.KeepCold(fileOrg, activeOrg)
+	kept, needs, err := config.KeepCold(boot, org)
 	if err != nil {
-		return config.Revision{}, fmt.Errorf("the active config revision %d: %w", active.Revision, err)
+		return config.Revision{}, fmt.Errorf("revision %d: %w", active.Revision, err)
 	}
 	return numbered(active.Revision, kept, needs), nil
 }
@@ -317,13 +323,5 @@ func (f *Follower) take(ctx context.Context) (config.Revision, error) {
 	if err != nil || !ok {
 		return config.Revision{}, err
 	}
-	org, err := config.Parse([]byte(active.Document))
-	if err != nil {
-		return config.Revision{}, fmt.Errorf("revision %d is invalid with this process's environment: %w", active.Revision, err)
-	}
-	kept, needs, err := config.KeepCold(f.Boot, org)
-	if err != nil {
-		return config.Revision{}, fmt.Errorf("revision %d: %w", active.Revision, err)
-	}
-	return numbered(active.Revision, kept, needs), nil
+	return runnable(active, f.Boot)
 }
