@@ -92,7 +92,8 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 		}
 		workKey := crewlet.WorkKey(eventIDs)
 		turnID = crewlet.TurnWorkflowID(s.in.Handle, workKey)
-		s.state.Turn = &crewlet.CurrentTurn{ID: turnID, WorkKey: workKey, Triggers: len(prep.Run), StartedAt: workflow.Now(ctx)}
+		s.state.Turn = &crewlet.CurrentTurn{ID: turnID, WorkKey: workKey, Triggers: len(prep.Run), StartedAt: workflow.Now(ctx),
+			OnBusy: prep.OnBusy, Interrupts: s.interrupts}
 		s.setStatus(ctx, crewlet.StatusRunning)
 		defer func() { s.state.Turn = nil }()
 
@@ -122,6 +123,12 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 			s.state.Budget = out.Hold
 			s.logger.Info("turn_held", "seat", s.in.Handle, "scope", out.Hold.Scope, "window", out.Hold.Window, "resets_at", out.Hold.ResetsAt)
 			return nil
+		case crewlet.TurnInterrupted:
+			// Nothing acked: the next read reclaims these triggers with the
+			// mail that interrupted them, and the next turn carries on.
+			s.interrupts++
+			s.state.Counters.Interrupted++
+			return nil
 		}
 		s.state.Counters.Turns++
 	}
@@ -136,6 +143,7 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 	}).Get(ctx, nil); err != nil {
 		return err
 	}
+	s.interrupts = 0
 	s.state.Counters.Triggers += int64(len(out.Answered))
 	s.state.Counters.Skipped += int64(len(prep.Skipped))
 	switch {
@@ -151,7 +159,8 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 }
 
 // awaitTurn waits for the turn in flight. A person's pause with stop_turn
-// asks the turn to stop at its next round boundary. A voluntary release
+// asks the turn to stop at its next round boundary; mail that arrives
+// meanwhile is answered by the role's busy policy (busyMail). A voluntary release
 // (move, drain) lets it finish for up to ReleaseWait, then cancels it; a lost
 // host cancels it at once. A cancelled turn's triggers stay unacked, so the
 // next tenure runs them, and the turn's recorded steps are not repeated.
@@ -160,13 +169,16 @@ func (s *seat) awaitTurn(ctx workflow.Context, turn workflow.ChildWorkflowFuture
 	stopTurn := func() bool { return !stopSent && s.state.Pause != nil && s.state.Pause.StopTurn }
 	for {
 		if err := workflow.Await(ctx, func() bool {
-			return turn.IsReady() || stopTurn() || s.hostLost || s.state.Drain != nil || s.movesAway()
+			return turn.IsReady() || stopTurn() || s.hostLost || s.state.Drain != nil || s.movesAway() || s.busyWake()
 		}); err != nil {
 			return err
 		}
 		switch {
 		case turn.IsReady():
 			return nil
+		case s.busyWake():
+			s.busyMail(ctx, turn)
+			continue
 		case stopTurn():
 			stopSent = true
 			req := crewlet.StopTurnRequest{By: s.state.Pause.By, Reason: s.state.Pause.Reason}
