@@ -19,6 +19,16 @@ func (s *seat) busyWake() bool {
 	return s.wakePending && t != nil && t.OnBusy != "" && t.OnBusy != crewlet.OnBusyEnqueue
 }
 
+// watchMail makes a seat whose role answers mail while busy read once as
+// its turn starts: the read lowers the mailbox's awake flag (raised by the
+// mail this turn runs), so the next mail published wakes the seat mid-turn,
+// and it takes what arrived in between.
+func (s *seat) watchMail() {
+	if s.state.Turn.OnBusy != "" && s.state.Turn.OnBusy != crewlet.OnBusyEnqueue {
+		s.wakePending = true
+	}
+}
+
 // busyMail reads the mail that arrived while the turn runs and applies the
 // busy policy to it: triggers answered "busy" are acked (the ledger holds
 // them), triggers in a conversation the turn answers interrupt it, and the

@@ -94,6 +94,7 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 		turnID = crewlet.TurnWorkflowID(s.in.Handle, workKey)
 		s.state.Turn = &crewlet.CurrentTurn{ID: turnID, WorkKey: workKey, Triggers: len(prep.Run), StartedAt: workflow.Now(ctx),
 			OnBusy: prep.OnBusy, Interrupts: s.interrupts}
+		s.watchMail()
 		s.setStatus(ctx, crewlet.StatusRunning)
 		defer func() { s.state.Turn = nil }()
 

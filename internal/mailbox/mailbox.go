@@ -132,7 +132,8 @@ type ReadRequest struct {
 	ClearAwake bool
 	// NewOnly skips the reclaim: only entries never delivered are read. A
 	// seat reads so while a turn runs (on_busy reject or interrupt), whose
-	// own triggers are pending and must not be taken back.
+	// own triggers are pending and must not be taken back. With ClearAwake
+	// the flag is lowered before the read, whatever it finds.
 	NewOnly bool
 	// LastError is the seat's last error, recorded as the reason of a dead
 	// letter.
@@ -145,10 +146,17 @@ type ReadRequest struct {
 // dead-letter stream instead.
 func (m *Mailbox) Read(ctx context.Context, req ReadRequest) (ReadResult, error) {
 	var res ReadResult
+	if req.NewOnly && req.ClearAwake {
+		// A read while a turn runs: the flag goes down first, so whatever
+		// is published after this read signals wake again.
+		if err := m.ClearAwake(ctx, req.Handle); err != nil {
+			return res, err
+		}
+	}
 	if err := m.read(ctx, req, &res); err != nil {
 		return res, err
 	}
-	if len(res.Messages) == 0 && req.ClearAwake {
+	if len(res.Messages) == 0 && req.ClearAwake && !req.NewOnly {
 		if err := m.ClearAwake(ctx, req.Handle); err != nil {
 			return res, err
 		}
