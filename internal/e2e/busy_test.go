@@ -190,9 +190,15 @@ func TestBusyPolicies(t *testing.T) {
 		var text strings.Builder
 		for _, m := range starts[1].Messages {
 			roles = append(roles, m.Role)
-			text.WriteString(m.Content + "\n")
+			fmt.Fprintf(&text, "[%s] %s\n", m.Role, m.Content)
 			for _, call := range m.ToolCalls {
-				text.WriteString("call " + call.Name + "\n")
+				fmt.Fprintf(&text, "call %s %s\n", call.Name, call.Args)
+			}
+		}
+		t.Logf("the next turn's first model request:\n%s", text.String())
+		for _, conv := range c.conversation(is.first.Conversation) {
+			for _, m := range conv.Messages {
+				t.Logf("conversation %s #%d %s %s→%s: %q", conv.ID, m.Seq, m.Type, m.From, m.To, m.Body)
 			}
 		}
 		if got, want := strings.Join(roles, ","), "user,assistant,tool,user"; got != want {
