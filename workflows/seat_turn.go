@@ -161,10 +161,11 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 
 // awaitTurn waits for the turn in flight. A person's pause with stop_turn
 // asks the turn to stop at its next round boundary; mail that arrives
-// meanwhile is answered by the role's busy policy (busyMail). A voluntary release
-// (move, drain) lets it finish for up to ReleaseWait, then cancels it; a lost
-// host cancels it at once. A cancelled turn's triggers stay unacked, so the
-// next tenure runs them, and the turn's recorded steps are not repeated.
+// meanwhile is answered by the role's busy policy (busyMail) unless the seat
+// is leaving. A voluntary release (move, drain) lets it finish for up to
+// ReleaseWait, then cancels it; a lost host cancels it at once. A cancelled
+// turn's triggers stay unacked, so the next tenure runs them, and the turn's
+// recorded steps are not repeated.
 func (s *seat) awaitTurn(ctx workflow.Context, turn workflow.ChildWorkflowFuture, turnID string, cancel workflow.CancelFunc) error {
 	stopSent := false
 	stopTurn := func() bool { return !stopSent && s.state.Pause != nil && s.state.Pause.StopTurn }
@@ -177,9 +178,6 @@ func (s *seat) awaitTurn(ctx workflow.Context, turn workflow.ChildWorkflowFuture
 		switch {
 		case turn.IsReady():
 			return nil
-		case s.busyWake():
-			s.busyMail(ctx, turn)
-			continue
 		case stopTurn():
 			stopSent = true
 			req := crewlet.StopTurnRequest{By: s.state.Pause.By, Reason: s.state.Pause.Reason}
@@ -191,6 +189,9 @@ func (s *seat) awaitTurn(ctx workflow.Context, turn workflow.ChildWorkflowFuture
 			s.logger.Warn("turn_cancelled", "seat", s.in.Handle, "turn", turnID, "reason", "host lost")
 			cancel()
 			return workflow.Await(ctx, turn.IsReady)
+		case s.busyWake() && s.state.Drain == nil && !s.movesAway():
+			s.busyMail(ctx, turn)
+			continue
 		}
 		done, err := workflow.AwaitWithTimeout(ctx, s.in.ReleaseWait, func() bool { return turn.IsReady() || s.hostLost })
 		if err != nil {
