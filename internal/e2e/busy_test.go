@@ -16,6 +16,7 @@ import (
 	"github.com/crewlet/crewlet/internal/model"
 	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/testhook"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // busyOrg has one seat per busy policy, each of whose turns over "note X"
@@ -144,6 +145,7 @@ func TestBusyPolicies(t *testing.T) {
 		if got := c.repliesTo(rs.second); len(got) != 1 {
 			t.Fatalf("replies to the second %q; want one", got)
 		}
+		c.assertSeatEvent(t, "r01", "busy_rejected", rs.second.EventID)
 		if st := c.state("r01"); st.Counters.BusyRejected != 1 {
 			t.Fatalf("counters %+v; want busy_rejected 1", st.Counters)
 		}
@@ -209,6 +211,7 @@ func TestBusyPolicies(t *testing.T) {
 				t.Fatalf("next turn's request lacks %q:\n%s", want, text.String())
 			}
 		}
+		c.assertSeatEvent(t, "i01", "turn_interrupted", is.second.EventID)
 		if st := c.state("i01"); st.Counters.Interrupted != 1 {
 			t.Fatalf("counters %+v; want interrupted 1", st.Counters)
 		}
@@ -234,4 +237,24 @@ func (c *company) assertLedger(t *testing.T, seat string, want map[string]string
 		}
 		return nil
 	})
+}
+
+// assertSeatEvent fails unless the seat's event history holds exactly one
+// event of kind about eventID; it logs the history.
+func (c *company) assertSeatEvent(t *testing.T, seat, kind, eventID string) {
+	t.Helper()
+	var events []wire.SeatEvent
+	if err := c.call(http.MethodGet, "/seats/"+seat+"/events", nil, &events); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range events {
+		t.Logf("%s event %s %s %v", seat, e.Kind, e.EventID, e.Detail)
+		if e.Kind == kind && e.EventID == eventID {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%s has %d %s events for %s; want one", seat, n, kind, eventID)
+	}
 }
