@@ -59,6 +59,9 @@ type ReadMailInput struct {
 	// ClearAwake lowers the seat's awake flag when the mailbox is empty, so the
 	// next publish signals wake; set it when the seat will sleep on an empty read.
 	ClearAwake bool `json:"clear_awake"`
+	// NewOnly reads only entries never delivered: a read while a turn runs
+	// must not take back that turn's own pending triggers.
+	NewOnly bool `json:"new_only,omitempty"`
 	// LastError is the seat's last error, recorded as the reason of an entry
 	// dead-lettered by this read.
 	LastError string `json:"last_error,omitempty"`
@@ -82,6 +85,9 @@ type PrepareTurnInput struct {
 type PrepareTurnOutput struct {
 	Run     []MailRef `json:"run"`
 	Skipped []MailRef `json:"skipped"`
+	// OnBusy is the seat's role's on_busy as the turn starts: what the seat
+	// does with mail that arrives while the turn runs. "" is enqueue.
+	OnBusy string `json:"on_busy,omitempty"`
 }
 
 // MaintenanceOutput is what one maintenance pass did.

@@ -63,6 +63,11 @@ const (
 	// ActivityResolveWait ends a wait on a ticket and records the waiting
 	// tool call's result; a local activity of the turn.
 	ActivityResolveWait = "ResolveWait"
+	// ActivityBusyMail applies the seat's busy policy to mail read while a
+	// turn runs; ActivityInterruptTurn records a turn's interruption. Both
+	// are local activities.
+	ActivityBusyMail      = "BusyMail"
+	ActivityInterruptTurn = "InterruptTurn"
 	// ActivityReflect asks the model, once a turn answered and before it
 	// finishes, what to keep in the seat's diary; on any node, like a model
 	// round.
@@ -109,6 +114,10 @@ const (
 	// SignalStopTurn asks a running turn to stop at its next round
 	// boundary; its payload is a StopTurnRequest.
 	SignalStopTurn = "stop_turn"
+	// SignalInterruptTurn asks a running turn to stop at its next round
+	// boundary because mail arrived in a conversation it answers (the
+	// role's on_busy is interrupt); its payload is an InterruptTurnRequest.
+	SignalInterruptTurn = "interrupt_turn"
 	// SignalProfileFree tells a turn held for want of a profile that one of
 	// its pool may have freed (a slot given back, a model switched on): it
 	// tries again. It carries nothing.

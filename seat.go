@@ -90,6 +90,14 @@ type CurrentTurn struct {
 	WorkKey   string    `json:"work_key"`
 	Triggers  int       `json:"triggers"`
 	StartedAt time.Time `json:"started_at"`
+	// OnBusy is what the seat does with mail that arrives while this turn
+	// runs (the role's on_busy when it started); "" is enqueue.
+	OnBusy string `json:"on_busy,omitempty"`
+	// Interrupts counts the turns over these triggers that new mail
+	// interrupted before this one; InterruptSent is set once this one was
+	// asked to stop for new mail.
+	Interrupts    int  `json:"interrupts,omitempty"`
+	InterruptSent bool `json:"interrupt_sent,omitempty"`
 	// Progress is the turn's own answer to its state query; the seat does
 	// not track rounds, so it is filled in by whoever asks (GET /seats/{h}).
 	Progress *TurnProgress `json:"progress,omitempty"`
@@ -107,6 +115,9 @@ type TurnProgress struct {
 	MaxRounds int `json:"max_rounds"`
 	// StopRequested names who asked the turn to stop, once someone did.
 	StopRequested string `json:"stop_requested,omitempty"`
+	// InterruptRequested is set once new mail asked the turn to stop at
+	// its next round boundary (on_busy: interrupt).
+	InterruptRequested bool `json:"interrupt_requested,omitempty"`
 	// Waiting is the ticket the turn waits on, while it waits.
 	Waiting *TicketWaiting `json:"waiting,omitempty"`
 	// Profile is the profile the turn runs on.
@@ -132,6 +143,10 @@ type SeatCounters struct {
 	Failures      int64 `json:"failures"`
 	Establishes   int64 `json:"establishes"`
 	ContinuedRuns int64 `json:"continued_runs"`
+	// BusyRejected counts triggers answered "busy" (on_busy: reject);
+	// Interrupted counts turns new mail interrupted (on_busy: interrupt).
+	BusyRejected int64 `json:"busy_rejected,omitempty"`
+	Interrupted  int64 `json:"interrupted,omitempty"`
 }
 
 // SeatState is the answer to the state query.

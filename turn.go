@@ -72,14 +72,18 @@ type CheckBudgetInput struct {
 type TurnStatus string
 
 // How a turn ends. The seat acks the triggers of a done, stopped or failed
-// turn; a fenced turn leaves them for the next tenure and a held one for the
-// next budget window.
+// turn; a fenced turn leaves them for the next tenure, a held one for the
+// next budget window and an interrupted one for the turn the seat runs at
+// once over them and the mail that interrupted it.
 const (
 	TurnDone    TurnStatus = "done"
 	TurnStopped TurnStatus = "stopped"
 	TurnFailed  TurnStatus = "failed"
 	TurnFenced  TurnStatus = "fenced"
 	TurnHeld    TurnStatus = "held"
+	// TurnInterrupted: new mail in a conversation the turn answered
+	// stopped it at a round boundary (on_busy: interrupt).
+	TurnInterrupted TurnStatus = "interrupted"
 )
 
 // Acked reports whether the seat acks the triggers of a turn that ended so.

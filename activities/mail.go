@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/store"
@@ -22,6 +23,8 @@ type Mail struct {
 	Log     *slog.Logger
 	// Metrics counts mail read, acked and dead-lettered; nil counts none.
 	Metrics *metrics.Metrics
+	// Org tells PrepareTurn each seat's busy policy; nil is enqueue.
+	Org config.Source
 }
 
 // ReadMail hands the seat its next entries, by reference. Entries past their
@@ -29,7 +32,7 @@ type Mail struct {
 // seat's event history.
 func (a *Mail) ReadMail(ctx context.Context, in crewlet.ReadMailInput) (crewlet.ReadMailOutput, error) {
 	res, err := a.Mailbox.Read(ctx, mailbox.ReadRequest{
-		Handle: in.Handle, Consumer: in.Consumer, Max: in.Max, ClearAwake: in.ClearAwake, LastError: in.LastError,
+		Handle: in.Handle, Consumer: in.Consumer, Max: in.Max, ClearAwake: in.ClearAwake, NewOnly: in.NewOnly, LastError: in.LastError,
 	})
 	for _, dl := range res.DeadLettered {
 		a.Log.Warn("mail_dead_lettered", "seat", in.Handle, "event_id", dl.Message.EventID, "deliveries", dl.Deliveries, "reason", dl.Reason)
@@ -96,7 +99,25 @@ func (a *Mail) PrepareTurn(ctx context.Context, in crewlet.PrepareTurnInput) (cr
 		a.recordEvent(ctx, in.Handle, "turn_trigger_skipped", ref.EventID, map[string]any{"reason": reason})
 		out.Skipped = append(out.Skipped, ref)
 	}
+	out.OnBusy = a.onBusy(in.Handle)
 	return out, nil
+}
+
+// onBusy is the seat's role's busy policy as the turn starts, "" for
+// enqueue: a seat that enqueues records nothing new in its history.
+func (a *Mail) onBusy(handle string) string {
+	if a.Org == nil {
+		return ""
+	}
+	org := a.Org.Now()
+	seat, ok := org.Seat(handle)
+	if !ok {
+		return ""
+	}
+	if p := org.Roles[seat.Role].OnBusy; p != crewlet.OnBusyEnqueue {
+		return p
+	}
+	return ""
 }
 
 // AckMail marks entries handled. The seat calls it only after the completion

@@ -184,6 +184,9 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 		}
 	}
 	threads, closed := turnrules.Threads(msgs, phases)
+	if threads, err = a.joinInterrupted(ctx, in.Handle, msgs, threads); err != nil {
+		return out, err
+	}
 	for _, i := range closed {
 		a.log.Info("ticket_request_skipped", "seat", in.Handle, "ticket", msgs[i].Ticket, "phase", phases[msgs[i].Ticket])
 	}

@@ -53,6 +53,9 @@ var guards = map[string]guard{
 	crewlet.ActivityResolveWait:    {epoch: true, recoverPanic: true},
 	crewlet.ActivityReflect:        {epoch: true, recoverPanic: true},
 	crewlet.ActivityFinishTurn:     {epoch: true, recoverPanic: true},
+	crewlet.ActivityInterruptTurn:  {epoch: true, recoverPanic: true},
+	// The busy policy's step of the seat loop.
+	crewlet.ActivityBusyMail: {epoch: true},
 
 	// Unfenced, deliberately.
 	crewlet.ActivityReleaseProfile: {recoverPanic: true, unfenced: "a slot is its run's own: a run fenced out still gives its slot back"},

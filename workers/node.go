@@ -183,7 +183,7 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 	}
 	deps := Deps{
 		Seats:       &activities.Seats{Store: st, Org: org, Tickets: tk, LiveWithin: hb, Here: n.host, Log: n.log},
-		Mail:        &activities.Mail{Store: st, Mailbox: mb, Tickets: tk, Log: n.log, Metrics: opts.Metrics},
+		Mail:        &activities.Mail{Store: st, Mailbox: mb, Tickets: tk, Log: n.log, Metrics: opts.Metrics, Org: org},
 		Rebalance:   &activities.Rebalance{Store: st, Org: org, Seats: seats, LiveWithin: hb, MaxMoves: boot.Nodes.RebalanceMaxMoves, Log: n.log},
 		Maintenance: &activities.Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tk, NodeID: nodeID, Log: n.log},
 		Reconcile:   &activities.Reconcile{Org: org, Reconciler: rec, Spawn: spawner, NodeID: nodeID},

@@ -45,6 +45,8 @@ func RegisterShared(r worker.Registry, d Deps) {
 		crewlet.ActivityFinishTurn:     d.Turns.FinishTurn,
 		crewlet.ActivityReflect:        d.Turns.Reflect,
 		crewlet.ActivityResolveWait:    d.Turns.ResolveWait,
+		crewlet.ActivityBusyMail:       d.Turns.BusyMail,
+		crewlet.ActivityInterruptTurn:  d.Turns.InterruptTurn,
 		crewlet.ActivityTicketNote:     d.Mail.TicketNote,
 		crewlet.ActivityCheckBudget:    d.Turns.CheckBudget,
 		crewlet.ActivityAcquireProfile: d.Turns.AcquireProfile,

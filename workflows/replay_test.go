@@ -67,6 +67,18 @@ var corpus = map[string]string{
 	"turn_cancelled_history.json": "profile-pools 1, e2e TestDrainCancelsATurnLongerThanTheReleaseWait: " +
 		"the seat cancels the turn during a model round, which waits for ActivityTaskCanceled " +
 		"(WaitForCancellation), releases its profile and ends cancelled",
+	"seat_busy_reject_history.json": "busy-policy 1, e2e TestBusyPolicies (on_busy: reject): a turn " +
+		"starts, the seat reads at once (new_only, lowering the awake flag), a wake mid-turn, " +
+		"ReadMail new_only, BusyMail answers busy, AckMail, the turn finishes",
+	"seat_busy_interrupt_history.json": "busy-policy 1, e2e TestBusyPolicies (on_busy: interrupt): a " +
+		"wake mid-turn, ReadMail new_only, BusyMail, the interrupt_turn signal to the turn, the turn " +
+		"ends interrupted (no ack), the next read and a second turn over both messages",
+	"turn_interrupted_history.json": "turn-interrupt 1, e2e TestBusyPolicies: interrupt_turn arrives " +
+		"during the first model round, the tool call finishes, InterruptTurn at the round boundary, " +
+		"the turn ends interrupted (no FinishTurn)",
+	"turn_after_interrupt_history.json": "e2e TestBusyPolicies: the turn after an interrupt, over " +
+		"both messages as one thread: round 1 and its tool call read back from Postgres, then a " +
+		"round asking for the tool again, its call, the final round, FinishTurn",
 	"person_notes_history.json": "alice's notes (`crewlet serve` on the example org): two " +
 		"tickets she opened end together and make one note",
 	"person_notes_checked_history.json": "alice's notes at note-signal-check 1, e2e " +

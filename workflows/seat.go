@@ -66,6 +66,10 @@ type seat struct {
 	unattachedSince time.Time
 	// failures counts consecutive failed turns, for back-off.
 	failures int
+	// interrupts counts consecutive turns that new mail interrupted
+	// (on_busy: interrupt); at crewlet.MaxInterrupts the next turn runs to
+	// its end.
+	interrupts int
 	// upserted is the last search-attribute snapshot written, so unchanged
 	// state writes nothing to history.
 	upserted crewlet.SeatState

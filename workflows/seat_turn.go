@@ -92,7 +92,9 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 		}
 		workKey := crewlet.WorkKey(eventIDs)
 		turnID = crewlet.TurnWorkflowID(s.in.Handle, workKey)
-		s.state.Turn = &crewlet.CurrentTurn{ID: turnID, WorkKey: workKey, Triggers: len(prep.Run), StartedAt: workflow.Now(ctx)}
+		s.state.Turn = &crewlet.CurrentTurn{ID: turnID, WorkKey: workKey, Triggers: len(prep.Run), StartedAt: workflow.Now(ctx),
+			OnBusy: prep.OnBusy, Interrupts: s.interrupts}
+		s.watchMail()
 		s.setStatus(ctx, crewlet.StatusRunning)
 		defer func() { s.state.Turn = nil }()
 
@@ -122,6 +124,12 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 			s.state.Budget = out.Hold
 			s.logger.Info("turn_held", "seat", s.in.Handle, "scope", out.Hold.Scope, "window", out.Hold.Window, "resets_at", out.Hold.ResetsAt)
 			return nil
+		case crewlet.TurnInterrupted:
+			// Nothing acked: the next read reclaims these triggers with the
+			// mail that interrupted them, and the next turn carries on.
+			s.interrupts++
+			s.state.Counters.Interrupted++
+			return nil
 		}
 		s.state.Counters.Turns++
 	}
@@ -136,6 +144,7 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 	}).Get(ctx, nil); err != nil {
 		return err
 	}
+	s.interrupts = 0
 	s.state.Counters.Triggers += int64(len(out.Answered))
 	s.state.Counters.Skipped += int64(len(prep.Skipped))
 	switch {
@@ -151,16 +160,18 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 }
 
 // awaitTurn waits for the turn in flight. A person's pause with stop_turn
-// asks the turn to stop at its next round boundary. A voluntary release
-// (move, drain) lets it finish for up to ReleaseWait, then cancels it; a lost
-// host cancels it at once. A cancelled turn's triggers stay unacked, so the
-// next tenure runs them, and the turn's recorded steps are not repeated.
+// asks the turn to stop at its next round boundary; mail that arrives
+// meanwhile is answered by the role's busy policy (busyMail) unless the seat
+// is leaving. A voluntary release (move, drain) lets it finish for up to
+// ReleaseWait, then cancels it; a lost host cancels it at once. A cancelled
+// turn's triggers stay unacked, so the next tenure runs them, and the turn's
+// recorded steps are not repeated.
 func (s *seat) awaitTurn(ctx workflow.Context, turn workflow.ChildWorkflowFuture, turnID string, cancel workflow.CancelFunc) error {
 	stopSent := false
 	stopTurn := func() bool { return !stopSent && s.state.Pause != nil && s.state.Pause.StopTurn }
 	for {
 		if err := workflow.Await(ctx, func() bool {
-			return turn.IsReady() || stopTurn() || s.hostLost || s.state.Drain != nil || s.movesAway()
+			return turn.IsReady() || stopTurn() || s.hostLost || s.state.Drain != nil || s.movesAway() || s.busyWake()
 		}); err != nil {
 			return err
 		}
@@ -178,6 +189,9 @@ func (s *seat) awaitTurn(ctx workflow.Context, turn workflow.ChildWorkflowFuture
 			s.logger.Warn("turn_cancelled", "seat", s.in.Handle, "turn", turnID, "reason", "host lost")
 			cancel()
 			return workflow.Await(ctx, turn.IsReady)
+		case s.busyWake() && s.state.Drain == nil && !s.movesAway():
+			s.busyMail(ctx, turn)
+			continue
 		}
 		done, err := workflow.AwaitWithTimeout(ctx, s.in.ReleaseWait, func() bool { return turn.IsReady() || s.hostLost })
 		if err != nil {

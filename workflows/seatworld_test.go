@@ -110,6 +110,20 @@ type fakeSeatWorld struct {
 	checks     int
 	// stoppedBy lists who stopped each turn a stop_turn signal ended.
 	stoppedBy []string
+
+	// Busy policy: onBusy is what PrepareTurn reports; BusyMail answers a
+	// reject by ledgering the mail (rejected lists it), and an interrupt by
+	// interrupting while the input allows it, else keeps the mail.
+	// newOnlyReads counts the reads of a running turn's mail; interrupts
+	// lists the mail of each interrupt_turn signal a turn received.
+	onBusy       string
+	rejected     []string
+	newOnlyReads int
+	interrupts   []string
+	mayInterrupt []bool
+	// interrupted marks the turns an interrupt_turn ended: their activity
+	// records nothing, whenever it returns.
+	interrupted map[string]bool
 }
 
 // fakeTurn is one turn that succeeded.
@@ -322,10 +336,13 @@ func (w *fakeSeatWorld) ReadMail(_ context.Context, in crewlet.ReadMailInput) (c
 	}
 	var out []crewlet.MailRef
 	for _, ref := range w.pending {
-		if len(out) == in.Max {
+		if len(out) == in.Max || in.NewOnly {
 			break
 		}
 		out = append(out, ref)
+	}
+	if in.NewOnly {
+		w.newOnlyReads++
 	}
 	for len(out) < in.Max && len(w.fresh) > 0 {
 		ref := w.fresh[0]
@@ -378,13 +395,39 @@ func (w *fakeSeatWorld) PrepareTurn(_ context.Context, in crewlet.PrepareTurnInp
 		return crewlet.PrepareTurnOutput{}, fencedErr("prepare turn", in.Epoch, w.epoch)
 	}
 	w.prepares = append(w.prepares, names(in.Mail))
-	var out crewlet.PrepareTurnOutput
+	out := crewlet.PrepareTurnOutput{OnBusy: w.onBusy}
 	for _, ref := range in.Mail {
 		if w.ledger[ref.EventID] {
 			out.Skipped = append(out.Skipped, ref)
 		} else {
 			out.Run = append(out.Run, ref)
 		}
+	}
+	return out, nil
+}
+
+// BusyMail mirrors the real one's outcomes: under reject every entry is
+// answered and ledgered (Done); under interrupt every entry interrupts while
+// the input allows it, and is kept otherwise.
+func (w *fakeSeatWorld) BusyMail(_ context.Context, in crewlet.BusyMailInput) (crewlet.BusyMailOutput, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if in.Epoch != w.epoch {
+		return crewlet.BusyMailOutput{}, fencedErr("busy mail", in.Epoch, w.epoch)
+	}
+	w.mayInterrupt = append(w.mayInterrupt, in.MayInterrupt)
+	out := crewlet.BusyMailOutput{Policy: w.onBusy}
+	switch {
+	case w.onBusy == crewlet.OnBusyReject:
+		for _, ref := range in.Mail {
+			w.ledger[ref.EventID] = true
+			w.rejected = append(w.rejected, ref.EventID)
+		}
+		out.Done = in.Mail
+	case w.onBusy == crewlet.OnBusyInterrupt && in.MayInterrupt:
+		out.Interrupt = in.Mail
+	default:
+		out.Keep = in.Mail
 	}
 	return out, nil
 }
@@ -435,8 +478,21 @@ func (w *fakeSeatWorld) turnWorkflow(ctx workflow.Context, in crewlet.TurnInput)
 	})
 	future := workflow.ExecuteActivity(actCtx, fakeTurnActivity, in)
 	var stop *crewlet.StopTurnRequest
+	var interrupt *crewlet.InterruptTurnRequest
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(future, func(workflow.Future) {})
+	sel.AddReceive(workflow.GetSignalChannel(ctx, crewlet.SignalInterruptTurn), func(c workflow.ReceiveChannel, _ bool) {
+		var req crewlet.InterruptTurnRequest
+		c.Receive(ctx, &req)
+		interrupt = &req
+		w.mu.Lock()
+		if w.interrupted == nil {
+			w.interrupted = map[string]bool{}
+		}
+		w.interrupted[in.TurnID] = true
+		w.mu.Unlock()
+		cancel()
+	})
 	sel.AddReceive(workflow.GetSignalChannel(ctx, crewlet.SignalStopTurn), func(c workflow.ReceiveChannel, _ bool) {
 		var req crewlet.StopTurnRequest
 		c.Receive(ctx, &req)
@@ -447,6 +503,11 @@ func (w *fakeSeatWorld) turnWorkflow(ctx workflow.Context, in crewlet.TurnInput)
 	var out crewlet.TurnOutput
 	err := future.Get(ctx, &out)
 	switch {
+	case interrupt != nil:
+		w.mu.Lock()
+		w.interrupts = append(w.interrupts, names(interrupt.Mail))
+		w.mu.Unlock()
+		return crewlet.TurnOutput{Status: crewlet.TurnInterrupted}, nil
 	case stop != nil:
 		w.mu.Lock()
 		w.stoppedBy = append(w.stoppedBy, stop.By)
@@ -502,6 +563,9 @@ func (w *fakeSeatWorld) RunTurn(ctx context.Context, in crewlet.TurnInput) (crew
 	defer w.mu.Unlock()
 	if in.Epoch != w.epoch {
 		return crewlet.TurnOutput{}, fencedErr("run turn", in.Epoch, w.epoch)
+	}
+	if w.interrupted[in.TurnID] {
+		return crewlet.TurnOutput{}, nil
 	}
 	var ids []string
 	for _, ref := range in.Mail {
@@ -645,6 +709,7 @@ func newSeatHarnessOf(t *testing.T, legacy bool) *seatHarness {
 		fakeTurnActivity:              h.world.RunTurn,
 		crewlet.ActivitySetSeatStatus: h.world.SetSeatStatus,
 		crewlet.ActivityCheckBudget:   h.world.CheckBudget,
+		crewlet.ActivityBusyMail:      h.world.BusyMail,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

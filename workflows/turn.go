@@ -37,6 +37,11 @@ type turn struct {
 	out   crewlet.TurnOutput
 	stop  *crewlet.StopTurnRequest
 	stops workflow.ReceiveChannel
+	// interrupts receives the seat's interrupt_turn signals; interruptMail
+	// is the mail they carried, which the next turn answers with this one's
+	// triggers.
+	interrupts    workflow.ReceiveChannel
+	interruptMail []crewlet.MailRef
 	// tickets receives the signals of tickets the turn waits on.
 	tickets workflow.ReceiveChannel
 	// freed receives the nudges that a profile of the pool may have freed.
@@ -69,7 +74,8 @@ func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error
 	}
 	t := &turn{in: in, stops: workflow.GetSignalChannel(ctx, crewlet.SignalStopTurn),
 		tickets: workflow.GetSignalChannel(ctx, crewlet.SignalTicket),
-		freed:   workflow.GetSignalChannel(ctx, crewlet.SignalProfileFree), logger: workflow.GetLogger(ctx)}
+		freed:   workflow.GetSignalChannel(ctx, crewlet.SignalProfileFree), logger: workflow.GetLogger(ctx),
+		interrupts: workflow.GetSignalChannel(ctx, crewlet.SignalInterruptTurn)}
 	if err := workflow.SetQueryHandler(ctx, crewlet.QueryState, func() (crewlet.TurnProgress, error) {
 		p := t.progress
 		if t.stop != nil {
@@ -133,6 +139,9 @@ func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error
 			return crewlet.TurnOutput{}, err
 		}
 	}
+	if t.out.Status == crewlet.TurnInterrupted {
+		return t.out, nil
+	}
 	if t.out.Status == crewlet.TurnDone && len(t.refused) > 0 {
 		t.out.Status = crewlet.TurnFailed
 		t.out.Note = strings.Join(t.refused, "; ")
@@ -168,12 +177,16 @@ func (t *turn) reflect(ctx workflow.Context) error {
 }
 
 // converse runs one trigger's conversation until the model answers without
-// calling a tool, a person stops the turn, or the turn runs out of rounds.
+// calling a tool, a person stops the turn, new mail interrupts it, or the
+// turn runs out of rounds.
 func (t *turn) converse(ctx workflow.Context, thread, maxRounds int) error {
 	for round := 1; ; round++ {
 		if t.stopRequested() {
 			t.stopped()
 			return nil
+		}
+		if t.interruptRequested(ctx) {
+			return t.interrupted(ctx, thread)
 		}
 		if t.out.Rounds >= maxRounds {
 			t.out.Note = fmt.Sprintf("I stopped after %d rounds, the most this role allows in one turn (max_rounds), before finishing. Ask again to continue.", maxRounds)

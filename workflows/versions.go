@@ -21,6 +21,8 @@ const (
 	changeNodeLiveness    = "node-liveness"
 	changeProfilePools    = "profile-pools"
 	changeNoteSignalCheck = "note-signal-check"
+	changeBusyPolicy      = "busy-policy"
+	changeTurnInterrupt   = "turn-interrupt"
 )
 
 // Newest versions, the maxSupported each GetVersion call passes.
@@ -37,6 +39,10 @@ const (
 	profilePoolsVersion workflow.Version = 1
 	// noteSignalCheckVersion is the newest version of changeNoteSignalCheck.
 	noteSignalCheckVersion workflow.Version = 1
+	// busyPolicyVersion is the newest version of changeBusyPolicy.
+	busyPolicyVersion workflow.Version = 1
+	// turnInterruptVersion is the newest version of changeTurnInterrupt.
+	turnInterruptVersion workflow.Version = 1
 )
 
 // Change is one workflow change guarded by workflow.GetVersion.
@@ -92,6 +98,26 @@ var Changes = []Change{
 			1: "a ticket_note payload is received raw and checked (TicketNoteSignal: a ticket id of the door's charset and bound); one that fails is dropped and logged. Before it, any string was kept and noted (an unknown id held the notes, retrying forever) and a payload that was not a string held the waiting change until the next good one",
 		},
 		Oldest: workflow.DefaultVersion,
+	},
+	{
+		ID:           changeBusyPolicy,
+		WorkflowType: crewlet.WorkflowSeat,
+		Newest:       busyPolicyVersion,
+		Versions: []string{
+			1: "a seat whose role's on_busy is reject or interrupt reads mail that arrives while a turn runs (ReadMail new_only, BusyMail, AckMail of the triggers answered busy, an interrupt_turn signal to the turn); before it, such mail waited for the next turn",
+		},
+		Unmarked: "seats whose role enqueues (the default), and turns no new mail interrupted: neither reaches the GetVersion call",
+		Oldest:   workflow.DefaultVersion,
+	},
+	{
+		ID:           changeTurnInterrupt,
+		WorkflowType: crewlet.WorkflowTurn,
+		Newest:       turnInterruptVersion,
+		Versions: []string{
+			1: "a turn sent interrupt_turn stops at its next round boundary: InterruptTurn records the new mail in the interrupted thread and the turn ends interrupted, unanswered and unacked; before it, the signal was ignored",
+		},
+		Unmarked: "turns no interrupt_turn signal reached",
+		Oldest:   workflow.DefaultVersion,
 	},
 }
 

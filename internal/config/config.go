@@ -558,6 +558,10 @@ type Role struct {
 	// (docs/operations.md, "Idle nudge"). Off by default: a nudge spends
 	// tokens on crewlet's own initiative.
 	IdleNudge IdleNudge `mapstructure:"idle_nudge"`
+	// OnBusy is what a seat of the role does with a trigger that arrives
+	// while a turn runs: crewlet.OnBusyEnqueue (the default), OnBusyReject
+	// or OnBusyInterrupt (docs/operations.md, "Busy policy").
+	OnBusy string `mapstructure:"on_busy"`
 
 	// oneItem says the file wrote the pool as profile; bothForms that it
 	// wrote both profile and profiles. Problems are named by the key the

@@ -62,6 +62,9 @@ func TestExampleOrg(t *testing.T) {
 		if r.MaxRounds != DefaultMaxRounds {
 			t.Errorf("roles.%s.max_rounds = %d, want the default %d", name, r.MaxRounds, DefaultMaxRounds)
 		}
+		if r.OnBusy != crewlet.OnBusyEnqueue {
+			t.Errorf("roles.%s.on_busy = %q, want the default %q", name, r.OnBusy, crewlet.OnBusyEnqueue)
+		}
 	}
 	if want := defaultMaintenance; c.Maintenance != want {
 		t.Errorf("maintenance = %+v, want the defaults %+v", c.Maintenance, want)
@@ -884,6 +887,14 @@ roles: { r: { profiles: [a], selection: cheapest }, s: { profile: a, selection: 
 			want: []string{
 				`roles.r.selection: unknown selection "cheapest"; must be one of: weighted, ordered`,
 				`roles.s.selection: unknown selection "Ordered"; must be one of: weighted, ordered`,
+			},
+		},
+		{
+			name: "on_busy unknown",
+			yaml: minimal + `profiles: { a: { provider: scripted } }
+roles: { r: { profile: a, on_busy: drop }, s: { profile: a, on_busy: "" }, t: { profile: a, on_busy: interrupt } }`,
+			want: []string{
+				`roles.r.on_busy: "drop" is not a busy policy; use one of enqueue, reject, interrupt`,
 			},
 		},
 		{

@@ -404,6 +404,9 @@ func applyEntryDefaults(raw map[string]any, c *Config) {
 		if !hasKey(raw, "roles", name, "selection") {
 			r.Selection = crewlet.SelectionWeighted
 		}
+		if !hasKey(raw, "roles", name, "on_busy") {
+			r.OnBusy = crewlet.OnBusyEnqueue
+		}
 		switch {
 		case r.Profile != "" && r.Profiles != nil:
 			r.bothForms = true // reported; neither form wins

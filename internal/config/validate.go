@@ -9,6 +9,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"text/template"
@@ -370,6 +371,10 @@ func (c *Config) problems() []*Problem {
 		checkPool(add, base, r, c.Profiles, profiles)
 		if n := r.MaxRounds; n < minMaxRounds || n > maxMaxRounds {
 			add(base+".max_rounds", "%d is out of range; must be between %d and %d", n, minMaxRounds, maxMaxRounds)
+		}
+		// "" is a role built without a file: the default, enqueue.
+		if r.OnBusy != "" && !slices.Contains(crewlet.OnBusyPolicies, r.OnBusy) {
+			add(base+".on_busy", "%q is not a busy policy; use one of %s", r.OnBusy, strings.Join(crewlet.OnBusyPolicies, ", "))
 		}
 		checkBudget(add, base+".budget", r.Budget)
 		if after := r.IdleNudge.After; after != 0 {

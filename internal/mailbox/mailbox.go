@@ -130,6 +130,11 @@ type ReadRequest struct {
 	// once more, so mail published in between is not missed and the next
 	// publish signals wake.
 	ClearAwake bool
+	// NewOnly skips the reclaim: only entries never delivered are read. A
+	// seat reads so while a turn runs (on_busy reject or interrupt), whose
+	// own triggers are pending and must not be taken back. With ClearAwake
+	// the flag is lowered before the read, whatever it finds.
+	NewOnly bool
 	// LastError is the seat's last error, recorded as the reason of a dead
 	// letter.
 	LastError string
@@ -141,10 +146,17 @@ type ReadRequest struct {
 // dead-letter stream instead.
 func (m *Mailbox) Read(ctx context.Context, req ReadRequest) (ReadResult, error) {
 	var res ReadResult
+	if req.NewOnly && req.ClearAwake {
+		// A read while a turn runs: the flag goes down first, so whatever
+		// is published after this read signals wake again.
+		if err := m.ClearAwake(ctx, req.Handle); err != nil {
+			return res, err
+		}
+	}
 	if err := m.read(ctx, req, &res); err != nil {
 		return res, err
 	}
-	if len(res.Messages) == 0 && req.ClearAwake {
+	if len(res.Messages) == 0 && req.ClearAwake && !req.NewOnly {
 		if err := m.ClearAwake(ctx, req.Handle); err != nil {
 			return res, err
 		}
@@ -174,11 +186,15 @@ func (m *Mailbox) ClearAwake(ctx context.Context, handle string) error {
 func (m *Mailbox) read(ctx context.Context, req ReadRequest, res *ReadResult) error {
 	handle := req.Handle
 	stream, group := m.Stream(handle), m.Group(handle)
-	claimed, _, err := m.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-		Stream: stream, Group: group, Consumer: req.Consumer, MinIdle: 0, Start: "0-0", Count: int64(req.Max),
-	}).Result()
-	if err != nil {
-		return fmt.Errorf("reclaim mail of %s: %w", handle, noGroup(err, handle))
+	var claimed []redis.XMessage
+	if !req.NewOnly {
+		var err error
+		claimed, _, err = m.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+			Stream: stream, Group: group, Consumer: req.Consumer, MinIdle: 0, Start: "0-0", Count: int64(req.Max),
+		}).Result()
+		if err != nil {
+			return fmt.Errorf("reclaim mail of %s: %w", handle, noGroup(err, handle))
+		}
 	}
 	reclaimed := decodeAll(claimed)
 	counts, err := m.deliveries(ctx, handle, reclaimed)

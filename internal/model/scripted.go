@@ -211,8 +211,8 @@ func (s *Scripted) Chat(ctx context.Context, req crewlet.ModelRequest) (crewlet.
 		if req.Purpose != "" {
 			phase = req.Purpose + "_start"
 		}
-		s.probe.record(req.Seat, eventID, phase)
-		defer s.probe.record(req.Seat, eventID, strings.TrimSuffix(phase, "start")+"end")
+		s.probe.record(req.Seat, eventID, phase, req.Messages)
+		defer s.probe.record(req.Seat, eventID, strings.TrimSuffix(phase, "start")+"end", nil)
 	}
 	if s.delay > 0 {
 		t := time.NewTimer(s.delay)
@@ -470,6 +470,9 @@ type ProbeRecord struct {
 	Node    string    `json:"node"`
 	Phase   string    `json:"phase"`
 	At      time.Time `json:"at"`
+	// Messages are the request's messages, on a start: what the model was
+	// asked with.
+	Messages []crewlet.ChatMessage `json:"messages,omitempty"`
 }
 
 // OpenProbe opens the probe file at path for node, or returns nil when path
@@ -485,8 +488,8 @@ func OpenProbe(path, node string) (*Probe, error) {
 	return &Probe{file: f, node: node}, nil
 }
 
-func (p *Probe) record(seat, eventID, phase string) {
-	line, err := json.Marshal(ProbeRecord{Seat: seat, EventID: eventID, Node: p.node, Phase: phase, At: time.Now()})
+func (p *Probe) record(seat, eventID, phase string, msgs []crewlet.ChatMessage) {
+	line, err := json.Marshal(ProbeRecord{Seat: seat, EventID: eventID, Node: p.node, Phase: phase, At: time.Now(), Messages: msgs})
 	if err != nil {
 		return
 	}
