@@ -63,6 +63,10 @@ const (
 	// ActivityResolveWait ends a wait on a ticket and records the waiting
 	// tool call's result; a local activity of the turn.
 	ActivityResolveWait = "ResolveWait"
+	// ActivityResolveApproval ends a wait on an approval whose time ran
+	// out or whose turn was stopped, deciding it; a local activity of the
+	// turn.
+	ActivityResolveApproval = "ResolveApproval"
 	// ActivityReflect asks the model, once a turn answered and before it
 	// finishes, what to keep in the seat's diary; on any node, like a model
 	// round.
@@ -118,6 +122,10 @@ const (
 	// signal about another ticket, or after the wait ended, changes
 	// nothing.
 	SignalTicket = "ticket"
+	// SignalApproval tells a turn waiting on an approval that it was
+	// decided; its payload is an ApprovalSignal. A signal about another
+	// approval, or after the wait ended, changes nothing.
+	SignalApproval = "approval"
 
 	// SignalTicketNote tells a person's notes that a ticket changed; its
 	// payload is a TicketNoteSignal, the ticket id.

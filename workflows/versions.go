@@ -21,6 +21,7 @@ const (
 	changeNodeLiveness    = "node-liveness"
 	changeProfilePools    = "profile-pools"
 	changeNoteSignalCheck = "note-signal-check"
+	changeApprovals       = "approvals"
 )
 
 // Newest versions, the maxSupported each GetVersion call passes.
@@ -37,6 +38,8 @@ const (
 	profilePoolsVersion workflow.Version = 1
 	// noteSignalCheckVersion is the newest version of changeNoteSignalCheck.
 	noteSignalCheckVersion workflow.Version = 1
+	// approvalsVersion is the newest version of changeApprovals.
+	approvalsVersion workflow.Version = 1
 )
 
 // Change is one workflow change guarded by workflow.GetVersion.
@@ -92,6 +95,16 @@ var Changes = []Change{
 			1: "a ticket_note payload is received raw and checked (TicketNoteSignal: a ticket id of the door's charset and bound); one that fails is dropped and logged. Before it, any string was kept and noted (an unknown id held the notes, retrying forever) and a payload that was not a string held the waiting change until the next good one",
 		},
 		Oldest: workflow.DefaultVersion,
+	},
+	{
+		ID:           changeApprovals,
+		WorkflowType: crewlet.WorkflowTurn,
+		Newest:       approvalsVersion,
+		Versions: []string{
+			1: "a tool call that answers with an approval (an approval policy gates it) waits durably for the decision, a timer and the approval signal, ResolveApproval on a timeout or a stop, then is asked again; before it, the turn went on past such a call",
+		},
+		Unmarked: "turns that never made a call an approval policy gates, which reach no GetVersion",
+		Oldest:   workflow.DefaultVersion,
 	},
 }
 

@@ -558,6 +558,10 @@ type Role struct {
 	// (docs/operations.md, "Idle nudge"). Off by default: a nudge spends
 	// tokens on crewlet's own initiative.
 	IdleNudge IdleNudge `mapstructure:"idle_nudge"`
+	// Approvals are the role's approval policies: a tool call one matches
+	// waits for a person's decision before it runs
+	// (docs/operations.md, "Approvals").
+	Approvals []ApprovalPolicy `mapstructure:"approvals"`
 
 	// oneItem says the file wrote the pool as profile; bothForms that it
 	// wrote both profile and profiles. Problems are named by the key the

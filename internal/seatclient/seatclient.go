@@ -244,6 +244,13 @@ func (c *Client) TicketChanged(ctx context.Context, turnID, ticketID string) err
 	return c.signal(ctx, turnID, crewlet.SignalTicket, req, req.Validate)
 }
 
+// ApprovalDecided tells the turn turnID, waiting on an approval, that it
+// was decided. A turn that is gone fails with an error Gone recognises.
+func (c *Client) ApprovalDecided(ctx context.Context, turnID, approvalID string) error {
+	req := crewlet.ApprovalSignal{Approval: approvalID}
+	return c.signal(ctx, turnID, crewlet.SignalApproval, req, req.Validate)
+}
+
 // ProfileFree nudges a turn held for want of a profile: one of its pool may
 // have freed. A turn that is gone fails with an error Gone recognises.
 func (c *Client) ProfileFree(ctx context.Context, turnID string) error {
