@@ -29,8 +29,8 @@ func approvalGate(h *turnHarness, start time.Time, wait time.Duration) {
 
 // A turn waits 24 simulated hours on an approval, then its decision's
 // signal comes. While it waits the turn does nothing: no activity, no local
-// activity, no timer but the wait's one; its state query and current
-// details say what it waits on; the signal ends the wait, the call is asked
+// activity, no timer but the wait's one; its state query says what it
+// waits on; the signal ends the wait, the call is asked
 // again, and the next round takes a profile again.
 func TestTurnWaiting24HoursOnAnApprovalAddsOnlyTheSignalAndTimer(t *testing.T) {
 	t.Parallel()
