@@ -39,7 +39,8 @@ type ApprovalPolicy struct {
 	// it ("tracker__*", "github__create_pull_request").
 	Tools []string `mapstructure:"tools"`
 	// When narrows the policy by the call's arguments: each key is a
-	// top-level argument name, each value a glob its value must match.
+	// top-level argument name (matched whatever its case), each value a
+	// glob its value must match.
 	// A string argument is matched as it is, any other as its JSON
 	// ("true", "3"); a missing argument never matches. Empty matches
 	// every call.
@@ -86,12 +87,18 @@ func (p ApprovalPolicy) Matches(tool string, args json.RawMessage) bool {
 	if len(p.When) == 0 {
 		return true
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(args, &fields); err != nil {
+	var sent map[string]json.RawMessage
+	if err := json.Unmarshal(args, &sent); err != nil {
 		return false
 	}
+	// The org file's keys arrive lowercased, so names match whatever
+	// their case.
+	fields := make(map[string]json.RawMessage, len(sent))
+	for name, v := range sent {
+		fields[strings.ToLower(name)] = v
+	}
 	for name, glob := range p.When {
-		raw, ok := fields[name]
+		raw, ok := fields[strings.ToLower(name)]
 		if !ok {
 			return false
 		}
