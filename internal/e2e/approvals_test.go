@@ -209,7 +209,15 @@ func TestApprovalDecisions(t *testing.T) {
 	c.waitAttached(60 * time.Second)
 
 	deny := c.send("s01", "record invoice 7", from("olga"))
-	c.decide(c.pendingApproval("s01", "invoice 7").ID, "deny", wire.ApprovalDecision{Reason: "wrong customer"})
+	denied := c.pendingApproval("s01", "invoice 7")
+	if out, err := c.cli("approvals", "ls", "--token", approvalOlgaToken); err != nil || !strings.Contains(out, denied.ID) {
+		t.Fatalf("crewlet approvals ls: %v\n%s", err, out)
+	}
+	out, err := c.cli("approvals", "deny", denied.ID, "--reason", "wrong customer", "--token", approvalOlgaToken)
+	if err != nil || !strings.Contains(out, "denied by olga") {
+		t.Fatalf("crewlet approvals deny: %v\n%s", err, out)
+	}
+	t.Logf("crewlet approvals deny %s --reason 'wrong customer': %s", denied.ID, out)
 	if reply := c.waitReply(deny, 30*time.Second); reply != "recorded: denied by olga: wrong customer" {
 		t.Fatalf("reply to the denied call %q; want the denial as its result", reply)
 	}
@@ -253,7 +261,7 @@ func TestApprovalDecisions(t *testing.T) {
 			return err
 		}
 		for _, n := range notes {
-			if strings.Contains(n.Body, "wait for your approval") {
+			if strings.Contains(n.Body, "asked for your approval") {
 				return nil
 			}
 		}

@@ -405,7 +405,7 @@ func (t *Service) Note(ctx context.Context, in crewlet.TicketNoteInput) error {
 		parts = append(parts, fmt.Sprintf("%d of your tickets changed:\n%s", len(lines), strings.Join(lines, "\n")))
 	}
 	if len(asks) > 0 {
-		parts = append(parts, fmt.Sprintf("%d tool calls wait for your approval:\n%s", len(asks), strings.Join(asks, "\n")))
+		parts = append(parts, fmt.Sprintf("%d tool calls asked for your approval:\n%s", len(asks), strings.Join(asks, "\n")))
 	}
 	if len(parts) == 0 {
 		return nil
