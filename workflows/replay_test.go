@@ -67,6 +67,17 @@ var corpus = map[string]string{
 	"turn_cancelled_history.json": "profile-pools 1, e2e TestDrainCancelsATurnLongerThanTheReleaseWait: " +
 		"the seat cancels the turn during a model round, which waits for ActivityTaskCanceled " +
 		"(WaitForCancellation), releases its profile and ends cancelled",
+	"turn_approval_history.json": "approvals 1, e2e TestApprovalDecisions: a ledger__write an " +
+		"approval policy gates answers with its approval, the turn waits (approvals marker, the " +
+		"profile released, a timer), the approval signal ends the wait, the call is made again " +
+		"and runs, the final round",
+	"turn_approval_timeout_history.json": "approvals 1, e2e TestApprovalDecisions: an approval " +
+		"nobody decides; its timer fires, ResolveApproval applies on_timeout (approve), the call " +
+		"is made again and runs, the final round",
+	"turn_approval_failover_history.json": "approvals 1, e2e TestApprovalSurvivesTheSeatsNodeDying: " +
+		"the turn re-run by the seat's next tenure after its node was killed; the approval " +
+		"signal arrives before the call answers with the adopted approval, so the wait ends at " +
+		"once and the approved call runs (recorded while the final round ran)",
 	"person_notes_history.json": "alice's notes (`crewlet serve` on the example org): two " +
 		"tickets she opened end together and make one note",
 	"person_notes_checked_history.json": "alice's notes at note-signal-check 1, e2e " +
