@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,10 +31,11 @@ const (
 // approvalsOrg is toolsOrg with approval policies on the ledger's write:
 // "invoice" writes wait up to an hour for olga and are denied then; "quick"
 // writes wait 2s and are approved then.
-func approvalsOrg(t *testing.T, countFile, pidFile string) string {
+func approvalsOrg(t testing.TB, countFile, pidFile string) string {
 	t.Helper()
 	bin := toolstest.BuildT(t)
-	return writeFile(t, "org.yaml", fmt.Sprintf(`company: { name: apprco }
+	path := filepath.Join(t.TempDir(), "org.yaml")
+	err := os.WriteFile(path, []byte(fmt.Sprintf(`company: { name: apprco }
 auth:
   tokens:
     - { name: ann, role: admin, token_env: CREWLET_E2E_TOKEN_ADMIN }
@@ -59,12 +61,16 @@ roles:
 seats:
   - { handle: s01, role: clerk }
   - { handle: olga, kind: human, role: finance }
-`, bin, countFile, pidFile))
+`, bin, countFile, pidFile)), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // newApprovalsCompany starts the approvals org's API; the test starts
 // the workers it needs.
-func newApprovalsCompany(t *testing.T) (c *company, countFile string) {
+func newApprovalsCompany(t testing.TB) (c *company, countFile string) {
 	dir := t.TempDir()
 	countFile = filepath.Join(dir, "count")
 	c = newCompany(t, approvalsOrg(t, countFile, filepath.Join(dir, "pid")))
