@@ -124,6 +124,8 @@ func (c *company) decide(id, verb string, body wire.ApprovalDecision) crewlet.Ap
 // approval and waits again; a principal the policy does not name is
 // refused; olga approves; the write runs exactly once, with its
 // idempotency key, and the decision is on the turn and in the audit log.
+// Then a second write is approved just as its seat's node is killed: the
+// decision made during the move is not lost.
 func TestApprovalSurvivesTheSeatsNodeDying(t *testing.T) {
 	c, countFile := newApprovalsCompany(t)
 	nodes := map[string]*proc{"n1": c.worker("n1"), "n2": c.worker("n2")}
@@ -202,10 +204,27 @@ func TestApprovalSurvivesTheSeatsNodeDying(t *testing.T) {
 	if audit[0].Principal != "olga-token" || audit[0].Outcome != wire.AuditAllowed || audit[1].Principal != "ops" || audit[1].Outcome != wire.AuditDenied {
 		t.Fatalf("audit rows %+v; want olga-token allowed after ops denied", audit)
 	}
+
+	// A decision given while the seat moves is not lost: the next
+	// tenure's re-run finds it on the row and runs the call once.
+	nodes["n3"] = c.worker("n3")
+	during := c.send("s01", "record invoice 43", from("olga"))
+	waiting := c.pendingApproval("s01", "invoice 43")
+	victim = c.nodeOf("s01")
+	nodes[victim].kill(t)
+	c.decide(waiting.ID, "approve", wire.ApprovalDecision{Reason: "approved while it moved"})
+	t.Logf("killed %s while s01 waited on %s and approved it at once", victim, waiting.ID)
+	if reply := c.waitReply(during, 90*time.Second); reply != "recorded: written: invoice 43" {
+		t.Fatalf("reply %q; want the write approved during the move done", reply)
+	}
+	if writes := toolstest.Writes(t, countFile); len(writes) != 2 || writes[1].Key != crewlet.ThreadKey(during.EventID)+":1:0" {
+		t.Fatalf("writes %v; want the second one once, with its key", writes)
+	}
 }
 
 // Decisions, on one node: a denial's reason reaches the model as the tool's
-// result; an approval remembered for these arguments skips the next wait
+// result; a call approved under a policy that changed meanwhile asks again;
+// an approval remembered for these arguments skips the next wait
 // for the same arguments and asks again when they change; one remembered
 // for any arguments skips the wait for others; a call nobody decides gets
 // its policy's on_timeout; and olga's inbox gets one note of what waits.
@@ -229,6 +248,24 @@ func TestApprovalDecisions(t *testing.T) {
 	}
 	if n := len(toolstest.Writes(t, countFile)); n != 0 {
 		t.Fatalf("%d writes after a denial; want none", n)
+	}
+
+	// The policy changes while a call waits: approved under the old one,
+	// the call asks again under the new one before it runs.
+	moved := c.send("s01", "record invoice 11", from("olga"))
+	old := c.pendingApproval("s01", "invoice 11")
+	c.applyOrg(strings.Replace(c.orgDocument(), "timeout: 1h, on_timeout: deny", "timeout: 2h, on_timeout: deny", 1))
+	c.decide(old.ID, "approve", wire.ApprovalDecision{Reason: "under the old policy"})
+	again := c.pendingApproval("s01", "invoice 11")
+	if again.ID == old.ID || again.Policy == old.Policy {
+		t.Fatalf("after the policy changed: approval %s (policy %s); want a new one, not %s (policy %s)", again.ID, again.Policy, old.ID, old.Policy)
+	}
+	if n := len(toolstest.Writes(t, countFile)); n != 0 {
+		t.Fatalf("%d writes on an approval made under a changed policy; want none", n)
+	}
+	c.decide(again.ID, "approve", wire.ApprovalDecision{})
+	if reply := c.waitReply(moved, 30*time.Second); reply != "recorded: written: invoice 11" {
+		t.Fatalf("reply %q; want the write done once approved under the new policy", reply)
 	}
 
 	until := time.Now().Add(time.Hour)
@@ -255,11 +292,11 @@ func TestApprovalDecisions(t *testing.T) {
 	if err := c.call(http.MethodGet, "/approvals?seat=s01&status=all", nil, &all); err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != 4 || !strings.Contains(all[0].Args, "quick 1") || all[0].DecidedBy != crewlet.ApprovalTimeout || all[0].Status != crewlet.ApprovalApproved {
-		t.Fatalf("approvals %+v; want 4 asked (7, 8, 9, quick 1), quick 1 approved by timeout", all)
+	if len(all) != 6 || !strings.Contains(all[0].Args, "quick 1") || all[0].DecidedBy != crewlet.ApprovalTimeout || all[0].Status != crewlet.ApprovalApproved {
+		t.Fatalf("approvals %+v; want 6 asked (7, 11 twice, 8, 9, quick 1), quick 1 approved by timeout", all)
 	}
-	if got := len(toolstest.Writes(t, countFile)); got != 5 {
-		t.Fatalf("%d writes; want 5 (8 twice, 9, 10, quick 1)", got)
+	if got := len(toolstest.Writes(t, countFile)); got != 6 {
+		t.Fatalf("%d writes; want 6 (11, 8 twice, 9, 10, quick 1)", got)
 	}
 	var notes []crewlet.Message
 	testenv.Eventually(t, 30*time.Second, "olga's approval notes", func() error {
@@ -301,4 +338,39 @@ func (c *company) rawAs(token, method, path string, body any) (int, []byte, erro
 	c.token = token
 	defer func() { c.token = saved }()
 	return c.raw(method, path, body)
+}
+
+// orgDocument is the org file the company started with.
+func (c *company) orgDocument() string {
+	c.t.Helper()
+	b, err := os.ReadFile(c.config)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return string(b)
+}
+
+// applyOrg applies doc as the next config revision and waits until every
+// process runs it.
+func (c *company) applyOrg(doc string) {
+	c.t.Helper()
+	var report wire.ConfigReport
+	if err := c.call(http.MethodPost, "/config", wire.ConfigApplyRequest{Document: doc}, &report); err != nil {
+		c.t.Fatalf("apply: %v", err)
+	}
+	testenv.Eventually(c.t, 30*time.Second, "every process on the applied revision", func() error {
+		var state wire.ConfigState
+		if err := c.call(http.MethodGet, "/config", nil, &state); err != nil {
+			return err
+		}
+		if len(state.Processes) == 0 {
+			return fmt.Errorf("no processes listed")
+		}
+		for _, p := range state.Processes {
+			if p.Revision != report.Revision {
+				return fmt.Errorf("a process runs revision %d, not %d", p.Revision, report.Revision)
+			}
+		}
+		return nil
+	})
 }
