@@ -146,8 +146,10 @@ func TestApprovalSurvivesTheSeatsNodeDying(t *testing.T) {
 	if w := detail.State.Turn.Progress.Approval; w.Approval != asked.ID || w.Tool != "ledger__write" || len(detail.Approvals) != 1 || detail.Approvals[0].ID != asked.ID {
 		t.Fatalf("GET /seats/s01: waiting %+v, approvals %+v; want %s", w, detail.Approvals, asked.ID)
 	}
+	t.Logf("request: %s asks %s %s (approvers %v, until %s, epoch %d)", asked.Handle, asked.Tool, asked.Args, asked.Approvers, asked.Until.Format(time.RFC3339), asked.Epoch)
 	turnID := crewlet.TurnWorkflowID("s01", crewlet.WorkKey([]string{msg.EventID}))
 	details := currentDetails(t, c, turnID)
+	t.Logf("wait: GET /seats/s01 state.turn.progress.approval = %+v; Temporal current details: %q", *detail.State.Turn.Progress.Approval, details)
 	if !strings.HasPrefix(details, "waiting on approval "+asked.ID+" for ledger__write until ") {
 		t.Fatalf("Temporal current details %q; want the approval wait", details)
 	}
@@ -178,6 +180,7 @@ func TestApprovalSurvivesTheSeatsNodeDying(t *testing.T) {
 	if err != nil || status != http.StatusForbidden {
 		t.Fatalf("ops approving: %d %s %v; want 403", status, body, err)
 	}
+	t.Logf("failover: s01 now on %s, approval %s adopted at epoch %d, still %s; ops (not named) approving: %d %s", c.nodeOf("s01"), adopted.ID, adopted.Epoch, adopted.Status, status, strings.TrimSpace(string(body)))
 	decided := c.decide(asked.ID, "approve", wire.ApprovalDecision{Reason: "checked the invoice"})
 	t.Logf("approved %s after the failover: epoch %d → %d, by %s", decided.ID, asked.Epoch, adopted.Epoch, decided.DecidedBy)
 	if reply := c.waitReply(msg, 60*time.Second); reply != "recorded: written: invoice 42" {
@@ -190,6 +193,7 @@ func TestApprovalSurvivesTheSeatsNodeDying(t *testing.T) {
 	if want := crewlet.ThreadKey(msg.EventID) + ":1:0"; writes[0].Key != want {
 		t.Errorf("idempotency key %q; want %s", writes[0].Key, want)
 	}
+	t.Logf("result: reply %q; the server counted %d write, key %s", "recorded: written: invoice 42", len(writes), writes[0].Key)
 	var view wire.TurnView
 	if err := c.call(http.MethodGet, "/turns/s01/"+crewlet.WorkKey([]string{msg.EventID}), nil, &view); err != nil {
 		t.Fatal(err)
@@ -212,8 +216,8 @@ func TestApprovalSurvivesTheSeatsNodeDying(t *testing.T) {
 	waiting := c.pendingApproval("s01", "invoice 43")
 	victim = c.nodeOf("s01")
 	nodes[victim].kill(t)
-	c.decide(waiting.ID, "approve", wire.ApprovalDecision{Reason: "approved while it moved"})
-	t.Logf("killed %s while s01 waited on %s and approved it at once", victim, waiting.ID)
+	during1 := c.decide(waiting.ID, "approve", wire.ApprovalDecision{Reason: "approved while it moved"})
+	t.Logf("killed %s while s01 waited on %s and approved it at once (row at epoch %d when decided)", victim, waiting.ID, during1.Epoch)
 	if reply := c.waitReply(during, 90*time.Second); reply != "recorded: written: invoice 43" {
 		t.Fatalf("reply %q; want the write approved during the move done", reply)
 	}
