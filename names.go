@@ -127,8 +127,9 @@ const (
 	// approval, or after the wait ended, changes nothing.
 	SignalApproval = "approval"
 
-	// SignalTicketNote tells a person's notes that a ticket changed; its
-	// payload is a TicketNoteSignal, the ticket id.
+	// SignalTicketNote tells a person's notes that a ticket changed, or
+	// that an approval asks for them; its payload is a TicketNoteSignal,
+	// the ticket's or the approval's id.
 	SignalTicketNote = "ticket_note"
 
 	// QueryState is answered by a seat (SeatState) and by a turn

@@ -271,8 +271,8 @@ func (c *Client) signal(ctx context.Context, workflowID, name string, arg any, c
 }
 
 // NotePerson tells a person's notes workflow, starting it if need be, that
-// a ticket they opened changed; changes that come together make one note in
-// their inbox.
+// a ticket they opened changed, or that an approval (its id for ticketID)
+// asks for them; changes that come together make one note in their inbox.
 func (c *Client) NotePerson(ctx context.Context, person, ticketID string) error {
 	change := crewlet.TicketNoteSignal(ticketID)
 	if err := change.Validate(); err != nil {

@@ -366,9 +366,10 @@ func (t *Service) Answer(ctx context.Context, id, answer string) (crewlet.Ticket
 }
 
 // Note writes one note in a person's inbox about the tickets they opened
-// that changed: each as it stands now. The note's event id is made from the
-// tickets and their phases, so writing the same note again lands once. A
-// ticket that does not exist is left out: no retry would find it.
+// that changed and the approvals that asked for them (ids ap-…), each as it
+// stands now. The note's event id is made from the tickets and approvals
+// and their states, so writing the same note again lands once. One that
+// does not exist is left out: no retry would find it.
 func (t *Service) Note(ctx context.Context, in crewlet.TicketNoteInput) error {
 	seen := map[string]bool{}
 	var lines, keys, asks []string
