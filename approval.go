@@ -88,10 +88,10 @@ func (r ApprovalSignal) Validate() error {
 	return checkSignalID("approval", r.Approval, MaxIDBytes)
 }
 
-// ResolveApprovalInput decides an approval nobody decided: its time ran
+// EndApprovalInput decides an approval nobody decided: its time ran
 // out (TimedOut: the policy's on_timeout applies) or a person stopped the
 // turn while it waited (StoppedBy: denied).
-type ResolveApprovalInput struct {
+type EndApprovalInput struct {
 	Tenure
 	WorkKey   string `json:"work_key"`
 	Approval  string `json:"approval"`

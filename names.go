@@ -63,10 +63,10 @@ const (
 	// ActivityResolveWait ends a wait on a ticket and records the waiting
 	// tool call's result; a local activity of the turn.
 	ActivityResolveWait = "ResolveWait"
-	// ActivityResolveApproval ends a wait on an approval whose time ran
+	// ActivityEndApproval ends a wait on an approval whose time ran
 	// out or whose turn was stopped, deciding it; a local activity of the
 	// turn.
-	ActivityResolveApproval = "ResolveApproval"
+	ActivityEndApproval = "EndApproval"
 	// ActivityReflect asks the model, once a turn answered and before it
 	// finishes, what to keep in the seat's diary; on any node, like a model
 	// round.

@@ -119,10 +119,10 @@ func (a *Turns) gate(ctx context.Context, in crewlet.ToolCallInput, thread strin
 	return false, nil
 }
 
-// ResolveApproval decides an approval its turn stopped waiting for, the
+// EndApproval decides an approval its turn stopped waiting for, the
 // time having run out or a person having stopped the turn; the turn then
 // asks for the call again and the gate applies the decision.
-func (a *Turns) ResolveApproval(ctx context.Context, in crewlet.ResolveApprovalInput) error {
+func (a *Turns) EndApproval(ctx context.Context, in crewlet.EndApprovalInput) error {
 	return Fence(a.log, in.Handle, in.Epoch, a.Approvals.Resolve(ctx, in))
 }
 

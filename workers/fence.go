@@ -46,14 +46,14 @@ var guards = map[string]guard{
 	crewlet.ActivityDeadLetterMail: {epoch: true},
 
 	// The turn's steps.
-	crewlet.ActivityBeginTurn:       {epoch: true, recoverPanic: true},
-	crewlet.ActivityAcquireProfile:  {epoch: true, recoverPanic: true},
-	crewlet.ActivityModelRound:      {epoch: true, recoverPanic: true},
-	crewlet.ActivityToolCall:        {hosted: true, epoch: true, recoverPanic: true},
-	crewlet.ActivityResolveWait:     {epoch: true, recoverPanic: true},
-	crewlet.ActivityResolveApproval: {epoch: true, recoverPanic: true},
-	crewlet.ActivityReflect:         {epoch: true, recoverPanic: true},
-	crewlet.ActivityFinishTurn:      {epoch: true, recoverPanic: true},
+	crewlet.ActivityBeginTurn:      {epoch: true, recoverPanic: true},
+	crewlet.ActivityAcquireProfile: {epoch: true, recoverPanic: true},
+	crewlet.ActivityModelRound:     {epoch: true, recoverPanic: true},
+	crewlet.ActivityToolCall:       {hosted: true, epoch: true, recoverPanic: true},
+	crewlet.ActivityResolveWait:    {epoch: true, recoverPanic: true},
+	crewlet.ActivityEndApproval:    {epoch: true, recoverPanic: true},
+	crewlet.ActivityReflect:        {epoch: true, recoverPanic: true},
+	crewlet.ActivityFinishTurn:     {epoch: true, recoverPanic: true},
 
 	// Unfenced, deliberately.
 	crewlet.ActivityReleaseProfile: {recoverPanic: true, unfenced: "a slot is its run's own: a run fenced out still gives its slot back"},

@@ -45,7 +45,7 @@ func (t *turn) toolCall(ctx workflow.Context, thread, round int, call crewlet.To
 // signals, nothing held open, as a ticket wait does (turn.wait), and with
 // the profile's slot given back until the call is done. A decision
 // is on the approval's row, so the call's next ask reads it; a timeout or a
-// stop is written there first, by ResolveApproval.
+// stop is written there first, by EndApproval.
 func (t *turn) awaitApproval(ctx workflow.Context, w crewlet.ApprovalWait) error {
 	now := workflow.Now(ctx)
 	t.progress.Approval = &crewlet.ApprovalWaiting{Approval: w.ID, Tool: w.Tool, Since: now, Until: w.Until}
@@ -58,7 +58,7 @@ func (t *turn) awaitApproval(ctx workflow.Context, w crewlet.ApprovalWait) error
 	// A wait uses no model: the profile's slot goes to another turn
 	// meanwhile, and the next round takes one again.
 	t.release(ctx)
-	in := crewlet.ResolveApprovalInput{Tenure: t.in.Tenure, WorkKey: t.in.WorkKey, Approval: w.ID}
+	in := crewlet.EndApprovalInput{Tenure: t.in.Tenure, WorkKey: t.in.WorkKey, Approval: w.ID}
 	decisions := workflow.GetSignalChannel(ctx, crewlet.SignalApproval)
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	defer cancelTimer()
@@ -99,7 +99,7 @@ func (t *turn) awaitApproval(ctx workflow.Context, w crewlet.ApprovalWait) error
 		}
 	}
 	if in.TimedOut || in.StoppedBy != "" {
-		if err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityResolveApproval, in).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityEndApproval, in).Get(ctx, nil); err != nil {
 			return err
 		}
 	}

@@ -85,11 +85,11 @@ func TestTurnWaiting24HoursOnAnApprovalAddsOnlyTheSignalAndTimer(t *testing.T) {
 		"tool t0 r1 c0 tracker__write attempt=1 queue=crewlet.host.n1", "acquire p1",
 		"model t0 r2 p1", "finish done rounds=2", "release",
 	})
-	eq(t, "resolved approvals", len(h.world.approvals), 0)
+	eq(t, "ended approvals", len(h.world.approvals), 0)
 }
 
 // With no decision the wait ends at the approval's until and
-// ResolveApproval applies the policy's on_timeout; a person's stop ends it
+// EndApproval applies the policy's on_timeout; a person's stop ends it
 // as a denial by them. Either way the call is asked again.
 func TestTurnApprovalWaitEndsOnTimeoutOrStop(t *testing.T) {
 	t.Parallel()
@@ -99,10 +99,10 @@ func TestTurnApprovalWaitEndsOnTimeoutOrStop(t *testing.T) {
 		send func(h *turnHarness)
 		want string
 	}{
-		{"timeout", 2 * time.Hour, func(*turnHarness) {}, `resolve approval ap-1 timed_out=true stopped_by=""`},
+		{"timeout", 2 * time.Hour, func(*turnHarness) {}, `end approval ap-1 timed_out=true stopped_by=""`},
 		{"stop", 5 * time.Minute, func(h *turnHarness) {
 			h.env.SignalWorkflow(crewlet.SignalStopTurn, crewlet.StopTurnRequest{By: "alice"})
-		}, `resolve approval ap-1 timed_out=false stopped_by="alice"`},
+		}, `end approval ap-1 timed_out=false stopped_by="alice"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newTurnHarness(t)

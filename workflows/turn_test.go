@@ -38,9 +38,9 @@ type fakeTurnWorld struct {
 	// resolved records the waits ResolveWait ended.
 	resolved []crewlet.ResolveWaitInput
 	// gate, when set, answers a tool call with the approval it waits on
-	// (nil: the call runs); approvals records what ResolveApproval got.
+	// (nil: the call runs); approvals records what EndApproval got.
 	gate      func(in crewlet.ToolCallInput) *crewlet.ApprovalWait
-	approvals []crewlet.ResolveApprovalInput
+	approvals []crewlet.EndApprovalInput
 	// refused ends these threads' first round without an answer.
 	refused map[int]string
 	// reflect is the role's reflect; reflectErr fails the reflection.
@@ -144,10 +144,10 @@ func (w *fakeTurnWorld) ResolveWait(_ context.Context, in crewlet.ResolveWaitInp
 	return nil
 }
 
-func (w *fakeTurnWorld) ResolveApproval(_ context.Context, in crewlet.ResolveApprovalInput) error {
+func (w *fakeTurnWorld) EndApproval(_ context.Context, in crewlet.EndApprovalInput) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.logf("resolve approval %s timed_out=%v stopped_by=%q", in.Approval, in.TimedOut, in.StoppedBy)
+	w.logf("end approval %s timed_out=%v stopped_by=%q", in.Approval, in.TimedOut, in.StoppedBy)
 	w.approvals = append(w.approvals, in)
 	return nil
 }
@@ -189,10 +189,10 @@ func newTurnHarness(t *testing.T) *turnHarness {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
 	for name, fn := range map[string]any{
-		crewlet.ActivityResolveWait:     h.world.ResolveWait,
-		crewlet.ActivityResolveApproval: h.world.ResolveApproval,
-		crewlet.ActivityAcquireProfile:  h.world.AcquireProfile,
-		crewlet.ActivityReleaseProfile:  h.world.ReleaseProfile,
+		crewlet.ActivityResolveWait:    h.world.ResolveWait,
+		crewlet.ActivityEndApproval:    h.world.EndApproval,
+		crewlet.ActivityAcquireProfile: h.world.AcquireProfile,
+		crewlet.ActivityReleaseProfile: h.world.ReleaseProfile,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

@@ -101,7 +101,7 @@ var Changes = []Change{
 		WorkflowType: crewlet.WorkflowTurn,
 		Newest:       approvalsVersion,
 		Versions: []string{
-			1: "a tool call that answers with an approval (an approval policy gates it) waits durably for the decision, a timer and the approval signal, ResolveApproval on a timeout or a stop, then is asked again; before it, the turn went on past such a call",
+			1: "a tool call that answers with an approval (an approval policy gates it) waits durably for the decision, a timer and the approval signal, EndApproval on a timeout or a stop, then is asked again; before it, the turn went on past such a call",
 		},
 		Unmarked: "turns that never made a call an approval policy gates, which reach no GetVersion",
 		Oldest:   workflow.DefaultVersion,

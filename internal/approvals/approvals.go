@@ -120,7 +120,7 @@ func (s *Service) Gate(ctx context.Context, c Call) (Verdict, error) {
 // Resolve decides an approval its waiting turn gave up on: its time ran out
 // (the policy's on_timeout applies) or a person stopped the turn (denied).
 // An approval decided meanwhile keeps its decision.
-func (s *Service) Resolve(ctx context.Context, in crewlet.ResolveApprovalInput) error {
+func (s *Service) Resolve(ctx context.Context, in crewlet.EndApprovalInput) error {
 	a, err := s.Store.Approval(ctx, in.Approval)
 	if err != nil || a.Status != crewlet.ApprovalPending {
 		return err
