@@ -406,7 +406,11 @@ func (t *Service) Note(ctx context.Context, in crewlet.TicketNoteInput) error {
 		parts = append(parts, fmt.Sprintf("%d of your tickets changed:\n%s", len(lines), strings.Join(lines, "\n")))
 	}
 	if len(asks) > 0 {
-		parts = append(parts, fmt.Sprintf("%d tool calls asked for your approval:\n%s", len(asks), strings.Join(asks, "\n")))
+		calls := "tool calls"
+		if len(asks) == 1 {
+			calls = "tool call"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s asked for your approval:\n%s", len(asks), calls, strings.Join(asks, "\n")))
 	}
 	if len(parts) == 0 {
 		return nil
