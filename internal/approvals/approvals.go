@@ -75,8 +75,11 @@ func (s *Service) Gate(ctx context.Context, c Call) (Verdict, error) {
 	}
 	digest, argsHash, now := policy.Digest(role), ArgsHash(c.Args), s.now()
 	by, err := s.Store.Granted(ctx, c.Handle, c.Tool, argsHash, digest, now)
-	if err != nil || by != "" {
-		return Verdict{By: "grant of " + by}, err
+	switch {
+	case err != nil:
+		return Verdict{}, err
+	case by != "":
+		return Verdict{By: "grant of " + by}, nil
 	}
 	a, created, err := s.Store.CreateApproval(ctx, crewlet.Approval{
 		ID: ApprovalID(c.Handle, c.TurnID, c.CallKey, argsHash, digest), Handle: c.Handle, TurnID: c.TurnID,
@@ -222,7 +225,7 @@ func May(org *config.Config, approvers []string, who Decider) bool {
 	seat, bound := org.Seat(who.Seat)
 	for _, a := range approvers {
 		if role, ok := strings.CutPrefix(a, config.ApprovalRolePrefix); ok {
-			if bound && who.Seat != "" && seat.Role == role {
+			if bound && seat.Role == role {
 				return true
 			}
 			continue
