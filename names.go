@@ -68,6 +68,10 @@ const (
 	// are local activities.
 	ActivityBusyMail      = "BusyMail"
 	ActivityInterruptTurn = "InterruptTurn"
+	// ActivityEndApproval ends a wait on an approval whose time ran
+	// out or whose turn was stopped, deciding it; a local activity of the
+	// turn.
+	ActivityEndApproval = "EndApproval"
 	// ActivityReflect asks the model, once a turn answered and before it
 	// finishes, what to keep in the seat's diary; on any node, like a model
 	// round.
@@ -127,9 +131,14 @@ const (
 	// signal about another ticket, or after the wait ended, changes
 	// nothing.
 	SignalTicket = "ticket"
+	// SignalApproval tells a turn waiting on an approval that it was
+	// decided; its payload is an ApprovalSignal. A signal about another
+	// approval, or after the wait ended, changes nothing.
+	SignalApproval = "approval"
 
-	// SignalTicketNote tells a person's notes that a ticket changed; its
-	// payload is a TicketNoteSignal, the ticket id.
+	// SignalTicketNote tells a person's notes that a ticket changed, or
+	// that an approval asks for them; its payload is a TicketNoteSignal,
+	// the ticket's or the approval's id.
 	SignalTicketNote = "ticket_note"
 
 	// QueryState is answered by a seat (SeatState) and by a turn

@@ -120,6 +120,8 @@ type TurnProgress struct {
 	InterruptRequested bool `json:"interrupt_requested,omitempty"`
 	// Waiting is the ticket the turn waits on, while it waits.
 	Waiting *TicketWaiting `json:"waiting,omitempty"`
+	// Approval is the approval the turn waits on, while it waits.
+	Approval *ApprovalWaiting `json:"approval,omitempty"`
 	// Profile is the profile the turn runs on.
 	Profile string `json:"profile,omitempty"`
 	// Held says which profiles of its pool the turn waits for, and until

@@ -222,8 +222,11 @@ type ResolveWaitInput struct {
 type ToolCallOutput struct {
 	// Wait, when set, means the call has no result yet: the turn waits on
 	// the ticket, then records it with ResolveWait.
-	Wait    *TicketWait `json:"wait,omitempty"`
-	IsError bool        `json:"is_error"`
+	Wait *TicketWait `json:"wait,omitempty"`
+	// Approval, when set, means the call waits for a person's decision
+	// before it runs: the turn waits, then makes the call again.
+	Approval *ApprovalWait `json:"approval,omitempty"`
+	IsError  bool          `json:"is_error"`
 	// Wrote is true when a write may have reached outside (the tool is not
 	// read-only and was called, or its outcome is unknown).
 	Wrote bool `json:"wrote"`

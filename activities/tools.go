@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/approvals"
 	"github.com/crewlet/crewlet/internal/testhook"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/tools/firstparty"
@@ -40,6 +41,9 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 		return out, nil
 	}
 	trigger, thread, call := pc.trigger, pc.thread, pc.call
+	if gated, err := a.gate(ctx, in, thread, call, &out); gated || err != nil {
+		return out, err
+	}
 	if out.Wrote {
 		first, err := a.store.StartToolCall(ctx, in.Handle, thread, in.Round, in.Call.Call, call.Name, false)
 		if err != nil {
@@ -85,6 +89,41 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 		}
 	}
 	return out, nil
+}
+
+// gate asks the approval gate about a call before it runs: a call an
+// approval policy names and no grant covers waits for its decision
+// (out.Approval), and a denied one gets the denial as its result. gated
+// says the call is not to run now.
+func (a *Turns) gate(ctx context.Context, in crewlet.ToolCallInput, thread string, call crewlet.ToolCall, out *crewlet.ToolCallOutput) (gated bool, err error) {
+	if a.Approvals == nil {
+		return false, nil
+	}
+	v, err := a.Approvals.Gate(ctx, approvals.Call{
+		Tenure: in.Tenure, TurnID: crewlet.TurnWorkflowID(in.Handle, in.WorkKey), CallKey: callKey(thread, in.Round, in.Call.Call),
+		Tool: call.Name, Args: call.Args,
+	})
+	switch {
+	case err != nil:
+		return true, Fence(a.log, in.Handle, in.Epoch, err)
+	case v.Wait != nil:
+		out.Approval, out.Wrote = v.Wait, false
+		return true, nil
+	case v.Denied != "":
+		out.IsError, out.Wrote = true, false
+		a.Metrics.ToolCall(toolServer(call.Name), "denied")
+		return true, a.recordResult(ctx, in, thread, call, tools.Result{Text: v.Denied, IsError: true})
+	case v.By != "":
+		a.log.Info("tool_call_approved", "seat", in.Handle, "tool", call.Name, "by", v.By)
+	}
+	return false, nil
+}
+
+// EndApproval decides an approval its turn stopped waiting for, the
+// time having run out or a person having stopped the turn; the turn then
+// asks for the call again and the gate applies the decision.
+func (a *Turns) EndApproval(ctx context.Context, in crewlet.EndApprovalInput) error {
+	return Fence(a.log, in.Handle, in.Epoch, a.Approvals.Resolve(ctx, in))
 }
 
 // toolServer is the server a tool belongs to, for metrics: the MCP

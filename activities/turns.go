@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/approvals"
 	"github.com/crewlet/crewlet/internal/budget"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/delivery"
@@ -50,6 +51,9 @@ type Turns struct {
 	Now func() time.Time
 	// Metrics records each model call; nil records none.
 	Metrics *metrics.Metrics
+	// Approvals gates the tool calls a role's approval policies name; nil
+	// gates none.
+	Approvals *approvals.Service
 }
 
 // chat is one call to the profile's model, recorded.

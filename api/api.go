@@ -21,6 +21,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/approvals"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/mailbox"
@@ -59,6 +60,8 @@ type Server struct {
 	Follow func(context.Context) error
 	// Spawn creates seats from the roles' pools; nil refuses to.
 	Spawn *spawn.Service
+	// Approvals takes the decisions on gated tool calls.
+	Approvals *approvals.Service
 	// tokens are the tokens of the revision the process last served.
 	tokens atomic.Pointer[tokensOf]
 	// limiters hold each principal's mutation budget.
@@ -167,6 +170,19 @@ func (s *Server) routes() []route {
 		{method: post, pattern: "/tickets/{id}/cancel", right: Operate, handler: s.cancelTicket,
 			summary: "cancel an open ticket", body: CancelTicketRequest{}, answer: crewlet.Ticket{},
 			conflict: "the ticket has ended"},
+		{method: get, pattern: "/approvals", right: Read, handler: s.listApprovals,
+			summary: "approvals of gated tool calls, newest first: pending ones unless status says otherwise",
+			query: []param{
+				{"status", "string", "pending (the default), approved, denied, superseded or all"},
+				{"seat", "string", "only this seat's calls"},
+				limitQuery(50, wire.MaxApprovals),
+			}, answer: []crewlet.Approval{}},
+		{method: post, pattern: "/approvals/{id}/approve", right: Read, handler: s.approveApproval,
+			summary: "approve a gated tool call; with remember, the seat may call the tool (these arguments only, with args) without asking until then. Only a principal the policy names, or an admin (403 otherwise)",
+			body:    wire.ApprovalDecision{}, answer: crewlet.Approval{}, conflict: "the approval was decided already"},
+		{method: post, pattern: "/approvals/{id}/deny", right: Read, handler: s.denyApproval,
+			summary: "deny a gated tool call; the model receives \"denied by WHO: REASON\" as its result. Only a principal the policy names, or an admin (403 otherwise)",
+			body:    wire.ApprovalDecision{}, needs: []string{"reason"}, answer: crewlet.Approval{}, conflict: "the approval was decided already"},
 		{method: get, pattern: "/nodes", right: Read, handler: s.listNodes,
 			summary: "the worker nodes, live ones or (all=true) every incarnation kept",
 			query:   []param{{"all", "boolean", "also the incarnations that stopped"}}, answer: NodesView{}},

@@ -8,6 +8,7 @@ import (
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // SeatSummary is one line of GET /seats.
@@ -44,6 +45,8 @@ type SeatDetail struct {
 	// Tickets are the seat's open tickets both ways; a delegated one
 	// "asking" is a question waiting on this seat.
 	Tickets SeatTickets `json:"tickets"`
+	// Approvals are the seat's tool calls waiting for a decision.
+	Approvals []crewlet.Approval `json:"approvals"`
 }
 
 // SeatTickets are a seat's open tickets: those it delegated and those it
@@ -132,6 +135,12 @@ func (s *Server) getSeat(w http.ResponseWriter, r *http.Request) {
 		*list.into = append([]crewlet.Ticket{}, tickets...)
 	}
 	if seat.Kind == string(crewlet.SeatAgent) {
+		approvals, err := s.Store.Approvals(r.Context(), store.ApprovalFilter{Handle: seat.Handle, Status: crewlet.ApprovalPending, Limit: wire.MaxApprovals})
+		if err != nil {
+			s.logError(w, r, err)
+			return
+		}
+		detail.Approvals = approvals
 		if err := s.seatHealth(r, &detail); err != nil {
 			s.logError(w, r, err)
 			return

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/approvals"
 	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/profiles"
 	"github.com/crewlet/crewlet/internal/seatclient"
@@ -20,6 +21,7 @@ func withServices(s *api.Server) *api.Server {
 	if s.Store != nil {
 		s.Tickets = tickets.New(s.Org, s.Store, s.Delivery, seats, s.Log)
 		s.Profiles = profiles.New(seats, s.Store, s.Org, s.Log)
+		s.Approvals = &approvals.Service{Org: s.Org, Store: s.Store, Seats: seats, Log: s.Log}
 	}
 	return s
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
@@ -49,6 +50,9 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	id := crewlet.TurnWorkflowID(handle, workKey)
 	view, err := s.Views.Turn(r.Context(), id)
+	if err == nil {
+		view.Approvals, err = s.Store.Approvals(r.Context(), store.ApprovalFilter{Handle: handle, TurnID: id, Limit: wire.MaxApprovals})
+	}
 	if err != nil {
 		s.logError(w, r, err)
 		return

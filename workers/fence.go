@@ -51,6 +51,7 @@ var guards = map[string]guard{
 	crewlet.ActivityModelRound:     {epoch: true, recoverPanic: true},
 	crewlet.ActivityToolCall:       {hosted: true, epoch: true, recoverPanic: true},
 	crewlet.ActivityResolveWait:    {epoch: true, recoverPanic: true},
+	crewlet.ActivityEndApproval:    {epoch: true, recoverPanic: true},
 	crewlet.ActivityReflect:        {epoch: true, recoverPanic: true},
 	crewlet.ActivityFinishTurn:     {epoch: true, recoverPanic: true},
 	crewlet.ActivityInterruptTurn:  {epoch: true, recoverPanic: true},

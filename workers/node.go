@@ -21,6 +21,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/activities"
+	"github.com/crewlet/crewlet/internal/approvals"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/fanout"
@@ -175,6 +176,7 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 		return nil, err
 	}
 	turns.Metrics = opts.Metrics
+	turns.Approvals = &approvals.Service{Org: org, Store: st, Seats: seats, Log: n.log}
 	if err := st.RegisterNode(ctx, store.NodeRow{
 		Incarnation: incarnation, NodeID: nodeID, HostQueue: n.HostQueue, Labels: opts.Labels, Capacity: opts.Capacity,
 		SeatsDigest: boot.SeatsDigest(),

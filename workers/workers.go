@@ -47,6 +47,7 @@ func RegisterShared(r worker.Registry, d Deps) {
 		crewlet.ActivityResolveWait:    d.Turns.ResolveWait,
 		crewlet.ActivityBusyMail:       d.Turns.BusyMail,
 		crewlet.ActivityInterruptTurn:  d.Turns.InterruptTurn,
+		crewlet.ActivityEndApproval:    d.Turns.EndApproval,
 		crewlet.ActivityTicketNote:     d.Mail.TicketNote,
 		crewlet.ActivityCheckBudget:    d.Turns.CheckBudget,
 		crewlet.ActivityAcquireProfile: d.Turns.AcquireProfile,

@@ -79,6 +79,22 @@ var corpus = map[string]string{
 	"turn_after_interrupt_history.json": "e2e TestBusyPolicies: the turn after an interrupt, over " +
 		"both messages as one thread: round 1 and its tool call read back from Postgres, then a " +
 		"round asking for the tool again, its call, the final round, FinishTurn",
+	"turn_approval_history.json": "approvals 1, e2e TestApprovalDecisions: a ledger__write an " +
+		"approval policy gates answers with its approval, the turn waits (approvals marker, the " +
+		"profile released, a timer), the approval signal ends the wait, the call is made again " +
+		"and runs, the final round",
+	"turn_approval_timeout_history.json": "approvals 1, e2e TestApprovalDecisions: an approval " +
+		"nobody decides; its timer fires, EndApproval applies on_timeout (approve), the call is " +
+		"made again and runs (recorded while the final round ran)",
+	"turn_approval_asked_again_history.json": "approvals 1, e2e TestApprovalDecisions: the " +
+		"policy changes while the call waits; approved under the old one, the call answers " +
+		"with a new approval and the turn waits a second time, then runs it",
+	"turn_approval_failover_history.json": "approvals 1, e2e TestApprovalSurvivesTheSeatsNodeDying: " +
+		"the turn re-run by the seat's next tenure after its node was killed adopts the " +
+		"pending approval and waits again; the approval signal ends the wait and the call runs",
+	"turn_approval_host_lost_history.json": "approvals 1, e2e TestApprovalSurvivesTheSeatsNodeDying: " +
+		"the approval is decided as the seat's node is killed; the signal ends the wait, the " +
+		"call asked again on the dead host times out and the turn is left to the next tenure",
 	"person_notes_history.json": "alice's notes (`crewlet serve` on the example org): two " +
 		"tickets she opened end together and make one note",
 	"person_notes_checked_history.json": "alice's notes at note-signal-check 1, e2e " +

@@ -211,10 +211,7 @@ func (t *turn) converse(ctx workflow.Context, thread, maxRounds int) error {
 			return nil
 		}
 		for _, call := range answer.Calls {
-			var res crewlet.ToolCallOutput
-			err := workflow.ExecuteActivity(t.toolContext(ctx, call.ReadOnly), crewlet.ActivityToolCall, crewlet.ToolCallInput{
-				Tenure: t.in.Tenure, WorkKey: t.in.WorkKey, Thread: thread, Round: round, Call: call,
-			}).Get(ctx, &res)
+			res, err := t.toolCall(ctx, thread, round, call)
 			if hostLost(err) {
 				// The seat's host did not take the call or stopped
 				// answering mid-call: the seat re-establishes, and the turn

@@ -37,6 +37,10 @@ type fakeTurnWorld struct {
 	wait *crewlet.TicketWait
 	// resolved records the waits ResolveWait ended.
 	resolved []crewlet.ResolveWaitInput
+	// gate, when set, answers a tool call with the approval it waits on
+	// (nil: the call runs); approvals records what EndApproval got.
+	gate      func(in crewlet.ToolCallInput) *crewlet.ApprovalWait
+	approvals []crewlet.EndApprovalInput
 	// refused ends these threads' first round without an answer.
 	refused map[int]string
 	// reflect is the role's reflect; reflectErr fails the reflection.
@@ -98,6 +102,11 @@ func (w *fakeTurnWorld) ToolCall(ctx context.Context, in crewlet.ToolCallInput) 
 			return crewlet.ToolCallOutput{}, err
 		}
 	}
+	if w.gate != nil {
+		if wait := w.gate(in); wait != nil {
+			return crewlet.ToolCallOutput{Approval: wait}, nil
+		}
+	}
 	if w.wait != nil && in.Round == 1 && in.Call.Call == 0 {
 		return crewlet.ToolCallOutput{Wrote: true, Wait: w.wait}, nil
 	}
@@ -132,6 +141,14 @@ func (w *fakeTurnWorld) ResolveWait(_ context.Context, in crewlet.ResolveWaitInp
 	defer w.mu.Unlock()
 	w.logf("resolve %s timed_out=%v stopped_by=%q", in.Wait.Ticket, in.TimedOut, in.StoppedBy)
 	w.resolved = append(w.resolved, in)
+	return nil
+}
+
+func (w *fakeTurnWorld) EndApproval(_ context.Context, in crewlet.EndApprovalInput) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.logf("end approval %s timed_out=%v stopped_by=%q", in.Approval, in.TimedOut, in.StoppedBy)
+	w.approvals = append(w.approvals, in)
 	return nil
 }
 
@@ -173,6 +190,7 @@ func newTurnHarness(t *testing.T) *turnHarness {
 	}
 	for name, fn := range map[string]any{
 		crewlet.ActivityResolveWait:    h.world.ResolveWait,
+		crewlet.ActivityEndApproval:    h.world.EndApproval,
 		crewlet.ActivityAcquireProfile: h.world.AcquireProfile,
 		crewlet.ActivityReleaseProfile: h.world.ReleaseProfile,
 	} {

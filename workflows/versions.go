@@ -23,6 +23,7 @@ const (
 	changeNoteSignalCheck = "note-signal-check"
 	changeBusyPolicy      = "busy-policy"
 	changeTurnInterrupt   = "turn-interrupt"
+	changeApprovals       = "approvals"
 )
 
 // Newest versions, the maxSupported each GetVersion call passes.
@@ -43,6 +44,8 @@ const (
 	busyPolicyVersion workflow.Version = 1
 	// turnInterruptVersion is the newest version of changeTurnInterrupt.
 	turnInterruptVersion workflow.Version = 1
+	// approvalsVersion is the newest version of changeApprovals.
+	approvalsVersion workflow.Version = 1
 )
 
 // Change is one workflow change guarded by workflow.GetVersion.
@@ -117,6 +120,16 @@ var Changes = []Change{
 			1: "a turn sent interrupt_turn stops at its next round boundary: InterruptTurn records the new mail in the interrupted thread and the turn ends interrupted, unanswered and unacked; before it, the signal was ignored",
 		},
 		Unmarked: "turns no interrupt_turn signal reached",
+		Oldest:   workflow.DefaultVersion,
+	},
+	{
+		ID:           changeApprovals,
+		WorkflowType: crewlet.WorkflowTurn,
+		Newest:       approvalsVersion,
+		Versions: []string{
+			1: "a tool call that answers with an approval (an approval policy gates it) waits durably for the decision, a timer and the approval signal, EndApproval on a timeout or a stop, then is asked again; before it, the turn went on past such a call",
+		},
+		Unmarked: "turns that never made a call an approval policy gates, which reach no GetVersion",
 		Oldest:   workflow.DefaultVersion,
 	},
 }

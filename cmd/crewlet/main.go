@@ -60,6 +60,13 @@ with the bearer token --token, default $CREWLET_TOKEN; each names the route it c
   tickets answer ID TEXT        answer the question asked on a ticket (POST /tickets/{id}/answer)
   tickets cancel ID [--reason TEXT] [--by NAME]
                                 cancel an open ticket; its delegator is told (POST /tickets/{id}/cancel)
+  approvals ls [--seat H] [--status S] [--limit N]
+                                tool calls waiting for a decision (GET /approvals)
+  approvals approve ID [--reason TEXT] [--remember [--args] --until T]
+                                approve a gated tool call, and with --remember stop asking until T
+                                (POST /approvals/{id}/approve)
+  approvals deny ID --reason TEXT
+                                deny it; the model gets "denied by YOU: TEXT" (POST /approvals/{id}/deny)
   seats spawn ROLE              spawn a seat of ROLE from its pool; print its handle (POST /seats/spawn)
   pools                         each role's spawn pool: max, live, free, reclaimable, its seats (GET /pools)
   config apply FILE [--restart]  apply an org file as the next config revision and list each
@@ -218,6 +225,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runAsk(ctx, rest, stdout)
 	case "audit":
 		return runAudit(ctx, rest, stdout)
+	case "approvals":
+		return runApprovals(ctx, rest, stdout)
 	case "tickets":
 		if len(rest) == 0 {
 			return usageError{"usage: crewlet tickets ls | tickets show ID | tickets answer ID TEXT | tickets cancel ID"}

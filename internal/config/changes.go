@@ -65,6 +65,7 @@ var keyClasses = []keyClass{
 	{"maintenance.interval", ClassCold, "restart: the maintenance duty's Schedule is set by a starting node"},
 	{"health.interval", ClassCold, "restart: the health duty's Schedule is set by a starting node"},
 	{"health.notify", ClassCold, "restart: a worker sets up its health webhooks when it starts"},
+	{"roles.*.approvals", ClassHot, "next tool call: the gate reads the role's policies when a call is made; a waiting call whose policy changed asks again"},
 	{"roles.*.mcp", ClassDeferred, "next tenure: a seat's MCP servers start when it attaches to a node"},
 	{"roles.*.placement", ClassDeferred, "next placement: a seat moves only when it is placed again (a move, a failover, a rebalance)"},
 	{"mailbox.read_batch", ClassDeferred, "next seat start: carried in a seat workflow's input"},

@@ -562,6 +562,10 @@ type Role struct {
 	// while a turn runs: crewlet.OnBusyEnqueue (the default), OnBusyReject
 	// or OnBusyInterrupt (docs/operations.md, "Busy policy").
 	OnBusy string `mapstructure:"on_busy"`
+	// Approvals are the role's approval policies: a tool call one matches
+	// waits for a person's decision before it runs
+	// (docs/operations.md, "Approvals").
+	Approvals []ApprovalPolicy `mapstructure:"approvals"`
 
 	// oneItem says the file wrote the pool as profile; bothForms that it
 	// wrote both profile and profiles. Problems are named by the key the

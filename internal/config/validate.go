@@ -381,6 +381,7 @@ func (c *Config) problems() []*Problem {
 			checkDuration(base+".idle_nudge.after", after, minIdleNudgeAfter, maxIdleNudgeAfter)
 		}
 		checkMCP(add, base+".mcp", r.MCP)
+		checkApprovals(add, base+".approvals", c, r.Approvals)
 		lbase := base + ".placement.labels"
 		for _, k := range sortedKeys(r.Placement.Labels) {
 			v, path := r.Placement.Labels[k], lbase+"."+k

@@ -244,6 +244,13 @@ func (c *Client) TicketChanged(ctx context.Context, turnID, ticketID string) err
 	return c.signal(ctx, turnID, crewlet.SignalTicket, req, req.Validate)
 }
 
+// ApprovalDecided tells the turn turnID, waiting on an approval, that it
+// was decided. A turn that is gone fails with an error Gone recognises.
+func (c *Client) ApprovalDecided(ctx context.Context, turnID, approvalID string) error {
+	req := crewlet.ApprovalSignal{Approval: approvalID}
+	return c.signal(ctx, turnID, crewlet.SignalApproval, req, req.Validate)
+}
+
 // ProfileFree nudges a turn held for want of a profile: one of its pool may
 // have freed. A turn that is gone fails with an error Gone recognises.
 func (c *Client) ProfileFree(ctx context.Context, turnID string) error {
@@ -264,8 +271,8 @@ func (c *Client) signal(ctx context.Context, workflowID, name string, arg any, c
 }
 
 // NotePerson tells a person's notes workflow, starting it if need be, that
-// a ticket they opened changed; changes that come together make one note in
-// their inbox.
+// a ticket they opened changed, or that an approval (its id for ticketID)
+// asks for them; changes that come together make one note in their inbox.
 func (c *Client) NotePerson(ctx context.Context, person, ticketID string) error {
 	change := crewlet.TicketNoteSignal(ticketID)
 	if err := change.Validate(); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/approvals"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/metrics"
@@ -365,17 +366,31 @@ func (t *Service) Answer(ctx context.Context, id, answer string) (crewlet.Ticket
 }
 
 // Note writes one note in a person's inbox about the tickets they opened
-// that changed: each as it stands now. The note's event id is made from the
-// tickets and their phases, so writing the same note again lands once. A
-// ticket that does not exist is left out: no retry would find it.
+// that changed and the approvals that asked for them (ids ap-…), each as it
+// stands now. The note's event id is made from the tickets and approvals
+// and their states, so writing the same note again lands once. One that
+// does not exist is left out: no retry would find it.
 func (t *Service) Note(ctx context.Context, in crewlet.TicketNoteInput) error {
 	seen := map[string]bool{}
-	var lines, keys []string
+	var lines, keys, asks []string
 	for _, id := range in.Tickets {
 		if seen[id] {
 			continue
 		}
 		seen[id] = true
+		if approvals.IsApprovalID(id) {
+			// An approval waiting for the person rides the same notes.
+			a, err := t.store.Approval(ctx, id)
+			if crewlet.ErrorCode(err) == crewlet.ENOTFOUND {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			keys = append(keys, a.ID+":"+a.Status)
+			asks = append(asks, "- "+approvals.NoteLine(a))
+			continue
+		}
 		ticket, err := t.store.Ticket(ctx, id)
 		if crewlet.ErrorCode(err) == crewlet.ENOTFOUND {
 			continue
@@ -386,10 +401,21 @@ func (t *Service) Note(ctx context.Context, in crewlet.TicketNoteInput) error {
 		keys = append(keys, ticket.ID+":"+string(ticket.Phase)+":"+ticket.Question)
 		lines = append(lines, "- "+ticketLine(ticket))
 	}
-	if len(lines) == 0 {
+	var parts []string
+	if len(lines) > 0 {
+		parts = append(parts, fmt.Sprintf("%d of your tickets changed:\n%s", len(lines), strings.Join(lines, "\n")))
+	}
+	if len(asks) > 0 {
+		calls := "tool calls"
+		if len(asks) == 1 {
+			calls = "tool call"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s asked for your approval:\n%s", len(asks), calls, strings.Join(asks, "\n")))
+	}
+	if len(parts) == 0 {
 		return nil
 	}
-	body := fmt.Sprintf("%d of your tickets changed:\n%s", len(lines), strings.Join(lines, "\n"))
+	body := strings.Join(parts, "\n\n")
 	_, err := t.delivery.Deliver(ctx, crewlet.Message{
 		EventID: "ticket-note-" + crewlet.WorkKey(keys), Type: crewlet.MessageTicketNotice, From: crewlet.TicketSender, To: in.Person,
 		Conversation: "tickets-" + in.Person, Body: body, SentAt: time.Now().UTC(),

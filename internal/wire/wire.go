@@ -125,6 +125,9 @@ type TurnView struct {
 	Turn     TurnRow       `json:"turn"`
 	Messages []TurnMessage `json:"messages"`
 	Receipts []RoundRow    `json:"receipts"`
+	// Approvals are the approvals its gated calls asked for, with their
+	// decisions.
+	Approvals []crewlet.Approval `json:"approvals,omitempty"`
 }
 
 // ScheduleFire is one fire of an org schedule as crewlet recorded it.
@@ -210,3 +213,21 @@ type ScheduleAction struct {
 	Action string `json:"action"`
 	Paused bool   `json:"paused"`
 }
+
+// ApprovalDecision is the body of POST /approvals/{id}/approve and
+// /deny: why, and, on an approve, whether to remember it.
+type ApprovalDecision struct {
+	Reason string `json:"reason"`
+	// Remember, on an approve, lets the seat call the tool again without
+	// asking until Until: with any arguments, or these only (Args).
+	Remember *ApprovalRemember `json:"remember,omitempty"`
+}
+
+// ApprovalRemember is an approve-and-remember's grant.
+type ApprovalRemember struct {
+	Args  bool      `json:"args,omitempty"`
+	Until time.Time `json:"until"`
+}
+
+// MaxApprovals bounds the approvals GET /approvals lists.
+const MaxApprovals = 200
