@@ -20,6 +20,7 @@ import (
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/delivery"
+	"github.com/crewlet/crewlet/internal/events"
 	"github.com/crewlet/crewlet/internal/logging"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
@@ -283,6 +284,10 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 	}
 	var srv *http.Server
 	if role&roleAPI != 0 {
+		// maxLiveStreams is how many live streams the process reads at
+		// once, each holding a Redis connection in a blocking read; more
+		// wait for a connection.
+		const maxLiveStreams = 1024
 		ln, err := net.Listen("tcp", d.org.API.Listen)
 		if err != nil {
 			if node != nil {
@@ -301,7 +306,8 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		pools := profiles.New(d.seats, d.store, d.live, log)
 		pools.Metrics = d.metrics
 		h := &api.Server{Org: d.live, Seats: d.seats, Views: read, Delivery: d.delivery, Store: d.store, Tickets: tk, Profiles: pools,
-			Mailbox: d.mailbox, Temporal: d.temporal, Log: log, Metrics: d.metrics, Tracing: d.tracing, Follow: d.follower.Refresh, Spawn: spawner}
+			Mailbox: d.mailbox, Temporal: d.temporal, Log: log, Metrics: d.metrics, Tracing: d.tracing, Follow: d.follower.Refresh, Spawn: spawner,
+			Events: events.NewReader(d.mailbox.Redis(), d.org.Mailbox.KeyPrefix, maxLiveStreams)}
 		// WriteTimeout outlasts the longest request, a POST /tickets
 		// long-poll (10 minutes).
 		srv = &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
