@@ -256,8 +256,11 @@ const readBatch = 256
 
 // Read returns the stream's events after the id after, oldest first,
 // waiting up to block for one when there is none yet (an empty answer
-// then).
+// then); a block of 0 does not wait.
 func (r *Reader) Read(ctx context.Context, stream, after string, block time.Duration) ([]Event, error) {
+	if block <= 0 {
+		block = -1 // XREAD without BLOCK; BLOCK 0 would wait forever
+	}
 	res, err := r.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{stream, after}, Count: readBatch, Block: block}).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
