@@ -12,9 +12,9 @@ import (
 	"github.com/crewlet/crewlet/internal/events"
 )
 
-// The live stream as Server-Sent Events (docs/operations.md, "Live
-// stream"): a seat's or a conversation's events as they are written, from
-// the Last-Event-ID a client resumes from.
+// The live stream as Server-Sent Events: a seat's or a conversation's
+// events as they are written, from the Last-Event-ID a client resumes from
+// (docs/operations.md, "Live stream").
 
 // streamRetry is the reconnect delay the stream advises a client (the SSE
 // retry field).
