@@ -95,8 +95,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string) {
 	if after == "" {
 		tail, err := s.Events.Tail(ctx, key)
 		if err != nil {
-			s.logError(w, r, crewlet.Errorf(crewlet.EUNAVAILABLE, "the live stream cannot be read now: Redis did not answer; try again"))
 			s.Log.WarnContext(ctx, "stream_unreadable", "stream", key, "error", err)
+			writeError(w, crewlet.Errorf(crewlet.EUNAVAILABLE, "the live stream cannot be read now: Redis did not answer; try again"))
 			return
 		}
 		after = tail

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -385,4 +386,103 @@ func TestStreamsPerPrincipalAreBounded(t *testing.T) {
 		s.close()
 		return nil
 	})
+}
+
+// rawStream reads GET path as text, after lastID when set, up to and with
+// the first event of kind stop, and returns it and that event's id.
+func (c *company) rawStream(path, lastID, stop string) (string, string) {
+	c.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, c.api+path, nil)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	fmt.Fprintf(&b, "GET %s\nLast-Event-ID: %s\n\nHTTP %s\nContent-Type: %s\n\n", path, lastID, resp.Status, resp.Header.Get("Content-Type"))
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64*1024), 16<<20)
+	var id string
+	stopping := false
+	for sc.Scan() {
+		line := sc.Text()
+		b.WriteString(line + "\n")
+		if v, ok := strings.CutPrefix(line, "id: "); ok {
+			id = v
+		}
+		if line == "event: "+stop {
+			stopping = true
+		}
+		if line == "" && stopping {
+			return b.String(), id
+		}
+	}
+	c.t.Fatalf("the stream ended before %s: %s", stop, b.String())
+	return "", ""
+}
+
+// crewlet watch prints a seat's events as they come and, when the API
+// process it reads from is killed and comes back, reconnects from the last
+// event it printed: every event of both turns printed once. The test also
+// logs a raw SSE exchange that drops mid-turn and resumes with
+// Last-Event-ID.
+func TestWatchReconnectsAfterTheAPIRestarts(t *testing.T) {
+	c := newCompany(t, fleetOrg(t, 1, 2*time.Second))
+	c.setenv("CREWLET_STREAM_HEARTBEAT=1s")
+	api := c.apiServer()
+	c.worker("n1")
+	c.waitAttached(60 * time.Second)
+
+	// From the start of the seat's stream, so it misses nothing however
+	// late it connects.
+	out := &testenv.Log{}
+	watch := exec.Command(binary, "watch", "s01", "--after", "0-0", "--api", c.api)
+	watch.Stdout, watch.Stderr = out, out
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = watch.Process.Kill(); _ = watch.Wait() }()
+
+	msg := c.send("s01", "first message")
+	part1, lastID := c.rawStream("/seats/s01/stream", "0-0", events.ModelDelta)
+	part2, _ := c.rawStream("/seats/s01/stream", lastID, events.TurnFinished)
+	t.Logf("a raw exchange, dropped after the first delta and resumed:\n%s\n--- reconnect ---\n%s", part1, part2)
+	c.waitReply(msg, 30*time.Second)
+
+	api.kill(t)
+	c.apiServer()
+	second := c.send("s01", "second message")
+	c.waitReply(second, 30*time.Second)
+	testenv.Eventually(t, 30*time.Second, "the watch printed both turns' turn_finished", func() error {
+		if n := strings.Count(out.String(), " turn_finished "); n < 2 {
+			return fmt.Errorf("%d turn_finished so far:\n%s", n, out.String())
+		}
+		return nil
+	})
+	t.Logf("crewlet watch s01:\n%s", out.String())
+	if !strings.Contains(out.String(), "stream dropped") {
+		t.Errorf("the watch never said its stream dropped:\n%s", out.String())
+	}
+	ids := map[string]bool{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		_, id, ok := strings.Cut(line, "(id ")
+		if !ok {
+			continue
+		}
+		if ids[id] {
+			t.Errorf("event %s printed twice", strings.TrimSuffix(id, ")"))
+		}
+		ids[id] = true
+	}
+	for _, kind := range []string{events.TurnStarted, events.RoundStarted, events.ModelOutput, events.AnswerSent} {
+		if n := strings.Count(out.String(), " "+kind+" "); n != 2 {
+			t.Errorf("%s printed %d times; want once a turn", kind, n)
+		}
+	}
 }

@@ -63,7 +63,7 @@ type Data struct {
 	Conversations []string `json:"conversations,omitempty"`
 	Triggers      int      `json:"triggers,omitempty"`
 	// Thread is the thread's index in its turn; Round counts from 1.
-	Thread int `json:"thread"`
+	Thread int `json:"thread,omitempty"`
 	Round  int `json:"round,omitempty"`
 	// Profile and TokensSoFar (the thread's tokens in this turn before the
 	// round) are round_started's.
