@@ -55,6 +55,8 @@ func BenchmarkStream(b *testing.B) {
 
 	unwatched := float64(before+after) / 2 / d.Seconds()
 	rate := float64(watched) / d.Seconds()
+	b.ReportMetric(float64(before)/d.Seconds(), "before-replies/s")
+	b.ReportMetric(float64(after)/d.Seconds(), "after-replies/s")
 	b.ReportMetric(unwatched, "unwatched-replies/s")
 	b.ReportMetric(rate, "watched-replies/s")
 	b.ReportMetric(rate/unwatched, "watched/unwatched")
@@ -134,9 +136,9 @@ func (w *seatWatchers) stop() ([]time.Duration, int) {
 }
 
 // bareStreamLatency is the ceiling of produced → received: for d, events
-// stamped and written with XADD to one of n Redis streams, rate a second
-// in all, each stream read by its own blocking XREAD; it returns each
-// event's stamp → read.
+// stamped and written with XADD by one writer, round-robin over n Redis
+// streams, rate a second in all, each stream read by its own blocking
+// XREAD; it returns each event's stamp → read.
 func bareStreamLatency(b *testing.B, n int, rate float64, d time.Duration) []time.Duration {
 	opts, err := redis.ParseURL(testenv.Stack(b).RedisURL)
 	if err != nil {
@@ -152,7 +154,7 @@ func bareStreamLatency(b *testing.B, n int, rate float64, d time.Duration) []tim
 	var wg sync.WaitGroup
 	for i := range n {
 		key := fmt.Sprintf("%s:%d", prefix, i)
-		wg.Add(2)
+		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			last := "0-0"
@@ -174,21 +176,23 @@ func bareStreamLatency(b *testing.B, n int, rate float64, d time.Duration) []tim
 			out = append(out, local...)
 			mu.Unlock()
 		}()
-		go func() {
-			defer wg.Done()
-			every := time.Duration(float64(n) / max(rate, 1) * float64(time.Second))
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, MaxLen: 10000, Approx: true, Values: []any{"t", time.Now().UnixNano()}})
-				}
-			}
-		}()
 	}
+	// One writer, as a node has one emitter, round-robin over the streams.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Duration(float64(time.Second) / max(rate, 1)))
+		defer t.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				rdb.XAdd(ctx, &redis.XAddArgs{Stream: fmt.Sprintf("%s:%d", prefix, i%n), MaxLen: 10000, Approx: true,
+					Values: []any{"t", time.Now().UnixNano()}})
+			}
+		}
+	}()
 	time.Sleep(d)
 	cancel()
 	wg.Wait()
