@@ -211,6 +211,7 @@ func TestStreamResumesAcrossAKilledNode(t *testing.T) {
 		t.Errorf("reply %q; want the scripted answer", reply)
 	}
 
+	t.Logf("the steady watcher's events: %s", kindsOf(all))
 	joined := append(append([]events.Event(nil), before...), after...)
 	if len(joined) != len(all) {
 		t.Fatalf("before and after the reconnect: %d events (%s); the steady watcher saw %d (%s)", len(joined), kindsOf(joined), len(all), kindsOf(all))
