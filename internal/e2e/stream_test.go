@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/events"
 	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
@@ -485,5 +486,29 @@ func TestWatchReconnectsAfterTheAPIRestarts(t *testing.T) {
 		if n := strings.Count(out.String(), " "+kind+" "); n != 2 {
 			t.Errorf("%s printed %d times; want once a turn", kind, n)
 		}
+	}
+}
+
+// A conversation's stream follows it across seats: the delegator's turn
+// tells of the ticket it opened, and the engineer's turn that serves the
+// ticket, in the same conversation, tells of settling it.
+func TestConversationStreamFollowsATicket(t *testing.T) {
+	c := newCompany(t, writeFile(t, "org.yaml", ticketsOrg))
+	c.serve()
+	msg := c.send("cto", "get a fix for the build")
+	conv := c.openStream("/conversations/"+msg.Conversation+"/stream", "0-0")
+	var opened events.Event
+	got := conv.until(60*time.Second, "ticket_settled", func(ev events.Event) bool {
+		if ev.Kind == events.TicketOpened {
+			opened = ev
+		}
+		return ev.Kind == events.TicketSettled
+	})
+	settled := got[len(got)-1]
+	if opened.Seat != "cto" || opened.Data.Ticket == "" || !strings.HasPrefix(opened.Data.To, "eng-") {
+		t.Fatalf("ticket_opened %+v; want cto's ticket to an engineer (events: %s)", opened, kindsOf(got))
+	}
+	if settled.Seat != opened.Data.To || settled.Data.Ticket != opened.Data.Ticket || settled.Data.Phase != string(crewlet.TicketDone) {
+		t.Errorf("ticket_settled %+v; want %s settling %s done", settled, opened.Data.To, opened.Data.Ticket)
 	}
 }
