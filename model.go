@@ -91,6 +91,15 @@ type ChatModel interface {
 	Chat(ctx context.Context, req ModelRequest) (ModelResponse, error)
 }
 
+// StreamingChatModel is a ChatModel that hands over its answer's text as
+// it is produced, for the live stream (docs/architecture.md, "Live stream").
+type StreamingChatModel interface {
+	ChatModel
+	// ChatStream is Chat, calling onDelta with each piece of the answer's
+	// text, in order, as it comes; the pieces make up the response's Text.
+	ChatStream(ctx context.Context, req ModelRequest, onDelta func(text string)) (ModelResponse, error)
+}
+
 // Kinds of provider failure. A rate limit and a server error are worth
 // retrying; an exhausted quota cools the credential off; a bad request or an
 // auth failure will not get better by retrying.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/approvals"
+	"github.com/crewlet/crewlet/internal/events"
 	"github.com/crewlet/crewlet/internal/testhook"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/tools/firstparty"
@@ -36,14 +37,21 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 	if err != nil {
 		return out, err
 	}
+	defer a.flushEvents()
+	conv := pc.trigger.Conversation
 	if pc.done != nil {
 		out.IsError = pc.done.Message.IsError
+		// Told again in case the node that recorded it was lost before
+		// telling it; written once.
+		a.emitTool(events.ToolFinished, in, conv, crewlet.ToolCall{Name: in.Call.Name},
+			events.Data{Outcome: recordedOutcome(pc.done.Message), Result: pc.done.Message.Content})
 		return out, nil
 	}
 	trigger, thread, call := pc.trigger, pc.thread, pc.call
-	if gated, err := a.gate(ctx, in, thread, call, &out); gated || err != nil {
+	if gated, err := a.gate(ctx, in, thread, conv, call, &out); gated || err != nil {
 		return out, err
 	}
+	a.emitTool(events.ToolStarted, in, conv, call, events.Data{Args: call.Args})
 	if out.Wrote {
 		first, err := a.store.StartToolCall(ctx, in.Handle, thread, in.Round, in.Call.Call, call.Name, false)
 		if err != nil {
@@ -52,6 +60,7 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 		if !first && !firstparty.Keyed(call.Name) {
 			out.Unknown, out.IsError = true, true
 			a.Metrics.ToolCall(toolServer(call.Name), "unknown")
+			a.emitTool(events.ToolFinished, in, conv, call, events.Data{Outcome: "unknown", Result: outcomeUnknown})
 			return out, a.recordResult(ctx, in, thread, call, tools.Result{Text: outcomeUnknown, IsError: true})
 		}
 	}
@@ -59,7 +68,7 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 	spanCtx, span := tracing.StartToolCall(ctx, call.Name, call.ID)
 	res, wait, err := a.callTool(spanCtx, firstparty.Call{
 		Handle: in.Handle, TurnID: crewlet.TurnWorkflowID(in.Handle, in.WorkKey), Trigger: trigger,
-		Name: call.Name, Args: call.Args, Key: idempotencyKey,
+		Name: call.Name, Args: call.Args, Key: idempotencyKey, Opened: a.ticketOpened(in, conv),
 	})
 	tracing.EndToolCall(span, res.IsError, err)
 	if wait != nil {
@@ -83,6 +92,7 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 	if err := a.recordResult(ctx, in, thread, call, res); err != nil {
 		return out, err
 	}
+	a.emitTool(events.ToolFinished, in, conv, call, events.Data{Outcome: toolOutcome(out), Result: crewlet.Clean(res.Text)})
 	if out.Wrote {
 		if err := a.store.FinishToolCall(ctx, in.Handle, thread, in.Round, in.Call.Call); err != nil {
 			a.log.Warn("tool_call_unrecorded", "seat", in.Handle, "key", idempotencyKey, "error", err)
@@ -95,7 +105,7 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 // approval policy names and no grant covers waits for its decision
 // (out.Approval), and a denied one gets the denial as its result. gated
 // says the call is not to run now.
-func (a *Turns) gate(ctx context.Context, in crewlet.ToolCallInput, thread string, call crewlet.ToolCall, out *crewlet.ToolCallOutput) (gated bool, err error) {
+func (a *Turns) gate(ctx context.Context, in crewlet.ToolCallInput, thread, conversation string, call crewlet.ToolCall, out *crewlet.ToolCallOutput) (gated bool, err error) {
 	if a.Approvals == nil {
 		return false, nil
 	}
@@ -103,6 +113,9 @@ func (a *Turns) gate(ctx context.Context, in crewlet.ToolCallInput, thread strin
 		Tenure: in.Tenure, TurnID: crewlet.TurnWorkflowID(in.Handle, in.WorkKey), CallKey: callKey(thread, in.Round, in.Call.Call),
 		Tool: call.Name, Args: call.Args,
 	})
+	if err == nil && v.Approval.ID != "" {
+		a.emitApproval(in, conversation, call, v.Approval)
+	}
 	switch {
 	case err != nil:
 		return true, Fence(a.log, in.Handle, in.Epoch, err)
@@ -232,6 +245,8 @@ func (a *Turns) ResolveWait(ctx context.Context, in crewlet.ResolveWaitInput) (e
 	}
 	thread, call := pc.thread, pc.call
 	turnID := crewlet.TurnWorkflowID(in.Handle, in.WorkKey)
+	defer a.flushEvents()
+	ref := crewlet.ToolCallInput{Tenure: crewlet.Tenure{Handle: in.Handle}, WorkKey: in.WorkKey, Thread: in.Thread, Round: in.Round, Call: in.Call}
 	var text string
 	switch in.Wait.Kind {
 	case crewlet.WaitAnswer:
@@ -246,6 +261,11 @@ func (a *Turns) ResolveWait(ctx context.Context, in crewlet.ResolveWaitInput) (e
 			return err
 		}
 		text = firstparty.SettleText(ticket)
+		if ticket.Phase != crewlet.TicketPending && ticket.Phase != crewlet.TicketAsking {
+			a.emit(in.Handle, in.WorkKey, pc.trigger.Conversation, events.TicketSettled,
+				threadIdentity(events.TicketSettled, in.Thread, in.Round, in.Call.Call),
+				events.Data{Thread: in.Thread, Round: in.Round, Call: in.Call.Call, Ticket: ticket.ID, Phase: string(ticket.Phase)})
+		}
 		if in.TimedOut && ticket.Phase == crewlet.TicketPending {
 			text = fmt.Sprintf("Ticket %s to %s is still pending after %s (tickets.max_wait); you will get a notice when it ends.", ticket.ID, ticket.To, in.Wait.For)
 		}
@@ -253,9 +273,10 @@ func (a *Turns) ResolveWait(ctx context.Context, in crewlet.ResolveWaitInput) (e
 	if in.StoppedBy != "" {
 		text = fmt.Sprintf("Stopped by %s while waiting. %s", in.StoppedBy, text)
 	}
-	if err := a.recordResult(ctx, crewlet.ToolCallInput{Tenure: crewlet.Tenure{Handle: in.Handle}, Round: in.Round, Call: in.Call}, thread, call, tools.Result{Text: text}); err != nil {
+	if err := a.recordResult(ctx, ref, thread, call, tools.Result{Text: text}); err != nil {
 		return err
 	}
+	a.emitTool(events.ToolFinished, ref, pc.trigger.Conversation, call, events.Data{Outcome: "ok", Result: crewlet.Clean(text)})
 	if err := a.store.FinishToolCall(ctx, in.Handle, thread, in.Round, in.Call.Call); err != nil {
 		a.log.Warn("tool_call_unrecorded", "seat", in.Handle, "ticket", in.Wait.Ticket, "error", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/events"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testhook"
 	"github.com/crewlet/crewlet/internal/turnrules"
@@ -51,6 +52,7 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 	}
 	closing := turnrules.Close(in.Handle, turn.Mail, replies, a.Now())
 	out.Answered, out.Replies = closing.Answered, closing.Replies
+	defer a.flushEvents()
 	crashPoint("after_model", in.Handle)
 	if err := a.store.AppendMessages(ctx, in.WorkKey, closing.Transcript...); err != nil {
 		return out, err
@@ -73,6 +75,12 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 		}
 		if _, err := a.delivery.Deliver(ctx, r); err != nil {
 			return out, fmt.Errorf("deliver reply to %s: %w", r.To, err)
+		}
+	}
+	for _, r := range closing.Transcript {
+		if r.From == in.Handle {
+			a.emit(in.Handle, in.WorkKey, r.Conversation, events.AnswerSent, events.AnswerSent+"|"+r.InReplyTo,
+				events.Data{To: r.To, InReplyTo: r.InReplyTo, Text: r.Body})
 		}
 	}
 	if err := a.closeTickets(ctx, turn, replies, answered); err != nil {
@@ -109,6 +117,9 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 		a.log.Warn("ledger_unwritable", "seat", in.Handle, "turn", in.TurnID, "error", err)
 	}
 	crashPoint(testhook.AfterLedger, in.Handle)
+	a.emit(in.Handle, in.WorkKey, "", events.TurnFinished, events.TurnFinished, events.Data{
+		Conversations: turnConversations(turn), Status: string(in.Status), Rounds: in.Rounds, Note: in.Note, By: in.StoppedBy,
+	})
 	a.Metrics.TurnFinished(string(in.Status))
 	a.log.Info("turn_finished", "seat", in.Handle, "turn", in.TurnID, "status", in.Status, "rounds", in.Rounds,
 		"triggers", len(out.Answered), "replies", out.Replies)
@@ -164,7 +175,7 @@ func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error
 	resp, err := a.chat(ctx, name, crewlet.ModelRequest{
 		Seat: in.Handle, Role: seat.Role, Purpose: crewlet.PurposeReflect, System: ctxIn.System,
 		Messages: plan.Messages, MaxTokens: profile.MaxTokens,
-	})
+	}, nil)
 	if err != nil {
 		return a.modelFailure(ctx, name, in.TurnID, err)
 	}
@@ -197,14 +208,18 @@ func (a *Turns) closeTickets(ctx context.Context, turn wire.TurnRow, replies map
 			continue
 		}
 		var err error
+		phase := crewlet.TicketDone
 		if answered[i] {
 			_, _, err = a.tickets.Settle(ctx, trigger.Ticket, text)
 		} else {
-			_, _, err = a.tickets.End(ctx, trigger.Ticket, crewlet.TicketFailed, "the turn serving it ended without an answer: "+text)
+			phase = crewlet.TicketFailed
+			_, _, err = a.tickets.End(ctx, trigger.Ticket, phase, "the turn serving it ended without an answer: "+text)
 		}
 		if err != nil {
 			return fmt.Errorf("close ticket %s: %w", trigger.Ticket, err)
 		}
+		a.emit(turn.Seat, turn.WorkKey, trigger.Conversation, events.TicketSettled, events.TicketSettled+"|"+trigger.Ticket,
+			events.Data{Ticket: trigger.Ticket, Phase: string(phase)})
 	}
 	return nil
 }

@@ -44,7 +44,11 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 	if err != nil {
 		return out, err
 	}
+	defer a.flushEvents()
 	if m, ok := findKey(msgs, roundKey(in.Round)); ok {
+		// Told again in case the node that recorded it was lost before
+		// telling it; written once.
+		a.emitOutput(in, trigger.Conversation, m.Message)
 		return roundOutput(m.Message, catalog, 0), nil
 	}
 	if m, ok := findKey(msgs, refusedKey); ok {
@@ -62,6 +66,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		return out, err
 	}
 	profile := a.org.Now().Profiles[name]
+	onDelta := a.roundStarted(ctx, in, trigger.Conversation, key, name)
 	system := a.systemPrompt(in.Handle, seat.Role, role)
 	stop := make(chan struct{})
 	defer close(stop)
@@ -79,7 +84,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		Seat: in.Handle, Role: seat.Role, Trigger: &trigger, System: system, Messages: plan.Messages,
 		Tools: catalog, MaxTokens: profile.MaxTokens,
 	}
-	resp, err := a.chat(ctx, name, req)
+	resp, err := a.chat(ctx, name, req, onDelta)
 	if err != nil {
 		return out, a.modelFailure(ctx, name, in.TurnID, err)
 	}
@@ -89,7 +94,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		// the sender hears that instead of silence.
 		a.log.Warn("model_answer_empty", "seat", in.Handle, "work_key", key, "round", in.Round)
 		req.Messages = append(append([]crewlet.ChatMessage(nil), req.Messages...), crewlet.ChatMessage{Role: "user", Content: emptyAnswerNudge})
-		if resp, err = a.chat(ctx, name, req); err != nil {
+		if resp, err = a.chat(ctx, name, req, onDelta); err != nil {
 			return out, a.modelFailure(ctx, name, in.TurnID, err)
 		}
 		usage.InputTokens += resp.Usage.InputTokens
@@ -119,6 +124,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 	if err != nil {
 		return out, err
 	}
+	a.emitOutput(in, trigger.Conversation, stored.Message)
 	return roundOutput(stored.Message, catalog, usage.InputTokens+usage.OutputTokens), nil
 }
 
@@ -243,7 +249,7 @@ func (a *Turns) compact(ctx context.Context, handle, profileName, turnID, conver
 		MaxTokens: a.org.Now().Profiles[summarizer].MaxTokens,
 	}
 	a.log.Info("conversation_compacting", "seat", handle, "conversation", conversation, "through", last.MessageID, "exchanges", len(covered), "profile", summarizer)
-	resp, err := a.chat(ctx, summarizer, req)
+	resp, err := a.chat(ctx, summarizer, req, nil)
 	text := strings.TrimSpace(resp.Text)
 	if err != nil || text == "" {
 		var pe *crewlet.ProviderError

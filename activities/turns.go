@@ -15,6 +15,7 @@ import (
 	"github.com/crewlet/crewlet/internal/budget"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/delivery"
+	"github.com/crewlet/crewlet/internal/events"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/model"
@@ -54,10 +55,13 @@ type Turns struct {
 	// Approvals gates the tool calls a role's approval policies name; nil
 	// gates none.
 	Approvals *approvals.Service
+	// events is the live stream the turns' steps tell; nil tells none.
+	events *events.Emitter
 }
 
-// chat is one call to the profile's model, recorded.
-func (a *Turns) chat(ctx context.Context, profile string, req crewlet.ModelRequest) (crewlet.ModelResponse, error) {
+// chat is one call to the profile's model, recorded. With onDelta, a model
+// that streams hands over its text as it comes.
+func (a *Turns) chat(ctx context.Context, profile string, req crewlet.ModelRequest, onDelta func(string)) (crewlet.ModelResponse, error) {
 	p := a.org.Now().Profiles[profile]
 	ctx, span := tracing.StartModelCall(ctx, p.Provider, p.Model, profile)
 	began := time.Now()
@@ -66,7 +70,13 @@ func (a *Turns) chat(ctx context.Context, profile string, req crewlet.ModelReque
 		return crewlet.ModelResponse{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("profile %s is no longer in the org", profile), crewlet.ErrorTypeProfileUnavailable, nil)
 	}
-	resp, err := m.Chat(ctx, req)
+	var resp crewlet.ModelResponse
+	var err error
+	if sm, ok := m.(crewlet.StreamingChatModel); ok && onDelta != nil {
+		resp, err = sm.ChatStream(ctx, req, onDelta)
+	} else {
+		resp, err = m.Chat(ctx, req)
+	}
 	a.Metrics.ModelCall(profile, time.Since(began), err, resp.Usage.InputTokens, resp.Usage.OutputTokens)
 	tracing.EndModelCall(span, resp, err)
 	return resp, err
@@ -84,6 +94,10 @@ func NewTurns(host *Host, org config.Source, st *store.Store, mb *mailbox.Mailbo
 		return nil, err
 	}
 	a.models.org = now
+	if mb != nil {
+		a.events = events.NewEmitter(mb.Redis(), mb.Prefix(), org, log)
+		a.events.Dropped = func(reason string) { a.Metrics.EventDropped(reason) }
+	}
 	return a, nil
 }
 
@@ -212,6 +226,8 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 	if err != nil {
 		return out, err
 	}
+	defer a.flushEvents()
+	a.emitTurnStarted(row)
 	for thread := range row.Threads {
 		trigger, key, err := threadOf(row, thread)
 		if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/crewlet/crewlet/internal/approvals"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/delivery"
+	"github.com/crewlet/crewlet/internal/events"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/profiles"
@@ -62,6 +63,10 @@ type Server struct {
 	Spawn *spawn.Service
 	// Approvals takes the decisions on gated tool calls.
 	Approvals *approvals.Service
+	// Events reads the live event streams; nil serves none (503).
+	Events *events.Reader
+	// openStreams counts each principal's open live streams.
+	openStreams streamCounts
 	// tokens are the tokens of the revision the process last served.
 	tokens atomic.Pointer[tokensOf]
 	// limiters hold each principal's mutation budget.
@@ -122,6 +127,10 @@ func (s *Server) routes() []route {
 			summary: "the newest entries of the seat's mailbox", query: []param{limitQuery(20, maxLimit)}, answer: []crewlet.Message{}},
 		{method: get, pattern: "/seats/{handle}/events", right: Read, handler: s.seatEvents,
 			summary: "the seat's recorded events, newest first", query: []param{limitQuery(100, maxLimit)}, answer: []wire.SeatEvent{}},
+		{method: get, pattern: "/seats/{handle}/stream", right: Read, handler: s.seatStream,
+			summary: "the seat's live events as Server-Sent Events (id, event, data JSON), from after Last-Event-ID or from now; a keepalive comment when idle. 429 past stream.max_per_principal open streams",
+			query:   []param{{LastEventQuery, "string", "the id to resume after, when the Last-Event-ID header cannot be sent"}},
+			answer:  events.Event{}, contentType: "text/event-stream"},
 		{method: post, pattern: "/seats/{handle}/pause", right: Operate, handler: s.pauseSeat,
 			summary: "pause the seat (signal pause)", body: crewlet.PauseRequest{}, answer: SignalResponse{}, statuses: accepted,
 			conflict: "the seat is paused already"},
@@ -150,6 +159,10 @@ func (s *Server) routes() []route {
 				{"after", "integer", "the seq to go on after, a previous page's next"},
 				limitQuery(conversationPage, maxConversationPage),
 			}, answer: Conversation{}},
+		{method: get, pattern: "/conversations/{id}/stream", right: Read, handler: s.conversationStream,
+			summary: "a conversation's live events as Server-Sent Events, resumable like a seat's (the ids are the conversation stream's own)",
+			query:   []param{{LastEventQuery, "string", "the id to resume after, when the Last-Event-ID header cannot be sent"}},
+			answer:  events.Event{}, contentType: "text/event-stream"},
 		{method: post, pattern: "/tickets", right: Operate, handler: s.openTicket,
 			summary: "open a ticket to a seat or role; with wait, answer once it ended (200) or the wait passed (202)",
 			body:    OpenTicketRequest{}, needs: []string{"to", "task"}, answer: crewlet.Ticket{}, statuses: []int{http.StatusAccepted, http.StatusOK}},

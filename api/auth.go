@@ -227,6 +227,10 @@ func (w *statusRecorder) WriteHeader(status int) {
 	w.ResponseWriter.WriteHeader(status)
 }
 
+// Unwrap lets http.ResponseController reach the connection (a live
+// stream flushes and lifts the write deadline through it).
+func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (w *statusRecorder) Write(b []byte) (int, error) {
 	if w.status >= 400 && len(w.errBody) < 1024 {
 		w.errBody = append(w.errBody, b[:min(len(b), 1024-len(w.errBody))]...)

@@ -38,6 +38,10 @@ with the bearer token --token, default $CREWLET_TOKEN; each names the route it c
   inbox HANDLE [--limit N]      show a seat's newest mail, how people read a human seat
                                 (GET /seats/{handle}/inbox)
   conversation ID               print a conversation's transcript (GET /conversations/{id})
+  watch HANDLE | --conversation ID [--after ID] [--json]
+                                print a seat's or a conversation's live events as they come, one
+                                line each; reconnects from the last one on a dropped connection,
+                                Ctrl-C stops (GET /seats/{handle}/stream, GET /conversations/{id}/stream)
   seats events HANDLE           a seat's event history: skipped triggers, dead letters, requeues
                                 (GET /seats/{handle}/events)
   seats usage HANDLE            tokens used and caps per day/week/month, seat and company; the hold
@@ -248,6 +252,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runInbox(ctx, rest, stdout)
 	case "conversation":
 		return runConversation(ctx, rest, stdout)
+	case "watch":
+		return runWatch(ctx, rest, stdout, stderr)
 	case "pause", "resume", "drain":
 		return runSignal(ctx, cmd, rest, stdout)
 	case "schedules":

@@ -21,6 +21,7 @@ import (
 	"github.com/crewlet/crewlet/internal/approvals"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/delivery"
+	"github.com/crewlet/crewlet/internal/events"
 	"github.com/crewlet/crewlet/internal/logging"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
@@ -284,6 +285,10 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 	}
 	var srv *http.Server
 	if role&roleAPI != 0 {
+		// maxLiveStreams is how many live streams the process reads at
+		// once, each holding a Redis connection in a blocking read; more
+		// wait for a connection.
+		const maxLiveStreams = 1024
 		ln, err := net.Listen("tcp", d.org.API.Listen)
 		if err != nil {
 			if node != nil {
@@ -303,7 +308,8 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		pools.Metrics = d.metrics
 		h := &api.Server{Org: d.live, Seats: d.seats, Views: read, Delivery: d.delivery, Store: d.store, Tickets: tk, Profiles: pools,
 			Mailbox: d.mailbox, Temporal: d.temporal, Log: log, Metrics: d.metrics, Tracing: d.tracing, Follow: d.follower.Refresh, Spawn: spawner,
-			Approvals: &approvals.Service{Org: d.live, Store: d.store, Seats: d.seats, Log: log}}
+			Approvals: &approvals.Service{Org: d.live, Store: d.store, Seats: d.seats, Log: log},
+			Events:    events.NewReader(d.mailbox.Redis(), d.org.Mailbox.KeyPrefix, maxLiveStreams)}
 		// WriteTimeout outlasts the longest request, a POST /tickets
 		// long-poll (10 minutes).
 		srv = &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,

@@ -61,6 +61,9 @@ type Verdict struct {
 	// By names what let the call run: the approval, or the grant's
 	// approver; "" when no policy gates it.
 	By string
+	// Approval is the approval the verdict comes from; its ID is "" when
+	// no policy gates the call or a grant covers it.
+	Approval crewlet.Approval
 }
 
 // Gate decides whether a call runs now. A call no policy gates runs; one a
@@ -111,11 +114,11 @@ func (s *Service) Gate(ctx context.Context, c Call) (Verdict, error) {
 	}
 	switch a.Status {
 	case crewlet.ApprovalPending:
-		return Verdict{Wait: &crewlet.ApprovalWait{ID: a.ID, Tool: a.Tool, Until: a.Until}}, nil
+		return Verdict{Wait: &crewlet.ApprovalWait{ID: a.ID, Tool: a.Tool, Until: a.Until}, Approval: a}, nil
 	case crewlet.ApprovalApproved:
-		return Verdict{By: a.ID}, nil
+		return Verdict{By: a.ID, Approval: a}, nil
 	case crewlet.ApprovalDenied:
-		return Verdict{Denied: a.DeniedText()}, nil
+		return Verdict{Denied: a.DeniedText(), Approval: a}, nil
 	}
 	return Verdict{}, fmt.Errorf("approval %s is %s, which no call waits on", a.ID, a.Status)
 }

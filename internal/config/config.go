@@ -36,6 +36,7 @@ type Config struct {
 	Pools       []SpawnPool        `mapstructure:"pools"`
 	Log         Log                `mapstructure:"log"`
 	Metrics     Metrics            `mapstructure:"metrics"`
+	Stream      Stream             `mapstructure:"stream"`
 
 	// Revision is the config revision this is; 0 for a file never stored
 	// as one. It is no key of the file.
@@ -162,6 +163,26 @@ type API struct {
 	// answers 429. 0 turns the limit off. 0 to 100000.
 	MutationsPerMinute int `mapstructure:"mutations_per_minute"`
 }
+
+// Stream tunes the live event stream of turns
+// (docs/operations.md, "Live stream"). Every key is hot.
+type Stream struct {
+	// Keep is about the most events kept per seat and per conversation
+	// stream (trimmed with MAXLEN ~). 100 to 1000000.
+	Keep int `mapstructure:"keep"`
+	// KeepFor is how long a stream is kept after its last event, so the
+	// streams of quiet conversations go. 1m to 720h.
+	KeepFor time.Duration `mapstructure:"keep_for"`
+	// Heartbeat is how often an idle stream connection gets a keepalive
+	// comment. 1s to 5m.
+	Heartbeat time.Duration `mapstructure:"heartbeat"`
+	// MaxPerPrincipal bounds the streams one principal holds open on one
+	// API process; past it a new one is refused (429). 1 to 1000.
+	MaxPerPrincipal int `mapstructure:"max_per_principal"`
+}
+
+// DefaultStream is the stream block's defaults.
+var DefaultStream = Stream{Keep: 10000, KeepFor: 24 * time.Hour, Heartbeat: 15 * time.Second, MaxPerPrincipal: 8}
 
 // Auth says who may call the API
 // (docs/architecture.md, "Doors: the API and the Temporal frontend").

@@ -88,6 +88,11 @@ var defaults = map[string]any{
 	"health.dead_letters":       3,
 	"health.dead_letter_window": time.Hour,
 
+	"stream.keep":              DefaultStream.Keep,
+	"stream.keep_for":          DefaultStream.KeepFor,
+	"stream.heartbeat":         DefaultStream.Heartbeat,
+	"stream.max_per_principal": DefaultStream.MaxPerPrincipal,
+
 	"tickets.expire_after": 24 * time.Hour,
 	"tickets.max_wait":     time.Hour,
 	"tickets.ask_timeout":  30 * time.Minute,

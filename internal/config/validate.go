@@ -401,6 +401,15 @@ func (c *Config) problems() []*Problem {
 		}
 	}
 
+	if n := c.Stream.Keep; n < 100 || n > 1000000 {
+		add("stream.keep", "%d is out of range; must be between 100 and 1000000", n)
+	}
+	checkDuration("stream.keep_for", c.Stream.KeepFor, time.Minute, 720*time.Hour)
+	checkDuration("stream.heartbeat", c.Stream.Heartbeat, time.Second, 5*time.Minute)
+	if n := c.Stream.MaxPerPrincipal; n < 1 || n > 1000 {
+		add("stream.max_per_principal", "%d is out of range; must be between 1 and 1000", n)
+	}
+
 	checkAuth(add, c)
 	if n := c.API.MutationsPerMinute; n < 0 || n > 100000 {
 		add("api.mutations_per_minute", "%d is out of range; must be between 0 (no limit) and 100000", n)

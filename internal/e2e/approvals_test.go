@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/events"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
@@ -252,6 +254,19 @@ func TestApprovalDecisions(t *testing.T) {
 	}
 	if n := len(toolstest.Writes(t, countFile)); n != 0 {
 		t.Fatalf("%d writes after a denial; want none", n)
+	}
+	// The seat's live stream told of the wait and of the decision, once
+	// each, in that order.
+	var told []string
+	for _, ev := range c.openStream("/seats/s01/stream", "0-0").until(30*time.Second, "the denial's approval_decided", func(ev events.Event) bool {
+		return ev.Kind == events.ApprovalDecided && ev.Data.Approval == denied.ID
+	}) {
+		if ev.Data.Approval == denied.ID {
+			told = append(told, ev.Kind+" "+ev.Data.Decision+" "+ev.Data.By+" "+ev.Data.Reason)
+		}
+	}
+	if want := []string{"approval_waiting   ", "approval_decided denied olga wrong customer"}; !slices.Equal(told, want) {
+		t.Fatalf("the stream told of approval %s: %q; want %q", denied.ID, told, want)
 	}
 
 	// The policy changes while a call waits: approved under the old one,

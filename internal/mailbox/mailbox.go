@@ -37,6 +37,13 @@ func Open(ctx context.Context, url, prefix string) (*Mailbox, error) {
 // Close closes the Redis client.
 func (m *Mailbox) Close() error { return m.rdb.Close() }
 
+// Redis is the client the mailboxes use, for the other Redis keys crewlet
+// keeps under the same prefix (the live event streams).
+func (m *Mailbox) Redis() *redis.Client { return m.rdb }
+
+// Prefix is the key prefix (mailbox.key_prefix) every key is under.
+func (m *Mailbox) Prefix() string { return m.prefix }
+
 // Ping checks that Redis answers.
 func (m *Mailbox) Ping(ctx context.Context) error { return m.rdb.Ping(ctx).Err() }
 

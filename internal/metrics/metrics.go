@@ -46,6 +46,7 @@ type Metrics struct {
 	coolingOffs      *prometheus.CounterVec
 	ticketsOpened    prometheus.Counter
 	ticketsEnded     *prometheus.CounterVec
+	eventsDropped    *prometheus.CounterVec
 }
 
 // New returns a registry with the Go runtime's and the process's series
@@ -116,6 +117,9 @@ func New() *Metrics {
 		ticketsEnded: f.counterVec("crewlet_tickets_ended_total",
 			"Tickets ended by phase (done, failed, cancelled, expired): a rise in failed or expired is delegation that does not come back.",
 			"phase"),
+		eventsDropped: f.counterVec("crewlet_stream_events_dropped_total",
+			"Live-stream events dropped rather than make a turn wait, by reason (full: the emitter's queue was; failed: Redis did not take them in time): watchers missed them.",
+			"reason"),
 	}
 }
 
@@ -282,6 +286,13 @@ func (m *Metrics) TurnFinished(outcome string) {
 func (m *Metrics) BudgetHeld() {
 	if m != nil {
 		m.budgetHolds.Inc()
+	}
+}
+
+// EventDropped records a live-stream event not written, and why.
+func (m *Metrics) EventDropped(reason string) {
+	if m != nil {
+		m.eventsDropped.WithLabelValues(reason).Inc()
 	}
 }
 

@@ -40,6 +40,7 @@ func TestEverySeriesIsNamedAndExplained(t *testing.T) {
 	m.Quarantined("paid")
 	m.CooledOff("paid")
 	m.TicketEnded("expired")
+	m.EventDropped("full")
 	m.GaugeFunc("crewlet_test_reading", "a gauge read at each scrape", func() float64 { return 7 })
 	text := scrape(t, m)
 	problems, err := promlint.New(strings.NewReader(text)).Lint()
@@ -77,6 +78,7 @@ func TestEverySeriesIsNamedAndExplained(t *testing.T) {
 		`crewlet_budget_holds_total 1`,
 		`crewlet_credential_quarantines_total{profile="paid"} 1`,
 		`crewlet_tickets_ended_total{phase="expired"} 1`,
+		`crewlet_stream_events_dropped_total{reason="full"} 1`,
 		`crewlet_test_reading 7`,
 		`go_goroutines `,
 	} {

@@ -195,14 +195,21 @@ func renderArgs(v any, data ReplyData) (any, error) {
 	return v, nil
 }
 
+var _ crewlet.StreamingChatModel = (*Scripted)(nil)
+
 // Chat answers req after the profile's delay. It matches on req.Trigger,
 // or on the last user message when there is no trigger.
 func (s *Scripted) Chat(ctx context.Context, req crewlet.ModelRequest) (crewlet.ModelResponse, error) {
-	data := ReplyData{Handle: req.Seat, Role: req.Role}
+	return s.ChatStream(ctx, req, nil)
+}
+
+// ChatStream is Chat handing over its answer's text in up to
+// scriptedDeltas pieces spread over the profile's delay, as a streaming
+// provider would.
+func (s *Scripted) ChatStream(ctx context.Context, req crewlet.ModelRequest, onDelta func(string)) (crewlet.ModelResponse, error) {
 	var eventID string
 	if t := req.Trigger; t != nil {
 		eventID = t.EventID
-		data.Text, data.From, data.Conversation = t.Body, t.From, t.Conversation
 	}
 	if s.probe != nil {
 		// A compaction or reflection call is recorded under its purpose, so
@@ -214,16 +221,53 @@ func (s *Scripted) Chat(ctx context.Context, req crewlet.ModelRequest) (crewlet.
 		s.probe.record(req.Seat, eventID, phase, req.Messages)
 		defer s.probe.record(req.Seat, eventID, strings.TrimSuffix(phase, "start")+"end", nil)
 	}
-	if s.delay > 0 {
-		t := time.NewTimer(s.delay)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return crewlet.ModelResponse{}, ctx.Err()
-		case <-t.C:
+	resp, err := s.respond(req)
+	var pieces []string
+	if onDelta != nil && err == nil {
+		pieces = deltaPieces(resp.Text)
+	}
+	steps := max(len(pieces), 1)
+	for i := range steps {
+		if s.delay > 0 {
+			t := time.NewTimer(s.delay / time.Duration(steps))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return crewlet.ModelResponse{}, ctx.Err()
+			case <-t.C:
+			}
+		}
+		if i < len(pieces) {
+			onDelta(pieces[i])
 		}
 	}
+	return resp, err
+}
 
+// scriptedDeltas is the most pieces a scripted answer streams in.
+const scriptedDeltas = 8
+
+// deltaPieces cuts text at spaces into at most scriptedDeltas pieces that
+// make it up.
+func deltaPieces(text string) []string {
+	if text == "" {
+		return nil
+	}
+	words := strings.SplitAfter(text, " ")
+	per := (len(words) + scriptedDeltas - 1) / scriptedDeltas
+	var out []string
+	for i := 0; i < len(words); i += per {
+		out = append(out, strings.Join(words[i:min(i+per, len(words))], ""))
+	}
+	return out
+}
+
+// respond is the rule's answer to req.
+func (s *Scripted) respond(req crewlet.ModelRequest) (crewlet.ModelResponse, error) {
+	data := ReplyData{Handle: req.Seat, Role: req.Role}
+	if t := req.Trigger; t != nil {
+		data.Text, data.From, data.Conversation = t.Body, t.From, t.Conversation
+	}
 	// What happened since the last user message: the tool calls asked for
 	// and their results.
 	lastUser := -1

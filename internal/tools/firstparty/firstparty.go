@@ -125,6 +125,9 @@ type Call struct {
 	Name    string
 	Args    json.RawMessage
 	Key     string
+	// Opened, when set, hears of the ticket a delegate call opened (or
+	// found opened by the same call before), for the live stream.
+	Opened func(crewlet.Ticket)
 }
 
 // Run makes a first-party tool call. A call refused before it did anything
@@ -238,6 +241,9 @@ func (f Tools) delegate(ctx context.Context, c Call) (tools.Result, *crewlet.Tic
 		return tools.Refused(crewlet.ErrorMessage(err)), nil, nil
 	default:
 		return tools.Result{}, nil, err
+	}
+	if c.Opened != nil {
+		c.Opened(ticket)
 	}
 	if args.Wait {
 		return f.waitSettle(ctx, c, ticket.ID)

@@ -1,0 +1,179 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/events"
+)
+
+// The live stream as Server-Sent Events: a seat's or a conversation's
+// events as they are written, from the Last-Event-ID a client resumes from
+// (docs/operations.md, "Live stream").
+
+// streamRetry is the reconnect delay the stream advises a client (the SSE
+// retry field).
+const streamRetry = time.Second
+
+// LastEventQuery is the query parameter that stands in for the
+// Last-Event-ID header, for clients that cannot set it.
+const LastEventQuery = "last_event_id"
+
+func (s *Server) seatStream(w http.ResponseWriter, r *http.Request) {
+	seat, ok := s.orgSeat(w, r)
+	if !ok {
+		return
+	}
+	s.stream(w, r, s.eventsStream(seat.Handle, ""))
+}
+
+func (s *Server) conversationStream(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	s.stream(w, r, s.eventsStream("", id))
+}
+
+// eventsStream is the Redis stream of a seat's events, or of a
+// conversation's; "" when this process reads none.
+func (s *Server) eventsStream(handle, conversation string) string {
+	switch {
+	case s.Events == nil:
+		return ""
+	case handle != "":
+		return s.Events.SeatStream(handle)
+	}
+	return s.Events.ConversationStream(conversation)
+}
+
+// MayReadTranscript reports whether p may read the words of the seat's
+// transcript (model output, tool arguments and results, answers) in its
+// live stream; without it the stream tells what happened and not what was
+// said. Every principal with the right to read may, today.
+func MayReadTranscript(p Principal, seat string) bool {
+	return p.Anonymous || rightsOf[p.Role] >= Read
+}
+
+// stream serves one Redis event stream as Server-Sent Events, until the
+// client goes: each event as it is written (flushed one by one), a
+// keepalive comment when nothing came for stream.heartbeat. It starts
+// after the Last-Event-ID header (or ?last_event_id), else at the newest
+// event, so a client that reconnects with the last id it saw misses
+// nothing and gets nothing twice.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string) {
+	if key == "" {
+		writeError(w, crewlet.Errorf(crewlet.EUNAVAILABLE, "this process serves no live streams (it has no Redis reader); use a process started by crewlet serve or crewlet api"))
+		return
+	}
+	after := r.Header.Get("Last-Event-ID")
+	if after == "" {
+		after = r.URL.Query().Get(LastEventQuery)
+	}
+	if after != "" && !events.ValidID(after) {
+		writeError(w, crewlet.Errorf(crewlet.EINVALID, "Last-Event-ID %q is not an event id; send the id: of the last event you received (like 1700000000000-0)", crewlet.OneLine(after, 64)))
+		return
+	}
+	settings := s.Org.Now().Stream
+	p := principalOf(r)
+	release, ok := s.openStreams.take(p.Name, settings.MaxPerPrincipal)
+	if !ok {
+		writeError(w, crewlet.Errorf(crewlet.ERATELIMITED, "%s has %d live streams open on this API process, the most stream.max_per_principal allows; close one (or wait for a dropped one to be noticed) and try again",
+			p.Name, settings.MaxPerPrincipal))
+		return
+	}
+	defer release()
+	ctx := r.Context()
+	// A client gone frees its place at once, not when the read it left
+	// behind returns.
+	defer context.AfterFunc(ctx, release)()
+	if after == "" {
+		tail, err := s.Events.Tail(ctx, key)
+		if err != nil {
+			s.Log.WarnContext(ctx, "stream_unreadable", "stream", key, "error", err)
+			writeError(w, crewlet.Errorf(crewlet.EUNAVAILABLE, "the live stream cannot be read now: Redis did not answer; try again"))
+			return
+		}
+		after = tail
+	}
+	// A stream outlives the server's write and read timeouts, which are
+	// for requests that end.
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	_ = rc.SetReadDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if _, err := fmt.Fprintf(w, "retry: %d\n\n", streamRetry.Milliseconds()); err != nil || rc.Flush() != nil {
+		return
+	}
+	heartbeat := settings.Heartbeat
+	if heartbeat <= 0 {
+		heartbeat = 15 * time.Second
+	}
+	for ctx.Err() == nil {
+		evs, err := s.Events.Read(ctx, key, after, heartbeat)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.Log.WarnContext(ctx, "stream_unreadable", "stream", key, "error", err)
+			}
+			return // the client reconnects with the last id it got
+		}
+		if len(evs) == 0 {
+			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+			continue
+		}
+		for _, ev := range evs {
+			after = ev.ID
+			if !MayReadTranscript(p, ev.Seat) {
+				ev = events.Redact(ev)
+			}
+			data, err := json.Marshal(ev)
+			if err != nil {
+				continue
+			}
+			if _, err := fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", ev.ID, ev.Kind, data); err != nil || rc.Flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// streamCounts counts each principal's open streams on this process.
+type streamCounts struct {
+	mu   sync.Mutex
+	open map[string]int
+}
+
+// take counts one more stream of principal, unless it has max open; the
+// release it returns uncounts it, once.
+func (c *streamCounts) take(principal string, max int) (release func(), ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open == nil {
+		c.open = map[string]int{}
+	}
+	if c.open[principal] >= max {
+		return nil, false
+	}
+	c.open[principal]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.open[principal]--; c.open[principal] <= 0 {
+				delete(c.open, principal)
+			}
+		})
+	}, true
+}
