@@ -24,23 +24,31 @@ func ConversationStream(prefix, id string) string {
 	return prefix + ":conversation:" + id + ":events"
 }
 
-// onceKey marks an event's logical identity as written.
-func onceKey(prefix, handle, identity string) string {
-	return prefix + ":seat:" + handle + ":event:" + identity
+// toldKey is the hash of the identities of a turn's events written so
+// far: one key per turn, not one per event, so what dedupes events costs
+// Redis a few hundred bytes a turn.
+func toldKey(prefix, handle, turn string) string {
+	return prefix + ":seat:" + handle + ":told:" + turn
 }
 
-// onceTTL is how long an event's identity is remembered: longer than any
-// re-run of the activity that emits it, which follows its node's loss by
-// seconds to minutes.
-const onceTTL = 24 * time.Hour
+// How long a turn's told identities are kept. While the turn runs, longer
+// than any of its waits (an approval's or a ticket's), since a turn re-run
+// after its node was lost tells its recorded steps again; once it told
+// turn_finished, only as long as a finished step may still be re-run.
+const (
+	toldWhileRunning = 30 * 24 * time.Hour
+	toldAfterFinish  = time.Hour
+)
 
-// emitScript writes an event once: unless its identity was written, it
-// appends the event to the seat's stream and to each conversation stream,
-// each capped and kept for keep_for after its last event. One round trip.
-// KEYS: once key, seat stream, conversation streams...
-// ARGV: once ttl s, keep, keep_for s, event JSON.
+// emitScript writes an event once: unless its identity is in its turn's
+// told hash, it adds it there and appends the event to the seat's stream
+// and to each conversation stream, each capped and kept for keep_for after
+// its last event. One round trip.
+// KEYS: told hash, seat stream, conversation streams...
+// ARGV: told ttl s, keep, keep_for s, event JSON, identity.
 var emitScript = redis.NewScript(`
-if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
+if redis.call('HSETNX', KEYS[1], ARGV[5], '1') == 0 then return 0 end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
 for i = 2, #KEYS do
   redis.call('XADD', KEYS[i], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[4])
   redis.call('EXPIRE', KEYS[i], ARGV[3])
@@ -75,9 +83,12 @@ type Emitter struct {
 }
 
 type pending struct {
-	seq     uint64
-	keys    []string
-	payload string
+	seq      uint64
+	keys     []string
+	payload  string
+	identity string
+	// told is how long the turn's told identities are kept from now.
+	told time.Duration
 }
 
 // NewEmitter starts an emitter writing to rdb under the key prefix.
@@ -103,7 +114,11 @@ func (e *Emitter) Emit(ev Event, identity string) {
 		e.drop("failed")
 		return
 	}
-	keys := []string{onceKey(e.prefix, ev.Seat, ev.Turn+"|"+identity), SeatStream(e.prefix, ev.Seat)}
+	told := toldWhileRunning
+	if ev.Kind == TurnFinished {
+		told = toldAfterFinish
+	}
+	keys := []string{toldKey(e.prefix, ev.Seat, ev.Turn), SeatStream(e.prefix, ev.Seat)}
 	convs := ev.Data.Conversations
 	if ev.Conversation != "" {
 		convs = []string{ev.Conversation}
@@ -114,7 +129,7 @@ func (e *Emitter) Emit(ev Event, identity string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	select {
-	case e.queue <- pending{seq: e.emitted + 1, keys: keys, payload: string(payload)}:
+	case e.queue <- pending{seq: e.emitted + 1, keys: keys, payload: string(payload), identity: identity, told: told}:
 		e.emitted++
 	default:
 		e.drop("full")
@@ -188,7 +203,7 @@ func (e *Emitter) write(batch []pending) {
 	pipe := e.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(batch))
 	for i, p := range batch {
-		cmds[i] = emitScript.EvalSha(ctx, pipe, p.keys, int(onceTTL.Seconds()), s.Keep, int(s.KeepFor.Seconds()), p.payload)
+		cmds[i] = emitScript.EvalSha(ctx, pipe, p.keys, int(p.told.Seconds()), s.Keep, int(s.KeepFor.Seconds()), p.payload, p.identity)
 	}
 	_, err := pipe.Exec(ctx)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -196,7 +211,7 @@ func (e *Emitter) write(batch []pending) {
 		if err = emitScript.Load(ctx, e.rdb).Err(); err == nil {
 			pipe = e.rdb.Pipeline()
 			for i, p := range batch {
-				cmds[i] = emitScript.EvalSha(ctx, pipe, p.keys, int(onceTTL.Seconds()), s.Keep, int(s.KeepFor.Seconds()), p.payload)
+				cmds[i] = emitScript.EvalSha(ctx, pipe, p.keys, int(p.told.Seconds()), s.Keep, int(s.KeepFor.Seconds()), p.payload, p.identity)
 			}
 			_, err = pipe.Exec(ctx)
 		}

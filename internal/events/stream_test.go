@@ -106,3 +106,47 @@ func TestRedactWithholdsTheWords(t *testing.T) {
 		t.Error("an event with no words is marked redacted")
 	}
 }
+
+// What dedupes a turn's events is one Redis key per turn, kept while the
+// turn may still re-run a step and for an hour once it told turn_finished:
+// not one key per event, which at a few hundred turns a minute would fill
+// Redis.
+func TestATurnsToldIdentitiesAreOneKeyKeptAnHourAfterItFinishes(t *testing.T) {
+	e, _, prefix := emitter(t)
+	opts, err := redis.ParseURL(testenv.Stack(t).RedisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	ev := func(kind string) events.Event {
+		return events.Event{Seat: "s1", Turn: "turn/s1/w2", Kind: kind}
+	}
+	told := func() (int, time.Duration) {
+		keys, err := rdb.Keys(ctx, prefix+":seat:s1:told:*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) != 1 {
+			return len(keys), 0
+		}
+		ttl, err := rdb.TTL(ctx, keys[0]).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 1, ttl
+	}
+	e.Emit(ev(events.TurnStarted), "started")
+	e.Emit(ev(events.RoundStarted), "round|1")
+	e.Emit(ev(events.ModelOutput), "output|1")
+	e.Flush(5 * time.Second)
+	if n, ttl := told(); n != 1 || ttl < 24*time.Hour {
+		t.Fatalf("a running turn's identities: %d keys, ttl %s; want one key kept longer than a day", n, ttl)
+	}
+	e.Emit(ev(events.TurnFinished), "finished")
+	e.Flush(5 * time.Second)
+	if n, ttl := told(); n != 1 || ttl <= 0 || ttl > time.Hour {
+		t.Fatalf("a finished turn's identities: %d keys, ttl %s; want one key kept an hour at most", n, ttl)
+	}
+}
