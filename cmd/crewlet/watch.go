@@ -152,7 +152,10 @@ func printEvent(w io.Writer, ev events.Event, asJSON bool) {
 	var what string
 	switch ev.Kind {
 	case events.TurnStarted:
-		what = fmt.Sprintf("%d triggers in %s", d.Triggers, strings.Join(d.Conversations, ", "))
+		what = fmt.Sprintf("%d triggers", d.Triggers)
+		if len(d.Conversations) > 0 {
+			what += " in " + strings.Join(d.Conversations, ", ")
+		}
 	case events.RoundStarted:
 		what = fmt.Sprintf("thread %d round %d on %s, %d tokens so far", d.Thread, d.Round, d.Profile, d.TokensSoFar)
 	case events.ModelDelta:
