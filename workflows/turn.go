@@ -393,18 +393,37 @@ func (t *turn) wait(ctx workflow.Context, thread, round int, call crewlet.ToolCa
 	in := crewlet.ResolveWaitInput{
 		Tenure: t.in.Tenure, WorkKey: t.in.WorkKey, Thread: thread, Round: round, Call: call, Wait: w,
 	}
+	var err error
+	in.TimedOut, in.StoppedBy, err = awaitSignal(ctx, t, timer, t.tickets, crewlet.SignalTicket, crewlet.TicketSignal.Validate,
+		func(sig crewlet.TicketSignal) bool { return sig.Ticket == w.Ticket })
+	if err != nil {
+		return err
+	}
+	err = workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityResolveWait, in).Get(ctx, nil)
+	t.logger.Info("turn_waited", "seat", t.in.Handle, "turn", t.in.TurnID, "ticket", w.Ticket, "timed_out", in.TimedOut, "stopped_by", in.StoppedBy)
+	if err != nil || !t.pooled || t.stop != nil { // COMPAT(profile-pools@1): !t.pooled
+		return err
+	}
+	return t.acquire(ctx)
+}
+
+// awaitSignal holds a turn's wait until its timer fires, a signal on ch
+// that ends it arrives (checked by validate; ends says whether it is the
+// one waited for), or a person stops the turn. A payload that fails its
+// checks is dropped and the wait goes on.
+func awaitSignal[T any](ctx workflow.Context, t *turn, timer workflow.Future, ch workflow.ReceiveChannel, name string, validate func(T) error, ends func(T) bool) (timedOut bool, stoppedBy string, err error) {
 	for done := false; !done; {
 		sel := workflow.NewSelector(ctx)
-		sel.AddFuture(timer, func(workflow.Future) { in.TimedOut, done = true, true })
-		sel.AddReceive(t.tickets, func(c workflow.ReceiveChannel, _ bool) {
+		sel.AddFuture(timer, func(workflow.Future) { timedOut, done = true, true })
+		sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) {
 			var raw converter.RawValue
 			c.Receive(ctx, &raw)
-			sig, err := decodeSignal(raw, crewlet.TicketSignal.Validate)
+			sig, err := decodeSignal(raw, validate)
 			if err != nil {
-				t.rejected(crewlet.SignalTicket, raw, err)
+				t.rejected(name, raw, err)
 				return
 			}
-			done = done || sig.Ticket == w.Ticket
+			done = done || ends(sig)
 		})
 		sel.AddReceive(t.stops, func(c workflow.ReceiveChannel, _ bool) {
 			var raw converter.RawValue
@@ -417,19 +436,14 @@ func (t *turn) wait(ctx workflow.Context, thread, round int, call crewlet.ToolCa
 			if t.stop == nil {
 				t.stop = &req
 			}
-			in.StoppedBy, done = t.stop.By, true
+			stoppedBy, done = t.stop.By, true
 		})
 		sel.Select(ctx)
 		if err := ctx.Err(); err != nil {
-			return err
+			return false, "", err
 		}
 	}
-	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityResolveWait, in).Get(ctx, nil)
-	t.logger.Info("turn_waited", "seat", t.in.Handle, "turn", t.in.TurnID, "ticket", w.Ticket, "timed_out", in.TimedOut, "stopped_by", in.StoppedBy)
-	if err != nil || !t.pooled || t.stop != nil { // COMPAT(profile-pools@1): !t.pooled
-		return err
-	}
-	return t.acquire(ctx)
+	return timedOut, stoppedBy, nil
 }
 
 // stopRequested takes in the stop signals received so far.

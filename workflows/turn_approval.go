@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/crewlet/crewlet"
@@ -63,38 +62,13 @@ func (t *turn) awaitApproval(ctx workflow.Context, w crewlet.ApprovalWait) error
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	defer cancelTimer()
 	timer := workflow.NewTimer(timerCtx, max(w.Until.Sub(now), 0))
-	done := t.stopRequested()
-	if done {
+	if t.stopRequested() {
 		in.StoppedBy = t.stop.By
-	}
-	for !done {
-		sel := workflow.NewSelector(ctx)
-		sel.AddFuture(timer, func(workflow.Future) { in.TimedOut, done = true, true })
-		sel.AddReceive(decisions, func(c workflow.ReceiveChannel, _ bool) {
-			var raw converter.RawValue
-			c.Receive(ctx, &raw)
-			sig, err := decodeSignal(raw, crewlet.ApprovalSignal.Validate)
-			if err != nil {
-				t.rejected(crewlet.SignalApproval, raw, err)
-				return
-			}
-			done = done || sig.Approval == w.ID
-		})
-		sel.AddReceive(t.stops, func(c workflow.ReceiveChannel, _ bool) {
-			var raw converter.RawValue
-			c.Receive(ctx, &raw)
-			req, err := decodeSignal(raw, crewlet.StopTurnRequest.Validate)
-			if err != nil {
-				t.rejected(crewlet.SignalStopTurn, raw, err)
-				return
-			}
-			if t.stop == nil {
-				t.stop = &req
-			}
-			in.StoppedBy, done = t.stop.By, true
-		})
-		sel.Select(ctx)
-		if err := ctx.Err(); err != nil {
+	} else {
+		var err error
+		in.TimedOut, in.StoppedBy, err = awaitSignal(ctx, t, timer, decisions, crewlet.SignalApproval, crewlet.ApprovalSignal.Validate,
+			func(sig crewlet.ApprovalSignal) bool { return sig.Approval == w.ID })
+		if err != nil {
 			return err
 		}
 	}
