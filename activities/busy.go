@@ -44,11 +44,7 @@ func (a *Turns) BusyMail(ctx context.Context, in crewlet.BusyMailInput) (out cre
 		out.Keep = in.Mail
 		return out, nil
 	}
-	streamIDs := make([]string, len(in.Mail))
-	for i, ref := range in.Mail {
-		streamIDs[i] = ref.StreamID
-	}
-	msgs, err := a.mailbox.Get(ctx, in.Handle, streamIDs)
+	msgs, err := a.mailOf(ctx, in.Handle, in.Mail)
 	if err != nil {
 		return out, err
 	}
@@ -171,11 +167,7 @@ func (a *Turns) InterruptTurn(ctx context.Context, in crewlet.InterruptTurnInput
 	if err != nil {
 		return err
 	}
-	streamIDs := make([]string, len(in.Mail))
-	for i, ref := range in.Mail {
-		streamIDs[i] = ref.StreamID
-	}
-	msgs, err := a.mailbox.Get(ctx, in.Handle, streamIDs)
+	msgs, err := a.mailOf(ctx, in.Handle, in.Mail)
 	if err != nil {
 		return err
 	}

@@ -164,6 +164,15 @@ func resultKey(round, call int) string { return fmt.Sprintf("r%dc%d", round, cal
 // started and left no result: it may or may not have happened.
 const outcomeUnknown = "Outcome unknown: this call was started but its result was lost (the call timed out or its node was lost mid-call). It may or may not have taken effect; check before retrying."
 
+// mailOf reads the messages of mail refs from the seat's mailbox.
+func (a *Turns) mailOf(ctx context.Context, handle string, refs []crewlet.MailRef) ([]crewlet.Message, error) {
+	streamIDs := make([]string, len(refs))
+	for i, ref := range refs {
+		streamIDs[i] = ref.StreamID
+	}
+	return a.mailbox.Get(ctx, handle, streamIDs)
+}
+
 // BeginTurn opens a turn: it refuses a turn over a budget cap, records the
 // triggers and starts one conversation per trigger that needs an answer.
 // Replies are recorded, never answered, so two seats cannot reply to each
@@ -180,11 +189,7 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 	if err != nil || hold != nil {
 		return crewlet.BeginTurnOutput{Hold: hold}, err
 	}
-	streamIDs := make([]string, len(in.Mail))
-	for i, ref := range in.Mail {
-		streamIDs[i] = ref.StreamID
-	}
-	msgs, err := a.mailbox.Get(ctx, in.Handle, streamIDs)
+	msgs, err := a.mailOf(ctx, in.Handle, in.Mail)
 	if err != nil {
 		return out, err
 	}
