@@ -106,6 +106,13 @@ func (a *Anthropic) ChatStream(ctx context.Context, req crewlet.ModelRequest, on
 	var raw *http.Response
 	stream := a.svc.NewStreaming(ctx, params, option.WithResponseInto(&raw))
 	defer stream.Close()
+	if answeredWhole(raw) {
+		var out anthropic.Message
+		if err := decodeWhole(raw, &out); err != nil {
+			return crewlet.ModelResponse{}, classifyStream(ctx, anthropicProvider, a.apiKey, raw, err, nil)
+		}
+		return wholeAsDelta(anthropicResponse(&out), onDelta), nil
+	}
 	var msg anthropic.Message
 	stopped := false
 	for stream.Next() {

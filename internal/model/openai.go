@@ -112,6 +112,14 @@ func (o *OpenAI) ChatStream(ctx context.Context, req crewlet.ModelRequest, onDel
 	var raw *http.Response
 	stream := o.svc.NewStreaming(ctx, params, option.WithResponseInto(&raw))
 	defer stream.Close()
+	if answeredWhole(raw) {
+		var out openai.ChatCompletion
+		if err := decodeWhole(raw, &out); err != nil {
+			return crewlet.ModelResponse{}, classifyStream(ctx, openAIProvider, o.apiKey, raw, err, nil)
+		}
+		resp, err := o.response(&out)
+		return wholeAsDelta(resp, onDelta), err
+	}
 	var acc openai.ChatCompletionAccumulator
 	// OpenAI sends usage in a chunk after the finish; a compatible server
 	// may not know stream_options and send none, as it may answer whole

@@ -480,3 +480,54 @@ func TestAnthropicStreamFailures(t *testing.T) {
 		return newStreamAnthropic(t, url).ChatStream(context.Background(), streamRequest, onDelta)
 	})
 }
+
+// TestStreamAnsweredWhole: a server that ignores "stream": true and answers
+// one JSON body gets the answer Chat would, its text handed over in one
+// piece.
+func TestStreamAnsweredWhole(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		body   string
+		stream func(*fakeProvider, func(string)) (crewlet.ModelResponse, error)
+		whole  func(*fakeProvider) (crewlet.ModelResponse, error)
+	}{
+		{
+			name: "openai", body: oaiWholeToolAnswer,
+			stream: func(f *fakeProvider, d func(string)) (crewlet.ModelResponse, error) {
+				return newTestOpenAI(t, f).ChatStream(context.Background(), streamRequest, d)
+			},
+			whole: func(f *fakeProvider) (crewlet.ModelResponse, error) {
+				return newTestOpenAI(t, f).Chat(context.Background(), streamRequest)
+			},
+		},
+		{
+			name: "anthropic", body: antWholeToolAnswer(),
+			stream: func(f *fakeProvider, d func(string)) (crewlet.ModelResponse, error) {
+				return newTestAnthropic(t, f, 0).ChatStream(context.Background(), streamRequest, d)
+			},
+			whole: func(f *fakeProvider) (crewlet.ModelResponse, error) {
+				return newTestAnthropic(t, f, 0).Chat(context.Background(), streamRequest)
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got deltas
+			resp, err := tc.stream(newFakeProvider(t, reply{status: 200, body: tc.body}), got.add)
+			if err != nil {
+				t.Fatalf("ChatStream: %v", err)
+			}
+			want, err := tc.whole(newFakeProvider(t, reply{status: 200, body: tc.body}))
+			if err != nil {
+				t.Fatalf("Chat: %v", err)
+			}
+			if !reflect.DeepEqual(resp, want) {
+				t.Errorf("response = %+v, want Chat's %+v", resp, want)
+			}
+			if !reflect.DeepEqual(got, deltas{want.Text}) {
+				t.Errorf("deltas = %q, want the whole text in one piece", got)
+			}
+		})
+	}
+}
