@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -41,7 +42,7 @@ type Anthropic struct {
 	maxTokens int
 }
 
-var _ crewlet.ChatModel = (*Anthropic)(nil)
+var _ crewlet.StreamingChatModel = (*Anthropic)(nil)
 
 // NewAnthropic builds an Anthropic backend.
 func NewAnthropic(opts AnthropicOptions) (*Anthropic, error) {
@@ -90,6 +91,57 @@ func (a *Anthropic) Chat(ctx context.Context, req crewlet.ModelRequest) (crewlet
 		return crewlet.ModelResponse{}, classify(ctx, anthropicProvider, a.apiKey, raw, err)
 	}
 	return anthropicResponse(out), nil
+}
+
+// ChatStream sends the request of Chat as a stream, calling onDelta with
+// each piece of the answer's text as it comes, and answers what Chat would
+// for the same message. An error event in the stream classifies as the same
+// error at its start would; a stream that breaks or ends before
+// message_stop fails as a server error: a half answer is never returned.
+func (a *Anthropic) ChatStream(ctx context.Context, req crewlet.ModelRequest, onDelta func(text string)) (crewlet.ModelResponse, error) {
+	params, err := a.params(req)
+	if err != nil {
+		return crewlet.ModelResponse{}, err
+	}
+	var raw *http.Response
+	stream := a.svc.NewStreaming(ctx, params, option.WithResponseInto(&raw))
+	defer stream.Close()
+	if answeredWhole(raw) {
+		var out anthropic.Message
+		if err := decodeWhole(raw, &out); err != nil {
+			return crewlet.ModelResponse{}, classifyStream(ctx, anthropicProvider, a.apiKey, raw, err, nil)
+		}
+		return wholeAsDelta(anthropicResponse(&out), onDelta), nil
+	}
+	var msg anthropic.Message
+	stopped := false
+	for stream.Next() {
+		ev := stream.Current()
+		if err := msg.Accumulate(ev); err != nil {
+			return crewlet.ModelResponse{}, classifyStream(ctx, anthropicProvider, a.apiKey, raw, err, nil)
+		}
+		switch ev.Type {
+		case "content_block_delta":
+			if ev.Delta.Type == "text_delta" && ev.Delta.Text != "" && onDelta != nil {
+				onDelta(ev.Delta.Text)
+			}
+		case "message_stop":
+			stopped = true
+		}
+	}
+	if err := stream.Err(); err != nil || !stopped {
+		var apiErr *anthropic.Error
+		if errors.As(err, &apiErr) && raw == nil {
+			raw = apiErr.Response
+		}
+		var event []byte
+		if apiErr != nil && apiErr.StatusCode < 400 {
+			// An error event: the SDK gives it the stream's success status.
+			event = []byte(apiErr.RawJSON())
+		}
+		return crewlet.ModelResponse{}, classifyStream(ctx, anthropicProvider, a.apiKey, raw, err, event)
+	}
+	return anthropicResponse(&msg), nil
 }
 
 func (a *Anthropic) params(req crewlet.ModelRequest) (anthropic.MessageNewParams, error) {

@@ -268,3 +268,70 @@ func errorsAsResponse[E error](err error, response func(E) *http.Response) *http
 	}
 	return nil
 }
+
+// classifyStream classifies the failure of a streaming call. event is the
+// body of an error event the provider sent in a stream that began well (nil
+// when none came): its error type stands for the HTTP status the same error
+// has at the start (streamErrorStatus), so it classifies as that would,
+// while Status stays the stream's own. A failure before the stream began is
+// classified as classify does it; err nil means the stream ended before the
+// answer did, which is worth retrying, as a server error is.
+func classifyStream(ctx context.Context, provider, apiKey string, res *http.Response, err error, event []byte) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	status := 0
+	if res != nil {
+		status = res.StatusCode
+	}
+	switch {
+	case event != nil && status < 400:
+		pe := classifyResponse(provider, apiKey, streamErrorStatus(event), nil, event)
+		pe.Status = status
+		return pe
+	case err != nil:
+		return classify(ctx, provider, apiKey, res, err)
+	}
+	return &crewlet.ProviderError{
+		Provider: provider, Kind: crewlet.ProviderServerError, Status: status,
+		Message: "the stream ended before the answer did",
+	}
+}
+
+// streamErrorStatuses are the HTTP statuses OpenAI's and Anthropic's error
+// types and codes come with when they answer a request with an error.
+var streamErrorStatuses = map[string]int{
+	"invalid_request_error": http.StatusBadRequest,
+	"authentication_error":  http.StatusUnauthorized,
+	"billing_error":         http.StatusPaymentRequired,
+	"permission_error":      http.StatusForbidden,
+	"not_found_error":       http.StatusNotFound,
+	"request_too_large":     http.StatusRequestEntityTooLarge,
+	"rate_limit_error":      http.StatusTooManyRequests,
+	"rate_limit_exceeded":   http.StatusTooManyRequests,
+	"insufficient_quota":    http.StatusTooManyRequests,
+	"api_error":             http.StatusInternalServerError,
+	"server_error":          http.StatusInternalServerError,
+	"timeout_error":         http.StatusGatewayTimeout,
+	"overloaded_error":      529,
+}
+
+// streamErrorStatus is the HTTP status an error event's code, else its
+// type, stands for; 500 when neither is known: the stream broke after a
+// success, which is worth retrying.
+func streamErrorStatus(event []byte) int {
+	var env struct {
+		Error struct {
+			Type string          `json:"type"`
+			Code json.RawMessage `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(event, &env) == nil {
+		for _, label := range []string{jsonText(env.Error.Code), env.Error.Type} {
+			if status, ok := streamErrorStatuses[label]; ok {
+				return status
+			}
+		}
+	}
+	return http.StatusInternalServerError
+}

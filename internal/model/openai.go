@@ -3,12 +3,14 @@ package model
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/crewlet/crewlet"
@@ -47,7 +49,7 @@ type OpenAI struct {
 	official bool
 }
 
-var _ crewlet.ChatModel = (*OpenAI)(nil)
+var _ crewlet.StreamingChatModel = (*OpenAI)(nil)
 
 // NewOpenAI builds an OpenAI-compatible backend.
 func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
@@ -93,6 +95,65 @@ func (o *OpenAI) Chat(ctx context.Context, req crewlet.ModelRequest) (crewlet.Mo
 		return crewlet.ModelResponse{}, classify(ctx, openAIProvider, o.apiKey, raw, err)
 	}
 	return o.response(out)
+}
+
+// ChatStream sends the request of Chat as a stream, calling onDelta with
+// each piece of the answer's text as it comes, and answers what Chat would
+// for the same answer. The stream asks for usage, which comes in its last
+// chunk, so budgets are charged as for a whole answer. A stream that breaks
+// or ends before a choice finished (on OpenAI's own endpoint: before the
+// usage came) fails as a server error: a half answer is never returned.
+func (o *OpenAI) ChatStream(ctx context.Context, req crewlet.ModelRequest, onDelta func(text string)) (crewlet.ModelResponse, error) {
+	params, err := o.params(req)
+	if err != nil {
+		return crewlet.ModelResponse{}, err
+	}
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	var raw *http.Response
+	stream := o.svc.NewStreaming(ctx, params, option.WithResponseInto(&raw))
+	defer stream.Close()
+	if answeredWhole(raw) {
+		var out openai.ChatCompletion
+		if err := decodeWhole(raw, &out); err != nil {
+			return crewlet.ModelResponse{}, classifyStream(ctx, openAIProvider, o.apiKey, raw, err, nil)
+		}
+		resp, err := o.response(&out)
+		return wholeAsDelta(resp, onDelta), err
+	}
+	var acc openai.ChatCompletionAccumulator
+	// OpenAI sends usage in a chunk after the finish; a compatible server
+	// may not know stream_options and send none, as it may answer whole
+	// without usage.
+	finished, counted := false, !o.official
+	for stream.Next() {
+		chunk := stream.Current()
+		if !acc.AddChunk(chunk) {
+			return crewlet.ModelResponse{}, classifyStream(ctx, openAIProvider, o.apiKey, raw,
+				fmt.Errorf("chunk %q does not continue the stream", chunk.ID), nil)
+		}
+		for _, c := range chunk.Choices {
+			if c.Index != 0 {
+				continue
+			}
+			if c.Delta.Content != "" && onDelta != nil {
+				onDelta(c.Delta.Content)
+			}
+			finished = finished || c.FinishReason != ""
+		}
+		counted = counted || chunk.JSON.Usage.Valid()
+	}
+	if err := stream.Err(); err != nil || !finished || !counted {
+		if raw == nil && err != nil {
+			raw = errorsAsResponse(err, func(e *openai.Error) *http.Response { return e.Response })
+		}
+		var event []byte
+		var se *ssestream.StreamError
+		if errors.As(err, &se) {
+			event = se.Event.Data
+		}
+		return crewlet.ModelResponse{}, classifyStream(ctx, openAIProvider, o.apiKey, raw, err, event)
+	}
+	return o.response(&acc.ChatCompletion)
 }
 
 func (o *OpenAI) params(req crewlet.ModelRequest) (openai.ChatCompletionNewParams, error) {
