@@ -64,10 +64,11 @@ func turnConversations(row wire.TurnRow) []string {
 	return out
 }
 
-// roundStarted tells of a round about to call the model, and returns the
-// delta callback that streams its answer: each piece under the activity's
-// attempt, since a round re-run calls the model again.
-func (a *Turns) roundStarted(ctx context.Context, in crewlet.ModelRoundInput, conversation, key, profile string) func(string) {
+// roundStarted tells of a round about to call the model, and returns what
+// streams its answer: pieces of it (events.Deltas coalesces the provider's
+// chunks), each under the activity's attempt, since a round re-run calls
+// the model again.
+func (a *Turns) roundStarted(ctx context.Context, in crewlet.ModelRoundInput, conversation, key, profile string) *events.Deltas {
 	var tokens int64
 	if rounds, err := a.store.TurnRounds(ctx, in.Handle, key); err == nil {
 		for _, r := range rounds {
@@ -81,11 +82,11 @@ func (a *Turns) roundStarted(ctx context.Context, in crewlet.ModelRoundInput, co
 		attempt = int(activity.GetInfo(ctx).Attempt)
 	}
 	seq := 0
-	return func(text string) {
+	return events.NewDeltas(func(text string) {
 		seq++
 		a.emit(in.Handle, in.WorkKey, conversation, events.ModelDelta, threadIdentity(events.ModelDelta, in.Thread, in.Round, attempt, seq),
 			events.Data{Thread: in.Thread, Round: in.Round, Attempt: attempt, Seq: seq, Text: crewlet.Clean(text)})
-	}
+	})
 }
 
 // emitOutput tells of a round's recorded answer.

@@ -66,7 +66,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		return out, err
 	}
 	profile := a.org.Now().Profiles[name]
-	onDelta := a.roundStarted(ctx, in, trigger.Conversation, key, name)
+	deltas := a.roundStarted(ctx, in, trigger.Conversation, key, name)
 	system := a.systemPrompt(in.Handle, seat.Role, role)
 	stop := make(chan struct{})
 	defer close(stop)
@@ -84,7 +84,8 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		Seat: in.Handle, Role: seat.Role, Trigger: &trigger, System: system, Messages: plan.Messages,
 		Tools: catalog, MaxTokens: profile.MaxTokens,
 	}
-	resp, err := a.chat(ctx, name, req, onDelta)
+	resp, err := a.chat(ctx, name, req, deltas.Add)
+	deltas.Flush()
 	if err != nil {
 		return out, a.modelFailure(ctx, name, in.TurnID, err)
 	}
@@ -94,7 +95,9 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		// the sender hears that instead of silence.
 		a.log.Warn("model_answer_empty", "seat", in.Handle, "work_key", key, "round", in.Round)
 		req.Messages = append(append([]crewlet.ChatMessage(nil), req.Messages...), crewlet.ChatMessage{Role: "user", Content: emptyAnswerNudge})
-		if resp, err = a.chat(ctx, name, req, onDelta); err != nil {
+		resp, err = a.chat(ctx, name, req, deltas.Add)
+		deltas.Flush()
+		if err != nil {
 			return out, a.modelFailure(ctx, name, in.TurnID, err)
 		}
 		usage.InputTokens += resp.Usage.InputTokens

@@ -75,6 +75,11 @@ func streamingProvider(t *testing.T) *httptest.Server {
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		for _, ev := range sse {
+			if strings.Contains(ev, `"content":`) || strings.Contains(ev, `"text_delta"`) {
+				// Paced like a provider, slower than a round coalesces
+				// deltas (events.DeltaEvery), so each piece is its own.
+				time.Sleep(2 * events.DeltaEvery)
+			}
 			_, _ = io.WriteString(w, ev+"\n\n")
 			w.(http.Flusher).Flush()
 		}
