@@ -182,7 +182,7 @@ type Stream struct {
 }
 
 // DefaultStream is the stream block's defaults.
-var DefaultStream = Stream{Keep: 10000, KeepFor: 24 * time.Hour, Heartbeat: 15 * time.Second, MaxPerPrincipal: 8}
+var DefaultStream = Stream{Keep: 1000, KeepFor: time.Hour, Heartbeat: 15 * time.Second, MaxPerPrincipal: 8}
 
 // Auth says who may call the API
 // (docs/architecture.md, "Doors: the API and the Temporal frontend").
