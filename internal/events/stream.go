@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +76,11 @@ type Emitter struct {
 	// Dropped counts an event not written: "full" (the queue was) or
 	// "failed" (Redis did not take it in time). nil counts nothing.
 	Dropped func(reason string)
+
+	// memoryCheckedAt and memoryFull are the writer's last look at
+	// Redis's memory; only run touches them.
+	memoryCheckedAt time.Time
+	memoryFull      bool
 
 	mu       sync.Mutex
 	queue    chan pending
@@ -183,13 +190,69 @@ func (e *Emitter) run() {
 				break more
 			}
 		}
-		e.write(batch)
+		if e.redisNearlyFull() {
+			for range batch {
+				e.drop("redis_full")
+			}
+		} else {
+			e.write(batch)
+		}
 		e.written.Store(batch[len(batch)-1].seq)
 		e.mu.Lock()
 		close(e.progress)
 		e.progress = make(chan struct{})
 		e.mu.Unlock()
 	}
+}
+
+// Events give way to mail: while Redis is past memoryShare of its
+// maxmemory, the emitter drops events rather than take the room a publish
+// needs. It asks Redis at most every memoryCheckEvery.
+const (
+	memoryShare      = 0.8
+	memoryCheckEvery = 5 * time.Second
+)
+
+// redisNearlyFull reports whether Redis was past memoryShare of its
+// maxmemory when last asked. A Redis with no maxmemory, or one that does
+// not answer, is not full: the write finds out.
+func (e *Emitter) redisNearlyFull() bool {
+	if time.Since(e.memoryCheckedAt) < memoryCheckEvery {
+		return e.memoryFull
+	}
+	e.memoryCheckedAt = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	defer cancel()
+	info, err := e.rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		e.memoryFull = false
+		return false
+	}
+	full := NearlyFull(info, memoryShare)
+	if full != e.memoryFull {
+		e.log.Warn("events_redis_memory", "nearly_full", full, "share", memoryShare)
+	}
+	e.memoryFull = full
+	return full
+}
+
+// NearlyFull reads Redis's INFO memory answer: whether used_memory is past
+// share of maxmemory (false when maxmemory is 0, no limit).
+func NearlyFull(info string, share float64) bool {
+	var used, max float64
+	for _, line := range strings.Split(info, "\n") {
+		key, value, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		switch key {
+		case "used_memory":
+			used, _ = strconv.ParseFloat(value, 64)
+		case "maxmemory":
+			max, _ = strconv.ParseFloat(value, 64)
+		}
+	}
+	return max > 0 && used > share*max
 }
 
 func (e *Emitter) write(batch []pending) {

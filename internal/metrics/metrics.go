@@ -118,7 +118,7 @@ func New() *Metrics {
 			"Tickets ended by phase (done, failed, cancelled, expired): a rise in failed or expired is delegation that does not come back.",
 			"phase"),
 		eventsDropped: f.counterVec("crewlet_stream_events_dropped_total",
-			"Live-stream events dropped rather than make a turn wait, by reason (full: the emitter's queue was; failed: Redis did not take them in time): watchers missed them.",
+			"Live-stream events dropped rather than make a turn wait, by reason (full: the emitter's queue was; failed: Redis did not take them in time; redis_full: Redis was past 80 % of maxmemory, whose rest is kept for mail): watchers missed them.",
 			"reason"),
 	}
 }
