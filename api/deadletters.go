@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/mailbox"
 )
 
 // maxLimit is the most entries a mailbox listing returns.
@@ -40,6 +41,10 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 func (s *Server) requeueDeadLetter(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "id")
 	if !ok {
+		return
+	}
+	if !mailbox.ValidStreamID(id) {
+		writeError(w, crewlet.Errorf(crewlet.EINVALID, "%q is not a dead letter's id; ids look like 1700000000000-0 (GET /deadletters lists them)", crewlet.OneLine(id, 64)))
 		return
 	}
 	dl, err := s.Delivery.Requeue(r.Context(), s.Store, id)

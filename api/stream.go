@@ -10,6 +10,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/events"
+	"github.com/crewlet/crewlet/internal/mailbox"
 )
 
 // The live stream as Server-Sent Events: a seat's or a conversation's
@@ -75,7 +76,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string) {
 	if after == "" {
 		after = r.URL.Query().Get(LastEventQuery)
 	}
-	if after != "" && !events.ValidID(after) {
+	if after != "" && !mailbox.ValidStreamID(after) {
 		writeError(w, crewlet.Errorf(crewlet.EINVALID, "Last-Event-ID %q is not an event id; send the id: of the last event you received (like 1700000000000-0)", crewlet.OneLine(after, 64)))
 		return
 	}

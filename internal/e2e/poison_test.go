@@ -53,6 +53,8 @@ seats:
 		{"turn path with NUL", http.MethodGet, "/turns/cto/%00", "", 400},
 		{"ticket id with %FF", http.MethodGet, "/tickets/%FF", "", 400},
 		{"malformed dead-letter id", http.MethodPost, "/deadletters/%00%01/requeue", "", 400},
+		{"dead-letter id that is not a stream id", http.MethodPost, "/deadletters/not-a-stream-id/requeue", "", 400},
+		{"dead-letter id past 64 bits", http.MethodPost, "/deadletters/99999999999999999999-0/requeue", "", 400},
 		{"node id with NUL", http.MethodPost, "/nodes/%00/drain", "", 400},
 	} {
 		status, body, err := c.raw(p.method, p.path, p.body)

@@ -8,7 +8,6 @@ package events
 
 import (
 	"encoding/json"
-	"regexp"
 	"time"
 )
 
@@ -118,9 +117,3 @@ func Redact(ev Event) Event {
 	}
 	return ev
 }
-
-// idPattern is a Redis stream id, the only cursor a reader takes.
-var idPattern = regexp.MustCompile(`^[0-9]{1,20}-[0-9]{1,20}$`)
-
-// ValidID reports whether id is a stream id (a Last-Event-ID).
-func ValidID(id string) bool { return idPattern.MatchString(id) }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -373,4 +374,17 @@ func decode(e redis.XMessage) crewlet.Message {
 		Trace:        field("traceparent"),
 		SentAt:       sentAt,
 	}
+}
+
+// ValidStreamID reports whether id is a Redis stream entry id, two
+// unsigned 64-bit numbers joined by a dash (milliseconds, then a sequence
+// number): a dead letter's id, or a live stream's Last-Event-ID.
+func ValidStreamID(id string) bool {
+	ms, seq, ok := strings.Cut(id, "-")
+	if !ok {
+		return false
+	}
+	_, msErr := strconv.ParseUint(ms, 10, 64)
+	_, seqErr := strconv.ParseUint(seq, 10, 64)
+	return msErr == nil && seqErr == nil
 }

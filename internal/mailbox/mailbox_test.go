@@ -341,3 +341,26 @@ func TestTrimDeadLettersKeepsTheNewest(t *testing.T) {
 		t.Errorf("dead letters left %v, newest first; want [7 6 5]", got)
 	}
 }
+
+// A stream id is two unsigned 64-bit numbers and a dash; anything else is
+// refused before Redis sees it.
+func TestValidStreamID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"1700000000000-0":        true,
+		"0-0":                    true,
+		"18446744073709551615-1": true,
+		"18446744073709551616-0": false,
+		"99999999999999999999-0": false,
+		"not-a-stream-id":        false,
+		"1700000000000":          false,
+		"-1-0":                   false,
+		"+1-0":                   false,
+		"1-":                     false,
+		"":                       false,
+		"1700000000000-0\x00":    false,
+	} {
+		if got := mailbox.ValidStreamID(id); got != want {
+			t.Errorf("ValidStreamID(%q) = %v; want %v", id, got, want)
+		}
+	}
+}
