@@ -97,7 +97,7 @@ seats: [ { handle: cto, role: clerk }, { handle: eng, role: clerk }, { handle: a
 		for i := range n {
 			m := crewlet.Message{EventID: fmt.Sprintf("%s-%d", to, i), Type: crewlet.MessageChat, From: "operator", To: to,
 				Conversation: "c", Body: fmt.Sprint(i), SentAt: time.Now()}
-			if _, _, err := mb.Publish(ctx, m); err != nil {
+			if _, _, err := mb.Publish(ctx, m, mailbox.Quotas{}); err != nil {
 				t.Fatal(err)
 			}
 		}

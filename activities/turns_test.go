@@ -12,6 +12,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/profiles"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/tools/firstparty"
@@ -81,7 +82,7 @@ func (e *turnEnv) publish(t *testing.T, eventID, body string) crewlet.MailRef {
 	id, _, err := e.mb.Publish(e.ctx, crewlet.Message{
 		EventID: eventID, Type: crewlet.MessageChat, From: crewlet.ExternalSender, To: "cto",
 		Conversation: "c-" + eventID, Body: body, SentAt: e.now,
-	})
+	}, mailbox.Quotas{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -24,18 +25,66 @@ func limitParam(r *http.Request, def, most int) (int, error) {
 	return n, nil
 }
 
+// beforeQuery is the ?before= cursor of a listing that pages back by
+// stream id.
+func beforeQuery(desc string) param { return param{"before", "string", desc} }
+
+// beforeParam reads ?before=ID, a stream id; empty when absent.
+func beforeParam(r *http.Request) (string, error) {
+	v := r.URL.Query().Get("before")
+	if v != "" && !mailbox.ValidStreamID(v) {
+		return "", crewlet.Errorf(crewlet.EINVALID, "before must be a stream id such as 1700000000000-0 (the first stream_id or id of the page you have), got %q", crewlet.OneLine(v, 64))
+	}
+	return v, nil
+}
+
+// NextBeforeHeader names the cursor of the next (older) page of a listing
+// cut short, to pass as ?before=.
+const NextBeforeHeader = "X-Next-Before"
+
+// maxListingBytes caps one answer of GET /deadletters and GET
+// /seats/{handle}/inbox: 1,000 entries of 64 KiB each would be 64 MB in one
+// response.
+const maxListingBytes = 4 << 20
+
 func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 	limit, err := limitParam(r, 100, maxLimit)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	dls, err := s.Mailbox.DeadLetters(r.Context(), int64(limit))
+	before, err := beforeParam(r)
 	if err != nil {
-		s.logError(w, r, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the dead letters cannot be read; see the server log"))
+		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, dls)
+	dls, err := s.Delivery.DeadLetters(r.Context(), before, limit)
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	page, full := capBytes(dls, maxListingBytes)
+	if full || len(page) == limit {
+		w.Header().Set(NextBeforeHeader, page[len(page)-1].ID)
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// capBytes returns the longest head of items whose JSON fits in most bytes
+// (at least one item, whatever its size), and whether it cut the list.
+func capBytes[T any](items []T, most int) ([]T, bool) {
+	size := 0
+	for i, it := range items {
+		b, err := json.Marshal(it)
+		if err != nil {
+			return items[:i], true
+		}
+		size += len(b) + 1
+		if size > most && i > 0 {
+			return items[:i], true
+		}
+	}
+	return items, false
 }
 
 func (s *Server) requeueDeadLetter(w http.ResponseWriter, r *http.Request) {

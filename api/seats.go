@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/crewlet/crewlet"
@@ -217,10 +218,22 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	msgs, err := s.Mailbox.Recent(r.Context(), seat.Handle, int64(limit))
+	before, err := beforeParam(r)
 	if err != nil {
-		s.logError(w, r, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the mailbox of %s cannot be read; see the server log", seat.Handle))
+		writeError(w, err)
 		return
+	}
+	msgs, err := s.Delivery.Inbox(r.Context(), seat.Handle, before, limit)
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	// The newest entries fit; the cursor leads to the older ones cut.
+	slices.Reverse(msgs)
+	msgs, _ = capBytes(msgs, maxListingBytes)
+	slices.Reverse(msgs)
+	if len(msgs) > 0 {
+		w.Header().Set(NextBeforeHeader, msgs[0].StreamID)
 	}
 	writeJSON(w, http.StatusOK, msgs)
 }

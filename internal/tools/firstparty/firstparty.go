@@ -213,6 +213,11 @@ func (f Tools) sendMessage(ctx context.Context, from string, raw json.RawMessage
 		EventID: eventID, Type: crewlet.MessageChat, From: from, To: args.To,
 		Conversation: eventID, Body: args.Text, SentAt: f.Now().UTC(),
 	})
+	if code := crewlet.ErrorCode(err); code == crewlet.EFULL || code == crewlet.ERATELIMITED {
+		// A quota refused it before Redis took it: nothing was sent, and
+		// the model reads why.
+		return tools.Refused("not sent: " + crewlet.ErrorMessage(err)), nil
+	}
 	if err != nil {
 		return tools.Result{}, err
 	}
