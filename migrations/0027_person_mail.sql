@@ -1,5 +1,5 @@
--- A person's mail that no longer fits in Redis (docs/operations.md, "Redis
--- durability"). Maintenance moves the oldest entries of a human seat's
+-- A person's mail that no longer fits in Redis
+-- (docs/operations.md, "Redis durability"). Maintenance moves the oldest entries of a human seat's
 -- mailbox past mailbox.human_keep here, insert first and then XDEL, keyed
 -- on the entry's stream id, so a move repeated after a crash adds nothing.
 -- The inbox reads Redis and this table as one list. Nothing acks a

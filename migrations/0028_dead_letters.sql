@@ -1,5 +1,5 @@
--- Dead letters past mailbox.dead_letter_keep (docs/operations.md, "Redis
--- durability"). Maintenance moves the oldest of the dead-letter stream
+-- Dead letters past mailbox.dead_letter_keep
+-- (docs/operations.md, "Redis durability"). Maintenance moves the oldest of the dead-letter stream
 -- here, insert first and then XDEL, keyed on the dead letter's id, so a
 -- move repeated after a crash adds nothing. GET /deadletters lists the
 -- stream and this table as one list; requeue takes a row back to its

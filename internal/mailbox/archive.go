@@ -10,8 +10,8 @@ import (
 	"github.com/crewlet/crewlet"
 )
 
-// Nothing in a mailbox is deleted unread (docs/operations.md, "Redis
-// durability"): what does not fit in Redis moves to Postgres. A move is
+// Nothing in a mailbox is deleted unread
+// (docs/operations.md, "Redis durability"): what does not fit in Redis moves to Postgres. A move is
 // two steps, the caller's insert keyed on the entry's stream id and then
 // Remove, so a move cut short by a crash is repeated, never lost and never
 // doubled.
