@@ -242,7 +242,7 @@ func (f Tools) delegate(ctx context.Context, c Call) (tools.Result, *crewlet.Tic
 	})
 	switch crewlet.ErrorCode(err) {
 	case "":
-	case crewlet.EINVALID, crewlet.ENOTFOUND:
+	case crewlet.EINVALID, crewlet.ENOTFOUND, crewlet.EFULL, crewlet.ERATELIMITED:
 		return tools.Refused(crewlet.ErrorMessage(err)), nil, nil
 	default:
 		return tools.Result{}, nil, err
