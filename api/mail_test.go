@@ -3,12 +3,14 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
@@ -101,6 +103,69 @@ func TestMailQuotasAndInboxPaging(t *testing.T) {
 	}
 	if code, eb := get(t, srv.URL, "/seats/alice/inbox?before=yesterday", nil); code != http.StatusBadRequest || !strings.Contains(eb.Detail, "stream id") {
 		t.Errorf("a cursor that is not a stream id: %d %+v; want 400", code, eb)
+	}
+}
+
+// GET /deadletters answers at most 4 MiB: 80 dead letters of 60 KiB (in
+// Redis and archived, as one list) come in pages cut by size, each with
+// the cursor of the next, and together hold each dead letter once.
+func TestDeadLettersAreCappedBySize(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	mb, err := mailbox.Open(b.ctx, testenv.Stack(t).RedisURL, "apitest"+testenv.Suffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mb.Close() })
+	const n = 80
+	var dls []mailbox.DeadLetter
+	for i := range n {
+		dls = append(dls, mailbox.DeadLetter{ID: fmt.Sprintf("1700000000000-%d", i), Seat: "cto", Reason: "test", StreamID: "1-1", At: time.Now(),
+			Message: crewlet.Message{EventID: fmt.Sprint("e", i), Type: crewlet.MessageChat, To: "cto", Body: strings.Repeat("x", 60<<10)}})
+	}
+	if err := b.st.ArchiveDeadLetters(b.ctx, dls); err != nil {
+		t.Fatal(err)
+	}
+	org := testOrg(config.Budget{}, config.Budget{})
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := withServices(&api.Server{Org: org, Store: b.st, Log: log, Mailbox: mb})
+	s.Delivery = delivery.New(org, mb, seatclient.New(nil, org), log)
+	s.Delivery.Archive = b.st
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+
+	seen := map[string]bool{}
+	pages := 0
+	for before := ""; ; pages++ {
+		resp, err := http.Get(srv.URL + "/deadletters?limit=1000&before=" + before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var page []mailbox.DeadLetter
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &page) != nil {
+			t.Fatalf("GET /deadletters: %d", resp.StatusCode)
+		}
+		if len(body) > 4<<20 {
+			t.Fatalf("page %d is %d bytes; want at most 4 MiB", pages, len(body))
+		}
+		for _, d := range page {
+			if seen[d.ID] || !d.Archived {
+				t.Fatalf("dead letter %s twice, or not marked archived", d.ID)
+			}
+			seen[d.ID] = true
+		}
+		before = resp.Header.Get(api.NextBeforeHeader)
+		if before == "" {
+			break
+		}
+		if pages > n {
+			t.Fatal("the pages do not end")
+		}
+	}
+	if len(seen) != n || pages < 1 {
+		t.Fatalf("read %d dead letters in %d pages; want all %d in more than one page", len(seen), pages+1, n)
 	}
 }
 
