@@ -595,6 +595,8 @@ type Role struct {
 	// MaxToolCallsPerTurn bounds the tool calls one turn makes, over all
 	// its rounds and threads; MaxMessagesPerTurn its send_message and
 	// delegate calls. Past either a call is refused and the turn goes on.
+	// 0 allows none; DefaultMaxToolCallsPerTurn and DefaultMaxMessagesPerTurn
+	// when the file does not say.
 	MaxToolCallsPerTurn int `mapstructure:"max_tool_calls_per_turn"`
 	MaxMessagesPerTurn  int `mapstructure:"max_messages_per_turn"`
 

@@ -65,22 +65,6 @@ func (r Role) may() May {
 	return m
 }
 
-// maxToolCalls and maxMessages are the role's per-turn caps; a role built
-// without a file (0) has the defaults.
-func (r Role) maxToolCalls() int {
-	if r.MaxToolCallsPerTurn <= 0 {
-		return DefaultMaxToolCallsPerTurn
-	}
-	return r.MaxToolCallsPerTurn
-}
-
-func (r Role) maxMessages() int {
-	if r.MaxMessagesPerTurn <= 0 {
-		return DefaultMaxMessagesPerTurn
-	}
-	return r.MaxMessagesPerTurn
-}
-
 // governed returns the agent seat whose tools a may applies to, and its
 // role; ok is false for anyone else (a person, the operator, a schedule),
 // whom the API's rights govern instead.
@@ -217,11 +201,11 @@ func (c *Config) TurnCaps(from string, message bool, calls, messages int) error 
 	if !ok {
 		return nil
 	}
-	if limit := role.maxToolCalls(); calls >= limit {
+	if limit := role.MaxToolCallsPerTurn; calls >= limit {
 		return forbidden("this turn has made its %d tool calls (roles.%s.max_tool_calls_per_turn): no more in this turn; answer with what you have",
 			limit, seat.Role)
 	}
-	if limit := role.maxMessages(); message && messages >= limit {
+	if limit := role.MaxMessagesPerTurn; message && messages >= limit {
 		return forbidden("this turn has sent its %d messages and delegations (roles.%s.max_messages_per_turn): no more in this turn; answer with what you have",
 			limit, seat.Role)
 	}
@@ -254,8 +238,8 @@ func checkAuthority(add func(key, format string, args ...any), c *Config) {
 	roles := sortedKeys(c.Roles)
 	for _, name := range roles {
 		r, base := c.Roles[name], "roles."+name
-		if n := r.MaxToolCallsPerTurn; n < 1 || n > maxToolCallsPerTurn {
-			add(base+".max_tool_calls_per_turn", "%d is out of range; must be between 1 and %d", n, maxToolCallsPerTurn)
+		if n := r.MaxToolCallsPerTurn; n < 0 || n > maxToolCallsPerTurn {
+			add(base+".max_tool_calls_per_turn", "%d is out of range; must be between 0 (none) and %d", n, maxToolCallsPerTurn)
 		}
 		if n := r.MaxMessagesPerTurn; n < 0 || n > maxMessagesPerTurn {
 			add(base+".max_messages_per_turn", "%d is out of range; must be between 0 (none) and %d", n, maxMessagesPerTurn)

@@ -43,7 +43,7 @@ roles:
   ceo:
     profile: p
     may: { message: [ nobdy, 'role:ghost', '*', human, alice, human ], delegate: [ 'role:', eng ], spawn: [ enginer, '*' ], tools: [ 'github__[', '' ] }
-    max_tool_calls_per_turn: 0
+    max_tool_calls_per_turn: -1
     max_messages_per_turn: 1001
   engineer: { profile: p, may: { sing: [ x ] } }
 seats:
@@ -65,7 +65,7 @@ seats:
 		`roles.ceo.may.spawn[0]: unknown role "enginer"; name a role (ceo, engineer) or *; did you mean "engineer"?`,
 		`roles.ceo.may.tools[0]: bad glob "github__["`,
 		`roles.ceo.may.tools[1]: bad glob ""`,
-		`roles.ceo.max_tool_calls_per_turn: 0 is out of range; must be between 1 and 10000`,
+		`roles.ceo.max_tool_calls_per_turn: -1 is out of range; must be between 0 (none) and 10000`,
 		`roles.ceo.max_messages_per_turn: 1001 is out of range; must be between 0 (none) and 1000`,
 		`roles.engineer.may.sing: unknown key`,
 	} {
@@ -222,11 +222,11 @@ func TestMayDecision(t *testing.T) {
 	})
 }
 
-// A role built without a file (no may, no caps) has the defaults, not
+// A role built without a file and no may has the default lists, not
 // nothing.
 func TestMayOfABuiltRole(t *testing.T) {
 	t.Parallel()
-	c := &Config{Roles: map[string]Role{"r": {}}, Seats: []Seat{{Handle: "a", Role: "r", Kind: "agent"}, {Handle: "b", Role: "r", Kind: "agent"}}}
+	c := &Config{Roles: map[string]Role{"r": {MaxToolCallsPerTurn: 64, MaxMessagesPerTurn: 16}}, Seats: []Seat{{Handle: "a", Role: "r", Kind: "agent"}, {Handle: "b", Role: "r", Kind: "agent"}}}
 	if err := c.MayMessage("a", "b"); err != nil {
 		t.Errorf("message: %v", err)
 	}
@@ -241,6 +241,10 @@ func TestMayOfABuiltRole(t *testing.T) {
 	}
 	if err := c.CheckHops(5, nil); err == nil {
 		t.Error("hop 5 allowed; want the default limit 4")
+	}
+	c.Roles["r"] = Role{}
+	if err := c.TurnCaps("a", false, 0, 0); err == nil {
+		t.Error("a call allowed with max_tool_calls_per_turn 0; want none")
 	}
 }
 
