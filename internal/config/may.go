@@ -9,9 +9,9 @@ import (
 	"github.com/crewlet/crewlet"
 )
 
-// May is what a role's seats' own tools may reach (docs/operations.md,
-// "Authentication and authority"): a prompt-injected seat can do no more
-// than its role grants. A list the file leaves out (nil) has its default:
+// May is what a role's seats' own tools may reach: a prompt-injected seat
+// can do no more than its role grants
+// (docs/operations.md, "Authentication and authority"). A list the file leaves out (nil) has its default:
 // message and delegate anyone in the org, spawn nothing, call every tool.
 // A list written empty grants nothing.
 type May struct {

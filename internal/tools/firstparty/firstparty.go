@@ -233,9 +233,9 @@ func (f Tools) sendMessage(ctx context.Context, c Call) (tools.Result, error) {
 	return tools.Result{Text: fmt.Sprintf("sent to %s (conversation %s)", msg.To, msg.Conversation)}, nil
 }
 
-// Refuse is a call the seat's authority refused (docs/operations.md,
-// "Authentication and authority"): the model reads why as the call's error
-// result, and the audit log gets a denied row naming the seat as
+// Refuse is a call the seat's authority refused
+// (docs/operations.md, "Authentication and authority"): the model reads why
+// as the call's error result, and the audit log gets a denied row naming the seat as
 // seat:HANDLE, its role, "tool NAME", the target and the reason, with the
 // call's idempotency key as its request id. Writing the row only records:
 // a failure is logged and the refusal stands.
