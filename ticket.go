@@ -72,8 +72,13 @@ type Ticket struct {
 	From     string `json:"from"`
 	FromSeat bool   `json:"from_seat"`
 	// To is the seat that serves it; RoutedFrom the role it was routed by.
-	To           string      `json:"to"`
-	RoutedFrom   string      `json:"routed_from,omitempty"`
+	To         string `json:"to"`
+	RoutedFrom string `json:"routed_from,omitempty"`
+	// Hops counts the delegations that led to it, itself included; Chain
+	// names their delegators in order, its own last (1 and [From] for a
+	// ticket opened by a person, or by a turn that serves no ticket).
+	Hops         int         `json:"hops"`
+	Chain        []string    `json:"chain"`
 	Task         string      `json:"task"`
 	Conversation string      `json:"conversation"`
 	Phase        TicketPhase `json:"phase"`

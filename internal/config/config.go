@@ -383,6 +383,9 @@ type Tickets struct {
 	// answer to its question; then it decides itself and the ticket
 	// returns to pending. 1s to 24h.
 	AskTimeout time.Duration `mapstructure:"ask_timeout"`
+	// MaxHops bounds a delegation chain: a seat's delegate that would make
+	// a ticket past this hop is refused. 1 to 32.
+	MaxHops int `mapstructure:"max_hops"`
 }
 
 // Quarantine times how long a credential that reached its usage limit is
@@ -587,6 +590,15 @@ type Role struct {
 	// waits for a person's decision before it runs
 	// (docs/operations.md, "Approvals").
 	Approvals []ApprovalPolicy `mapstructure:"approvals"`
+	// May is what the role's seats' own tools may reach (may.go).
+	May May `mapstructure:"may"`
+	// MaxToolCallsPerTurn bounds the tool calls one turn makes, over all
+	// its rounds and threads; MaxMessagesPerTurn its send_message and
+	// delegate calls. Past either a call is refused and the turn goes on.
+	// 0 allows none; DefaultMaxToolCallsPerTurn and DefaultMaxMessagesPerTurn
+	// when the file does not say.
+	MaxToolCallsPerTurn int `mapstructure:"max_tool_calls_per_turn"`
+	MaxMessagesPerTurn  int `mapstructure:"max_messages_per_turn"`
 
 	// oneItem says the file wrote the pool as profile; bothForms that it
 	// wrote both profile and profiles. Problems are named by the key the

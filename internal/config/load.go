@@ -96,6 +96,7 @@ var defaults = map[string]any{
 	"tickets.expire_after": 24 * time.Hour,
 	"tickets.max_wait":     time.Hour,
 	"tickets.ask_timeout":  30 * time.Minute,
+	"tickets.max_hops":     DefaultMaxHops,
 
 	"quarantine.base": 30 * time.Minute,
 
@@ -412,6 +413,7 @@ func applyEntryDefaults(raw map[string]any, c *Config) {
 		if !hasKey(raw, "roles", name, "on_busy") {
 			r.OnBusy = crewlet.OnBusyEnqueue
 		}
+		mayDefaults(raw, name, &r)
 		switch {
 		case r.Profile != "" && r.Profiles != nil:
 			r.bothForms = true // reported; neither form wins

@@ -401,6 +401,8 @@ func (c *Config) problems() []*Problem {
 		}
 	}
 
+	checkAuthority(add, c)
+
 	if n := c.Stream.Keep; n < 100 || n > 1000000 {
 		add("stream.keep", "%d is out of range; must be between 100 and 1000000", n)
 	}
