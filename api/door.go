@@ -22,9 +22,10 @@ import (
 // The door is what a request meets before anyone knows who sent it
 // (docs/operations.md, "Authentication and authority"): a Host header that
 // is not one of the API's names is refused, which stops DNS rebinding; a
-// source that failed to authenticate too often is refused without its
-// token being looked at; and a refusal before authentication costs a
-// counter, not an audit row: only a sample of them per source is written.
+// source beyond this machine that failed to authenticate too often is
+// refused without its token being looked at; and a refusal before
+// authentication costs a counter, not an audit row: only a sample of them
+// per source is written.
 
 // Reasons a request is refused before authentication, the label of
 // crewlet_api_unauthenticated_total.
@@ -58,7 +59,7 @@ func (s *Server) door(next http.Handler) http.Handler {
 		case !hostAllowed(r, a):
 			s.refuseAtDoor(w, r, refusedHost, crewlet.Errorf(crewlet.EFORBIDDEN,
 				"Host %s is not a name of this API; call it by a name in api.hosts, the api.listen host, localhost or a loopback address (this check stops DNS rebinding)", quoteHost(r.Host)))
-		case s.sources.blocked(sourceOf(r)):
+		case limited(sourceOf(r)) && s.sources.blocked(sourceOf(r)):
 			w.Header().Set("Retry-After", "60")
 			s.refuseAtDoor(w, r, refusedRateLimited, crewlet.Errorf(crewlet.ERATELIMITED,
 				"more than %d failed authentications from your address in a minute (api.auth_failures_per_minute); its requests are refused until the minute passes", a.AuthFailuresPerMinute))
@@ -85,7 +86,9 @@ func (s *Server) unauthenticated(r *http.Request) error {
 		reason = refusedNoToken
 	}
 	s.Metrics.Unauthenticated(reason)
-	s.sources.failed(sourceOf(r), s.Org.Now().API.AuthFailuresPerMinute)
+	if src := sourceOf(r); limited(src) {
+		s.sources.failed(src, s.Org.Now().API.AuthFailuresPerMinute)
+	}
 	return crewlet.Errorf(crewlet.EUNAUTHORIZED, "no valid bearer token; send Authorization: Bearer <token> (the CLI reads --token, CREWLET_TOKEN, or the local token file auth.local_token writes)")
 }
 
@@ -98,7 +101,7 @@ func (s *Server) sampleDenial(r *http.Request, e *wire.AuditEntry) bool {
 		return false
 	}
 	e.Principal, e.Role = "-", "-"
-	e.Target = clipField(strings.TrimSpace(e.Target + " source=" + src.String()))
+	e.Target = clipField(strings.TrimSpace("source=" + src.String() + " " + e.Target))
 	return true
 }
 
@@ -161,6 +164,15 @@ func sourceOf(r *http.Request) netip.Addr {
 		return p.Addr()
 	}
 	return ip
+}
+
+// limited reports whether failed authentications from src are limited:
+// from anywhere but this machine. A process here could only lock out the
+// CLI beside it, and no limit is needed against guessing a token of 16
+// random bytes or more; what its refusals cost is a counter and the
+// sampled audit rows.
+func limited(src netip.Addr) bool {
+	return src.IsValid() && !src.IsLoopback()
 }
 
 // clipField cuts s to maxAuditField bytes on a rune boundary, ending in
