@@ -59,7 +59,7 @@ func (s *Server) door(next http.Handler) http.Handler {
 		case !hostAllowed(r, a):
 			s.refuseAtDoor(w, r, refusedHost, crewlet.Errorf(crewlet.EFORBIDDEN,
 				"Host %s is not a name of this API; call it by a name in api.hosts, the api.listen host, localhost or a loopback address (this check stops DNS rebinding)", quoteHost(r.Host)))
-		case limited(sourceOf(r)) && s.sources.blocked(sourceOf(r)):
+		case limited(sourceOf(r)) && s.sources.blocked(sourceOf(r), a.AuthFailuresPerMinute):
 			w.Header().Set("Retry-After", "60")
 			s.refuseAtDoor(w, r, refusedRateLimited, crewlet.Errorf(crewlet.ERATELIMITED,
 				"more than %d failed authentications from your address in a minute (api.auth_failures_per_minute); its requests are refused until the minute passes", a.AuthFailuresPerMinute))
@@ -210,8 +210,12 @@ type sourceState struct {
 }
 
 // blocked reports whether src has no failed authentication left. A source
-// the table does not hold has never failed, or not lately.
-func (t *sourceTable) blocked(src netip.Addr) bool {
+// the table does not hold has never failed, or not lately; perMinute 0
+// blocks none.
+func (t *sourceTable) blocked(src netip.Addr, perMinute int) bool {
+	if perMinute == 0 {
+		return false
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.index[src]

@@ -17,7 +17,7 @@ func TestDoorRemembersBoundedSources(t *testing.T) {
 	for range 3 {
 		table.failed(blocked, 3)
 	}
-	if !table.blocked(blocked) {
+	if !table.blocked(blocked, 3) {
 		t.Fatal("a source past its 3 failed authentications is not blocked")
 	}
 	base := netip.MustParseAddr("fd00::").As16()
@@ -33,7 +33,7 @@ func TestDoorRemembersBoundedSources(t *testing.T) {
 	if n := table.order.Len(); n != maxSources || len(table.index) != maxSources {
 		t.Fatalf("the table holds %d sources (%d indexed); want %d", n, len(table.index), maxSources)
 	}
-	if !table.blocked(blocked) {
+	if !table.blocked(blocked, 3) {
 		t.Fatal("a source seen lately was forgotten")
 	}
 	first := netip.AddrFrom16(base)

@@ -26,28 +26,29 @@ import (
 // it, and the CLI on this machine reads it by itself
 // (docs/operations.md, "Authentication and authority").
 
-// listenAPI opens the API's listener. Before, it mints the local token
-// when auth.local_token is on, returning it and its file; with no token
-// configured at all it warns that any local process can act as admin.
+// listenAPI opens the API's listener, then mints the local token when
+// auth.local_token is on, returning it and its file (minted after the
+// listen, so a second process that cannot listen leaves the first one's
+// token alone); with no token configured at all it warns that any local
+// process can act as admin.
 func listenAPI(org *config.Config, log *slog.Logger) (ln net.Listener, token, tokenFile string, err error) {
+	if ln, err = net.Listen("tcp", org.API.Listen); err != nil {
+		return nil, "", "", fmt.Errorf("api: listen on %s: %w", org.API.Listen, err)
+	}
 	switch {
 	case org.Auth.LocalToken:
-		if tokenFile, err = localTokenFile(org); err != nil {
-			return nil, "", "", err
+		tokenFile, err = localTokenFile(org)
+		if err == nil {
+			token, err = mintLocalToken(tokenFile)
 		}
-		if token, err = mintLocalToken(tokenFile); err != nil {
+		if err != nil {
+			ln.Close()
 			return nil, "", "", err
 		}
 		log.Info("api_local_token", "file", tokenFile, "hint", "the CLI on this machine reads it by itself; other clients send it as a bearer token")
 	case len(org.Auth.Tokens) == 0:
 		log.Warn("api_anonymous", "warning", "auth.tokens is empty and auth.local_token is off: any process on this machine, a seat's own tools included, can call the API as admin",
 			"hint", "set auth.local_token: true (or auth.tokens) on a machine you share")
-	}
-	if ln, err = net.Listen("tcp", org.API.Listen); err != nil {
-		if tokenFile != "" {
-			_ = os.Remove(tokenFile)
-		}
-		return nil, "", "", fmt.Errorf("api: listen on %s: %w", org.API.Listen, err)
 	}
 	return ln, token, tokenFile, nil
 }
