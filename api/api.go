@@ -72,6 +72,11 @@ type Server struct {
 	// limiters hold each principal's mutation budget.
 	limitMu  sync.Mutex
 	limiters map[string]*rate.Limiter
+	// LocalToken is the token auth.local_token minted for this boot,
+	// taken as an admin's; empty when off.
+	LocalToken string
+	// sources are what the door remembers of each caller's address.
+	sources sourceTable
 }
 
 // maxBody bounds a request body; mail and signals are small.
@@ -109,7 +114,7 @@ func (s *Server) routes() []route {
 		{method: get, pattern: "/healthz", right: Public, handler: s.healthz,
 			summary: "the process is up", answer: map[string]string{}},
 		{method: get, pattern: "/readyz", right: Public, handler: s.readyz,
-			summary: "Temporal, Postgres and Redis each answer (503 when one does not)", answer: readiness{},
+			summary: "Temporal, Postgres and Redis each ok or unreachable (503 when one is unreachable); why is in the log under the request id", answer: readiness{},
 			statuses: []int{http.StatusOK, http.StatusServiceUnavailable}},
 		{method: get, pattern: "/openapi.json", right: Public, handler: s.openAPI,
 			summary: "this document", answer: map[string]any{}},
@@ -256,7 +261,7 @@ func (s *Server) routes() []route {
 // Handler returns the API's router.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.requestLog, middleware.Recoverer)
+	r.Use(s.requestLog, middleware.Recoverer, s.door)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, crewlet.Errorf(crewlet.ENOTFOUND, "no route %s %s", r.Method, r.URL.Path))
 	})

@@ -94,7 +94,7 @@ func (s *Server) credentials() []credential {
 	if cur := s.tokens.Load(); cur != nil && cur.org == org {
 		return cur.creds
 	}
-	next := &tokensOf{org: org, creds: readCredentials(org)}
+	next := &tokensOf{org: org, creds: append(readCredentials(org), s.localCredentials()...)}
 	s.tokens.Store(next)
 	return next.creds
 }
@@ -138,7 +138,7 @@ func (s *Server) guard(rt route) http.HandlerFunc {
 		var refused error
 		switch {
 		case !ok:
-			refused = crewlet.Errorf(crewlet.EUNAUTHORIZED, "no valid bearer token; send Authorization: Bearer <token> (the CLI reads --token or CREWLET_TOKEN)")
+			refused = s.unauthenticated(r)
 		case rightsOf[p.Role] < rt.right:
 			refused = crewlet.Errorf(crewlet.EFORBIDDEN, "role %s may not %s: %s %s needs the right to %s", p.Role, rt.right, rt.method, rt.pattern, rt.right)
 		case r.Header.Get("Origin") != "" && !slices.Contains(s.Org.Now().API.AllowedOrigins, r.Header.Get("Origin")):
@@ -168,7 +168,7 @@ func (s *Server) guard(rt route) http.HandlerFunc {
 // is logged and the response stands.
 func (s *Server) audit(r *http.Request, rt route, p Principal, rec *statusRecorder, refused error) {
 	e := wire.AuditEntry{
-		Principal: p.Name, Role: p.Role, Action: rt.method + " " + rt.pattern, Target: targetOf(r),
+		Principal: p.Name, Role: p.Role, Action: rt.method + " " + clipField(rt.pattern), Target: clipField(targetOf(r)),
 		Outcome: wire.AuditAllowed, Status: rec.status, RequestID: requestID(r),
 	}
 	switch {
@@ -180,8 +180,9 @@ func (s *Server) audit(r *http.Request, rt route, p Principal, rec *statusRecord
 	case rec.status >= 400:
 		e.Outcome, e.Reason = wire.AuditFailed, rec.detail()
 	}
-	if e.Principal == "" {
-		e.Principal, e.Role = "-", "-"
+	e.Reason = clipField(e.Reason)
+	if e.Principal == "" && !s.sampleDenial(r, &e) {
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()

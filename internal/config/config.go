@@ -162,6 +162,20 @@ type API struct {
 	// minute on one API process, with bursts of as many; over it the API
 	// answers 429. 0 turns the limit off. 0 to 100000.
 	MutationsPerMinute int `mapstructure:"mutations_per_minute"`
+	// Hosts are names the API answers to besides the listen address's host
+	// and the loopback names; a request naming any other Host is refused
+	// (DNS rebinding). See door.go.
+	Hosts []string `mapstructure:"hosts"`
+	// TLS serves the API over HTTPS; InsecureHTTP allows plain HTTP on a
+	// listen beyond loopback.
+	TLS          APITLS `mapstructure:"tls"`
+	InsecureHTTP bool   `mapstructure:"insecure_http"`
+	// AuthFailuresPerMinute is how many failed authentications a source
+	// may make in a minute before its requests are refused unread; 0: no
+	// limit. DeniedAuditsPerMinute is how many of a source's refusals
+	// before authentication are written to the audit log a minute.
+	AuthFailuresPerMinute int `mapstructure:"auth_failures_per_minute"`
+	DeniedAuditsPerMinute int `mapstructure:"denied_audits_per_minute"`
 }
 
 // Stream tunes the live event stream of turns
@@ -190,6 +204,11 @@ type Auth struct {
 	// Tokens are the API's principals. None: the API takes anonymous
 	// requests, which is allowed on a loopback listen only.
 	Tokens []Token `mapstructure:"tokens"`
+	// LocalToken mints a per-boot admin token into LocalTokenFile (empty:
+	// LocalTokenPath's), a file only this user can read, which the CLI
+	// reads by itself. See door.go.
+	LocalToken     bool   `mapstructure:"local_token"`
+	LocalTokenFile string `mapstructure:"local_token_file"`
 }
 
 // Token is one API principal: a bearer token, read from the environment

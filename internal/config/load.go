@@ -44,6 +44,14 @@ var defaults = map[string]any{
 	"mailbox.key_prefix":       "crewlet",
 	"mailbox.read_batch":       16,
 
+	"api.tls.cert_file":            "",
+	"api.tls.key_file":             "",
+	"api.insecure_http":            false,
+	"api.auth_failures_per_minute": DefaultAuthFailuresPerMinute,
+	"api.denied_audits_per_minute": DefaultDeniedAuditsPerMinute,
+	"auth.local_token":             false,
+	"auth.local_token_file":        "",
+
 	"mailbox.retire_after":     24 * time.Hour,
 	"mailbox.keep_acked":       10000,
 	"mailbox.keep_acked_for":   24 * time.Hour,

@@ -413,6 +413,7 @@ func (c *Config) problems() []*Problem {
 	}
 
 	checkAuth(add, c)
+	checkDoor(add, c)
 	if n := c.API.MutationsPerMinute; n < 0 || n > 100000 {
 		add("api.mutations_per_minute", "%d is out of range; must be between 0 (no limit) and 100000", n)
 	}
