@@ -146,7 +146,7 @@ func ticketActorOf(w http.ResponseWriter, p Principal, t crewlet.Ticket, verb st
 	case p.Seat != "" && p.Seat == t.From, t.OpenedBy != "" && t.OpenedBy == p.Name:
 		return who, nil
 	case p.Role == config.RoleAdmin:
-		noteAudit(w, fmt.Sprintf("admin override: %s %s ticket %s, which %s delegated", p.Name, verb, t.ID, t.From))
+		noteAudit(w, fmt.Sprintf("admin override: %s %ss ticket %s, which %s delegated", p.Name, verb, t.ID, t.From))
 		return who, nil
 	}
 	return "", crewlet.Errorf(crewlet.EFORBIDDEN, "%s may not %s ticket %s: only its delegator (%s) may, or an admin", p.Name, verb, t.ID, t.From)
