@@ -99,7 +99,8 @@ func call(t *testing.T, method, url, token, body string, headers ...string) (int
 // owns (which records it may touch is TestMemberActsOnItsOwnOnly's). The
 // routes come from the router itself, so a new route without a right and
 // a scope in docs/operations.md's authority table fails here, and its
-// scope there is the one /openapi.json says the code gives it.
+// scope there, with what the table of scopes says a member may in it, is
+// the one /openapi.json says the code gives it.
 func TestEveryRouteAgainstEveryRole(t *testing.T) {
 	base, _ := authServer(t)
 	doc := loadOpenAPI(t, base)
@@ -112,6 +113,10 @@ func TestEveryRouteAgainstEveryRole(t *testing.T) {
 	rank := map[string]int{"": 0, "viewer": 1, "operator": 2, "admin": 3}
 	need := map[string]int{"public": -1, "read": 1, "operate": 2, "admin": 3}
 	scopes := "fleet|roster|seat|sender|conversation|ticket|approval"
+	memberMay := map[string]string{}
+	for _, m := range regexp.MustCompile("(?m)^\\| ("+scopes+") \\| (.+) \\|$").FindAllStringSubmatch(string(docs), -1) {
+		memberMay[m[1]] = m[2]
+	}
 	ids := func(handle string) *strings.Replacer {
 		return strings.NewReplacer("{handle}", handle, "{id}", "x1", "{work_key}", "abc")
 	}
@@ -128,8 +133,9 @@ func TestEveryRouteAgainstEveryRole(t *testing.T) {
 		if (right == "public") != (scope == "-") {
 			t.Errorf("%s %s: right %s with scope %s; a public route has no scope, every other one has", method, pattern, right, scope)
 		}
-		if op := doc.Paths.Find(pattern).GetOperation(method); right != "public" && !strings.Contains(op.Description, "(scope "+scope+";") {
-			t.Errorf("%s %s: the docs give it scope %s, /openapi.json says %q", method, pattern, scope, op.Description)
+		want := "(scope " + scope + "; what a member may: " + memberMay[scope] + ")."
+		if op := doc.Paths.Find(pattern).GetOperation(method); right != "public" && (memberMay[scope] == "" || !strings.Contains(op.Description, want)) {
+			t.Errorf("%s %s: the docs give it scope %s, in which a member may %q; /openapi.json says %q", method, pattern, scope, memberMay[scope], op.Description)
 		}
 		body := ""
 		if method == http.MethodPost {

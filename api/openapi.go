@@ -43,7 +43,7 @@ func openAPIDocument(routes []route) map[string]any {
 			"responses":   responsesOf(rt, schemas),
 		}
 		if rt.right != Public {
-			op["description"] = "Needs the right to " + rt.right.String() + " (scope " + rt.scope.String() + "; a member: " + rt.scope.Member() + ")."
+			op["description"] = "Needs the right to " + rt.right.String() + " (scope " + rt.scope.String() + "; what a member may: " + rt.scope.Member() + ")."
 			op["security"] = []any{map[string]any{"bearer": []any{}}}
 		} else {
 			op["security"] = []any{}

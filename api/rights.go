@@ -47,18 +47,19 @@ const (
 
 var scopes = [...]struct{ name, member string }{
 	scopeUnset:        {"-", "-"},
-	ScopeFleet:        {"fleet", "no"},
-	ScopeRoster:       {"roster", "yes"},
-	ScopeSeat:         {"seat", "its own seat only"},
-	ScopeSender:       {"sender", "from its own seat, continuing only a conversation its seat is in"},
-	ScopeConversation: {"conversation", "a conversation its seat sent or received a message in"},
-	ScopeTicket:       {"ticket", "tickets its seat opened or serves (a list shows only those); answers and cancels only those it opened"},
-	ScopeApproval:     {"approval", "approvals whose policy names its seat or its seat's role (a list shows only those)"},
+	ScopeFleet:        {"fleet", "nothing: nodes, models, dead letters, schedules, pools, spawn, config, metrics, and pausing, resuming or draining any seat need a viewer's, operator's or admin's right"},
+	ScopeRoster:       {"roster", "list the seats (handle, role, kind, status), to know whom to write to"},
+	ScopeSeat:         {"seat", "read its own seat only: detail, inbox, events, live stream, turns, usage, memory; another seat's is 403"},
+	ScopeSender:       {"sender", "send mail and open tickets from its own seat; continue only a conversation its seat is in (403 otherwise)"},
+	ScopeConversation: {"conversation", "read a conversation its seat sent or received a message in, and its live stream; another is 403"},
+	ScopeTicket:       {"ticket", "list and read the tickets its seat opened or serves (`GET /tickets` shows only those); answer and cancel those it opened"},
+	ScopeApproval:     {"approval", "list the approvals whose policy names its seat or its seat's `role:R` (`GET /approvals` shows only those) and decide them"},
 }
 
 func (s Scope) String() string { return scopes[s].name }
 
-// Member is what a member may do on a route of this scope.
+// Member is what a member may do on a route of this scope, word for word
+// as docs/operations.md's table of scopes says (a test holds the two).
 func (s Scope) Member() string { return scopes[s].member }
 
 // allows reports whether p's role lets it through the door of rt: a
