@@ -51,7 +51,7 @@ var scopes = [...]struct{ name, member string }{
 	ScopeRoster:       {"roster", "list the seats (handle, role, kind, status), to know whom to write to"},
 	ScopeSeat:         {"seat", "read its own seat only: detail, inbox, events, live stream, turns, usage, memory; another seat's is 403"},
 	ScopeSender:       {"sender", "send mail and open tickets from its own seat; continue only a conversation its seat is in (403 otherwise)"},
-	ScopeConversation: {"conversation", "read a conversation its seat sent or received a message in, and its live stream; another is 403"},
+	ScopeConversation: {"conversation", "read a conversation its seat sent or received a message in, and its live stream (also one not recorded yet, which has nobody in it); another is 403"},
 	ScopeTicket:       {"ticket", "list and read the tickets its seat opened or serves (`GET /tickets` shows only those); answer and cancel those it opened"},
 	ScopeApproval:     {"approval", "list the approvals whose policy names its seat or its seat's `role:R` (`GET /approvals` shows only those) and decide them"},
 }
