@@ -87,6 +87,11 @@ type Ticket struct {
 	Answer       string      `json:"answer,omitempty"`
 	Reply        string      `json:"reply,omitempty"`
 	Reason       string      `json:"reason,omitempty"`
+	// OpenedBy is the API principal that opened it (empty when a seat
+	// delegated it); AnsweredBy who answered its question: the delegator,
+	// or an admin answering for it.
+	OpenedBy   string `json:"opened_by,omitempty"`
+	AnsweredBy string `json:"answered_by,omitempty"`
 	// RequestEvent is the event id of the request in the target's mailbox.
 	RequestEvent string `json:"request_event"`
 	// Waiter is the delegator's turn waiting for the ticket to settle or

@@ -38,7 +38,8 @@ func (r Right) String() string {
 	return [...]string{"public", "read", "operate", "admin"}[r]
 }
 
-// rightsOf is what each role may do.
+// rightsOf is what each company-wide role may do; a member's rights are
+// scoped to its seat (rights.go).
 var rightsOf = map[string]Right{
 	config.RoleViewer:   Read,
 	config.RoleOperator: Operate,
@@ -47,7 +48,7 @@ var rightsOf = map[string]Right{
 
 // Principal is who calls the API: a token's name and role, or, when the
 // org names no tokens (a loopback listen), the anonymous operator with
-// every right.
+// every right. A member's Seat is what it may act on.
 type Principal struct {
 	Name string `json:"name"`
 	Role string `json:"role"`
@@ -139,8 +140,8 @@ func (s *Server) guard(rt route) http.HandlerFunc {
 		switch {
 		case !ok:
 			refused = s.unauthenticated(r)
-		case rightsOf[p.Role] < rt.right:
-			refused = crewlet.Errorf(crewlet.EFORBIDDEN, "role %s may not %s: %s %s needs the right to %s", p.Role, rt.right, rt.method, rt.pattern, rt.right)
+		case !rt.allows(p, r):
+			refused = rt.forbidden(p)
 		case r.Header.Get("Origin") != "" && !slices.Contains(s.Org.Now().API.AllowedOrigins, r.Header.Get("Origin")):
 			// A page elsewhere must not drive the API with a visitor's
 			// network position or token.
@@ -179,6 +180,8 @@ func (s *Server) audit(r *http.Request, rt route, p Principal, rec *statusRecord
 		e.Outcome, e.Reason = wire.AuditDenied, rec.detail()
 	case rec.status >= 400:
 		e.Outcome, e.Reason = wire.AuditFailed, rec.detail()
+	default:
+		e.Reason = rec.note
 	}
 	e.Reason = clipField(e.Reason)
 	if e.Principal == "" && !s.sampleDenial(r, &e) {
@@ -221,6 +224,9 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status  int
 	errBody []byte
+	// note is what the handler says of an allowed action for its audit
+	// row (noteAudit).
+	note string
 }
 
 func (w *statusRecorder) WriteHeader(status int) {

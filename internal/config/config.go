@@ -220,15 +220,17 @@ type Token struct {
 	Role     string `mapstructure:"role"`
 	TokenEnv string `mapstructure:"token_env"`
 	// Seat binds the principal to a human seat: mail it sends is from that
-	// seat.
+	// seat. A member's is required: it is what the member may act on.
 	Seat string `mapstructure:"seat"`
 }
 
-// Roles a token may have, from most to least allowed.
+// Roles a token may have: admin, operator and viewer from most to least
+// allowed company-wide; a member acts for its own seat only.
 const (
 	RoleAdmin    = "admin"
 	RoleOperator = "operator"
 	RoleViewer   = "viewer"
+	RoleMember   = "member"
 )
 
 // Secret is the token's value from the environment; empty when unset.

@@ -62,6 +62,8 @@ type OpenRequest struct {
 	// Parent is the ticket the delegating turn serves, if it serves one:
 	// the new ticket is its next hop and continues its chain.
 	Parent string
+	// OpenedBy is the API principal opening it; empty for a seat.
+	OpenedBy string
 }
 
 // maxTaskBytes bounds a ticket's task, question and answer; each travels
@@ -144,7 +146,7 @@ func (t *Service) create(ctx context.Context, req OpenRequest, from string, from
 		conv = uuid.NewString()
 	}
 	ticket, created, err := t.store.CreateTicket(ctx, key, crewlet.Ticket{
-		From: from, FromSeat: fromSeat, To: to, RoutedFrom: routedFrom, Task: task, Conversation: conv, Hops: hops, Chain: chain,
+		From: from, FromSeat: fromSeat, To: to, RoutedFrom: routedFrom, Task: task, Conversation: conv, Hops: hops, Chain: chain, OpenedBy: req.OpenedBy,
 	})
 	if err != nil {
 		return crewlet.Ticket{}, err
@@ -409,24 +411,25 @@ func (t *Service) Ask(ctx context.Context, id, question, askKey, askWaiter strin
 	return ticket, true, nil
 }
 
-// Answer answers an asking ticket's question on behalf of its delegator and
-// signals the turn waiting for it. It refuses (ECONFLICT, naming the phase)
-// a ticket with no question waiting.
-func (t *Service) Answer(ctx context.Context, id, answer string) (crewlet.Ticket, error) {
+// Answer answers an asking ticket's question as by (its delegator, or an
+// admin answering for it: who may is the caller's to check) and signals the
+// turn waiting for it. It refuses (ECONFLICT, naming the phase) a ticket
+// with no question waiting.
+func (t *Service) Answer(ctx context.Context, id, answer, by string) (crewlet.Ticket, error) {
 	if strings.TrimSpace(answer) == "" {
 		return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "the answer is empty; say something")
 	}
 	if err := crewlet.CheckText("the answer", answer, maxTaskBytes); err != nil {
 		return crewlet.Ticket{}, err
 	}
-	ticket, answered, err := t.store.AnswerTicket(ctx, id, answer)
+	ticket, answered, err := t.store.AnswerTicket(ctx, id, answer, by)
 	if err != nil {
 		return ticket, err
 	}
 	if !answered {
 		return ticket, crewlet.Errorf(crewlet.ECONFLICT, "ticket %s is %s: no question waits on it", ticket.ID, ticket.Phase)
 	}
-	t.log.InfoContext(ctx, "ticket_answered", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To)
+	t.log.InfoContext(ctx, "ticket_answered", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To, "by", by)
 	t.signalled(ctx, ticket.AskWaiter, ticket.ID)
 	return ticket, nil
 }

@@ -359,6 +359,10 @@ func (f Tools) AnswerText(t crewlet.Ticket, timedOut bool) string {
 	switch {
 	case !t.Phase.Open():
 		return fmt.Sprintf("Ticket %s is %s: %s. Stop working on it.", t.ID, t.Phase, t.Reason)
+	case t.Answer != "" && t.AnsweredBy != t.From:
+		// Someone other than the delegating seat answered (an admin, or
+		// the person behind "operator"): the model is told who.
+		return fmt.Sprintf("Answer from %s (answering for %s, who delegated this ticket):\n\n%s", t.AnsweredBy, t.From, t.Answer)
 	case t.Answer != "":
 		return fmt.Sprintf("Answer from %s:\n\n%s", t.From, t.Answer)
 	case timedOut:
@@ -389,7 +393,7 @@ func (f Tools) answer(ctx context.Context, c Call) (tools.Result, *crewlet.Ticke
 	}
 	if ticket.Phase == crewlet.TicketAsking || ticket.Answer != args.Text {
 		// Answering again with the same text (a re-run) is a no-op.
-		if ticket, err = f.Tickets.Answer(ctx, args.Ticket, args.Text); err != nil {
+		if ticket, err = f.Tickets.Answer(ctx, args.Ticket, args.Text, c.Handle); err != nil {
 			if code := crewlet.ErrorCode(err); code == crewlet.ECONFLICT || code == crewlet.EINVALID {
 				return tools.Refused(crewlet.ErrorMessage(err)), nil, nil
 			}
