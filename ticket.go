@@ -72,8 +72,13 @@ type Ticket struct {
 	From     string `json:"from"`
 	FromSeat bool   `json:"from_seat"`
 	// To is the seat that serves it; RoutedFrom the role it was routed by.
-	To           string      `json:"to"`
-	RoutedFrom   string      `json:"routed_from,omitempty"`
+	To         string `json:"to"`
+	RoutedFrom string `json:"routed_from,omitempty"`
+	// Hops counts the delegations that led to it, itself included; Chain
+	// names their delegators in order, its own last (1 and [From] for a
+	// ticket opened by a person, or by a turn that serves no ticket).
+	Hops         int         `json:"hops"`
+	Chain        []string    `json:"chain"`
 	Task         string      `json:"task"`
 	Conversation string      `json:"conversation"`
 	Phase        TicketPhase `json:"phase"`
@@ -82,6 +87,11 @@ type Ticket struct {
 	Answer       string      `json:"answer,omitempty"`
 	Reply        string      `json:"reply,omitempty"`
 	Reason       string      `json:"reason,omitempty"`
+	// OpenedBy is the API principal that opened it (empty when a seat
+	// delegated it); AnsweredBy who answered its question: the delegator,
+	// or an admin answering for it.
+	OpenedBy   string `json:"opened_by,omitempty"`
+	AnsweredBy string `json:"answered_by,omitempty"`
 	// RequestEvent is the event id of the request in the target's mailbox.
 	RequestEvent string `json:"request_event"`
 	// Waiter is the delegator's turn waiting for the ticket to settle or

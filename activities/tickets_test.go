@@ -52,7 +52,7 @@ seats:
   - { handle: alice, kind: human }
 `
 
-var ticketSeats = []string{"cto", "eng-1", "eng-2"}
+var ticketSeats = []string{"cto", "eng-1", "eng-2", "eng-3", "eng-4", "eng-5"}
 
 func ticketsOrgYAML() string {
 	return fmt.Sprintf(ticketsOrg, "crewlet-tickets-test-"+testenv.Suffix())

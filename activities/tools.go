@@ -3,11 +3,13 @@ package activities
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/approvals"
 	"github.com/crewlet/crewlet/internal/events"
+	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testhook"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/tools/firstparty"
@@ -48,6 +50,9 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 		return out, nil
 	}
 	trigger, thread, call := pc.trigger, pc.thread, pc.call
+	if refused, err := a.authorize(ctx, in, pc, &out); refused || err != nil {
+		return out, err
+	}
 	if gated, err := a.gate(ctx, in, thread, conv, call, &out); gated || err != nil {
 		return out, err
 	}
@@ -99,6 +104,40 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 		}
 	}
 	return out, nil
+}
+
+// authorize holds a call to its seat's authority before anything else
+// (docs/operations.md, "Authentication and authority"): a tool the role's
+// may.tools does not allow, or a call past the turn's caps, is refused
+// with why as its result, and audited. Every call the caps admit counts,
+// whatever comes of it; the same call again counts once.
+func (a *Turns) authorize(ctx context.Context, in crewlet.ToolCallInput, pc pendingCall, out *crewlet.ToolCallOutput) (refused bool, err error) {
+	org := a.org.Now()
+	name := pc.call.Name
+	c := firstparty.Call{Handle: in.Handle, Name: name, Key: callKey(pc.thread, in.Round, in.Call.Call)}
+	var target, reason string
+	if err := org.MayCall(in.Handle, name); err != nil {
+		reason = fmt.Sprintf("%s refused: %s", name, crewlet.ErrorMessage(err))
+	} else {
+		err := a.store.AdmitToolCall(ctx, store.ToolCallAdmission{
+			Seat: in.Handle, Turn: in.WorkKey, Threads: pc.threads, Thread: pc.thread, Round: in.Round, Call: in.Call.Call,
+			Name: name, ReadOnly: in.Call.ReadOnly, Messages: firstparty.Messages,
+		}, func(calls, messages int) error {
+			return org.TurnCaps(in.Handle, slices.Contains(firstparty.Messages, name), calls, messages)
+		})
+		switch crewlet.ErrorCode(err) {
+		case "":
+			return false, nil
+		case crewlet.EFORBIDDEN:
+			target, reason = "turn="+crewlet.TurnWorkflowID(in.Handle, in.WorkKey), fmt.Sprintf("%s refused: %s", name, crewlet.ErrorMessage(err))
+		default:
+			return true, err
+		}
+	}
+	res := a.firstParty().Refuse(ctx, c, target, reason)
+	out.IsError, out.Wrote = true, false
+	a.Metrics.ToolCall(toolServer(name), "denied")
+	return true, a.recordResult(ctx, in, pc.thread, pc.call, res)
 }
 
 // gate asks the approval gate about a call before it runs: a call an
@@ -165,6 +204,8 @@ func toolOutcome(out crewlet.ToolCallOutput) string {
 type pendingCall struct {
 	trigger crewlet.Message
 	thread  string
+	// threads are the keys of every thread of the turn.
+	threads []string
 	call    crewlet.ToolCall
 	done    *wire.TurnMessage
 }
@@ -183,6 +224,13 @@ func (a *Turns) pendingCall(ctx context.Context, handle, workKey string, threadI
 		return pendingCall{}, err
 	}
 	pc := pendingCall{trigger: trigger, thread: thread}
+	for i := range turn.Threads {
+		_, key, err := threadOf(turn, i)
+		if err != nil {
+			return pendingCall{}, err
+		}
+		pc.threads = append(pc.threads, key)
+	}
 	if done, ok := findKey(msgs, resultKey(round, callIndex)); ok {
 		pc.done = &done
 		return pc, nil
@@ -211,7 +259,7 @@ func callKey(thread string, round, call int) string {
 
 // firstParty is the seat's first-party tools, on the turn's services.
 func (a *Turns) firstParty() firstparty.Tools {
-	return firstparty.Tools{Store: a.store, Org: a.org, Delivery: a.delivery, Tickets: a.tickets, Now: a.Now}
+	return firstparty.Tools{Store: a.store, Org: a.org, Delivery: a.delivery, Tickets: a.tickets, Now: a.Now, Log: a.log}
 }
 
 // callTool runs a first-party tool or an MCP tool. A call refused before it

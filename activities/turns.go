@@ -2,9 +2,11 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -217,6 +219,9 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 	if err != nil {
 		return out, err
 	}
+	if catalog, err = a.offered(in.Handle, catalog); err != nil {
+		return out, err
+	}
 	// The triggers take their place in the conversation's transcript now,
 	// in batch order: a thread's context is everything the seat was sent
 	// before its trigger, so the place must not move when the turn re-runs
@@ -247,6 +252,22 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 	}
 	a.Metrics.TurnStarted()
 	return crewlet.BeginTurnOutput{Threads: len(row.Threads), MaxRounds: row.MaxRounds, Reflect: role.Reflect}, nil
+}
+
+// offered is the part of a seat's tool catalog its role's may.tools
+// allows: a tool the seat may not call is not shown to the model (a call
+// of it is still refused).
+func (a *Turns) offered(handle string, raw json.RawMessage) (json.RawMessage, error) {
+	catalog, err := decodeCatalog(raw)
+	if err != nil {
+		return nil, err
+	}
+	org := a.org.Now()
+	kept := slices.DeleteFunc(slices.Clone(catalog), func(t crewlet.ToolSpec) bool { return org.MayCall(handle, t.Name) != nil })
+	if len(kept) == len(catalog) {
+		return raw, nil
+	}
+	return json.Marshal(kept)
 }
 
 // threadOf returns a thread's trigger and the key its conversation is

@@ -74,22 +74,30 @@ type Server struct {
 	// limiters hold each principal's mutation budget.
 	limitMu  sync.Mutex
 	limiters map[string]*rate.Limiter
+	// LocalToken is the token auth.local_token minted for this boot,
+	// taken as an admin's; empty when off.
+	LocalToken string
+	// sources are what the door remembers of each caller's address.
+	sources sourceTable
 }
 
 // maxBody bounds a request body; mail and signals are small.
 const maxBody = 1 << 20
 
-// route is one API route and the right it needs: the one table of who may
-// do what, for REST and the CLI (which calls REST) alike. docs/operations.md
-// lists it, and a test holds the two together. The same table describes
+// route is one API route, the right it needs and the scope it acts on: the
+// one table of who may do what, for REST and the CLI (which calls REST)
+// alike. docs/operations.md lists it, and a test holds the two together. The same table describes
 // the route in the OpenAPI document (GET /openapi.json): what it is for,
 // its query parameters, the body it takes and the answer it gives.
 type route struct {
 	method, pattern string
 	right           Right
-	handler         http.HandlerFunc
-	summary         string
-	query           []param
+	// scope is what the route acts on, which decides what a member may
+	// (rights.go); every route that needs a token names one.
+	scope   Scope
+	handler http.HandlerFunc
+	summary string
+	query   []param
 	// body is the request body's type (a zero value), nil for none, and
 	// needs the fields of it the route refuses to go without.
 	body  any
@@ -111,65 +119,65 @@ func (s *Server) routes() []route {
 		{method: get, pattern: "/healthz", right: Public, handler: s.healthz,
 			summary: "the process is up", answer: map[string]string{}},
 		{method: get, pattern: "/readyz", right: Public, handler: s.readyz,
-			summary: "Temporal, Postgres and Redis each answer (503 when one does not)", answer: readiness{},
+			summary: "Temporal, Postgres and Redis each ok or unreachable (503 when one is unreachable); why is in the log under the request id", answer: readiness{},
 			statuses: []int{http.StatusOK, http.StatusServiceUnavailable}},
 		{method: get, pattern: "/openapi.json", right: Public, handler: s.openAPI,
 			summary: "this document", answer: map[string]any{}},
-		{method: get, pattern: "/metrics", right: Read, handler: s.metrics,
+		{method: get, pattern: "/metrics", right: Read, scope: ScopeFleet, handler: s.metrics,
 			summary: "the process's metrics in Prometheus text format (docs/operations.md lists them)", answer: "",
 			contentType: "text/plain"},
-		{method: get, pattern: "/seats", right: Read, handler: s.listSeats,
+		{method: get, pattern: "/seats", right: Read, scope: ScopeRoster, handler: s.listSeats,
 			summary: "every seat of the org with its status, epoch and node", answer: []SeatSummary{}},
-		{method: get, pattern: "/seats/{handle}", right: Read, handler: s.getSeat,
+		{method: get, pattern: "/seats/{handle}", right: Read, scope: ScopeSeat, handler: s.getSeat,
 			summary: "one seat: its config, tenure, live state and open tickets", answer: SeatDetail{}},
-		{method: post, pattern: "/seats/{handle}/messages", right: Operate, handler: s.sendMessage,
+		{method: post, pattern: "/seats/{handle}/messages", right: Operate, scope: ScopeSender, handler: s.sendMessage,
 			summary: "send the seat a message; it is answered in its conversation", body: SendMessageRequest{}, needs: []string{"text"},
 			answer: crewlet.Message{}, statuses: accepted},
-		{method: get, pattern: "/seats/{handle}/inbox", right: Read, handler: s.inbox,
+		{method: get, pattern: "/seats/{handle}/inbox", right: Read, scope: ScopeSeat, handler: s.inbox,
 			summary: "the newest entries of the seat's mailbox, oldest first, Redis and its Postgres archive as one list",
 			query:   []param{limitQuery(20, maxLimit), beforeQuery("the page before the entry with this stream_id (the first of a page)")}, answer: []crewlet.Message{}},
-		{method: get, pattern: "/seats/{handle}/events", right: Read, handler: s.seatEvents,
+		{method: get, pattern: "/seats/{handle}/events", right: Read, scope: ScopeSeat, handler: s.seatEvents,
 			summary: "the seat's recorded events, newest first", query: []param{limitQuery(100, maxLimit)}, answer: []wire.SeatEvent{}},
-		{method: get, pattern: "/seats/{handle}/stream", right: Read, handler: s.seatStream,
+		{method: get, pattern: "/seats/{handle}/stream", right: Read, scope: ScopeSeat, handler: s.seatStream,
 			summary: "the seat's live events as Server-Sent Events (id, event, data JSON), from after Last-Event-ID or from now; a keepalive comment when idle. 429 past stream.max_per_principal open streams",
 			query:   []param{{LastEventQuery, "string", "the id to resume after, when the Last-Event-ID header cannot be sent"}},
 			answer:  events.Event{}, contentType: "text/event-stream"},
-		{method: post, pattern: "/seats/{handle}/pause", right: Operate, handler: s.pauseSeat,
+		{method: post, pattern: "/seats/{handle}/pause", right: Operate, scope: ScopeFleet, handler: s.pauseSeat,
 			summary: "pause the seat (signal pause)", body: crewlet.PauseRequest{}, answer: SignalResponse{}, statuses: accepted,
 			conflict: "the seat is paused already"},
-		{method: post, pattern: "/seats/{handle}/resume", right: Operate, handler: s.resumeSeat,
+		{method: post, pattern: "/seats/{handle}/resume", right: Operate, scope: ScopeFleet, handler: s.resumeSeat,
 			summary: "resume a paused seat (signal resume)", body: crewlet.ResumeRequest{}, answer: SignalResponse{}, statuses: accepted,
 			conflict: "the seat is neither paused nor drained"},
-		{method: post, pattern: "/seats/{handle}/drain", right: Operate, handler: s.drainSeat,
+		{method: post, pattern: "/seats/{handle}/drain", right: Operate, scope: ScopeFleet, handler: s.drainSeat,
 			summary: "drain the seat: finish its turn, take no more mail (signal drain)", body: crewlet.DrainRequest{},
 			answer: SignalResponse{}, statuses: accepted, conflict: "the seat is draining or drained already"},
-		{method: get, pattern: "/seats/{handle}/usage", right: Read, handler: s.seatUsage,
+		{method: get, pattern: "/seats/{handle}/usage", right: Read, scope: ScopeSeat, handler: s.seatUsage,
 			summary: "the seat's token usage against its budgets", answer: crewlet.SeatUsage{}},
-		{method: get, pattern: "/seats/{handle}/turns", right: Read, handler: s.seatTurns,
+		{method: get, pattern: "/seats/{handle}/turns", right: Read, scope: ScopeSeat, handler: s.seatTurns,
 			summary: "the seat's recent turns, newest first", query: []param{limitQuery(20, wire.MaxTurns)}, answer: []wire.TurnRow{}},
-		{method: get, pattern: "/seats/{handle}/memory", right: Read, handler: s.seatMemory,
+		{method: get, pattern: "/seats/{handle}/memory", right: Read, scope: ScopeSeat, handler: s.seatMemory,
 			summary: "the seat's diary, episodes and counterparties",
 			query: []param{
 				{"kind", "string", "one list: diary, episodes or counterparties; all three when unset"},
 				{"before", "string", "the next page of the list kind names, from a previous page's next"},
 				limitQuery(20, wire.MaxMemoryPage),
 			}, answer: MemoryView{}},
-		{method: get, pattern: "/turns/{handle}/{work_key}", right: Read, handler: s.getTurn,
+		{method: get, pattern: "/turns/{handle}/{work_key}", right: Read, scope: ScopeSeat, handler: s.getTurn,
 			summary: "one turn: its triggers, rounds, tool calls and outcome", answer: wire.TurnView{}},
-		{method: get, pattern: "/conversations/{id}", right: Read, handler: s.getConversation,
+		{method: get, pattern: "/conversations/{id}", right: Read, scope: ScopeConversation, handler: s.getConversation,
 			summary: "a conversation's messages, oldest first, and its summaries",
 			query: []param{
 				{"after", "integer", "the seq to go on after, a previous page's next"},
 				limitQuery(conversationPage, maxConversationPage),
 			}, answer: Conversation{}},
-		{method: get, pattern: "/conversations/{id}/stream", right: Read, handler: s.conversationStream,
+		{method: get, pattern: "/conversations/{id}/stream", right: Read, scope: ScopeConversation, handler: s.conversationStream,
 			summary: "a conversation's live events as Server-Sent Events, resumable like a seat's (the ids are the conversation stream's own)",
 			query:   []param{{LastEventQuery, "string", "the id to resume after, when the Last-Event-ID header cannot be sent"}},
 			answer:  events.Event{}, contentType: "text/event-stream"},
-		{method: post, pattern: "/tickets", right: Operate, handler: s.openTicket,
+		{method: post, pattern: "/tickets", right: Operate, scope: ScopeTicket, handler: s.openTicket,
 			summary: "open a ticket to a seat or role; with wait, answer once it ended (200) or the wait passed (202)",
 			body:    OpenTicketRequest{}, needs: []string{"to", "task"}, answer: crewlet.Ticket{}, statuses: []int{http.StatusAccepted, http.StatusOK}},
-		{method: get, pattern: "/tickets", right: Read, handler: s.listTickets,
+		{method: get, pattern: "/tickets", right: Read, scope: ScopeTicket, handler: s.listTickets,
 			summary: "tickets, newest first",
 			query: []param{
 				{"from", "string", "only tickets this seat delegated"},
@@ -178,74 +186,74 @@ func (s *Server) routes() []route {
 				{"open", "boolean", "only open tickets"},
 				limitQuery(50, maxLimit),
 			}, answer: []crewlet.Ticket{}},
-		{method: get, pattern: "/tickets/{id}", right: Read, handler: s.getTicket,
+		{method: get, pattern: "/tickets/{id}", right: Read, scope: ScopeTicket, handler: s.getTicket,
 			summary: "one ticket", answer: crewlet.Ticket{}},
-		{method: post, pattern: "/tickets/{id}/answer", right: Operate, handler: s.answerTicket,
+		{method: post, pattern: "/tickets/{id}/answer", right: Operate, scope: ScopeTicket, handler: s.answerTicket,
 			summary: "answer the question a ticket asks", body: AnswerTicketRequest{}, needs: []string{"text"}, answer: crewlet.Ticket{},
 			conflict: "the ticket asks nothing now, or has ended"},
-		{method: post, pattern: "/tickets/{id}/cancel", right: Operate, handler: s.cancelTicket,
+		{method: post, pattern: "/tickets/{id}/cancel", right: Operate, scope: ScopeTicket, handler: s.cancelTicket,
 			summary: "cancel an open ticket", body: CancelTicketRequest{}, answer: crewlet.Ticket{},
 			conflict: "the ticket has ended"},
-		{method: get, pattern: "/approvals", right: Read, handler: s.listApprovals,
+		{method: get, pattern: "/approvals", right: Read, scope: ScopeApproval, handler: s.listApprovals,
 			summary: "approvals of gated tool calls, newest first: pending ones unless status says otherwise",
 			query: []param{
 				{"status", "string", "pending (the default), approved, denied, superseded or all"},
 				{"seat", "string", "only this seat's calls"},
 				limitQuery(50, wire.MaxApprovals),
 			}, answer: []crewlet.Approval{}},
-		{method: post, pattern: "/approvals/{id}/approve", right: Read, handler: s.approveApproval,
+		{method: post, pattern: "/approvals/{id}/approve", right: Read, scope: ScopeApproval, handler: s.approveApproval,
 			summary: "approve a gated tool call; with remember, the seat may call the tool (these arguments only, with args) without asking until then. Only a principal the policy names, or an admin (403 otherwise)",
 			body:    wire.ApprovalDecision{}, answer: crewlet.Approval{}, conflict: "the approval was decided already"},
-		{method: post, pattern: "/approvals/{id}/deny", right: Read, handler: s.denyApproval,
+		{method: post, pattern: "/approvals/{id}/deny", right: Read, scope: ScopeApproval, handler: s.denyApproval,
 			summary: "deny a gated tool call; the model receives \"denied by WHO: REASON\" as its result. Only a principal the policy names, or an admin (403 otherwise)",
 			body:    wire.ApprovalDecision{}, needs: []string{"reason"}, answer: crewlet.Approval{}, conflict: "the approval was decided already"},
-		{method: get, pattern: "/nodes", right: Read, handler: s.listNodes,
+		{method: get, pattern: "/nodes", right: Read, scope: ScopeFleet, handler: s.listNodes,
 			summary: "the worker nodes, live ones or (all=true) every incarnation kept",
 			query:   []param{{"all", "boolean", "also the incarnations that stopped"}}, answer: NodesView{}},
-		{method: post, pattern: "/nodes/{id}/drain", right: Operate, handler: s.drainNode,
+		{method: post, pattern: "/nodes/{id}/drain", right: Operate, scope: ScopeFleet, handler: s.drainNode,
 			summary: "drain a node: its seats move, then it exits", answer: DrainNodeResponse{}, statuses: accepted,
 			conflict: "the node is draining already"},
-		{method: get, pattern: "/profiles", right: Read, handler: s.listProfiles,
+		{method: get, pattern: "/profiles", right: Read, scope: ScopeFleet, handler: s.listProfiles,
 			summary: "model profiles with their load, health and switches", answer: ProfilesView{}},
-		{method: post, pattern: "/models/{id}/disable", right: Operate, handler: s.disableModel,
+		{method: post, pattern: "/models/{id}/disable", right: Operate, scope: ScopeFleet, handler: s.disableModel,
 			summary: "switch a model off fleet-wide (a slash in the id is sent as %2F)", body: ModelSwitchRequest{},
 			answer: crewlet.ModelSwitch{}},
-		{method: post, pattern: "/models/{id}/enable", right: Operate, handler: s.enableModel,
+		{method: post, pattern: "/models/{id}/enable", right: Operate, scope: ScopeFleet, handler: s.enableModel,
 			summary: "switch a model back on", body: ModelSwitchRequest{}, answer: crewlet.ModelSwitch{}},
-		{method: get, pattern: "/deadletters", right: Read, handler: s.listDeadLetters,
+		{method: get, pattern: "/deadletters", right: Read, scope: ScopeFleet, handler: s.listDeadLetters,
 			summary: "dead letters, newest first, Redis and its Postgres archive as one list, at most 4 MiB (" + NextBeforeHeader + " gives the next page)",
 			query:   []param{limitQuery(100, maxLimit), beforeQuery("the dead letters older than this id")}, answer: []mailbox.DeadLetter{}},
-		{method: post, pattern: "/deadletters/{id}/requeue", right: Operate, handler: s.requeueDeadLetter,
+		{method: post, pattern: "/deadletters/{id}/requeue", right: Operate, scope: ScopeFleet, handler: s.requeueDeadLetter,
 			summary: "deliver a dead letter to its seat again", answer: mailbox.DeadLetter{}, statuses: accepted},
-		{method: get, pattern: "/schedules", right: Read, handler: s.listSchedules,
+		{method: get, pattern: "/schedules", right: Read, scope: ScopeFleet, handler: s.listSchedules,
 			summary: "the org's schedules: spec, target, paused, fires, skipped for overlap, next fires", answer: []wire.Schedule{}},
-		{method: get, pattern: "/schedules/{name}", right: Read, handler: s.getSchedule,
+		{method: get, pattern: "/schedules/{name}", right: Read, scope: ScopeFleet, handler: s.getSchedule,
 			summary: "one schedule with its fire history: recent and running fires, and the fires recorded (seat, answered, skips before)",
 			query:   []param{limitQuery(20, wire.MaxScheduleFires)}, answer: wire.ScheduleDetail{}},
-		{method: post, pattern: "/schedules/{name}/trigger", right: Operate, handler: s.triggerSchedule,
+		{method: post, pattern: "/schedules/{name}/trigger", right: Operate, scope: ScopeFleet, handler: s.triggerSchedule,
 			summary: "fire the schedule now, under its overlap policy", answer: wire.ScheduleAction{}, statuses: accepted},
-		{method: post, pattern: "/schedules/{name}/pause", right: Operate, handler: s.pauseSchedule,
+		{method: post, pattern: "/schedules/{name}/pause", right: Operate, scope: ScopeFleet, handler: s.pauseSchedule,
 			summary: "stop the schedule firing; the note says who and why", body: wire.ScheduleNote{}, answer: wire.ScheduleAction{}},
-		{method: post, pattern: "/schedules/{name}/unpause", right: Operate, handler: s.unpauseSchedule,
+		{method: post, pattern: "/schedules/{name}/unpause", right: Operate, scope: ScopeFleet, handler: s.unpauseSchedule,
 			summary: "let a paused schedule fire again", body: wire.ScheduleNote{}, answer: wire.ScheduleAction{}},
-		{method: post, pattern: "/schedules/{name}/backfill", right: Operate, handler: s.backfillSchedule,
+		{method: post, pattern: "/schedules/{name}/backfill", right: Operate, scope: ScopeFleet, handler: s.backfillSchedule,
 			summary: "run the fires due between from and to (within maintenance.ledger_retention), one after another; a fire that ran already is not answered again",
 			body:    wire.ScheduleBackfill{}, needs: []string{"from", "to"}, answer: wire.ScheduleAction{}, statuses: accepted},
-		{method: post, pattern: "/seats/spawn", right: Operate, handler: s.spawnSeat,
+		{method: post, pattern: "/seats/spawn", right: Operate, scope: ScopeFleet, handler: s.spawnSeat,
 			summary: "spawn a seat of a role from its pool (pools:); it answers mail at once and is reaped once idle with nothing open. 404 a role with no pool, 409 the pool is full",
 			body:    wire.SpawnRequest{}, needs: []string{"role"}, answer: wire.SpawnedSeat{}, statuses: []int{http.StatusCreated},
 			conflict: "the role's pool has max_seats spawned seats live"},
-		{method: get, pattern: "/pools", right: Read, handler: s.listPools,
+		{method: get, pattern: "/pools", right: Read, scope: ScopeFleet, handler: s.listPools,
 			summary: "each role's spawn pool: max seats, live, free, reclaimable (idle past idle_reap_after with nothing open), and the live seats",
 			answer:  []wire.PoolView{}},
-		{method: get, pattern: "/config", right: Operate, handler: s.getConfig,
+		{method: get, pattern: "/config", right: Operate, scope: ScopeFleet, handler: s.getConfig,
 			summary: "the active config revision (who applied it, when, what changed, its document) and which revision each process runs",
 			answer:  wire.ConfigState{}},
-		{method: post, pattern: "/config", right: Administer, handler: s.applyConfig,
+		{method: post, pattern: "/config", right: Administer, scope: ScopeFleet, handler: s.applyConfig,
 			summary: "apply an org file as the next config revision; every process takes it within a beat. Refused whole when invalid (400), or when it changes a cold key without restart (409)",
 			body:    wire.ConfigApplyRequest{}, needs: []string{"document"}, answer: wire.ConfigReport{},
 			conflict: "the file changes a key that needs a restart and restart is not set, or another apply came in between"},
-		{method: get, pattern: "/audit", right: Administer, handler: s.listAudit,
+		{method: get, pattern: "/audit", right: Administer, scope: ScopeFleet, handler: s.listAudit,
 			summary: "the audit log, newest first",
 			query: []param{
 				{"principal", "string", "only this principal's actions"},
@@ -260,7 +268,7 @@ func (s *Server) routes() []route {
 // Handler returns the API's router.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.requestLog, middleware.Recoverer)
+	r.Use(s.requestLog, middleware.Recoverer, s.door)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, crewlet.Errorf(crewlet.ENOTFOUND, "no route %s %s", r.Method, r.URL.Path))
 	})
@@ -268,6 +276,9 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Detail: fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)})
 	})
 	for _, rt := range s.routes() {
+		if rt.right != Public && rt.scope == scopeUnset {
+			panic(fmt.Sprintf("route %s %s names no scope: decide what a member may do with it", rt.method, rt.pattern))
+		}
 		r.Method(rt.method, rt.pattern, s.guard(rt))
 	}
 	return s.Tracing.Handler(r)

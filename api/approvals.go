@@ -5,6 +5,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/approvals"
+	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/wire"
 )
@@ -35,6 +36,9 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
+	}
+	if p := principalOf(r); p.Role == config.RoleMember {
+		f.Approvers = approverNames(s.Org.Now(), p)
 	}
 	list, err := s.Store.Approvals(r.Context(), f)
 	if err != nil {

@@ -38,7 +38,8 @@ func (r Right) String() string {
 	return [...]string{"public", "read", "operate", "admin"}[r]
 }
 
-// rightsOf is what each role may do.
+// rightsOf is what each company-wide role may do; a member's rights are
+// scoped to its seat (rights.go).
 var rightsOf = map[string]Right{
 	config.RoleViewer:   Read,
 	config.RoleOperator: Operate,
@@ -47,7 +48,7 @@ var rightsOf = map[string]Right{
 
 // Principal is who calls the API: a token's name and role, or, when the
 // org names no tokens (a loopback listen), the anonymous operator with
-// every right.
+// every right. A member's Seat is what it may act on.
 type Principal struct {
 	Name string `json:"name"`
 	Role string `json:"role"`
@@ -94,7 +95,7 @@ func (s *Server) credentials() []credential {
 	if cur := s.tokens.Load(); cur != nil && cur.org == org {
 		return cur.creds
 	}
-	next := &tokensOf{org: org, creds: readCredentials(org)}
+	next := &tokensOf{org: org, creds: append(readCredentials(org), s.localCredentials()...)}
 	s.tokens.Store(next)
 	return next.creds
 }
@@ -138,9 +139,9 @@ func (s *Server) guard(rt route) http.HandlerFunc {
 		var refused error
 		switch {
 		case !ok:
-			refused = crewlet.Errorf(crewlet.EUNAUTHORIZED, "no valid bearer token; send Authorization: Bearer <token> (the CLI reads --token or CREWLET_TOKEN)")
-		case rightsOf[p.Role] < rt.right:
-			refused = crewlet.Errorf(crewlet.EFORBIDDEN, "role %s may not %s: %s %s needs the right to %s", p.Role, rt.right, rt.method, rt.pattern, rt.right)
+			refused = s.unauthenticated(r)
+		case !rt.allows(p, r):
+			refused = rt.forbidden(p)
 		case r.Header.Get("Origin") != "" && !slices.Contains(s.Org.Now().API.AllowedOrigins, r.Header.Get("Origin")):
 			// A page elsewhere must not drive the API with a visitor's
 			// network position or token.
@@ -168,7 +169,7 @@ func (s *Server) guard(rt route) http.HandlerFunc {
 // is logged and the response stands.
 func (s *Server) audit(r *http.Request, rt route, p Principal, rec *statusRecorder, refused error) {
 	e := wire.AuditEntry{
-		Principal: p.Name, Role: p.Role, Action: rt.method + " " + rt.pattern, Target: targetOf(r),
+		Principal: p.Name, Role: p.Role, Action: rt.method + " " + clipField(rt.pattern), Target: clipField(targetOf(r)),
 		Outcome: wire.AuditAllowed, Status: rec.status, RequestID: requestID(r),
 	}
 	switch {
@@ -179,9 +180,12 @@ func (s *Server) audit(r *http.Request, rt route, p Principal, rec *statusRecord
 		e.Outcome, e.Reason = wire.AuditDenied, rec.detail()
 	case rec.status >= 400:
 		e.Outcome, e.Reason = wire.AuditFailed, rec.detail()
+	default:
+		e.Reason = rec.note
 	}
-	if e.Principal == "" {
-		e.Principal, e.Role = "-", "-"
+	e.Reason = clipField(e.Reason)
+	if e.Principal == "" && !s.sampleDenial(r, &e) {
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
@@ -220,6 +224,9 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status  int
 	errBody []byte
+	// note is what the handler says of an allowed action for its audit
+	// row (noteAudit).
+	note string
 }
 
 func (w *statusRecorder) WriteHeader(status int) {

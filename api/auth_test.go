@@ -22,7 +22,8 @@ import (
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
-// authOrg has a token per role and an admin bound to alice's seat.
+// authOrg has a token per role, an operator bound to alice's seat and a
+// member for bob's.
 const authOrg = `company: { name: authco }
 auth:
   tokens:
@@ -30,6 +31,7 @@ auth:
     - { name: otto, role: operator, token_env: CREWLET_TEST_TOKEN_OPERATOR }
     - { name: vic, role: viewer, token_env: CREWLET_TEST_TOKEN_VIEWER }
     - { name: alice-bot, role: operator, token_env: CREWLET_TEST_TOKEN_ALICE, seat: alice }
+    - { name: bea, role: member, token_env: CREWLET_TEST_TOKEN_MEMBER, seat: bob }
 profiles: { local: { provider: scripted } }
 roles: { lead: { profile: local } }
 seats:
@@ -43,6 +45,7 @@ var tokens = map[string]string{
 	"operator": "operator-token-0123456789",
 	"viewer":   "viewer-token-0123456789",
 	"alice":    "alice-token-0123456789",
+	"member":   "member-token-0123456789",
 }
 
 func authServer(t *testing.T) (string, *store.Store) {
@@ -90,11 +93,17 @@ func call(t *testing.T, method, url, token, body string, headers ...string) (int
 }
 
 // Every route of the router, against every caller: no token → 401 (but the
-// probes), a role below the route's right → 403, at or above → neither.
-// The routes come from the router itself, so a new route without a right
-// (or without a row in docs/operations.md's authority table) fails here.
+// probes); a viewer, operator or admin below the route's right → 403, at or
+// above → neither; a member (bob's) → 403 on a fleet route and on another
+// seat's, neither on its own seat's and on the routes scoped to what it
+// owns (which records it may touch is TestMemberActsOnItsOwnOnly's). The
+// routes come from the router itself, so a new route without a right and
+// a scope in docs/operations.md's authority table fails here, and its
+// scope there, with what the table of scopes says a member may in it, is
+// the one /openapi.json says the code gives it.
 func TestEveryRouteAgainstEveryRole(t *testing.T) {
 	base, _ := authServer(t)
+	doc := loadOpenAPI(t, base)
 	org, _ := config.Parse([]byte(authOrg))
 	h := (&api.Server{Org: org, Log: slog.New(slog.DiscardHandler)}).Handler()
 	docs, err := os.ReadFile("../docs/operations.md")
@@ -103,23 +112,38 @@ func TestEveryRouteAgainstEveryRole(t *testing.T) {
 	}
 	rank := map[string]int{"": 0, "viewer": 1, "operator": 2, "admin": 3}
 	need := map[string]int{"public": -1, "read": 1, "operate": 2, "admin": 3}
-	ids := strings.NewReplacer("{handle}", "cto", "{id}", "x1", "{work_key}", "abc")
+	scopes := "fleet|roster|seat|sender|conversation|ticket|approval"
+	memberMay := map[string]string{}
+	for _, m := range regexp.MustCompile("(?m)^\\| ("+scopes+") \\| (.+) \\|$").FindAllStringSubmatch(string(docs), -1) {
+		memberMay[m[1]] = m[2]
+	}
+	ids := func(handle string) *strings.Replacer {
+		return strings.NewReplacer("{handle}", handle, "{id}", "x1", "{work_key}", "abc")
+	}
 	n := 0
 	err = chi.Walk(h.(chi.Routes), func(method, pattern string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		n++
-		row := regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(method+" "+pattern) + "` \\| (public|read|operate|admin) \\|")
+		row := regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(method+" "+pattern) + "` \\| (public|read|operate|admin) \\| (-|" + scopes + ") \\|$")
 		m := row.FindStringSubmatch(string(docs))
 		if m == nil {
-			t.Errorf("%s %s has no row in docs/operations.md's authority table", method, pattern)
+			t.Errorf("%s %s has no row (route | right | scope) in docs/operations.md's authority table", method, pattern)
 			return nil
 		}
-		right := m[1]
+		right, scope := m[1], m[2]
+		if (right == "public") != (scope == "-") {
+			t.Errorf("%s %s: right %s with scope %s; a public route has no scope, every other one has", method, pattern, right, scope)
+		}
+		want := "(scope " + scope + "; what a member may: " + memberMay[scope] + ")."
+		if op := doc.Paths.Find(pattern).GetOperation(method); right != "public" && (memberMay[scope] == "" || !strings.Contains(op.Description, want)) {
+			t.Errorf("%s %s: the docs give it scope %s, in which a member may %q; /openapi.json says %q", method, pattern, scope, memberMay[scope], op.Description)
+		}
 		body := ""
 		if method == http.MethodPost {
 			body = "{}"
 		}
-		for _, role := range []string{"", "viewer", "operator", "admin"} {
-			status, resp := call(t, method, base+ids.Replace(pattern), tokens[role], body)
+		for _, role := range []string{"", "viewer", "operator", "admin", "member"} {
+			status, resp := call(t, method, base+ids("cto").Replace(pattern), tokens[role], body)
+			refused := status == 403 && strings.Contains(resp, `"error":"forbidden"`)
 			switch {
 			case right == "public":
 				if status == 401 || status == 403 {
@@ -129,8 +153,21 @@ func TestEveryRouteAgainstEveryRole(t *testing.T) {
 				if status != 401 || !strings.Contains(resp, `"error":"unauthorized"`) {
 					t.Errorf("%s %s without a token: %d %s; want 401 unauthorized", method, pattern, status, resp)
 				}
+			case role == "member" && (scope == "fleet" || scope == "seat" && strings.Contains(pattern, "{handle}")):
+				if !refused {
+					t.Errorf("%s %s (scope %s) as a member, on cto: %d %s; want 403 forbidden", method, pattern, scope, status, resp)
+				}
+				if scope == "seat" {
+					if status, resp := call(t, method, base+ids("bob").Replace(pattern), tokens[role], body); status == 401 || status == 403 {
+						t.Errorf("%s %s as a member on its own seat: %d %s; want it allowed", method, pattern, status, resp)
+					}
+				}
+			case role == "member":
+				if status == 401 || status == 403 {
+					t.Errorf("%s %s (scope %s) as a member: %d %s; want it let through", method, pattern, scope, status, resp)
+				}
 			case rank[role] < need[right]:
-				if status != 403 || !strings.Contains(resp, `"error":"forbidden"`) {
+				if !refused {
 					t.Errorf("%s %s as %s: %d %s; want 403 forbidden (needs %s)", method, pattern, role, status, resp, right)
 				}
 			default:

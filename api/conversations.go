@@ -33,6 +33,10 @@ func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if err := s.conversationRefusal(r.Context(), principalOf(r), id); err != nil {
+		s.logError(w, r, err)
+		return
+	}
 	limit, err := limitParam(r, conversationPage, maxConversationPage)
 	if err != nil {
 		writeError(w, err)

@@ -43,7 +43,7 @@ func openAPIDocument(routes []route) map[string]any {
 			"responses":   responsesOf(rt, schemas),
 		}
 		if rt.right != Public {
-			op["description"] = "Needs the right to " + rt.right.String() + "."
+			op["description"] = "Needs the right to " + rt.right.String() + " (scope " + rt.scope.String() + "; what a member may: " + rt.scope.Member() + ")."
 			op["security"] = []any{map[string]any{"bearer": []any{}}}
 		} else {
 			op["security"] = []any{}
@@ -153,7 +153,7 @@ func responsesOf(rt route, schemas map[string]any) map[string]any {
 		return out
 	}
 	out["401"] = errorResponse("no valid bearer token")
-	out["403"] = errorResponse("the token's role lacks the right, or the request acts as someone else")
+	out["403"] = errorResponse("the token's role lacks the right, a member's scope leaves the seat, conversation, ticket or approval out, or the request acts as someone else")
 	if rt.method != http.MethodGet {
 		out["415"] = errorResponse("the body is not application/json")
 		out["429"] = errorResponse("the principal sent more than api.mutations_per_minute")

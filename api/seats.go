@@ -200,6 +200,10 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if err := s.conversationRefusal(r.Context(), principalOf(r), req.Conversation); err != nil {
+		s.logError(w, r, err)
+		return
+	}
 	msg, err := s.Delivery.Send(r.Context(), delivery.SendRequest{To: handle, From: from, Text: req.Text, Conversation: req.Conversation, ChatID: req.ChatID})
 	if err != nil {
 		s.logError(w, r, err)

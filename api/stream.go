@@ -38,6 +38,10 @@ func (s *Server) conversationStream(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if err := s.conversationRefusal(r.Context(), principalOf(r), id); err != nil {
+		s.logError(w, r, err)
+		return
+	}
 	s.stream(w, r, s.eventsStream("", id))
 }
 
@@ -51,14 +55,6 @@ func (s *Server) eventsStream(handle, conversation string) string {
 		return s.Events.SeatStream(handle)
 	}
 	return s.Events.ConversationStream(conversation)
-}
-
-// MayReadTranscript reports whether p may read the words of the seat's
-// transcript (model output, tool arguments and results, answers) in its
-// live stream; without it the stream tells what happened and not what was
-// said. Every principal with the right to read may, today.
-func MayReadTranscript(p Principal, seat string) bool {
-	return p.Anonymous || rightsOf[p.Role] >= Read
 }
 
 // stream serves one Redis event stream as Server-Sent Events, until the

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tickets"
 )
@@ -62,8 +63,13 @@ func (s *Server) openTicket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	p := principalOf(r)
+	if err := s.conversationRefusal(r.Context(), p, req.Conversation); err != nil {
+		s.logError(w, r, err)
+		return
+	}
 	ticket, err := s.Tickets.Open(r.Context(), tickets.OpenRequest{
-		From: from, To: req.To, Task: req.Task, Conversation: req.Conversation,
+		From: from, To: req.To, Task: req.Task, Conversation: req.Conversation, OpenedBy: p.Name,
 	})
 	if err != nil {
 		s.logError(w, r, err)
@@ -112,6 +118,9 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := store.TicketFilter{From: q.Get("from"), To: q.Get("to"), Phase: crewlet.TicketPhase(q.Get("phase")), Limit: limit}
+	if p := principalOf(r); p.Role == config.RoleMember {
+		f.Party = p.Seat
+	}
 	switch v := q.Get("open"); v {
 	case "", "false":
 	case "true":
@@ -141,6 +150,9 @@ func (s *Server) getTicket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ticket, err := s.Store.Ticket(r.Context(), id)
+	if err == nil {
+		err = ticketRefusal(principalOf(r), ticket)
+	}
 	if err != nil {
 		s.logError(w, r, err)
 		return
@@ -171,6 +183,9 @@ func (s *Server) cancelTicket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if _, ok := s.ticketActor(w, r, id, "cancel"); !ok {
+		return
+	}
 	ticket, ended, err := s.Tickets.End(r.Context(), id, crewlet.TicketCancelled, reason)
 	if err != nil {
 		s.logError(w, r, err)
@@ -193,10 +208,30 @@ func (s *Server) answerTicket(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ticket, err := s.Tickets.Answer(r.Context(), id, req.Text)
+	by, ok := s.ticketActor(w, r, id, "answer")
+	if !ok {
+		return
+	}
+	ticket, err := s.Tickets.Answer(r.Context(), id, req.Text, by)
 	if err != nil {
 		s.logError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, ticket)
+}
+
+// ticketActor is who answers or cancels ticket id for the request's
+// principal (ticketActorOf), or writes why not and false.
+func (s *Server) ticketActor(w http.ResponseWriter, r *http.Request, id, verb string) (string, bool) {
+	ticket, err := s.Store.Ticket(r.Context(), id)
+	if err != nil {
+		s.logError(w, r, err)
+		return "", false
+	}
+	who, err := ticketActorOf(w, principalOf(r), ticket, verb)
+	if err != nil {
+		writeError(w, err)
+		return "", false
+	}
+	return who, true
 }

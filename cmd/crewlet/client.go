@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,20 +27,32 @@ type apiClient struct {
 	base  string
 	token string
 	http  *http.Client
+	// err is why the client could not be set up (an unreadable --ca or
+	// local token), returned by its first call.
+	err error
 }
 
-// apiFlag adds the flags of every client command, --api and --token, and
-// returns --api.
+// apiFlag adds the flags of every client command, --api, --token and
+// --ca, and returns --api.
 func apiFlag(fs *flag.FlagSet) *string {
-	fs.StringVar(&apiToken, "token", os.Getenv("CREWLET_TOKEN"), "bearer token for the API (default $CREWLET_TOKEN)")
+	fs.StringVar(&apiToken, "token", os.Getenv("CREWLET_TOKEN"), "bearer token for the API (default $CREWLET_TOKEN; without one, the local token of an API on this machine that minted one)")
+	fs.StringVar(&apiCA, "ca", os.Getenv("CREWLET_CA"), "PEM file of the CA that signed an https API's certificate (default $CREWLET_CA; empty: the system's roots)")
 	return fs.String("api", envOr("CREWLET_API", "http://127.0.0.1:8080"), "API base URL")
 }
 
-// apiToken is the --token of the command being run: one command a process.
-var apiToken string
+// apiToken and apiCA are the --token and --ca of the command being run:
+// one command a process.
+var apiToken, apiCA string
 
 func newAPIClient(base string) *apiClient {
-	return &apiClient{base: strings.TrimRight(base, "/"), token: apiToken, http: &http.Client{Timeout: 30 * time.Second}}
+	c := &apiClient{base: strings.TrimRight(base, "/"), token: apiToken}
+	var tokenErr, caErr error
+	if c.token == "" {
+		c.token, tokenErr = readLocalToken(c.base)
+	}
+	c.http, caErr = apiHTTPClient(apiCA)
+	c.err = errors.Join(tokenErr, caErr)
+	return c
 }
 
 // apiError is an error response from the API.
@@ -52,6 +65,9 @@ type apiError struct {
 func (e *apiError) Error() string { return fmt.Sprintf("%s (HTTP %d %s)", e.Detail, e.Status, e.Code) }
 
 func (c *apiClient) call(ctx context.Context, method, path string, body, out any) error {
+	if c.err != nil {
+		return c.err
+	}
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -299,13 +315,14 @@ func runSignal(ctx context.Context, signal string, args []string, stdout io.Writ
 	if err != nil {
 		return err
 	}
-	if *by == "" && apiToken == "" {
+	c := newAPIClient(*base)
+	if *by == "" && c.token == "" {
 		// A token acts as its principal, which the API refuses to see
 		// renamed; without one, $USER is the best name at hand.
 		*by = os.Getenv("USER")
 	}
 	var resp api.SignalResponse
-	if err := newAPIClient(*base).call(ctx, http.MethodPost, seatPath(pos[0], "/"+signal), body(), &resp); err != nil {
+	if err := c.call(ctx, http.MethodPost, seatPath(pos[0], "/"+signal), body(), &resp); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: %s sent\n", resp.Handle, resp.Signal)

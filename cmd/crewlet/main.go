@@ -62,9 +62,9 @@ with the bearer token --token, default $CREWLET_TOKEN; each names the route it c
   tickets ls [--from H] [--to H] [--phase P] [--open] [--limit N]
                                 tickets, newest first (GET /tickets)
   tickets show ID               one ticket (GET /tickets/{id})
-  tickets answer ID TEXT        answer the question asked on a ticket (POST /tickets/{id}/answer)
+  tickets answer ID TEXT        answer the question on a ticket you delegated (POST /tickets/{id}/answer)
   tickets cancel ID [--reason TEXT] [--by NAME]
-                                cancel an open ticket; its delegator is told (POST /tickets/{id}/cancel)
+                                cancel an open ticket you delegated; an admin may any (POST /tickets/{id}/cancel)
   approvals ls [--seat H] [--status S] [--limit N]
                                 tool calls waiting for a decision (GET /approvals)
   approvals approve ID [--reason TEXT] [--remember [--args] --until T]

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -290,12 +291,16 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		// once, each holding a Redis connection in a blocking read; more
 		// wait for a connection.
 		const maxLiveStreams = 1024
-		ln, err := net.Listen("tcp", d.org.API.Listen)
+		ln, localToken, tokenFile, err := listenAPI(d.org, log)
 		if err != nil {
 			if node != nil {
 				node.Stop()
 			}
-			return fmt.Errorf("api: listen on %s: %w", d.org.API.Listen, err)
+			return err
+		}
+		if tokenFile != "" {
+			// The token is this boot's: a stale file would only mislead.
+			defer os.Remove(tokenFile)
 		}
 		// The company's gauges come from the processes that serve the API,
 		// which read the company for it anyway.
@@ -310,13 +315,19 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		h := &api.Server{Org: d.live, Seats: d.seats, Views: read, Delivery: d.delivery, Store: d.store, Tickets: tk, Profiles: pools,
 			Mailbox: d.mailbox, Temporal: d.temporal, Log: log, Metrics: d.metrics, Tracing: d.tracing, Follow: d.follower.Refresh, Spawn: spawner,
 			Approvals: &approvals.Service{Org: d.live, Store: d.store, Seats: d.seats, Log: log},
-			Events:    events.NewReader(d.mailbox.Redis(), d.org.Mailbox.KeyPrefix, maxLiveStreams)}
+			Events:    events.NewReader(d.mailbox.Redis(), d.org.Mailbox.KeyPrefix, maxLiveStreams), LocalToken: localToken}
 		// WriteTimeout outlasts the longest request, a POST /tickets
 		// long-poll (10 minutes).
 		srv = &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 			WriteTimeout: 11 * time.Minute, IdleTimeout: 2 * time.Minute}
-		go func() { errc <- srv.Serve(ln) }()
-		log.Info("api_listening", "addr", ln.Addr().String())
+		tlsFiles := d.org.API.TLS
+		if tlsFiles.Enabled() {
+			srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+			go func() { errc <- srv.ServeTLS(ln, tlsFiles.CertFile, tlsFiles.KeyFile) }()
+		} else {
+			go func() { errc <- srv.Serve(ln) }()
+		}
+		log.Info("api_listening", "addr", ln.Addr().String(), "tls", tlsFiles.Enabled())
 	}
 
 	// The process follows the active config revision from here on. Each

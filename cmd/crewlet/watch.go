@@ -42,7 +42,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		path = seatPath(pos[0], "/stream")
 	}
 	c := newAPIClient(*base)
-	c.http = &http.Client{} // a stream has no end to time out on
+	c.http.Timeout = 0 // a stream has no end to time out on
 	last := *after
 	for {
 		err := c.watch(ctx, path, &last, func(ev events.Event) {

@@ -211,8 +211,9 @@ func (s *Service) Decide(ctx context.Context, id string, who Decider, approve bo
 	return a, nil
 }
 
-// tokenRoles ranks the token roles: a role includes the ones before it, as
-// the API's rights do.
+// tokenRoles ranks the company-wide token roles: a role includes the ones
+// before it, as the API's rights do. A member is not among them: a policy
+// names it by its seat or role:R.
 var tokenRoles = []string{config.RoleViewer, config.RoleOperator, config.RoleAdmin}
 
 // May reports whether who may decide an approval whose policy names

@@ -8,7 +8,8 @@ import (
 )
 
 // Who may decide: a token bound to a named seat, or to a seat of a named
-// role, or of a named token role or above; an admin always; nobody else.
+// role, or of a named token role or above (a member never so: it is not
+// ranked with them); an admin always; nobody else.
 func TestMay(t *testing.T) {
 	t.Parallel()
 	org, err := config.Parse([]byte(`company: { name: acme }
@@ -37,6 +38,10 @@ roles: { clerk: { profile: p }, finance: { profile: p } }
 		{[]string{"viewer"}, Decider{Name: "t", Role: "operator"}, true},
 		{[]string{"operator"}, Decider{Name: "t", Role: "viewer", Seat: "olga"}, false},
 		{[]string{"olga"}, Decider{Name: "root", Role: "admin"}, true},
+		{[]string{"olga"}, Decider{Name: "m", Role: "member", Seat: "olga"}, true},
+		{[]string{"role:finance"}, Decider{Name: "m", Role: "member", Seat: "olga"}, true},
+		{[]string{"viewer"}, Decider{Name: "m", Role: "member", Seat: "olga"}, false},
+		{[]string{"pia"}, Decider{Name: "m", Role: "member", Seat: "olga"}, false},
 	} {
 		if got := May(org, tt.approvers, tt.who); got != tt.may {
 			t.Errorf("May(%v, %+v) = %v; want %v", tt.approvers, tt.who, got, tt.may)

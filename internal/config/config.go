@@ -162,6 +162,20 @@ type API struct {
 	// minute on one API process, with bursts of as many; over it the API
 	// answers 429. 0 turns the limit off. 0 to 100000.
 	MutationsPerMinute int `mapstructure:"mutations_per_minute"`
+	// Hosts are names the API answers to besides the listen address's host
+	// and the loopback names; a request naming any other Host is refused
+	// (DNS rebinding). See door.go.
+	Hosts []string `mapstructure:"hosts"`
+	// TLS serves the API over HTTPS; InsecureHTTP allows plain HTTP on a
+	// listen beyond loopback.
+	TLS          APITLS `mapstructure:"tls"`
+	InsecureHTTP bool   `mapstructure:"insecure_http"`
+	// AuthFailuresPerMinute is how many failed authentications a source
+	// may make in a minute before its requests are refused unread; 0: no
+	// limit. DeniedAuditsPerMinute is how many of a source's refusals
+	// before authentication are written to the audit log a minute.
+	AuthFailuresPerMinute int `mapstructure:"auth_failures_per_minute"`
+	DeniedAuditsPerMinute int `mapstructure:"denied_audits_per_minute"`
 }
 
 // Stream tunes the live event stream of turns
@@ -190,6 +204,11 @@ type Auth struct {
 	// Tokens are the API's principals. None: the API takes anonymous
 	// requests, which is allowed on a loopback listen only.
 	Tokens []Token `mapstructure:"tokens"`
+	// LocalToken mints a per-boot admin token into LocalTokenFile (empty:
+	// LocalTokenPath's), a file only this user can read, which the CLI
+	// reads by itself. See door.go.
+	LocalToken     bool   `mapstructure:"local_token"`
+	LocalTokenFile string `mapstructure:"local_token_file"`
 }
 
 // Token is one API principal: a bearer token, read from the environment
@@ -201,15 +220,17 @@ type Token struct {
 	Role     string `mapstructure:"role"`
 	TokenEnv string `mapstructure:"token_env"`
 	// Seat binds the principal to a human seat: mail it sends is from that
-	// seat.
+	// seat. A member's is required: it is what the member may act on.
 	Seat string `mapstructure:"seat"`
 }
 
-// Roles a token may have, from most to least allowed.
+// Roles a token may have: admin, operator and viewer from most to least
+// allowed company-wide; a member acts for its own seat only.
 const (
 	RoleAdmin    = "admin"
 	RoleOperator = "operator"
 	RoleViewer   = "viewer"
+	RoleMember   = "member"
 )
 
 // Secret is the token's value from the environment; empty when unset.
@@ -395,6 +416,9 @@ type Tickets struct {
 	// answer to its question; then it decides itself and the ticket
 	// returns to pending. 1s to 24h.
 	AskTimeout time.Duration `mapstructure:"ask_timeout"`
+	// MaxHops bounds a delegation chain: a seat's delegate that would make
+	// a ticket past this hop is refused. 1 to 32.
+	MaxHops int `mapstructure:"max_hops"`
 }
 
 // Quarantine times how long a credential that reached its usage limit is
@@ -599,6 +623,15 @@ type Role struct {
 	// waits for a person's decision before it runs
 	// (docs/operations.md, "Approvals").
 	Approvals []ApprovalPolicy `mapstructure:"approvals"`
+	// May is what the role's seats' own tools may reach (may.go).
+	May May `mapstructure:"may"`
+	// MaxToolCallsPerTurn bounds the tool calls one turn makes, over all
+	// its rounds and threads; MaxMessagesPerTurn its send_message and
+	// delegate calls. Past either a call is refused and the turn goes on.
+	// 0 allows none; DefaultMaxToolCallsPerTurn and DefaultMaxMessagesPerTurn
+	// when the file does not say.
+	MaxToolCallsPerTurn int `mapstructure:"max_tool_calls_per_turn"`
+	MaxMessagesPerTurn  int `mapstructure:"max_messages_per_turn"`
 
 	// oneItem says the file wrote the pool as profile; bothForms that it
 	// wrote both profile and profiles. Problems are named by the key the

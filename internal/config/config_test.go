@@ -462,7 +462,7 @@ seats: [ { handle: alice, kind: human } ]`,
 		{
 			name: "unknown key far from any",
 			yaml: minimal + `api: { zzz: 1 }`,
-			want: []string{"api.zzz: unknown key; valid keys: allowed_origins, listen"},
+			want: []string{"api.zzz: unknown key; valid keys: allowed_origins, auth_failures_per_minute, denied_audits_per_minute, hosts, insecure_http, listen, mutations_per_minute, tls"},
 			not:  []string{"did you mean"},
 		},
 		{
@@ -1770,7 +1770,8 @@ func TestOverridesListed(t *testing.T) {
 
 // A listen beyond this machine needs tokens: refused without, named; a
 // loopback listen takes anonymous calls. Tokens are checked: role, an env
-// var that is set and long enough, distinct secrets, a bound human seat.
+// var that is set and long enough, distinct secrets, a bound human seat, one
+// for every member.
 func TestAuthAndTheBindRule(t *testing.T) {
 	for _, addr := range []string{"127.0.0.1:8080", "[::1]:8080", "localhost:8080"} {
 		if !LoopbackListen(addr) {
@@ -1795,14 +1796,16 @@ func TestAuthAndTheBindRule(t *testing.T) {
     - { name: ops, role: root, token_env: CREWLET_TEST_TOK_SHORT }
     - { name: dup, role: viewer, token_env: CREWLET_TEST_TOK_DUP, seat: nobody }
     - { name: unset, role: viewer, token_env: CREWLET_TEST_TOK_UNSET }
+    - { name: pat, role: member, token_env: CREWLET_TEST_TOK_UNSET }
 `))
 	for _, want := range []string{
 		`auth.tokens[1].name: duplicate name "ops" (also auth.tokens[0])`,
-		`auth.tokens[1].role: unknown role "root"; roles: admin, operator, viewer`,
+		`auth.tokens[1].role: unknown role "root"; roles: admin, operator, member, viewer`,
 		`auth.tokens[1].token_env: the token in CREWLET_TEST_TOK_SHORT is 5 bytes; use at least 16`,
 		`auth.tokens[2].token_env: the token in CREWLET_TEST_TOK_DUP is also auth.tokens[0]'s`,
 		`auth.tokens[2].seat: "nobody" is not a human seat of the org`,
 		`auth.tokens[3].token_env: environment variable CREWLET_TEST_TOK_UNSET is not set or empty`,
+		`auth.tokens[4].seat: required for role member: name the person's human seat the member acts for`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q; got:\n%v", want, err)
@@ -1811,7 +1814,7 @@ func TestAuthAndTheBindRule(t *testing.T) {
 	if err != nil && (strings.Contains(err.Error(), "a-long-enough-token") || strings.Contains(err.Error(), "short\"")) {
 		t.Fatalf("an error shows a token: %v", err)
 	}
-	if err != nil && strings.Contains(err.Error(), "api.listen") {
+	if err != nil && strings.Contains(err.Error(), "api.listen:") {
 		t.Fatalf("with tokens the listen is allowed: %v", err)
 	}
 }

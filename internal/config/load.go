@@ -44,6 +44,14 @@ var defaults = map[string]any{
 	"mailbox.key_prefix":       "crewlet",
 	"mailbox.read_batch":       16,
 
+	"api.tls.cert_file":            "",
+	"api.tls.key_file":             "",
+	"api.insecure_http":            false,
+	"api.auth_failures_per_minute": DefaultAuthFailuresPerMinute,
+	"api.denied_audits_per_minute": DefaultDeniedAuditsPerMinute,
+	"auth.local_token":             false,
+	"auth.local_token_file":        "",
+
 	"mailbox.retire_after":     24 * time.Hour,
 	"mailbox.keep_acked":       10000,
 	"mailbox.keep_acked_for":   24 * time.Hour,
@@ -100,6 +108,7 @@ var defaults = map[string]any{
 	"tickets.expire_after": 24 * time.Hour,
 	"tickets.max_wait":     time.Hour,
 	"tickets.ask_timeout":  30 * time.Minute,
+	"tickets.max_hops":     DefaultMaxHops,
 
 	"quarantine.base": 30 * time.Minute,
 
@@ -416,6 +425,7 @@ func applyEntryDefaults(raw map[string]any, c *Config) {
 		if !hasKey(raw, "roles", name, "on_busy") {
 			r.OnBusy = crewlet.OnBusyEnqueue
 		}
+		mayDefaults(raw, name, &r)
 		switch {
 		case r.Profile != "" && r.Profiles != nil:
 			r.bothForms = true // reported; neither form wins

@@ -402,6 +402,8 @@ func (c *Config) problems() []*Problem {
 		}
 	}
 
+	checkAuthority(add, c)
+
 	if n := c.Stream.Keep; n < 100 || n > 1000000 {
 		add("stream.keep", "%d is out of range; must be between 100 and 1000000", n)
 	}
@@ -412,6 +414,7 @@ func (c *Config) problems() []*Problem {
 	}
 
 	checkAuth(add, c)
+	checkDoor(add, c)
 	if n := c.API.MutationsPerMinute; n < 0 || n > 100000 {
 		add("api.mutations_per_minute", "%d is out of range; must be between 0 (no limit) and 100000", n)
 	}
@@ -937,7 +940,7 @@ func checkAuth(add addFunc, c *Config) {
 			}
 			names[t.Name] = i
 		}
-		if roles := []string{RoleAdmin, RoleOperator, RoleViewer}; !contains(roles, t.Role) {
+		if roles := []string{RoleAdmin, RoleOperator, RoleMember, RoleViewer}; !contains(roles, t.Role) {
 			add(base+".role", "unknown role %q; roles: %s", t.Role, strings.Join(roles, ", "))
 		}
 		switch secret := t.Secret(); {
@@ -955,10 +958,11 @@ func checkAuth(add addFunc, c *Config) {
 			}
 			secrets[secret] = i
 		}
-		if t.Seat != "" {
-			if s, ok := c.Seat(t.Seat); !ok || s.Kind != string(crewlet.SeatHuman) {
-				add(base+".seat", "%q is not a human seat of the org; a principal binds to a person's seat", t.Seat)
-			}
+		switch s, ok := c.Seat(t.Seat); {
+		case t.Seat != "" && (!ok || s.Kind != string(crewlet.SeatHuman)):
+			add(base+".seat", "%q is not a human seat of the org; a principal binds to a person's seat", t.Seat)
+		case t.Seat == "" && t.Role == RoleMember:
+			add(base+".seat", "required for role member: name the person's human seat the member acts for")
 		}
 	}
 	if len(c.Auth.Tokens) == 0 && !LoopbackListen(c.API.Listen) {

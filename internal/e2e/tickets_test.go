@@ -122,6 +122,11 @@ func TestDelegationComesBack(t *testing.T) {
 		tk.Conversation != conv || tk.SettledAt == nil {
 		t.Fatalf("ticket = %+v; want done by eng-1 in %s with its reply", tk, conv)
 	}
+	// cto's turn served no ticket: the delegation is the chain's first hop.
+	var shown crewlet.Ticket
+	if err := c.call(http.MethodGet, "/tickets/"+tk.ID, nil, &shown); err != nil || shown.Hops != 1 || strings.Join(shown.Chain, ",") != "cto" {
+		t.Fatalf("GET /tickets/%s = %+v, %v; want hop 1 of the chain [cto]", tk.ID, shown, err)
+	}
 	var order []string
 	for _, m := range c.conversation(conv)[0].Messages {
 		order = append(order, m.From+"→"+m.To+": "+strings.SplitN(m.Body, "\n", 2)[0])

@@ -47,6 +47,7 @@ type Metrics struct {
 	ticketsOpened    prometheus.Counter
 	ticketsEnded     *prometheus.CounterVec
 	eventsDropped    *prometheus.CounterVec
+	unauthenticated  *prometheus.CounterVec
 }
 
 // New returns a registry with the Go runtime's and the process's series
@@ -119,6 +120,9 @@ func New() *Metrics {
 			"phase"),
 		eventsDropped: f.counterVec("crewlet_stream_events_dropped_total",
 			"Live-stream events dropped rather than make a turn wait, by reason (full: the emitter's queue was; failed: Redis did not take them in time; redis_full: Redis was past 80 % of maxmemory, whose rest is kept for mail): watchers missed them.",
+			"reason"),
+		unauthenticated: f.counterVec("crewlet_api_unauthenticated_total",
+			"API requests refused before authentication, by reason (no_token, bad_token, host: a Host header not among the API's names, rate_limited: a source past api.auth_failures_per_minute): each is counted here, only a sample is in the audit log; a rise is someone trying the door.",
 			"reason"),
 	}
 }
@@ -293,6 +297,13 @@ func (m *Metrics) BudgetHeld() {
 func (m *Metrics) EventDropped(reason string) {
 	if m != nil {
 		m.eventsDropped.WithLabelValues(reason).Inc()
+	}
+}
+
+// Unauthenticated records a request refused before authentication, and why.
+func (m *Metrics) Unauthenticated(reason string) {
+	if m != nil {
+		m.unauthenticated.WithLabelValues(reason).Inc()
 	}
 }
 

@@ -41,6 +41,7 @@ func TestEverySeriesIsNamedAndExplained(t *testing.T) {
 	m.CooledOff("paid")
 	m.TicketEnded("expired")
 	m.EventDropped("full")
+	m.Unauthenticated("bad_token")
 	m.GaugeFunc("crewlet_test_reading", "a gauge read at each scrape", func() float64 { return 7 })
 	text := scrape(t, m)
 	problems, err := promlint.New(strings.NewReader(text)).Lint()

@@ -155,7 +155,9 @@ func (s *Store) Granted(ctx context.Context, handle, tool, argsHash, policy stri
 // everything.
 type ApprovalFilter struct {
 	Handle, TurnID, Status string
-	Limit                  int
+	// Approvers keeps the approvals whose policy names one of them.
+	Approvers []string
+	Limit     int
 }
 
 // Approvals lists approvals, newest first.
@@ -165,7 +167,8 @@ func (s *Store) Approvals(ctx context.Context, f ApprovalFilter) ([]crewlet.Appr
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+approvalColumns+` FROM approvals
 		WHERE ($1 = '' OR handle = $1) AND ($2 = '' OR turn_id = $2) AND ($3 = '' OR status = $3)
-		ORDER BY created_at DESC, id LIMIT $4`, f.Handle, f.TurnID, f.Status, f.Limit)
+		  AND ($5::text[] IS NULL OR approvers && $5::text[])
+		ORDER BY created_at DESC, id LIMIT $4`, f.Handle, f.TurnID, f.Status, f.Limit, f.Approvers)
 	if err != nil {
 		return nil, fmt.Errorf("list approvals: %w", schemaMissing(err))
 	}

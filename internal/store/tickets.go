@@ -14,13 +14,14 @@ import (
 )
 
 const ticketColumns = `id, from_handle, from_seat, to_handle, routed_from, task, conversation, phase, question, asked_at,
-	answer, reply, reason, request_event, created_at, updated_at, settled_at, waiter, ask_waiter, ask_key`
+	answer, reply, reason, request_event, created_at, updated_at, settled_at, waiter, ask_waiter, ask_key, hops, chain,
+	opened_by, answered_by`
 
 func scanTicket(r pgx.Row) (crewlet.Ticket, error) {
 	var t crewlet.Ticket
 	err := r.Scan(&t.ID, &t.From, &t.FromSeat, &t.To, &t.RoutedFrom, &t.Task, &t.Conversation, &t.Phase, &t.Question,
 		&t.AskedAt, &t.Answer, &t.Reply, &t.Reason, &t.RequestEvent, &t.CreatedAt, &t.UpdatedAt, &t.SettledAt,
-		&t.Waiter, &t.AskWaiter, &t.AskKey)
+		&t.Waiter, &t.AskWaiter, &t.AskKey, &t.Hops, &t.Chain, &t.OpenedBy, &t.AnsweredBy)
 	return t, err
 }
 
@@ -33,16 +34,20 @@ func TicketID(createKey string) string {
 
 // CreateTicket records a pending ticket, keyed on createKey: creating it again
 // (a tool call or a request retried) returns the ticket already there, with
-// created false. t's ID and RequestEvent are set from the key.
+// created false. t's ID and RequestEvent are set from the key. A ticket
+// given no chain is its delegator's first hop.
 func (s *Store) CreateTicket(ctx context.Context, createKey string, t crewlet.Ticket) (crewlet.Ticket, bool, error) {
+	if len(t.Chain) == 0 {
+		t.Hops, t.Chain = 1, []string{t.From}
+	}
 	t.ID = TicketID(createKey)
 	t.RequestEvent = crewlet.TicketRequestEventID(t.ID)
 	stored, err := scanTicket(s.pool.QueryRow(ctx, `
-		INSERT INTO tickets (id, create_key, from_handle, from_seat, to_handle, routed_from, task, conversation, request_event)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		INSERT INTO tickets (id, create_key, from_handle, from_seat, to_handle, routed_from, task, conversation, request_event, hops, chain, opened_by)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (create_key) DO NOTHING
 		RETURNING `+ticketColumns,
-		t.ID, createKey, t.From, t.FromSeat, t.To, t.RoutedFrom, t.Task, t.Conversation, t.RequestEvent))
+		t.ID, createKey, t.From, t.FromSeat, t.To, t.RoutedFrom, t.Task, t.Conversation, t.RequestEvent, t.Hops, t.Chain, t.OpenedBy))
 	if errors.Is(err, pgx.ErrNoRows) {
 		stored, err = s.Ticket(ctx, t.ID)
 		return stored, false, err
@@ -68,7 +73,9 @@ func (s *Store) Ticket(ctx context.Context, id string) (crewlet.Ticket, error) {
 // TicketFilter narrows a ticket listing; empty fields match everything.
 type TicketFilter struct {
 	From, To string
-	Phase    crewlet.TicketPhase
+	// Party keeps the tickets the seat opened or serves.
+	Party string
+	Phase crewlet.TicketPhase
 	// Open keeps pending and asking tickets only.
 	Open  bool
 	Limit int
@@ -82,8 +89,8 @@ func (s *Store) Tickets(ctx context.Context, f TicketFilter) ([]crewlet.Ticket, 
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+ticketColumns+` FROM tickets
 		WHERE ($1 = '' OR from_handle = $1) AND ($2 = '' OR to_handle = $2) AND ($3 = '' OR phase = $3)
-		  AND (NOT $4 OR phase IN ('pending', 'asking'))
-		ORDER BY created_at DESC, id LIMIT $5`, f.From, f.To, string(f.Phase), f.Open, f.Limit)
+		  AND (NOT $4 OR phase IN ('pending', 'asking')) AND ($6 = '' OR from_handle = $6 OR to_handle = $6)
+		ORDER BY created_at DESC, id LIMIT $5`, f.From, f.To, string(f.Phase), f.Open, f.Limit, f.Party)
 	if err != nil {
 		return nil, fmt.Errorf("list tickets: %w", schemaMissing(err))
 	}
@@ -233,16 +240,16 @@ func (s *Store) StopWaiting(ctx context.Context, id, waiter string) (crewlet.Tic
 // call).
 func (s *Store) AskTicket(ctx context.Context, id, question, askKey, askWaiter string) (crewlet.Ticket, bool, error) {
 	return s.updateTicket(ctx, "ask on", id, `
-		UPDATE tickets SET phase = 'asking', question = $2, asked_at = now(), answer = '', ask_key = $3, ask_waiter = $4, updated_at = now()
+		UPDATE tickets SET phase = 'asking', question = $2, asked_at = now(), answer = '', answered_by = '', ask_key = $3, ask_waiter = $4, updated_at = now()
 		WHERE id = $1 AND phase = 'pending' AND ask_key <> $3`, question, askKey, askWaiter)
 }
 
-// AnswerTicket records the answer to an asking ticket's question and
-// returns it to pending, the one move back a phase may make. answered is
-// false when no question was waiting.
-func (s *Store) AnswerTicket(ctx context.Context, id, answer string) (crewlet.Ticket, bool, error) {
+// AnswerTicket records the answer to an asking ticket's question, and who
+// gave it, and returns it to pending, the one move back a phase may make.
+// answered is false when no question was waiting.
+func (s *Store) AnswerTicket(ctx context.Context, id, answer, by string) (crewlet.Ticket, bool, error) {
 	return s.updateTicket(ctx, "answer", id, `
-		UPDATE tickets SET phase = 'pending', answer = $2, updated_at = now() WHERE id = $1 AND phase = 'asking'`, answer)
+		UPDATE tickets SET phase = 'pending', answer = $2, answered_by = $3, updated_at = now() WHERE id = $1 AND phase = 'asking'`, answer, by)
 }
 
 // StopAsking ends the serving turn's wait for an answer to the question

@@ -479,16 +479,16 @@ func TestAskAnswerAndChainedQuestions(t *testing.T) {
 	if _, ok, err := st.AskTicket(ctx, tk.ID, "first?", "w:1:0", "turn/eng-1/w"); err != nil || !ok {
 		t.Fatalf("first ask: %v, %v", ok, err)
 	}
-	answered, ok, err := st.AnswerTicket(ctx, tk.ID, "yes")
-	if err != nil || !ok || answered.Phase != crewlet.TicketPending || answered.Answer != "yes" {
-		t.Fatalf("AnswerTicket = %+v, %v, %v; want pending with the answer", answered, ok, err)
+	answered, ok, err := st.AnswerTicket(ctx, tk.ID, "yes", "ann")
+	if err != nil || !ok || answered.Phase != crewlet.TicketPending || answered.Answer != "yes" || answered.AnsweredBy != "ann" {
+		t.Fatalf("AnswerTicket = %+v, %v, %v; want pending with the answer and its answerer", answered, ok, err)
 	}
-	if _, ok, err := st.AnswerTicket(ctx, tk.ID, "again"); err != nil || ok {
+	if _, ok, err := st.AnswerTicket(ctx, tk.ID, "again", "ann"); err != nil || ok {
 		t.Fatalf("answering with no question waiting: %v, %v; want refused", ok, err)
 	}
 	second, ok, err := st.AskTicket(ctx, tk.ID, "second?", "w:2:0", "turn/eng-1/w")
-	if err != nil || !ok || second.Phase != crewlet.TicketAsking || second.Question != "second?" || second.Answer != "" {
-		t.Fatalf("chained ask = %+v, %v, %v; want asking the second question, the first answer cleared", second, ok, err)
+	if err != nil || !ok || second.Phase != crewlet.TicketAsking || second.Question != "second?" || second.Answer != "" || second.AnsweredBy != "" {
+		t.Fatalf("chained ask = %+v, %v, %v; want asking the second question, the first answer and answerer cleared", second, ok, err)
 	}
 	lapsed, err := st.StopAsking(ctx, tk.ID, "w:2:0")
 	if err != nil || lapsed.Phase != crewlet.TicketPending || lapsed.AskWaiter != "" || lapsed.Answer != "" {

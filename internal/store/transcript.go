@@ -53,6 +53,18 @@ func (s *Store) AppendMessages(ctx context.Context, workKey string, msgs ...crew
 	return nil
 }
 
+// ConversationParty reports whether a conversation is recorded, and whether
+// the seat sent or received a message in it.
+func (s *Store) ConversationParty(ctx context.Context, id, handle string) (exists, party bool, err error) {
+	err = s.pool.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM conversations WHERE id = $1),
+		       EXISTS (SELECT 1 FROM messages WHERE conversation_id = $1 AND (sender = $2 OR recipient = $2))`, id, handle).Scan(&exists, &party)
+	if err != nil {
+		return false, false, fmt.Errorf("read the parties of conversation %s: %w", id, schemaMissing(err))
+	}
+	return exists, party, nil
+}
+
 // Conversation returns a conversation's messages in the order they were
 // recorded: at most limit (0: all) of those after the message with seq
 // after.

@@ -211,17 +211,73 @@ func (s *Store) TurnMessages(ctx context.Context, seat, workKey string, thread i
 	return out, nil
 }
 
-// StartToolCall writes the intent row of a tool call before it is made.
-// firstAttempt is false when an earlier attempt wrote it: that attempt may
-// have reached outside.
+// StartToolCall writes the intent row of a tool call before it is made,
+// or marks the row its admission wrote as started. firstAttempt is false
+// when an earlier attempt started it: that attempt may have reached
+// outside.
 func (s *Store) StartToolCall(ctx context.Context, seat, workKey string, round, call int, name string, readOnly bool) (firstAttempt bool, err error) {
 	tag, err := s.pool.Exec(ctx, `
-		INSERT INTO tool_calls (seat, work_key, round, call, name, read_only) VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (seat, work_key, round, call) DO NOTHING`, seat, workKey, round, call, name, readOnly)
+		INSERT INTO tool_calls (seat, work_key, round, call, name, read_only, started) VALUES ($1, $2, $3, $4, $5, $6, true)
+		ON CONFLICT (seat, work_key, round, call) DO UPDATE SET started = true WHERE NOT tool_calls.started`,
+		seat, workKey, round, call, name, readOnly)
 	if err != nil {
 		return false, fmt.Errorf("start tool call %s/%s r%dc%d: %w", seat, workKey, round, call, schemaMissing(err))
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// ToolCallAdmission is one tool call of a turn asking to be made under the
+// turn's caps.
+type ToolCallAdmission struct {
+	Seat string
+	// Turn is the turn's work key; Threads the keys of its threads, whose
+	// calls count toward its caps, Thread the one this call is of.
+	Turn     string
+	Threads  []string
+	Thread   string
+	Round    int
+	Call     int
+	Name     string
+	ReadOnly bool
+	// Messages names the tools that count as messages.
+	Messages []string
+}
+
+// AdmitToolCall records a tool call of a turn as admitted when decide,
+// given how many calls the turn's threads made so far and how many of them
+// were messages, allows it; decide's error is returned and nothing is
+// recorded. A call admitted before (an activity retried, a turn re-run,
+// a call asked again after an approval) is admitted again without counting
+// twice or asking decide. The turn's row is locked meanwhile, so calls of
+// one round made at once cannot all slip under a cap.
+func (s *Store) AdmitToolCall(ctx context.Context, a ToolCallAdmission, decide func(calls, messages int) error) error {
+	var refused error
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM turns WHERE seat = $1 AND work_key = $2 FOR UPDATE`, a.Seat, a.Turn); err != nil {
+			return err
+		}
+		var admitted bool
+		var calls, messages int
+		err := tx.QueryRow(ctx, `
+			SELECT count(*) FILTER (WHERE work_key = $3 AND round = $4 AND call = $5) > 0,
+			       count(*), count(*) FILTER (WHERE name = ANY($6))
+			FROM tool_calls WHERE seat = $1 AND work_key = ANY($2)`,
+			a.Seat, a.Threads, a.Thread, a.Round, a.Call, a.Messages).Scan(&admitted, &calls, &messages)
+		if err != nil || admitted {
+			return err
+		}
+		if refused = decide(calls, messages); refused != nil {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `
+			INSERT INTO tool_calls (seat, work_key, round, call, name, read_only, started) VALUES ($1, $2, $3, $4, $5, $6, false)`,
+			a.Seat, a.Thread, a.Round, a.Call, a.Name, a.ReadOnly)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("admit tool call %s/%s r%dc%d: %w", a.Seat, a.Thread, a.Round, a.Call, schemaMissing(err))
+	}
+	return refused
 }
 
 // FinishToolCall stamps a tool call as finished; finishing it again keeps

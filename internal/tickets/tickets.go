@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -58,6 +59,11 @@ type OpenRequest struct {
 	To           string
 	Task         string
 	Conversation string
+	// Parent is the ticket the delegating turn serves, if it serves one:
+	// the new ticket is its next hop and continues its chain.
+	Parent string
+	// OpenedBy is the API principal opening it; empty for a seat.
+	OpenedBy string
 }
 
 // maxTaskBytes bounds a ticket's task, question and answer; each travels
@@ -65,7 +71,10 @@ type OpenRequest struct {
 const maxTaskBytes = crewlet.MaxMessageBytes
 
 // Open validates a ticket request, routes it, records the ticket pending and
-// puts its request in the target's mailbox.
+// puts its request in the target's mailbox. A seat's ticket is held to its
+// role's may.delegate and may.spawn; every ticket to tickets.max_hops and
+// to its chain: a seat already on the chain is never its target. What
+// authority refuses is EFORBIDDEN, saying why.
 func (t *Service) Open(ctx context.Context, req OpenRequest) (crewlet.Ticket, error) {
 	task := strings.TrimSpace(req.Task)
 	if task == "" {
@@ -85,30 +94,12 @@ func (t *Service) Open(ctx context.Context, req OpenRequest) (crewlet.Ticket, er
 		}
 		fromSeat = s.Kind == string(crewlet.SeatAgent)
 	}
-	to, routedFrom, err := t.routeOnce(ctx, req, from)
+	ticket, err := t.opened(ctx, req.Key)
+	if crewlet.ErrorCode(err) == crewlet.ENOTFOUND {
+		ticket, err = t.create(ctx, req, from, fromSeat, task)
+	}
 	if err != nil {
 		return crewlet.Ticket{}, err
-	}
-	if to == from {
-		return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "%s cannot open a ticket to itself", from)
-	}
-	key := req.Key
-	if key == "" {
-		key = uuid.NewString()
-	}
-	conv := req.Conversation
-	if conv == "" {
-		conv = uuid.NewString()
-	}
-	ticket, created, err := t.store.CreateTicket(ctx, key, crewlet.Ticket{
-		From: from, FromSeat: fromSeat, To: to, RoutedFrom: routedFrom, Task: task, Conversation: conv,
-	})
-	if err != nil {
-		return crewlet.Ticket{}, err
-	}
-	if created {
-		t.Metrics.TicketOpened()
-		t.log.InfoContext(ctx, "ticket_opened", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To, "routed_from", ticket.RoutedFrom)
 	}
 	// Published again on a repeat: the event id is the ticket's, so a
 	// request whose first publish was lost arrives once.
@@ -121,37 +112,100 @@ func (t *Service) Open(ctx context.Context, req OpenRequest) (crewlet.Ticket, er
 	return ticket, nil
 }
 
+// opened returns the ticket a request's key opened before (a retried
+// delegate call); ENOTFOUND when there is none. It is what it was: not
+// routed, spawned or checked again, whatever changed since.
+func (t *Service) opened(ctx context.Context, key string) (crewlet.Ticket, error) {
+	if key == "" {
+		return crewlet.Ticket{}, crewlet.Errorf(crewlet.ENOTFOUND, "no key")
+	}
+	return t.store.Ticket(ctx, store.TicketID(key))
+}
+
+// create routes a new ticket as its chain and its delegator's authority
+// allow, and records it.
+func (t *Service) create(ctx context.Context, req OpenRequest, from string, fromSeat bool, task string) (crewlet.Ticket, error) {
+	hops, chain, err := t.chain(ctx, req.Parent, from)
+	if err != nil {
+		return crewlet.Ticket{}, err
+	}
+	org := t.org.Now()
+	if err := org.CheckHops(hops, chain); err != nil {
+		return crewlet.Ticket{}, err
+	}
+	to, routedFrom, err := t.route(ctx, req.To, from, reach{org: org, from: from, chain: chain})
+	if err != nil {
+		return crewlet.Ticket{}, err
+	}
+	key := req.Key
+	if key == "" {
+		key = uuid.NewString()
+	}
+	conv := req.Conversation
+	if conv == "" {
+		conv = uuid.NewString()
+	}
+	ticket, created, err := t.store.CreateTicket(ctx, key, crewlet.Ticket{
+		From: from, FromSeat: fromSeat, To: to, RoutedFrom: routedFrom, Task: task, Conversation: conv, Hops: hops, Chain: chain, OpenedBy: req.OpenedBy,
+	})
+	if err != nil {
+		return crewlet.Ticket{}, err
+	}
+	if created {
+		t.Metrics.TicketOpened()
+		t.log.InfoContext(ctx, "ticket_opened", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To, "routed_from", ticket.RoutedFrom, "hops", ticket.Hops)
+	}
+	return ticket, nil
+}
+
+// chain is where a new ticket from from stands: the hop after parent's,
+// its chain continued by from; the first hop when there is no parent (a
+// person's ticket, a turn that serves none) or it is gone.
+func (t *Service) chain(ctx context.Context, parent, from string) (int, []string, error) {
+	if parent == "" {
+		return 1, []string{from}, nil
+	}
+	p, err := t.store.Ticket(ctx, parent)
+	switch {
+	case crewlet.ErrorCode(err) == crewlet.ENOTFOUND:
+		return 1, []string{from}, nil
+	case err != nil:
+		return 0, nil, err
+	}
+	return p.Hops + 1, append(slices.Clip(p.Chain), from), nil
+}
+
+// reach is whom a new ticket may go to: a seat its chain and its
+// delegator's role allow, a pool the role may spawn into.
+type reach struct {
+	org   *config.Config
+	from  string
+	chain []string
+}
+
+func (r reach) seat(handle string) error { return r.org.MayDelegate(r.from, handle, r.chain) }
+
+func (r reach) spawn(role string) error { return r.org.MaySpawn(r.from, role) }
+
 // Route resolves a target as a ticket's is routed, for a schedule's fire:
 // a seat that runs turns, "role:NAME" to the agent seat of that role
 // serving the fewest open tickets, or "spawn:ROLE" to a seat spawned for it.
 func (t *Service) Route(ctx context.Context, to string) (string, error) {
-	handle, _, err := t.route(ctx, to, crewlet.ScheduleSender)
+	handle, _, err := t.route(ctx, to, crewlet.ScheduleSender, reach{org: t.org.Now(), from: crewlet.ScheduleSender})
 	return handle, err
 }
 
-// routeOnce routes an open request. A request to spawn:ROLE opened again
-// with the same key (a retried delegate call) goes to the seat its first
-// open spawned, instead of spawning another.
-func (t *Service) routeOnce(ctx context.Context, req OpenRequest, from string) (handle, routedFrom string, err error) {
-	if req.Key != "" && strings.HasPrefix(req.To, config.SpawnPrefix) {
-		prev, err := t.store.Ticket(ctx, store.TicketID(req.Key))
-		if err == nil {
-			return prev.To, prev.RoutedFrom, nil
-		}
-		if crewlet.ErrorCode(err) != crewlet.ENOTFOUND {
-			return "", "", err
-		}
-	}
-	return t.route(ctx, req.To, from)
-}
-
-// route resolves a target: a seat that runs turns, or "role:NAME" to the
-// agent seat of that role, other than the delegator, serving the fewest open
-// tickets (ties by handle).
-func (t *Service) route(ctx context.Context, to, from string) (handle, routedFrom string, err error) {
+// route resolves a target: a seat that runs turns, "role:NAME" to the
+// agent seat of that role, other than the delegator and those reach
+// refuses, serving the fewest open tickets (ties by handle), or
+// "spawn:ROLE" to a seat spawned for it.
+func (t *Service) route(ctx context.Context, to, from string, may reach) (handle, routedFrom string, err error) {
 	if role, spawn := strings.CutPrefix(to, config.SpawnPrefix); spawn {
 		if t.Spawn == nil {
 			return "", "", crewlet.Errorf(crewlet.EUNAVAILABLE, "%s: this process spawns no seats; ask an API or worker process", to)
+		}
+		if err := may.spawn(role); err != nil {
+			return "", "", err
 		}
 		seat, err := t.Spawn(ctx, role, from)
 		return seat.Handle, to, err
@@ -159,22 +213,36 @@ func (t *Service) route(ctx context.Context, to, from string) (handle, routedFro
 	role, byRole := strings.CutPrefix(to, crewlet.RolePrefix)
 	if !byRole {
 		s, err := t.org.Now().SeatNamed(to)
-		if err != nil {
+		switch {
+		case err != nil:
 			return "", "", err
-		}
-		if s.Kind != string(crewlet.SeatAgent) {
+		case s.Kind != string(crewlet.SeatAgent):
 			return "", "", crewlet.Errorf(crewlet.EINVALID, "%s is a human seat; a ticket goes to an agent seat or a role (role:NAME)", to)
+		case s.Handle == from:
+			return "", "", crewlet.Errorf(crewlet.EINVALID, "%s cannot open a ticket to itself", from)
 		}
-		return s.Handle, "", nil
+		return s.Handle, "", may.seat(s.Handle)
 	}
-	var seats []string
+	var seats, refusals []string
+	found := false
 	for _, s := range t.org.Now().Seats {
-		if s.Role == role && s.Kind != string(crewlet.SeatHuman) && s.Handle != from {
-			seats = append(seats, s.Handle)
+		if s.Role != role || s.Kind == string(crewlet.SeatHuman) || s.Handle == from {
+			continue
 		}
+		found = true
+		if err := may.seat(s.Handle); err != nil {
+			if msg := crewlet.ErrorMessage(err); !slices.Contains(refusals, msg) {
+				refusals = append(refusals, msg)
+			}
+			continue
+		}
+		seats = append(seats, s.Handle)
 	}
-	if len(seats) == 0 {
+	switch {
+	case !found:
 		return "", "", crewlet.Errorf(crewlet.ENOTFOUND, "no agent seat other than %s has the role %q", from, role)
+	case len(seats) == 0:
+		return "", "", crewlet.Errorf(crewlet.EFORBIDDEN, "no seat of role %s may take it: %s", role, strings.Join(refusals, "; "))
 	}
 	open, err := t.store.OpenTicketCounts(ctx, seats)
 	if err != nil {
@@ -343,24 +411,25 @@ func (t *Service) Ask(ctx context.Context, id, question, askKey, askWaiter strin
 	return ticket, true, nil
 }
 
-// Answer answers an asking ticket's question on behalf of its delegator and
-// signals the turn waiting for it. It refuses (ECONFLICT, naming the phase)
-// a ticket with no question waiting.
-func (t *Service) Answer(ctx context.Context, id, answer string) (crewlet.Ticket, error) {
+// Answer answers an asking ticket's question as by (its delegator, or an
+// admin answering for it: who may is the caller's to check) and signals the
+// turn waiting for it. It refuses (ECONFLICT, naming the phase) a ticket
+// with no question waiting.
+func (t *Service) Answer(ctx context.Context, id, answer, by string) (crewlet.Ticket, error) {
 	if strings.TrimSpace(answer) == "" {
 		return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "the answer is empty; say something")
 	}
 	if err := crewlet.CheckText("the answer", answer, maxTaskBytes); err != nil {
 		return crewlet.Ticket{}, err
 	}
-	ticket, answered, err := t.store.AnswerTicket(ctx, id, answer)
+	ticket, answered, err := t.store.AnswerTicket(ctx, id, answer, by)
 	if err != nil {
 		return ticket, err
 	}
 	if !answered {
 		return ticket, crewlet.Errorf(crewlet.ECONFLICT, "ticket %s is %s: no question waits on it", ticket.ID, ticket.Phase)
 	}
-	t.log.InfoContext(ctx, "ticket_answered", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To)
+	t.log.InfoContext(ctx, "ticket_answered", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To, "by", by)
 	t.signalled(ctx, ticket.AskWaiter, ticket.ID)
 	return ticket, nil
 }

@@ -1,30 +1,96 @@
 package firstparty
 
 import (
+	"fmt"
 	"os"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/crewlet/crewlet/internal/config"
 )
 
-// Every first-party tool has its row in docs/operations.md's table of what
-// a seat's tools may do, and the table names no tool that does not exist.
-func TestSeatToolsAreInTheAuthorityTable(t *testing.T) {
-	t.Parallel()
+func operationsDoc(t *testing.T) string {
+	t.Helper()
 	docs, err := os.ReadFile("../../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| (send|write|read|open|ask|answer|list) ").FindAllStringSubmatch(string(docs), -1) {
-		documented[m[1]] = true
+	return string(docs)
+}
+
+// Every first-party tool has its row in docs/operations.md's table of what
+// a seat's tools may do, and the table names no tool that does not exist.
+// Each row's "held by" names what the code holds the tool to: may.tools and
+// the tool-call cap for every tool (the ToolCall activity asks both before
+// any call), the message cap for exactly the tools that count as messages,
+// may.message for send_message, may.delegate and may.spawn for delegate.
+func TestSeatToolsAreInTheAuthorityTable(t *testing.T) {
+	t.Parallel()
+	documented := map[string]string{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| ((?:send|write|read|open|ask|answer|list)\\b[^|]*)\\| ([^|]*) \\|$").FindAllStringSubmatch(operationsDoc(t), -1) {
+		documented[m[1]] = m[3]
 	}
 	for _, tool := range Specs() {
-		if !documented[tool.Name] {
+		heldBy, ok := documented[tool.Name]
+		if !ok {
 			t.Errorf("tool %s has no row in docs/operations.md's table of what a seat's tools may do", tool.Name)
+			continue
 		}
 		delete(documented, tool.Name)
+		keys := strings.Split(strings.ReplaceAll(heldBy, "`", ""), ", ")
+		want := []string{"may.tools", "max_tool_calls_per_turn"}
+		if slices.Contains(Messages, tool.Name) {
+			want = append(want, "max_messages_per_turn")
+		}
+		switch tool.Name {
+		case SendMessage:
+			want = append(want, "may.message")
+		case Delegate:
+			want = append(want, "may.delegate", "may.spawn")
+		}
+		slices.Sort(keys)
+		slices.Sort(want)
+		if !slices.Equal(keys, want) {
+			t.Errorf("docs say %s is held by %v; the code holds it by %v", tool.Name, keys, want)
+		}
 	}
 	for name := range documented {
 		t.Errorf("docs/operations.md lists a seat tool %s that does not exist", name)
+	}
+}
+
+// The defaults the docs state for seat authority are the code's.
+func TestSeatAuthorityDefaultsAreDocumented(t *testing.T) {
+	t.Parallel()
+	docs := operationsDoc(t)
+	for _, row := range []string{
+		fmt.Sprintf("| `roles.NAME.max_tool_calls_per_turn` | `%d` |", config.DefaultMaxToolCallsPerTurn),
+		fmt.Sprintf("| `roles.NAME.max_messages_per_turn` | `%d` |", config.DefaultMaxMessagesPerTurn),
+		fmt.Sprintf("| `tickets.max_hops` | `%d` |", config.DefaultMaxHops),
+		"| `roles.NAME.may.message` / `.delegate` | `['*']` (the org) |",
+		"| `roles.NAME.may.spawn` | `[]` (none) |",
+		"| `roles.NAME.may.tools` | `['*']` (all) |",
+	} {
+		if !strings.Contains(docs, row) {
+			t.Errorf("docs/operations.md's configuration keys lack %q", row)
+		}
+	}
+	org, err := config.Parse([]byte("company: { name: acme }\nprofiles: { p: { provider: scripted } }\nroles: { r: { profile: p } }\nseats: [ { handle: a, role: r }, { handle: b, role: r }, { handle: alice, kind: human } ]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, err := range map[string]error{
+		"message any seat":  org.MayMessage("a", "alice"),
+		"delegate any seat": org.MayDelegate("a", "b", []string{"a"}),
+		"call any tool":     org.MayCall("a", "gh__create_issue"),
+	} {
+		if err != nil {
+			t.Errorf("by default a seat may %s: %v", what, err)
+		}
+	}
+	if org.MaySpawn("a", "r") == nil {
+		t.Error("by default a seat may spawn; the docs say none")
 	}
 }

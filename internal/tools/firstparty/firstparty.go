@@ -9,6 +9,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/turnrules"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // First-party tools every seat has, next to its role's MCP tools. Their
@@ -98,6 +101,10 @@ func Has(name string) bool {
 	return false
 }
 
+// Messages are the tools whose calls count toward a turn's
+// roles.R.max_messages_per_turn: those that reach another seat.
+var Messages = []string{SendMessage, Delegate}
+
 // Keyed reports whether a tool is a first-party write keyed on the call's
 // idempotency key.
 func Keyed(name string) bool { return keyed[name] }
@@ -113,6 +120,8 @@ type Tools struct {
 	Tickets *tickets.Service
 	// Now stamps the messages sent.
 	Now func() time.Time
+	// Log notes an audit row that could not be written.
+	Log *slog.Logger
 }
 
 // Call is one call of a first-party tool: the seat, the turn (a waiter's
@@ -150,7 +159,7 @@ func (f Tools) Run(ctx context.Context, c Call) (tools.Result, *crewlet.TicketWa
 func (f Tools) runPlain(ctx context.Context, c Call) (tools.Result, error) {
 	switch c.Name {
 	case SendMessage:
-		return f.sendMessage(ctx, c.Handle, c.Args, c.Key)
+		return f.sendMessage(ctx, c)
 	case DiaryWrite:
 		var args struct {
 			Text string `json:"text"`
@@ -189,28 +198,33 @@ func (f Tools) runPlain(ctx context.Context, c Call) (tools.Result, error) {
 	return tools.Refused(fmt.Sprintf("no tool named %q", c.Name)), nil
 }
 
-// sendMessage puts a message in another seat's mailbox. Its event id is
-// derived from the idempotency key, so a repeated send lands once.
-func (f Tools) sendMessage(ctx context.Context, from string, raw json.RawMessage, idempotencyKey string) (tools.Result, error) {
+// sendMessage puts a message in another seat's mailbox, if the seat's
+// role may message it. Its event id is derived from the idempotency key,
+// so a repeated send lands once.
+func (f Tools) sendMessage(ctx context.Context, c Call) (tools.Result, error) {
 	var args struct {
 		To   string `json:"to"`
 		Text string `json:"text"`
 	}
-	if err := json.Unmarshal(raw, &args); err != nil {
+	if err := json.Unmarshal(c.Args, &args); err != nil {
 		return tools.Refused(`send_message needs {"to": "<seat handle>", "text": "..."}`), nil
 	}
-	if _, ok := f.Org.Now().Seat(args.To); !ok {
-		return tools.Refused(fmt.Sprintf("no seat %q; seats: %s", args.To, strings.Join(f.Org.Now().Handles(), ", "))), nil
+	org := f.Org.Now()
+	if _, ok := org.Seat(args.To); !ok {
+		return tools.Refused(fmt.Sprintf("no seat %q; seats: %s", args.To, strings.Join(org.Handles(), ", "))), nil
 	}
-	if args.To == from {
+	if args.To == c.Handle {
 		return tools.Refused("send_message cannot send to yourself"), nil
+	}
+	if err := org.MayMessage(c.Handle, args.To); err != nil {
+		return f.Refuse(ctx, c, "to="+args.To, fmt.Sprintf("send_message to %s refused: %s", args.To, crewlet.ErrorMessage(err))), nil
 	}
 	if strings.TrimSpace(args.Text) == "" {
 		return tools.Refused("send_message needs some text"), nil
 	}
-	eventID := "tool-" + crewlet.WorkKey([]string{from, idempotencyKey})
+	eventID := "tool-" + crewlet.WorkKey([]string{c.Handle, c.Key})
 	msg, err := f.Delivery.Deliver(ctx, crewlet.Message{
-		EventID: eventID, Type: crewlet.MessageChat, From: from, To: args.To,
+		EventID: eventID, Type: crewlet.MessageChat, From: c.Handle, To: args.To,
 		Conversation: eventID, Body: args.Text, SentAt: f.Now().UTC(),
 	})
 	if code := crewlet.ErrorCode(err); code == crewlet.EFULL || code == crewlet.ERATELIMITED {
@@ -223,6 +237,28 @@ func (f Tools) sendMessage(ctx context.Context, from string, raw json.RawMessage
 	}
 	return tools.Result{Text: fmt.Sprintf("sent to %s (conversation %s)", msg.To, msg.Conversation)}, nil
 }
+
+// Refuse is a call the seat's authority refused
+// (docs/operations.md, "Authentication and authority"): the model reads why
+// as the call's error result, and the audit log gets a denied row naming the seat as
+// seat:HANDLE, its role, "tool NAME", the target and the reason, with the
+// call's idempotency key as its request id. Writing the row only records:
+// a failure is logged and the refusal stands.
+func (f Tools) Refuse(ctx context.Context, c Call, target, reason string) tools.Result {
+	seat, _ := f.Org.Now().Seat(c.Handle)
+	e := wire.AuditEntry{
+		Principal: SeatPrincipal(c.Handle), Role: seat.Role, Action: "tool " + c.Name, Target: target,
+		Outcome: wire.AuditDenied, Status: http.StatusForbidden, Reason: reason, RequestID: c.Key,
+	}
+	if err := f.Store.RecordAudit(ctx, e); err != nil && f.Log != nil {
+		f.Log.ErrorContext(ctx, "audit_unrecorded", "seat", c.Handle, "action", e.Action, "error", err)
+	}
+	return tools.Refused(reason)
+}
+
+// SeatPrincipal is how the audit log names a seat acting through its
+// tools; no API token can be named so, the prefix holding a colon.
+func SeatPrincipal(handle string) string { return "seat:" + handle }
 
 // delegate opens a ticket from the seat, in the conversation the seat is
 // answering, keyed on the call's idempotency key: the same call again
@@ -237,11 +273,17 @@ func (f Tools) delegate(ctx context.Context, c Call) (tools.Result, *crewlet.Tic
 	if err := json.Unmarshal(c.Args, &args); err != nil {
 		return tools.Refused(`delegate needs {"to": "<seat handle, role:NAME or spawn:NAME>", "task": "...", "wait": true|false}`), nil, nil
 	}
-	ticket, err := f.Tickets.Open(ctx, tickets.OpenRequest{
+	req := tickets.OpenRequest{
 		Key: "tool:" + c.Handle + ":" + c.Key, From: c.Handle, To: args.To, Task: args.Task, Conversation: c.Trigger.Conversation,
-	})
+	}
+	if c.Trigger.Type == crewlet.MessageTicket {
+		req.Parent = c.Trigger.Ticket
+	}
+	ticket, err := f.Tickets.Open(ctx, req)
 	switch crewlet.ErrorCode(err) {
 	case "":
+	case crewlet.EFORBIDDEN:
+		return f.Refuse(ctx, c, "to="+args.To, fmt.Sprintf("delegate to %s refused: %s", args.To, crewlet.ErrorMessage(err))), nil, nil
 	case crewlet.EINVALID, crewlet.ENOTFOUND, crewlet.EFULL, crewlet.ERATELIMITED:
 		return tools.Refused(crewlet.ErrorMessage(err)), nil, nil
 	default:
@@ -322,6 +364,10 @@ func (f Tools) AnswerText(t crewlet.Ticket, timedOut bool) string {
 	switch {
 	case !t.Phase.Open():
 		return fmt.Sprintf("Ticket %s is %s: %s. Stop working on it.", t.ID, t.Phase, t.Reason)
+	case t.Answer != "" && t.AnsweredBy != t.From:
+		// Someone other than the delegating seat answered (an admin, or
+		// the person behind "operator"): the model is told who.
+		return fmt.Sprintf("Answer from %s (answering for %s, who delegated this ticket):\n\n%s", t.AnsweredBy, t.From, t.Answer)
 	case t.Answer != "":
 		return fmt.Sprintf("Answer from %s:\n\n%s", t.From, t.Answer)
 	case timedOut:
@@ -352,7 +398,7 @@ func (f Tools) answer(ctx context.Context, c Call) (tools.Result, *crewlet.Ticke
 	}
 	if ticket.Phase == crewlet.TicketAsking || ticket.Answer != args.Text {
 		// Answering again with the same text (a re-run) is a no-op.
-		if ticket, err = f.Tickets.Answer(ctx, args.Ticket, args.Text); err != nil {
+		if ticket, err = f.Tickets.Answer(ctx, args.Ticket, args.Text, c.Handle); err != nil {
 			if code := crewlet.ErrorCode(err); code == crewlet.ECONFLICT || code == crewlet.EINVALID {
 				return tools.Refused(crewlet.ErrorMessage(err)), nil, nil
 			}

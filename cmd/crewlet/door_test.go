@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/testenv/testcert"
+)
+
+// localTokenOrg has no tokens but the local one, and serves HTTPS.
+const localTokenOrg = `
+company: { name: %s }
+api: { listen: "%s", tls: { cert_file: "%s", key_file: "%s" } }
+auth: { local_token: true }
+mailbox: { key_prefix: %s }
+seats: [ { handle: alice, kind: human } ]
+`
+
+// `crewlet api` with auth.local_token and api.tls: it serves HTTPS, mints
+// a token into a 0600 file in a 0700 folder, and refuses a request without
+// it; the CLI, given only --api and the CA, reads the token by itself and
+// acts as admin, unchanged; without the CA it does not trust the server;
+// the file goes when the process does.
+func TestLocalTokenAndTLS(t *testing.T) {
+	stack := testenv.Stack(t)
+	suffix := testenv.Suffix()
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("CREWLET_TOKEN", "")
+	t.Setenv("CREWLET_CA", "")
+	t.Setenv("CREWLET_PG_URL", testenv.Database(t))
+	t.Setenv("CREWLET_TEMPORAL_ADDRESS", stack.Temporal)
+	cert := testcert.New(t)
+	certFile, keyFile := cert.Files(t)
+	addr := freeAddr(t)
+	org := filepath.Join(t.TempDir(), "org.yaml")
+	doc := fmt.Sprintf(localTokenOrg, "door"+suffix, addr, certFile, keyFile, "door"+suffix)
+	if err := os.WriteFile(org, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	var serveErr error
+	var log testenv.Log
+	go func() {
+		defer close(served)
+		serveErr = run(ctx, []string{"api", "--config", org}, io.Discard, &log)
+	}()
+	t.Cleanup(func() {
+		stop()
+		<-served
+	})
+	base := "https://" + addr
+	trusting, err := apiHTTPClient(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "crewlet api ready", func() error {
+		select {
+		case <-served:
+			t.Fatalf("api ended: %v\n%s", serveErr, log.String())
+		default:
+		}
+		resp, err := trusting.Get(base + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz: HTTP %d", resp.StatusCode)
+		}
+		return nil
+	})
+
+	_, port, _ := strings.Cut(addr, ":")
+	file, err := config.LocalTokenPath(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]fs.FileMode{file: 0o600, filepath.Dir(file): 0o700} {
+		if info, err := os.Stat(path); err != nil || info.Mode().Perm() != want {
+			t.Fatalf("%s: %v, %v; want mode %o", path, info, err, want)
+		}
+	}
+	if strings.Contains(log.String(), "api_anonymous") || !strings.Contains(log.String(), "api_local_token") {
+		t.Fatalf("log %s; want api_local_token and no anonymous warning", log.String())
+	}
+
+	resp, err := trusting.Get(base + "/audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("GET /audit without the local token: %d; want 401", resp.StatusCode)
+	}
+	var out bytes.Buffer
+	if err := run(ctx, []string{"audit", "--api", base, "--ca", certFile}, &out, io.Discard); err != nil {
+		t.Fatalf("crewlet audit with the local token: %v", err)
+	}
+	if !strings.Contains(out.String(), "GET /audit") {
+		t.Fatalf("crewlet audit printed %q; want the refused GET /audit", out.String())
+	}
+	err = run(ctx, []string{"audit", "--api", base}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("crewlet audit without --ca: %v; want the server's certificate refused", err)
+	}
+
+	stop()
+	<-served
+	if _, err := os.Stat(file); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the local token file after the process stopped: %v; want it gone", err)
+	}
+}
+
+// With no token at all the API starts, and says that any local process,
+// a seat's tools included, can act as admin.
+func TestAnonymousAPIWarns(t *testing.T) {
+	org, err := config.Parse([]byte("company: { name: open }\napi: { listen: \"127.0.0.1:0\" }\nseats: [ { handle: alice, kind: human } ]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	ln, token, file, err := listenAPI(org, slog.New(slog.NewTextHandler(&log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	if token != "" || file != "" || !strings.Contains(log.String(), "level=WARN msg=api_anonymous") || !strings.Contains(log.String(), "a seat's own tools included") {
+		t.Fatalf("token %q, file %q, log %s; want no token and the warning", token, file, log.String())
+	}
+}

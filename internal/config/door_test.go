@@ -1,0 +1,77 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/crewlet/crewlet/internal/testenv/testcert"
+)
+
+// The door's keys: a listen beyond loopback needs TLS or an explicit
+// api.insecure_http, naming the keys; TLS needs a pair that loads; Host
+// names are names; the limits are bounded; the local token's file is
+// absolute and only with the token on, and no token takes its principal.
+func TestDoorKeys(t *testing.T) {
+	t.Setenv("CREWLET_TEST_TOK_A", "a-long-enough-token-1")
+	tokens := "auth: { tokens: [ { name: ops, role: admin, token_env: CREWLET_TEST_TOK_A } ] }\n"
+	certFile, keyFile := testcert.New(t).Files(t)
+	pair := `tls: { cert_file: "` + certFile + `", key_file: "` + keyFile + `" }`
+	for _, c := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"loopback without TLS", "api: { listen: 127.0.0.1:8080 }\n", nil},
+		{"beyond loopback with TLS", tokens + "api: { listen: \"0.0.0.0:8443\", " + pair + " }\n", nil},
+		{"beyond loopback, plain HTTP said so", tokens + "api: { listen: \"0.0.0.0:8080\", insecure_http: true }\n", nil},
+		{"beyond loopback without TLS", tokens + "api: { listen: \"0.0.0.0:8080\" }\n",
+			[]string{"api.tls: unset, but api.listen 0.0.0.0:8080 is reachable beyond this machine", "api.insecure_http: true"}},
+		{"half a pair", "api: { tls: { cert_file: \"" + certFile + "\" } }\n",
+			[]string{"api.tls: cert_file and key_file go together"}},
+		{"a pair that does not load", "api: { tls: { cert_file: \"" + certFile + "\", key_file: \"" + certFile + "\" } }\n",
+			[]string{"api.tls: cannot load the pair cert_file " + certFile}},
+		{"TLS and insecure_http", "api: { insecure_http: true, " + pair + " }\n",
+			[]string{"api.insecure_http: true, but api.tls is set"}},
+		{"hosts", "api: { hosts: [ crewlet.example.com, 10.0.0.5, \"https://x.example\", \"h:80\", Upper.example ] }\n",
+			[]string{`api.hosts[2]: "https://x.example" is not a lowercase host name`, `api.hosts[3]: "h:80"`, `api.hosts[4]: "Upper.example"`}},
+		{"limits", "api: { auth_failures_per_minute: -1, denied_audits_per_minute: 1001 }\n",
+			[]string{"api.auth_failures_per_minute: -1 is out of range", "api.denied_audits_per_minute: 1001 is out of range"}},
+		{"local token file without the token", "auth: { local_token_file: /run/crewlet/token }\n",
+			[]string{`auth.local_token_file: "/run/crewlet/token" is set but auth.local_token is false`}},
+		{"relative local token file", "auth: { local_token: true, local_token_file: token }\n",
+			[]string{`auth.local_token_file: "token" is not an absolute path`}},
+		{"a token named local", "auth: { local_token: true, tokens: [ { name: local, role: viewer, token_env: CREWLET_TEST_TOK_A } ] }\n",
+			[]string{`auth.tokens[0].name: "local" is the local token's principal`}},
+		{"local token", "auth: { local_token: true, local_token_file: /run/crewlet/token }\n", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			org, err := Parse([]byte(minimal + c.yaml))
+			if len(c.want) == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				if c.name == "local token" && (!org.Auth.LocalToken || org.API.DeniedAuditsPerMinute != DefaultDeniedAuditsPerMinute || org.API.AuthFailuresPerMinute != DefaultAuthFailuresPerMinute) {
+					t.Fatalf("auth %+v, api %+v; want the local token on and the door's defaults", org.Auth, org.API)
+				}
+				return
+			}
+			for _, w := range c.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q; got:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// The door's keys are classified: the listener's and the local token's
+// need a restart, the Host list and the limits are hot.
+func TestDoorKeyClasses(t *testing.T) {
+	for key, want := range map[string]string{
+		"api.tls.cert_file": ClassCold, "api.insecure_http": ClassCold, "auth.local_token": ClassCold, "auth.local_token_file": ClassCold,
+		"api.hosts": ClassHot, "api.auth_failures_per_minute": ClassHot, "api.denied_audits_per_minute": ClassHot,
+	} {
+		if got, _ := classify(key); got != want {
+			t.Errorf("%s is %s; want %s", key, got, want)
+		}
+	}
+}
