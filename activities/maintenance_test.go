@@ -424,3 +424,37 @@ seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
 		t.Fatalf("eng-9's ticket once nodes agree: %q; want failed", got)
 	}
 }
+
+// A reply to a person that Redis will not take (here: unreachable) is kept
+// in Postgres, where the inbox reads it, once however often it is
+// delivered; new chat to the person fails instead, for its sender to retry.
+func TestReplyToAPersonRedisRefusesIsKeptInPostgres(t *testing.T) {
+	t.Parallel()
+	ctx, _, st, mb, org := setupMaintenance(t, `
+company: { name: acme }
+profiles: { local: { provider: scripted } }
+roles: { clerk: { profile: local } }
+seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
+`)
+	dl := archiveDelivery(t, st, mb, org)
+	if err := mb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reply := crewlet.Message{EventID: "reply-1", Type: crewlet.MessageReply, From: "cto", To: "alice", Conversation: "c", Body: "done", SentAt: time.Now()}
+	first, err := dl.Deliver(ctx, reply)
+	if err != nil {
+		t.Fatalf("reply with Redis down: %v; want it kept in Postgres", err)
+	}
+	again, err := dl.Deliver(ctx, reply)
+	if err != nil || again.StreamID != first.StreamID {
+		t.Fatalf("the same reply again = %q, %v; want the first's %q", again.StreamID, err, first.StreamID)
+	}
+	kept, err := st.PersonMail(ctx, "alice", "", 10)
+	if err != nil || len(kept) != 1 || kept[0].Body != "done" || kept[0].StreamID != first.StreamID {
+		t.Fatalf("alice's archived mail = %+v (%v); want the one reply", kept, err)
+	}
+	chat := crewlet.Message{EventID: "chat-1", Type: crewlet.MessageChat, From: "cto", To: "alice", Conversation: "c", Body: "hi", SentAt: time.Now()}
+	if _, err := dl.Deliver(ctx, chat); crewlet.ErrorCode(err) != crewlet.EUNAVAILABLE {
+		t.Fatalf("chat with Redis down: %v; want EUNAVAILABLE", err)
+	}
+}
