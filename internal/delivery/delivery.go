@@ -122,6 +122,12 @@ func (d *Service) deliver(ctx context.Context, to config.Seat, msg crewlet.Messa
 	if !accepted {
 		c := d.org.Now().Mailbox
 		q = mailbox.Quotas{MaxUnread: int64(c.MaxUnread), SenderPerMinute: int64(c.SenderPerMinute), MemoryShare: float64(c.MaxMemoryPercent) / 100}
+		if msg.From == crewlet.ScheduleSender || msg.From == crewlet.TicketSender {
+			// crewlet's own senders carry what the org's config asks
+			// for (schedule fires, idle nudges), not one principal's
+			// traffic: a company's 9:00 fires are not one flood.
+			q.SenderPerMinute = 0
+		}
 	}
 	streamID, wake, err := d.mailbox.Publish(ctx, msg, q)
 	if err != nil && accepted && to.Kind == string(crewlet.SeatHuman) && d.Archive != nil {
