@@ -273,7 +273,7 @@ type Mailbox struct {
 	MaxUnread int `mapstructure:"max_unread"`
 	// SenderPerMinute is the most messages one sender (a seat, or
 	// "operator") may publish a minute before it is refused (429).
-	// 1 to 1000000.
+	// 0 (off) to 1000000.
 	SenderPerMinute int `mapstructure:"sender_per_minute"`
 	// MaxMemoryPercent is the share of Redis's maxmemory past which new
 	// mail is refused (507). 81 to 100.

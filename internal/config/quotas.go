@@ -4,9 +4,8 @@ package config
 const (
 	minMaxUnread = 1
 	maxMaxUnread = 10_000_000
-	// A sender quota of 0 would refuse every message; one over a million a
-	// minute bounds nothing a Redis could hold.
-	minSenderPerMinute = 1
+	// 0 turns the sender quota off, as api.mutations_per_minute's does.
+	minSenderPerMinute = 0
 	maxSenderPerMinute = 1_000_000
 	// New mail must stop after the live events do (they give way at 80 %),
 	// so the line sits above it; at 100 it stops only at maxmemory itself.
