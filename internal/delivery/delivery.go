@@ -145,6 +145,7 @@ func (d *Service) deliver(ctx context.Context, to config.Seat, msg crewlet.Messa
 		span.SetStatus(codes.Error, "publish failed")
 		if code := crewlet.ErrorCode(err); code == crewlet.EFULL || code == crewlet.ERATELIMITED {
 			d.log.InfoContext(ctx, "mail_refused", "to", msg.To, "from", msg.From, "event_id", msg.EventID, "reason", code)
+			d.Metrics.MailRefused(code)
 			return crewlet.Message{}, err
 		}
 		return crewlet.Message{}, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the mailbox of %s does not take mail now (Redis is unreachable or full); see the server log", msg.To)
