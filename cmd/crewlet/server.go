@@ -34,6 +34,7 @@ import (
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testhook"
 	"github.com/crewlet/crewlet/internal/tickets"
+	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/tracing"
 	"github.com/crewlet/crewlet/internal/views"
 	"github.com/crewlet/crewlet/workers"
@@ -225,6 +226,11 @@ func openDatabase(ctx context.Context, org *config.Config, url string) (*store.S
 }
 
 func runServer(ctx context.Context, args []string, stderr io.Writer, role serverRole) error {
+	// Before anything reads a secret: a process of crewlet's user (an MCP
+	// child) may not read its environment or memory through /proc.
+	if err := tools.ProtectProcess(); err != nil {
+		return err
+	}
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	cfgPath := configFlag(fs)
 	nodeID := fs.String("node-id", envOr("CREWLET_NODE_ID", ""), "stable node id (default: host name)")
