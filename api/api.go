@@ -65,6 +65,9 @@ type Server struct {
 	Approvals *approvals.Service
 	// Events reads the live event streams; nil serves none (503).
 	Events *events.Reader
+	// TicketWatch wakes POST /tickets long-polls when their ticket
+	// changes; nil refuses wait.
+	TicketWatch *store.TicketWatch
 	// openStreams counts each principal's open live streams.
 	openStreams streamCounts
 	// tokens are the tokens of the revision the process last served.

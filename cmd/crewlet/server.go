@@ -312,7 +312,9 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		tk.Metrics = d.metrics
 		pools := profiles.New(d.seats, d.store, d.live, log)
 		pools.Metrics = d.metrics
-		h := &api.Server{Org: d.live, Seats: d.seats, Views: read, Delivery: d.delivery, Store: d.store, Tickets: tk, Profiles: pools,
+		ticketWatch := d.store.WatchTickets(log)
+		go ticketWatch.Run(ctx)
+		h := &api.Server{Org: d.live, Seats: d.seats, Views: read, Delivery: d.delivery, Store: d.store, Tickets: tk, TicketWatch: ticketWatch, Profiles: pools,
 			Mailbox: d.mailbox, Temporal: d.temporal, Log: log, Metrics: d.metrics, Tracing: d.tracing, Follow: d.follower.Refresh, Spawn: spawner,
 			Approvals: &approvals.Service{Org: d.live, Store: d.store, Seats: d.seats, Log: log},
 			Events:    events.NewReader(d.mailbox.Redis(), d.org.Mailbox.KeyPrefix, maxLiveStreams)}
