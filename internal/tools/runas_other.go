@@ -10,7 +10,6 @@ import (
 
 type account struct {
 	name string
-	uid  uint32
 	home string
 }
 

@@ -15,7 +15,6 @@ import (
 // account is the user a stdio child runs as, resolved from its run_as.
 type account struct {
 	name string
-	uid  uint32
 	home string
 	cred *syscall.Credential
 }
@@ -50,7 +49,7 @@ func lookupAccount(name string) (account, error) {
 		}
 	}
 	return account{
-		name: u.Username, uid: uint32(uid), home: u.HomeDir,
+		name: u.Username, home: u.HomeDir,
 		cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups},
 	}, nil
 }
