@@ -67,8 +67,13 @@ type Server struct {
 	Approvals *approvals.Service
 	// Events reads the live event streams; nil serves none (503).
 	Events *events.Reader
+	// TicketWatch wakes POST /tickets long-polls when their ticket
+	// changes; nil refuses wait.
+	TicketWatch *store.TicketWatch
 	// openStreams counts each principal's open live streams.
 	openStreams streamCounts
+	// heavyReads holds a slot per heavy read being served.
+	heavyReads chan struct{}
 	// tokens are the tokens of the revision the process last served.
 	tokens atomic.Pointer[tokensOf]
 	// limiters hold each principal's mutation budget.
@@ -110,6 +115,9 @@ type route struct {
 	conflict string
 	// contentType is the answer's, when it is not JSON.
 	contentType string
+	// heavy marks a large read: its answer is held to readBudget bytes, and
+	// at most maxHeavyReads run at once (429 past that).
+	heavy bool
 }
 
 func (s *Server) routes() []route {
@@ -135,7 +143,7 @@ func (s *Server) routes() []route {
 			answer: crewlet.Message{}, statuses: accepted},
 		{method: get, pattern: "/seats/{handle}/inbox", right: Read, scope: ScopeSeat, handler: s.inbox,
 			summary: "the newest entries of the seat's mailbox, oldest first, Redis and its Postgres archive as one list",
-			query:   []param{limitQuery(20, maxLimit), beforeQuery("the page before the entry with this stream_id (the first of a page)")}, answer: []crewlet.Message{}},
+			query:   []param{limitQuery(20, maxLimit), beforeQuery("the page before the entry with this stream_id (the first of a page)")}, answer: []crewlet.Message{}, heavy: true},
 		{method: get, pattern: "/seats/{handle}/events", right: Read, scope: ScopeSeat, handler: s.seatEvents,
 			summary: "the seat's recorded events, newest first", query: []param{limitQuery(100, maxLimit)}, answer: []wire.SeatEvent{}},
 		{method: get, pattern: "/seats/{handle}/stream", right: Read, scope: ScopeSeat, handler: s.seatStream,
@@ -154,7 +162,8 @@ func (s *Server) routes() []route {
 		{method: get, pattern: "/seats/{handle}/usage", right: Read, scope: ScopeSeat, handler: s.seatUsage,
 			summary: "the seat's token usage against its budgets", answer: crewlet.SeatUsage{}},
 		{method: get, pattern: "/seats/{handle}/turns", right: Read, scope: ScopeSeat, handler: s.seatTurns,
-			summary: "the seat's recent turns, newest first", query: []param{limitQuery(20, wire.MaxTurns)}, answer: []wire.TurnRow{}},
+			summary: "the seat's recent turns, newest first; each trigger's body clipped at 4 KiB, and the list cut short at 4 MiB (header " + truncatedHeader + ")",
+			query:   []param{limitQuery(20, wire.MaxTurns)}, answer: []wire.TurnRow{}, heavy: true},
 		{method: get, pattern: "/seats/{handle}/memory", right: Read, scope: ScopeSeat, handler: s.seatMemory,
 			summary: "the seat's diary, episodes and counterparties",
 			query: []param{
@@ -163,13 +172,15 @@ func (s *Server) routes() []route {
 				limitQuery(20, wire.MaxMemoryPage),
 			}, answer: MemoryView{}},
 		{method: get, pattern: "/turns/{handle}/{work_key}", right: Read, scope: ScopeSeat, handler: s.getTurn,
-			summary: "one turn: its triggers, rounds, tool calls and outcome", answer: wire.TurnView{}},
+			summary: "one turn: its triggers, rounds, tool calls and outcome; a message's content clipped at 256 KiB, and the messages cut short at 4 MiB with next, the from of the rest",
+			query:   []param{{"from", "integer", "the index of the first message to answer, a previous answer's next"}},
+			answer:  wire.TurnView{}, heavy: true},
 		{method: get, pattern: "/conversations/{id}", right: Read, scope: ScopeConversation, handler: s.getConversation,
-			summary: "a conversation's messages, oldest first, and its summaries",
+			summary: "a conversation's messages, oldest first, and its summaries; a body clipped at 256 KiB, and a page cut short at 4 MiB (next says where to go on)",
 			query: []param{
 				{"after", "integer", "the seq to go on after, a previous page's next"},
 				limitQuery(conversationPage, maxConversationPage),
-			}, answer: Conversation{}},
+			}, answer: Conversation{}, heavy: true},
 		{method: get, pattern: "/conversations/{id}/stream", right: Read, scope: ScopeConversation, handler: s.conversationStream,
 			summary: "a conversation's live events as Server-Sent Events, resumable like a seat's (the ids are the conversation stream's own)",
 			query:   []param{{LastEventQuery, "string", "the id to resume after, when the Last-Event-ID header cannot be sent"}},
@@ -222,7 +233,7 @@ func (s *Server) routes() []route {
 			summary: "switch a model back on", body: ModelSwitchRequest{}, answer: crewlet.ModelSwitch{}},
 		{method: get, pattern: "/deadletters", right: Read, scope: ScopeFleet, handler: s.listDeadLetters,
 			summary: "dead letters, newest first, Redis and its Postgres archive as one list, at most 4 MiB (" + NextBeforeHeader + " gives the next page)",
-			query:   []param{limitQuery(100, maxLimit), beforeQuery("the dead letters older than this id")}, answer: []mailbox.DeadLetter{}},
+			query:   []param{limitQuery(100, maxLimit), beforeQuery("the dead letters older than this id")}, answer: []mailbox.DeadLetter{}, heavy: true},
 		{method: post, pattern: "/deadletters/{id}/requeue", right: Operate, scope: ScopeFleet, handler: s.requeueDeadLetter,
 			summary: "deliver a dead letter to its seat again", answer: mailbox.DeadLetter{}, statuses: accepted},
 		{method: get, pattern: "/schedules", right: Read, scope: ScopeFleet, handler: s.listSchedules,
@@ -275,9 +286,13 @@ func (s *Server) Handler() http.Handler {
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Detail: fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)})
 	})
+	s.heavyReads = make(chan struct{}, maxHeavyReads)
 	for _, rt := range s.routes() {
 		if rt.right != Public && rt.scope == scopeUnset {
 			panic(fmt.Sprintf("route %s %s names no scope: decide what a member may do with it", rt.method, rt.pattern))
+		}
+		if rt.heavy {
+			rt.handler = s.heavy(rt.handler)
 		}
 		r.Method(rt.method, rt.pattern, s.guard(rt))
 	}

@@ -54,11 +54,6 @@ func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) {
 		s.logError(w, r, err)
 		return
 	}
-	next := ""
-	if len(msgs) > limit {
-		msgs = msgs[:limit]
-		next = strconv.FormatInt(msgs[limit-1].Seq, 10)
-	}
 	summaries, err := s.Store.ConversationSummaries(r.Context(), id)
 	if err != nil {
 		s.logError(w, r, err)
@@ -66,6 +61,17 @@ func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) {
 	}
 	if summaries == nil {
 		summaries = []wire.Summary{}
+	}
+	for i := range msgs {
+		msgs[i].Body = clip(msgs[i].Body, maxReadText)
+	}
+	// A page ends at limit messages or at the byte budget, whichever
+	// comes first; next reads on either way.
+	n := min(limit, fit(len(msgs), readBudget-jsonSize(Conversation{ID: id, Summaries: summaries}), func(i int) int { return jsonSize(msgs[i]) }))
+	next := ""
+	if n < len(msgs) {
+		msgs = msgs[:n]
+		next = strconv.FormatInt(msgs[n-1].Seq, 10)
 	}
 	writeJSON(w, http.StatusOK, Conversation{ID: id, Messages: msgs, Next: next, Summaries: summaries})
 }

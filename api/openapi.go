@@ -158,6 +158,9 @@ func responsesOf(rt route, schemas map[string]any) map[string]any {
 		out["415"] = errorResponse("the body is not application/json")
 		out["429"] = errorResponse("the principal sent more than api.mutations_per_minute")
 	}
+	if rt.heavy {
+		out["429"] = errorResponse("the process serves " + strconv.Itoa(maxHeavyReads) + " large reads at once already; retry after Retry-After")
+	}
 	if rt.body != nil {
 		out["413"] = errorResponse("the body or a field of it is too large")
 	}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/crewlet/crewlet"
@@ -232,10 +231,9 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 		s.logError(w, r, err)
 		return
 	}
-	// The newest entries fit; the cursor leads to the older ones cut.
-	slices.Reverse(msgs)
-	msgs, _ = capBytes(msgs, maxListingBytes)
-	slices.Reverse(msgs)
+	// Held to readBudget like the other large reads: the newest entries
+	// fit, and the cursor leads to the older ones cut.
+	msgs = msgs[len(msgs)-fit(len(msgs), readBudget, func(i int) int { return jsonSize(msgs[len(msgs)-1-i]) }):]
 	if len(msgs) > 0 {
 		w.Header().Set(NextBeforeHeader, msgs[0].StreamID)
 	}

@@ -40,9 +40,6 @@ type CancelTicketRequest struct {
 // maxTicketWait bounds a POST /tickets long-poll.
 const maxTicketWait = 10 * time.Minute
 
-// ticketPoll is how often a long-poll looks at its ticket.
-const ticketPoll = 200 * time.Millisecond
-
 func (s *Server) openTicket(w http.ResponseWriter, r *http.Request) {
 	var req OpenTicketRequest
 	if err := readJSON(r, &req); err != nil {
@@ -91,23 +88,12 @@ func (s *Server) openTicket(w http.ResponseWriter, r *http.Request) {
 // awaitTicket waits until the ticket ended or wait passed, and returns it as
 // it stands then.
 func (s *Server) awaitTicket(ctx context.Context, ticket crewlet.Ticket, wait time.Duration) (crewlet.Ticket, error) {
+	if s.TicketWatch == nil {
+		return ticket, crewlet.Errorf(crewlet.EUNAVAILABLE, "this process does not wait on tickets; open the ticket without wait and read it with GET /tickets/{id}")
+	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	tick := time.NewTicker(ticketPoll)
-	defer tick.Stop()
-	for ticket.Phase.Open() {
-		select {
-		case <-ctx.Done():
-			return ticket, nil
-		case <-tick.C:
-		}
-		t, err := s.Store.Ticket(context.WithoutCancel(ctx), ticket.ID)
-		if err != nil {
-			return ticket, err
-		}
-		ticket = t
-	}
-	return ticket, nil
+	return s.TicketWatch.Await(ctx, ticket)
 }
 
 func (s *Server) listTickets(w http.ResponseWriter, r *http.Request) {

@@ -427,7 +427,7 @@ func startTools(ctx context.Context, org *config.Config, handle string, log *slo
 	}
 	servers := make([]tools.ServerConfig, len(role.MCP))
 	for i, m := range role.MCP {
-		servers[i] = tools.ServerConfig{Name: m.Name, Command: m.Command, Env: m.CommandEnv(), URL: m.URL, Headers: m.Headers()}
+		servers[i] = tools.ServerConfig{Name: m.Name, Command: m.Command, Env: m.CommandEnv(), RunAs: m.RunAs, URL: m.URL, Headers: m.Headers()}
 	}
 	session, err := tools.Start(ctx, servers, log.With("seat", handle))
 	if session == nil {

@@ -35,6 +35,7 @@ import (
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testhook"
 	"github.com/crewlet/crewlet/internal/tickets"
+	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/tracing"
 	"github.com/crewlet/crewlet/internal/views"
 	"github.com/crewlet/crewlet/workers"
@@ -227,6 +228,11 @@ func openDatabase(ctx context.Context, org *config.Config, url string) (*store.S
 }
 
 func runServer(ctx context.Context, args []string, stderr io.Writer, role serverRole) error {
+	// Before anything reads a secret: a process of crewlet's user (an MCP
+	// child) may not read its environment or memory through /proc.
+	if err := tools.ProtectProcess(); err != nil {
+		return err
+	}
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	cfgPath := configFlag(fs)
 	nodeID := fs.String("node-id", envOr("CREWLET_NODE_ID", ""), "stable node id (default: host name)")
@@ -312,7 +318,9 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		tk.Metrics = d.metrics
 		pools := profiles.New(d.seats, d.store, d.live, log)
 		pools.Metrics = d.metrics
-		h := &api.Server{Org: d.live, Seats: d.seats, Views: read, Delivery: d.delivery, Store: d.store, Tickets: tk, Profiles: pools,
+		ticketWatch := d.store.WatchTickets(log)
+		go ticketWatch.Run(ctx)
+		h := &api.Server{Org: d.live, Seats: d.seats, Views: read, Delivery: d.delivery, Store: d.store, Tickets: tk, TicketWatch: ticketWatch, Profiles: pools,
 			Mailbox: d.mailbox, Temporal: d.temporal, Log: log, Metrics: d.metrics, Tracing: d.tracing, Follow: d.follower.Refresh, Spawn: spawner,
 			Approvals: &approvals.Service{Org: d.live, Store: d.store, Seats: d.seats, Log: log},
 			Events:    events.NewReader(d.mailbox.Redis(), d.org.Mailbox.KeyPrefix, maxLiveStreams), LocalToken: localToken}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -82,8 +83,18 @@ func runTurnShow(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	var v wire.TurnView
 	path := "/turns/" + url.PathEscape(handle) + "/" + url.PathEscape(workKey)
-	if err := newAPIClient(*base).call(ctx, http.MethodGet, path, nil, &v); err != nil {
+	client := newAPIClient(*base)
+	if err := client.call(ctx, http.MethodGet, path, nil, &v); err != nil {
 		return err
+	}
+	// A large turn comes in pages of messages (docs/operations.md, "Large reads").
+	for next := v.Next; next != 0; {
+		var page wire.TurnView
+		if err := client.call(ctx, http.MethodGet, path+"?from="+strconv.Itoa(next), nil, &page); err != nil {
+			return err
+		}
+		v.Messages = append(v.Messages, page.Messages...)
+		next = page.Next
 	}
 	printTurn(stdout, v)
 	return nil

@@ -681,7 +681,10 @@ type MCPServer struct {
 	// command under the same name: how a secret (a token the server needs)
 	// reaches it without being written in this file.
 	EnvFrom []string `mapstructure:"env_from"`
-	URL     string   `mapstructure:"url"`
+	// RunAs is the user (name or uid) a command runs as; empty runs it as
+	// crewlet's user (docs/operations.md, "What an MCP child can reach").
+	RunAs string `mapstructure:"run_as"`
+	URL   string `mapstructure:"url"`
 	// HeadersFrom maps an HTTP header sent to a url server to the variable
 	// of crewlet's environment holding its value ({authorization:
 	// TRACKER_TOKEN}, the variable holding "Bearer ..."). Header names

@@ -295,7 +295,11 @@ roles:
       - { name: secrets, command: [x], env_from: [CREWLET_TEST_KEY_SET, CREWLET_TEST_UNSET_KEY, "bad-name"] }
       - { name: remote2, url: "http://h/mcp", env_from: [CREWLET_TEST_KEY_SET] }
       - { name: remote3, url: "http://h/mcp", headers_from: { authorization: CREWLET_TEST_UNSET_KEY, "bad header": CREWLET_TEST_KEY_SET, x-ok: CREWLET_TEST_KEY_SET } }
-      - { name: local, command: [x], headers_from: { authorization: CREWLET_TEST_KEY_SET } }`,
+      - { name: local, command: [x], headers_from: { authorization: CREWLET_TEST_KEY_SET } }
+      - { name: asnobody, command: [x], run_as: nobody }
+      - { name: asuid, command: [x], run_as: "0" }
+      - { name: asghost, command: [x], run_as: no-such-user-x }
+      - { name: remote4, url: "http://h/mcp", run_as: nobody }`,
 			want: []string{
 				`roles.r.mcp[1].name: duplicate name "fs" (also roles.r.mcp[0])`,
 				`roles.r.mcp[2].name: invalid name "Tracker"; must be 1-32 of a-z, 0-9, '_' and '-'`,
@@ -317,9 +321,11 @@ roles:
 				`roles.r.mcp[16].headers_from.authorization: environment variable CREWLET_TEST_UNSET_KEY is not set`,
 				`roles.r.mcp[16].headers_from.bad header: invalid header name "bad header"`,
 				`roles.r.mcp[17].headers_from: applies only to a url`,
+				`roles.r.mcp[20].run_as: unknown user "no-such-user-x"; name a user of this machine`,
+				`roles.r.mcp[21].run_as: applies only to a command`,
 			},
 			// An env entry is never shown whole: it may be a secret.
-			not: []string{"roles.r.mcp[0].", "roles.r.mcp[0]:", "SECRETVALUE", "env[2]", "env_from[0]", "sk-test-value", "x-ok"},
+			not: []string{"roles.r.mcp[0].", "roles.r.mcp[0]:", "SECRETVALUE", "env[2]", "env_from[0]", "sk-test-value", "x-ok", "mcp[18]", "mcp[19]"},
 		},
 		{
 			name: "unsupported provider",

@@ -729,6 +729,7 @@ func checkMCP(add addFunc, base string, servers []MCPServer) {
 		for j, name := range sc.EnvFrom {
 			checkEnvFrom(add, fmt.Sprintf("%s.env_from[%d]", sp, j), name)
 		}
+		checkRunAs(add, sp+".run_as", sc)
 		if len(sc.Command) > 0 && len(sc.HeadersFrom) > 0 {
 			add(sp+".headers_from", "applies only to a url; give a command its secrets with env_from")
 		}

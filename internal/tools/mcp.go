@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -63,7 +64,11 @@ type ServerConfig struct {
 	Name    string
 	Command []string
 	Env     []string
-	URL     string
+	// RunAs is the user (name or uid) a stdio child runs as; empty runs it
+	// as crewlet's own user. Another user needs crewlet to run as root
+	// (or with CAP_SETUID and CAP_SETGID).
+	RunAs string
+	URL   string
 	// Headers are sent with every request to an HTTP server (an
 	// Authorization token, say); values may be secrets and are never logged.
 	Headers map[string]string
@@ -97,6 +102,9 @@ func Validate(servers []ServerConfig) error {
 		}
 		if sc.URL != "" && len(sc.Env) > 0 {
 			errs = append(errs, crewlet.Errorf(crewlet.EINVALID, "%s (%s): env applies only to a command", where, sc.Name))
+		}
+		if sc.URL != "" && sc.RunAs != "" {
+			errs = append(errs, crewlet.Errorf(crewlet.EINVALID, "%s (%s): run_as applies only to a command", where, sc.Name))
 		}
 		if sc.URL == "" && len(sc.Headers) > 0 {
 			errs = append(errs, crewlet.Errorf(crewlet.EINVALID, "%s (%s): headers apply only to a url", where, sc.Name))
@@ -179,6 +187,7 @@ func Start(ctx context.Context, servers []ServerConfig, log *slog.Logger) (*Sess
 	if err := Validate(servers); err != nil {
 		return nil, err
 	}
+	warnRootChildren(servers, log)
 	s := &Session{log: log, servers: make([]*server, len(servers)), byName: map[string]*Tool{}}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	toolLists := make([][]*mcp.Tool, len(servers))
@@ -235,8 +244,17 @@ func (s *Session) connect(ctx context.Context, sc ServerConfig) (*server, []*mcp
 	} else {
 		// Not CommandContext: the child outlives the start's ctx.
 		cmd := exec.Command(sc.Command[0], sc.Command[1:]...)
-		cmd.Env = childEnv(sc.Env)
 		setProcGroup(cmd)
+		var who *account
+		if sc.RunAs != "" {
+			a, err := lookupAccount(sc.RunAs)
+			if err != nil {
+				return nil, nil, fmt.Errorf("mcp server %s: %w", sc.Name, err)
+			}
+			setAccount(cmd, a)
+			who = &a
+		}
+		cmd.Env = childEnv(sc.Env, who)
 		r, w, err := os.Pipe()
 		if err != nil {
 			return nil, nil, fmt.Errorf("mcp server %s: stderr pipe: %w", sc.Name, err)
@@ -254,7 +272,11 @@ func (s *Session) connect(ctx context.Context, sc ServerConfig) (*server, []*mcp
 		stderr.Close() // the child holds its own copy
 	}
 	if err != nil {
-		err = fmt.Errorf("mcp server %s: connect: %w", sc.Name, err)
+		if sc.RunAs != "" && errors.Is(err, syscall.EPERM) {
+			err = crewlet.Errorf(crewlet.EINVALID, "mcp server %s: run_as %q: crewlet (uid %d) may not start a process as another user; run crewlet as root (or with CAP_SETUID and CAP_SETGID), or remove run_as", sc.Name, sc.RunAs, os.Geteuid())
+		} else {
+			err = fmt.Errorf("mcp server %s: connect: %w", sc.Name, err)
+		}
 		if sv.started() {
 			// The SDK has closed what it connected; Close still sweeps the
 			// child's process group.
@@ -384,14 +406,42 @@ func (s *Session) logStderr(server string, r *os.File) {
 	}
 }
 
-func childEnv(extra []string) []string {
+// childEnv is a stdio child's environment: envPassthrough from this process,
+// then extra. A child running as another user (who) gets that user's HOME,
+// USER and LOGNAME instead of crewlet's.
+func childEnv(extra []string, who *account) []string {
 	var env []string
 	for _, k := range envPassthrough {
-		if v, ok := os.LookupEnv(k); ok {
+		v, ok := os.LookupEnv(k)
+		if who != nil {
+			switch k {
+			case "HOME":
+				v, ok = who.home, who.home != ""
+			case "USER", "LOGNAME":
+				v, ok = who.name, true
+			}
+		}
+		if ok {
 			env = append(env, k+"="+v)
 		}
 	}
 	return append(env, extra...)
+}
+
+// warnRootChildren logs, for each stdio server that would run as root like
+// crewlet, that it can read crewlet's secrets: root bypasses the
+// non-dumpable guard (ProtectProcess), so only run_as keeps them apart.
+func warnRootChildren(servers []ServerConfig, log *slog.Logger) {
+	if os.Geteuid() != 0 {
+		return
+	}
+	for _, sc := range servers {
+		if len(sc.Command) > 0 && sc.RunAs == "" {
+			log.Warn("mcp_child_runs_as_root", "server", sc.Name,
+				"risk", "it can read crewlet's environment and memory (API tokens, provider keys, the database URL)",
+				"fix", "set run_as on the server (roles.ROLE.mcp[].run_as) to an unprivileged user")
+		}
+	}
 }
 
 func toolOf(server string, t *mcp.Tool) (Tool, error) {

@@ -29,9 +29,23 @@ import (
 // testserverBin is the testserver binary, built once by TestMain.
 var testserverBin string
 
+// probeServerEnv hands the probe helper (protect_test.go) the testserver
+// binary, so that it builds none.
+const probeServerEnv = "CREWLET_TOOLS_PROBE_SERVER"
+
 func TestMain(m *testing.M) {
+	if bin := os.Getenv(probeServerEnv); bin != "" {
+		// The probe helper, perhaps as a user who may not build.
+		testserverBin = bin
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "crewlet-tools-test")
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// Reachable by every user: a test runs it as another one (run_as).
+	if err := os.Chmod(dir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -128,6 +142,7 @@ func TestToolsAreNamespacedWithReadOnlyFlags(t *testing.T) {
 	b := setup(t)
 	want := map[string]bool{ // name → ReadOnly
 		"ts__fail":         false,
+		"ts__probe_parent": true,
 		"ts__read_counter": true,
 		"ts__slow_write":   false,
 		"ts__write":        false,

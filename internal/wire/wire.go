@@ -128,6 +128,9 @@ type TurnView struct {
 	// Approvals are the approvals its gated calls asked for, with their
 	// decisions.
 	Approvals []crewlet.Approval `json:"approvals,omitempty"`
+	// Next, when set, is the from= that reads on: the messages were cut
+	// short at the byte limit of one answer.
+	Next int `json:"next,omitempty"`
 }
 
 // ScheduleFire is one fire of an org schedule as crewlet recorded it.

@@ -3,7 +3,12 @@
 // Tools: read_counter (read-only) returns how many writes were counted;
 // write {text} appends one JSON line {"key","text"} to TESTSERVER_COUNT_FILE,
 // key being the request's _meta "crewlet/idempotency_key"; slow_write is write
-// after sleeping TESTSERVER_SLOW (default 5s); fail returns an error result.
+// after sleeping TESTSERVER_SLOW (default 5s); fail returns an error result;
+// probe_parent {pid, addr, len} tries to read another process's secrets
+// through /proc (its environ, cmdline, status and maps, and len bytes of its
+// memory at addr, or at the start of its first readable mapping when addr
+// is 0) and returns a JSON object with each file's content or the
+// error that refused it.
 // TESTSERVER_STUBBORN=1 ignores SIGTERM and keeps running after stdin closes,
 // so a client must kill it. TESTSERVER_PID_FILE, when set, receives the
 // server's pid at start.
@@ -19,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -30,6 +36,50 @@ const idempotencyKeyMeta = "crewlet/idempotency_key"
 
 type writeArgs struct {
 	Text string `json:"text" jsonschema:"the text to write"`
+}
+
+type probeArgs struct {
+	PID  int    `json:"pid" jsonschema:"the process to read"`
+	Addr uint64 `json:"addr" jsonschema:"an address in its memory; 0 for its first readable mapping"`
+	Len  int    `json:"len" jsonschema:"how many bytes to read there"`
+}
+
+// probe reads what a process exposes in /proc: "ok: CONTENT" for each file
+// read, "error: ERR" for each refused.
+func probe(in probeArgs) map[string]string {
+	out := map[string]string{}
+	dir := fmt.Sprintf("/proc/%d/", in.PID)
+	for _, f := range []string{"environ", "cmdline", "status", "maps"} {
+		if b, err := os.ReadFile(dir + f); err != nil {
+			out[f] = "error: " + err.Error()
+		} else {
+			out[f] = "ok: " + string(b)
+		}
+	}
+	addr := in.Addr
+	if maps, ok := strings.CutPrefix(out["maps"], "ok: "); ok && addr == 0 {
+		// "start-end perms ...": the first region it may read.
+		for _, line := range strings.Split(maps, "\n") {
+			if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], "r") {
+				start, _, _ := strings.Cut(f[0], "-")
+				addr, _ = strconv.ParseUint(start, 16, 64)
+				break
+			}
+		}
+	}
+	f, err := os.Open(dir + "mem")
+	if err != nil {
+		out["mem"] = "error: " + err.Error()
+		return out
+	}
+	defer f.Close()
+	buf := make([]byte, in.Len)
+	if n, err := f.ReadAt(buf, int64(addr)); err != nil && n == 0 {
+		out["mem"] = "error: " + err.Error()
+	} else {
+		out["mem"] = "ok: " + string(buf[:n])
+	}
+	return out
 }
 
 type counter struct {
@@ -136,6 +186,18 @@ func main() {
 		r := text("failed on purpose")
 		r.IsError = true
 		return r, nil, nil
+	})
+
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "probe_parent",
+		Description: "Tries to read a process's environment and memory through /proc.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in probeArgs) (*mcp.CallToolResult, any, error) {
+		b, err := json.Marshal(probe(in))
+		if err != nil {
+			return nil, nil, err
+		}
+		return text(string(b)), nil, nil
 	})
 
 	if p := os.Getenv("TESTSERVER_PID_FILE"); p != "" {

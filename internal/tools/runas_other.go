@@ -1,0 +1,20 @@
+//go:build !unix
+
+package tools
+
+import (
+	"os/exec"
+
+	"github.com/crewlet/crewlet"
+)
+
+type account struct {
+	name string
+	home string
+}
+
+func lookupAccount(name string) (account, error) {
+	return account{}, crewlet.Errorf(crewlet.EINVALID, "run_as %q: running an MCP server as another user needs a unix system", name)
+}
+
+func setAccount(*exec.Cmd, account) {}
