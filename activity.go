@@ -115,10 +115,13 @@ type MaintenanceOutput struct {
 	EpisodesTrimmed       int64 `json:"episodes_trimmed"`
 	CounterpartiesTrimmed int64 `json:"counterparties_trimmed"`
 	NodesTrimmed          int64 `json:"nodes_trimmed"`
-	// Entries trimmed from human seats' mailboxes past mailbox.human_keep,
-	// and dead letters past mailbox.dead_letter_keep.
-	HumanEntriesTrimmed int64 `json:"human_entries_trimmed"`
-	DeadLettersTrimmed  int64 `json:"dead_letters_trimmed"`
+	// Entries of human seats' mailboxes past mailbox.human_keep, and dead
+	// letters past mailbox.dead_letter_keep, moved from Redis to Postgres.
+	HumanEntriesArchived int64 `json:"human_entries_archived"`
+	DeadLettersArchived  int64 `json:"dead_letters_archived"`
+	// RetiredUnread are the unhandled entries of retired mailboxes, moved
+	// to the dead letters before the mailboxes went.
+	RetiredUnread int64 `json:"retired_unread"`
 
 	// HealthTransitionsTrimmed are seat health transitions past
 	// maintenance.event_retention.

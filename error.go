@@ -3,6 +3,7 @@ package crewlet
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Error codes. The api package maps each to one HTTP status.
@@ -20,6 +21,10 @@ const (
 	EUNSUPPORTED  = "unsupported_media_type"
 	ERATELIMITED  = "rate_limited"
 	EUNAVAILABLE  = "unavailable"
+	// EFULL: the store the request would add to has no room for it (a
+	// mailbox at mailbox.max_unread, Redis past its memory line); waiting
+	// for the recipient to catch up is what helps, not retrying at once.
+	EFULL = "insufficient_storage"
 )
 
 // Error is a failure a user can act on: Code says which kind, Message says what
@@ -27,6 +32,9 @@ const (
 type Error struct {
 	Code    string
 	Message string
+	// RetryAfter, when set, is how long the caller should wait before
+	// trying again (the API's Retry-After header).
+	RetryAfter time.Duration
 	// cause is the internal failure behind it (a Redis, SQL or Temporal
 	// error): in Error() and the log, never in Message, which a client or
 	// a seat's reply gets.
@@ -66,6 +74,16 @@ func ErrorCode(err error) string {
 	default:
 		return EINTERNAL
 	}
+}
+
+// ErrorRetryAfter returns the RetryAfter of the first *Error in err's chain,
+// 0 when there is none.
+func ErrorRetryAfter(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.RetryAfter
+	}
+	return 0
 }
 
 // ErrorMessage returns the message of the first *Error in err's chain, or a

@@ -12,6 +12,19 @@ const (
 	MessageReply = "reply"
 )
 
+// AcceptedWork reports whether mail of type msgType carries work crewlet
+// already accepted (a seat's reply, a ticket's notice or question): such
+// mail is never refused by the mailbox quotas, because refusing it would
+// drop an answer someone is owed. New work (chat, a ticket's request) is
+// refused when its sender or recipient is over quota.
+func AcceptedWork(msgType string) bool {
+	switch msgType {
+	case MessageReply, MessageTicketNotice, MessageTicketQuestion:
+		return true
+	}
+	return false
+}
+
 // ExternalSender is the sender recorded for mail that does not come from a seat
 // (a person using the API or CLI without naming their seat).
 const ExternalSender = "operator"

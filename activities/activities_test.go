@@ -372,7 +372,7 @@ func TestPrepareTurnSkipsTriggersTheLedgerHoldsByEventOrChatID(t *testing.T) {
 	mail := &Mail{Store: e.store, Mailbox: e.mb, Log: discard}
 	publish := func(eventID, chatID string) crewlet.MailRef {
 		id, _, err := e.mb.Publish(e.ctx, crewlet.Message{EventID: eventID, ChatID: chatID, Type: crewlet.MessageChat,
-			From: "operator", To: "s01", Conversation: "c", Body: eventID, SentAt: time.Now()})
+			From: "operator", To: "s01", Conversation: "c", Body: eventID, SentAt: time.Now()}, mailbox.Quotas{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/mailbox"
 )
 
 // busyOrg is turnsOrg's seat cto under a busy policy.
@@ -19,7 +20,7 @@ func (e *turnEnv) publishIn(t *testing.T, eventID, typ, conv, body string) crewl
 	id, _, err := e.mb.Publish(e.ctx, crewlet.Message{
 		EventID: eventID, Type: typ, From: crewlet.ExternalSender, To: "cto",
 		Conversation: conv, Body: body, SentAt: e.now,
-	})
+	}, mailbox.Quotas{})
 	if err != nil {
 		t.Fatal(err)
 	}

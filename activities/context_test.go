@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/store"
 )
 
@@ -86,7 +87,7 @@ func (e *turnEnv) beginIn(t testing.TB, eventID, conv, body string) string {
 	id, _, err := e.mb.Publish(e.ctx, crewlet.Message{
 		EventID: eventID, Type: crewlet.MessageChat, From: crewlet.ExternalSender, To: "cto",
 		Conversation: conv, Body: body, SentAt: e.now,
-	})
+	}, mailbox.Quotas{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,12 +55,13 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 	}
 	for _, seat := range a.Org.Now().Seats {
 		if seat.Kind == string(crewlet.SeatHuman) {
-			// Nothing acks a person's mail, so Trim would keep it all.
-			n, err := a.Mailbox.TrimHuman(ctx, seat.Handle, int64(a.Org.Now().Mailbox.HumanKeep))
+			// Nothing acks a person's mail, so Trim would keep it all;
+			// what is past the bound moves to Postgres, read or not.
+			n, err := a.archivePersonMail(ctx, seat.Handle, int64(a.Org.Now().Mailbox.HumanKeep))
 			if err != nil {
 				errs = append(errs, err)
 			}
-			out.HumanEntriesTrimmed += n
+			out.HumanEntriesArchived += n
 			continue
 		}
 		n, err := a.Mailbox.Trim(ctx, seat.Handle, int64(a.Org.Now().Mailbox.KeepAcked), a.Org.Now().Mailbox.KeepAckedFor)
@@ -70,7 +71,7 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 		}
 		out.EntriesTrimmed += n
 	}
-	if out.DeadLettersTrimmed, err = a.Mailbox.TrimDeadLetters(ctx, int64(a.Org.Now().Mailbox.DeadLetterKeep)); err != nil {
+	if out.DeadLettersArchived, err = a.archiveDeadLetters(ctx, int64(a.Org.Now().Mailbox.DeadLetterKeep)); err != nil {
 		errs = append(errs, err)
 	}
 	turns, err := a.Store.TrimTurns(ctx, a.Org.Now().Maintenance.TurnRetention)
@@ -91,10 +92,10 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 	out.EventsTrimmed, out.DiaryTrimmed, out.EpisodesTrimmed = rest.Events, rest.Diary, rest.Episodes
 	out.CounterpartiesTrimmed, out.NodesTrimmed = rest.Counterparties, rest.Nodes
 	out.HealthTransitionsTrimmed = rest.HealthTransitions
-	if out.LedgerTrimmed > 0 || out.EntriesTrimmed > 0 || out.HumanEntriesTrimmed > 0 || out.DeadLettersTrimmed > 0 ||
+	if out.LedgerTrimmed > 0 || out.EntriesTrimmed > 0 || out.HumanEntriesArchived > 0 || out.DeadLettersArchived > 0 ||
 		turns != (store.TurnsTrimmed{}) || rest != (store.RetentionTrimmed{}) {
 		a.Log.Info("retention_trimmed", "ledger_rows", out.LedgerTrimmed, "mailbox_entries", out.EntriesTrimmed,
-			"human_mailbox_entries", out.HumanEntriesTrimmed, "dead_letters", out.DeadLettersTrimmed,
+			"human_mailbox_entries_archived", out.HumanEntriesArchived, "dead_letters_archived", out.DeadLettersArchived,
 			"turns", turns.Turns, "turn_messages", turns.Messages, "turn_rounds", turns.Rounds,
 			"tool_calls", turns.ToolCalls, "usage_counters", turns.Counters, "profile_slots", turns.Slots,
 			"messages", rest.Messages, "conversations", rest.Conversations, "conversation_summaries", rest.Summaries,
@@ -145,17 +146,79 @@ func (a *Maintenance) sweep(ctx context.Context, out *crewlet.MaintenanceOutput)
 		return errors.Join(append(errs, err)...)
 	}
 	for _, seat := range expired {
+		var unread int64
 		retired, err := a.Store.RetireMailbox(ctx, seat, org.Mailbox.RetireAfter, func(ctx context.Context) error {
+			// Mail nobody handled is not deleted with the mailbox: it
+			// goes to the dead letters, where an operator sees it.
+			var err error
+			unread, err = a.Mailbox.DeadLetterUnread(ctx, seat, fmt.Sprintf(
+				"seat %s was removed from the org and its mailbox retired after mailbox.retire_after (%s) with this message unhandled", seat, org.Mailbox.RetireAfter))
+			if err != nil {
+				return err
+			}
 			return a.Mailbox.Delete(ctx, seat)
 		})
+		out.RetiredUnread += unread
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		if retired {
-			a.Log.Info("seat_mailbox_retired", "seat", seat)
+			a.Log.Info("seat_mailbox_retired", "seat", seat, "unread_dead_lettered", unread)
 			out.MailboxesRetired = append(out.MailboxesRetired, seat)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// archiveBatch is how many entries one step of a move to Postgres takes.
+const archiveBatch = 1000
+
+// archivePersonMail moves the entries of a human seat's mailbox beyond its
+// newest keep to Postgres, oldest first, and returns how many it moved.
+// Each batch is inserted (keyed on the stream id) before it is deleted
+// from Redis, so a pass cut short moves the rest next time and loses and
+// doubles nothing.
+func (a *Maintenance) archivePersonMail(ctx context.Context, handle string, keep int64) (int64, error) {
+	var moved int64
+	for {
+		msgs, err := a.Mailbox.Overflow(ctx, handle, keep, archiveBatch)
+		if err != nil || len(msgs) == 0 {
+			return moved, err
+		}
+		if err := a.Store.ArchivePersonMail(ctx, handle, msgs); err != nil {
+			return moved, err
+		}
+		ids := make([]string, len(msgs))
+		for i, m := range msgs {
+			ids[i] = m.StreamID
+		}
+		if err := a.Mailbox.Remove(ctx, handle, ids); err != nil {
+			return moved, err
+		}
+		moved += int64(len(msgs))
+	}
+}
+
+// archiveDeadLetters moves the dead letters beyond the newest keep to
+// Postgres, as archivePersonMail moves a person's mail.
+func (a *Maintenance) archiveDeadLetters(ctx context.Context, keep int64) (int64, error) {
+	var moved int64
+	for {
+		dls, err := a.Mailbox.DeadLetterOverflow(ctx, keep, archiveBatch)
+		if err != nil || len(dls) == 0 {
+			return moved, err
+		}
+		if err := a.Store.ArchiveDeadLetters(ctx, dls); err != nil {
+			return moved, err
+		}
+		ids := make([]string, len(dls))
+		for i, d := range dls {
+			ids[i] = d.ID
+		}
+		if err := a.Mailbox.RemoveDeadLetters(ctx, ids); err != nil {
+			return moved, err
+		}
+		moved += int64(len(dls))
+	}
 }

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,10 +73,11 @@ seats: [ { handle: cto, role: clerk } ]
 	}
 }
 
-// A human seat's mailbox, which nothing acks, is trimmed to
-// mailbox.human_keep and the dead-letter stream to mailbox.dead_letter_keep;
-// an agent seat's unread mail is not touched.
-func TestMaintenanceTrimsHumanMailboxesAndDeadLetters(t *testing.T) {
+// A human seat's mailbox, which nothing acks, keeps mailbox.human_keep
+// entries in Redis and the dead-letter stream mailbox.dead_letter_keep; the
+// rest moves to Postgres, where the inbox and the dead-letter listing still
+// read them; an agent seat's unread mail is not touched.
+func TestMaintenanceArchivesHumanMailboxesAndDeadLetters(t *testing.T) {
 	t.Parallel()
 	ctx, _, st, mb, org := setupMaintenance(t, `
 company: { name: acme }
@@ -97,7 +99,7 @@ seats: [ { handle: cto, role: clerk }, { handle: eng, role: clerk }, { handle: a
 		for i := range n {
 			m := crewlet.Message{EventID: fmt.Sprintf("%s-%d", to, i), Type: crewlet.MessageChat, From: "operator", To: to,
 				Conversation: "c", Body: fmt.Sprint(i), SentAt: time.Now()}
-			if _, _, err := mb.Publish(ctx, m); err != nil {
+			if _, _, err := mb.Publish(ctx, m, mailbox.Quotas{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -116,19 +118,208 @@ seats: [ { handle: cto, role: clerk }, { handle: eng, role: clerk }, { handle: a
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.HumanEntriesTrimmed != 5 || out.DeadLettersTrimmed != 2 || out.EntriesTrimmed != 0 {
-		t.Errorf("trimmed %d human entries, %d dead letters, %d agent entries; want 5, 2 and 0",
-			out.HumanEntriesTrimmed, out.DeadLettersTrimmed, out.EntriesTrimmed)
+	if out.HumanEntriesArchived != 5 || out.DeadLettersArchived != 2 || out.EntriesTrimmed != 0 {
+		t.Errorf("archived %d human entries, %d dead letters, trimmed %d agent entries; want 5, 2 and 0",
+			out.HumanEntriesArchived, out.DeadLettersArchived, out.EntriesTrimmed)
 	}
 	if left, err := mb.Recent(ctx, "alice", 100); err != nil || len(left) != 2 || left[0].Body != "5" || left[1].Body != "6" {
-		t.Errorf("alice's mailbox = %d entries (%v); want the newest two, 5 and 6", len(left), err)
+		t.Errorf("alice's Redis mailbox = %d entries (%v); want the newest two, 5 and 6", len(left), err)
 	}
 	if left, err := mb.Recent(ctx, "cto", 100); err != nil || len(left) != 7 {
 		t.Errorf("cto's unread mailbox = %d entries (%v); want all 7", len(left), err)
 	}
 	if dls, err := mb.DeadLetters(ctx, 100); err != nil || len(dls) != 1 || dls[0].Message.Body != "2" {
-		t.Errorf("dead letters = %+v (%v); want only the newest, body 2", dls, err)
+		t.Errorf("dead letters in Redis = %+v (%v); want only the newest, body 2", dls, err)
 	}
+	dl := archiveDelivery(t, st, mb, org)
+	inbox, err := dl.Inbox(ctx, "alice", "", 100)
+	if err != nil || strings.Join(msgBodies(inbox), ",") != "0,1,2,3,4,5,6" {
+		t.Errorf("alice's inbox = %v (%v); want all seven, oldest first", msgBodies(inbox), err)
+	}
+	dls, err := dl.DeadLetters(ctx, "", 100)
+	var got []string
+	for _, d := range dls {
+		got = append(got, d.Message.Body+map[bool]string{true: "(archived)"}[d.Archived])
+	}
+	if err != nil || strings.Join(got, ",") != "2,1(archived),0(archived)" {
+		t.Errorf("dead letters = %v (%v); want 2,1(archived),0(archived), newest first", got, err)
+	}
+	// An archived dead letter is requeued as one in Redis is: back in its
+	// seat's mailbox, gone from the listing.
+	requeued, err := dl.Requeue(ctx, st, dls[2].ID)
+	if err != nil || requeued.Message.Body != "0" || requeued.Message.StreamID == "" {
+		t.Fatalf("requeue archived = %+v, %v", requeued, err)
+	}
+	if again, _ := dl.DeadLetters(ctx, "", 100); len(again) != 2 {
+		t.Errorf("dead letters after the requeue = %d; want 2", len(again))
+	}
+	if _, err := dl.Requeue(ctx, st, dls[2].ID); crewlet.ErrorCode(err) != crewlet.ENOTFOUND {
+		t.Errorf("second requeue of the archived dead letter: %v; want not found", err)
+	}
+	if got, _ := mb.Get(ctx, "eng", []string{requeued.Message.StreamID}); len(got) != 1 || got[0].EventID != "eng-0" {
+		t.Errorf("eng's mailbox after the requeue = %+v; want eng-0 back", got)
+	}
+}
+
+// 2,000 replies to a person who reads none: after maintenance passes
+// (one cut short after its insert, as a crash would) every one is still
+// readable through the inbox, page by page, in order, none lost, none
+// twice. The person's mailbox being over mailbox.max_unread refuses new
+// chat to them, never a reply: accepted work is not refused.
+func TestTwoThousandRepliesToAPersonAreAllReadable(t *testing.T) {
+	t.Parallel()
+	ctx, _, st, mb, org := setupMaintenance(t, `
+company: { name: acme }
+mailbox: { human_keep: 1000, max_unread: 500 }
+profiles: { local: { provider: scripted } }
+roles: { clerk: { profile: local } }
+seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
+`)
+	for _, seat := range org.Handles() {
+		if err := mb.Ensure(ctx, seat); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dl := archiveDelivery(t, st, mb, org)
+	const n = 2000
+	for i := range n {
+		if _, err := dl.Deliver(ctx, crewlet.Message{EventID: fmt.Sprintf("reply-%04d", i), Type: crewlet.MessageReply, From: "cto", To: "alice",
+			Conversation: "c", Body: fmt.Sprintf("%04d", i), SentAt: time.Now()}); err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+	}
+	_, err := dl.Deliver(ctx, crewlet.Message{EventID: "chat-new", Type: crewlet.MessageChat, From: "cto", To: "alice", Conversation: "c", Body: "new", SentAt: time.Now()})
+	if crewlet.ErrorCode(err) != crewlet.EFULL {
+		t.Errorf("new chat to a person holding %d unread: %v; want EFULL", n, err)
+	}
+	// A move cut short: the oldest batch is in Postgres and still in Redis.
+	cut, err := mb.Overflow(ctx, "alice", 1000, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ArchivePersonMail(ctx, "alice", cut); err != nil {
+		t.Fatal(err)
+	}
+	m := newMaintenance(t, st, mb, org)
+	out, err := m.Maintenance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.HumanEntriesArchived != n-1000 {
+		t.Errorf("archived %d; want %d", out.HumanEntriesArchived, n-1000)
+	}
+	if again, err := m.Maintenance(ctx); err != nil || again.HumanEntriesArchived != 0 {
+		t.Errorf("second pass archived %d (%v); want 0", again.HumanEntriesArchived, err)
+	}
+	if left, _ := mb.Recent(ctx, "alice", n); len(left) != 1000 {
+		t.Errorf("alice's Redis mailbox holds %d; want mailbox.human_keep, 1000", len(left))
+	}
+	var all []string
+	pages := 0
+	for before := ""; ; pages++ {
+		page, err := dl.Inbox(ctx, "alice", before, 300)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		all = append(msgBodies(page), all...)
+		before = page[0].StreamID
+	}
+	if len(all) != n {
+		t.Fatalf("read %d replies in %d pages; want all %d", len(all), pages, n)
+	}
+	for i, b := range all {
+		if b != fmt.Sprintf("%04d", i) {
+			t.Fatalf("reply %d reads %q; want %04d: every reply once, in order", i, b, i)
+		}
+	}
+}
+
+// Retirement dead-letters what the removed seat never handled (never read,
+// or read and not acked) with a reason naming the removal, then deletes
+// the mailbox; what it handled goes with the mailbox.
+func TestRetirementDeadLettersUnreadMail(t *testing.T) {
+	t.Parallel()
+	ctx, url, st, mb, org := setupMaintenance(t, `
+company: { name: acme }
+mailbox: { retire_after: 1s }
+profiles: { local: { provider: scripted } }
+roles: { clerk: { profile: local } }
+seats: [ { handle: cto, role: clerk } ]
+`)
+	for _, h := range []string{"cto", "gone"} {
+		if err := mb.Ensure(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.EnsureMailbox(ctx, h, mb.Stream(h), mb.Group(h)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"handled", "pending", "unread"} {
+		if _, _, err := mb.Publish(ctx, crewlet.Message{EventID: id, Type: crewlet.MessageChat, From: "operator", To: "gone",
+			Conversation: "c", Body: id, SentAt: time.Now()}, mailbox.Quotas{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read, err := mb.Read(ctx, mailbox.ReadRequest{Handle: "gone", Consumer: "n1:e1", Max: 2})
+	if err != nil || len(read.Messages) != 2 {
+		t.Fatalf("read = %+v, %v", read, err)
+	}
+	if err := mb.Ack(ctx, "gone", []string{read.Messages[0].StreamID}); err != nil {
+		t.Fatal(err)
+	}
+	m := newMaintenance(t, st, mb, org)
+	if out, err := m.Maintenance(ctx); err != nil || len(out.MailboxesAbsent) != 1 {
+		t.Fatalf("first pass = %+v, %v; want gone stamped absent", out, err)
+	}
+	db, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close(context.Background()) })
+	if _, err := db.Exec(ctx, `UPDATE mailboxes SET missing_since = missing_since - interval '1 hour' WHERE seat = 'gone'`); err != nil {
+		t.Fatal(err)
+	}
+	out, err := m.Maintenance(ctx)
+	if err != nil || len(out.MailboxesRetired) != 1 || out.RetiredUnread != 2 {
+		t.Fatalf("second pass = retired %v, %d unread dead-lettered (%v); want gone retired with 2", out.MailboxesRetired, out.RetiredUnread, err)
+	}
+	dls, err := mb.DeadLetters(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range dls {
+		if d.Seat != "gone" || !strings.Contains(d.Reason, "removed from the org") {
+			t.Errorf("dead letter %+v; want seat gone and a reason naming the removal", d)
+		}
+		got = append(got, d.Message.Body)
+	}
+	if strings.Join(got, ",") != "unread,pending" {
+		t.Errorf("dead letters = %v; want unread,pending (the handled one not)", got)
+	}
+	if n, err := mb.Redis().Exists(ctx, mb.Stream("gone")).Result(); err != nil || n != 0 {
+		t.Errorf("gone's stream exists = %d (%v); want deleted", n, err)
+	}
+}
+
+// archiveDelivery is a delivery service that keeps what Redis does not
+// hold in st, as the server's does.
+func archiveDelivery(t *testing.T, st *store.Store, mb *mailbox.Mailbox, org *config.Config) *delivery.Service {
+	t.Helper()
+	d := delivery.New(org, mb, seatclient.New(dialTemporal(t), org), discard)
+	d.Archive = st
+	return d
+}
+
+func msgBodies(msgs []crewlet.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Body
+	}
+	return out
 }
 
 // setupMaintenance gives a maintenance test its own database (and its URL,
@@ -231,5 +422,39 @@ seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
 	}
 	if got := phase(); got != crewlet.TicketFailed {
 		t.Fatalf("eng-9's ticket once nodes agree: %q; want failed", got)
+	}
+}
+
+// A reply to a person that Redis will not take (here: unreachable) is kept
+// in Postgres, where the inbox reads it, once however often it is
+// delivered; new chat to the person fails instead, for its sender to retry.
+func TestReplyToAPersonRedisRefusesIsKeptInPostgres(t *testing.T) {
+	t.Parallel()
+	ctx, _, st, mb, org := setupMaintenance(t, `
+company: { name: acme }
+profiles: { local: { provider: scripted } }
+roles: { clerk: { profile: local } }
+seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
+`)
+	dl := archiveDelivery(t, st, mb, org)
+	if err := mb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reply := crewlet.Message{EventID: "reply-1", Type: crewlet.MessageReply, From: "cto", To: "alice", Conversation: "c", Body: "done", SentAt: time.Now()}
+	first, err := dl.Deliver(ctx, reply)
+	if err != nil {
+		t.Fatalf("reply with Redis down: %v; want it kept in Postgres", err)
+	}
+	again, err := dl.Deliver(ctx, reply)
+	if err != nil || again.StreamID != first.StreamID {
+		t.Fatalf("the same reply again = %q, %v; want the first's %q", again.StreamID, err, first.StreamID)
+	}
+	kept, err := st.PersonMail(ctx, "alice", "", 10)
+	if err != nil || len(kept) != 1 || kept[0].Body != "done" || kept[0].StreamID != first.StreamID {
+		t.Fatalf("alice's archived mail = %+v (%v); want the one reply", kept, err)
+	}
+	chat := crewlet.Message{EventID: "chat-1", Type: crewlet.MessageChat, From: "cto", To: "alice", Conversation: "c", Body: "hi", SentAt: time.Now()}
+	if _, err := dl.Deliver(ctx, chat); crewlet.ErrorCode(err) != crewlet.EUNAVAILABLE {
+		t.Fatalf("chat with Redis down: %v; want EUNAVAILABLE", err)
 	}
 }

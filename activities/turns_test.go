@@ -12,7 +12,10 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/delivery"
+	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/profiles"
+	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/tools/firstparty"
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
@@ -81,7 +84,7 @@ func (e *turnEnv) publish(t *testing.T, eventID, body string) crewlet.MailRef {
 	id, _, err := e.mb.Publish(e.ctx, crewlet.Message{
 		EventID: eventID, Type: crewlet.MessageChat, From: crewlet.ExternalSender, To: "cto",
 		Conversation: "c-" + eventID, Body: body, SentAt: e.now,
-	})
+	}, mailbox.Quotas{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,6 +312,35 @@ func TestFirstPartyTools(t *testing.T) {
 	}
 	if out, text := call("fs__read", `{}`); !out.IsError || !strings.Contains(text, `no tool named "fs__read"`) {
 		t.Errorf("unknown tool: %+v %q; want an error result", out, text)
+	}
+}
+
+// A seat over mailbox.sender_per_minute gets send_message's refusal as its
+// tool result, saying why, and what it sent before is delivered.
+func TestSendMessageOverQuotaIsRefusedToTheModel(t *testing.T) {
+	t.Parallel()
+	const orgYAML = `
+company: { name: acme, timezone: Europe/Berlin }
+mailbox: { sender_per_minute: 2 }
+profiles: { local: { provider: scripted } }
+roles: { clerk: { profile: local } }
+seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
+`
+	e := setupTurnsOrg(t, orgYAML, nil)
+	org, err := config.Parse([]byte(orgYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.turns.delivery = delivery.New(org, e.mb, seatclient.New(nil, org), discard)
+	e.begin(t, "k1", e.publish(t, "m1", "tell alice"))
+	for round, want := range []string{"sent to alice", "sent to alice", "not sent: cto sent more than 2 messages in a minute (mailbox.sender_per_minute)"} {
+		out, text := e.callFirstParty(t, "k1", "m1", round+1, firstparty.SendMessage, fmt.Sprintf(`{"to":"alice","text":"note %d"}`, round))
+		if out.IsError != (round == 2) || !strings.Contains(text, want) {
+			t.Fatalf("send_message %d: %+v %q; want %q", round, out, text, want)
+		}
+	}
+	if got, err := e.mb.Recent(e.ctx, "alice", 10); err != nil || len(got) != 2 || got[0].Body != "note 0" || got[1].Body != "note 1" {
+		t.Fatalf("alice's mailbox = %+v (%v); want the two accepted notes", got, err)
 	}
 }
 

@@ -11,8 +11,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
@@ -140,7 +142,8 @@ func (s *Server) routes() []route {
 			summary: "send the seat a message; it is answered in its conversation", body: SendMessageRequest{}, needs: []string{"text"},
 			answer: crewlet.Message{}, statuses: accepted},
 		{method: get, pattern: "/seats/{handle}/inbox", right: Read, scope: ScopeSeat, handler: s.inbox,
-			summary: "the newest entries of the seat's mailbox", query: []param{limitQuery(20, maxLimit)}, answer: []crewlet.Message{}},
+			summary: "the newest entries of the seat's mailbox, oldest first, Redis and its Postgres archive as one list",
+			query:   []param{limitQuery(20, maxLimit), beforeQuery("the page before the entry with this stream_id (the first of a page)")}, answer: []crewlet.Message{}, heavy: true},
 		{method: get, pattern: "/seats/{handle}/events", right: Read, scope: ScopeSeat, handler: s.seatEvents,
 			summary: "the seat's recorded events, newest first", query: []param{limitQuery(100, maxLimit)}, answer: []wire.SeatEvent{}},
 		{method: get, pattern: "/seats/{handle}/stream", right: Read, scope: ScopeSeat, handler: s.seatStream,
@@ -229,7 +232,8 @@ func (s *Server) routes() []route {
 		{method: post, pattern: "/models/{id}/enable", right: Operate, scope: ScopeFleet, handler: s.enableModel,
 			summary: "switch a model back on", body: ModelSwitchRequest{}, answer: crewlet.ModelSwitch{}},
 		{method: get, pattern: "/deadletters", right: Read, scope: ScopeFleet, handler: s.listDeadLetters,
-			summary: "dead letters, newest first", query: []param{limitQuery(100, maxLimit)}, answer: []mailbox.DeadLetter{}},
+			summary: "dead letters, newest first, Redis and its Postgres archive as one list, at most 4 MiB (" + NextBeforeHeader + " gives the next page)",
+			query:   []param{limitQuery(100, maxLimit), beforeQuery("the dead letters older than this id")}, answer: []mailbox.DeadLetter{}, heavy: true},
 		{method: post, pattern: "/deadletters/{id}/requeue", right: Operate, scope: ScopeFleet, handler: s.requeueDeadLetter,
 			summary: "deliver a dead letter to its seat again", answer: mailbox.DeadLetter{}, statuses: accepted},
 		{method: get, pattern: "/schedules", right: Read, scope: ScopeFleet, handler: s.listSchedules,
@@ -321,11 +325,15 @@ var statusOf = map[string]int{
 	crewlet.ERATELIMITED:  http.StatusTooManyRequests,
 	crewlet.ENOTFOUND:     http.StatusNotFound,
 	crewlet.EUNAVAILABLE:  http.StatusServiceUnavailable,
+	crewlet.EFULL:         http.StatusInsufficientStorage,
 	crewlet.EINTERNAL:     http.StatusInternalServerError,
 }
 
 func writeError(w http.ResponseWriter, err error) {
 	code := crewlet.ErrorCode(err)
+	if d := crewlet.ErrorRetryAfter(err); d > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((d+time.Second-1)/time.Second)))
+	}
 	writeJSON(w, statusOf[code], errorBody{Error: code, Detail: crewlet.ErrorMessage(err)})
 }
 

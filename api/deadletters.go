@@ -24,18 +24,46 @@ func limitParam(r *http.Request, def, most int) (int, error) {
 	return n, nil
 }
 
+// beforeQuery is the ?before= cursor of a listing that pages back by
+// stream id.
+func beforeQuery(desc string) param { return param{"before", "string", desc} }
+
+// beforeParam reads ?before=ID, a stream id; empty when absent.
+func beforeParam(r *http.Request) (string, error) {
+	v := r.URL.Query().Get("before")
+	if v != "" && !mailbox.ValidStreamID(v) {
+		return "", crewlet.Errorf(crewlet.EINVALID, "before must be a stream id such as 1700000000000-0 (the first stream_id or id of the page you have), got %q", crewlet.OneLine(v, 64))
+	}
+	return v, nil
+}
+
+// NextBeforeHeader names the cursor of the next (older) page of a listing
+// cut short, to pass as ?before=.
+const NextBeforeHeader = "X-Next-Before"
+
 func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 	limit, err := limitParam(r, 100, maxLimit)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	dls, err := s.Mailbox.DeadLetters(r.Context(), int64(limit))
+	before, err := beforeParam(r)
 	if err != nil {
-		s.logError(w, r, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the dead letters cannot be read; see the server log"))
+		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, dls)
+	dls, err := s.Delivery.DeadLetters(r.Context(), before, limit)
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	// A dead letter holds up to 64 KiB of body: a page is held to
+	// readBudget like the other large reads, and the cursor reads on.
+	page := dls[:fit(len(dls), readBudget, func(i int) int { return jsonSize(dls[i]) })]
+	if len(page) > 0 && (len(page) < len(dls) || len(page) == limit) {
+		w.Header().Set(NextBeforeHeader, page[len(page)-1].ID)
+	}
+	writeJSON(w, http.StatusOK, page)
 }
 
 func (s *Server) requeueDeadLetter(w http.ResponseWriter, r *http.Request) {

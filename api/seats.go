@@ -221,10 +221,21 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	msgs, err := s.Mailbox.Recent(r.Context(), seat.Handle, int64(limit))
+	before, err := beforeParam(r)
 	if err != nil {
-		s.logError(w, r, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the mailbox of %s cannot be read; see the server log", seat.Handle))
+		writeError(w, err)
 		return
+	}
+	msgs, err := s.Delivery.Inbox(r.Context(), seat.Handle, before, limit)
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	// Held to readBudget like the other large reads: the newest entries
+	// fit, and the cursor leads to the older ones cut.
+	msgs = msgs[len(msgs)-fit(len(msgs), readBudget, func(i int) int { return jsonSize(msgs[len(msgs)-1-i]) }):]
+	if len(msgs) > 0 {
+		w.Header().Set(NextBeforeHeader, msgs[0].StreamID)
 	}
 	writeJSON(w, http.StatusOK, msgs)
 }

@@ -272,7 +272,7 @@ func TestStaleEpochMailActivitiesAreFencedAndMailStaysPending(t *testing.T) {
 	}
 	for _, id := range []string{"ev-1", "ev-2"} {
 		if _, _, err := mb.Publish(e.ctx, crewlet.Message{EventID: id, Type: crewlet.MessageChat, From: "ceo", To: "cto",
-			Conversation: "c1", Body: "hello " + id, SentAt: time.Now()}); err != nil {
+			Conversation: "c1", Body: "hello " + id, SentAt: time.Now()}, mailbox.Quotas{}); err != nil {
 			t.Fatal(err)
 		}
 	}

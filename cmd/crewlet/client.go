@@ -227,15 +227,29 @@ func conversationPath(id string, after int64) string {
 func runInbox(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("inbox", flag.ContinueOnError)
 	base := apiFlag(fs)
-	limit := fs.Int("limit", 20, "how many of the newest messages to show")
-	pos, err := parseFlags(fs, args, 1, "crewlet inbox HANDLE [--limit N] [--api URL]")
+	limit := fs.Int("limit", 20, "how many of the newest messages to show (a page, with --all)")
+	all := fs.Bool("all", false, "show every message, paging back to the oldest")
+	pos, err := parseFlags(fs, args, 1, "crewlet inbox HANDLE [--limit N] [--all] [--api URL]")
 	if err != nil {
 		return err
 	}
 	var msgs []crewlet.Message
-	path := seatPath(pos[0], "/inbox") + fmt.Sprintf("?limit=%d", *limit)
-	if err := newAPIClient(*base).call(ctx, http.MethodGet, path, nil, &msgs); err != nil {
-		return err
+	c := newAPIClient(*base)
+	for before := ""; ; {
+		var page []crewlet.Message
+		path := seatPath(pos[0], "/inbox") + fmt.Sprintf("?limit=%d", *limit)
+		if before != "" {
+			path += "&before=" + url.QueryEscape(before)
+		}
+		if err := c.call(ctx, http.MethodGet, path, nil, &page); err != nil {
+			return err
+		}
+		msgs = append(page, msgs...)
+		if !*all || len(page) == 0 {
+			break
+		}
+		// The first entry's stream id is the cursor of the page before.
+		before = page[0].StreamID
 	}
 	for _, m := range msgs {
 		fmt.Fprintf(stdout, "%s  %s → %s  [%s]  %s\n", m.SentAt.Format(time.RFC3339), m.From, m.To, m.Type, m.Body)

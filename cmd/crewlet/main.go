@@ -35,8 +35,9 @@ with the bearer token --token, default $CREWLET_TOKEN; each names the route it c
   send HANDLE TEXT [--wait D] [--from SEAT] [--conversation ID]
                                 send a message and print the reply (--wait 0 returns at once)
                                 (POST /seats/{handle}/messages, then GET /conversations/{id})
-  inbox HANDLE [--limit N]      show a seat's newest mail, how people read a human seat
-                                (GET /seats/{handle}/inbox)
+  inbox HANDLE [--limit N] [--all]
+                                show a seat's newest mail (every page with --all), how people
+                                read a human seat (GET /seats/{handle}/inbox)
   conversation ID               print a conversation's transcript (GET /conversations/{id})
   watch HANDLE | --conversation ID [--after ID] [--json]
                                 print a seat's or a conversation's live events as they come, one

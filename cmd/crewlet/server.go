@@ -193,6 +193,7 @@ func connect(ctx context.Context, path, kind string, stderr io.Writer) (*deps, e
 	d.seats = seatclient.New(d.temporal, d.live)
 	d.delivery = delivery.New(d.live, d.mailbox, d.seats, log)
 	d.delivery.Metrics = d.metrics
+	d.delivery.Archive = d.store
 	d.reconciler = reconcile.New(d.store, d.mailbox, d.seats, d.delivery, log)
 	return d, nil
 }

@@ -255,17 +255,29 @@ type Mailbox struct {
 	// RetryBackoff is the most a seat waits after a failed turn before it
 	// reads again: it backs off 2s, 4s, ... up to this. 10ms to 10m.
 	RetryBackoff time.Duration `mapstructure:"retry_backoff"`
-	// HumanKeep is the most entries kept in a human seat's mailbox, which
-	// people read and nothing acks; maintenance trims the oldest beyond it.
-	// 0 to 10000000; 0 keeps none past the next maintenance pass.
+	// HumanKeep is the most entries kept in Redis for a human seat's
+	// mailbox, which people read and nothing acks; maintenance moves the
+	// oldest beyond it to Postgres (person_mail), where the inbox still
+	// reads them. 0 to 10000000; 0 moves all of it each pass.
 	HumanKeep int `mapstructure:"human_keep"`
 	// DeadLetterKeep is the most entries kept in the dead-letter stream;
-	// maintenance trims the oldest beyond it. 1 to 10000000.
+	// maintenance moves the oldest beyond it to Postgres (dead_letters),
+	// where GET /deadletters still lists them. 1 to 10000000.
 	DeadLetterKeep int `mapstructure:"dead_letter_keep"`
 	// Backstop is how long an idle seat waits for a wake before it reads
 	// its mailbox anyway, should every wake signal have been lost: an idle
 	// seat's whole steady cost is one timer per backstop. 1m to 24h.
 	Backstop time.Duration `mapstructure:"backstop"`
+	// MaxUnread is the most unhandled entries a mailbox holds before it
+	// refuses new mail (507). 1 to 10000000.
+	MaxUnread int `mapstructure:"max_unread"`
+	// SenderPerMinute is the most messages one sender (a seat, or
+	// "operator") may publish a minute before it is refused (429).
+	// 0 (off) to 1000000.
+	SenderPerMinute int `mapstructure:"sender_per_minute"`
+	// MaxMemoryPercent is the share of Redis's maxmemory past which new
+	// mail is refused (507). 81 to 100.
+	MaxMemoryPercent int `mapstructure:"max_memory_percent"`
 }
 
 // Nodes times the fleet of worker nodes that host seats

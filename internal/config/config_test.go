@@ -52,7 +52,7 @@ func TestExampleOrg(t *testing.T) {
 	if want := (Nodes{3 * time.Second, time.Minute, 30 * time.Second, 30 * time.Second, 4, time.Minute, 64}); c.Nodes != want {
 		t.Errorf("nodes = %+v, want the defaults %+v", c.Nodes, want)
 	}
-	if want := (Mailbox{"crewlet", 16, 24 * time.Hour, 10000, 24 * time.Hour, 10 * time.Second, 1000, 10000, time.Hour}); c.Mailbox != want {
+	if want := (Mailbox{"crewlet", 16, 24 * time.Hour, 10000, 24 * time.Hour, 10 * time.Second, 1000, 10000, time.Hour, 10000, 600, 95}); c.Mailbox != want {
 		t.Errorf("mailbox = %+v, want the defaults %+v", c.Mailbox, want)
 	}
 	if got, want := c.Location().String(), "Europe/Berlin"; got != want {
@@ -614,7 +614,7 @@ nodes: { max_tool_calls: 10001 }`,
 			yaml: minimal + `mailbox: { retire_afer: 1h, zzz: 1 }`,
 			want: []string{
 				`mailbox.retire_afer: unknown key; did you mean "retire_after"?`,
-				`mailbox.zzz: unknown key; valid keys: backstop, dead_letter_keep, human_keep, keep_acked, keep_acked_for, key_prefix, read_batch, retire_after, retry_backoff`,
+				`mailbox.zzz: unknown key; valid keys: backstop, dead_letter_keep, human_keep, keep_acked, keep_acked_for, key_prefix, max_memory_percent, max_unread, read_batch, retire_after, retry_backoff, sender_per_minute`,
 			},
 		},
 		{
@@ -1364,13 +1364,13 @@ func TestMailboxBounds(t *testing.T) {
 		want Mailbox
 	}{
 		{"lowest", `mailbox: { retire_after: 1s, keep_acked: 0, keep_acked_for: 0, retry_backoff: 10ms, human_keep: 0, dead_letter_keep: 1, backstop: 1m }`,
-			Mailbox{"crewlet", 16, time.Second, 0, 0, 10 * time.Millisecond, 0, 1, time.Minute}},
+			Mailbox{"crewlet", 16, time.Second, 0, 0, 10 * time.Millisecond, 0, 1, time.Minute, 10000, 600, 95}},
 		{"highest", `mailbox: { retire_after: 720h, keep_acked: 10000000, keep_acked_for: 8760h, retry_backoff: 600s, human_keep: 10000000, dead_letter_keep: 10000000, backstop: 24h }`,
-			Mailbox{"crewlet", 16, 720 * time.Hour, 10_000_000, 8760 * time.Hour, 10 * time.Minute, 10_000_000, 10_000_000, 24 * time.Hour}},
+			Mailbox{"crewlet", 16, 720 * time.Hour, 10_000_000, 8760 * time.Hour, 10 * time.Minute, 10_000_000, 10_000_000, 24 * time.Hour, 10000, 600, 95}},
 		{"empty section keeps the defaults", "mailbox:\n",
-			Mailbox{"crewlet", 16, 24 * time.Hour, 10000, 24 * time.Hour, 10 * time.Second, 1000, 10000, time.Hour}},
+			Mailbox{"crewlet", 16, 24 * time.Hour, 10000, 24 * time.Hour, 10 * time.Second, 1000, 10000, time.Hour, 10000, 600, 95}},
 		{"one key keeps the other defaults", `mailbox: { keep_acked_for: 1h }`,
-			Mailbox{"crewlet", 16, 24 * time.Hour, 10000, time.Hour, 10 * time.Second, 1000, 10000, time.Hour}},
+			Mailbox{"crewlet", 16, 24 * time.Hour, 10000, time.Hour, 10 * time.Second, 1000, 10000, time.Hour, 10000, 600, 95}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

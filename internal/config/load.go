@@ -60,6 +60,10 @@ var defaults = map[string]any{
 	"mailbox.human_keep":       1000,
 	"mailbox.dead_letter_keep": 10000,
 
+	"mailbox.max_unread":         10000,
+	"mailbox.sender_per_minute":  600,
+	"mailbox.max_memory_percent": 95,
+
 	"log.format": LogText,
 	"log.level":  "info",
 

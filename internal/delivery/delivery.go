@@ -34,6 +34,9 @@ type Service struct {
 	log     *slog.Logger
 	// Metrics counts mail published and wakes that failed; nil counts none.
 	Metrics *metrics.Metrics
+	// Archive is where a person's mail and dead letters that Redis does
+	// not hold are kept (archive.go); nil keeps nothing there.
+	Archive *store.Store
 }
 
 // New returns the delivery service of org.
@@ -114,9 +117,37 @@ func (d *Service) deliver(ctx context.Context, to config.Seat, msg crewlet.Messa
 		semconv.MessagingOperationTypeSend, semconv.MessagingDestinationName(msg.To), semconv.MessagingMessageID(msg.EventID)))
 	defer span.End()
 	msg.Trace = tracing.Traceparent(ctx)
-	streamID, wake, err := d.mailbox.Publish(ctx, msg)
+	accepted := crewlet.AcceptedWork(msg.Type)
+	var q mailbox.Quotas
+	if !accepted {
+		c := d.org.Now().Mailbox
+		q = mailbox.Quotas{MaxUnread: int64(c.MaxUnread), SenderPerMinute: int64(c.SenderPerMinute), MemoryShare: float64(c.MaxMemoryPercent) / 100}
+		if msg.From == crewlet.ScheduleSender || msg.From == crewlet.TicketSender {
+			// crewlet's own senders carry what the org's config asks
+			// for (schedule fires, idle nudges), not one principal's
+			// traffic: a company's 9:00 fires are not one flood.
+			q.SenderPerMinute = 0
+		}
+	}
+	streamID, wake, err := d.mailbox.Publish(ctx, msg, q)
+	if err != nil && accepted && to.Kind == string(crewlet.SeatHuman) && d.Archive != nil {
+		// A person is owed this answer: Redis not taking it must not lose
+		// it, and the inbox reads the archive too.
+		d.log.WarnContext(ctx, "mail_archived_directly", "seat", msg.To, "event_id", msg.EventID, "error", err)
+		kept, archiveErr := d.Archive.ArchivePersonMailNow(ctx, msg)
+		if archiveErr == nil {
+			d.Metrics.MailPublished()
+			return kept, nil
+		}
+		err = errors.Join(err, archiveErr)
+	}
 	if err != nil {
 		span.SetStatus(codes.Error, "publish failed")
+		if code := crewlet.ErrorCode(err); code == crewlet.EFULL || code == crewlet.ERATELIMITED {
+			d.log.InfoContext(ctx, "mail_refused", "to", msg.To, "from", msg.From, "event_id", msg.EventID, "reason", code)
+			d.Metrics.MailRefused(code)
+			return crewlet.Message{}, err
+		}
 		return crewlet.Message{}, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the mailbox of %s does not take mail now (Redis is unreachable or full); see the server log", msg.To)
 	}
 	msg.StreamID = streamID
@@ -136,9 +167,19 @@ func (d *Service) deliver(ctx context.Context, to config.Seat, msg crewlet.Messa
 }
 
 // Requeue puts a dead letter back in its seat's mailbox with a fresh delivery
-// budget, records it in the seat's event history and wakes the seat.
+// budget, records it in the seat's event history and wakes the seat. A dead
+// letter moved to Postgres (mailbox.dead_letter_keep) is requeued the same.
 func (d *Service) Requeue(ctx context.Context, st *store.Store, id string) (mailbox.DeadLetter, error) {
 	dl, err := d.mailbox.Requeue(ctx, id)
+	if crewlet.ErrorCode(err) == crewlet.ENOTFOUND && st != nil {
+		var streamID string
+		dl, err = st.RequeueArchivedDeadLetter(ctx, id, func(ctx context.Context, dl mailbox.DeadLetter) error {
+			var err error
+			streamID, err = d.mailbox.Restore(ctx, dl)
+			return err
+		})
+		dl.Message.StreamID = streamID
+	}
 	if err != nil {
 		return dl, err
 	}

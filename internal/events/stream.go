@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/mailbox"
 )
 
 // SeatStream is the Redis stream of a seat's events, next to its mailbox.
@@ -77,10 +76,10 @@ type Emitter struct {
 	// "failed" (Redis did not take it in time). nil counts nothing.
 	Dropped func(reason string)
 
-	// memoryCheckedAt and memoryFull are the writer's last look at
-	// Redis's memory; only run touches them.
-	memoryCheckedAt time.Time
-	memoryFull      bool
+	// memory is the writer's watch on Redis's memory; memoryFull its last
+	// answer, logged when it changes. Only run touches memoryFull.
+	memory     *mailbox.Memory
+	memoryFull bool
 
 	mu       sync.Mutex
 	queue    chan pending
@@ -100,7 +99,7 @@ type pending struct {
 
 // NewEmitter starts an emitter writing to rdb under the key prefix.
 func NewEmitter(rdb *redis.Client, prefix string, org config.Source, log *slog.Logger) *Emitter {
-	e := &Emitter{rdb: rdb, prefix: prefix, org: org, log: log, queue: make(chan pending, queueSize), progress: make(chan struct{})}
+	e := &Emitter{rdb: rdb, prefix: prefix, org: org, log: log, memory: mailbox.NewMemory(rdb), queue: make(chan pending, queueSize), progress: make(chan struct{})}
 	go e.run()
 	return e
 }
@@ -207,52 +206,21 @@ func (e *Emitter) run() {
 
 // Events give way to mail: while Redis is past memoryShare of its
 // maxmemory, the emitter drops events rather than take the room a publish
-// needs. It asks Redis at most every memoryCheckEvery.
-const (
-	memoryShare      = 0.8
-	memoryCheckEvery = 5 * time.Second
-)
+// needs (the mailbox refuses new mail only past mailbox.max_memory_percent,
+// which is higher).
+const memoryShare = 0.8
 
-// redisNearlyFull reports whether Redis was past memoryShare of its
-// maxmemory when last asked. A Redis with no maxmemory, or one that does
-// not answer, is not full: the write finds out.
+// redisNearlyFull reports whether Redis is past memoryShare of its
+// maxmemory, logging when that changes.
 func (e *Emitter) redisNearlyFull() bool {
-	if time.Since(e.memoryCheckedAt) < memoryCheckEvery {
-		return e.memoryFull
-	}
-	e.memoryCheckedAt = time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
-	info, err := e.rdb.Info(ctx, "memory").Result()
-	if err != nil {
-		e.memoryFull = false
-		return false
-	}
-	full := NearlyFull(info, memoryShare)
+	full := e.memory.Above(ctx, memoryShare)
 	if full != e.memoryFull {
 		e.log.Warn("events_redis_memory", "nearly_full", full, "share", memoryShare)
 	}
 	e.memoryFull = full
 	return full
-}
-
-// NearlyFull reads Redis's INFO memory answer: whether used_memory is past
-// share of maxmemory (false when maxmemory is 0, no limit).
-func NearlyFull(info string, share float64) bool {
-	var used, max float64
-	for _, line := range strings.Split(info, "\n") {
-		key, value, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok {
-			continue
-		}
-		switch key {
-		case "used_memory":
-			used, _ = strconv.ParseFloat(value, 64)
-		case "maxmemory":
-			max, _ = strconv.ParseFloat(value, 64)
-		}
-	}
-	return max > 0 && used > share*max
 }
 
 func (e *Emitter) write(batch []pending) {

@@ -22,11 +22,11 @@ func TestBacklogsCountWhatIsNotYetAnswered(t *testing.T) {
 	}
 	before := time.Now().Add(-time.Millisecond)
 	for _, id := range []string{"1", "2", "3"} {
-		if _, _, err := mb.Publish(ctx, msg(id, "busy", id)); err != nil {
+		if _, _, err := mb.Publish(ctx, msg(id, "busy", id), mailbox.Quotas{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := mb.Publish(ctx, msg("4", "done", "4")); err != nil {
+	if _, _, err := mb.Publish(ctx, msg("4", "done", "4"), mailbox.Quotas{}); err != nil {
 		t.Fatal(err)
 	}
 	after := time.Now().Add(time.Millisecond)

@@ -28,6 +28,9 @@ type DeadLetter struct {
 	StreamID   string          `json:"stream_id"`
 	At         time.Time       `json:"at"`
 	Message    crewlet.Message `json:"message"`
+	// Archived says the dead letter was moved to Postgres past
+	// mailbox.dead_letter_keep; requeue takes it all the same.
+	Archived bool `json:"archived,omitempty"`
 }
 
 func (m *Mailbox) deadLetterKey() string { return m.prefix + ":deadletter" }
@@ -73,7 +76,13 @@ func (m *Mailbox) deadLetter(ctx context.Context, handle string, msg crewlet.Mes
 
 // DeadLetters returns the newest n dead letters, newest first.
 func (m *Mailbox) DeadLetters(ctx context.Context, n int64) ([]DeadLetter, error) {
-	entries, err := m.rdb.XRevRangeN(ctx, m.deadLetterKey(), "+", "-", n).Result()
+	return m.DeadLettersBefore(ctx, "", n)
+}
+
+// DeadLettersBefore returns the newest n dead letters whose id is before
+// the given one (all, when before is empty), newest first.
+func (m *Mailbox) DeadLettersBefore(ctx context.Context, before string, n int64) ([]DeadLetter, error) {
+	entries, err := m.rdb.XRevRangeN(ctx, m.deadLetterKey(), upperBound(before), "-", n).Result()
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters: %w", err)
 	}
@@ -117,13 +126,24 @@ func (m *Mailbox) Requeue(ctx context.Context, id string) (DeadLetter, error) {
 	args := append([]any{id}, encode(dl.Message)...)
 	newID, err := requeueScript.Run(ctx, m.rdb, []string{m.deadLetterKey(), m.Stream(dl.Seat)}, args...).Text()
 	if errors.Is(err, redis.Nil) {
-		return DeadLetter{}, crewlet.Errorf(crewlet.ENOTFOUND, "dead letter %q was requeued already, or trimmed (mailbox.dead_letter_keep)", id)
+		return DeadLetter{}, crewlet.Errorf(crewlet.ENOTFOUND, "dead letter %q was requeued already", id)
 	}
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("requeue dead letter %s: %w", id, err)
 	}
 	dl.Message.StreamID = newID
 	return dl, nil
+}
+
+// Restore puts an archived dead letter back in its seat's mailbox as a new
+// entry, as Requeue does one still in the stream, and returns the entry's
+// stream id.
+func (m *Mailbox) Restore(ctx context.Context, dl DeadLetter) (string, error) {
+	id, err := m.rdb.XAdd(ctx, &redis.XAddArgs{Stream: m.Stream(dl.Seat), Values: encode(dl.Message)}).Result()
+	if err != nil {
+		return "", fmt.Errorf("requeue dead letter %s: %w", dl.ID, err)
+	}
+	return id, nil
 }
 
 // Trim deletes entries the seat has handled (acked) that are older than
@@ -171,31 +191,6 @@ func (m *Mailbox) Trim(ctx context.Context, handle string, maxLen int64, maxAge 
 	n, err := m.rdb.XTrimMinID(ctx, stream, bound).Result()
 	if err != nil {
 		return 0, fmt.Errorf("trim mailbox of %s: %w", handle, err)
-	}
-	return n, nil
-}
-
-// TrimHuman keeps the newest keep entries of a human seat's mailbox and
-// deletes the rest, returning how many it deleted. Nothing acks a human
-// seat's mail (people read it through Recent), so Trim would keep all of it
-// for ever; this bounds it by count instead. Never for an agent seat, whose
-// unhandled entries it would delete.
-func (m *Mailbox) TrimHuman(ctx context.Context, handle string, keep int64) (int64, error) {
-	// Exact, not "~": the cost is the entries deleted, once a maintenance
-	// pass, and a person sees exactly keep entries.
-	n, err := m.rdb.XTrimMaxLen(ctx, m.Stream(handle), keep).Result()
-	if err != nil {
-		return 0, fmt.Errorf("trim mailbox of human seat %s: %w", handle, err)
-	}
-	return n, nil
-}
-
-// TrimDeadLetters keeps the newest keep dead letters and deletes the rest,
-// returning how many it deleted.
-func (m *Mailbox) TrimDeadLetters(ctx context.Context, keep int64) (int64, error) {
-	n, err := m.rdb.XTrimMaxLen(ctx, m.deadLetterKey(), keep).Result()
-	if err != nil {
-		return 0, fmt.Errorf("trim dead letters: %w", err)
 	}
 	return n, nil
 }

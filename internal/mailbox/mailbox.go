@@ -19,6 +19,7 @@ import (
 type Mailbox struct {
 	rdb    *redis.Client
 	prefix string
+	memory *Memory
 }
 
 // Open connects to Redis and checks the connection.
@@ -32,7 +33,7 @@ func Open(ctx context.Context, url, prefix string) (*Mailbox, error) {
 		rdb.Close()
 		return nil, fmt.Errorf("connect redis at %s: %w", opts.Addr, err)
 	}
-	return &Mailbox{rdb: rdb, prefix: prefix}, nil
+	return &Mailbox{rdb: rdb, prefix: prefix, memory: NewMemory(rdb)}, nil
 }
 
 // Close closes the Redis client.
@@ -89,33 +90,104 @@ const awakeTTL = 10 * time.Minute
 // redelivery of the turn that produced the event.
 const sentTTL = 7 * 24 * time.Hour
 
+// Quotas are what a new message is checked against, in the same step that
+// adds it, so no two publishes both take the last room. A zero field is
+// not checked: mail carrying accepted work (crewlet.AcceptedWork) is
+// published with none.
+type Quotas struct {
+	// MaxUnread refuses mail to a mailbox holding this many unhandled
+	// entries (mailbox.max_unread).
+	MaxUnread int64
+	// SenderPerMinute refuses a sender's message past this many in its
+	// current minute (mailbox.sender_per_minute); the minute starts at
+	// the sender's first message.
+	SenderPerMinute int64
+	// MemoryShare refuses mail while Redis uses more than this share of
+	// its maxmemory (mailbox.max_memory_percent).
+	MemoryShare float64
+}
+
+// senderWindow is the span SenderPerMinute counts over.
+const senderWindow = time.Minute
+
+func (m *Mailbox) senderKey(from string) string { return m.prefix + ":sender:" + from }
+
 // publishScript appends an entry unless its event id was already published,
-// then raises the seat's awake flag. It runs atomically in Redis.
-// KEYS: stream, sent key, awake key. ARGV: sent ttl s, awake ttl s, fields...
-// Returns {stream id, 1 if this call raised the awake flag}.
+// then raises the seat's awake flag; with quotas, it first refuses the entry
+// if the mailbox holds max unread entries or the sender is past its count
+// this minute. It runs atomically in Redis.
+// Unhandled entries are the group's pending plus its lag (entries never
+// delivered); when Redis cannot tell the lag (entries were deleted, as in
+// a human seat's mailbox whose oldest went to Postgres), or the group is
+// missing, the stream's length counts instead, which is never less.
+// KEYS: stream, sent key, awake key, sender key.
+// ARGV: sent ttl s, awake ttl s, group, max unread (0: unchecked),
+// sender per window (0: unchecked), window s, fields...
+// Returns {stream id, 1 if this call raised the awake flag}, or
+// {"", -1, unread} for a full mailbox, {"", -2, seconds left} for a
+// sender past its quota.
 var publishScript = redis.NewScript(`
 local prev = redis.call('GET', KEYS[2])
 if prev then return {prev, 0} end
-local id = redis.call('XADD', KEYS[1], '*', unpack(ARGV, 3))
+local cap = tonumber(ARGV[4])
+if cap > 0 then
+  local unread = 0
+  local groups = redis.pcall('XINFO', 'GROUPS', KEYS[1])
+  if type(groups) == 'table' and not groups.err then
+    unread = -1
+    for _, g in ipairs(groups) do
+      local f = {}
+      for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
+      if f['name'] == ARGV[3] and f['lag'] then unread = f['pending'] + f['lag'] end
+    end
+    if unread < 0 then unread = redis.call('XLEN', KEYS[1]) end
+  end
+  if unread >= cap then return {'', -1, unread} end
+end
+local limit = tonumber(ARGV[5])
+if limit > 0 then
+  local n = redis.call('INCR', KEYS[4])
+  if n == 1 then redis.call('EXPIRE', KEYS[4], ARGV[6]) end
+  if n > limit then return {'', -2, redis.call('TTL', KEYS[4])} end
+end
+local id = redis.call('XADD', KEYS[1], '*', unpack(ARGV, 7))
 redis.call('SET', KEYS[2], id, 'EX', ARGV[1])
 if redis.call('SET', KEYS[3], '1', 'NX', 'EX', ARGV[2]) then return {id, 1} end
 return {id, 0}
 `)
 
-// Publish appends msg to its recipient's mailbox, at most once per event id.
-// It reports whether the caller must signal wake: true only when this publish
-// found the seat asleep, so wake signals are bounded by sleep cycles.
-func (m *Mailbox) Publish(ctx context.Context, msg crewlet.Message) (streamID string, wake bool, err error) {
-	args := []any{int(sentTTL.Seconds()), int(awakeTTL.Seconds())}
+// Publish appends msg to its recipient's mailbox, at most once per event id,
+// unless q refuses it: a full mailbox or a Redis past its memory line is
+// EFULL, a sender past its quota ERATELIMITED (with when to try again).
+// It reports whether the caller must signal wake: true only when this
+// publish found the seat asleep, so wake signals are bounded by sleep
+// cycles.
+func (m *Mailbox) Publish(ctx context.Context, msg crewlet.Message, q Quotas) (streamID string, wake bool, err error) {
+	if q.MemoryShare > 0 && m.memory.Above(ctx, q.MemoryShare) {
+		return "", false, crewlet.Errorf(crewlet.EFULL, "Redis is past %.0f%% of its memory (mailbox.max_memory_percent), so new mail is refused until seats catch up or an operator adds memory; try again later", q.MemoryShare*100)
+	}
+	args := []any{int(sentTTL.Seconds()), int(awakeTTL.Seconds()), m.Group(msg.To), q.MaxUnread, q.SenderPerMinute, int(senderWindow.Seconds())}
 	args = append(args, encode(msg)...)
 	res, err := publishScript.Run(ctx, m.rdb,
-		[]string{m.Stream(msg.To), m.sentKey(msg.EventID), m.awakeKey(msg.To)}, args...).Slice()
+		[]string{m.Stream(msg.To), m.sentKey(msg.EventID), m.awakeKey(msg.To), m.senderKey(msg.From)}, args...).Slice()
 	if err != nil {
 		return "", false, fmt.Errorf("publish to %s: %w", msg.To, err)
 	}
 	id, _ := res[0].(string)
-	raised, _ := res[1].(int64)
-	return id, raised == 1, nil
+	code, _ := res[1].(int64)
+	switch code {
+	case -1:
+		return "", false, crewlet.Errorf(crewlet.EFULL, "the mailbox of %s holds %d unhandled messages, the most mailbox.max_unread allows; it takes new mail once %s catches up", msg.To, q.MaxUnread, msg.To)
+	case -2:
+		left, _ := res[2].(int64)
+		if left < 1 {
+			left = 1
+		}
+		e := crewlet.Errorf(crewlet.ERATELIMITED, "%s sent more than %d messages in a minute (mailbox.sender_per_minute); try again in %d s", msg.From, q.SenderPerMinute, left)
+		e.RetryAfter = time.Duration(left) * time.Second
+		return "", false, e
+	}
+	return id, code == 1, nil
 }
 
 // ReadResult is one mailbox read.
@@ -283,10 +355,17 @@ func (m *Mailbox) Ack(ctx context.Context, handle string, streamIDs []string) er
 	return nil
 }
 
-// Recent returns the newest n entries of a seat's mailbox, newest last. It is
-// how people read a human seat's mail.
+// Recent returns the newest n entries of a seat's mailbox, newest last.
 func (m *Mailbox) Recent(ctx context.Context, handle string, n int64) ([]crewlet.Message, error) {
-	entries, err := m.rdb.XRevRangeN(ctx, m.Stream(handle), "+", "-", n).Result()
+	return m.RecentBefore(ctx, handle, "", n)
+}
+
+// RecentBefore returns the newest n entries of a seat's mailbox whose
+// stream id is before the given one (all, when before is empty), newest
+// last. It is how people read what of a human seat's mail is still in
+// Redis.
+func (m *Mailbox) RecentBefore(ctx context.Context, handle, before string, n int64) ([]crewlet.Message, error) {
+	entries, err := m.rdb.XRevRangeN(ctx, m.Stream(handle), upperBound(before), "-", n).Result()
 	if err != nil {
 		return nil, fmt.Errorf("list mail of %s: %w", handle, err)
 	}

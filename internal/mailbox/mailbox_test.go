@@ -39,7 +39,7 @@ func bodies(msgs []crewlet.Message) []string {
 func TestMailPublishedBeforeTheGroupExistsIsDelivered(t *testing.T) {
 	t.Parallel()
 	mb, ctx := setup(t)
-	if _, _, err := mb.Publish(ctx, msg("e1", "cto", "early")); err != nil {
+	if _, _, err := mb.Publish(ctx, msg("e1", "cto", "early"), mailbox.Quotas{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := mb.Ensure(ctx, "cto"); err != nil {
@@ -63,11 +63,11 @@ func TestPublishIsIdempotentPerEventID(t *testing.T) {
 	if err := mb.Ensure(ctx, "cto"); err != nil {
 		t.Fatal(err)
 	}
-	id1, _, err := mb.Publish(ctx, msg("e1", "cto", "once"))
+	id1, _, err := mb.Publish(ctx, msg("e1", "cto", "once"), mailbox.Quotas{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id2, _, err := mb.Publish(ctx, msg("e1", "cto", "once"))
+	id2, _, err := mb.Publish(ctx, msg("e1", "cto", "once"), mailbox.Quotas{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestWakeIsCoalescedUntilTheSeatSleeps(t *testing.T) {
 	wakes := func(ids ...string) []bool {
 		var out []bool
 		for _, id := range ids {
-			_, wake, err := mb.Publish(ctx, msg(id, "cto", id))
+			_, wake, err := mb.Publish(ctx, msg(id, "cto", id), mailbox.Quotas{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -128,7 +128,7 @@ func TestUnackedMailIsHandedOutAgainInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"1", "2", "3"} {
-		if _, _, err := mb.Publish(ctx, msg(id, "cto", id)); err != nil {
+		if _, _, err := mb.Publish(ctx, msg(id, "cto", id), mailbox.Quotas{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -164,7 +164,7 @@ func TestDeliveryBudgetDeadLettersAndRequeueGivesAFreshBudget(t *testing.T) {
 	if err := mb.Ensure(ctx, "cto"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := mb.Publish(ctx, msg("poison", "cto", "always fails")); err != nil {
+	if _, _, err := mb.Publish(ctx, msg("poison", "cto", "always fails"), mailbox.Quotas{}); err != nil {
 		t.Fatal(err)
 	}
 	read := func() mailbox.ReadResult {
@@ -219,7 +219,7 @@ func TestTrimKeepsEverythingNotYetHandled(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"1", "2", "3", "4", "5"} {
-		if _, _, err := mb.Publish(ctx, msg(id, "cto", id)); err != nil {
+		if _, _, err := mb.Publish(ctx, msg(id, "cto", id), mailbox.Quotas{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -247,9 +247,10 @@ func TestTrimKeepsEverythingNotYetHandled(t *testing.T) {
 	}
 }
 
-// A human seat's mailbox keeps its newest entries, however unread; an agent
-// seat's mailbox next to it is not touched.
-func TestTrimHumanKeepsTheNewest(t *testing.T) {
+// Overflow hands out a human seat's oldest entries past the bound, and
+// Remove deletes exactly those: the newest stay, the agent seat next to it
+// is not touched, and the emptied mailbox still takes mail.
+func TestOverflowAndRemoveMoveTheOldest(t *testing.T) {
 	t.Parallel()
 	mb, ctx := setup(t)
 	const keep = 3
@@ -259,44 +260,50 @@ func TestTrimHumanKeepsTheNewest(t *testing.T) {
 		}
 		for i := range keep + 5 {
 			id := fmt.Sprint(i)
-			if _, _, err := mb.Publish(ctx, msg(seat+id, seat, id)); err != nil {
+			if _, _, err := mb.Publish(ctx, msg(seat+id, seat, id), mailbox.Quotas{}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	n, err := mb.TrimHuman(ctx, "alice", keep)
+	old, err := mb.Overflow(ctx, "alice", keep, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 5 {
-		t.Errorf("trimmed %d; want 5", n)
+	if got := strings.Join(bodies(old), ","); got != "0,1,2,3,4" {
+		t.Fatalf("overflow = %s; want the oldest 0,1,2,3,4", got)
 	}
-	left, err := mb.Recent(ctx, "alice", 100)
-	if err != nil {
+	if first, _ := mb.Overflow(ctx, "alice", keep, 2); strings.Join(bodies(first), ",") != "0,1" {
+		t.Errorf("overflow at most 2 = %v; want 0,1", bodies(first))
+	}
+	ids := make([]string, len(old))
+	for i, m := range old {
+		ids[i] = m.StreamID
+	}
+	if err := mb.Remove(ctx, "alice", ids); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(bodies(left), ","); got != "5,6,7" {
-		t.Errorf("alice's mailbox holds %s; want the newest 5,6,7", got)
+	if left, _ := mb.Recent(ctx, "alice", 100); strings.Join(bodies(left), ",") != "5,6,7" {
+		t.Errorf("alice's mailbox holds %v; want the newest 5,6,7", bodies(left))
+	}
+	if more, _ := mb.Overflow(ctx, "alice", keep, 100); len(more) != 0 {
+		t.Errorf("overflow after the move = %v; want none", bodies(more))
 	}
 	if others, _ := mb.Recent(ctx, "cto", 100); len(others) != keep+5 {
 		t.Errorf("cto's mailbox holds %d; want all %d", len(others), keep+5)
 	}
-	// Trimmed to nothing, the mailbox still exists and takes mail.
-	if _, err := mb.TrimHuman(ctx, "alice", 0); err != nil {
+	all, _ := mb.Overflow(ctx, "alice", 0, 100)
+	if err := mb.Remove(ctx, "alice", []string{all[0].StreamID, all[1].StreamID, all[2].StreamID}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mb.Pending(ctx, "alice"); err != nil {
-		t.Errorf("mailbox gone after trimming it empty: %v", err)
-	}
-	if _, _, err := mb.Publish(ctx, msg("alice-late", "alice", "late")); err != nil {
+	if _, _, err := mb.Publish(ctx, msg("alice-late", "alice", "late"), mailbox.Quotas{}); err != nil {
 		t.Fatal(err)
 	}
 	if left, _ := mb.Recent(ctx, "alice", 100); strings.Join(bodies(left), ",") != "late" {
-		t.Errorf("after an empty trim and a publish alice holds %v; want [late]", bodies(left))
+		t.Errorf("after an empty move and a publish alice holds %v; want [late]", bodies(left))
 	}
 }
 
-func TestTrimDeadLettersKeepsTheNewest(t *testing.T) {
+func TestDeadLetterOverflowIsTheOldest(t *testing.T) {
 	t.Parallel()
 	mb, ctx := setup(t)
 	const keep = 3
@@ -305,7 +312,7 @@ func TestTrimDeadLettersKeepsTheNewest(t *testing.T) {
 	}
 	for i := range keep + 5 {
 		id := fmt.Sprint(i)
-		if _, _, err := mb.Publish(ctx, msg(id, "cto", id)); err != nil {
+		if _, _, err := mb.Publish(ctx, msg(id, "cto", id), mailbox.Quotas{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -322,12 +329,21 @@ func TestTrimDeadLettersKeepsTheNewest(t *testing.T) {
 	if dead != keep+5 {
 		t.Fatalf("dead-lettered %d; want %d", dead, keep+5)
 	}
-	n, err := mb.TrimDeadLetters(ctx, keep)
+	old, err := mb.DeadLetterOverflow(ctx, keep, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 5 {
-		t.Errorf("trimmed %d; want 5", n)
+	ids := make([]string, len(old))
+	var moved []string
+	for i, dl := range old {
+		ids[i] = dl.ID
+		moved = append(moved, dl.Message.Body)
+	}
+	if strings.Join(moved, ",") != "0,1,2,3,4" {
+		t.Fatalf("dead-letter overflow %v, oldest first; want [0 1 2 3 4]", moved)
+	}
+	if err := mb.RemoveDeadLetters(ctx, ids); err != nil {
+		t.Fatal(err)
 	}
 	dls, err := mb.DeadLetters(ctx, 100)
 	if err != nil {

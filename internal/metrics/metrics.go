@@ -25,6 +25,7 @@ type Metrics struct {
 	httpRequests     *prometheus.CounterVec
 	httpDuration     *prometheus.HistogramVec
 	mailPublished    prometheus.Counter
+	mailRefused      *prometheus.CounterVec
 	mailRead         prometheus.Counter
 	mailAcked        prometheus.Counter
 	wakeFailures     prometheus.Counter
@@ -66,6 +67,9 @@ func New() *Metrics {
 			[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 60, 600}, "route"),
 		mailPublished: f.counter("crewlet_mail_published_total",
 			"Messages written to a seat's mailbox by this process: flat while senders keep sending means publishing fails."),
+		mailRefused: f.counterVec("crewlet_mail_refused_total",
+			"New messages a mail quota refused, by reason: rate_limited is a sender past mailbox.sender_per_minute, insufficient_storage a mailbox at mailbox.max_unread or Redis past mailbox.max_memory_percent.",
+			"reason"),
 		mailRead: f.counter("crewlet_mail_read_total",
 			"Mailbox entries handed to seats by reads on this node, redeliveries included: read far above published is mail handed out again and again (turns failing, tenures moving)."),
 		mailAcked: f.counter("crewlet_mail_acked_total",
@@ -179,6 +183,13 @@ func (m *Metrics) HTTPRequest(route string, status int, took time.Duration) {
 func (m *Metrics) MailPublished() {
 	if m != nil {
 		m.mailPublished.Inc()
+	}
+}
+
+// MailRefused records a new message a quota refused, by its error code.
+func (m *Metrics) MailRefused(reason string) {
+	if m != nil {
+		m.mailRefused.WithLabelValues(reason).Inc()
 	}
 }
 

@@ -407,6 +407,15 @@ func CounterScope(scope, seat string) string {
 // so last year's month is still there to compare with.
 const usageRetention = 400 * 24 * time.Hour
 
+// notLiveThread keeps a thread's records (r.seat, r.work_key: the thread's
+// key, crewlet.ThreadKey of its trigger's event id, computed here as Go
+// does) while a turn holding its trigger has not finished.
+const notLiveThread = `
+	AND NOT EXISTS (
+		SELECT 1 FROM turns t, jsonb_array_elements(t.mail) m
+		WHERE t.finished_at IS NULL AND t.seat = r.seat
+		  AND left(encode(sha256(convert_to(m->>'event_id', 'UTF8') || '\x00'::bytea), 'hex'), 32) = r.work_key)`
+
 // TurnsTrimmed counts what one TrimTurns deleted.
 type TurnsTrimmed struct {
 	Turns, Messages, Rounds, ToolCalls, Counters int64
@@ -415,10 +424,14 @@ type TurnsTrimmed struct {
 	Slots int64
 }
 
-// TrimTurns deletes turn records older than age: turns that finished (or,
-// abandoned, started) before it, and conversation messages, rounds and tool
-// calls written before it; and token counters of windows that started
-// before usageRetention; and profile slots whose lease ran out.
+// TrimTurns deletes turn records older than age: turns that finished before
+// it, and conversation messages, rounds and tool calls written before it;
+// and token counters of windows that started before usageRetention; and
+// profile slots whose lease ran out. A turn that has not finished keeps its
+// row and every record of its threads, however old: a turn waiting on a
+// ticket for weeks must still find that its write tools ran, or it would
+// run them again. A turn abandoned unfinished keeps them too (the cost of
+// never guessing that a turn is dead).
 func (s *Store) TrimTurns(ctx context.Context, age time.Duration) (TurnsTrimmed, error) {
 	var out TurnsTrimmed
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -427,10 +440,11 @@ func (s *Store) TrimTurns(ctx context.Context, age time.Duration) (TurnsTrimmed,
 			sql string
 			age time.Duration
 		}{
-			{&out.Turns, `DELETE FROM turns WHERE COALESCE(finished_at, started_at) < now() - make_interval(secs => $1)`, age},
-			{&out.Messages, `DELETE FROM turn_messages WHERE created_at < now() - make_interval(secs => $1)`, age},
-			{&out.Rounds, `DELETE FROM turn_rounds WHERE recorded_at < now() - make_interval(secs => $1)`, age},
-			{&out.ToolCalls, `DELETE FROM tool_calls WHERE started_at < now() - make_interval(secs => $1)`, age},
+			// The COALESCE is the index's (migration 0007).
+			{&out.Turns, `DELETE FROM turns WHERE finished_at IS NOT NULL AND COALESCE(finished_at, started_at) < now() - make_interval(secs => $1)`, age},
+			{&out.Messages, `DELETE FROM turn_messages r WHERE created_at < now() - make_interval(secs => $1)` + notLiveThread, age},
+			{&out.Rounds, `DELETE FROM turn_rounds r WHERE recorded_at < now() - make_interval(secs => $1)` + notLiveThread, age},
+			{&out.ToolCalls, `DELETE FROM tool_calls r WHERE started_at < now() - make_interval(secs => $1)` + notLiveThread, age},
 			{&out.Counters, `DELETE FROM usage_counters WHERE window_start < now() - make_interval(secs => $1)`, usageRetention},
 			{&out.Slots, `DELETE FROM profile_slots WHERE expires_at < now() - make_interval(secs => $1)`, 0},
 		} {

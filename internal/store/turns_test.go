@@ -370,7 +370,7 @@ func TestConcurrentRoundsChargeEachOnce(t *testing.T) {
 }
 
 // TrimTurns deletes turn records older than the retention and keeps newer
-// ones; a turn still running counts from its start. The old turn is
+// ones. The old turn is
 // backdated rather than aged by a sleep, so a slow machine cannot age the
 // new one past the retention too.
 func TestTrimTurnsDropsOnlyOldRecords(t *testing.T) {
@@ -438,5 +438,75 @@ func TestTrimTurnsDropsOnlyOldRecords(t *testing.T) {
 	}
 	if msgs, err := st.TurnMessages(ctx, "cto", "new", 0); err != nil || len(msgs) != 1 {
 		t.Fatalf("new turn's messages after trim: %v (%v); want kept", msgs, err)
+	}
+}
+
+// A turn that has not finished keeps its row and its threads' records
+// however old they are (a turn waiting weeks on a ticket): its write tool's
+// record survives retention, so the call is not attempted again. A turn that
+// finished as long ago loses them, and so does the waiting one once it
+// finishes. Rows are keyed as the turn keys them: the turn on its work key,
+// its threads on each trigger's thread key.
+func TestTrimTurnsKeepsATurnStillRunning(t *testing.T) {
+	t.Parallel()
+	st, db, ctx := setupWithConn(t)
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	record := func(eventID string) (workKey, thread string) {
+		t.Helper()
+		workKey, thread = crewlet.WorkKey([]string{eventID, eventID + "-too"}), crewlet.ThreadKey(eventID)
+		if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "cto", WorkKey: workKey, TurnID: "turn/cto/" + workKey, Epoch: 1,
+			Mail: []crewlet.Message{{EventID: eventID}, {EventID: eventID + "-too"}}, Threads: []int{0}, MaxRounds: 4, Status: "running"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.AppendTurnMessage(ctx, "cto", thread, wire.TurnMessage{Key: "user", Message: crewlet.ChatMessage{Role: "user", Content: "hi"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.RecordRound(ctx, wire.RoundRow{Seat: "cto", WorkKey: thread, Round: 1, InputTokens: 5, RecordedAt: time.Now()}, berlin); err != nil {
+			t.Fatal(err)
+		}
+		if first, err := st.StartToolCall(ctx, "cto", thread, 1, 0, "fs__write", false); err != nil || !first {
+			t.Fatalf("first start of the write = %v, %v", first, err)
+		}
+		return workKey, thread
+	}
+	age := func() {
+		t.Helper()
+		for _, q := range []string{
+			`UPDATE turns SET started_at = started_at - interval '30 days', finished_at = finished_at - interval '30 days'`,
+			`UPDATE turn_messages SET created_at = created_at - interval '30 days'`,
+			`UPDATE turn_rounds SET recorded_at = recorded_at - interval '30 days'`,
+			`UPDATE tool_calls SET started_at = started_at - interval '30 days'`,
+		} {
+			sqlExec(t, db, ctx, q)
+		}
+	}
+	waiting, waitingThread := record("e-waiting")
+	done, _ := record("e-done")
+	if _, err := st.FinishTurn(ctx, "cto", done, "done", "", "", 1); err != nil {
+		t.Fatal(err)
+	}
+	age()
+	got, err := st.TrimTurns(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (store.TurnsTrimmed{Turns: 1, Messages: 1, Rounds: 1, ToolCalls: 1}); got != want {
+		t.Fatalf("trimmed %+v; want %+v: the finished turn's records only", got, want)
+	}
+	if turn, err := st.Turn(ctx, "cto", waiting); err != nil || turn.Status != "running" {
+		t.Fatalf("running turn after trim: %+v, %v; want kept", turn, err)
+	}
+	if first, err := st.StartToolCall(ctx, "cto", waitingThread, 1, 0, "fs__write", false); err != nil || first {
+		t.Fatalf("the running turn's write after trim: first attempt %v (%v); want its record kept, so it is not run again", first, err)
+	}
+	if msgs, err := st.TurnMessages(ctx, "cto", waitingThread, 0); err != nil || len(msgs) != 1 {
+		t.Fatalf("the running turn's conversation after trim: %v (%v); want kept", msgs, err)
+	}
+	if _, err := st.FinishTurn(ctx, "cto", waiting, "done", "", "", 1); err != nil {
+		t.Fatal(err)
+	}
+	age()
+	if got, err := st.TrimTurns(ctx, time.Hour); err != nil || got != (store.TurnsTrimmed{Turns: 1, Messages: 1, Rounds: 1, ToolCalls: 1}) {
+		t.Fatalf("trim once it finished removed %+v (%v); want its records", got, err)
 	}
 }

@@ -227,6 +227,11 @@ func (f Tools) sendMessage(ctx context.Context, c Call) (tools.Result, error) {
 		EventID: eventID, Type: crewlet.MessageChat, From: c.Handle, To: args.To,
 		Conversation: eventID, Body: args.Text, SentAt: f.Now().UTC(),
 	})
+	if code := crewlet.ErrorCode(err); code == crewlet.EFULL || code == crewlet.ERATELIMITED {
+		// A quota refused it before Redis took it: nothing was sent, and
+		// the model reads why.
+		return tools.Refused("not sent: " + crewlet.ErrorMessage(err)), nil
+	}
 	if err != nil {
 		return tools.Result{}, err
 	}
@@ -279,7 +284,7 @@ func (f Tools) delegate(ctx context.Context, c Call) (tools.Result, *crewlet.Tic
 	case "":
 	case crewlet.EFORBIDDEN:
 		return f.Refuse(ctx, c, "to="+args.To, fmt.Sprintf("delegate to %s refused: %s", args.To, crewlet.ErrorMessage(err))), nil, nil
-	case crewlet.EINVALID, crewlet.ENOTFOUND:
+	case crewlet.EINVALID, crewlet.ENOTFOUND, crewlet.EFULL, crewlet.ERATELIMITED:
 		return tools.Refused(crewlet.ErrorMessage(err)), nil, nil
 	default:
 		return tools.Result{}, nil, err

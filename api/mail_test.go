@@ -1,0 +1,178 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/delivery"
+	"github.com/crewlet/crewlet/internal/mailbox"
+	"github.com/crewlet/crewlet/internal/seatclient"
+	"github.com/crewlet/crewlet/internal/testenv"
+)
+
+// A sender over mailbox.sender_per_minute gets 429 with Retry-After, a
+// mailbox at mailbox.max_unread 507, each saying which key; what was
+// accepted before is all in the inbox, which pages back by ?before= and
+// refuses a cursor that is not a stream id.
+func TestMailQuotasAndInboxPaging(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	mb, err := mailbox.Open(b.ctx, testenv.Stack(t).RedisURL, "apitest"+testenv.Suffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mb.Close() })
+	if err := mb.Ensure(b.ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	org := testOrg(config.Budget{}, config.Budget{})
+	org.Mailbox = config.Mailbox{MaxUnread: 10000, SenderPerMinute: 3, MaxMemoryPercent: 100}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := withServices(&api.Server{Org: org, Store: b.st, Log: log, Mailbox: mb})
+	s.Delivery = delivery.New(org, mb, seatclient.New(nil, org), log)
+	s.Delivery.Archive = b.st
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+
+	send := func(text string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL+"/seats/alice/messages", strings.NewReader(`{"text":"`+text+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	refusal := func(resp *http.Response) errorBody {
+		t.Helper()
+		var eb errorBody
+		if err := json.NewDecoder(resp.Body).Decode(&eb); err != nil {
+			t.Fatal(err)
+		}
+		return eb
+	}
+	for _, text := range []string{"one", "two", "three"} {
+		if resp := send(text); resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("send %s: %d %+v; want 202", text, resp.StatusCode, refusal(resp))
+		}
+	}
+	resp := send("four")
+	if eb := refusal(resp); resp.StatusCode != http.StatusTooManyRequests || eb.Error != crewlet.ERATELIMITED ||
+		!strings.Contains(eb.Detail, "mailbox.sender_per_minute") || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("fourth send in a minute: %d %+v Retry-After %q; want 429 naming mailbox.sender_per_minute, with Retry-After",
+			resp.StatusCode, eb, resp.Header.Get("Retry-After"))
+	}
+	org.Mailbox = config.Mailbox{MaxUnread: 3, SenderPerMinute: 100, MaxMemoryPercent: 100}
+	resp = send("five")
+	if eb := refusal(resp); resp.StatusCode != http.StatusInsufficientStorage || eb.Error != crewlet.EFULL || !strings.Contains(eb.Detail, "mailbox.max_unread") {
+		t.Fatalf("send to a full mailbox: %d %+v; want 507 naming mailbox.max_unread", resp.StatusCode, eb)
+	}
+
+	page := func(query string) ([]crewlet.Message, string) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/seats/alice/inbox" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var msgs []crewlet.Message
+		if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&msgs) != nil {
+			t.Fatalf("GET inbox%s: %d", query, resp.StatusCode)
+		}
+		return msgs, resp.Header.Get(api.NextBeforeHeader)
+	}
+	newest, next := page("?limit=2")
+	if len(newest) != 2 || newest[0].Body != "two" || newest[1].Body != "three" || next != newest[0].StreamID {
+		t.Fatalf("first page = %v, next %q; want two, three and the cursor of two", msgBodies(newest), next)
+	}
+	if older, _ := page("?limit=2&before=" + next); len(older) != 1 || older[0].Body != "one" {
+		t.Fatalf("page before = %v; want one: every accepted message, the refused ones not", msgBodies(older))
+	}
+	if code, eb := get(t, srv.URL, "/seats/alice/inbox?before=yesterday", nil); code != http.StatusBadRequest || !strings.Contains(eb.Detail, "stream id") {
+		t.Errorf("a cursor that is not a stream id: %d %+v; want 400", code, eb)
+	}
+}
+
+// GET /deadletters answers at most 4 MiB: 80 dead letters of 60 KiB (in
+// Redis and archived, as one list) come in pages cut by size, each with
+// the cursor of the next, and together hold each dead letter once.
+func TestDeadLettersAreCappedBySize(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	mb, err := mailbox.Open(b.ctx, testenv.Stack(t).RedisURL, "apitest"+testenv.Suffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mb.Close() })
+	const n = 80
+	var dls []mailbox.DeadLetter
+	for i := range n {
+		dls = append(dls, mailbox.DeadLetter{ID: fmt.Sprintf("1700000000000-%d", i), Seat: "cto", Reason: "test", StreamID: "1-1", At: time.Now(),
+			Message: crewlet.Message{EventID: fmt.Sprint("e", i), Type: crewlet.MessageChat, To: "cto", Body: strings.Repeat("x", 60<<10)}})
+	}
+	if err := b.st.ArchiveDeadLetters(b.ctx, dls); err != nil {
+		t.Fatal(err)
+	}
+	org := testOrg(config.Budget{}, config.Budget{})
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := withServices(&api.Server{Org: org, Store: b.st, Log: log, Mailbox: mb})
+	s.Delivery = delivery.New(org, mb, seatclient.New(nil, org), log)
+	s.Delivery.Archive = b.st
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+
+	seen := map[string]bool{}
+	pages := 0
+	for before := ""; ; pages++ {
+		resp, err := http.Get(srv.URL + "/deadletters?limit=1000&before=" + before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var page []mailbox.DeadLetter
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &page) != nil {
+			t.Fatalf("GET /deadletters: %d", resp.StatusCode)
+		}
+		if len(body) > 4<<20 {
+			t.Fatalf("page %d is %d bytes; want at most 4 MiB", pages, len(body))
+		}
+		for _, d := range page {
+			if seen[d.ID] || !d.Archived {
+				t.Fatalf("dead letter %s twice, or not marked archived", d.ID)
+			}
+			seen[d.ID] = true
+		}
+		before = resp.Header.Get(api.NextBeforeHeader)
+		if before == "" {
+			break
+		}
+		if pages > n {
+			t.Fatal("the pages do not end")
+		}
+	}
+	if len(seen) != n || pages < 1 {
+		t.Fatalf("read %d dead letters in %d pages; want all %d in more than one page", len(seen), pages+1, n)
+	}
+}
+
+func msgBodies(msgs []crewlet.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Body
+	}
+	return out
+}
