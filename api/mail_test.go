@@ -19,6 +19,7 @@ import (
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/tickets"
 )
 
 // A sender over mailbox.sender_per_minute gets 429 with Retry-After, a
@@ -42,6 +43,7 @@ func TestMailQuotasAndInboxPaging(t *testing.T) {
 	s := withServices(&api.Server{Org: org, Store: b.st, Log: log, Mailbox: mb})
 	s.Delivery = delivery.New(org, mb, seatclient.New(nil, org), log)
 	s.Delivery.Archive = b.st
+	s.Tickets = tickets.New(org, b.st, s.Delivery, s.Seats, log)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 
@@ -79,6 +81,23 @@ func TestMailQuotasAndInboxPaging(t *testing.T) {
 	resp = send("five")
 	if eb := refusal(resp); resp.StatusCode != http.StatusInsufficientStorage || eb.Error != crewlet.EFULL || !strings.Contains(eb.Detail, "mailbox.max_unread") {
 		t.Fatalf("send to a full mailbox: %d %+v; want 507 naming mailbox.max_unread", resp.StatusCode, eb)
+	}
+	// A ticket whose request a quota refuses is failed at once, saying
+	// why, rather than left open until it expires.
+	if err := mb.Ensure(b.ctx, "cto"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := mb.Publish(b.ctx, crewlet.Message{EventID: "unread", Type: crewlet.MessageChat, From: "alice", To: "cto", Body: "x"}, mailbox.Quotas{}); err != nil {
+		t.Fatal(err)
+	}
+	org.Mailbox = config.Mailbox{MaxUnread: 1, SenderPerMinute: 0, MaxMemoryPercent: 100}
+	if code, body := call(t, http.MethodPost, srv.URL+"/tickets", "", `{"to":"cto","task":"refused"}`); code != http.StatusInsufficientStorage {
+		t.Fatalf("open a ticket to a full mailbox: %d %s; want 507", code, body)
+	}
+	var opened []crewlet.Ticket
+	getJSON(t, srv.URL+"/tickets?to=cto", "", &opened)
+	if len(opened) != 1 || opened[0].Phase != crewlet.TicketFailed || !strings.Contains(opened[0].Reason, "mailbox.max_unread") {
+		t.Fatalf("tickets to cto = %+v; want the refused one, failed, naming mailbox.max_unread", opened)
 	}
 
 	page := func(query string) ([]crewlet.Message, string) {

@@ -107,9 +107,28 @@ func (t *Service) Open(ctx context.Context, req OpenRequest) (crewlet.Ticket, er
 		EventID: ticket.RequestEvent, Type: crewlet.MessageTicket, From: ticket.From, To: ticket.To,
 		Conversation: ticket.Conversation, Ticket: ticket.ID, Body: ticket.Task, SentAt: ticket.CreatedAt.UTC(),
 	}); err != nil {
-		return crewlet.Ticket{}, err
+		return crewlet.Ticket{}, t.refused(ctx, ticket, err)
 	}
 	return ticket, nil
+}
+
+// refused ends a ticket whose request a mail quota refused: the request
+// will never arrive, and the caller hears why from err, so the ticket is
+// failed at once rather than left open until it expires. Any other error
+// leaves it open for a retry of the same key to deliver again.
+func (t *Service) refused(ctx context.Context, ticket crewlet.Ticket, err error) error {
+	if code := crewlet.ErrorCode(err); code != crewlet.EFULL && code != crewlet.ERATELIMITED {
+		return err
+	}
+	ended, endedNow, endErr := t.store.EndTicket(ctx, ticket.ID, crewlet.TicketFailed, "its request was refused: "+crewlet.ErrorMessage(err))
+	if endErr != nil {
+		t.log.ErrorContext(ctx, "ticket_unfailed", "ticket", ticket.ID, "error", endErr)
+		return err
+	}
+	if endedNow {
+		t.Metrics.TicketEnded(string(ended.Phase))
+	}
+	return err
 }
 
 // opened returns the ticket a request's key opened before (a retried
