@@ -105,7 +105,7 @@ func (n *Node) Interval() time.Duration { return n.cfg.Timeout / 3 }
 // stopped well before a peer may claim it (at the whole timeout).
 func (n *Node) FenceAfter() time.Duration { return n.cfg.Timeout / 2 }
 
-// MayClaim reports whether the failure detector may run: only once this
+// mayClaim reports whether the failure detector may run: only once this
 // node's own presence writes have succeeded, without a gap, for a whole
 // heartbeat timeout. Peers claim only through Postgres, so while nobody can
 // write it nobody can beat, and a row that went stale then says nothing
@@ -113,7 +113,7 @@ func (n *Node) FenceAfter() time.Duration { return n.cfg.Timeout / 2 }
 // store was writable, and a peer is claimed only after it has had a whole
 // timeout of them to beat again. A node cut off alone changes nothing
 // here: its peers' runs stay unbroken and they claim it as before.
-func (n *Node) MayClaim() bool {
+func (n *Node) mayClaim() bool {
 	return !n.goodSince.IsZero() && n.cfg.Clock.Now().Sub(n.goodSince) >= n.cfg.Timeout
 }
 
@@ -191,7 +191,7 @@ func (n *Node) Beat(ctx context.Context) {
 		n.cfg.Log.Warn("node_reconcile_failed", "error", err)
 	}
 	n.Tenures.AlarmUnproven()
-	if n.MayClaim() {
+	if n.mayClaim() {
 		n.detect(bctx)
 	}
 }
@@ -214,7 +214,7 @@ func (n *Node) fenceSelf(since time.Duration) {
 	}()
 }
 
-// detect is the failure detector, run only when MayClaim: it claims every
+// detect is the failure detector, run only when mayClaim: it claims every
 // peer incarnation that stopped or stopped beating (one compare-and-set per row in Postgres, so
 // exactly one node acts) and tells that incarnation's seats their host is
 // gone. Per beat it costs one statement over the nodes; per failure, one

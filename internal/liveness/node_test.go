@@ -443,7 +443,7 @@ func twoNodes(t *testing.T) (*company, *Node, *Node, func()) {
 	for range 3 {
 		step()
 	}
-	if !n1.MayClaim() || !n2.MayClaim() {
+	if !n1.mayClaim() || !n2.mayClaim() {
 		t.Fatal("after a timeout of good beats a node may not claim")
 	}
 	return c, n1, n2, step
