@@ -215,9 +215,9 @@ func (n *Node) fenceSelf(since time.Duration) {
 }
 
 // detect is the failure detector, run only when mayClaim: it claims every
-// peer incarnation that stopped or stopped beating (one compare-and-set per row in Postgres, so
-// exactly one node acts) and tells that incarnation's seats their host is
-// gone. Per beat it costs one statement over the nodes; per failure, one
+// peer incarnation that stopped or stopped beating (one compare-and-set per
+// row in Postgres, so exactly one node acts) and tells that incarnation's
+// seats their host is gone. Per beat it costs one statement over the nodes; per failure, one
 // signal per seat of the dead node, sent off the presence loop.
 func (n *Node) detect(ctx context.Context) {
 	dead, err := n.cfg.Store.ClaimDeadNodes(ctx, n.cfg.Incarnation, n.cfg.Timeout)
