@@ -64,7 +64,8 @@ type Config struct {
 
 // Node is one incarnation's liveness: every beat (a third of the heartbeat
 // timeout) it stamps its presence row, ends the tenures here that moved on,
-// and runs the failure detector over its peers; past half the timeout
+// and, once its own writes have succeeded for a whole timeout, runs the
+// failure detector over its peers; past half the timeout
 // without a good beat it fences itself, before any peer may claim it.
 type Node struct {
 	// Tenures is the registry of the tenures this node hosts.
@@ -79,6 +80,10 @@ type Node struct {
 	drainOnce      sync.Once
 	// tells are the host_lost signals in flight, sent off the loop.
 	tells sync.WaitGroup
+	// goodSince is when the unbroken run of good presence writes this node
+	// is in began, lastGood when its latest good write returned; zero
+	// before the first. Only the presence loop reads and writes them.
+	goodSince, lastGood time.Time
 }
 
 // New returns the liveness of a node incarnation, hosting nothing yet.
@@ -99,6 +104,18 @@ func (n *Node) Interval() time.Duration { return n.cfg.Timeout / 3 }
 // it stops acting for its seats: half the heartbeat timeout, so it has
 // stopped well before a peer may claim it (at the whole timeout).
 func (n *Node) FenceAfter() time.Duration { return n.cfg.Timeout / 2 }
+
+// mayClaim reports whether the failure detector may run: only once this
+// node's own presence writes have succeeded, without a gap, for a whole
+// heartbeat timeout. Peers claim only through Postgres, so while nobody can
+// write it nobody can beat, and a row that went stale then says nothing
+// about its node; the detector's own good writes are the evidence that the
+// store was writable, and a peer is claimed only after it has had a whole
+// timeout of them to beat again. A node cut off alone changes nothing
+// here: its peers' runs stay unbroken and they claim it as before.
+func (n *Node) mayClaim() bool {
+	return !n.goodSince.IsZero() && n.cfg.Clock.Now().Sub(n.goodSince) >= n.cfg.Timeout
+}
 
 // SinceLastBeat is how long ago the last presence write that succeeded
 // was sent.
@@ -149,11 +166,21 @@ func (n *Node) Beat(ctx context.Context) {
 		if since > n.FenceAfter() {
 			n.fenceSelf(since)
 		}
+		n.goodSince = time.Time{}
 		return
 	}
 	// Counted from when the write was sent, not when it returned: the row
 	// may have been stamped that early, and peers count from the stamp.
 	n.lastBeat.Store(sent.UnixNano())
+	// The run of good writes counts from when this one returned, the other
+	// way round: a write sent before the store came back may land after.
+	// A gap past FenceAfter (a failed write, a stalled loop) starts a new
+	// run, as the store may have been down all through it.
+	done := n.cfg.Clock.Now()
+	if n.goodSince.IsZero() || done.Sub(n.lastGood) > n.FenceAfter() {
+		n.goodSince = done
+	}
+	n.lastGood = done
 	if n.Tenures.Unfence() {
 		n.cfg.Log.Info("node_unfenced", "node", n.cfg.Incarnation)
 	}
@@ -164,7 +191,9 @@ func (n *Node) Beat(ctx context.Context) {
 		n.cfg.Log.Warn("node_reconcile_failed", "error", err)
 	}
 	n.Tenures.AlarmUnproven()
-	n.detect(bctx)
+	if n.mayClaim() {
+		n.detect(bctx)
+	}
 }
 
 // fenceSelf stops the node acting for every seat it hosts (their MCP
@@ -185,10 +214,10 @@ func (n *Node) fenceSelf(since time.Duration) {
 	}()
 }
 
-// detect is the failure detector: it claims every peer incarnation that
-// stopped or stopped beating (one compare-and-set per row in Postgres, so
-// exactly one node acts) and tells that incarnation's seats their host is
-// gone. Per beat it costs one statement over the nodes; per failure, one
+// detect is the failure detector, run only when mayClaim: it claims every
+// peer incarnation that stopped or stopped beating (one compare-and-set per
+// row in Postgres, so exactly one node acts) and tells that incarnation's
+// seats their host is gone. Per beat it costs one statement over the nodes; per failure, one
 // signal per seat of the dead node, sent off the presence loop.
 func (n *Node) detect(ctx context.Context) {
 	dead, err := n.cfg.Store.ClaimDeadNodes(ctx, n.cfg.Incarnation, n.cfg.Timeout)

@@ -3,6 +3,7 @@ package liveness
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -265,6 +266,9 @@ func TestDetector(t *testing.T) {
 				p.seatsErr = tc.seatsErr
 			})
 			b.node.Start(context.Background())
+			for range 3 {
+				b.beat(timeout/3, false)
+			}
 			if tc.wantTold {
 				if got := b.nextTold(t); got.incarnation != "n2:bbbb" || !slices.Equal(got.seats, tc.seats) {
 					t.Fatalf("told %+v; want n2:bbbb's seats %v", got, tc.seats)
@@ -281,15 +285,40 @@ func TestDetector(t *testing.T) {
 	}
 }
 
-// The detector runs only on a beat whose own write succeeded: a node that
-// cannot reach the store claims nobody.
-func TestDetectorRunsOnlyAfterAGoodWrite(t *testing.T) {
+// The detector runs only once the node's own writes have succeeded for a
+// whole timeout without a gap: a node that cannot reach the store claims
+// nobody, and one that just reached it again first gives its peers a whole
+// timeout to beat.
+func TestDetectorWaitsForAWholeTimeoutOfGoodWrites(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	b.node.Start(context.Background())
-	b.beat(time.Second, true)
-	if b.store.claims != 1 {
-		t.Fatalf("%d detector runs after a good and a failed beat; want 1", b.store.claims)
+	type step struct {
+		advance time.Duration
+		down    bool
+	}
+	third := timeout / 3
+	cases := []struct {
+		name       string
+		steps      []step
+		wantClaims int
+	}{
+		{"started, not yet a timeout", []step{{third, false}, {third, false}}, 0},
+		{"a timeout of good writes", []step{{third, false}, {third, false}, {third, false}}, 1},
+		{"every beat after it", []step{{third, false}, {third, false}, {third, false}, {third, false}}, 2},
+		{"a failed write starts the run again", []step{{third, false}, {third, false}, {third, true}, {third, false}, {third, false}}, 0},
+		{"a timeout after the failed write", []step{{third, false}, {third, true}, {third, false}, {third, false}, {third, false}, {third, false}}, 1},
+		{"a stalled loop starts the run again", []step{{third, false}, {timeout, false}, {third, false}}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := setup(t)
+			b.node.Start(context.Background())
+			for _, s := range tc.steps {
+				b.beat(s.advance, s.down)
+			}
+			if b.store.claims != tc.wantClaims {
+				t.Fatalf("%d detector runs; want %d", b.store.claims, tc.wantClaims)
+			}
+		})
 	}
 }
 
@@ -309,5 +338,191 @@ func TestDrainRequestedClosesOnceTheRowAsks(t *testing.T) {
 	case <-b.node.DrainRequested():
 	default:
 		t.Fatal("drain not requested after the row asked")
+	}
+}
+
+// company is one presence table two nodes share, as Postgres holds it:
+// a write stamps the row with the store's time (here the one fake clock)
+// and unclaims it, and the detector claims every other unclaimed row
+// silent for longer than the timeout. down cuts the store off for every
+// node, cut for one.
+type company struct {
+	mu      sync.Mutex
+	clock   *FakeClock
+	down    bool
+	cut     map[string]bool
+	beat    map[string]time.Time
+	claimed map[string]string
+	// claims is every claim made, "claimer>claimed@seconds since start".
+	claims []string
+	start  time.Time
+}
+
+// member is one node's connection to the company's store.
+type member struct {
+	c   *company
+	inc string
+}
+
+func (m member) reach() error {
+	if m.c.down || m.c.cut[m.inc] {
+		return errors.New("connection refused")
+	}
+	return nil
+}
+
+func (m member) NodeHeartbeat(context.Context, string, int, map[string]int64) (bool, error) {
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	if err := m.reach(); err != nil {
+		return false, err
+	}
+	m.c.beat[m.inc] = m.c.clock.Now()
+	delete(m.c.claimed, m.inc)
+	return false, nil
+}
+
+func (m member) ClaimDeadNodes(_ context.Context, claimer string, timeout time.Duration) ([]string, error) {
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	if err := m.reach(); err != nil {
+		return nil, err
+	}
+	now := m.c.clock.Now()
+	var dead []string
+	for inc, at := range m.c.beat {
+		if inc == claimer || m.c.claimed[inc] != "" || !at.Before(now.Add(-timeout)) {
+			continue
+		}
+		m.c.claimed[inc] = claimer
+		m.c.claims = append(m.c.claims, fmt.Sprintf("%s>%s@%s", claimer, inc, now.Sub(m.c.start)))
+		dead = append(dead, inc)
+	}
+	return dead, nil
+}
+
+func (m member) SeatsOn(_ context.Context, incarnation string) ([]string, error) {
+	return []string{"seat-on-" + incarnation}, m.reach()
+}
+
+func (m member) UnclaimNode(context.Context, string) error { return nil }
+
+func (m member) TenuresBegunElsewhere(context.Context, string, *time.Time) (map[string]int64, time.Time, error) {
+	return nil, time.Time{}, m.reach()
+}
+
+func (m member) MovedOn(context.Context, string, map[string]int64) ([]string, error) {
+	return nil, m.reach()
+}
+
+// twoNodes starts n1 and n2 on one company, each hosting a seat, and beats
+// both for a whole timeout so that either may claim the other.
+func twoNodes(t *testing.T) (*company, *Node, *Node, func()) {
+	t.Helper()
+	clock := NewFakeClock(time.Unix(1_000_000, 0))
+	c := &company{clock: clock, cut: map[string]bool{}, beat: map[string]time.Time{}, claimed: map[string]string{}, start: clock.Now()}
+	node := func(inc, seat string) *Node {
+		n := New(Config{
+			Incarnation: inc, Timeout: timeout, Clock: clock, Store: member{c, inc}, Watchdog: noWatchdog{},
+			Teardown: func(string) error { return nil }, Log: discard,
+			TellHostLost: func(string, []string) bool { return true },
+		})
+		t.Cleanup(n.tells.Wait)
+		n.Start(context.Background())
+		n.Tenures.Begin(seat, 1)
+		return n
+	}
+	n1, n2 := node("n1:aaaa", "cto"), node("n2:bbbb", "cfo")
+	// step is one beat of each, a third of the timeout on; n1 beats first,
+	// so a claim it makes at a step lands before n2's beat at that step.
+	step := func() {
+		clock.Advance(timeout / 3)
+		n1.Beat(context.Background())
+		n2.Beat(context.Background())
+	}
+	for range 3 {
+		step()
+	}
+	if !n1.mayClaim() || !n2.mayClaim() {
+		t.Fatal("after a timeout of good beats a node may not claim")
+	}
+	return c, n1, n2, step
+}
+
+func (c *company) set(f func(c *company)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f(c)
+}
+
+func (c *company) claimsSoFar() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.claims)
+}
+
+// When the store is down for every node, nobody claims anybody during the
+// outage; when it returns, a node that is slower to beat again than its
+// peer is not claimed for it, and one that does not beat again is claimed
+// a whole timeout after the store returned, not at the peer's first beat.
+func TestGlobalOutageClaimsNobodyAndGivesEveryPeerATimeoutAfter(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// n2Back is how many steps after the store returns n2 reaches it.
+		n2Back     int
+		wantClaims []string
+	}{
+		// The store returns 14 s in (4 s of beats, 10 s down); n1's own
+		// writes vouch for it from then, a timeout later it may claim.
+		{"the peer beats two steps after", 2, nil},
+		{"the peer never beats again", 100, []string{"n1:aaaa>n2:bbbb@17s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, _, step := twoNodes(t)
+			c.set(func(c *company) { c.down = true })
+			for range 10 {
+				step()
+			}
+			if got := c.claimsSoFar(); len(got) != 0 {
+				t.Fatalf("claims while the store was down for everyone: %v", got)
+			}
+			c.set(func(c *company) { c.down = false; c.cut["n2:bbbb"] = true })
+			for i := range 6 {
+				if i == tc.n2Back {
+					c.set(func(c *company) { c.cut["n2:bbbb"] = false })
+				}
+				step()
+			}
+			if got := c.claimsSoFar(); !slices.Equal(got, tc.wantClaims) {
+				t.Fatalf("claims %v; want %v", got, tc.wantClaims)
+			}
+		})
+	}
+}
+
+// A node cut off alone (its peer still beats) fences itself before its
+// peer claims it: the peer's run of good writes never broke.
+func TestNodeCutOffAloneFencesBeforeItsPeerClaimsIt(t *testing.T) {
+	t.Parallel()
+	c, _, n2, step := twoNodes(t)
+	c.set(func(c *company) { c.cut["n2:bbbb"] = true })
+	fencedAt := -1
+	for i := range 6 {
+		step()
+		if fencedAt < 0 && n2.Tenures.SelfFenced() {
+			fencedAt = i
+			if got := c.claimsSoFar(); len(got) != 0 {
+				t.Fatalf("n2 claimed %v before it fenced itself", got)
+			}
+		}
+	}
+	// Cut 3 s in: n2 fences at its beat past half the timeout (5 s), n1
+	// claims at its first beat past the whole timeout (7 s).
+	if fencedAt != 1 {
+		t.Fatalf("n2 fenced itself at step %d after the cut; want 1", fencedAt)
+	}
+	if got := c.claimsSoFar(); !slices.Equal(got, []string{"n1:aaaa>n2:bbbb@7s"}) {
+		t.Fatalf("claims %v; want n1 to claim n2 7s in", got)
 	}
 }
