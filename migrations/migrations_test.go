@@ -12,8 +12,8 @@ import (
 
 // twoStepMarker, in a comment of a statement, says the statement is the
 // second step of a two-step change: the release before it no longer reads or
-// writes what the statement removes or tightens (docs/operations.md,
-// "Upgrades and downgrades").
+// writes what the statement removes or tightens
+// (docs/operations.md, "Upgrades and downgrades").
 const twoStepMarker = "two-step:"
 
 var (
@@ -143,7 +143,7 @@ func TestMigrationsAreAdditive(t *testing.T) {
 		}
 		for _, stmt := range unmarkedChanges(string(body)) {
 			t.Errorf("%s: %q is not additive: the previous release's build, still running during a rolling upgrade, breaks on it. "+
-				"Split it over two releases and mark the second step with a %q comment (docs/operations.md, \"Upgrades and downgrades\")",
+				"Split it over two releases and mark the second step with a %q comment "+`(docs/operations.md, "Upgrades and downgrades")`,
 				name, stmt, "-- "+twoStepMarker)
 		}
 	}

@@ -239,7 +239,7 @@ func logSchema(log *slog.Logger, r store.MigrateReport) {
 	}
 	if r.After.Ahead(build) {
 		log.Warn("schema_ahead_of_build", "schema", r.After.String(), "build", build.String(),
-			"hint", "a newer build migrated this database; this build runs on it for one release (rolling upgrade or downgrade), see docs/operations.md \"Upgrades and downgrades\"")
+			"hint", "a newer build migrated this database; this build runs on it for one release, during a rolling upgrade or after a downgrade "+`(docs/operations.md, "Upgrades and downgrades")`)
 	}
 }
 

@@ -64,7 +64,7 @@ func schemaTooNew(db, build SchemaVersion) error {
 	return crewlet.Errorf(crewlet.ECONFLICT,
 		"the database's schema is at %s, this build knows up to %s: a build runs only on a schema at most one release newer than its own. "+
 			"Run a build that knows %s or newer, or, to go back further, restore the database from a backup taken before the upgrade "+
-			"(docs/operations.md, \"Upgrades and downgrades\")",
+			`(docs/operations.md, "Upgrades and downgrades")`,
 		db, build, strings.TrimSuffix(db.Migration, ".sql"))
 }
 
