@@ -117,3 +117,45 @@ func TestSchemaMoreThanOneReleaseAheadIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// A database migrated by a build from before the release column reads: its
+// migrations are placed by this build's marks, one unknown to this build
+// counts as the next release at most, and the next Migrate adds the column.
+func TestSchemaFromBeforeTheReleaseColumn(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := testenv.MigratedDatabase(t)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `ALTER TABLE schema_migrations DROP COLUMN IF EXISTS release`); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	build := store.BuildSchema()
+	if got, err := st.CheckSchema(ctx); err != nil || got != build {
+		t.Fatalf("CheckSchema = %s, %v; want %s", got, err, build)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO schema_migrations (name) VALUES ('9001_unmarked.sql')`); err != nil {
+		t.Fatal(err)
+	}
+	report, err := st.Migrate(ctx)
+	want := store.SchemaVersion{Migration: "9001_unmarked.sql", Release: migrations.Release("9001_unmarked.sql")}
+	if err != nil || report.Before != want || len(report.Applied) != 0 {
+		t.Fatalf("Migrate = %+v, %v; want it to run on %s and apply nothing", report, err, want)
+	}
+	var nulls int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE release IS NULL`).Scan(&nulls); err != nil {
+		t.Fatalf("read the release column Migrate adds: %v", err)
+	}
+	if nulls != len(migrations.Names())+1 {
+		t.Fatalf("%d rows without a release; want every row recorded before the column (%d)", nulls, len(migrations.Names())+1)
+	}
+}
