@@ -200,9 +200,9 @@ func connect(ctx context.Context, path, kind string, stderr io.Writer) (*deps, e
 // release newer than this build (before anything else reads it), applies
 // pending migrations and claims the database for this deployment (company,
 // Temporal namespace, task queue): every server command (serve, worker, api,
-// migrate) comes through here before it uses the database. Nodes, placement and the mailbox registry
-// are per database, so a database another deployment claimed is refused, and
-// refused before a migration touches it. An empty database, or one from
+// migrate) comes through here before it uses the database. Nodes, placement
+// and the mailbox registry are per database, so a database another
+// deployment claimed is refused, and refused before a migration touches it. An empty database, or one from
 // before migration 0015 (which holds data but no claim), is claimed by the
 // first process that migrates it.
 func openDatabase(ctx context.Context, org *config.Config, url string) (*store.Store, store.MigrateReport, error) {
@@ -228,19 +228,6 @@ func openDatabase(ctx context.Context, org *config.Config, url string) (*store.S
 		return nil, report, err
 	}
 	return st, report, nil
-}
-
-// logSchema says what a process's start did to the schema: the migrations
-// it applied, or that it runs as the older build on a newer schema.
-func logSchema(log *slog.Logger, r store.MigrateReport) {
-	build := store.BuildSchema()
-	if len(r.Applied) > 0 {
-		log.Info("migrations_applied", "names", r.Applied, "schema_before", r.Before.String(), "schema_after", r.After.String())
-	}
-	if r.After.Ahead(build) {
-		log.Warn("schema_ahead_of_build", "schema", r.After.String(), "build", build.String(),
-			"hint", "a newer build migrated this database; this build runs on it for one release, during a rolling upgrade or after a downgrade "+`(docs/operations.md, "Upgrades and downgrades")`)
-	}
 }
 
 func runServer(ctx context.Context, args []string, stderr io.Writer, role serverRole) error {
