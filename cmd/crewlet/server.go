@@ -202,9 +202,9 @@ func connect(ctx context.Context, path, kind string, stderr io.Writer) (*deps, e
 // Temporal namespace, task queue): every server command (serve, worker, api,
 // migrate) comes through here before it uses the database. Nodes, placement
 // and the mailbox registry are per database, so a database another
-// deployment claimed is refused, and refused before a migration touches it. An empty database, or one from
-// before migration 0015 (which holds data but no claim), is claimed by the
-// first process that migrates it.
+// deployment claimed is refused, and refused before a migration touches it.
+// An empty database, or one from before migration 0015 (which holds data but
+// no claim), is claimed by the first process that migrates it.
 func openDatabase(ctx context.Context, org *config.Config, url string) (*store.Store, store.MigrateReport, error) {
 	st, err := store.Open(ctx, url)
 	if err != nil {

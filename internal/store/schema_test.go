@@ -119,8 +119,8 @@ func TestSchemaMoreThanOneReleaseAheadIsRefused(t *testing.T) {
 }
 
 // A database migrated by a build from before the release column reads: its
-// migrations are placed by this build's marks, one unknown to this build
-// counts as the next release at most, and the next Migrate adds the column.
+// migrations are placed by this build's marks (one this build does not know
+// falls after its last mark), and the next Migrate adds the column.
 func TestSchemaFromBeforeTheReleaseColumn(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
