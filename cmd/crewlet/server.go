@@ -149,14 +149,12 @@ func connect(ctx context.Context, path, kind string, stderr io.Writer) (*deps, e
 	if d.tracing, err = tracingFromEnv(ctx); err != nil {
 		return nil, err
 	}
-	var applied []string
-	if d.store, applied, err = openDatabase(ctx, org, pgURL); err != nil {
+	var schema store.MigrateReport
+	if d.store, schema, err = openDatabase(ctx, org, pgURL); err != nil {
 		d.close()
 		return nil, err
 	}
-	if len(applied) > 0 {
-		log.Info("migrations_applied", "names", applied)
-	}
+	logSchema(log, schema)
 	d.process, _ = workers.Incarnation("")
 	rev, err := revisions.Start(ctx, d.store, file, org, "start:"+d.process, log)
 	if err != nil {
@@ -198,33 +196,38 @@ func connect(ctx context.Context, path, kind string, stderr io.Writer) (*deps, e
 	return d, nil
 }
 
-// openDatabase opens the org's database, applies pending migrations and
-// claims the database for this deployment (company, Temporal namespace, task
-// queue): every server command (serve, worker, api, migrate) comes through
-// here before it uses the database. Nodes, placement and the mailbox registry
-// are per database, so a database another deployment claimed is refused, and
-// refused before a migration touches it. An empty database, or one from
-// before migration 0015 (which holds data but no claim), is claimed by the
-// first process that migrates it.
-func openDatabase(ctx context.Context, org *config.Config, url string) (*store.Store, []string, error) {
+// openDatabase opens the org's database, refuses a schema more than one
+// release newer than this build (before anything else reads it), applies
+// pending migrations and claims the database for this deployment (company,
+// Temporal namespace, task queue): every server command (serve, worker, api,
+// migrate) comes through here before it uses the database. Nodes, placement
+// and the mailbox registry are per database, so a database another
+// deployment claimed is refused, and refused before a migration touches it.
+// An empty database, or one from before migration 0015 (which holds data but
+// no claim), is claimed by the first process that migrates it.
+func openDatabase(ctx context.Context, org *config.Config, url string) (*store.Store, store.MigrateReport, error) {
 	st, err := store.Open(ctx, url)
 	if err != nil {
-		return nil, nil, err
+		return nil, store.MigrateReport{}, err
 	}
 	d := store.Deployment{Company: org.Company.Name, Namespace: org.Temporal.Namespace, TaskQueue: org.Temporal.TaskQueue}
+	if _, err := st.CheckSchema(ctx); err != nil {
+		st.Close()
+		return nil, store.MigrateReport{}, err
+	}
 	if err := st.CheckDeployment(ctx, d); err != nil {
 		st.Close()
-		return nil, nil, err
+		return nil, store.MigrateReport{}, err
 	}
-	applied, err := st.Migrate(ctx)
+	report, err := st.Migrate(ctx)
 	if err == nil {
 		err = st.ClaimDeployment(ctx, d)
 	}
 	if err != nil {
 		st.Close()
-		return nil, applied, err
+		return nil, report, err
 	}
-	return st, applied, nil
+	return st, report, nil
 }
 
 func runServer(ctx context.Context, args []string, stderr io.Writer, role serverRole) error {
@@ -515,16 +518,21 @@ func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st, applied, err := openDatabase(ctx, org, url)
+	st, report, err := openDatabase(ctx, org, url)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if len(applied) == 0 {
-		fmt.Fprintln(stdout, "migrations: up to date")
-	}
-	for _, name := range applied {
+	for _, name := range report.Applied {
 		fmt.Fprintln(stdout, "migrations: applied", name)
+	}
+	if len(report.Applied) == 0 {
+		fmt.Fprintln(stdout, "migrations: up to date at", report.After)
+	} else {
+		fmt.Fprintf(stdout, "migrations: schema %s -> %s\n", report.Before, report.After)
+	}
+	if build := store.BuildSchema(); report.After.Ahead(build) {
+		fmt.Fprintf(stdout, "migrations: the database is ahead of this build (%s); this build runs on it for one release\n", build)
 	}
 	return nil
 }

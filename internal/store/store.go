@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"sort"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -84,54 +83,59 @@ func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 const migrationLockKey = 0x63726577 // "crew"
 
 // Migrate applies every embedded migration not yet applied, in name order,
-// each in its own transaction, under a Postgres advisory lock. It returns the
-// names it applied; re-running it applies nothing.
-func (s *Store) Migrate(ctx context.Context) ([]string, error) {
+// each in its own transaction, under a Postgres advisory lock, recording the
+// schema release of each. It reports the schema version before and after and
+// what it applied; re-running it applies nothing. A database more than one
+// release ahead of this build is refused (CheckSchema) before anything is
+// applied.
+func (s *Store) Migrate(ctx context.Context) (MigrateReport, error) {
+	var report MigrateReport
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("migrate: %w", err)
+		return report, fmt.Errorf("migrate: %w", err)
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLockKey); err != nil {
-		return nil, fmt.Errorf("migrate: take lock: %w", err)
+		return report, fmt.Errorf("migrate: take lock: %w", err)
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLockKey) //nolint:errcheck // the lock also ends with the session
 
+	// release is NULL on rows applied before it existed.
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		return nil, fmt.Errorf("migrate: %w", err)
+		name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());
+		ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS release integer`); err != nil {
+		return report, fmt.Errorf("migrate: %w", err)
 	}
-	names, err := fs.Glob(migrations.Files, "*.sql")
+	before, have, err := readSchema(ctx, conn)
 	if err != nil {
-		return nil, fmt.Errorf("migrate: %w", err)
+		return report, fmt.Errorf("migrate: %w", err)
 	}
-	sort.Strings(names)
-	var applied []string
-	for _, name := range names {
-		var done bool
-		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE name = $1)`, name).Scan(&done); err != nil {
-			return applied, fmt.Errorf("migrate %s: %w", name, err)
-		}
-		if done {
+	report.Before, report.After = before, before
+	if err := schemaTooNew(before, BuildSchema()); err != nil {
+		return report, err
+	}
+	for _, name := range migrations.Names() {
+		if have[name] {
 			continue
 		}
 		body, err := fs.ReadFile(migrations.Files, name)
 		if err != nil {
-			return applied, fmt.Errorf("migrate %s: %w", name, err)
+			return report, fmt.Errorf("migrate %s: %w", name, err)
 		}
 		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, string(body)); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (name) VALUES ($1)`, name)
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (name, release) VALUES ($1, $2)`, name, migrations.Release(name))
 			return err
 		})
 		if err != nil {
-			return applied, fmt.Errorf("migrate %s: %w", name, err)
+			return report, fmt.Errorf("migrate %s: %w", name, err)
 		}
-		applied = append(applied, name)
+		report.Applied = append(report.Applied, name)
+		report.After = SchemaVersion{Migration: max(report.After.Migration, name), Release: max(report.After.Release, migrations.Release(name))}
 	}
-	return applied, nil
+	return report, nil
 }
 
 // schemaMissing turns "relation does not exist" into an error that says what to do.

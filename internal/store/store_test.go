@@ -31,15 +31,15 @@ func TestMigrateIsRerunnable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(first) == 0 {
+	if len(first.Applied) == 0 {
 		t.Fatal("first migrate applied nothing")
 	}
 	second, err := st.Migrate(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(second) != 0 {
-		t.Fatalf("second migrate applied %v, want nothing", second)
+	if len(second.Applied) != 0 {
+		t.Fatalf("second migrate applied %v, want nothing", second.Applied)
 	}
 }
 
@@ -58,7 +58,7 @@ func TestConcurrentMigrateAppliesOnce(t *testing.T) {
 			}
 			defer st.Close()
 			names, err := st.Migrate(ctx)
-			applied <- len(names)
+			applied <- len(names.Applied)
 			errs <- err
 		}()
 	}
@@ -72,8 +72,8 @@ func TestConcurrentMigrateAppliesOnce(t *testing.T) {
 	st, _ := store.Open(ctx, url)
 	defer st.Close()
 	again, _ := st.Migrate(ctx)
-	if len(again) != 0 {
-		t.Fatalf("after concurrent migrates, another applied %v", again)
+	if len(again.Applied) != 0 {
+		t.Fatalf("after concurrent migrates, another applied %v", again.Applied)
 	}
 	if total == 0 {
 		t.Fatal("no migrate applied anything")
