@@ -66,7 +66,8 @@ type ServerConfig struct {
 	Env     []string
 	// RunAs is the user (name or uid) a stdio child runs as; empty runs it
 	// as crewlet's own user. Another user needs crewlet to run as root
-	// (or with CAP_SETUID and CAP_SETGID).
+	// (or with CAP_SETUID, CAP_SETGID and CAP_KILL: stopping a child of
+	// another user needs the last).
 	RunAs string
 	URL   string
 	// Headers are sent with every request to an HTTP server (an
@@ -273,7 +274,7 @@ func (s *Session) connect(ctx context.Context, sc ServerConfig) (*server, []*mcp
 	}
 	if err != nil {
 		if sc.RunAs != "" && errors.Is(err, syscall.EPERM) {
-			err = crewlet.Errorf(crewlet.EINVALID, "mcp server %s: run_as %q: crewlet (uid %d) may not start a process as another user; run crewlet as root (or with CAP_SETUID and CAP_SETGID), or remove run_as", sc.Name, sc.RunAs, os.Geteuid())
+			err = crewlet.Errorf(crewlet.EINVALID, "mcp server %s: run_as %q: crewlet (uid %d) may not start a process as another user; run crewlet as root (or with CAP_SETUID, CAP_SETGID and CAP_KILL), or remove run_as", sc.Name, sc.RunAs, os.Geteuid())
 		} else {
 			err = fmt.Errorf("mcp server %s: connect: %w", sc.Name, err)
 		}
