@@ -44,7 +44,7 @@ func BenchmarkConversationThroughput(b *testing.B) {
 	defer c.stopAll()
 	// The benchmark sends as one principal far faster than the API's
 	// per-principal mutation limit allows a person to.
-	c.setenv("CREWLET_API_MUTATIONS_PER_MINUTE=0")
+	c.setenv("CREWLET_API_MUTATIONS_PER_MINUTE=0", "CREWLET_MAILBOX_SENDER_PER_MINUTE=0")
 	c.serve()
 	c.waitAttached(2 * time.Minute)
 	replied := watchReplies(b, c.dbURL)

@@ -35,7 +35,7 @@ func BenchmarkIdleSeats(b *testing.B) {
 	c := newCompany(b, fleetOrg(b, n, 0))
 	defer c.stopAll()
 	calls := filepath.Join(b.TempDir(), "calls")
-	c.setenv(testhook.Hooks{TemporalCalls: calls}.Env(), "CREWLET_API_MUTATIONS_PER_MINUTE=0")
+	c.setenv(testhook.Hooks{TemporalCalls: calls}.Env(), "CREWLET_API_MUTATIONS_PER_MINUTE=0", "CREWLET_MAILBOX_SENDER_PER_MINUTE=0")
 	start := time.Now()
 	p := c.start("serve", "serve")
 	testenv.Eventually(b, 60*time.Minute, "every seat established", func() error {

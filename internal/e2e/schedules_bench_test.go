@@ -45,7 +45,7 @@ func BenchmarkScheduleFires(b *testing.B) {
 			_ = c.temporal.ScheduleClient().GetHandle(ctx, schedules.ID(c.taskQueue, fmt.Sprintf("b%03d", i))).Delete(ctx)
 		}
 	})
-	c.setenv("CREWLET_API_MUTATIONS_PER_MINUTE=0")
+	c.setenv("CREWLET_API_MUTATIONS_PER_MINUTE=0", "CREWLET_MAILBOX_SENDER_PER_MINUTE=0")
 	c.serve()
 	c.waitAttached(2 * time.Minute)
 	// The first whole minute after every schedule exists: fires of an

@@ -33,7 +33,7 @@ import (
 func BenchmarkStream(b *testing.B) {
 	d := benchDuration(b)
 	c := newCompany(b, fleetOrg(b, benchSeats, 0))
-	c.setenv("CREWLET_API_MUTATIONS_PER_MINUTE=0", fmt.Sprintf("CREWLET_STREAM_MAX_PER_PRINCIPAL=%d", benchSeats+10))
+	c.setenv("CREWLET_API_MUTATIONS_PER_MINUTE=0", "CREWLET_MAILBOX_SENDER_PER_MINUTE=0", fmt.Sprintf("CREWLET_STREAM_MAX_PER_PRINCIPAL=%d", benchSeats+10))
 	c.serve()
 	c.waitAttached(2 * time.Minute)
 	replied := watchReplies(b, c.dbURL)

@@ -481,7 +481,7 @@ func bareCeiling(b *testing.B, d time.Duration) float64 {
 // to, so the limit is off.
 func benchCompany(b *testing.B) (*company, *replyWatcher) {
 	c := newCompany(b, fleetOrg(b, benchSeats, 0))
-	c.setenv("CREWLET_API_MUTATIONS_PER_MINUTE=0")
+	c.setenv("CREWLET_API_MUTATIONS_PER_MINUTE=0", "CREWLET_MAILBOX_SENDER_PER_MINUTE=0")
 	c.serve()
 	c.waitAttached(2 * time.Minute)
 	return c, watchReplies(b, c.dbURL)
