@@ -244,7 +244,11 @@ func TestRemovedSeatMailboxIsKeptForTheGraceThenRetired(t *testing.T) {
 	both := fleetOrg(t, 2, 0)
 	onlyFirst := withoutSeat(t, both, "s02")
 	c := newCompany(t, both)
-	c.setenv("CREWLET_MAINTENANCE_INTERVAL=1s")
+	// A reconcile pass every second: a seat added back while its previous
+	// workflow is still ending the stop of its removal is started again by
+	// the next periodic pass (the one its apply triggered saw it running),
+	// which the default minute would put past the reply's wait.
+	c.setenv("CREWLET_MAINTENANCE_INTERVAL=1s", "CREWLET_NODES_RECONCILE_INTERVAL=1s")
 	mb := c.mailbox()
 	// The API runs throughout; each step applies the org of the moment and
 	// runs a worker on it.
