@@ -193,11 +193,21 @@ func ClipText(s string, keep int) string {
 	if len(s) <= keep {
 		return s
 	}
-	cut := keep
+	kept := RunePrefix(s, keep)
+	return fmt.Sprintf("%s\n[clipped: %d of %d bytes cut to keep the conversation within the context budget]", kept, len(s)-len(kept), len(s))
+}
+
+// RunePrefix is the longest prefix of s of at most n bytes that does not
+// split a rune: the one way every clip in crewlet cuts text.
+func RunePrefix(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := max(n, 0)
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return fmt.Sprintf("%s\n[clipped: %d of %d bytes cut to keep the conversation within the context budget]", s[:cut], len(s)-cut, len(s))
+	return s[:cut]
 }
 
 // closeExchange makes an earlier exchange sendable on its own: a note reads

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/time/rate"
 
@@ -182,11 +181,7 @@ func clipField(s string) string {
 		return s
 	}
 	const ellipsis = "…"
-	cut := maxAuditField - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + ellipsis
+	return crewlet.RunePrefix(s, maxAuditField-len(ellipsis)) + ellipsis
 }
 
 // sourceTable is what the door remembers of each source, at most

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/crewlet/crewlet"
 )
@@ -36,11 +35,8 @@ func clip(s string, most int) string {
 	if len(s) <= most {
 		return s
 	}
-	cut := most
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("\n…[clipped by crewlet: %d of %d bytes left out; one text of this answer holds at most %d]", len(s)-cut, len(s), most)
+	kept := crewlet.RunePrefix(s, most)
+	return kept + fmt.Sprintf("\n…[clipped by crewlet: %d of %d bytes left out; one text of this answer holds at most %d]", len(s)-len(kept), len(s), most)
 }
 
 // jsonSize is v's size in JSON.

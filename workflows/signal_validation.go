@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/crewlet/crewlet"
 	"go.temporal.io/sdk/converter"
 )
 
@@ -148,12 +149,9 @@ func clipText(s string, limit int) string {
 		return s
 	}
 	const ellipsis = "…"
-	cut := max(limit-len(ellipsis), 0)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
+	kept := crewlet.RunePrefix(s, limit-len(ellipsis))
 	if limit < len(ellipsis) {
-		return s[:cut]
+		return kept
 	}
-	return s[:cut] + ellipsis
+	return kept + ellipsis
 }

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/crewlet/crewlet"
 )
@@ -206,11 +205,7 @@ func cleanMessage(apiKey, s string) string {
 	s = secretPatterns.ReplaceAllString(s, "[REDACTED]")
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > maxMessageLen {
-		cut := maxMessageLen
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
+		s = crewlet.RunePrefix(s, maxMessageLen) + "…"
 	}
 	return s
 }
