@@ -158,7 +158,7 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 		},
 	}
 	n.live = liveness.New(liveness.Config{
-		Incarnation: incarnation, Timeout: hb, Clock: liveness.RealClock{}, Store: hookedPresence{presence, n},
+		Incarnation: incarnation, Timeout: hb, Clock: liveness.RealClock{}, Store: hookedPresence{presence, n}, Witness: mb,
 		Watchdog: n.watchdog, Teardown: n.host.Teardown, TellHostLost: n.tellSeats, Log: n.log, Metrics: opts.Metrics,
 	})
 	n.host.Tenures = n.live.Tenures

@@ -180,7 +180,7 @@ func Seat(ctx workflow.Context, in crewlet.SeatInput) error {
 		s.wakePending = false
 		mail, err := s.readMail(ctx)
 		if err != nil {
-			if !s.tenureEnded(err) {
+			if !s.tenureEnded(ctx, err) {
 				s.noteError(fmt.Sprintf("read mail: %v", err))
 				_ = workflow.Sleep(ctx, failureBackoff)
 			}

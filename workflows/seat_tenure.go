@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -196,14 +197,20 @@ func (s *seat) drain(ctx workflow.Context) error {
 // tenureEnded reports whether err means the tenure is over: the epoch moved
 // on (fenced) or the host did not answer in time (a schedule-to-start or
 // heartbeat timeout on its queue). The seat then re-establishes before it
-// touches anything again.
-func (s *seat) tenureEnded(err error) bool {
+// touches anything again. Any other timeout (a local activity whose retries
+// ran out while Postgres was down for every node) says nothing about the
+// host: the seat retries on the same tenure, and the node's liveness tells
+// it if the host is lost (docs/architecture.md, "Tenure: which node runs a seat").
+func (s *seat) tenureEnded(ctx workflow.Context, err error) bool {
 	var timeoutErr *temporal.TimeoutError
 	switch {
 	case isFenced(err):
 		s.fenced()
 		return true
-	case errors.As(err, &timeoutErr):
+	case errors.As(err, &timeoutErr) && (hostTimeout(timeoutErr) ||
+		workflow.GetVersion(ctx, changeOutageNotLoss, workflow.DefaultVersion, outageNotLossVersion) == workflow.DefaultVersion):
+		// COMPAT(outage-not-host-loss@1): the GetVersion call keeps runs that
+		// ended a tenure on any timeout doing so.
 		s.logger.Warn("seat_host_lost", "seat", s.in.Handle, "epoch", s.state.Epoch, "node", s.state.Node, "error", err)
 		s.hostLost = true
 		return true
@@ -211,6 +218,13 @@ func (s *seat) tenureEnded(err error) bool {
 		return true
 	}
 	return false
+}
+
+// hostTimeout reports whether a timeout is the host's: its queue left the
+// task unstarted, or the activity on it stopped heartbeating.
+func hostTimeout(err *temporal.TimeoutError) bool {
+	t := err.TimeoutType()
+	return t == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START || t == enumspb.TIMEOUT_TYPE_HEARTBEAT
 }
 
 // fenced ends a tenure whose epoch moved on: another establish outranks it,

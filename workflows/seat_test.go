@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -493,6 +494,54 @@ func TestSeatFencedReestablishes(t *testing.T) {
 			eq(t, "holds (the lost tenure's is cancelled)", after.holds,
 				ids("e1@node-a:cancelled", fmt.Sprintf("e%d@%s", tc.wantEpoch, tc.wantNode)))
 			eq(t, "detaches (a lost tenure is abandoned)", after.detaches, 0)
+		})
+	}
+}
+
+// A timeout that is not the host's (a local activity or a turn whose
+// retries ran out while Postgres was down for every node) is a failure the
+// seat retries on the same tenure: no re-establish, no lost host, and the
+// mail is answered once the store is back (outage-not-host-loss 1).
+func TestSeatOutageTimeoutKeepsTheTenure(t *testing.T) {
+	t.Parallel()
+	storeDown := temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE, errors.New("connection refused"))
+	cases := []struct {
+		name  string
+		setup func(w *fakeSeatWorld)
+	}{
+		{"mailbox read", func(w *fakeSeatWorld) {
+			var done bool
+			w.readHook = func(w *fakeSeatWorld) error {
+				if len(w.fresh) == 0 || done {
+					return nil
+				}
+				done = true
+				return storeDown
+			}
+		}},
+		{"turn", func(w *fakeSeatWorld) {
+			w.turnHook = func(w *fakeSeatWorld, ref crewlet.MailRef) error {
+				if w.deliveries[ref.EventID] == 1 {
+					return temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, errors.New("connection refused"))
+				}
+				return nil
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newSeatHarness(t)
+			tc.setup(h.world)
+			h.publish(time.Second, "m1")
+			after := h.view(30 * time.Minute)
+			h.run(seatIn(), time.Hour)
+
+			eq(t, "acked", after.acked, ids("m1"))
+			eq(t, "attaches", after.attaches, 1)
+			eq(t, "epoch", after.state.Epoch, int64(1))
+			eq(t, "node", after.state.Node, "node-a")
+			eq(t, "establishes", after.state.Counters.Establishes, int64(1))
+			eq(t, "placements", h.world.placements, []crewlet.PlaceSeatInput{firstPlacement})
 		})
 	}
 }

@@ -52,7 +52,7 @@ func (s *seat) runBatch(ctx workflow.Context, mail []crewlet.MailRef) {
 		return
 	}
 	if err := s.runTurn(ctx, mail); err != nil {
-		if s.tenureEnded(err) {
+		if s.tenureEnded(ctx, err) {
 			return
 		}
 		if temporal.IsCanceledError(err) && (s.movesAway() || s.state.Drain != nil) {

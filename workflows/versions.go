@@ -24,6 +24,7 @@ const (
 	changeBusyPolicy      = "busy-policy"
 	changeTurnInterrupt   = "turn-interrupt"
 	changeApprovals       = "approvals"
+	changeOutageNotLoss   = "outage-not-host-loss"
 )
 
 // Newest versions, the maxSupported each GetVersion call passes.
@@ -46,6 +47,8 @@ const (
 	turnInterruptVersion workflow.Version = 1
 	// approvalsVersion is the newest version of changeApprovals.
 	approvalsVersion workflow.Version = 1
+	// outageNotLossVersion is the newest version of changeOutageNotLoss.
+	outageNotLossVersion workflow.Version = 1
 )
 
 // Change is one workflow change guarded by workflow.GetVersion.
@@ -130,6 +133,16 @@ var Changes = []Change{
 			1: "a tool call that answers with an approval (an approval policy gates it) waits durably for the decision, a timer and the approval signal, EndApproval on a timeout or a stop, then is asked again; before it, the turn went on past such a call",
 		},
 		Unmarked: "turns that never made a call an approval policy gates, which reach no GetVersion",
+		Oldest:   workflow.DefaultVersion,
+	},
+	{
+		ID:           changeOutageNotLoss,
+		WorkflowType: crewlet.WorkflowSeat,
+		Newest:       outageNotLossVersion,
+		Versions: []string{
+			1: "only a schedule-to-start or heartbeat timeout (the host's queue went unanswered) ends the tenure as a lost host; a local activity or a turn that timed out otherwise (Postgres down for every node) is a failure the seat retries on the same tenure. Before it, every timeout ended the tenure, so a brief Postgres outage detached every seat",
+		},
+		Unmarked: "seats that never saw a timeout other than the host's, which reach no GetVersion",
 		Oldest:   workflow.DefaultVersion,
 	},
 }

@@ -113,10 +113,16 @@ func freeAddr(t testing.TB) string {
 // until the test starts processes.
 func newCompany(t testing.TB, configPath string) *company {
 	t.Helper()
+	return newCompanyOn(t, configPath, testenv.MigratedDatabase(t))
+}
+
+// newCompanyOn is newCompany on the migrated database dbURL, for a test
+// with a Postgres of its own (testenv.OwnPostgres).
+func newCompanyOn(t testing.TB, configPath, dbURL string) *company {
+	t.Helper()
 	stack := testenv.Stack(t)
 	suffix := testenv.Suffix()
 	addr := freeAddr(t)
-	dbURL := testenv.MigratedDatabase(t)
 	c := &company{
 		t:      t,
 		config: configPath,

@@ -9,11 +9,14 @@ package liveness
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
 )
 
@@ -33,6 +36,17 @@ type Store interface {
 	TenureReader
 }
 
+// Witness is where nodes tell each other, outside Postgres, whether their
+// presence writes reach it (mailbox.Mailbox, in Redis): a node that cannot
+// write Postgres reads it to learn whether a peer can, which is the only
+// way a peer could claim it.
+type Witness interface {
+	// ReportStore records whether this node's latest presence write
+	// reached Postgres and returns every peer's latest report younger
+	// than forgetAfter.
+	ReportStore(ctx context.Context, incarnation string, reached bool, forgetAfter time.Duration) ([]mailbox.StoreReport, error)
+}
+
 // Watchdog is told each time the presence loop turns (watchdog.Watchdog).
 type Watchdog interface {
 	Beat(loop string)
@@ -47,9 +61,12 @@ type Config struct {
 	Incarnation string
 	// Timeout is nodes.heartbeat_timeout: a peer silent this long is
 	// claimed, and every other span here is a fraction of it.
-	Timeout  time.Duration
-	Clock    Clock
-	Store    Store
+	Timeout time.Duration
+	Clock   Clock
+	Store   Store
+	// Witness may be nil: a node without one fences itself whenever it
+	// cannot write its presence, as one cut off alone must.
+	Witness  Witness
 	Watchdog Watchdog
 	// Teardown stops what a tenure runs on this node (see NewTenures).
 	Teardown func(handle string) error
@@ -63,10 +80,13 @@ type Config struct {
 }
 
 // Node is one incarnation's liveness: every beat (a third of the heartbeat
-// timeout) it stamps its presence row, ends the tenures here that moved on,
-// and, once its own writes have succeeded for a whole timeout, runs the
-// failure detector over its peers; past half the timeout
-// without a good beat it fences itself, before any peer may claim it.
+// timeout) it stamps its presence row, tells the witness whether that
+// reached Postgres, ends the tenures here that moved on, and, once its own
+// writes and reports have succeeded for a whole timeout, runs the failure
+// detector over its peers. Past half the timeout without a good beat it
+// fences itself, before any peer may claim it, unless the witness shows no
+// peer reaching Postgres either: an outage every node shares, during which
+// nobody can claim anybody.
 type Node struct {
 	// Tenures is the registry of the tenures this node hosts.
 	Tenures *Tenures
@@ -80,10 +100,14 @@ type Node struct {
 	drainOnce      sync.Once
 	// tells are the host_lost signals in flight, sent off the loop.
 	tells sync.WaitGroup
-	// goodSince is when the unbroken run of good presence writes this node
-	// is in began, lastGood when its latest good write returned; zero
-	// before the first. Only the presence loop reads and writes them.
+	// goodSince is when the unbroken run of good beats (a presence write
+	// and its report to the witness) this node is in began, lastGood when
+	// its latest good beat's report was sent; zero before the first. Only
+	// the presence loop reads and writes them.
 	goodSince, lastGood time.Time
+	// riding is set while the node keeps its seats through a Postgres
+	// outage it shares with every peer; only the presence loop touches it.
+	riding bool
 }
 
 // New returns the liveness of a node incarnation, hosting nothing yet.
@@ -106,13 +130,15 @@ func (n *Node) Interval() time.Duration { return n.cfg.Timeout / 3 }
 func (n *Node) FenceAfter() time.Duration { return n.cfg.Timeout / 2 }
 
 // mayClaim reports whether the failure detector may run: only once this
-// node's own presence writes have succeeded, without a gap, for a whole
-// heartbeat timeout. Peers claim only through Postgres, so while nobody can
-// write it nobody can beat, and a row that went stale then says nothing
-// about its node; the detector's own good writes are the evidence that the
-// store was writable, and a peer is claimed only after it has had a whole
-// timeout of them to beat again. A node cut off alone changes nothing
-// here: its peers' runs stay unbroken and they claim it as before.
+// node's own beats have succeeded, without a gap, for a whole heartbeat
+// timeout. Peers claim only through Postgres, so while nobody can write it
+// nobody can beat, and a row that went stale then says nothing about its
+// node; the detector's own good writes are the evidence that the store was
+// writable, and a peer is claimed only after it has had a whole timeout of
+// them to beat again. A good beat includes its report to the witness, so a
+// node that might claim is always one the witness shows reaching Postgres
+// (see mayRide). A node cut off alone changes nothing here: its peers' runs
+// stay unbroken and they claim it as before.
 func (n *Node) mayClaim() bool {
 	return !n.goodSince.IsZero() && n.cfg.Clock.Now().Sub(n.goodSince) >= n.cfg.Timeout
 }
@@ -152,7 +178,8 @@ func (n *Node) Run(stop <-chan struct{}) {
 
 // Beat is one presence beat. A node that cannot write its presence keeps
 // trying; once it has gone FenceAfter without, it fences itself, before any
-// peer may claim it.
+// peer may claim it, unless the witness shows that no peer can write
+// Postgres either.
 func (n *Node) Beat(ctx context.Context) {
 	n.cfg.Watchdog.Beat(presenceLoop)
 	sent := n.cfg.Clock.Now()
@@ -161,26 +188,37 @@ func (n *Node) Beat(ctx context.Context) {
 	draining, err := n.cfg.Store.NodeHeartbeat(bctx, n.cfg.Incarnation, n.Tenures.HostedCount(), n.Tenures.Unproven())
 	if err != nil {
 		n.cfg.Metrics.PresenceFailed()
+		n.goodSince = time.Time{}
 		since := n.SinceLastBeat()
 		n.cfg.Log.Warn("node_heartbeat_failed", "error", err, "since_last", since.Round(time.Millisecond))
+		peers, werr := n.report(ctx, false)
 		if since > n.FenceAfter() {
-			n.fenceSelf(since)
+			n.outage(since, peers, werr)
 		}
-		n.goodSince = time.Time{}
 		return
 	}
 	// Counted from when the write was sent, not when it returned: the row
 	// may have been stamped that early, and peers count from the stamp.
 	n.lastBeat.Store(sent.UnixNano())
-	// The run of good writes counts from when this one returned, the other
-	// way round: a write sent before the store came back may land after.
-	// A gap past FenceAfter (a failed write, a stalled loop) starts a new
-	// run, as the store may have been down all through it.
-	done := n.cfg.Clock.Now()
-	if n.goodSince.IsZero() || done.Sub(n.lastGood) > n.FenceAfter() {
-		n.goodSince = done
+	if n.riding {
+		n.riding = false
+		n.cfg.Log.Info("node_store_back", "node", n.cfg.Incarnation, "seats", n.Tenures.HostedCount())
 	}
-	n.lastGood = done
+	reportSent := n.cfg.Clock.Now()
+	if _, werr := n.report(ctx, true); werr != nil {
+		n.cfg.Log.Warn("node_witness_failed", "error", werr)
+		n.goodSince = time.Time{}
+	} else {
+		// The run counts from when this beat's report returned, so a peer
+		// that reads the witness sees the run from its first beat on; it
+		// is broken by a gap past FenceAfter between the reports' sends,
+		// which is what a peer reading the witness judges (mayRide).
+		done := n.cfg.Clock.Now()
+		if n.goodSince.IsZero() || done.Sub(n.lastGood) > n.FenceAfter() {
+			n.goodSince = done
+		}
+		n.lastGood = reportSent
+	}
 	if n.Tenures.Unfence() {
 		n.cfg.Log.Info("node_unfenced", "node", n.cfg.Incarnation)
 	}
@@ -196,17 +234,71 @@ func (n *Node) Beat(ctx context.Context) {
 	}
 }
 
+// report tells the witness whether this beat's presence write reached
+// Postgres and returns the peers' reports. It has its own deadline, so a
+// presence write that used up the beat's still leaves time to ask.
+func (n *Node) report(ctx context.Context, reached bool) ([]mailbox.StoreReport, error) {
+	if n.cfg.Witness == nil {
+		return nil, errors.New("no witness configured")
+	}
+	wctx, cancel := context.WithTimeout(ctx, n.Interval()/2)
+	defer cancel()
+	return n.cfg.Witness.ReportStore(wctx, n.cfg.Incarnation, reached, witnessMemory*n.cfg.Timeout)
+}
+
+// witnessMemory is how many heartbeat timeouts a silent node's report is
+// kept: far past the span any rule reads (FenceAfter).
+const witnessMemory = 20
+
+// outage decides, past FenceAfter without presence, whether the node keeps
+// its seats (every peer is as cut off from Postgres as it is, so none can
+// claim it) or fences itself.
+func (n *Node) outage(since time.Duration, peers []mailbox.StoreReport, werr error) {
+	if why := n.mayRide(peers, werr); why != nil {
+		n.fenceSelf(since, why)
+		return
+	}
+	if !n.riding && n.Tenures.HostedCount() > 0 {
+		n.riding = true
+		n.cfg.Metrics.OutageRidden()
+		n.cfg.Log.Warn("node_riding_out_store_outage", "node", n.cfg.Incarnation, "seats", n.Tenures.HostedCount(),
+			"without_presence", since.Round(time.Millisecond), "peers", len(peers))
+	}
+}
+
+// mayRide returns nil when a node that cannot write its presence may keep
+// its seats, and otherwise why not. A peer claims only after a whole
+// heartbeat timeout of good beats, each reported to the witness before it
+// counts, and a gap past FenceAfter between two reports' sends starts its
+// run over. So when the witness answers this beat and no peer's report
+// that it reached Postgres is younger than FenceAfter, no peer is in a run
+// that could reach a claim before this node reads the witness again (a beat
+// later, well inside a timeout). A witness that cannot be read proves
+// nothing, and the node fences as one cut off alone.
+func (n *Node) mayRide(peers []mailbox.StoreReport, werr error) error {
+	if werr != nil {
+		return fmt.Errorf("the witness cannot be read: %w", werr)
+	}
+	for _, p := range peers {
+		if p.Reached && p.Age <= n.FenceAfter() {
+			return fmt.Errorf("peer %s reached Postgres %v ago", p.Incarnation, p.Age.Round(time.Millisecond))
+		}
+	}
+	return nil
+}
+
 // fenceSelf stops the node acting for every seat it hosts (their MCP
 // servers stop, their tool calls are refused) and tells each seat its host
 // is gone, so it re-establishes on a node that can reach the store.
-func (n *Node) fenceSelf(since time.Duration) {
+func (n *Node) fenceSelf(since time.Duration, why error) {
+	n.riding = false
 	seats := n.Tenures.FenceSelf()
 	if len(seats) == 0 {
 		return
 	}
 	n.cfg.Metrics.SelfFenced()
 	n.cfg.Log.Error("node_fenced_itself", "node", n.cfg.Incarnation, "seats", len(seats),
-		"without_presence", since.Round(time.Millisecond), "fence_after", n.FenceAfter())
+		"without_presence", since.Round(time.Millisecond), "fence_after", n.FenceAfter(), "because", why.Error())
 	n.tells.Add(1)
 	go func() {
 		defer n.tells.Done()

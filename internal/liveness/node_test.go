@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/crewlet/crewlet/internal/mailbox"
 )
 
 // presence is the presence store as the rules see it: its writes succeed
@@ -76,6 +78,23 @@ func (p *presence) set(f func(p *presence)) {
 	f(p)
 }
 
+// peerWitness is the witness of a node with one peer that always reaches
+// Postgres: whatever the node's own store does, it is cut off alone.
+// down makes the witness unreachable too.
+type peerWitness struct {
+	mu   sync.Mutex
+	down bool
+}
+
+func (w *peerWitness) ReportStore(context.Context, string, bool, time.Duration) ([]mailbox.StoreReport, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.down {
+		return nil, errors.New("redis: connection refused")
+	}
+	return []mailbox.StoreReport{{Incarnation: "n2:bbbb", Reached: true}}, nil
+}
+
 type noWatchdog struct{}
 
 func (noWatchdog) Beat(string)   {}
@@ -90,10 +109,11 @@ type told struct {
 const timeout = 3 * time.Second
 
 type bundle struct {
-	clock *FakeClock
-	store *presence
-	node  *Node
-	td    *teardowns
+	clock   *FakeClock
+	store   *presence
+	witness *peerWitness
+	node    *Node
+	td      *teardowns
 	// told receives every TellHostLost call; tellFails makes them fail.
 	told      chan told
 	tellFails bool
@@ -102,9 +122,9 @@ type bundle struct {
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	b := &bundle{clock: NewFakeClock(time.Unix(1_000_000, 0)), store: &presence{seats: map[string][]string{}},
-		td: newTeardowns(), told: make(chan told, 16)}
+		witness: &peerWitness{}, td: newTeardowns(), told: make(chan told, 16)}
 	b.node = New(Config{
-		Incarnation: "n1:aaaa", Timeout: timeout, Clock: b.clock, Store: b.store, Watchdog: noWatchdog{},
+		Incarnation: "n1:aaaa", Timeout: timeout, Clock: b.clock, Store: b.store, Witness: b.witness, Watchdog: noWatchdog{},
 		Teardown: b.td.stop, Log: discard,
 		TellHostLost: func(incarnation string, seats []string) bool {
 			b.told <- told{incarnation, seats}
@@ -345,20 +365,29 @@ func TestDrainRequestedClosesOnceTheRowAsks(t *testing.T) {
 // a write stamps the row with the store's time (here the one fake clock)
 // and unclaims it, and the detector claims every other unclaimed row
 // silent for longer than the timeout. down cuts the store off for every
-// node, cut for one.
+// node, cut for one. Beside it is the witness the nodes share, as Redis
+// holds it, stamped by the same clock; witnessCut cuts a node off it.
 type company struct {
-	mu      sync.Mutex
-	clock   *FakeClock
-	down    bool
-	cut     map[string]bool
-	beat    map[string]time.Time
-	claimed map[string]string
+	mu         sync.Mutex
+	clock      *FakeClock
+	down       bool
+	cut        map[string]bool
+	witnessCut map[string]bool
+	reports    map[string]report
+	beat       map[string]time.Time
+	claimed    map[string]string
 	// claims is every claim made, "claimer>claimed@seconds since start".
 	claims []string
 	start  time.Time
 }
 
 // member is one node's connection to the company's store.
+// report is one node's latest word in the witness.
+type report struct {
+	reached bool
+	at      time.Time
+}
+
 type member struct {
 	c   *company
 	inc string
@@ -407,6 +436,23 @@ func (m member) SeatsOn(_ context.Context, incarnation string) ([]string, error)
 
 func (m member) UnclaimNode(context.Context, string) error { return nil }
 
+func (m member) ReportStore(_ context.Context, incarnation string, reached bool, _ time.Duration) ([]mailbox.StoreReport, error) {
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	if m.c.witnessCut[incarnation] {
+		return nil, errors.New("redis: connection refused")
+	}
+	now := m.c.clock.Now()
+	m.c.reports[incarnation] = report{reached, now}
+	var peers []mailbox.StoreReport
+	for inc, r := range m.c.reports {
+		if inc != incarnation {
+			peers = append(peers, mailbox.StoreReport{Incarnation: inc, Reached: r.reached, Age: now.Sub(r.at)})
+		}
+	}
+	return peers, nil
+}
+
 func (m member) TenuresBegunElsewhere(context.Context, string, *time.Time) (map[string]int64, time.Time, error) {
 	return nil, time.Time{}, m.reach()
 }
@@ -420,10 +466,11 @@ func (m member) MovedOn(context.Context, string, map[string]int64) ([]string, er
 func twoNodes(t *testing.T) (*company, *Node, *Node, func()) {
 	t.Helper()
 	clock := NewFakeClock(time.Unix(1_000_000, 0))
-	c := &company{clock: clock, cut: map[string]bool{}, beat: map[string]time.Time{}, claimed: map[string]string{}, start: clock.Now()}
+	c := &company{clock: clock, cut: map[string]bool{}, witnessCut: map[string]bool{}, reports: map[string]report{},
+		beat: map[string]time.Time{}, claimed: map[string]string{}, start: clock.Now()}
 	node := func(inc, seat string) *Node {
 		n := New(Config{
-			Incarnation: inc, Timeout: timeout, Clock: clock, Store: member{c, inc}, Watchdog: noWatchdog{},
+			Incarnation: inc, Timeout: timeout, Clock: clock, Store: member{c, inc}, Witness: member{c, inc}, Watchdog: noWatchdog{},
 			Teardown: func(string) error { return nil }, Log: discard,
 			TellHostLost: func(string, []string) bool { return true },
 		})
@@ -479,13 +526,19 @@ func TestGlobalOutageClaimsNobodyAndGivesEveryPeerATimeoutAfter(t *testing.T) {
 		{"the peer never beats again", 100, []string{"n1:aaaa>n2:bbbb@17s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, _, _, step := twoNodes(t)
+			c, n1, n2, step := twoNodes(t)
 			c.set(func(c *company) { c.down = true })
 			for range 10 {
 				step()
 			}
 			if got := c.claimsSoFar(); len(got) != 0 {
 				t.Fatalf("claims while the store was down for everyone: %v", got)
+			}
+			for _, n := range []*Node{n1, n2} {
+				if n.Tenures.SelfFenced() || !n.riding || n.Tenures.HostedCount() != 1 {
+					t.Fatalf("%s: fenced %v, riding %v, hosting %d after 10 s of an outage every node shares; want it riding it out with its seat",
+						n.cfg.Incarnation, n.Tenures.SelfFenced(), n.riding, n.Tenures.HostedCount())
+				}
 			}
 			c.set(func(c *company) { c.down = false; c.cut["n2:bbbb"] = true })
 			for i := range 6 {
@@ -524,5 +577,114 @@ func TestNodeCutOffAloneFencesBeforeItsPeerClaimsIt(t *testing.T) {
 	}
 	if got := c.claimsSoFar(); !slices.Equal(got, []string{"n1:aaaa>n2:bbbb@7s"}) {
 		t.Fatalf("claims %v; want n1 to claim n2 7s in", got)
+	}
+}
+
+// In an outage every node shares, a node that cannot read the witness
+// either proves nothing and fences itself; its peer, which reads the
+// witness, rides it out.
+func TestGlobalOutageANodeCutOffTheWitnessFencesItself(t *testing.T) {
+	t.Parallel()
+	c, n1, n2, step := twoNodes(t)
+	c.set(func(c *company) { c.down = true; c.witnessCut["n2:bbbb"] = true })
+	for range 4 {
+		step()
+	}
+	if !n2.Tenures.SelfFenced() {
+		t.Fatal("n2 kept its seat without the store or the witness")
+	}
+	if n1.Tenures.SelfFenced() || n1.Tenures.HostedCount() != 1 {
+		t.Fatal("n1 let its seat go though the witness showed nobody reaching the store")
+	}
+}
+
+// When a shared outage ends for one node only, the other is now cut off
+// alone: it learns so from the witness and fences itself before the node
+// that is back may claim it.
+func TestOutageThatEndsForOneNodeOnlyFencesTheOtherBeforeAClaim(t *testing.T) {
+	t.Parallel()
+	c, n1, n2, step := twoNodes(t)
+	c.set(func(c *company) { c.down = true })
+	for range 6 {
+		step()
+	}
+	if n2.Tenures.SelfFenced() {
+		t.Fatal("n2 fenced itself during an outage every node shared")
+	}
+	// 9 s in, the store is back for n1 only.
+	c.set(func(c *company) { c.down = false; c.cut["n2:bbbb"] = true })
+	fencedAt := -1
+	for i := range 6 {
+		step()
+		if fencedAt < 0 && n2.Tenures.SelfFenced() {
+			fencedAt = i
+			if got := c.claimsSoFar(); len(got) != 0 {
+				t.Fatalf("n1 claimed %v before n2 fenced itself", got)
+			}
+		}
+	}
+	if fencedAt != 0 {
+		t.Fatalf("n2 fenced itself at step %d after the store came back for n1; want at once (0)", fencedAt)
+	}
+	// n1's first good beat is at 10 s; a timeout of them later it claims.
+	if got := c.claimsSoFar(); !slices.Equal(got, []string{"n1:aaaa>n2:bbbb@13s"}) {
+		t.Fatalf("claims %v; want n1 to claim n2 13s in", got)
+	}
+	if n1.Tenures.SelfFenced() || n1.Tenures.HostedCount() != 1 {
+		t.Fatal("n1 lost its own seat")
+	}
+}
+
+// A node rides out a Postgres outage only while no peer reports reaching
+// it within FenceAfter and the witness answers.
+func TestMayRide(t *testing.T) {
+	t.Parallel()
+	n := New(Config{Incarnation: "n1:aaaa", Timeout: timeout, Clock: NewFakeClock(time.Unix(0, 0)), Log: discard})
+	half := timeout / 2
+	for _, tc := range []struct {
+		name  string
+		peers []mailbox.StoreReport
+		err   error
+		ride  bool
+	}{
+		{"alone", nil, nil, true},
+		{"every peer cut off too", []mailbox.StoreReport{{Incarnation: "n2", Age: time.Millisecond}}, nil, true},
+		{"a peer reached it just now", []mailbox.StoreReport{{Incarnation: "n2", Age: time.Millisecond}, {Incarnation: "n3", Reached: true}}, nil, false},
+		{"a peer reached it exactly FenceAfter ago", []mailbox.StoreReport{{Incarnation: "n2", Reached: true, Age: half}}, nil, false},
+		{"a peer last reached it longer ago", []mailbox.StoreReport{{Incarnation: "n2", Reached: true, Age: half + time.Millisecond}}, nil, true},
+		{"the witness cannot be read", nil, errors.New("redis: i/o timeout"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := n.mayRide(tc.peers, tc.err) == nil; got != tc.ride {
+				t.Fatalf("may ride = %v; want %v (%v)", got, tc.ride, n.mayRide(tc.peers, tc.err))
+			}
+		})
+	}
+}
+
+// A beat whose presence write succeeded but whose report to the witness
+// failed does not count towards the run: a peer reading the witness could
+// not have seen it.
+func TestDetectorWaitsForAWholeTimeoutOfReportedBeats(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.node.Start(context.Background())
+	b.beat(timeout/3, false)
+	b.witness.mu.Lock()
+	b.witness.down = true
+	b.witness.mu.Unlock()
+	b.beat(timeout/3, false)
+	b.witness.mu.Lock()
+	b.witness.down = false
+	b.witness.mu.Unlock()
+	for range 3 {
+		b.beat(timeout/3, false)
+	}
+	if b.store.claims != 0 {
+		t.Fatalf("%d detector runs within a timeout of the failed report; want none", b.store.claims)
+	}
+	b.beat(timeout/3, false)
+	if b.store.claims != 1 {
+		t.Fatalf("%d detector runs a whole timeout after the failed report; want 1", b.store.claims)
 	}
 }

@@ -37,6 +37,7 @@ type Metrics struct {
 	nodesClaimed     prometheus.Counter
 	hostLostSignals  *prometheus.CounterVec
 	selfFences       prometheus.Counter
+	outagesRidden    prometheus.Counter
 	tenuresMovedOn   prometheus.Counter
 	presenceFailures prometheus.Counter
 	turnsStarted     prometheus.Counter
@@ -97,6 +98,8 @@ func New() *Metrics {
 			"result"),
 		selfFences: f.counter("crewlet_node_self_fences_total",
 			"Times this node fenced itself: it could not write its presence to Postgres long enough that a peer might take its seats, so it stopped their MCP servers and let them go."),
+		outagesRidden: f.counter("crewlet_node_store_outages_ridden_total",
+			"Times this node kept its seats while it could not write its presence to Postgres, because no peer could either (the Redis witness said so): an outage, not a partition."),
 		tenuresMovedOn: f.counter("crewlet_tenures_moved_on_total",
 			"Tenures this node ended because the seat was established elsewhere while this node lived: a false failover or a healed partition."),
 		presenceFailures: f.counter("crewlet_node_presence_failures_total",
@@ -273,6 +276,14 @@ func (m *Metrics) HostLostSignal(sent bool) {
 func (m *Metrics) SelfFenced() {
 	if m != nil {
 		m.selfFences.Inc()
+	}
+}
+
+// OutageRidden records that the node kept its seats through a Postgres
+// outage every node shared.
+func (m *Metrics) OutageRidden() {
+	if m != nil {
+		m.outagesRidden.Inc()
 	}
 }
 
