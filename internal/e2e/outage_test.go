@@ -13,13 +13,29 @@ import (
 	"github.com/crewlet/crewlet/internal/testenv"
 )
 
-// An outage is not a partition: Postgres stopped for 10 s under load, with
+// An outage is not a partition: Postgres down for 10 s under load, with
 // two nodes, moves nothing. Nobody can write the store, so nobody can claim
 // anybody, and each node sees that in the Redis witness and keeps its
 // seats, their MCP children (the very same processes) and their tenures;
 // when Postgres returns nobody is claimed, and every message sent before,
-// during and after is answered exactly once.
+// during and after is answered exactly once. Down is both a server that
+// refuses (stopped) and one that hangs (frozen: every query waits, so the
+// seats' local activities run out of time, which is not a lost host).
 func TestPostgresOutageMovesNoSeatAndLosesNoMessage(t *testing.T) {
+	for _, outage := range []struct {
+		name       string
+		down, back func(*testenv.Postgres)
+	}{
+		{"stopped", (*testenv.Postgres).Stop, (*testenv.Postgres).Start},
+		{"frozen", (*testenv.Postgres).Freeze, (*testenv.Postgres).Thaw},
+	} {
+		t.Run(outage.name, func(t *testing.T) {
+			rideOutPostgresOutage(t, outage.down, outage.back)
+		})
+	}
+}
+
+func rideOutPostgresOutage(t *testing.T, down, back func(*testenv.Postgres)) {
 	pg := testenv.OwnPostgres(t)
 	const seats = 4
 	c := newCompanyOn(t, mcpFleetOrg(t, seats), pg.URL)
@@ -78,7 +94,7 @@ func TestPostgresOutageMovesNoSeatAndLosesNoMessage(t *testing.T) {
 		}
 	}()
 	time.Sleep(2 * time.Second)
-	pg.Stop()
+	down(pg)
 	stoppedAt := time.Now()
 	// Both nodes report riding the outage out: the positive signal that
 	// each saw it and decided, not a quiet ten seconds.
@@ -91,7 +107,7 @@ func TestPostgresOutageMovesNoSeatAndLosesNoMessage(t *testing.T) {
 		return nil
 	})
 	time.Sleep(time.Until(stoppedAt.Add(10 * time.Second)))
-	pg.Start()
+	back(pg)
 	t.Logf("postgres was down %v", time.Since(stoppedAt).Round(time.Millisecond))
 	<-load
 

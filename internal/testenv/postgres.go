@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +28,8 @@ type Postgres struct {
 	data string
 	log  string
 	port int
+	// frozen is set between Freeze and Thaw.
+	frozen bool
 	// URL is a migrated database on this server.
 	URL string
 }
@@ -70,7 +74,13 @@ func OwnPostgres(t testing.TB) *Postgres {
 		t.Fatal(err)
 	}
 	p.Start()
-	t.Cleanup(func() { p.pgCtl("-m", "immediate", "stop") })
+	t.Cleanup(func() {
+		if p.frozen {
+			p.Thaw()
+		}
+		// Already down when the test failed while it was stopped: nothing to do.
+		_ = p.command("pg_ctl", "-D", p.data, "-w", "-m", "immediate", "stop").Run()
+	})
 	p.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/crewlet?sslmode=disable", port)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -101,27 +111,81 @@ func (p *Postgres) Stop() { p.pgCtl("-m", "fast", "stop") }
 // Start starts the server and returns once it accepts connections.
 func (p *Postgres) Start() { p.pgCtl("-l", p.log, "-t", "60", "start") }
 
+// Freeze stops every process of the server with SIGSTOP, as a server that
+// hangs rather than refuses (a network that drops packets, a failover in
+// progress): connections stay open and every query waits. Thaw resumes it.
+func (p *Postgres) Freeze() {
+	p.signalAll(syscall.SIGSTOP)
+	p.frozen = true
+}
+
+// Thaw resumes a frozen server.
+func (p *Postgres) Thaw() {
+	p.signalAll(syscall.SIGCONT)
+	p.frozen = false
+}
+
+// signalAll signals the postmaster (its pid is the first line of
+// postmaster.pid) and every process it started.
+func (p *Postgres) signalAll(sig syscall.Signal) {
+	p.t.Helper()
+	data, err := os.ReadFile(filepath.Join(p.data, "postmaster.pid"))
+	if err != nil {
+		p.t.Fatalf("read postmaster.pid: %v", err)
+	}
+	postmaster, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(data), "\n", 2)[0]))
+	if err != nil {
+		p.t.Fatalf("postmaster.pid: %v", err)
+	}
+	pids := []int{postmaster}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The parent pid is the second field after the command's ")".
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(postmaster) {
+			pids = append(pids, pid)
+		}
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, sig); err != nil {
+			p.t.Fatalf("signal postgres process %d: %v", pid, err)
+		}
+	}
+}
+
 func (p *Postgres) pgCtl(args ...string) {
 	p.t.Helper()
 	p.run("pg_ctl", append([]string{"-D", p.data, "-w"}, args...)...)
 }
 
-// run runs a Postgres program, as the postgres OS user when this is root
-// (Postgres refuses to run as root).
+// run runs a Postgres program and fails the test if it fails.
 func (p *Postgres) run(program string, args ...string) {
 	p.t.Helper()
+	if out, err := p.command(program, args...).CombinedOutput(); err != nil {
+		log, _ := os.ReadFile(p.log)
+		p.t.Fatalf("%s %v: %v\n%s\n%s", program, args, err, out, log)
+	}
+}
+
+// command is a Postgres program's command, as the postgres OS user when
+// this is root (Postgres refuses to run as root).
+func (p *Postgres) command(program string, args ...string) *exec.Cmd {
 	bin, err := postgresBin(program)
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
 	if os.Geteuid() == 0 {
-		cmd = exec.Command("runuser", append([]string{"-u", "postgres", "--", bin}, args...)...)
+		return exec.Command("runuser", append([]string{"-u", "postgres", "--", bin}, args...)...)
 	}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		log, _ := os.ReadFile(p.log)
-		p.t.Fatalf("%s %v: %v\n%s\n%s", program, args, err, out, log)
-	}
+	return exec.Command(bin, args...)
 }
 
 // postgresBin finds a Postgres program on PATH or in Debian's versioned
