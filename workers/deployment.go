@@ -1,0 +1,170 @@
+package workers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/crewlet/crewlet/internal/config"
+)
+
+// BuildID is the build id this process's workers poll as
+// (docs/versioning.md, "Worker builds"): temporal.deployment.build_id, or
+// the VCS revision the binary was built from, or, for a binary built from
+// a modified tree or with no VCS stamp (go build -buildvcs=false, a copy
+// of the source without .git), a digest of the binary itself, so two
+// different binaries never share an id.
+func BuildID(d config.TemporalDeployment) (string, error) {
+	if d.BuildID != "" {
+		return d.BuildID, nil
+	}
+	var revision string
+	modified := true
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				revision = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if len(revision) > 12 {
+		revision = revision[:12]
+	}
+	if revision != "" && !modified {
+		return revision, nil
+	}
+	digest, err := binaryDigest()
+	if err != nil {
+		return "", fmt.Errorf("temporal.deployment.build_id is empty and the binary carries no clean VCS revision, "+
+			"so the build id would be a digest of the binary, which cannot be read (%w); set temporal.deployment.build_id "+
+			"(CREWLET_TEMPORAL_DEPLOYMENT_BUILD_ID)", err)
+	}
+	if revision != "" {
+		return revision + "-modified-" + digest, nil
+	}
+	return "bin-" + digest, nil
+}
+
+// binaryDigest is the first 12 hex digits of the running binary's SHA-256.
+func binaryDigest() (string, error) {
+	path, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12], nil
+}
+
+// deploymentOptions opt the shared queue's worker into worker deployment
+// versioning as version {name, buildID}. Every workflow type says its own
+// behaviour at registration (RegisterWorkflows); the default is there for
+// none.
+func deploymentOptions(name, buildID string) worker.DeploymentOptions {
+	return worker.DeploymentOptions{
+		UseVersioning:             true,
+		Version:                   worker.WorkerDeploymentVersion{DeploymentName: name, BuildID: buildID},
+		DefaultVersioningBehavior: workflow.VersioningBehaviorAutoUpgrade,
+	}
+}
+
+// promoteWithin bounds how long a starting node waits for Temporal to
+// register its version (the first poll of a new build does it, within a
+// second on an idle server) before it can make the version current.
+const promoteWithin = 30 * time.Second
+
+// promote makes buildID the current version of deployment name as the
+// policy says (config.PromoteFirst, PromoteAlways, PromoteNever), and
+// reports the current build it leaves. Workflow tasks go to the current
+// version's workers only, so a deployment with no current version runs
+// nothing on versioned workers: the first deploy must set one.
+func promote(ctx context.Context, tc client.Client, name, buildID, policy string, log *slog.Logger) (current string, err error) {
+	if policy == config.PromoteNever {
+		return "", nil
+	}
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, promoteWithin)
+	defer cancel()
+	h := tc.WorkerDeploymentClient().GetHandle(name)
+	for {
+		desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+		var notFound *serviceerror.NotFound
+		var unimplemented *serviceerror.Unimplemented
+		switch {
+		case errors.As(err, &unimplemented):
+			return "", fmt.Errorf("Temporal does not serve worker deployments (crewlet needs server 1.28 or later, "+
+				"with system.enableDeploymentVersions on): %w", err)
+		case err != nil && !errors.As(err, &notFound):
+			return "", fmt.Errorf("describe worker deployment %s: %w", name, err)
+		case err == nil:
+			cur := desc.Info.RoutingConfig.CurrentVersion
+			if cur != nil && (cur.BuildID == buildID || policy == config.PromoteFirst) {
+				return cur.BuildID, nil
+			}
+			if registered(desc.Info, buildID) {
+				_, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{
+					BuildID: buildID, ConflictToken: desc.ConflictToken,
+				})
+				var conflict *serviceerror.FailedPrecondition
+				switch {
+				case err == nil:
+					log.Info("build_promoted", "deployment", name, "build_id", buildID, "policy", policy, "previous", buildOf(cur),
+						"waited", time.Since(began).Round(time.Millisecond))
+					return buildID, nil
+				case errors.As(err, &conflict):
+					// Another node changed the deployment since the
+					// describe (two first nodes at once): read it again.
+				default:
+					return "", fmt.Errorf("make build %s current in worker deployment %s: %w", buildID, name, err)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("worker deployment %s: Temporal did not register build %s within %s of its worker's start, "+
+				"so it cannot be made current; check that the worker polls task queue and the server's worker service runs", name, buildID, promoteWithin)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// registered reports whether Temporal knows buildID as a version of the
+// deployment.
+func registered(info client.WorkerDeploymentInfo, buildID string) bool {
+	for _, v := range info.VersionSummaries {
+		if v.Version.BuildID == buildID {
+			return true
+		}
+	}
+	return false
+}
+
+// buildOf is the build id of a version; empty for none (unversioned).
+func buildOf(v *worker.WorkerDeploymentVersion) string {
+	if v == nil {
+		return ""
+	}
+	return v.BuildID
+}
