@@ -41,6 +41,7 @@ var defaults = map[string]any{
 	"temporal.deployment.name":     "",
 	"temporal.deployment.build_id": "",
 	"temporal.deployment.promote":  PromoteFirst,
+
 	"postgres.url_env":         "CREWLET_PG_URL",
 	"redis.url_env":            "CREWLET_REDIS_URL",
 	"api.listen":               "127.0.0.1:8080",
