@@ -22,7 +22,8 @@ import (
 // TestVersionsCountsRunningRunsPerChangeVersion starts turn runs on a task
 // queue of its own, two that record the newest profile-pools version and
 // one from before the change (no marker), and checks that `crewlet
-// versions` counts each and keeps the code the unmarked run needs.
+// versions` counts each and keeps the code the unmarked run needs, and
+// counts the runs on the worker build that ran them.
 func TestVersionsCountsRunningRunsPerChangeVersion(t *testing.T) {
 	stack := testenv.Stack(t)
 	suffix := testenv.Suffix()
@@ -42,8 +43,12 @@ func TestVersionsCountsRunningRunsPerChangeVersion(t *testing.T) {
 	defer tc.Close()
 	// A stand-in under the Turn type: it records the change's newest
 	// version, or, like a run begun before the change, nothing; then it
-	// waits to be ended.
-	w := worker.New(tc, taskQueue, worker.Options{})
+	// waits to be ended. It polls as build b1 of the deployment the org's
+	// task queue names, made current as a node does on the first deploy.
+	w := worker.New(tc, taskQueue, worker.Options{DeploymentOptions: worker.DeploymentOptions{
+		UseVersioning: true, Version: worker.WorkerDeploymentVersion{DeploymentName: taskQueue, BuildID: "b1"},
+		DefaultVersioningBehavior: workflow.VersioningBehaviorPinned,
+	}})
 	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, marked bool) error {
 		if marked {
 			workflow.GetVersion(ctx, pools.ID, workflow.DefaultVersion, pools.Newest)
@@ -57,6 +62,10 @@ func TestVersionsCountsRunningRunsPerChangeVersion(t *testing.T) {
 	defer w.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	testenv.Eventually(t, 30*time.Second, "build b1 current", func() error {
+		_, err := tc.WorkerDeploymentClient().GetHandle(taskQueue).SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: "b1"})
+		return err
+	})
 	for i, marked := range []bool{true, true, false} {
 		id := fmt.Sprintf("versions-%s-%d", suffix, i)
 		if _, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, crewlet.WorkflowTurn, marked); err != nil {
@@ -86,6 +95,11 @@ func TestVersionsCountsRunningRunsPerChangeVersion(t *testing.T) {
 		}
 		return nil
 	})
+	// Visibility records the build with the run's first workflow task,
+	// which the counts above waited for.
+	if !regexp.MustCompile(`(?m)^b1\s+current\s+0\s+3\s*$`).MatchString(out) {
+		t.Fatalf("versions says:\n%s\nwant build b1 current with 3 turns", out)
+	}
 	want := fmt.Sprintf("%s: 1 running Turn runs are below version %s: keep the code marked COMPAT(%s@%s).", pools.ID, newest, pools.ID, newest)
 	if !strings.Contains(out, want) {
 		t.Fatalf("versions says:\n%s\nwant the line %q", out, want)
