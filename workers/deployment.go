@@ -90,17 +90,19 @@ func deploymentOptions(name, buildID string) worker.DeploymentOptions {
 	}
 }
 
-// promoteWithin bounds how long a starting node waits for Temporal to
-// register its version (the first poll of a new build does it, within a
-// second on an idle server) before it can make the version current.
-const promoteWithin = 30 * time.Second
+// promoteWithin bounds how long a starting node tries to make its build
+// current. Temporal registers a new build at its first poll (under a
+// second on an idle dev server) and then takes a few seconds to route the
+// deployment to it, more on a loaded server, where one call can time out
+// and is tried again.
+const promoteWithin = 2 * time.Minute
 
 // promote makes buildID the current version of deployment name as the
 // policy says (config.PromoteFirst, PromoteAlways, PromoteNever), and
 // reports the current build it leaves. Workflow tasks go to the current
 // version's workers only, so a deployment with no current version runs
 // nothing on versioned workers: the first deploy must set one.
-func promote(ctx context.Context, tc client.Client, name, buildID, policy string, log *slog.Logger) (current string, err error) {
+func promote(ctx context.Context, tc client.Client, name, buildID, policy string, log *slog.Logger) (string, error) {
 	if policy == config.PromoteNever {
 		return "", nil
 	}
@@ -108,46 +110,60 @@ func promote(ctx context.Context, tc client.Client, name, buildID, policy string
 	ctx, cancel := context.WithTimeout(ctx, promoteWithin)
 	defer cancel()
 	h := tc.WorkerDeploymentClient().GetHandle(name)
+	last := fmt.Errorf("Temporal has not registered build %s in the deployment (it does at the build's first poll, in its worker service)", buildID)
 	for {
-		desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
-		var notFound *serviceerror.NotFound
+		current, done, err := promoteOnce(ctx, h, buildID, policy)
 		var unimplemented *serviceerror.Unimplemented
+		var invalid *serviceerror.InvalidArgument
+		var denied *serviceerror.PermissionDenied
 		switch {
+		case done:
+			log.Info("build_checked", "deployment", name, "build_id", buildID, "current", current, "policy", policy,
+				"waited", time.Since(began).Round(time.Millisecond))
+			return current, nil
 		case errors.As(err, &unimplemented):
 			return "", fmt.Errorf("Temporal does not serve worker deployments (crewlet needs server 1.28 or later, "+
 				"with system.enableDeploymentVersions on): %w", err)
-		case err != nil && !errors.As(err, &notFound):
-			return "", fmt.Errorf("describe worker deployment %s: %w", name, err)
-		case err == nil:
-			cur := desc.Info.RoutingConfig.CurrentVersion
-			if cur != nil && (cur.BuildID == buildID || policy == config.PromoteFirst) {
-				return cur.BuildID, nil
-			}
-			if registered(desc.Info, buildID) {
-				_, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{
-					BuildID: buildID, ConflictToken: desc.ConflictToken,
-				})
-				var conflict *serviceerror.FailedPrecondition
-				switch {
-				case err == nil:
-					log.Info("build_promoted", "deployment", name, "build_id", buildID, "policy", policy, "previous", buildOf(cur),
-						"waited", time.Since(began).Round(time.Millisecond))
-					return buildID, nil
-				case errors.As(err, &conflict):
-					// Another node changed the deployment since the
-					// describe (two first nodes at once): read it again.
-				default:
-					return "", fmt.Errorf("make build %s current in worker deployment %s: %w", buildID, name, err)
-				}
-			}
+		case errors.As(err, &invalid), errors.As(err, &denied):
+			return "", err
+		case err != nil:
+			// A conflict with another node promoting at the same moment,
+			// or a call that timed out on a busy server: read the
+			// deployment again.
+			log.Info("build_promote_retry", "deployment", name, "build_id", buildID, "error", err)
+			last = err
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("worker deployment %s: Temporal did not register build %s within %s of its worker's start, "+
-				"so it cannot be made current; check that the worker polls task queue and the server's worker service runs", name, buildID, promoteWithin)
+			return "", fmt.Errorf("worker deployment %s: could not make build %s current within %s: %w", name, buildID, promoteWithin, last)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// promoteOnce reads the deployment and, if the policy says so and Temporal
+// knows the build, makes buildID current. done reports that there is
+// nothing left to do: current is the current build then.
+func promoteOnce(ctx context.Context, h client.WorkerDeploymentHandle, buildID, policy string) (current string, done bool, err error) {
+	desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return "", false, nil // no version of it has polled yet
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("describe worker deployment: %w", err)
+	}
+	if cur := desc.Info.RoutingConfig.CurrentVersion; cur != nil && (cur.BuildID == buildID || policy == config.PromoteFirst) {
+		return cur.BuildID, true, nil
+	}
+	if !registered(desc.Info, buildID) {
+		return "", false, nil
+	}
+	_, err = h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: buildID, ConflictToken: desc.ConflictToken})
+	if err != nil {
+		return "", false, fmt.Errorf("make build %s current: %w", buildID, err)
+	}
+	return buildID, true, nil
 }
 
 // registered reports whether Temporal knows buildID as a version of the
@@ -159,12 +175,4 @@ func registered(info client.WorkerDeploymentInfo, buildID string) bool {
 		}
 	}
 	return false
-}
-
-// buildOf is the build id of a version; empty for none (unversioned).
-func buildOf(v *worker.WorkerDeploymentVersion) string {
-	if v == nil {
-		return ""
-	}
-	return v.BuildID
 }

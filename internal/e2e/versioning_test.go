@@ -82,7 +82,7 @@ func TestRolloutPinsTheTurnAndMovesTheSeat(t *testing.T) {
 	}
 	// What an operator's `temporal worker deployment set-current-version`
 	// does, once Temporal has seen the new build poll.
-	testenv.Eventually(t, 30*time.Second, "the new build made current", func() error {
+	testenv.Eventually(t, time.Minute, "the new build made current", func() error {
 		desc, err := deployment.Describe(context.Background(), client.WorkerDeploymentDescribeOptions{})
 		if err != nil {
 			return err
@@ -102,7 +102,9 @@ func TestRolloutPinsTheTurnAndMovesTheSeat(t *testing.T) {
 	}
 
 	// The turn begun on the old build finished there, its last workflow
-	// task after the promotion.
+	// task after the promotion. The reply goes out a workflow task before
+	// the turn closes.
+	c.waitClosed(turnID)
 	turn := c.describe(turnID, "")
 	if st := turn.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		t.Fatalf("turn %s is %s; want completed", turnID, st)
@@ -167,7 +169,18 @@ func TestRolloutPinsTheTurnAndMovesTheSeat(t *testing.T) {
 		t.Fatalf("cto's answer %q; want eng-1's reply", reply)
 	}
 	againID := crewlet.TurnWorkflowID("cto", crewlet.WorkKey([]string{again.EventID}))
+	c.waitClosed(againID)
 	c.wantVersioning(againID, c.describe(againID, ""), enumspb.VERSIONING_BEHAVIOR_PINNED, newBuild)
+}
+
+// waitClosed waits until the workflow's latest run has closed.
+func (c *company) waitClosed(workflowID string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.temporal.GetWorkflow(ctx, workflowID, "").Get(ctx, nil); err != nil {
+		c.t.Fatalf("%s did not complete: %v", workflowID, err)
+	}
 }
 
 // currentBuild is the build id of the deployment's current version; empty
