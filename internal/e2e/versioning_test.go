@@ -39,13 +39,13 @@ seats:
   - { handle: eng-1, role: engineer }
 `
 
-// A rollout with two builds side by side (docs/versioning.md, "Rolling
-// out a build"): the old build's first node makes it current; a turn it
-// starts waits on a ticket while the new build's node starts, which does
-// not take over by itself, and is then made current. The waiting turn
-// finishes on the old build, pinned; the seat's next workflow task runs on
-// the new build, and so does its run after continue-as-new and every turn
-// started after the promotion.
+// A rollout with two builds side by side
+// (docs/versioning.md, "Rolling out a build"): the old build's first node
+// makes it current; a turn it starts waits on a ticket while the new
+// build's node starts, which does not take over by itself, and is then
+// made current. The waiting turn finishes on the old build, pinned; the
+// seat's next workflow task runs on the new build, and so does its run
+// after continue-as-new and every turn started after the promotion.
 func TestRolloutPinsTheTurnAndMovesTheSeat(t *testing.T) {
 	const oldBuild, newBuild = "build-old", "build-new"
 	c := newCompany(t, writeFile(t, "org.yaml", rolloutOrg))
