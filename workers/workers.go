@@ -67,8 +67,9 @@ func RegisterShared(r worker.Registry, d Deps) {
 // needs no version for turns in flight. Every other workflow moves to the
 // deployment's current build at its next workflow task (auto-upgrade): a
 // seat runs for months and must take new code while it runs, so a change
-// to its commands needs a GetVersion guard. The duties and notes are short
-// and follow the current build like the seats.
+// to its commands needs a GetVersion guard. A person's notes run as long
+// as a seat does; the duties and schedule fires are short and start on the
+// current build like everything else.
 func RegisterWorkflows(r worker.WorkflowRegistry) {
 	for _, w := range []struct {
 		fn       any
