@@ -204,9 +204,6 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 	// The fence runs inside publicErrors, so its refusals are counted as
 	// fenced like any other.
 	errs := []interceptor.WorkerInterceptor{&publicErrors{log: n.log, metrics: opts.Metrics}, &seatFence{epochs: st, host: n.host, log: n.log}}
-	// A workflow task waiting on a dead worker's sticky queue falls back to
-	// the shared queue after this long, so it adds to failover time after the
-	// heartbeat timeout. On a live worker a fallback only costs a replay.
 	// Only the shared queue's worker is versioned: it runs the workflows,
 	// and a turn's workflow and activity tasks there go to the build it is
 	// pinned to. The host queue is one incarnation's own and holds no
@@ -219,6 +216,9 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 	if err != nil {
 		return nil, err
 	}
+	// A workflow task waiting on a dead worker's sticky queue falls back to
+	// the shared queue after this long, so it adds to failover time after the
+	// heartbeat timeout. On a live worker a fallback only costs a replay.
 	n.shared = worker.New(tc, boot.Temporal.TaskQueue, worker.Options{
 		DeploymentOptions:            deploymentOptions(deployment, n.BuildID),
 		StickyScheduleToStartTimeout: hb / 3,
