@@ -93,13 +93,12 @@ func TestVersionsCountsRunningRunsPerChangeVersion(t *testing.T) {
 		if got, none := row(out, pools.ID, newest), row(out, pools.ID, "none"); got != "2" || none != "1" {
 			return fmt.Errorf("%s runs at version %s = %q, with no marker = %q; want 2 and 1:\n%s", pools.ID, newest, got, none, out)
 		}
+		// Visibility records a run's build with its first workflow task.
+		if !regexp.MustCompile(`(?m)^b1\s+current\s+0\s+3\s*$`).MatchString(out) {
+			return fmt.Errorf("want build b1 current with 3 turns:\n%s", out)
+		}
 		return nil
 	})
-	// Visibility records the build with the run's first workflow task,
-	// which the counts above waited for.
-	if !regexp.MustCompile(`(?m)^b1\s+current\s+0\s+3\s*$`).MatchString(out) {
-		t.Fatalf("versions says:\n%s\nwant build b1 current with 3 turns", out)
-	}
 	want := fmt.Sprintf("%s: 1 running Turn runs are below version %s: keep the code marked COMPAT(%s@%s).", pools.ID, newest, pools.ID, newest)
 	if !strings.Contains(out, want) {
 		t.Fatalf("versions says:\n%s\nwant the line %q", out, want)
