@@ -76,7 +76,13 @@ func TestRolloutPinsTheTurnAndMovesTheSeat(t *testing.T) {
 		return nil
 	})
 
-	c.workerWithEnv("new", []string{"CREWLET_TEMPORAL_DEPLOYMENT_BUILD_ID=" + newBuild})
+	newNode := c.workerWithEnv("new", []string{"CREWLET_TEMPORAL_DEPLOYMENT_BUILD_ID=" + newBuild})
+	testenv.Eventually(t, time.Minute, "the new node done with its promotion policy", func() error {
+		if !strings.Contains(newNode.out.String(), "msg=build_checked") {
+			return fmt.Errorf("no build_checked in its log yet")
+		}
+		return nil
+	})
 	if cur := c.currentBuild(deployment); cur != oldBuild {
 		t.Fatalf("current build %q after the second build's node started; want %q: a later build waits to be promoted", cur, oldBuild)
 	}
