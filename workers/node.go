@@ -67,6 +67,8 @@ type Node struct {
 	Incarnation string
 	NodeID      string
 	HostQueue   string
+	// BuildID is the build the node's workflow worker polls as.
+	BuildID string
 
 	org   config.Source
 	store *store.Store
@@ -202,10 +204,23 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 	// The fence runs inside publicErrors, so its refusals are counted as
 	// fenced like any other.
 	errs := []interceptor.WorkerInterceptor{&publicErrors{log: n.log, metrics: opts.Metrics}, &seatFence{epochs: st, host: n.host, log: n.log}}
+	// Only the shared queue's worker is versioned: it runs the workflows,
+	// and a turn's workflow and activity tasks there go to the build it is
+	// pinned to. The host queue is one incarnation's own and holds no
+	// workflow, so it stays unversioned: Temporal hands a versioned
+	// workflow's activity on a queue outside its version to that queue's
+	// unversioned pollers, and every build's node serves every seat's
+	// tenure and tool calls.
+	deployment := boot.Temporal.DeploymentName()
+	n.BuildID, err = BuildID(boot.Temporal.Deployment)
+	if err != nil {
+		return nil, err
+	}
 	// A workflow task waiting on a dead worker's sticky queue falls back to
 	// the shared queue after this long, so it adds to failover time after the
 	// heartbeat timeout. On a live worker a fallback only costs a replay.
 	n.shared = worker.New(tc, boot.Temporal.TaskQueue, worker.Options{
+		DeploymentOptions:            deploymentOptions(deployment, n.BuildID),
 		StickyScheduleToStartTimeout: hb / 3,
 		// Every seat's workflow task comes through here, so it needs more
 		// than the default two pollers. A fixed count (the SDK's
@@ -234,6 +249,16 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 		n.hosted.Stop()
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
+	current, err := promote(ctx, tc, deployment, n.BuildID, boot.Temporal.Deployment.Promote, n.log)
+	if err != nil {
+		n.shared.Stop()
+		n.hosted.Stop()
+		return nil, err
+	}
+	if current != n.BuildID {
+		n.log.Warn("build_not_current", "deployment", deployment, "build_id", n.BuildID, "current", current,
+			"fix", fmt.Sprintf("this node runs no workflow task until its build is current: temporal worker deployment set-current-version --deployment-name %s --build-id %s (docs/versioning.md)", deployment, n.BuildID))
+	}
 	n.started = time.Now()
 	n.notifier.Start()
 	n.registerGauges()
@@ -258,7 +283,8 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 	if err := schedules.Sync(ctx, tc, org.Now(), n.log); err != nil {
 		n.log.Warn("org_schedules_sync_failed", "error", err)
 	}
-	n.log.Info("node_started", "node_id", nodeID, "host_queue", n.HostQueue, "labels", opts.Labels, "capacity", opts.Capacity)
+	n.log.Info("node_started", "node_id", nodeID, "host_queue", n.HostQueue, "labels", opts.Labels, "capacity", opts.Capacity,
+		"deployment", deployment, "build_id", n.BuildID)
 	return n, nil
 }
 

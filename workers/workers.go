@@ -57,18 +57,36 @@ func RegisterShared(r worker.Registry, d Deps) {
 	})
 }
 
-// RegisterWorkflows registers every workflow under its type name. The
-// replay tests register through it too (a worker.WorkflowReplayer is a
-// registry of workflows), so they replay against what the workers run.
+// RegisterWorkflows registers every workflow under its type name and
+// versioning behaviour (docs/versioning.md, "Worker builds"). The replay
+// tests register through it too (a worker.WorkflowReplayer is a registry
+// of workflows), so they replay against what the workers run.
+//
+// A turn stays on the build that started it (pinned): its commands never
+// meet code they were not recorded by, so a change to the turn workflow
+// needs no version for turns in flight. Every other workflow moves to the
+// deployment's current build at its next workflow task (auto-upgrade): a
+// seat runs for months and must take new code while it runs, so a change
+// to its commands needs a GetVersion guard. A person's notes run as long
+// as a seat does; the duties and schedule fires are short and start on the
+// current build like everything else.
 func RegisterWorkflows(r worker.WorkflowRegistry) {
-	r.RegisterWorkflowWithOptions(workflows.Seat, workflow.RegisterOptions{Name: crewlet.WorkflowSeat})
-	r.RegisterWorkflowWithOptions(workflows.Rebalance, workflow.RegisterOptions{Name: crewlet.WorkflowRebalance})
-	r.RegisterWorkflowWithOptions(workflows.Maintenance, workflow.RegisterOptions{Name: crewlet.WorkflowMaintenance})
-	r.RegisterWorkflowWithOptions(workflows.Health, workflow.RegisterOptions{Name: crewlet.WorkflowHealth})
-	r.RegisterWorkflowWithOptions(workflows.Reconcile, workflow.RegisterOptions{Name: crewlet.WorkflowReconcile})
-	r.RegisterWorkflowWithOptions(workflows.Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
-	r.RegisterWorkflowWithOptions(workflows.PersonNotes, workflow.RegisterOptions{Name: crewlet.WorkflowPersonNotes})
-	r.RegisterWorkflowWithOptions(workflows.ScheduleFire, workflow.RegisterOptions{Name: crewlet.WorkflowScheduleFire})
+	for _, w := range []struct {
+		fn       any
+		name     string
+		behavior workflow.VersioningBehavior
+	}{
+		{workflows.Seat, crewlet.WorkflowSeat, workflow.VersioningBehaviorAutoUpgrade},
+		{workflows.Rebalance, crewlet.WorkflowRebalance, workflow.VersioningBehaviorAutoUpgrade},
+		{workflows.Maintenance, crewlet.WorkflowMaintenance, workflow.VersioningBehaviorAutoUpgrade},
+		{workflows.Health, crewlet.WorkflowHealth, workflow.VersioningBehaviorAutoUpgrade},
+		{workflows.Reconcile, crewlet.WorkflowReconcile, workflow.VersioningBehaviorAutoUpgrade},
+		{workflows.Turn, crewlet.WorkflowTurn, workflow.VersioningBehaviorPinned},
+		{workflows.PersonNotes, crewlet.WorkflowPersonNotes, workflow.VersioningBehaviorAutoUpgrade},
+		{workflows.ScheduleFire, crewlet.WorkflowScheduleFire, workflow.VersioningBehaviorAutoUpgrade},
+	} {
+		r.RegisterWorkflowWithOptions(w.fn, workflow.RegisterOptions{Name: w.name, VersioningBehavior: w.behavior})
+	}
 }
 
 // RegisterHost registers what runs on a node's own host queue: the tenure

@@ -26,7 +26,8 @@ Server commands (read the org file; --config FILE, default $CREWLET_CONFIG or cr
   migrate           apply database migrations and exit
   config check FILE validate an org file; lists every problem
   versions          count the running seats and turns on each version of each workflow
-                    change, and say which code kept for older runs may go (docs/versioning.md)
+                    change and on each worker build, and say which code kept for older
+                    runs may go and which old build's nodes may stop (docs/versioning.md)
 
 Client commands (talk to the API at --api URL, default $CREWLET_API or http://127.0.0.1:8080,
 with the bearer token --token, default $CREWLET_TOKEN; each names the route it calls):

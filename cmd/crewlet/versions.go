@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,10 +10,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/workflows"
 )
@@ -66,7 +69,111 @@ func runVersions(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	printVersions(stdout, counts, shims)
+	builds, err := countBuilds(ctx, tc.WorkerDeploymentClient().GetHandle(org.Temporal.DeploymentName()), org.Temporal.TaskQueue, count)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	printBuilds(stdout, org.Temporal.DeploymentName(), builds)
 	return nil
+}
+
+// buildCount is how many running seats and turns one build of the worker
+// deployment runs (docs/versioning.md, "Which build each seat runs").
+type buildCount struct {
+	// build is the build id; empty for the runs on no build, begun before
+	// the deployment had a current build.
+	build            string
+	current, ramping bool
+	// drainage is Temporal's word on whether runs still need the build:
+	// draining, drained, or empty while it is current.
+	drainage     string
+	seats, turns int64
+}
+
+// countBuilds counts, for each build Temporal knows in the deployment, the
+// running seats and turns on it, then those on none; nil when the
+// deployment does not exist yet (no node has polled as it).
+func countBuilds(ctx context.Context, d client.WorkerDeploymentHandle, taskQueue string,
+	count func(context.Context, string) (int64, error)) ([]buildCount, error) {
+	desc, err := d.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("describe worker deployment: %w", err)
+	}
+	routing := desc.Info.RoutingConfig
+	var out []buildCount
+	var seats, turns int64
+	for _, v := range desc.Info.VersionSummaries {
+		b := buildCount{
+			build:   v.Version.BuildID,
+			current: routing.CurrentVersion != nil && routing.CurrentVersion.BuildID == v.Version.BuildID,
+			ramping: routing.RampingVersion != nil && routing.RampingVersion.BuildID == v.Version.BuildID,
+		}
+		switch v.DrainageStatus {
+		case client.WorkerDeploymentVersionDrainageStatusDraining:
+			b.drainage = "draining"
+		case client.WorkerDeploymentVersionDrainageStatusDrained:
+			b.drainage = "drained"
+		}
+		on := fmt.Sprintf(" AND TemporalWorkerDeploymentVersion = '%s:%s'", desc.Info.Name, v.Version.BuildID)
+		if b.seats, err = count(ctx, running(taskQueue, crewlet.WorkflowSeat)+on); err != nil {
+			return nil, err
+		}
+		if b.turns, err = count(ctx, running(taskQueue, crewlet.WorkflowTurn)+on); err != nil {
+			return nil, err
+		}
+		seats, turns = seats+b.seats, turns+b.turns
+		out = append(out, b)
+	}
+	none := buildCount{}
+	if none.seats, err = count(ctx, running(taskQueue, crewlet.WorkflowSeat)); err != nil {
+		return nil, err
+	}
+	if none.turns, err = count(ctx, running(taskQueue, crewlet.WorkflowTurn)); err != nil {
+		return nil, err
+	}
+	none.seats, none.turns = max(none.seats-seats, 0), max(none.turns-turns, 0)
+	return append(out, none), nil
+}
+
+// printBuilds writes the builds' counts, then which old build's nodes may
+// stop.
+func printBuilds(w io.Writer, deployment string, builds []buildCount) {
+	if builds == nil {
+		fmt.Fprintf(w, "worker deployment %s: none yet (no node has started on it).\n", deployment)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "BUILD (deployment %s)\tROUTING\tSEATS\tTURNS\n", deployment)
+	for _, b := range builds {
+		build, routing := b.build, b.drainage
+		switch {
+		case build == "":
+			build = "(none)"
+		case b.current:
+			routing = "current"
+		case b.ramping:
+			routing = "ramping"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", build, routing, b.seats, b.turns)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	for _, b := range builds {
+		switch {
+		case b.build == "" || b.current || b.ramping:
+		case b.turns > 0:
+			fmt.Fprintf(w, "%s: %d running turns are pinned to it: keep a node of this build running until they finish.\n", b.build, b.turns)
+		default:
+			// A seat follows the current build at its next workflow task
+			// wherever its last one ran, so only turns hold a build.
+			fmt.Fprintf(w, "%s: no running turn is pinned to it: its nodes may stop.\n", b.build)
+		}
+	}
 }
 
 // running is the visibility query of a type's running runs on the task

@@ -22,7 +22,8 @@ import (
 // TestVersionsCountsRunningRunsPerChangeVersion starts turn runs on a task
 // queue of its own, two that record the newest profile-pools version and
 // one from before the change (no marker), and checks that `crewlet
-// versions` counts each and keeps the code the unmarked run needs.
+// versions` counts each and keeps the code the unmarked run needs, and
+// counts the runs on the worker build that ran them.
 func TestVersionsCountsRunningRunsPerChangeVersion(t *testing.T) {
 	stack := testenv.Stack(t)
 	suffix := testenv.Suffix()
@@ -42,8 +43,12 @@ func TestVersionsCountsRunningRunsPerChangeVersion(t *testing.T) {
 	defer tc.Close()
 	// A stand-in under the Turn type: it records the change's newest
 	// version, or, like a run begun before the change, nothing; then it
-	// waits to be ended.
-	w := worker.New(tc, taskQueue, worker.Options{})
+	// waits to be ended. It polls as build b1 of the deployment the org's
+	// task queue names, made current as a node does on the first deploy.
+	w := worker.New(tc, taskQueue, worker.Options{DeploymentOptions: worker.DeploymentOptions{
+		UseVersioning: true, Version: worker.WorkerDeploymentVersion{DeploymentName: taskQueue, BuildID: "b1"},
+		DefaultVersioningBehavior: workflow.VersioningBehaviorPinned,
+	}})
 	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, marked bool) error {
 		if marked {
 			workflow.GetVersion(ctx, pools.ID, workflow.DefaultVersion, pools.Newest)
@@ -57,6 +62,10 @@ func TestVersionsCountsRunningRunsPerChangeVersion(t *testing.T) {
 	defer w.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	testenv.Eventually(t, 30*time.Second, "build b1 current", func() error {
+		_, err := tc.WorkerDeploymentClient().GetHandle(taskQueue).SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: "b1"})
+		return err
+	})
 	for i, marked := range []bool{true, true, false} {
 		id := fmt.Sprintf("versions-%s-%d", suffix, i)
 		if _, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, crewlet.WorkflowTurn, marked); err != nil {
@@ -83,6 +92,10 @@ func TestVersionsCountsRunningRunsPerChangeVersion(t *testing.T) {
 		// Visibility catches up with a run's marker a moment after it.
 		if got, none := row(out, pools.ID, newest), row(out, pools.ID, "none"); got != "2" || none != "1" {
 			return fmt.Errorf("%s runs at version %s = %q, with no marker = %q; want 2 and 1:\n%s", pools.ID, newest, got, none, out)
+		}
+		// Visibility records a run's build with its first workflow task.
+		if !regexp.MustCompile(`(?m)^b1\s+current\s+0\s+3\s*$`).MatchString(out) {
+			return fmt.Errorf("want build b1 current with 3 turns:\n%s", out)
 		}
 		return nil
 	})

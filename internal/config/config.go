@@ -131,7 +131,40 @@ type Temporal struct {
 	// every call (Temporal Cloud, a gateway that takes keys); the file never
 	// holds the key.
 	APIKeyEnv string `mapstructure:"api_key_env"`
+	// Deployment is this build's place in Temporal's worker deployment
+	// versioning (docs/versioning.md, "Worker builds").
+	Deployment TemporalDeployment `mapstructure:"deployment"`
 }
+
+// TemporalDeployment names the worker deployment and build a node's
+// workflow worker polls as. Turns stay on the build that started them;
+// seats and duties move to the deployment's current build at their next
+// workflow task.
+type TemporalDeployment struct {
+	// Name is the worker deployment; empty: the task queue's name with "."
+	// and ":" (which Temporal reserves) made "-".
+	Name string `mapstructure:"name"`
+	// BuildID names the code this process runs; empty: the binary's VCS
+	// revision, or a digest of the binary when it carries none or was
+	// built from a modified tree.
+	BuildID string `mapstructure:"build_id"`
+	// Promote says when a starting node makes its build the deployment's
+	// current one: PromoteFirst, PromoteAlways or PromoteNever.
+	Promote string `mapstructure:"promote"`
+}
+
+// The values of temporal.deployment.promote.
+const (
+	// PromoteFirst makes a build current only when the deployment has no
+	// current build yet: the first deploy. Later builds are promoted by
+	// an operator.
+	PromoteFirst = "first"
+	// PromoteAlways makes every starting node's build current: one
+	// developer's machine, where the newest binary should take over.
+	PromoteAlways = "always"
+	// PromoteNever leaves promotion to the operator.
+	PromoteNever = "never"
+)
 
 // TemporalTLS are the files of a TLS connection to Temporal: the CA that
 // signed the server's certificate (empty: the system's roots), a client

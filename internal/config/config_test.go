@@ -243,6 +243,23 @@ roles: { r: { profile: p, budget: { tokens_per_month: -3, tokens_per_hour: 5 } }
 			},
 		},
 		{
+			name: "worker deployment",
+			yaml: minimal + `temporal: { task_queue: crewlet.prod, deployment: { build_id: __v2, promote: sometimes } }`,
+			want: []string{
+				`temporal.deployment.build_id: "__v2" starts with "__", which Temporal reserves; set another, or leave it empty for the binary's revision`,
+				`temporal.deployment.promote: unknown value "sometimes"; must be one of: first (the first build of a deployment becomes current), always (every starting node makes its build current), never (an operator promotes)`,
+			},
+			not: []string{"temporal.deployment.name"},
+		},
+		{
+			name: "worker deployment name Temporal reserves",
+			yaml: minimal + `temporal: { deployment: { name: "acme:prod", build_id: "v 2" } }`,
+			want: []string{
+				`temporal.deployment.name: "acme:prod" contains "." or ":", which Temporal reserves; use "-" instead`,
+				`temporal.deployment.build_id: "v 2" holds a space or a control character; use letters, digits, "-" and "."`,
+			},
+		},
+		{
 			name: "max rounds out of range",
 			yaml: minimal + `profiles: { p: { provider: scripted } }
 roles: { low: { profile: p, max_rounds: 0 }, high: { profile: p, max_rounds: 257 }, neg: { profile: p, max_rounds: -1 }, ok: { profile: p, max_rounds: 256 } }`,
@@ -1032,6 +1049,9 @@ func TestDefaults(t *testing.T) {
 		{"temporal.address", c.Temporal.Address, "127.0.0.1:7233"},
 		{"temporal.namespace", c.Temporal.Namespace, "default"},
 		{"temporal.task_queue", c.Temporal.TaskQueue, "crewlet"},
+		{"temporal.deployment.name", c.Temporal.Deployment.Name, ""},
+		{"temporal.deployment.build_id", c.Temporal.Deployment.BuildID, ""},
+		{"temporal.deployment.promote", c.Temporal.Deployment.Promote, "first"},
 		{"postgres.url_env", c.Postgres.URLEnv, "CREWLET_PG_URL"},
 		{"redis.url_env", c.Redis.URLEnv, "CREWLET_REDIS_URL"},
 		{"api.listen", c.API.Listen, "127.0.0.1:8080"},
@@ -2156,6 +2176,24 @@ func TestSeatsDigestNamesTheSeatsAndTheirKinds(t *testing.T) {
 	} {
 		if got := digest(seats...); got == base {
 			t.Errorf("%s: digest unchanged (%s)", name, got)
+		}
+	}
+}
+
+// The deployment is named after the task queue unless named: two companies
+// on one namespace are two deployments, and "." and ":", which Temporal
+// reserves in deployment names, become "-".
+func TestDeploymentName(t *testing.T) {
+	for _, tt := range []struct {
+		queue, name, want string
+	}{
+		{"crewlet", "", "crewlet"},
+		{"acme.prod:eu", "", "acme-prod-eu"},
+		{"acme.prod", "acme", "acme"},
+	} {
+		got := Temporal{TaskQueue: tt.queue, Deployment: TemporalDeployment{Name: tt.name}}.DeploymentName()
+		if got != tt.want {
+			t.Errorf("task queue %q, name %q: deployment %q; want %q", tt.queue, tt.name, got, tt.want)
 		}
 	}
 }

@@ -37,6 +37,11 @@ var defaults = map[string]any{
 	"temporal.tls.cert_file":   "",
 	"temporal.tls.key_file":    "",
 	"temporal.tls.server_name": "",
+
+	"temporal.deployment.name":     "",
+	"temporal.deployment.build_id": "",
+	"temporal.deployment.promote":  PromoteFirst,
+
 	"postgres.url_env":         "CREWLET_PG_URL",
 	"redis.url_env":            "CREWLET_REDIS_URL",
 	"api.listen":               "127.0.0.1:8080",

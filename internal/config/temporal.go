@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"unicode"
 
 	"github.com/crewlet/crewlet"
 )
@@ -68,8 +69,54 @@ func (t Temporal) APIKey() (string, error) {
 	return key, nil
 }
 
-// checkTemporal reports the problems of the temporal section's security.
+// DeploymentName is the worker deployment the nodes poll as:
+// temporal.deployment.name, or the task queue's name with the characters
+// Temporal reserves in deployment names ("." and ":") made "-", so two
+// companies on one namespace are two deployments.
+func (t Temporal) DeploymentName() string {
+	if t.Deployment.Name != "" {
+		return t.Deployment.Name
+	}
+	return strings.NewReplacer(".", "-", ":", "-").Replace(t.TaskQueue)
+}
+
+// maxDeploymentField bounds a deployment name or build id: Temporal builds
+// workflow ids of both and refuses a field past about 480 bytes.
+const maxDeploymentField = 255
+
+// checkDeployment reports the problems of temporal.deployment.
+func checkDeployment(add addFunc, t Temporal) {
+	d := t.Deployment
+	if name := t.DeploymentName(); d.Name != "" || t.TaskQueue != "" {
+		switch {
+		case strings.ContainsAny(name, ".:"):
+			add("temporal.deployment.name", "%q contains \".\" or \":\", which Temporal reserves; use \"-\" instead", name)
+		case strings.HasPrefix(name, "__"):
+			add("temporal.deployment.name", "%q starts with \"__\", which Temporal reserves; set a name that does not", name)
+		case len(name) > maxDeploymentField:
+			add("temporal.deployment.name", "%q is %d bytes, more than %d; set a shorter name", name, len(name), maxDeploymentField)
+		}
+	}
+	switch b := d.BuildID; {
+	case strings.HasPrefix(b, "__"):
+		add("temporal.deployment.build_id", "%q starts with \"__\", which Temporal reserves; set another, or leave it empty for the binary's revision", b)
+	case len(b) > maxDeploymentField:
+		add("temporal.deployment.build_id", "%q is %d bytes, more than %d; set a shorter id, or leave it empty for the binary's revision", b, len(b), maxDeploymentField)
+	case strings.IndexFunc(b, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0:
+		add("temporal.deployment.build_id", "%q holds a space or a control character; use letters, digits, \"-\" and \".\"", b)
+	}
+	switch d.Promote {
+	case PromoteFirst, PromoteAlways, PromoteNever:
+	default:
+		add("temporal.deployment.promote", "unknown value %q; must be one of: %s (the first build of a deployment becomes current), %s (every starting node makes its build current), %s (an operator promotes)",
+			d.Promote, PromoteFirst, PromoteAlways, PromoteNever)
+	}
+}
+
+// checkTemporal reports the problems of the temporal section's security
+// and deployment.
 func checkTemporal(add addFunc, t Temporal) {
+	checkDeployment(add, t)
 	for _, err := range []error{func() error { _, err := t.ClientTLS(); return err }(), func() error { _, err := t.APIKey(); return err }()} {
 		if err != nil {
 			msg := crewlet.ErrorMessage(err)

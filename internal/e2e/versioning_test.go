@@ -1,0 +1,255 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/testenv"
+)
+
+// rolloutOrg: cto delegates to eng-1 and waits for the answer, so cto's
+// turn stays open for as long as eng-1 is paused.
+const rolloutOrg = `company: { name: rollco }
+profiles:
+  lead:
+    provider: scripted
+    rules:
+      - match: '^get a fix for (.*)'
+        tools: [ { name: delegate, args: { to: eng-1, task: 'please fix {{index .Groups 1}}', wait: true } } ]
+        reply: 'eng-1 says: {{.Last}}'
+  eng:
+    provider: scripted
+    rules:
+      - match: '^please fix (.*)'
+        reply: 'Fixed {{index .Groups 1}}.'
+roles:
+  lead: { charter: leads and delegates, profile: lead }
+  engineer: { charter: fixes what it is given, profile: eng }
+seats:
+  - { handle: cto, role: lead }
+  - { handle: eng-1, role: engineer }
+`
+
+// A rollout with two builds side by side
+// (docs/versioning.md, "Rolling out a build"): the old build's first node
+// makes it current; a turn it starts waits on a ticket while the new
+// build's node starts, which does not take over by itself, and is then
+// made current. The waiting turn finishes on the old build, pinned; the
+// seat's next workflow task runs on the new build, and so does its run
+// after continue-as-new and every turn started after the promotion.
+func TestRolloutPinsTheTurnAndMovesTheSeat(t *testing.T) {
+	const oldBuild, newBuild = "build-old", "build-new"
+	c := newCompany(t, writeFile(t, "org.yaml", rolloutOrg))
+	c.apiServer()
+	c.workerWithEnv("old", []string{"CREWLET_TEMPORAL_DEPLOYMENT_BUILD_ID=" + oldBuild})
+	c.waitAttached(30 * time.Second)
+	// The task queue's name has no "." or ":", so it is the deployment's.
+	deployment := c.temporal.WorkerDeploymentClient().GetHandle(c.taskQueue)
+	if cur := c.currentBuild(deployment); cur != oldBuild {
+		t.Fatalf("current build %q after the first node started; want %q (temporal.deployment.promote: first)", cur, oldBuild)
+	}
+
+	if err := c.call(http.MethodPost, "/seats/eng-1/pause", crewlet.PauseRequest{Reason: "hold the ticket", By: "ops"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "eng-1 paused", func() error {
+		if st := c.state("eng-1"); st.Status != crewlet.StatusPaused {
+			return fmt.Errorf("eng-1 is %s", st.Status)
+		}
+		return nil
+	})
+	ask := c.send("cto", "get a fix for the build")
+	turnID := crewlet.TurnWorkflowID("cto", crewlet.WorkKey([]string{ask.EventID}))
+	testenv.Eventually(t, 30*time.Second, "cto's turn waiting on its ticket to eng-1", func() error {
+		if ts := c.tickets("from=cto"); len(ts) != 1 || ts[0].Waiter == "" {
+			return fmt.Errorf("tickets from cto: %+v; want one with a waiting turn", ts)
+		}
+		return nil
+	})
+
+	newNode := c.workerWithEnv("new", []string{"CREWLET_TEMPORAL_DEPLOYMENT_BUILD_ID=" + newBuild})
+	testenv.Eventually(t, time.Minute, "the new node done with its promotion policy", func() error {
+		if !strings.Contains(newNode.out.String(), "msg=build_checked") {
+			return fmt.Errorf("no build_checked in its log yet")
+		}
+		return nil
+	})
+	if cur := c.currentBuild(deployment); cur != oldBuild {
+		t.Fatalf("current build %q after the second build's node started; want %q: a later build waits to be promoted", cur, oldBuild)
+	}
+	// What an operator's `temporal worker deployment set-current-version`
+	// does, once Temporal has seen the new build poll.
+	testenv.Eventually(t, time.Minute, "the new build made current", func() error {
+		desc, err := deployment.Describe(context.Background(), client.WorkerDeploymentDescribeOptions{})
+		if err != nil {
+			return err
+		}
+		_, err = deployment.SetCurrentVersion(context.Background(), client.WorkerDeploymentSetCurrentVersionOptions{
+			BuildID: newBuild, ConflictToken: desc.ConflictToken,
+		})
+		return err
+	})
+	promoted := time.Now()
+
+	if err := c.call(http.MethodPost, "/seats/eng-1/resume", crewlet.ResumeRequest{By: "ops"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if reply := c.waitReply(ask, 60*time.Second); !strings.HasPrefix(reply, "eng-1 says: Ticket t-") || !strings.Contains(reply, "Fixed the build.") {
+		t.Fatalf("cto's answer %q; want eng-1's reply", reply)
+	}
+
+	// The turn begun on the old build finished there, its last workflow
+	// task after the promotion. The reply goes out a workflow task before
+	// the turn closes.
+	c.waitClosed(turnID)
+	turn := c.describe(turnID, "")
+	if st := turn.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatalf("turn %s is %s; want completed", turnID, st)
+	}
+	c.wantVersioning(turnID, turn, enumspb.VERSIONING_BEHAVIOR_PINNED, oldBuild)
+	tasks := c.taskBuilds(turnID, "")
+	for _, task := range tasks {
+		if task.build != oldBuild {
+			t.Fatalf("turn %s: workflow tasks on builds %v; want every one on %s", turnID, tasks, oldBuild)
+		}
+	}
+	if last := tasks[len(tasks)-1]; !last.at.After(promoted) {
+		t.Fatalf("turn %s: last workflow task at %s, before the promotion at %s: the test held nothing open", turnID, last.at, promoted)
+	}
+
+	// The seat moved to the new build at its next workflow task.
+	seatID := crewlet.SeatWorkflowID("cto")
+	testenv.Eventually(t, 30*time.Second, "cto's seat run on the new build", func() error {
+		info := c.describe(seatID, "").GetWorkflowExecutionInfo().GetVersioningInfo()
+		if got := info.GetDeploymentVersion().GetBuildId(); got != newBuild {
+			return fmt.Errorf("seat on build %q", got)
+		}
+		return nil
+	})
+	seat := c.describe(seatID, "")
+	c.wantVersioning(seatID, seat, enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE, newBuild)
+	firstRun := seat.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	if tasks := c.taskBuilds(seatID, firstRun); tasks[0].build != oldBuild || tasks[len(tasks)-1].build != newBuild {
+		t.Fatalf("seat %s: workflow tasks on builds %v; want the first on %s, the last on %s", seatID, tasks, oldBuild, newBuild)
+	}
+
+	// And after continue-as-new: every wake is a loop cycle, and the run
+	// hands over after its cycles.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	testenv.Eventually(t, 3*time.Minute, "cto continued as new", func() error {
+		for range 20 {
+			if err := c.temporal.SignalWorkflow(ctx, seatID, "", crewlet.SignalWake, nil); err != nil {
+				return err
+			}
+			time.Sleep(20 * time.Millisecond) // one cycle per wake, not one per batch of them
+		}
+		if runs := c.state("cto").Counters.ContinuedRuns; runs == 0 {
+			return fmt.Errorf("cto has not continued as new yet")
+		}
+		return nil
+	})
+	next := c.describe(seatID, "")
+	if next.GetWorkflowExecutionInfo().GetExecution().GetRunId() == firstRun {
+		t.Fatalf("seat %s still on run %s after continuing as new", seatID, firstRun)
+	}
+	c.wantVersioning(seatID, next, enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE, newBuild)
+	for _, task := range c.taskBuilds(seatID, next.GetWorkflowExecutionInfo().GetExecution().GetRunId()) {
+		if task.build != newBuild {
+			t.Fatalf("seat %s's new run: a workflow task on %q; want every one on %s", seatID, task.build, newBuild)
+		}
+	}
+
+	// A turn begun now is pinned to the new build.
+	again := c.send("cto", "get a fix for the docs")
+	if reply := c.waitReply(again, 60*time.Second); !strings.Contains(reply, "Fixed the docs.") {
+		t.Fatalf("cto's answer %q; want eng-1's reply", reply)
+	}
+	againID := crewlet.TurnWorkflowID("cto", crewlet.WorkKey([]string{again.EventID}))
+	c.waitClosed(againID)
+	c.wantVersioning(againID, c.describe(againID, ""), enumspb.VERSIONING_BEHAVIOR_PINNED, newBuild)
+}
+
+// waitClosed waits until the workflow's latest run has closed.
+func (c *company) waitClosed(workflowID string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.temporal.GetWorkflow(ctx, workflowID, "").Get(ctx, nil); err != nil {
+		c.t.Fatalf("%s did not complete: %v", workflowID, err)
+	}
+}
+
+// currentBuild is the build id of the deployment's current version; empty
+// for none.
+func (c *company) currentBuild(d client.WorkerDeploymentHandle) string {
+	c.t.Helper()
+	desc, err := d.Describe(context.Background(), client.WorkerDeploymentDescribeOptions{})
+	if err != nil {
+		c.t.Fatalf("describe worker deployment: %v", err)
+	}
+	if cur := desc.Info.RoutingConfig.CurrentVersion; cur != nil {
+		return cur.BuildID
+	}
+	return ""
+}
+
+// describe is `temporal workflow describe` of a run; runID empty: the
+// latest.
+func (c *company) describe(workflowID, runID string) *workflowservice.DescribeWorkflowExecutionResponse {
+	c.t.Helper()
+	d, err := c.temporal.DescribeWorkflowExecution(context.Background(), workflowID, runID)
+	if err != nil {
+		c.t.Fatalf("describe %s: %v", workflowID, err)
+	}
+	return d
+}
+
+// wantVersioning fails the test unless the run's versioning info, what
+// `temporal workflow describe` shows, has the behaviour and build.
+func (c *company) wantVersioning(workflowID string, d *workflowservice.DescribeWorkflowExecutionResponse, behavior enumspb.VersioningBehavior, build string) {
+	c.t.Helper()
+	info := d.GetWorkflowExecutionInfo().GetVersioningInfo()
+	if info.GetBehavior() != behavior || info.GetDeploymentVersion().GetBuildId() != build {
+		c.t.Fatalf("%s: versioning %s on build %q; want %s on %s", workflowID, info.GetBehavior(), info.GetDeploymentVersion().GetBuildId(), behavior, build)
+	}
+}
+
+// taskBuild is one completed workflow task of a run: when, and the build
+// of the worker that completed it.
+type taskBuild struct {
+	at    time.Time
+	build string
+}
+
+func (t taskBuild) String() string { return t.at.Format("15:04:05.000") + " " + t.build }
+
+// taskBuilds lists the run's completed workflow tasks in order, each with
+// the build its history records.
+func (c *company) taskBuilds(workflowID, runID string) []taskBuild {
+	c.t.Helper()
+	var out []taskBuild
+	it := c.temporal.GetWorkflowHistory(context.Background(), workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			c.t.Fatalf("history of %s: %v", workflowID, err)
+		}
+		if a := e.GetWorkflowTaskCompletedEventAttributes(); a != nil {
+			out = append(out, taskBuild{at: e.GetEventTime().AsTime(), build: a.GetDeploymentVersion().GetBuildId()})
+		}
+	}
+	if len(out) == 0 {
+		c.t.Fatalf("history of %s has no completed workflow task", workflowID)
+	}
+	return out
+}
