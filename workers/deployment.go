@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -97,28 +98,72 @@ func deploymentOptions(name, buildID string) worker.DeploymentOptions {
 // and is tried again.
 const promoteWithin = 2 * time.Minute
 
-// promote makes buildID the current version of deployment name as the
+// pollerGoneAfter is how long after its last poll began a poller counts as
+// gone. Temporal keeps a stopped worker's pollers in the task queue's
+// description for minutes, each with the time its last poll began, and a
+// live idle poller begins one at least every long poll (a minute on the
+// server, 70 s at most from the SDK), so two minutes leaves a busy server
+// some slack and never takes a live build for a dead one.
+const pollerGoneAfter = 2 * time.Minute
+
+// recheckEvery is how often a node whose build is not current checks,
+// under PromoteFirst, whether the current build's nodes are all gone. The
+// wait for the last poller to age past pollerGoneAfter dominates how soon
+// the build heals; each check is two reads of Temporal per node, cheap at
+// this cadence.
+const recheckEvery = 30 * time.Second
+
+// The reasons build_promoted gives.
+const (
+	reasonNoCurrent = "no_current_build"
+	reasonAlways    = "promote_always"
+	reasonNoPoller  = "current_build_has_no_poller"
+)
+
+// promotion is where a node's build stands in its deployment.
+type promotion struct {
+	client  client.Client
+	deploy  client.WorkerDeploymentHandle
+	name    string // the worker deployment
+	queue   string // the shared task queue its versions poll
+	buildID string
+	policy  string
+	log     *slog.Logger
+	// goneAfter is pollerGoneAfter; a test that stopped a build's worker
+	// need not wait minutes for it.
+	goneAfter time.Duration
+}
+
+func newPromotion(tc client.Client, name, queue, buildID, policy string, log *slog.Logger) *promotion {
+	return &promotion{
+		client: tc, deploy: tc.WorkerDeploymentClient().GetHandle(name), name: name, queue: queue,
+		buildID: buildID, policy: policy, log: log,
+		goneAfter: pollerGoneAfter,
+	}
+}
+
+// atStart makes the build the current version of the deployment as the
 // policy says (config.PromoteFirst, PromoteAlways, PromoteNever), and
 // reports the current build it leaves. Workflow tasks go to the current
 // version's workers only, so a deployment with no current version runs
-// nothing on versioned workers: the first deploy must set one.
-func promote(ctx context.Context, tc client.Client, name, buildID, policy string, log *slog.Logger) (string, error) {
-	if policy == config.PromoteNever {
+// nothing on versioned workers: the first deploy must set one. It tries
+// again until Temporal has registered the build and a call went through.
+func (p *promotion) atStart(ctx context.Context) (string, error) {
+	if p.policy == config.PromoteNever {
 		return "", nil
 	}
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, promoteWithin)
 	defer cancel()
-	h := tc.WorkerDeploymentClient().GetHandle(name)
-	last := fmt.Errorf("Temporal has not registered build %s in the deployment (it does at the build's first poll, in its worker service)", buildID)
+	last := fmt.Errorf("Temporal has not registered build %s in the deployment (it does at the build's first poll, in its worker service)", p.buildID)
 	for {
-		current, done, err := promoteOnce(ctx, h, buildID, policy)
+		current, done, err := p.once(ctx)
 		var unimplemented *serviceerror.Unimplemented
 		var invalid *serviceerror.InvalidArgument
 		var denied *serviceerror.PermissionDenied
 		switch {
 		case done:
-			log.Info("build_checked", "deployment", name, "build_id", buildID, "current", current, "policy", policy,
+			p.log.Info("build_checked", "deployment", p.name, "build_id", p.buildID, "current", current, "policy", p.policy,
 				"waited", time.Since(began).Round(time.Millisecond))
 			return current, nil
 		case errors.As(err, &unimplemented):
@@ -130,22 +175,59 @@ func promote(ctx context.Context, tc client.Client, name, buildID, policy string
 			// A conflict with another node promoting at the same moment,
 			// or a call that timed out on a busy server: read the
 			// deployment again.
-			log.Info("build_promote_retry", "deployment", name, "build_id", buildID, "error", err)
+			p.log.Info("build_promote_retry", "deployment", p.name, "build_id", p.buildID, "error", err)
 			last = err
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("worker deployment %s: could not make build %s current within %s: %w", name, buildID, promoteWithin, last)
+			return "", fmt.Errorf("worker deployment %s: could not make build %s current within %s: %w", p.name, p.buildID, promoteWithin, last)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
 
-// promoteOnce reads the deployment and, if the policy says so and Temporal
-// knows the build, makes buildID current. done reports that there is
-// nothing left to do: current is the current build then.
-func promoteOnce(ctx context.Context, h client.WorkerDeploymentHandle, buildID, policy string) (current string, done bool, err error) {
-	desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+// watch checks every recheckEvery, until buildID is current or stop
+// closes, whether the current build's nodes are all gone, and if so makes
+// buildID current (PromoteFirst): a company whose every node restarted on
+// a new build runs again without an operator. While one node of the
+// current build polls, as during a rollout, it changes nothing.
+func (p *promotion) watch(stop <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	tick := time.NewTicker(recheckEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		call, done := context.WithTimeout(ctx, recheckEvery)
+		current, _, err := p.once(call)
+		done()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			p.log.Warn("build_check_failed", "deployment", p.name, "build_id", p.buildID, "error", err)
+		case current == p.buildID:
+			return
+		}
+	}
+}
+
+// once reads the deployment and, if the policy says so and Temporal knows
+// the build, makes buildID current. done reports that there is nothing
+// left to do: current is the current build then.
+func (p *promotion) once(ctx context.Context) (current string, done bool, err error) {
+	desc, err := p.deploy.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
 		return "", false, nil // no version of it has polled yet
@@ -153,17 +235,52 @@ func promoteOnce(ctx context.Context, h client.WorkerDeploymentHandle, buildID, 
 	if err != nil {
 		return "", false, fmt.Errorf("describe worker deployment: %w", err)
 	}
-	if cur := desc.Info.RoutingConfig.CurrentVersion; cur != nil && (cur.BuildID == buildID || policy == config.PromoteFirst) {
+	reason := reasonAlways
+	cur := desc.Info.RoutingConfig.CurrentVersion
+	switch {
+	case cur == nil:
+		reason = reasonNoCurrent
+	case cur.BuildID == p.buildID:
 		return cur.BuildID, true, nil
+	case p.policy == config.PromoteFirst:
+		polled, err := p.polled(ctx, cur.BuildID)
+		if err != nil || polled {
+			return cur.BuildID, err == nil, err
+		}
+		reason = reasonNoPoller
 	}
-	if !registered(desc.Info, buildID) {
+	if !registered(desc.Info, p.buildID) {
 		return "", false, nil
 	}
-	_, err = h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: buildID, ConflictToken: desc.ConflictToken})
+	_, err = p.deploy.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: p.buildID, ConflictToken: desc.ConflictToken})
 	if err != nil {
-		return "", false, fmt.Errorf("make build %s current: %w", buildID, err)
+		return "", false, fmt.Errorf("make build %s current: %w", p.buildID, err)
 	}
-	return buildID, true, nil
+	previous := ""
+	if cur != nil {
+		previous = cur.BuildID
+	}
+	p.log.Info("build_promoted", "deployment", p.name, "build_id", p.buildID, "previous", previous, "reason", reason)
+	return p.buildID, true, nil
+}
+
+// polled reports whether a worker of build polled the shared queue for
+// workflow tasks within pollerGoneAfter. Temporal describes the queue's
+// root partition, where a live build's pollers show: a poller on another
+// partition with no task there forwards its poll to the root, and a busy
+// one begins a poll every task, on a partition picked at random.
+func (p *promotion) polled(ctx context.Context, build string) (bool, error) {
+	desc, err := p.client.DescribeTaskQueue(ctx, p.queue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+	if err != nil {
+		return false, fmt.Errorf("describe task queue %s: %w", p.queue, err)
+	}
+	for _, poller := range desc.GetPollers() {
+		d := poller.GetDeploymentOptions()
+		if d.GetDeploymentName() == p.name && d.GetBuildId() == build && time.Since(poller.GetLastAccessTime().AsTime()) <= p.goneAfter {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // registered reports whether Temporal knows buildID as a version of the

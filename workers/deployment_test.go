@@ -1,10 +1,13 @@
 package workers
 
 import (
+	"bytes"
 	"context"
-	"io"
+	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,8 +38,10 @@ func TestBuildIDOfTheBinary(t *testing.T) {
 }
 
 // Each promotion policy against a real deployment: the first build
-// becomes current under first, a later one does not under first or never,
-// and does under always.
+// becomes current under first, a later one does not under first or never
+// while the current build polls, and does under always. Once every worker
+// of the current build stopped, two nodes of a new build promote it at
+// once under first, and an old build's node leaves it current.
 func TestPromotePolicies(t *testing.T) {
 	stack := testenv.Stack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -52,7 +57,9 @@ func TestPromotePolicies(t *testing.T) {
 	}
 	defer tc.Close()
 	name := "promote-" + testenv.Suffix()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil)) // one handler: its writes are serialised
+	workers := map[string][]worker.Worker{}
 	poll := func(build string) {
 		w := worker.New(tc, name, worker.Options{DeploymentOptions: deploymentOptions(name, build)})
 		w.RegisterWorkflowWithOptions(func(workflow.Context) error { return nil }, workflow.RegisterOptions{Name: "Noop"})
@@ -60,6 +67,21 @@ func TestPromotePolicies(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(w.Stop)
+		workers[build] = append(workers[build], w)
+	}
+	// The deployment is named after the queue, as the default is.
+	promotion := func(build, policy string) *promotion {
+		return newPromotion(tc, name, name, build, policy, log)
+	}
+	current := func() string {
+		desc, err := tc.WorkerDeploymentClient().GetHandle(name).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur := desc.Info.RoutingConfig.CurrentVersion; cur != nil {
+			return cur.BuildID
+		}
+		return ""
 	}
 	for _, step := range []struct {
 		build, policy, want string
@@ -71,7 +93,7 @@ func TestPromotePolicies(t *testing.T) {
 		{"b1", config.PromoteFirst, "b2"},
 	} {
 		poll(step.build)
-		got, err := promote(ctx, tc, name, step.build, step.policy, log)
+		got, err := promotion(step.build, step.policy).atStart(ctx)
 		if err != nil {
 			t.Fatalf("%s under %s: %v", step.build, step.policy, err)
 		}
@@ -79,11 +101,65 @@ func TestPromotePolicies(t *testing.T) {
 			t.Fatalf("%s under %s: current %q; want %q", step.build, step.policy, got, step.want)
 		}
 	}
-	desc, err := tc.WorkerDeploymentClient().GetHandle(name).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
-	if err != nil {
-		t.Fatal(err)
+	if cur := current(); cur != "b2" {
+		t.Fatalf("current version %q; want b2", cur)
 	}
-	if cur := desc.Info.RoutingConfig.CurrentVersion; cur == nil || cur.BuildID != "b2" {
-		t.Fatalf("current version %+v; want b2", cur)
+
+	// Every node of b2 stops, b1's still poll: two nodes of b3 start at
+	// once and each checks until b2's pollers are gone, then both promote.
+	// A stopped worker's last poll is a second old a second after it
+	// stopped; a live one's can be a long poll old, so only these checks
+	// take a second for gone.
+	for _, w := range workers["b2"] {
+		w.Stop()
+	}
+	poll("b3")
+	poll("b3")
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				p := promotion("b3", config.PromoteFirst)
+				p.goneAfter = time.Second
+				got, err := p.atStart(ctx)
+				if err != nil || got == "b3" {
+					errs <- err
+					return
+				}
+				if got != "b2" {
+					errs <- fmt.Errorf("current %q while b2's pollers age; want b2", got)
+					return
+				}
+				select {
+				case <-ctx.Done():
+					errs <- ctx.Err()
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("b3 under first, b2's workers stopped: %v", err)
+		}
+	}
+	if cur := current(); cur != "b3" {
+		t.Fatalf("current version %q after b2's workers stopped; want b3", cur)
+	}
+	if !strings.Contains(logged.String(), "msg=build_promoted deployment="+name+" build_id=b3 previous=b2 reason="+reasonNoPoller) {
+		t.Fatalf("no build_promoted of b3 with reason %s in the log:\n%s", reasonNoPoller, logged.String())
+	}
+	// An old build's node restarting now leaves b3, which polls, current.
+	if got, err := promotion("b1", config.PromoteFirst).atStart(ctx); err != nil || got != "b3" {
+		t.Fatalf("b1 under first with b3 polling: current %q, %v; want b3", got, err)
+	}
+	if cur := current(); cur != "b3" {
+		t.Fatalf("current version %q after b1's node checked; want b3", cur)
 	}
 }

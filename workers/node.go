@@ -249,15 +249,20 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 		n.hosted.Stop()
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
-	current, err := promote(ctx, tc, deployment, n.BuildID, boot.Temporal.Deployment.Promote, n.log)
+	policy := boot.Temporal.Deployment.Promote
+	promotion := newPromotion(tc, deployment, boot.Temporal.TaskQueue, n.BuildID, policy, n.log)
+	current, err := promotion.atStart(ctx)
 	if err != nil {
 		n.shared.Stop()
 		n.hosted.Stop()
 		return nil, err
 	}
 	if current != n.BuildID {
-		n.log.Warn("build_not_current", "deployment", deployment, "build_id", n.BuildID, "current", current,
-			"fix", fmt.Sprintf("this node runs no workflow task until its build is current: temporal worker deployment set-current-version --deployment-name %s --build-id %s (docs/versioning.md)", deployment, n.BuildID))
+		fix := fmt.Sprintf("this node runs no workflow task until its build is current: temporal worker deployment set-current-version --deployment-name %s --build-id %s (docs/versioning.md)", deployment, n.BuildID)
+		if policy == config.PromoteFirst {
+			fix += fmt.Sprintf("; it makes its build current itself once no node of build %s has polled for %s", current, pollerGoneAfter)
+		}
+		n.log.Warn("build_not_current", "deployment", deployment, "build_id", n.BuildID, "current", current, "fix", fix)
 	}
 	n.started = time.Now()
 	n.notifier.Start()
@@ -266,6 +271,10 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 	n.loopsDone.Add(2)
 	go func() { defer n.loopsDone.Done(); n.live.Run(n.stop) }()
 	go func() { defer n.loopsDone.Done(); n.watchdog.Run(n.stop) }()
+	if current != n.BuildID && policy == config.PromoteFirst {
+		n.loopsDone.Add(1)
+		go func() { defer n.loopsDone.Done(); promotion.watch(n.stop) }()
+	}
 	tq := boot.Temporal.TaskQueue
 	for _, duty := range []struct {
 		id, workflow string
