@@ -103,14 +103,16 @@ const promoteWithin = 2 * time.Minute
 // description for minutes, each with the time its last poll began, and a
 // live idle poller begins one at least every long poll (a minute on the
 // server, 70 s at most from the SDK), so two minutes leaves a busy server
-// some slack and never takes a live build for a dead one.
+// some slack before a live build would look dead.
 const pollerGoneAfter = 2 * time.Minute
 
 // recheckEvery is how often a node whose build is not current checks,
 // under PromoteFirst, whether the current build's nodes are all gone. The
 // wait for the last poller to age past pollerGoneAfter dominates how soon
 // the build heals; each check is two reads of Temporal per node, cheap at
-// this cadence.
+// this cadence. nodes.heartbeat_timeout is not the clock here: it bounds
+// how fast crewlet sees a node gone, not how fast Temporal forgets its
+// pollers.
 const recheckEvery = 30 * time.Second
 
 // The reasons build_promoted gives.
@@ -134,6 +136,8 @@ type promotion struct {
 	goneAfter time.Duration
 }
 
+// newPromotion is the promotion of buildID in deployment name, whose
+// versions poll queue.
 func newPromotion(tc client.Client, name, queue, buildID, policy string, log *slog.Logger) *promotion {
 	return &promotion{
 		client: tc, deploy: tc.WorkerDeploymentClient().GetHandle(name), name: name, queue: queue,
@@ -244,8 +248,14 @@ func (p *promotion) once(ctx context.Context) (current string, done bool, err er
 		return cur.BuildID, true, nil
 	case p.policy == config.PromoteFirst:
 		polled, err := p.polled(ctx, cur.BuildID)
-		if err != nil || polled {
-			return cur.BuildID, err == nil, err
+		if err != nil {
+			// The build stays as it is, as before this check existed; a
+			// node that is not current checks again (watch).
+			p.log.Warn("build_check_failed", "deployment", p.name, "build_id", p.buildID, "current", cur.BuildID, "error", err)
+			return cur.BuildID, true, nil
+		}
+		if polled {
+			return cur.BuildID, true, nil
 		}
 		reason = reasonNoPoller
 	}

@@ -155,9 +155,10 @@ type TemporalDeployment struct {
 
 // The values of temporal.deployment.promote.
 const (
-	// PromoteFirst makes a build current only when the deployment has no
-	// current build yet: the first deploy. Later builds are promoted by
-	// an operator.
+	// PromoteFirst makes a build current when the deployment has no
+	// current build yet (the first deploy) or no node of the current build
+	// runs (every node restarted on a new build). A build started beside
+	// the current one's running nodes is promoted by an operator.
 	PromoteFirst = "first"
 	// PromoteAlways makes every starting node's build current: one
 	// developer's machine, where the newest binary should take over.

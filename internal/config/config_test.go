@@ -247,7 +247,7 @@ roles: { r: { profile: p, budget: { tokens_per_month: -3, tokens_per_hour: 5 } }
 			yaml: minimal + `temporal: { task_queue: crewlet.prod, deployment: { build_id: __v2, promote: sometimes } }`,
 			want: []string{
 				`temporal.deployment.build_id: "__v2" starts with "__", which Temporal reserves; set another, or leave it empty for the binary's revision`,
-				`temporal.deployment.promote: unknown value "sometimes"; must be one of: first (the first build of a deployment becomes current), always (every starting node makes its build current), never (an operator promotes)`,
+				`temporal.deployment.promote: unknown value "sometimes"; must be one of: first (a build becomes current when the deployment has none or no node of the current build runs), always (every starting node makes its build current), never (an operator promotes)`,
 			},
 			not: []string{"temporal.deployment.name"},
 		},

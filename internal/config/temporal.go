@@ -108,7 +108,7 @@ func checkDeployment(add addFunc, t Temporal) {
 	switch d.Promote {
 	case PromoteFirst, PromoteAlways, PromoteNever:
 	default:
-		add("temporal.deployment.promote", "unknown value %q; must be one of: %s (the first build of a deployment becomes current), %s (every starting node makes its build current), %s (an operator promotes)",
+		add("temporal.deployment.promote", "unknown value %q; must be one of: %s (a build becomes current when the deployment has none or no node of the current build runs), %s (every starting node makes its build current), %s (an operator promotes)",
 			d.Promote, PromoteFirst, PromoteAlways, PromoteNever)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -177,6 +178,63 @@ func TestRolloutPinsTheTurnAndMovesTheSeat(t *testing.T) {
 	againID := crewlet.TurnWorkflowID("cto", crewlet.WorkKey([]string{again.EventID}))
 	c.waitClosed(againID)
 	c.wantVersioning(againID, c.describe(againID, ""), enumspb.VERSIONING_BEHAVIOR_PINNED, newBuild)
+}
+
+// Every node restarted in place on a new build, as `systemctl restart`
+// of each after an upgrade does (docs/versioning.md, "Worker builds"):
+// nobody promotes the new build, which waits while the old build's
+// pollers are fresh, then makes itself current, and the company answers.
+func TestInPlaceRestartOnANewBuildPromotesItself(t *testing.T) {
+	const oldBuild, newBuild = "build-a", "build-b"
+	c := newCompany(t, writeFile(t, "org.yaml", rolloutOrg))
+	c.apiServer()
+	old := []*proc{
+		c.workerWithEnv("n1", []string{"CREWLET_TEMPORAL_DEPLOYMENT_BUILD_ID=" + oldBuild}),
+		c.workerWithEnv("n2", []string{"CREWLET_TEMPORAL_DEPLOYMENT_BUILD_ID=" + oldBuild}),
+	}
+	c.waitAttached(30 * time.Second)
+	deployment := c.temporal.WorkerDeploymentClient().GetHandle(c.taskQueue)
+	if cur := c.currentBuild(deployment); cur != oldBuild {
+		t.Fatalf("current build %q after the first nodes started; want %q", cur, oldBuild)
+	}
+	// Both nodes done starting (each starts the seats after its workers),
+	// and the company answering on the old build.
+	if reply := c.waitReply(c.send("cto", "get a fix for the release"), 60*time.Second); !strings.Contains(reply, "Fixed the release.") {
+		t.Fatalf("cto's answer on %s %q; want eng-1's reply", oldBuild, reply)
+	}
+
+	for _, p := range old {
+		p.signal(t, syscall.SIGTERM)
+	}
+	for _, p := range old {
+		if code := p.wait(t, 30*time.Second); code != 0 {
+			t.Fatalf("%s after SIGTERM: exit code %d; want 0", p.name, code)
+		}
+	}
+	stopped := time.Now()
+	restarted := []*proc{
+		c.workerWithEnv("n1", []string{"CREWLET_TEMPORAL_DEPLOYMENT_BUILD_ID=" + newBuild}),
+		c.workerWithEnv("n2", []string{"CREWLET_TEMPORAL_DEPLOYMENT_BUILD_ID=" + newBuild}),
+	}
+	ask := c.send("cto", "get a fix for the restart")
+	// The old build's last polls age past two minutes, and a restarted
+	// node sees it at its next check, 30 s apart.
+	if reply := c.waitReply(ask, 4*time.Minute); !strings.Contains(reply, "Fixed the restart.") {
+		t.Fatalf("cto's answer %q; want eng-1's reply", reply)
+	}
+	t.Logf("answered on %s %s after the last old node stopped", newBuild, time.Since(stopped).Round(time.Second))
+	if cur := c.currentBuild(deployment); cur != newBuild {
+		t.Fatalf("current build %q after the restart answered; want %q", cur, newBuild)
+	}
+	var logs string
+	for _, p := range restarted {
+		logs += p.out.String()
+	}
+	for _, want := range []string{"msg=build_not_current", "msg=build_promoted", "build_id=" + newBuild + " previous=" + oldBuild + " reason=current_build_has_no_poller"} {
+		if !strings.Contains(logs, want) {
+			t.Fatalf("the restarted nodes' logs have no %q:\n%s", want, logs)
+		}
+	}
 }
 
 // waitClosed waits until the workflow's latest run has closed.
