@@ -13,8 +13,11 @@ type NodeView struct {
 	NodeID      string            `json:"node_id"`
 	Labels      map[string]string `json:"labels"`
 	Capacity    int               `json:"capacity"`
-	Draining    bool              `json:"draining"`
-	Live        bool              `json:"live"`
+	// BuildID is the worker build the node runs (temporal.deployment.build_id);
+	// "" for a node started before nodes recorded it.
+	BuildID  string `json:"build_id"`
+	Draining bool   `json:"draining"`
+	Live     bool   `json:"live"`
 	// SeatsHeld is the seats whose row names this node.
 	SeatsHeld []string `json:"seats_held"`
 	// FairShare is, per placement group the node matches, the most seats of
@@ -68,7 +71,7 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 			share = snap.NodeShares(n.Incarnation)
 		}
 		out.Nodes = append(out.Nodes, NodeView{
-			Incarnation: n.Incarnation, NodeID: n.NodeID, Labels: n.Labels, Capacity: n.Capacity,
+			Incarnation: n.Incarnation, NodeID: n.NodeID, Labels: n.Labels, Capacity: n.Capacity, BuildID: n.BuildID,
 			Draining: n.Draining, Live: isLive, SeatsHeld: held, FairShare: share,
 			HeartbeatAgeSeconds: n.HeartbeatAge.Seconds(), UnprovenSeconds: n.Unproven,
 		})

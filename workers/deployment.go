@@ -134,6 +134,10 @@ type promotion struct {
 	// goneAfter is pollerGoneAfter; a test that stopped a build's worker
 	// need not wait minutes for it.
 	goneAfter time.Duration
+	// liveBuilds returns the builds of the live nodes in crewlet's own
+	// presence rows ("" for a node started before they recorded it); nil
+	// reads Temporal's pollers only.
+	liveBuilds func(ctx context.Context) (map[string]bool, error)
 }
 
 // newPromotion is the promotion of buildID in deployment name, whose
@@ -247,7 +251,7 @@ func (p *promotion) once(ctx context.Context) (current string, done bool, err er
 	case cur.BuildID == p.buildID:
 		return cur.BuildID, true, nil
 	case p.policy == config.PromoteFirst:
-		polled, err := p.polled(ctx, cur.BuildID)
+		polled, err := p.running(ctx, cur.BuildID)
 		if err != nil {
 			// The build stays as it is, as before this check existed; a
 			// node that is not current checks again (watch).
@@ -272,6 +276,26 @@ func (p *promotion) once(ctx context.Context) (current string, done bool, err er
 	}
 	p.log.Info("build_promoted", "deployment", p.name, "build_id", p.buildID, "previous", previous, "reason", reason)
 	return p.buildID, true, nil
+}
+
+// running reports whether a node of build may still be running: crewlet's
+// presence rows show a live node of that build (or of a build they do not
+// name), or Temporal shows a poller of it. The rows are crewlet's own
+// liveness, judged by one clock and the heartbeat timeout; the pollers
+// cover a node that is up but whose row is not (yet) there, and a queue
+// description that reads one partition only cannot make a live build look
+// dead while its node beats.
+func (p *promotion) running(ctx context.Context, build string) (bool, error) {
+	if p.liveBuilds != nil {
+		builds, err := p.liveBuilds(ctx)
+		if err != nil {
+			return false, fmt.Errorf("read live nodes: %w", err)
+		}
+		if builds[build] || builds[""] {
+			return true, nil
+		}
+	}
+	return p.polled(ctx, build)
 }
 
 // polled reports whether a worker of build polled the shared queue for

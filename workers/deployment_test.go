@@ -70,7 +70,7 @@ func TestPromotePolicies(t *testing.T) {
 		workers[build] = append(workers[build], w)
 	}
 	// The deployment is named after the queue, as the default is.
-	promotion := func(build, policy string) *promotion {
+	promoting := func(build, policy string) *promotion {
 		return newPromotion(tc, name, name, build, policy, log)
 	}
 	current := func() string {
@@ -93,7 +93,7 @@ func TestPromotePolicies(t *testing.T) {
 		{"b1", config.PromoteFirst, "b2"},
 	} {
 		poll(step.build)
-		got, err := promotion(step.build, step.policy).atStart(ctx)
+		got, err := promoting(step.build, step.policy).atStart(ctx)
 		if err != nil {
 			t.Fatalf("%s under %s: %v", step.build, step.policy, err)
 		}
@@ -122,7 +122,7 @@ func TestPromotePolicies(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				p := promotion("b3", config.PromoteFirst)
+				p := promoting("b3", config.PromoteFirst)
 				p.goneAfter = time.Second
 				got, err := p.atStart(ctx)
 				if err != nil || got == "b3" {
@@ -156,10 +156,54 @@ func TestPromotePolicies(t *testing.T) {
 		t.Fatalf("no build_promoted of b3 with reason %s in the log:\n%s", reasonNoPoller, logged.String())
 	}
 	// An old build's node restarting now leaves b3, which polls, current.
-	if got, err := promotion("b1", config.PromoteFirst).atStart(ctx); err != nil || got != "b3" {
+	if got, err := promoting("b1", config.PromoteFirst).atStart(ctx); err != nil || got != "b3" {
 		t.Fatalf("b1 under first with b3 polling: current %q, %v; want b3", got, err)
 	}
 	if cur := current(); cur != "b3" {
 		t.Fatalf("current version %q after b1's node checked; want b3", cur)
+	}
+
+	// Every node of b3 stops in Temporal's eyes, but crewlet's presence
+	// rows still show one beating (a queue description read one partition
+	// only, or a poll began long ago): b4 leaves b3 current while they do,
+	// and while a node of an unrecorded build beats; once the rows show no
+	// node of b3, it promotes.
+	for _, w := range workers["b3"] {
+		w.Stop()
+	}
+	poll("b4")
+	withRows := func(builds ...string) *promotion {
+		p := promoting("b4", config.PromoteFirst)
+		p.goneAfter = time.Second
+		p.liveBuilds = func(context.Context) (map[string]bool, error) {
+			live := map[string]bool{}
+			for _, b := range builds {
+				live[b] = true
+			}
+			return live, nil
+		}
+		return p
+	}
+	for {
+		polled, err := withRows().polled(ctx, "b3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !polled {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("b3's pollers never aged past a second")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	for _, rows := range [][]string{{"b3", "b4"}, {"", "b4"}} {
+		if got, err := withRows(rows...).atStart(ctx); err != nil || got != "b3" {
+			t.Fatalf("b4 under first, live nodes of builds %q: current %q, %v; want b3 kept", rows, got, err)
+		}
+	}
+	if got, err := withRows("b1", "b4").atStart(ctx); err != nil || got != "b4" {
+		t.Fatalf("b4 under first, no live node of b3: current %q, %v; want b4", got, err)
 	}
 }

@@ -179,9 +179,13 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 	}
 	turns.Metrics = opts.Metrics
 	turns.Approvals = &approvals.Service{Org: org, Store: st, Seats: seats, Log: n.log}
+	n.BuildID, err = BuildID(boot.Temporal.Deployment)
+	if err != nil {
+		return nil, err
+	}
 	if err := st.RegisterNode(ctx, store.NodeRow{
 		Incarnation: incarnation, NodeID: nodeID, HostQueue: n.HostQueue, Labels: opts.Labels, Capacity: opts.Capacity,
-		SeatsDigest: boot.SeatsDigest(),
+		SeatsDigest: boot.SeatsDigest(), BuildID: n.BuildID,
 	}); err != nil {
 		return nil, err
 	}
@@ -212,10 +216,6 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 	// unversioned pollers, and every build's node serves every seat's
 	// tenure and tool calls.
 	deployment := boot.Temporal.DeploymentName()
-	n.BuildID, err = BuildID(boot.Temporal.Deployment)
-	if err != nil {
-		return nil, err
-	}
 	// A workflow task waiting on a dead worker's sticky queue falls back to
 	// the shared queue after this long, so it adds to failover time after the
 	// heartbeat timeout. On a live worker a fallback only costs a replay.
@@ -251,6 +251,17 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 	}
 	policy := boot.Temporal.Deployment.Promote
 	promotion := newPromotion(tc, deployment, boot.Temporal.TaskQueue, n.BuildID, policy, n.log)
+	promotion.liveBuilds = func(ctx context.Context) (map[string]bool, error) {
+		live, err := st.Nodes(ctx, hb, false)
+		if err != nil {
+			return nil, err
+		}
+		builds := map[string]bool{}
+		for _, node := range live {
+			builds[node.BuildID] = true
+		}
+		return builds, nil
+	}
 	current, err := promotion.atStart(ctx)
 	if err != nil {
 		n.shared.Stop()

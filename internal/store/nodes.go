@@ -20,7 +20,10 @@ type NodeRow struct {
 	Capacity    int               `json:"capacity"`
 	// SeatsDigest names the seats of the node's org file (config
 	// SeatsDigest); "" for a node started before migration 0018.
-	SeatsDigest string           `json:"seats_digest"`
+	SeatsDigest string `json:"seats_digest"`
+	// BuildID is the worker build the node runs; "" for a node started
+	// before migration 0030.
+	BuildID     string           `json:"build_id"`
 	Draining    bool             `json:"draining"`
 	SeatsHeld   int              `json:"seats_held"`
 	Unproven    map[string]int64 `json:"unproven_seconds,omitempty"`
@@ -38,8 +41,8 @@ func (s *Store) RegisterNode(ctx context.Context, n NodeRow) error {
 		return err
 	}
 	_, err = s.pool.Exec(ctx, `
-		INSERT INTO nodes (incarnation, node_id, host_queue, labels, capacity, seats_digest) VALUES ($1, $2, $3, $4, $5, $6)`,
-		n.Incarnation, n.NodeID, n.HostQueue, labels, n.Capacity, n.SeatsDigest)
+		INSERT INTO nodes (incarnation, node_id, host_queue, labels, capacity, seats_digest, build_id) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		n.Incarnation, n.NodeID, n.HostQueue, labels, n.Capacity, n.SeatsDigest, n.BuildID)
 	if err != nil {
 		return fmt.Errorf("register node %s: %w", n.Incarnation, schemaMissing(err))
 	}
@@ -150,7 +153,7 @@ type querier interface {
 
 func nodes(ctx context.Context, q querier, liveWithin time.Duration, all bool) ([]NodeRow, error) {
 	rows, err := q.Query(ctx, `
-		SELECT incarnation, node_id, host_queue, labels, capacity, seats_digest, draining, seats_held, unproven,
+		SELECT incarnation, node_id, host_queue, labels, capacity, seats_digest, build_id, draining, seats_held, unproven,
 		       started_at, heartbeat_at, stopped_at, now() - heartbeat_at
 		FROM nodes
 		WHERE $2 OR (stopped_at IS NULL AND heartbeat_at > now() - make_interval(secs => $1))
@@ -160,7 +163,7 @@ func nodes(ctx context.Context, q querier, liveWithin time.Duration, all bool) (
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (NodeRow, error) {
 		var n NodeRow
-		err := r.Scan(&n.Incarnation, &n.NodeID, &n.HostQueue, &n.Labels, &n.Capacity, &n.SeatsDigest, &n.Draining, &n.SeatsHeld,
+		err := r.Scan(&n.Incarnation, &n.NodeID, &n.HostQueue, &n.Labels, &n.Capacity, &n.SeatsDigest, &n.BuildID, &n.Draining, &n.SeatsHeld,
 			&n.Unproven, &n.StartedAt, &n.HeartbeatAt, &n.StoppedAt, &n.HeartbeatAge)
 		return n, err
 	})
