@@ -502,6 +502,23 @@ func (c *company) set(f func(c *company)) {
 	f(c)
 }
 
+// stepsUntilFenced steps the company n times and returns the step at which
+// node fenced itself (-1: never), failing the test if a claim came first.
+func stepsUntilFenced(t *testing.T, c *company, node *Node, n int, step func()) int {
+	t.Helper()
+	fencedAt := -1
+	for i := range n {
+		step()
+		if fencedAt < 0 && node.Tenures.SelfFenced() {
+			fencedAt = i
+			if got := c.claimsSoFar(); len(got) != 0 {
+				t.Fatalf("claims %v before %s fenced itself", got, node.cfg.Incarnation)
+			}
+		}
+	}
+	return fencedAt
+}
+
 func (c *company) claimsSoFar() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -560,16 +577,7 @@ func TestNodeCutOffAloneFencesBeforeItsPeerClaimsIt(t *testing.T) {
 	t.Parallel()
 	c, _, n2, step := twoNodes(t)
 	c.set(func(c *company) { c.cut["n2:bbbb"] = true })
-	fencedAt := -1
-	for i := range 6 {
-		step()
-		if fencedAt < 0 && n2.Tenures.SelfFenced() {
-			fencedAt = i
-			if got := c.claimsSoFar(); len(got) != 0 {
-				t.Fatalf("n2 claimed %v before it fenced itself", got)
-			}
-		}
-	}
+	fencedAt := stepsUntilFenced(t, c, n2, 6, step)
 	// Cut 3 s in: n2 fences at its beat past half the timeout (5 s), n1
 	// claims at its first beat past the whole timeout (7 s).
 	if fencedAt != 1 {
@@ -613,16 +621,7 @@ func TestOutageThatEndsForOneNodeOnlyFencesTheOtherBeforeAClaim(t *testing.T) {
 	}
 	// 9 s in, the store is back for n1 only.
 	c.set(func(c *company) { c.down = false; c.cut["n2:bbbb"] = true })
-	fencedAt := -1
-	for i := range 6 {
-		step()
-		if fencedAt < 0 && n2.Tenures.SelfFenced() {
-			fencedAt = i
-			if got := c.claimsSoFar(); len(got) != 0 {
-				t.Fatalf("n1 claimed %v before n2 fenced itself", got)
-			}
-		}
-	}
+	fencedAt := stepsUntilFenced(t, c, n2, 6, step)
 	if fencedAt != 0 {
 		t.Fatalf("n2 fenced itself at step %d after the store came back for n1; want at once (0)", fencedAt)
 	}
