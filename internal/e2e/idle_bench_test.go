@@ -23,7 +23,9 @@ import (
 // 1000) on one node (`crewlet serve`), then leaves them idle for
 // CREWLET_BENCH_IDLE (default 2m) and reports what they cost: Temporal
 // calls per second made by crewlet (counted by the binary's call hook),
-// CPU % of one core for crewlet and for the Temporal dev server, crewlet's
+// CPU % of one core for crewlet and for the Temporal server (the dev server,
+// or every service process named by CREWLET_BENCH_TEMPORAL_PIDS, which the
+// cluster stack's env file sets), crewlet's
 // RSS. It also reports the time to establish every seat against the bare
 // ceiling of the same stack: as many workflows, each running one activity,
 // started and finished.
@@ -69,15 +71,15 @@ func BenchmarkIdleSeats(b *testing.B) {
 	// Let the boot's work (first reads, search attributes) settle.
 	time.Sleep(15 * time.Second)
 
-	temporal := temporalServerPID(b)
+	temporal := temporalServerPIDs(b)
 	crewlet := p.cmd.Process.Pid
-	calls0, crewCPU0, tempCPU0 := readCalls(b, calls), cpuTicks(b, crewlet), cpuTicks(b, temporal)
+	calls0, crewCPU0, tempCPU0 := readCalls(b, calls), cpuTicks(b, crewlet), cpuTicks(b, temporal...)
 	t0 := time.Now()
 	time.Sleep(idle)
 	window := time.Since(t0).Seconds()
 	callsPerSec := float64(readCalls(b, calls)-calls0) / window
 	crewPct := 100 * float64(cpuTicks(b, crewlet)-crewCPU0) / clockTicks / window
-	tempPct := 100 * float64(cpuTicks(b, temporal)-tempCPU0) / clockTicks / window
+	tempPct := 100 * float64(cpuTicks(b, temporal...)-tempCPU0) / clockTicks / window
 	rss := rssMiB(b, crewlet)
 	c.stopAll()
 	c.terminateSeats()
@@ -108,20 +110,25 @@ func (c *company) onlyLiveIncarnation() string {
 // clockTicks is the kernel's USER_HZ, what /proc's CPU times count in.
 const clockTicks = 100
 
-// cpuTicks returns a process's user + system CPU time in clock ticks.
-func cpuTicks(b *testing.B, pid int) int64 {
+// cpuTicks returns the processes' user + system CPU time in clock ticks,
+// summed.
+func cpuTicks(b *testing.B, pids ...int) int64 {
 	b.Helper()
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		b.Fatal(err)
+	var total int64
+	for _, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := string(stat)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		// After the comm: state ppid ... utime is field 14 of the whole line,
+		// index 11 here; stime follows.
+		utime, _ := strconv.ParseInt(fields[11], 10, 64)
+		stime, _ := strconv.ParseInt(fields[12], 10, 64)
+		total += utime + stime
 	}
-	s := string(stat)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	// After the comm: state ppid ... utime is field 14 of the whole line,
-	// index 11 here; stime follows.
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return utime + stime
+	return total
 }
 
 // rssMiB returns a process's resident set size.
@@ -154,9 +161,25 @@ func readCalls(b *testing.B, path string) int64 {
 	return n
 }
 
-// temporalServerPID finds the dev stack's Temporal server.
-func temporalServerPID(b *testing.B) int {
+// temporalServerPIDs finds the Temporal server's processes: those
+// CREWLET_BENCH_TEMPORAL_PIDS names (the cluster stack's four services), or
+// else the dev stack's one.
+func temporalServerPIDs(b *testing.B) []int {
 	b.Helper()
+	if v := os.Getenv("CREWLET_BENCH_TEMPORAL_PIDS"); v != "" {
+		var pids []int
+		for _, f := range strings.Fields(v) {
+			pid, err := strconv.Atoi(f)
+			if err != nil {
+				b.Fatalf("CREWLET_BENCH_TEMPORAL_PIDS=%q: want process ids separated by spaces", v)
+			}
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+				b.Fatalf("CREWLET_BENCH_TEMPORAL_PIDS names process %d, which is not running: run deploy/cluster/stack.sh up and load .dev/cluster.env again", pid)
+			}
+			pids = append(pids, pid)
+		}
+		return pids
+	}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -165,11 +188,11 @@ func temporalServerPID(b *testing.B) int {
 		}
 		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
 		if err == nil && strings.Contains(string(cmdline), "start-dev") {
-			return pid
+			return []int{pid}
 		}
 	}
-	b.Fatal("no Temporal dev server process (temporal server start-dev) found")
-	return 0
+	b.Fatal("no Temporal dev server process (temporal server start-dev) found, and CREWLET_BENCH_TEMPORAL_PIDS is not set")
+	return nil
 }
 
 func envInt(b *testing.B, name string, def int) int {

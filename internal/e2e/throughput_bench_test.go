@@ -440,39 +440,11 @@ func bareBurst(b *testing.B, n int) []time.Duration {
 }
 
 func bareCeiling(b *testing.B, d time.Duration) float64 {
-	tc, queue, stop := bareWorker(b, "crewlet-bare-", worker.Options{}, func(w worker.Worker) {
+	return bareLoopRate(b, d, "crewlet-bare-", bareWorkflow, func(w worker.Worker) {
 		w.RegisterWorkflow(bareWorkflow)
 		w.RegisterWorkflow(bareTurn)
 		w.RegisterActivity(bareActivity)
 	})
-	defer stop()
-	// Each workflow runs batches of turns until the time is up; a batch is
-	// short so the phase ends close to d.
-	const turnsPerRun = 20
-	var done atomic.Int64
-	deadline := time.Now().Add(d)
-	var wg sync.WaitGroup
-	for i := range benchSeats {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for run := 0; time.Now().Before(deadline); run++ {
-				r, err := tc.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
-					ID: fmt.Sprintf("bare/%s/%d/%d", queue, i, run), TaskQueue: queue,
-				}, bareWorkflow, turnsPerRun)
-				if err == nil {
-					err = r.Get(context.Background(), nil)
-				}
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				done.Add(turnsPerRun)
-			}
-		}()
-	}
-	wg.Wait()
-	return float64(done.Load()) / time.Since(deadline.Add(-d)).Seconds()
 }
 
 // benchCompany runs benchSeats seats under `crewlet serve`, every one

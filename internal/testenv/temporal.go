@@ -56,11 +56,16 @@ func Namespace(ctx context.Context, hostPort, prefix string) (name string, drop 
 	if err != nil {
 		return "", nil, fmt.Errorf("connect temporal namespace %s: %w", name, err)
 	}
-	defer tc.Close()
+	// drop needs the connection, so it stays open until drop closes it. A
+	// namespace left behind costs the dev server nothing after `stack:down`,
+	// but a cluster keeps it in Postgres, run after run.
 	drop = func() {
+		defer tc.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_, _ = tc.OperatorService().DeleteNamespace(ctx, &operatorservice.DeleteNamespaceRequest{Namespace: name})
+		if _, err := tc.OperatorService().DeleteNamespace(ctx, &operatorservice.DeleteNamespaceRequest{Namespace: name}); err != nil {
+			fmt.Fprintf(os.Stderr, "delete temporal namespace %s: %v (delete it with: temporal operator namespace delete -n %s)\n", name, err, name)
+		}
 	}
 	// The namespace itself may be unknown to the frontend for a moment.
 	types := map[string]enumspb.IndexedValueType{}
