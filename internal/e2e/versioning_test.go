@@ -193,12 +193,22 @@ func TestInPlaceRestartOnANewBuildPromotesItself(t *testing.T) {
 		c.workerWithEnv("n2", []string{"CREWLET_TEMPORAL_DEPLOYMENT_BUILD_ID=" + oldBuild}),
 	}
 	c.waitAttached(30 * time.Second)
+	// Both nodes done starting: a node still promoting its build when the
+	// SIGTERM comes exits 1, as a start cut short does. The seats attach
+	// as soon as either node runs, so that is no sign of both.
+	testenv.Eventually(t, time.Minute, "both old nodes started", func() error {
+		for _, p := range old {
+			if len(linesWith(p.out.String(), "node_started")) == 0 {
+				return fmt.Errorf("%s has not logged node_started", p.name)
+			}
+		}
+		return nil
+	})
 	deployment := c.temporal.WorkerDeploymentClient().GetHandle(c.taskQueue)
 	if cur := c.currentBuild(deployment); cur != oldBuild {
 		t.Fatalf("current build %q after the first nodes started; want %q", cur, oldBuild)
 	}
-	// Both nodes done starting (each starts the seats after its workers),
-	// and the company answering on the old build.
+	// The company answering on the old build.
 	if reply := c.waitReply(c.send("cto", "get a fix for the release"), 60*time.Second); !strings.Contains(reply, "Fixed the release.") {
 		t.Fatalf("cto's answer on %s %q; want eng-1's reply", oldBuild, reply)
 	}
