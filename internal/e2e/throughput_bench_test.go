@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -54,7 +55,7 @@ const benchSeats = 100
 //	go test ./internal/e2e -run '^$' -bench Throughput -benchtime 1x -timeout 20m
 func BenchmarkThroughput(b *testing.B) {
 	d := benchDuration(b)
-	replies, latencies, unloaded, burst := crewletThroughput(b, d)
+	replies, latencies, unloaded, burst, cost := crewletThroughput(b, d)
 	ceiling := bareCeiling(b, d)
 	reportBurst(b, "burst", burst)
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
@@ -69,14 +70,33 @@ func BenchmarkThroughput(b *testing.B) {
 	sort.Slice(unloaded, func(i, j int) bool { return unloaded[i] < unloaded[j] })
 	b.ReportMetric(float64(unloaded[len(unloaded)/2].Milliseconds()), "unloaded-p50-ms")
 	b.ReportMetric(float64(unloaded[len(unloaded)*99/100].Milliseconds()), "unloaded-p99-ms")
+	b.ReportMetric(cost.cpuMs/float64(replies), "crewlet-cpu-ms/reply")
+	b.ReportMetric(float64(cost.xacts)/float64(replies), "pg-xacts/reply")
 	b.Logf("%d seats, %s: %.1f replies/s, latency p50 %s p99 %s (one message in flight per seat); "+
 		"one message at a time: p50 %s p99 %s; bare ceiling %.1f turns/s; ratio %.2f",
 		benchSeats, d, rate, p50, p99, unloaded[len(unloaded)/2], unloaded[len(unloaded)*99/100], ceiling, rate/ceiling)
 }
 
-func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration, []time.Duration, []time.Duration) {
-	c, replied := benchCompany(b)
+// loadCost is what the crewlet process and its Postgres database spent
+// during a load phase.
+type loadCost struct {
+	// cpuMs is the crewlet process's CPU time (user and system).
+	cpuMs float64
+	// xacts is how many transactions the database committed or rolled
+	// back, the reply watcher's polls not counted: each statement outside
+	// a transaction is one.
+	xacts int64
+}
+
+func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration, []time.Duration, []time.Duration, loadCost) {
+	profile := os.Getenv("CREWLET_BENCH_PROFILE")
+	c, replied := benchCompanyWith(b, func(c *company) {
+		if profile != "" {
+			c.setenv("CREWLET_METRICS_LISTEN="+freeAddr(b), "CREWLET_METRICS_PPROF=true")
+		}
+	})
 	defer c.stopAll()
+	serve := c.procs[0]
 
 	// A wave into a quiet company first: every seat idle for a while.
 	time.Sleep(burstIdle)
@@ -96,8 +116,62 @@ func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration, []t
 		unloaded = append(unloaded, replied.wait(msg.EventID).Sub(start))
 	}
 
+	if profile != "" {
+		go captureProfile(b, serve, profile, d)
+	}
+	cpu0, xacts0, polls0 := cpuTicks(b, serve.cmd.Process.Pid), dbXacts(b, c.dbURL), replied.polls.Load()
 	latencies := loadPhase(b, c, replied, d)
-	return len(latencies), latencies, unloaded, burst
+	cost := loadCost{
+		cpuMs: float64(cpuTicks(b, serve.cmd.Process.Pid)-cpu0) / clockTicks * 1000,
+		xacts: dbXacts(b, c.dbURL) - xacts0 - (replied.polls.Load() - polls0),
+	}
+	return len(latencies), latencies, unloaded, burst, cost
+}
+
+// dbXacts is how many transactions a database has committed and rolled
+// back. Postgres publishes a session's counts within a second or so, so over
+// a phase of a minute the difference of two readings is close.
+func dbXacts(b *testing.B, dbURL string) int64 {
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int64
+	if err := conn.QueryRow(context.Background(),
+		`SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// captureProfile writes a CPU profile of the crewlet process over most of
+// a load phase of length d to path (CREWLET_BENCH_PROFILE), from the pprof
+// endpoint of its metrics listener.
+func captureProfile(b *testing.B, p *proc, path string, d time.Duration) {
+	var addr string
+	for _, kv := range p.cmd.Env {
+		if v, ok := strings.CutPrefix(kv, "CREWLET_METRICS_LISTEN="); ok {
+			addr = v
+		}
+	}
+	seconds := max(1, int((d - 5*time.Second).Seconds()))
+	time.Sleep(2 * time.Second)
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds))
+	if err != nil {
+		b.Errorf("CPU profile: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Errorf("CPU profile: %v", err)
+		return
+	}
+	defer f.Close()
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		b.Errorf("CPU profile: %v", err)
+	}
 }
 
 // loadPhase keeps one message in flight per seat for d: each sender sends,
@@ -234,6 +308,9 @@ func reportBurst(b *testing.B, name string, burst []time.Duration) {
 // replyWatcher tells senders when the reply to their message was recorded,
 // from one poll of the transcript for all of them, so waiting adds no load.
 type replyWatcher struct {
+	// polls counts the watcher's queries, so what a phase costs Postgres
+	// can leave them out.
+	polls   atomic.Int64
 	mu      sync.Mutex
 	waiters map[string]chan time.Time
 	seen    map[string]time.Time
@@ -260,6 +337,7 @@ func watchReplies(b *testing.B, dbURL string) *replyWatcher {
 				return
 			case <-time.After(10 * time.Millisecond):
 			}
+			w.polls.Add(1)
 			rows, err := conn.Query(context.Background(),
 				`SELECT seq, in_reply_to, recorded_at FROM messages WHERE seq > $1 AND in_reply_to IS NOT NULL ORDER BY seq`, max(0, last-2000))
 			if err != nil {
@@ -452,8 +530,15 @@ func bareCeiling(b *testing.B, d time.Duration) float64 {
 // far faster than the API's per-principal mutation limit allows a person
 // to, so the limit is off.
 func benchCompany(b *testing.B) (*company, *replyWatcher) {
+	return benchCompanyWith(b, func(*company) {})
+}
+
+// benchCompanyWith is benchCompany with setup run before `crewlet serve`
+// starts (its environment, say).
+func benchCompanyWith(b *testing.B, setup func(*company)) (*company, *replyWatcher) {
 	c := newCompany(b, fleetOrg(b, benchSeats, 0))
 	c.setenv("CREWLET_API_MUTATIONS_PER_MINUTE=0", "CREWLET_MAILBOX_SENDER_PER_MINUTE=0")
+	setup(c)
 	c.serve()
 	c.waitAttached(2 * time.Minute)
 	return c, watchReplies(b, c.dbURL)
