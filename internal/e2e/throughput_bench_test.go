@@ -72,6 +72,7 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(float64(unloaded[len(unloaded)*99/100].Milliseconds()), "unloaded-p99-ms")
 	b.ReportMetric(cost.cpuMs/float64(replies), "crewlet-cpu-ms/reply")
 	b.ReportMetric(float64(cost.xacts)/float64(replies), "pg-xacts/reply")
+	b.ReportMetric(cost.pgCPUMs/float64(replies), "pg-cpu-ms/reply")
 	b.Logf("%d seats, %s: %.1f replies/s, latency p50 %s p99 %s (one message in flight per seat); "+
 		"one message at a time: p50 %s p99 %s; bare ceiling %.1f turns/s; ratio %.2f",
 		benchSeats, d, rate, p50, p99, unloaded[len(unloaded)/2], unloaded[len(unloaded)*99/100], ceiling, rate/ceiling)
@@ -86,6 +87,9 @@ type loadCost struct {
 	// back, the reply watcher's polls not counted: each statement outside
 	// a transaction is one.
 	xacts int64
+	// pgCPUMs is the CPU time of the database's Postgres backends, the
+	// reply watcher's not counted.
+	pgCPUMs float64
 }
 
 func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration, []time.Duration, []time.Duration, loadCost) {
@@ -119,30 +123,49 @@ func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration, []t
 	if profile != "" {
 		go captureProfile(b, serve, profile, d)
 	}
-	cpu0, xacts0, polls0 := cpuTicks(b, serve.cmd.Process.Pid), dbXacts(b, c.dbURL), replied.polls.Load()
+	cpu0, polls0 := cpuTicks(b, serve.cmd.Process.Pid), replied.polls.Load()
+	xacts0, pgTicks0 := dbUse(b, c.dbURL, replied.pid)
 	latencies := loadPhase(b, c, replied, d)
+	xacts, pgTicks := dbUse(b, c.dbURL, replied.pid)
 	cost := loadCost{
-		cpuMs: float64(cpuTicks(b, serve.cmd.Process.Pid)-cpu0) / clockTicks * 1000,
-		xacts: dbXacts(b, c.dbURL) - xacts0 - (replied.polls.Load() - polls0),
+		cpuMs:   float64(cpuTicks(b, serve.cmd.Process.Pid)-cpu0) / clockTicks * 1000,
+		xacts:   xacts - xacts0 - (replied.polls.Load() - polls0),
+		pgCPUMs: float64(pgTicks-pgTicks0) / clockTicks * 1000,
 	}
 	return len(latencies), latencies, unloaded, burst, cost
 }
 
-// dbXacts is how many transactions a database has committed and rolled
-// back. Postgres publishes a session's counts within a second or so, so over
-// a phase of a minute the difference of two readings is close.
-func dbXacts(b *testing.B, dbURL string) int64 {
+// dbUse is how many transactions a database has committed and rolled back,
+// and the CPU ticks its backends have used, but for the backend of pid
+// skip. Postgres publishes a session's counts within a second or so, so
+// over a phase of a minute the difference of two readings is close; a
+// backend that ended between the readings is missed (crewlet's pool keeps
+// its connections).
+func dbUse(b *testing.B, dbURL string, skip uint32) (xacts, ticks int64) {
 	conn, err := pgx.Connect(context.Background(), dbURL)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	var n int64
 	if err := conn.QueryRow(context.Background(),
-		`SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
+		`SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&xacts); err != nil {
 		b.Fatal(err)
 	}
-	return n
+	rows, err := conn.Query(context.Background(),
+		`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid NOT IN (pg_backend_pid(), $1)`, int64(skip))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, pid := range pids {
+		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+			ticks += statTicks(string(stat))
+		}
+	}
+	return xacts, ticks
 }
 
 // captureProfile writes a CPU profile of the crewlet process over most of
@@ -310,7 +333,9 @@ func reportBurst(b *testing.B, name string, burst []time.Duration) {
 type replyWatcher struct {
 	// polls counts the watcher's queries, so what a phase costs Postgres
 	// can leave them out.
-	polls   atomic.Int64
+	polls atomic.Int64
+	// pid is the watcher's Postgres backend.
+	pid     uint32
 	mu      sync.Mutex
 	waiters map[string]chan time.Time
 	seen    map[string]time.Time
@@ -321,7 +346,7 @@ func watchReplies(b *testing.B, dbURL string) *replyWatcher {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := &replyWatcher{waiters: map[string]chan time.Time{}, seen: map[string]time.Time{}}
+	w := &replyWatcher{waiters: map[string]chan time.Time{}, seen: map[string]time.Time{}, pid: conn.PgConn().PID()}
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	b.Cleanup(func() { close(stop); <-stopped })
 	go func() {
