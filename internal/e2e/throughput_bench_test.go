@@ -50,9 +50,13 @@ const benchSeats = 100
 // ratio of it. Before those phases, once every seat is established and has
 // sat idle for burstIdle, it sends one message to each of the 100 seats at
 // once and reports, per seat, publish→first reply (burst-p50/p99/max-ms): how
-// fast a company that was quiet answers a wave.
+// fast a company that was quiet answers a wave. Per reply of the load
+// phase it reports what crewlet spent: its process's CPU, and its
+// database's transactions and backend CPU; with CREWLET_BENCH_PROFILE=FILE
+// it writes a CPU profile of the crewlet process over that phase (served
+// by metrics.pprof) for `go tool pprof FILE`.
 //
-//	go test ./internal/e2e -run '^$' -bench Throughput -benchtime 1x -timeout 20m
+//	go test ./internal/e2e -run '^$' -bench '^BenchmarkThroughput$' -benchtime 1x -timeout 20m
 func BenchmarkThroughput(b *testing.B) {
 	d := benchDuration(b)
 	replies, latencies, unloaded, burst, cost := crewletThroughput(b, d)
