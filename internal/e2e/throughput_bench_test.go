@@ -54,7 +54,9 @@ const benchSeats = 100
 // phase it reports what crewlet spent: its process's CPU, and its
 // database's transactions and backend CPU; with CREWLET_BENCH_PROFILE=FILE
 // it writes a CPU profile of the crewlet process over that phase (served
-// by metrics.pprof) for `go tool pprof FILE`.
+// by metrics.pprof) for `go tool pprof FILE`, and in FILE.steps the time
+// per reply its worker spent in each local activity, activity and
+// workflow task type.
 //
 //	go test ./internal/e2e -run '^$' -bench '^BenchmarkThroughput$' -benchtime 1x -timeout 20m
 func BenchmarkThroughput(b *testing.B) {
@@ -77,6 +79,30 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(cost.cpuMs/float64(replies), "crewlet-cpu-ms/reply")
 	b.ReportMetric(float64(cost.xacts)/float64(replies), "pg-xacts/reply")
 	b.ReportMetric(cost.pgCPUMs/float64(replies), "pg-cpu-ms/reply")
+	var local, tasks float64
+	kinds := make([]string, 0, len(cost.steps))
+	for k, ms := range cost.steps {
+		kinds = append(kinds, k)
+		switch {
+		case strings.HasPrefix(k, "local activity "):
+			local += ms
+		case strings.HasPrefix(k, "workflow task "):
+			tasks += ms
+		}
+	}
+	sort.Strings(kinds)
+	var steps strings.Builder
+	for _, k := range kinds {
+		fmt.Fprintf(&steps, "%s: %.2f ms per reply\n", k, cost.steps[k]/float64(replies))
+	}
+	if profile := os.Getenv("CREWLET_BENCH_PROFILE"); profile != "" {
+		// Beside the profile: a benchmark's log is cut short.
+		if err := os.WriteFile(profile+".steps", []byte(steps.String()), 0o644); err != nil {
+			b.Error(err)
+		}
+	}
+	b.ReportMetric(local/float64(replies), "local-activity-ms/reply")
+	b.ReportMetric(tasks/float64(replies), "workflow-task-ms/reply")
 	b.Logf("%d seats, %s: %.1f replies/s, latency p50 %s p99 %s (one message in flight per seat); "+
 		"one message at a time: p50 %s p99 %s; bare ceiling %.1f turns/s; ratio %.2f",
 		benchSeats, d, rate, p50, p99, unloaded[len(unloaded)/2], unloaded[len(unloaded)*99/100], ceiling, rate/ceiling)
@@ -94,6 +120,9 @@ type loadCost struct {
 	// pgCPUMs is the CPU time of the database's Postgres backends, the
 	// reply watcher's not counted.
 	pgCPUMs float64
+	// steps is the time, in ms, crewlet's worker spent in each kind of
+	// step (sdkTimes' keys).
+	steps map[string]float64
 }
 
 func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration, []time.Duration, []time.Duration, loadCost) {
@@ -129,14 +158,60 @@ func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration, []t
 	}
 	cpu0, polls0 := cpuTicks(b, serve.cmd.Process.Pid), replied.polls.Load()
 	xacts0, pgTicks0 := dbUse(b, c.dbURL, replied.pid)
+	steps0 := sdkTimes(b, c)
 	latencies := loadPhase(b, c, replied, d)
 	xacts, pgTicks := dbUse(b, c.dbURL, replied.pid)
+	steps := sdkTimes(b, c)
 	cost := loadCost{
 		cpuMs:   float64(cpuTicks(b, serve.cmd.Process.Pid)-cpu0) / clockTicks * 1000,
 		xacts:   xacts - xacts0 - (replied.polls.Load() - polls0),
 		pgCPUMs: float64(pgTicks-pgTicks0) / clockTicks * 1000,
+		steps:   map[string]float64{},
+	}
+	for k, v := range steps {
+		if ms := (v - steps0[k]) * 1000; ms > 0 {
+			cost.steps[k] = ms
+		}
 	}
 	return len(latencies), latencies, unloaded, burst, cost
+}
+
+// sdkTimeSeries are the Temporal SDK's timers whose sums say where a
+// reply's time goes inside crewlet: local activities run inside a workflow
+// task, so their time is part of the task's.
+var sdkTimeSeries = map[string]string{
+	"temporal_local_activity_execution_latency_seconds_sum": "local activity",
+	"temporal_activity_execution_latency_seconds_sum":       "activity",
+	"temporal_workflow_task_execution_latency_seconds_sum":  "workflow task",
+}
+
+// sdkTimes scrapes crewlet's /metrics for the sums of sdkTimeSeries, in
+// seconds, keyed "KIND TYPE" (TYPE the activity or workflow type).
+func sdkTimes(b *testing.B, c *company) map[string]float64 {
+	status, body, err := c.raw(http.MethodGet, "/metrics", nil)
+	if err != nil || status != http.StatusOK {
+		b.Fatalf("scrape /metrics: HTTP %d, %v", status, err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		name, rest, ok := strings.Cut(line, "{")
+		kind, known := sdkTimeSeries[name]
+		if !ok || !known {
+			continue
+		}
+		labels, value, _ := strings.Cut(rest, "} ")
+		typ := ""
+		for _, l := range strings.Split(labels, ",") {
+			if k, v, _ := strings.Cut(l, "="); k == "activity_type" || (k == "workflow_type" && typ == "") {
+				typ = strings.Trim(v, `"`)
+			}
+		}
+		var sum float64
+		if _, err := fmt.Sscan(value, &sum); err == nil {
+			out[kind+" "+typ] += sum
+		}
+	}
+	return out
 }
 
 // dbUse is how many transactions a database has committed and rolled back,
