@@ -49,6 +49,9 @@ var corpus = map[string]string{
 	"seat_continue_as_new_history.json.gz": "node-liveness 2, e2e " +
 		"TestRecordBudgetHoldAndContinueAsNew: 200 loop cycles of wakes, then continue-as-new " +
 		"after every handler finished (gzipped: 1217 events)",
+	"seat_backstop_timer_history.json.gz": "node-liveness 3, e2e TestTurnHistoryDoesNotGrowWithTheConversation: " +
+		"20 turns of one conversation with sleeps and wakes between them, all under one backstop " +
+		"timer (one TimerStarted, where a timer per sleep started one each time; gzipped: 322 events)",
 	"seat_continued_history.json": "the run that continue-as-new started: attached from its " +
 		"carry (no establish), wakes, a turn",
 	"turn_history.json": "a Turn before profile-pools: a model round asking for recall, the " +

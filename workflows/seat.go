@@ -77,7 +77,13 @@ type seat struct {
 	// holds its tenure with a heartbeating Hold activity on the host.
 	// COMPAT(node-liveness@1): every use of it serves runs below version 1.
 	perSeatHold bool
-	logger      interface {
+	// keepBackstop is set for a run that keeps one backstop timer across
+	// its sleeps (node-liveness 3); backstopTimer is that timer, nil
+	// until the next sleep starts one. COMPAT(node-liveness@3): a run
+	// below version 3 starts a timer per sleep.
+	keepBackstop  bool
+	backstopTimer workflow.Future
+	logger        interface {
 		Info(string, ...interface{})
 		Warn(string, ...interface{})
 	}
@@ -108,6 +114,7 @@ func Seat(ctx workflow.Context, in crewlet.SeatInput) error {
 	// that times out, tell it its host is gone.
 	version := workflow.GetVersion(ctx, changeNodeLiveness, workflow.DefaultVersion, nodeLivenessVersion)
 	s.perSeatHold = version == workflow.DefaultVersion
+	s.keepBackstop = version >= backstopTimerVersion
 	if in.Carry != nil {
 		s.state = in.Carry.State
 		s.attached = in.Carry.Attached
@@ -188,15 +195,39 @@ func Seat(ctx workflow.Context, in crewlet.SeatInput) error {
 		}
 		if len(mail) == 0 {
 			s.upsert(ctx)
-			if _, err := workflow.AwaitWithTimeout(ctx, s.backstop(), func() bool {
-				return s.wakePending || s.state.Pause != nil || s.interrupted()
-			}); err != nil {
+			if err := s.sleep(ctx); err != nil {
 				return err
 			}
 			continue
 		}
 		s.runBatch(ctx, mail)
 	}
+}
+
+// sleep waits, idle, for a wake, a pause or a reason to leave the tenure,
+// at most until the backstop. A run since node-liveness 3 keeps one
+// backstop timer over its sleeps, started by the first sleep after the
+// last one fired, so a seat wakes at least once per backstop however often
+// it sleeps. A timer per sleep cost every sleep a timer write, and an hour
+// later a workflow task: AwaitWithTimeout leaves its timer running when
+// the condition comes first.
+func (s *seat) sleep(ctx workflow.Context) error {
+	woken := func() bool { return s.wakePending || s.state.Pause != nil || s.interrupted() }
+	if !s.keepBackstop { // COMPAT(node-liveness@3)
+		_, err := workflow.AwaitWithTimeout(ctx, s.backstop(), woken)
+		return err
+	}
+	if woken() {
+		return nil
+	}
+	if s.backstopTimer == nil {
+		s.backstopTimer = workflow.NewTimer(ctx, s.in.Backstop)
+	}
+	err := workflow.Await(ctx, func() bool { return woken() || s.backstopTimer.IsReady() })
+	if s.backstopTimer.IsReady() {
+		s.backstopTimer = nil
+	}
+	return err
 }
 
 // backstop is how long the idle seat waits for a wake.

@@ -733,7 +733,7 @@ func newSeatHarnessOf(t *testing.T, legacy bool) *seatHarness {
 		h.saHandles = append(h.saHandles, handle)
 	}).Return(nil)
 	if legacy {
-		env.OnGetVersion("node-liveness", workflow.DefaultVersion, startAttributesVersion).Return(workflow.DefaultVersion)
+		env.OnGetVersion("node-liveness", workflow.DefaultVersion, nodeLivenessVersion).Return(workflow.DefaultVersion)
 	}
 	return h
 }

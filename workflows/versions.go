@@ -30,13 +30,17 @@ const (
 // Newest versions, the maxSupported each GetVersion call passes.
 const (
 	// nodeLivenessVersion is the newest version of changeNodeLiveness.
-	nodeLivenessVersion = startAttributesVersion
+	nodeLivenessVersion = backstopTimerVersion
 	// startAttributesVersion is the version of changeNodeLiveness since
 	// which a fresh seat run knows it starts with SeatSearchAttributes and
 	// does not write them again. One change id for both versions adds no
 	// second marker, and no second TemporalChangeVersion write, to every
 	// run.
 	startAttributesVersion workflow.Version = 2
+	// backstopTimerVersion is the version of changeNodeLiveness since
+	// which an idle seat keeps one backstop timer across its sleeps
+	// instead of starting one per sleep.
+	backstopTimerVersion workflow.Version = 3
 	// profilePoolsVersion is the newest version of changeProfilePools.
 	profilePoolsVersion workflow.Version = 1
 	// noteSignalCheckVersion is the newest version of changeNoteSignalCheck.
@@ -93,6 +97,7 @@ var Changes = []Change{
 		Versions: []string{
 			1: "the host's liveness is the node's: no Hold activity holds the tenure, the failure detector's host_lost signal and host-queue timeouts end it, and an idle seat waits the input's backstop (1h) instead of 5 minutes",
 			2: "a fresh run knows it starts with SeatSearchAttributes and does not upsert them again: one visibility write fewer per seat established",
+			3: "an idle seat keeps one backstop timer across its sleeps, started by the first sleep after the last one fired; before it, every sleep started a timer of its own (never cancelled), one timer write per turn and a workflow task an hour later",
 		},
 		Oldest: workflow.DefaultVersion,
 	},

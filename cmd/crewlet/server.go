@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"time"
@@ -275,6 +276,12 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", d.metrics.Handler())
+		if d.org.Metrics.Pprof {
+			mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+			mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		}
 		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- metricsSrv.Serve(ln) }()
 		log.Info("metrics_listening", "addr", ln.Addr().String())

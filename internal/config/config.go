@@ -58,6 +58,10 @@ type Metrics struct {
 	// SeatLabels labels the mailbox gauges by seat; false sums them over
 	// the seats instead, for an org too large for a series per seat.
 	SeatLabels bool `mapstructure:"seat_labels"`
+	// Pprof serves Go's profiles (/debug/pprof/) on Listen too, to find
+	// where a busy node's CPU goes; off by default, since a profile shows
+	// the process's internals to whoever reaches the address.
+	Pprof bool `mapstructure:"pprof"`
 }
 
 // Log is how a crewlet process writes its log, to stderr.

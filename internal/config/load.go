@@ -75,6 +75,7 @@ var defaults = map[string]any{
 	"metrics.enabled":     true,
 	"metrics.listen":      "",
 	"metrics.seat_labels": true,
+	"metrics.pprof":       false,
 
 	"nodes.heartbeat_timeout":   3 * time.Second,
 	"nodes.drain_timeout":       60 * time.Second,

@@ -207,6 +207,9 @@ func (c *Config) problems() []*Problem {
 			add("metrics.listen", "%q is not a host:port address, e.g. 127.0.0.1:9464; leave it empty to serve no metrics listener", l)
 		}
 	}
+	if c.Metrics.Pprof && c.Metrics.Listen == "" {
+		add("metrics.pprof", "true, but metrics.listen is empty, so no listener serves the profiles; set metrics.listen or turn pprof off")
+	}
 	if f := c.Log.Format; f != LogText && f != LogJSON {
 		add("log.format", "unknown format %q; must be one of: %s, %s", f, LogText, LogJSON)
 	}

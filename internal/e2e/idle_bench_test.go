@@ -120,15 +120,19 @@ func cpuTicks(b *testing.B, pids ...int) int64 {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s := string(stat)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		// After the comm: state ppid ... utime is field 14 of the whole line,
-		// index 11 here; stime follows.
-		utime, _ := strconv.ParseInt(fields[11], 10, 64)
-		stime, _ := strconv.ParseInt(fields[12], 10, 64)
-		total += utime + stime
+		total += statTicks(string(stat))
 	}
 	return total
+}
+
+// statTicks is the user and system CPU ticks of a /proc/PID/stat line.
+func statTicks(s string) int64 {
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	// After the comm: state ppid ... utime is field 14 of the whole line,
+	// index 11 here; stime follows.
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return utime + stime
 }
 
 // rssMiB returns a process's resident set size.

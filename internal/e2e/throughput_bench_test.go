@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,12 +50,18 @@ const benchSeats = 100
 // ratio of it. Before those phases, once every seat is established and has
 // sat idle for burstIdle, it sends one message to each of the 100 seats at
 // once and reports, per seat, publish→first reply (burst-p50/p99/max-ms): how
-// fast a company that was quiet answers a wave.
+// fast a company that was quiet answers a wave. Per reply of the load
+// phase it reports what crewlet spent: its process's CPU, and its
+// database's transactions and backend CPU; with CREWLET_BENCH_PROFILE=FILE
+// it writes a CPU profile of the crewlet process over that phase (served
+// by metrics.pprof) for `go tool pprof FILE`, and in FILE.steps the time
+// per reply its worker spent in each local activity, activity and
+// workflow task type.
 //
-//	go test ./internal/e2e -run '^$' -bench Throughput -benchtime 1x -timeout 20m
+//	go test ./internal/e2e -run '^$' -bench '^BenchmarkThroughput$' -benchtime 1x -timeout 20m
 func BenchmarkThroughput(b *testing.B) {
 	d := benchDuration(b)
-	replies, latencies, unloaded, burst := crewletThroughput(b, d)
+	replies, latencies, unloaded, burst, cost := crewletThroughput(b, d)
 	ceiling := bareCeiling(b, d)
 	reportBurst(b, "burst", burst)
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
@@ -69,14 +76,64 @@ func BenchmarkThroughput(b *testing.B) {
 	sort.Slice(unloaded, func(i, j int) bool { return unloaded[i] < unloaded[j] })
 	b.ReportMetric(float64(unloaded[len(unloaded)/2].Milliseconds()), "unloaded-p50-ms")
 	b.ReportMetric(float64(unloaded[len(unloaded)*99/100].Milliseconds()), "unloaded-p99-ms")
+	b.ReportMetric(cost.cpuMs/float64(replies), "crewlet-cpu-ms/reply")
+	b.ReportMetric(float64(cost.xacts)/float64(replies), "pg-xacts/reply")
+	b.ReportMetric(cost.pgCPUMs/float64(replies), "pg-cpu-ms/reply")
+	var local, tasks float64
+	kinds := make([]string, 0, len(cost.steps))
+	for k, ms := range cost.steps {
+		kinds = append(kinds, k)
+		switch {
+		case strings.HasPrefix(k, "local activity "):
+			local += ms
+		case strings.HasPrefix(k, "workflow task "):
+			tasks += ms
+		}
+	}
+	sort.Strings(kinds)
+	var steps strings.Builder
+	for _, k := range kinds {
+		fmt.Fprintf(&steps, "%s: %.2f ms per reply\n", k, cost.steps[k]/float64(replies))
+	}
+	if profile := os.Getenv("CREWLET_BENCH_PROFILE"); profile != "" {
+		// Beside the profile: a benchmark's log is cut short.
+		if err := os.WriteFile(profile+".steps", []byte(steps.String()), 0o644); err != nil {
+			b.Error(err)
+		}
+	}
+	b.ReportMetric(local/float64(replies), "local-activity-ms/reply")
+	b.ReportMetric(tasks/float64(replies), "workflow-task-ms/reply")
 	b.Logf("%d seats, %s: %.1f replies/s, latency p50 %s p99 %s (one message in flight per seat); "+
 		"one message at a time: p50 %s p99 %s; bare ceiling %.1f turns/s; ratio %.2f",
 		benchSeats, d, rate, p50, p99, unloaded[len(unloaded)/2], unloaded[len(unloaded)*99/100], ceiling, rate/ceiling)
 }
 
-func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration, []time.Duration, []time.Duration) {
-	c, replied := benchCompany(b)
+// loadCost is what the crewlet process and its Postgres database spent
+// during a load phase.
+type loadCost struct {
+	// cpuMs is the crewlet process's CPU time (user and system).
+	cpuMs float64
+	// xacts is how many transactions the database committed or rolled
+	// back, the reply watcher's polls not counted: each statement outside
+	// a transaction is one.
+	xacts int64
+	// pgCPUMs is the CPU time of the database's Postgres backends, the
+	// reply watcher's not counted.
+	pgCPUMs float64
+	// steps is the time, in ms, crewlet's worker spent in each kind of
+	// step (sdkTimes' keys).
+	steps map[string]float64
+}
+
+func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration, []time.Duration, []time.Duration, loadCost) {
+	profile := os.Getenv("CREWLET_BENCH_PROFILE")
+	c, replied := benchCompanyWith(b, func(c *company) {
+		if profile != "" {
+			c.setenv("CREWLET_METRICS_LISTEN="+freeAddr(b), "CREWLET_METRICS_PPROF=true")
+		}
+	})
 	defer c.stopAll()
+	serve := c.procs[0]
 
 	// A wave into a quiet company first: every seat idle for a while.
 	time.Sleep(burstIdle)
@@ -96,8 +153,127 @@ func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration, []t
 		unloaded = append(unloaded, replied.wait(msg.EventID).Sub(start))
 	}
 
+	if profile != "" {
+		go captureProfile(b, serve, profile, d)
+	}
+	cpu0, polls0 := cpuTicks(b, serve.cmd.Process.Pid), replied.polls.Load()
+	xacts0, pgTicks0 := dbUse(b, c.dbURL, replied.pid)
+	steps0 := sdkTimes(b, c)
 	latencies := loadPhase(b, c, replied, d)
-	return len(latencies), latencies, unloaded, burst
+	xacts, pgTicks := dbUse(b, c.dbURL, replied.pid)
+	steps := sdkTimes(b, c)
+	cost := loadCost{
+		cpuMs:   float64(cpuTicks(b, serve.cmd.Process.Pid)-cpu0) / clockTicks * 1000,
+		xacts:   xacts - xacts0 - (replied.polls.Load() - polls0),
+		pgCPUMs: float64(pgTicks-pgTicks0) / clockTicks * 1000,
+		steps:   map[string]float64{},
+	}
+	for k, v := range steps {
+		if ms := (v - steps0[k]) * 1000; ms > 0 {
+			cost.steps[k] = ms
+		}
+	}
+	return len(latencies), latencies, unloaded, burst, cost
+}
+
+// sdkTimeSeries are the Temporal SDK's timers whose sums say where a
+// reply's time goes inside crewlet: local activities run inside a workflow
+// task, so their time is part of the task's.
+var sdkTimeSeries = map[string]string{
+	"temporal_local_activity_execution_latency_seconds_sum": "local activity",
+	"temporal_activity_execution_latency_seconds_sum":       "activity",
+	"temporal_workflow_task_execution_latency_seconds_sum":  "workflow task",
+}
+
+// sdkTimes scrapes crewlet's /metrics for the sums of sdkTimeSeries, in
+// seconds, keyed "KIND TYPE" (TYPE the activity or workflow type).
+func sdkTimes(b *testing.B, c *company) map[string]float64 {
+	status, body, err := c.raw(http.MethodGet, "/metrics", nil)
+	if err != nil || status != http.StatusOK {
+		b.Fatalf("scrape /metrics: HTTP %d, %v", status, err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		name, rest, ok := strings.Cut(line, "{")
+		kind, known := sdkTimeSeries[name]
+		if !ok || !known {
+			continue
+		}
+		labels, value, _ := strings.Cut(rest, "} ")
+		typ := ""
+		for _, l := range strings.Split(labels, ",") {
+			if k, v, _ := strings.Cut(l, "="); k == "activity_type" || (k == "workflow_type" && typ == "") {
+				typ = strings.Trim(v, `"`)
+			}
+		}
+		var sum float64
+		if _, err := fmt.Sscan(value, &sum); err == nil {
+			out[kind+" "+typ] += sum
+		}
+	}
+	return out
+}
+
+// dbUse is how many transactions a database has committed and rolled back,
+// and the CPU ticks its backends have used, but for the backend of pid
+// skip. Postgres publishes a session's counts within a second or so, so
+// over a phase of a minute the difference of two readings is close; a
+// backend that ended between the readings is missed (crewlet's pool keeps
+// its connections).
+func dbUse(b *testing.B, dbURL string, skip uint32) (xacts, ticks int64) {
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if err := conn.QueryRow(context.Background(),
+		`SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&xacts); err != nil {
+		b.Fatal(err)
+	}
+	rows, err := conn.Query(context.Background(),
+		`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid NOT IN (pg_backend_pid(), $1)`, int64(skip))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, pid := range pids {
+		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+			ticks += statTicks(string(stat))
+		}
+	}
+	return xacts, ticks
+}
+
+// captureProfile writes a CPU profile of the crewlet process over most of
+// a load phase of length d to path (CREWLET_BENCH_PROFILE), from the pprof
+// endpoint of its metrics listener.
+func captureProfile(b *testing.B, p *proc, path string, d time.Duration) {
+	var addr string
+	for _, kv := range p.cmd.Env {
+		if v, ok := strings.CutPrefix(kv, "CREWLET_METRICS_LISTEN="); ok {
+			addr = v
+		}
+	}
+	seconds := max(1, int((d - 5*time.Second).Seconds()))
+	time.Sleep(2 * time.Second)
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds))
+	if err != nil {
+		b.Errorf("CPU profile: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Errorf("CPU profile: %v", err)
+		return
+	}
+	defer f.Close()
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		b.Errorf("CPU profile: %v", err)
+	}
 }
 
 // loadPhase keeps one message in flight per seat for d: each sender sends,
@@ -234,6 +410,11 @@ func reportBurst(b *testing.B, name string, burst []time.Duration) {
 // replyWatcher tells senders when the reply to their message was recorded,
 // from one poll of the transcript for all of them, so waiting adds no load.
 type replyWatcher struct {
+	// polls counts the watcher's queries, so what a phase costs Postgres
+	// can leave them out.
+	polls atomic.Int64
+	// pid is the watcher's Postgres backend.
+	pid     uint32
 	mu      sync.Mutex
 	waiters map[string]chan time.Time
 	seen    map[string]time.Time
@@ -244,7 +425,7 @@ func watchReplies(b *testing.B, dbURL string) *replyWatcher {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := &replyWatcher{waiters: map[string]chan time.Time{}, seen: map[string]time.Time{}}
+	w := &replyWatcher{waiters: map[string]chan time.Time{}, seen: map[string]time.Time{}, pid: conn.PgConn().PID()}
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	b.Cleanup(func() { close(stop); <-stopped })
 	go func() {
@@ -260,6 +441,7 @@ func watchReplies(b *testing.B, dbURL string) *replyWatcher {
 				return
 			case <-time.After(10 * time.Millisecond):
 			}
+			w.polls.Add(1)
 			rows, err := conn.Query(context.Background(),
 				`SELECT seq, in_reply_to, recorded_at FROM messages WHERE seq > $1 AND in_reply_to IS NOT NULL ORDER BY seq`, max(0, last-2000))
 			if err != nil {
@@ -452,8 +634,15 @@ func bareCeiling(b *testing.B, d time.Duration) float64 {
 // far faster than the API's per-principal mutation limit allows a person
 // to, so the limit is off.
 func benchCompany(b *testing.B) (*company, *replyWatcher) {
+	return benchCompanyWith(b, func(*company) {})
+}
+
+// benchCompanyWith is benchCompany with setup run before `crewlet serve`
+// starts (its environment, say).
+func benchCompanyWith(b *testing.B, setup func(*company)) (*company, *replyWatcher) {
 	c := newCompany(b, fleetOrg(b, benchSeats, 0))
 	c.setenv("CREWLET_API_MUTATIONS_PER_MINUTE=0", "CREWLET_MAILBOX_SENDER_PER_MINUTE=0")
+	setup(c)
 	c.serve()
 	c.waitAttached(2 * time.Minute)
 	return c, watchReplies(b, c.dbURL)

@@ -64,12 +64,14 @@ func (s *Store) AcquireProfile(ctx context.Context, req SlotRequest, decide func
 				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO profile_pools (pool) VALUES ($1) ON CONFLICT DO NOTHING`, req.Pool); err != nil {
-			return err
-		}
 		facts := ProfileFacts{Live: map[string]int{}, Disabled: map[string]bool{}}
+		// The pool's row, created the first time, is locked (as FOR
+		// UPDATE would) and read in one statement.
 		var scores []byte
-		if err := tx.QueryRow(ctx, `SELECT scores FROM profile_pools WHERE pool = $1 FOR UPDATE`, req.Pool).Scan(&scores); err != nil {
+		if err := tx.QueryRow(ctx, `
+			INSERT INTO profile_pools (pool) VALUES ($1)
+			ON CONFLICT (pool) DO UPDATE SET pool = EXCLUDED.pool
+			RETURNING scores`, req.Pool).Scan(&scores); err != nil {
 			return err
 		}
 		if err := json.Unmarshal(scores, &facts.Scores); err != nil {
@@ -135,15 +137,13 @@ func (s *Store) AcquireProfile(ctx context.Context, req SlotRequest, decide func
 // ReleaseProfile gives back a turn run's slot and its place among the
 // waiters; it returns the profile freed, "" when it held none.
 func (s *Store) ReleaseProfile(ctx context.Context, turnID string, epoch int64) (string, error) {
+	// One statement, so both deletes commit together in one round trip:
+	// a data-modifying WITH runs whether or not the query reads it.
 	var freed string
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `DELETE FROM profile_slots WHERE turn_id = $1 AND epoch = $2 RETURNING profile`, turnID, epoch).Scan(&freed)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		_, err = tx.Exec(ctx, `DELETE FROM profile_waiters WHERE turn_id = $1 AND epoch = $2`, turnID, epoch)
-		return err
-	})
+	err := s.pool.QueryRow(ctx, `
+		WITH slot AS (DELETE FROM profile_slots WHERE turn_id = $1 AND epoch = $2 RETURNING profile),
+		     waiter AS (DELETE FROM profile_waiters WHERE turn_id = $1 AND epoch = $2)
+		SELECT coalesce((SELECT profile FROM slot), '')`, turnID, epoch).Scan(&freed)
 	if err != nil {
 		return "", fmt.Errorf("release the profile slot of %s: %w", turnID, schemaMissing(err))
 	}

@@ -29,24 +29,23 @@ type TranscriptEntry struct {
 
 // AppendMessages records messages in their conversations' transcripts in one
 // transaction. Messages are keyed by event id, so appending one twice (a turn
-// re-run after a crash) records it once.
+// re-run after a crash) records it once. The statements go as one batch, in
+// one round trip: a batch outside a transaction runs as one implicit
+// transaction, all of it or none.
 func (s *Store) AppendMessages(ctx context.Context, workKey string, msgs ...crewlet.Message) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		for _, m := range msgs {
-			if _, err := tx.Exec(ctx, `INSERT INTO conversations (id) VALUES ($1) ON CONFLICT DO NOTHING`, m.Conversation); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `
-				INSERT INTO messages (id, conversation_id, type, sender, recipient, body, in_reply_to, work_key, sent_at)
-				VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), NULLIF($8, ''), $9)
-				ON CONFLICT (id) DO NOTHING`,
-				m.EventID, m.Conversation, m.Type, m.From, m.To, m.Body, m.InReplyTo, workKey, m.SentAt)
-			if err != nil {
-				return err
-			}
-		}
+	if len(msgs) == 0 {
 		return nil
-	})
+	}
+	var batch pgx.Batch
+	for _, m := range msgs {
+		batch.Queue(`INSERT INTO conversations (id) VALUES ($1) ON CONFLICT DO NOTHING`, m.Conversation)
+		batch.Queue(`
+			INSERT INTO messages (id, conversation_id, type, sender, recipient, body, in_reply_to, work_key, sent_at)
+			VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), NULLIF($8, ''), $9)
+			ON CONFLICT (id) DO NOTHING`,
+			m.EventID, m.Conversation, m.Type, m.From, m.To, m.Body, m.InReplyTo, workKey, m.SentAt)
+	}
+	err := s.pool.SendBatch(ctx, &batch).Close()
 	if err != nil {
 		return fmt.Errorf("append transcript: %w", schemaMissing(err))
 	}
