@@ -46,14 +46,8 @@ SERVICES=(history matching frontend worker)
 log() { printf '%s\n' "$*"; }
 die() { printf 'cluster: %s\n' "$*" >&2; exit 1; }
 
-port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
-
-alive() {
-  local st
-  { read -r st <"/proc/$1/stat"; } 2>/dev/null || return 1
-  st="${st##*) }"
-  [[ "${st%% *}" != Z ]]
-}
+# shellcheck source=../stack-lib.sh
+. "$ROOT/deploy/stack-lib.sh"
 
 grpc_port() {
   case "$1" in frontend) echo 7433 ;; history) echo 7434 ;; matching) echo 7435 ;; worker) echo 7439 ;; esac

@@ -38,18 +38,8 @@ R_CONF="$ROOT/deploy/dev/redis.conf"
 log() { printf '%s\n' "$*"; }
 die() { printf 'stack: %s\n' "$*" >&2; exit 1; }
 
-# port_open PORT: true when something accepts TCP connections on 127.0.0.1:PORT.
-port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
-
-# alive PID: process exists and is not a zombie (a container whose PID 1 does not reap
-# leaves exited daemons as zombies, which `kill -0` still reports as present).
-# Reads /proc (no dependency on procps).
-alive() {
-  local st
-  { read -r st <"/proc/$1/stat"; } 2>/dev/null || return 1
-  st="${st##*) }"
-  [[ "${st%% *}" != Z ]]
-}
+# shellcheck source=../stack-lib.sh
+. "$ROOT/deploy/stack-lib.sh"
 
 # ---------------------------------------------------------------- Temporal
 
