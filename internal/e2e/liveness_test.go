@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -50,30 +48,10 @@ seats:
 
 // mcpChildren returns the pids of the MCP test servers a process started.
 func mcpChildren(p *proc) []int {
-	parent := strconv.Itoa(p.cmd.Process.Pid)
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so read after ')'.
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 || !strings.Contains(s[:i], "(testserver") {
-			continue
-		}
-		fields := strings.Fields(s[i+1:])
-		if len(fields) > 1 && fields[0] != "Z" && fields[1] == parent {
-			out = append(out, pid)
+	for _, c := range testenv.Children(p.cmd.Process.Pid) {
+		if strings.HasPrefix(c.Comm, "testserver") && c.State != "Z" {
+			out = append(out, c.PID)
 		}
 	}
 	return out

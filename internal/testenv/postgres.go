@@ -138,21 +138,8 @@ func (p *Postgres) signalAll(sig syscall.Signal) {
 		p.t.Fatalf("postmaster.pid: %v", err)
 	}
 	pids := []int{postmaster}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// The parent pid is the second field after the command's ")".
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(postmaster) {
-			pids = append(pids, pid)
-		}
+	for _, c := range Children(postmaster) {
+		pids = append(pids, c.PID)
 	}
 	for _, pid := range pids {
 		if err := syscall.Kill(pid, sig); err != nil {
