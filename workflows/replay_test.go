@@ -52,13 +52,16 @@ var corpus = map[string]string{
 	"seat_backstop_timer_history.json.gz": "node-liveness 3, e2e TestTurnHistoryDoesNotGrowWithTheConversation: " +
 		"20 turns of one conversation with sleeps and wakes between them, all under one backstop " +
 		"timer (one TimerStarted, where a timer per sleep started one each time; gzipped: 322 events)",
+	"seat_turn_shows_running_history.json": "node-liveness 4, e2e " +
+		"TestPausedSeatHoldsMailAndAnswersItInOrderAfterResume: seat/cto attaches, runs a turn " +
+		"with no CrewletStatus upsert before or after it (the open turn shows running), pause, " +
+		"a wake while paused, resume",
 	"seat_continued_history.json": "the run that continue-as-new started: attached from its " +
 		"carry (no establish), wakes, a turn",
-	"turn_history.json": "a Turn before profile-pools: a model round asking for recall, the " +
-		"tool call on the host queue, the final round",
-	"turn_reflect_history.json": "a Turn before profile-pools of a role with reflect: true: a " +
-		"round asking for diary_write, the tool call, the final round, Reflect before the finish",
-	"turn_pool_history.json": "a Turn at profile-pools 1: AcquireProfile before the first " +
+	"turn_reflect_history.json": "e2e TestReflectionAfterAKillWritesOnce, after profile-pools " +
+		"retired: the turn re-run by the next tenure after its node was killed mid-turn, with no " +
+		"version marker: AcquireProfile, a round, Reflect before FinishTurn, ReleaseProfile",
+	"turn_pool_history.json": "a Turn at profile-pools 1 (the change retired with its GetVersion call): AcquireProfile before the first " +
 		"round, a round asking for diary_write, the tool call, the final round, FinishTurn, " +
 		"ReleaseProfile",
 	"turn_ticket_wait_history.json": "profile-pools 1, e2e TestDelegationWithDurableWaitAndQuestion: " +

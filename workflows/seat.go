@@ -83,7 +83,12 @@ type seat struct {
 	// below version 3 starts a timer per sleep.
 	keepBackstop  bool
 	backstopTimer workflow.Future
-	logger        interface {
+	// turnShowsRunning is set for a run that leaves "running" out of its
+	// search attributes (node-liveness 4): its open Turn workflow says so
+	// (seatclient.Statuses). COMPAT(node-liveness@4): a run below version
+	// 4 upserts running and idle around every turn.
+	turnShowsRunning bool
+	logger           interface {
 		Info(string, ...interface{})
 		Warn(string, ...interface{})
 	}
@@ -115,6 +120,7 @@ func Seat(ctx workflow.Context, in crewlet.SeatInput) error {
 	version := workflow.GetVersion(ctx, changeNodeLiveness, workflow.DefaultVersion, nodeLivenessVersion)
 	s.perSeatHold = version == workflow.DefaultVersion
 	s.keepBackstop = version >= backstopTimerVersion
+	s.turnShowsRunning = version >= turnShowsRunningVersion
 	if in.Carry != nil {
 		s.state = in.Carry.State
 		s.attached = in.Carry.Attached

@@ -35,6 +35,17 @@ func (s *seat) setStatus(ctx workflow.Context, status crewlet.SeatStatus) {
 	s.upsert(ctx)
 }
 
+// indexedStatus is the status the seat's search attributes carry for
+// status. Since node-liveness 4 a running seat's attribute stays idle:
+// its open Turn workflow is what says it runs, so a turn costs no
+// visibility write of the seat's on either side.
+func (s *seat) indexedStatus(status crewlet.SeatStatus) crewlet.SeatStatus {
+	if s.turnShowsRunning && status == crewlet.StatusRunning {
+		return crewlet.StatusIdle
+	}
+	return status
+}
+
 // upsert writes the search attributes when they changed since the last write.
 func (s *seat) upsert(ctx workflow.Context) {
 	cur := s.state
@@ -46,8 +57,8 @@ func (s *seat) upsert(ctx workflow.Context) {
 	if cur.Role != prev.Role {
 		updates = append(updates, saRole.ValueSet(cur.Role))
 	}
-	if cur.Status != prev.Status {
-		updates = append(updates, saStatus.ValueSet(string(cur.Status)))
+	if s.indexedStatus(cur.Status) != s.indexedStatus(prev.Status) {
+		updates = append(updates, saStatus.ValueSet(string(s.indexedStatus(cur.Status))))
 	}
 	if cur.Node != prev.Node {
 		updates = append(updates, saNode.ValueSet(cur.Node))

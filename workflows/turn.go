@@ -46,9 +46,7 @@ type turn struct {
 	tickets workflow.ReceiveChannel
 	// freed receives the nudges that a profile of the pool may have freed.
 	freed workflow.ReceiveChannel
-	// pooled is set when the turn picks its profile and holds a slot of it;
-	// profile is the one it holds, "" while it holds none.
-	pooled  bool
+	// profile is the one the turn holds a slot of, "" while it holds none.
 	profile string
 	wrote   bool
 	// refused says why threads ended without an answer; their senders
@@ -102,10 +100,7 @@ func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error
 	}
 	t.progress.Threads, t.progress.MaxRounds = begin.Threads, begin.MaxRounds
 	// A turn of replies only makes no model call, so it takes no profile.
-	// COMPAT(profile-pools@1): a turn below version 1 takes no profile
-	// and runs on its role's first profile (t.pooled stays false).
-	if begin.Threads > 0 && workflow.GetVersion(ctx, changeProfilePools, workflow.DefaultVersion, profilePoolsVersion) == profilePoolsVersion {
-		t.pooled = true
+	if begin.Threads > 0 {
 		defer t.release(ctx)
 		if err := t.acquire(ctx); err != nil {
 			if isFenced(err) {
@@ -260,7 +255,7 @@ func (t *turn) modelRound(ctx workflow.Context, thread, round int) (crewlet.Mode
 			Tenure: t.in.Tenure, WorkKey: t.in.WorkKey, Thread: thread, Round: round,
 			TurnID: t.in.TurnID, Profile: t.profile,
 		}).Get(ctx, &answer)
-		if !t.pooled || !isProfileUnavailable(err) { // COMPAT(profile-pools@1): !t.pooled
+		if !isProfileUnavailable(err) {
 			return answer, err
 		}
 		t.logger.Warn("turn_failing_over", "seat", t.in.Handle, "turn", t.in.TurnID, "profile", t.profile, "error", err)
@@ -357,9 +352,6 @@ func (t *turn) awaitProfile(ctx workflow.Context, d time.Duration) (stopped bool
 // runs on a context no cancellation reaches. Losing it only costs the
 // slot's lease, so a failure is logged.
 func (t *turn) release(ctx workflow.Context) {
-	if !t.pooled { // COMPAT(profile-pools@1)
-		return
-	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	err := workflow.ExecuteLocalActivity(localContext(dctx), crewlet.ActivityReleaseProfile, crewlet.ReleaseProfileInput{
 		Tenure: t.in.Tenure, TurnID: t.in.TurnID,
@@ -401,7 +393,7 @@ func (t *turn) wait(ctx workflow.Context, thread, round int, call crewlet.ToolCa
 	}
 	err = workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityResolveWait, in).Get(ctx, nil)
 	t.logger.Info("turn_waited", "seat", t.in.Handle, "turn", t.in.TurnID, "ticket", w.Ticket, "timed_out", in.TimedOut, "stopped_by", in.StoppedBy)
-	if err != nil || !t.pooled || t.stop != nil { // COMPAT(profile-pools@1): !t.pooled
+	if err != nil || t.stop != nil {
 		return err
 	}
 	return t.acquire(ctx)

@@ -21,7 +21,7 @@ func (t *turn) toolCall(ctx workflow.Context, thread, round int, call crewlet.To
 			Tenure: t.in.Tenure, WorkKey: t.in.WorkKey, Thread: thread, Round: round, Call: call,
 		}).Get(ctx, &res)
 		if err != nil || res.Approval == nil {
-			if err == nil && waited && t.pooled && t.stop == nil { // COMPAT(profile-pools@1): t.pooled
+			if err == nil && waited && t.stop == nil {
 				// The wait gave the profile back; the next round needs one.
 				err = t.acquire(ctx)
 			}

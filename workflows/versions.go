@@ -19,7 +19,6 @@ import (
 // name it.
 const (
 	changeNodeLiveness    = "node-liveness"
-	changeProfilePools    = "profile-pools"
 	changeNoteSignalCheck = "note-signal-check"
 	changeBusyPolicy      = "busy-policy"
 	changeTurnInterrupt   = "turn-interrupt"
@@ -30,7 +29,7 @@ const (
 // Newest versions, the maxSupported each GetVersion call passes.
 const (
 	// nodeLivenessVersion is the newest version of changeNodeLiveness.
-	nodeLivenessVersion = backstopTimerVersion
+	nodeLivenessVersion = turnShowsRunningVersion
 	// startAttributesVersion is the version of changeNodeLiveness since
 	// which a fresh seat run knows it starts with SeatSearchAttributes and
 	// does not write them again. One change id for both versions adds no
@@ -41,8 +40,10 @@ const (
 	// which an idle seat keeps one backstop timer across its sleeps
 	// instead of starting one per sleep.
 	backstopTimerVersion workflow.Version = 3
-	// profilePoolsVersion is the newest version of changeProfilePools.
-	profilePoolsVersion workflow.Version = 1
+	// turnShowsRunningVersion is the version of changeNodeLiveness since
+	// which a seat leaves "running" out of its CrewletStatus attribute:
+	// its open Turn workflow shows it.
+	turnShowsRunningVersion workflow.Version = 4
 	// noteSignalCheckVersion is the newest version of changeNoteSignalCheck.
 	noteSignalCheckVersion workflow.Version = 1
 	// busyPolicyVersion is the newest version of changeBusyPolicy.
@@ -81,16 +82,6 @@ type Change struct {
 // adds its id here, with what its version does (docs/versioning.md).
 var Changes = []Change{
 	{
-		ID:           changeProfilePools,
-		WorkflowType: crewlet.WorkflowTurn,
-		Newest:       profilePoolsVersion,
-		Versions: []string{
-			1: "a turn picks a profile from its role's pool (AcquireProfile before the first model round, ReleaseProfile at its end), fails over on quarantine and is held while none can take it; before it, a turn ran on its role's first profile",
-		},
-		Unmarked: "turns of replies only, which make no model call and reach no GetVersion",
-		Oldest:   workflow.DefaultVersion,
-	},
-	{
 		ID:           changeNodeLiveness,
 		WorkflowType: crewlet.WorkflowSeat,
 		Newest:       nodeLivenessVersion,
@@ -98,6 +89,7 @@ var Changes = []Change{
 			1: "the host's liveness is the node's: no Hold activity holds the tenure, the failure detector's host_lost signal and host-queue timeouts end it, and an idle seat waits the input's backstop (1h) instead of 5 minutes",
 			2: "a fresh run knows it starts with SeatSearchAttributes and does not upsert them again: one visibility write fewer per seat established",
 			3: "an idle seat keeps one backstop timer across its sleeps, started by the first sleep after the last one fired; before it, every sleep started a timer of its own (never cancelled), one timer write per turn and a workflow task an hour later",
+			4: "a seat's CrewletStatus stays idle while a turn runs (seatclient.Statuses shows a seat with an open Turn workflow as running): no UpsertWorkflowSearchAttributes before and after every turn, two visibility writes fewer per turn; before it, the seat upserted running and idle around each turn",
 		},
 		Oldest: workflow.DefaultVersion,
 	},

@@ -20,8 +20,8 @@ import (
 )
 
 // TestVersionsCountsRunningRunsPerChangeVersion starts turn runs on a task
-// queue of its own, two that record the newest profile-pools version and
-// one from before the change (no marker), and checks that `crewlet
+// queue of its own, two that record the newest version of a Turn change
+// and one from before the change (no marker), and checks that `crewlet
 // versions` counts each and keeps the code the unmarked run needs, and
 // counts the runs on the worker build that ran them.
 func TestVersionsCountsRunningRunsPerChangeVersion(t *testing.T) {
@@ -29,10 +29,10 @@ func TestVersionsCountsRunningRunsPerChangeVersion(t *testing.T) {
 	suffix := testenv.Suffix()
 	taskQueue := "crewlet-versions-" + suffix
 	org := writeOrg(t, "acme", taskQueue, "CREWLET_PG_URL", "clerk-"+suffix)
-	var pools workflows.Change
+	var change workflows.Change
 	for _, ch := range workflows.Changes {
 		if ch.WorkflowType == crewlet.WorkflowTurn {
-			pools = ch
+			change = ch
 		}
 	}
 
@@ -51,7 +51,7 @@ func TestVersionsCountsRunningRunsPerChangeVersion(t *testing.T) {
 	}})
 	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, marked bool) error {
 		if marked {
-			workflow.GetVersion(ctx, pools.ID, workflow.DefaultVersion, pools.Newest)
+			workflow.GetVersion(ctx, change.ID, workflow.DefaultVersion, change.Newest)
 		}
 		workflow.GetSignalChannel(ctx, "end").Receive(ctx, nil)
 		return nil
@@ -81,7 +81,7 @@ func TestVersionsCountsRunningRunsPerChangeVersion(t *testing.T) {
 		}
 		return m[1]
 	}
-	newest := fmt.Sprint(pools.Newest)
+	newest := fmt.Sprint(change.Newest)
 	var out string
 	testenv.Eventually(t, 30*time.Second, "versions counts the runs", func() error {
 		var buf bytes.Buffer
@@ -90,8 +90,8 @@ func TestVersionsCountsRunningRunsPerChangeVersion(t *testing.T) {
 		}
 		out = buf.String()
 		// Visibility catches up with a run's marker a moment after it.
-		if got, none := row(out, pools.ID, newest), row(out, pools.ID, "none"); got != "2" || none != "1" {
-			return fmt.Errorf("%s runs at version %s = %q, with no marker = %q; want 2 and 1:\n%s", pools.ID, newest, got, none, out)
+		if got, none := row(out, change.ID, newest), row(out, change.ID, "none"); got != "2" || none != "1" {
+			return fmt.Errorf("%s runs at version %s = %q, with no marker = %q; want 2 and 1:\n%s", change.ID, newest, got, none, out)
 		}
 		// Visibility records a run's build with its first workflow task.
 		if !regexp.MustCompile(`(?m)^b1\s+current\s+0\s+3\s*$`).MatchString(out) {
@@ -99,7 +99,7 @@ func TestVersionsCountsRunningRunsPerChangeVersion(t *testing.T) {
 		}
 		return nil
 	})
-	want := fmt.Sprintf("%s: 1 running Turn runs are below version %s: keep the code marked COMPAT(%s@%s).", pools.ID, newest, pools.ID, newest)
+	want := fmt.Sprintf("%s: 1 running Turn runs are below version %s: keep the code marked COMPAT(%s@%s).", change.ID, newest, change.ID, newest)
 	if !strings.Contains(out, want) {
 		t.Fatalf("versions says:\n%s\nwant the line %q", out, want)
 	}

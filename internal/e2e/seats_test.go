@@ -340,3 +340,71 @@ func TestSeatShowHasStateAndRow(t *testing.T) {
 		t.Fatalf("seat detail = %+v; want a row and a state agreeing on the epoch, with node and acquired_at", d)
 	}
 }
+
+// While a turn runs, GET /seats shows its seat running and the seat's own
+// CrewletStatus attribute stays idle: the open Turn workflow is what says
+// it runs (node-liveness 4), so a turn costs no status write of the
+// seat's. Once the turn ends the seat shows idle again.
+func TestSeatsShowRunningFromTheOpenTurn(t *testing.T) {
+	org := `company: { name: runco }
+profiles:
+  slow: { provider: scripted, delay: 3s, rules: [ { match: ".", reply: "done" } ] }
+roles:
+  clerk: { charter: answers slowly, profile: slow }
+seats:
+  - { handle: s01, role: clerk }
+`
+	c := newCompany(t, writeFile(t, "org.yaml", org))
+	c.serve()
+	c.waitAttached(30 * time.Second)
+	listed := func() string {
+		var seats []api.SeatSummary
+		if err := c.call(http.MethodGet, "/seats", nil, &seats); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range seats {
+			if s.Handle == "s01" {
+				return s.Status
+			}
+		}
+		t.Fatalf("GET /seats has no s01: %+v", seats)
+		return ""
+	}
+	attribute := func() string {
+		d := c.describe(crewlet.SeatWorkflowID("s01"), "")
+		var v string
+		if p := d.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[crewlet.SAStatus]; p != nil {
+			if err := json.Unmarshal(p.GetData(), &v); err != nil {
+				t.Fatalf("CrewletStatus %s: %v", p.GetData(), err)
+			}
+		}
+		return v
+	}
+	testenv.Eventually(t, 10*time.Second, "s01 idle", func() error {
+		if got := listed(); got != string(crewlet.StatusIdle) {
+			return fmt.Errorf("GET /seats says s01 is %s", got)
+		}
+		return nil
+	})
+
+	msg := c.send("s01", "hello")
+	testenv.Eventually(t, 10*time.Second, "s01 running its turn", func() error {
+		if st := c.state("s01"); st.Turn == nil {
+			return fmt.Errorf("s01 is %s with no turn", st.Status)
+		}
+		if got := listed(); got != string(crewlet.StatusRunning) {
+			return fmt.Errorf("GET /seats says s01 is %s during its turn", got)
+		}
+		return nil
+	})
+	if got := attribute(); got != string(crewlet.StatusIdle) {
+		t.Fatalf("s01's CrewletStatus is %q during its turn; want idle (the open turn shows running)", got)
+	}
+	c.waitReply(msg, replyWait)
+	testenv.Eventually(t, 10*time.Second, "s01 idle after its turn", func() error {
+		if got := listed(); got != string(crewlet.StatusIdle) {
+			return fmt.Errorf("GET /seats says s01 is %s after its turn", got)
+		}
+		return nil
+	})
+}

@@ -288,16 +288,27 @@ func (c *Client) NotePerson(ctx context.Context, person, ticketID string) error 
 	return nil
 }
 
-// Statuses returns the status each running seat workflow last published in
-// its search attributes, keyed by handle. Seats with no open workflow are
-// absent. It asks Temporal's visibility store, not the seats, so it answers
-// even when no worker runs.
+// Statuses returns each running seat workflow's status, keyed by handle:
+// the status it last published in its search attributes, or running while
+// it has an open Turn workflow and publishes idle (a seat leaves running
+// out of its attributes, so a turn costs no visibility write of its own;
+// node-liveness 4). Seats with no open workflow are absent. It asks
+// Temporal's visibility store, not the seats, so it answers even when no
+// worker runs.
 func (c *Client) Statuses(ctx context.Context) (map[string]crewlet.SeatStatus, error) {
 	out := map[string]crewlet.SeatStatus{}
-	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND TaskQueue = '%s'",
-		crewlet.WorkflowSeat, c.org.Now().Temporal.TaskQueue)
+	turning := map[string]bool{}
+	query := fmt.Sprintf("WorkflowType IN ('%s', '%s') AND ExecutionStatus = 'Running' AND TaskQueue = '%s'",
+		crewlet.WorkflowSeat, crewlet.WorkflowTurn, c.org.Now().Temporal.TaskQueue)
 	err := c.listWorkflows(ctx, query, func(ex *workflowpb.WorkflowExecutionInfo) {
-		handle, ok := crewlet.HandleFromWorkflowID(ex.GetExecution().GetWorkflowId())
+		id := ex.GetExecution().GetWorkflowId()
+		if ex.GetType().GetName() == crewlet.WorkflowTurn {
+			if handle, _, ok := crewlet.ParseTurnID(id); ok {
+				turning[handle] = true
+			}
+			return
+		}
+		handle, ok := crewlet.HandleFromWorkflowID(id)
 		if !ok {
 			return
 		}
@@ -312,6 +323,11 @@ func (c *Client) Statuses(ctx context.Context) (map[string]crewlet.SeatStatus, e
 	})
 	if err != nil {
 		return nil, err
+	}
+	for handle := range turning {
+		if out[handle] == crewlet.StatusIdle {
+			out[handle] = crewlet.StatusRunning
+		}
 	}
 	return out, nil
 }
