@@ -61,6 +61,13 @@ type BudgetHold struct {
 	ResetsAt time.Time `json:"resets_at"`
 }
 
+// CompanyUsage is the answer to GET /usage: the whole company's tokens
+// against company.budget.
+type CompanyUsage struct {
+	Timezone string        `json:"timezone"`
+	Windows  []UsageWindow `json:"windows"`
+}
+
 // SeatUsage is the answer to GET /seats/{handle}/usage.
 type SeatUsage struct {
 	Seat     string        `json:"seat"`

@@ -37,6 +37,7 @@ import (
 	"github.com/crewlet/crewlet/internal/tracing"
 	"github.com/crewlet/crewlet/internal/views"
 	"github.com/crewlet/crewlet/internal/wire"
+	"github.com/crewlet/crewlet/ui"
 )
 
 // Server serves the API.
@@ -134,8 +135,10 @@ func (s *Server) routes() []route {
 		{method: get, pattern: "/metrics", right: Read, scope: ScopeFleet, handler: s.metrics,
 			summary: "the process's metrics in Prometheus text format (docs/operations.md lists them)", answer: "",
 			contentType: "text/plain"},
+		{method: get, pattern: "/me", right: Read, scope: ScopeRoster, handler: s.me,
+			summary: "who the token is, and what it may read and do", answer: Me{}},
 		{method: get, pattern: "/seats", right: Read, scope: ScopeRoster, handler: s.listSeats,
-			summary: "every seat of the org with its status, epoch and node", answer: []SeatSummary{}},
+			summary: "every seat of the org with its status, health, epoch and node, the turn it runs and the mail waiting for it", answer: []SeatSummary{}},
 		{method: get, pattern: "/seats/{handle}", right: Read, scope: ScopeSeat, handler: s.getSeat,
 			summary: "one seat: its config, tenure, live state and open tickets", answer: SeatDetail{}},
 		{method: post, pattern: "/seats/{handle}/messages", right: Operate, scope: ScopeSender, handler: s.sendMessage,
@@ -159,6 +162,8 @@ func (s *Server) routes() []route {
 		{method: post, pattern: "/seats/{handle}/drain", right: Operate, scope: ScopeFleet, handler: s.drainSeat,
 			summary: "drain the seat: finish its turn, take no more mail (signal drain)", body: crewlet.DrainRequest{},
 			answer: SignalResponse{}, statuses: accepted, conflict: "the seat is draining or drained already"},
+		{method: get, pattern: "/usage", right: Read, scope: ScopeFleet, handler: s.companyUsage,
+			summary: "the company's token usage against company.budget, per window", answer: crewlet.CompanyUsage{}},
 		{method: get, pattern: "/seats/{handle}/usage", right: Read, scope: ScopeSeat, handler: s.seatUsage,
 			summary: "the seat's token usage against its budgets", answer: crewlet.SeatUsage{}},
 		{method: get, pattern: "/seats/{handle}/turns", right: Read, scope: ScopeSeat, handler: s.seatTurns,
@@ -296,6 +301,11 @@ func (s *Server) Handler() http.Handler {
 		}
 		r.Method(rt.method, rt.pattern, s.guard(rt))
 	}
+	// The console: its files carry no data (every read it makes is an API
+	// call with the person's token), so they are served to anyone the door
+	// lets in.
+	r.Get("/ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusMovedPermanently) })
+	r.Get("/ui/*", http.StripPrefix("/ui", ui.Handler()).ServeHTTP)
 	return s.Tracing.Handler(r)
 }
 

@@ -142,9 +142,10 @@ func (s *Server) guard(rt route) http.HandlerFunc {
 			refused = s.unauthenticated(r)
 		case !rt.allows(p, r):
 			refused = rt.forbidden(p)
-		case r.Header.Get("Origin") != "" && !slices.Contains(s.Org.Now().API.AllowedOrigins, r.Header.Get("Origin")):
+		case r.Header.Get("Origin") != "" && !sameOrigin(r) && !slices.Contains(s.Org.Now().API.AllowedOrigins, r.Header.Get("Origin")):
 			// A page elsewhere must not drive the API with a visitor's
-			// network position or token.
+			// network position or token. The console (GET /ui/) is served
+			// from the API's own origin.
 			refused = crewlet.Errorf(crewlet.EFORBIDDEN, "requests from origin %q are not allowed; list it in api.allowed_origins", crewlet.Clean(r.Header.Get("Origin")))
 		case r.Method != http.MethodGet && r.ContentLength != 0 && !jsonContent(r):
 			refused = crewlet.Errorf(crewlet.EUNSUPPORTED, "send the body as Content-Type: application/json")
@@ -306,4 +307,31 @@ func (s *Server) allowMutation(principal string) bool {
 		s.limiters[principal] = l
 	}
 	return l.Allow()
+}
+
+// Me is GET /me: who the caller's token is, and what it may read and do,
+// so a client (the console) offers only that and asks for nothing more.
+type Me struct {
+	Principal
+	// Right is what the principal holds: read, operate or admin, over the
+	// whole company, or over its own seat for a member.
+	Right string `json:"right"`
+	// Fleet says it may read the whole company: nodes, profiles, usage,
+	// dead letters, schedules, every seat.
+	Fleet bool `json:"fleet"`
+	// Steer says it may pause, resume and drain any seat, requeue dead
+	// letters and run schedules.
+	Steer bool `json:"steer"`
+	// Admin says it may read the audit log and apply config.
+	Admin bool `json:"admin"`
+}
+
+func (s *Server) me(w http.ResponseWriter, r *http.Request) {
+	p := principalOf(r)
+	may := func(right Right) bool { return route{right: right, scope: ScopeFleet}.allows(p, r) }
+	right := rightsOf[p.Role]
+	if p.Role == config.RoleMember {
+		right = Operate
+	}
+	writeJSON(w, http.StatusOK, Me{Principal: p, Right: right.String(), Fleet: may(Read), Steer: may(Operate), Admin: may(Administer)})
 }

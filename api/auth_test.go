@@ -134,8 +134,12 @@ func TestEveryRouteAgainstEveryRole(t *testing.T) {
 			t.Errorf("%s %s: right %s with scope %s; a public route has no scope, every other one has", method, pattern, right, scope)
 		}
 		want := "(scope " + scope + "; what a member may: " + memberMay[scope] + ")."
-		if op := doc.Paths.Find(pattern).GetOperation(method); right != "public" && (memberMay[scope] == "" || !strings.Contains(op.Description, want)) {
-			t.Errorf("%s %s: the docs give it scope %s, in which a member may %q; /openapi.json says %q", method, pattern, scope, memberMay[scope], op.Description)
+		if right != "public" {
+			// The console's files (GET /ui/*) are public and no API
+			// operation, so /openapi.json leaves them out.
+			if op := doc.Paths.Find(pattern).GetOperation(method); memberMay[scope] == "" || !strings.Contains(op.Description, want) {
+				t.Errorf("%s %s: the docs give it scope %s, in which a member may %q; /openapi.json says %q", method, pattern, scope, memberMay[scope], op.Description)
+			}
 		}
 		body := ""
 		if method == http.MethodPost {

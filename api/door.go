@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -279,4 +280,12 @@ func perMinuteLimiter(l **rate.Limiter, n int) {
 		(*l).SetLimit(every)
 		(*l).SetBurst(n)
 	}
+}
+
+// sameOrigin reports whether a request's Origin is the API's own: the host
+// it was called by, which the door has checked is one of the API's names.
+// The console's requests come from there.
+func sameOrigin(r *http.Request) bool {
+	u, err := url.Parse(r.Header.Get("Origin"))
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
 }

@@ -29,6 +29,16 @@ type SeatSummary struct {
 	Health      crewlet.SeatHealth `json:"health,omitempty"`
 	HealthCause string             `json:"health_cause,omitempty"`
 	HealthSince *time.Time         `json:"health_since,omitempty"`
+	// Turn is the id of the turn an agent seat runs now
+	// ("turn/{handle}/{work key}", GET /turns/{handle}/{work key} reads it)
+	// and TurnSince when it started; both empty when none runs.
+	Turn      string     `json:"turn,omitempty"`
+	TurnSince *time.Time `json:"turn_since,omitempty"`
+	// Waiting is how many messages wait in an agent seat's mailbox, unread
+	// or read and not yet answered; WaitingSince is when the oldest of them
+	// was published.
+	Waiting      int64      `json:"waiting"`
+	WaitingSince *time.Time `json:"waiting_since,omitempty"`
 }
 
 // SeatDetail is GET /seats/{handle}: the org entry, the Postgres row and the
@@ -62,7 +72,7 @@ func (s *Server) listSeats(w http.ResponseWriter, r *http.Request) {
 		s.logError(w, r, err)
 		return
 	}
-	statuses, err := s.Seats.Statuses(r.Context())
+	live, err := s.Seats.Live(r.Context())
 	if err != nil {
 		s.logError(w, r, err)
 		return
@@ -73,14 +83,29 @@ func (s *Server) listSeats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	org := s.Org.Now()
+	var agents []string
+	for _, seat := range org.AgentSeats() {
+		agents = append(agents, seat.Handle)
+	}
+	backlogs, err := s.Mailbox.Backlogs(r.Context(), agents)
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
 	out := make([]SeatSummary, 0, len(org.Seats))
 	for _, seat := range org.Seats {
 		sum := SeatSummary{Handle: seat.Handle, Role: seat.Role, Kind: seat.Kind, Spawned: seat.Spawned, Status: string(crewlet.StatusAbsent)}
 		if seat.Kind == string(crewlet.SeatHuman) {
 			sum.Status = "human"
 		} else {
-			if st, ok := statuses[seat.Handle]; ok {
-				sum.Status = string(st)
+			if l, ok := live[seat.Handle]; ok {
+				sum.Status, sum.Turn = string(l.Status), l.Turn
+				if l.Turn != "" {
+					sum.TurnSince = &l.TurnSince
+				}
+			}
+			if b := backlogs[seat.Handle]; b.Waiting > 0 {
+				sum.Waiting, sum.WaitingSince = b.Waiting, &b.Oldest
 			}
 			sum.Health = crewlet.HealthUnknown
 			if h, ok := health[seat.Handle]; ok {

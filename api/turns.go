@@ -22,6 +22,15 @@ func (s *Server) seatUsage(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, usage)
 }
 
+func (s *Server) companyUsage(w http.ResponseWriter, r *http.Request) {
+	usage, err := s.Views.CompanyUsage(r.Context())
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, usage)
+}
+
 func (s *Server) seatTurns(w http.ResponseWriter, r *http.Request) {
 	seat, ok := s.orgSeat(w, r)
 	if !ok {

@@ -288,23 +288,47 @@ func (c *Client) NotePerson(ctx context.Context, person, ticketID string) error 
 	return nil
 }
 
-// Statuses returns each running seat workflow's status, keyed by handle:
-// the status it last published in its search attributes, or running while
-// it has an open Turn workflow and publishes idle (a seat leaves running
-// out of its attributes, so a turn costs no visibility write of its own;
-// node-liveness 4). Seats with no open workflow are absent. It asks
-// Temporal's visibility store, not the seats, so it answers even when no
-// worker runs.
+// Live is what Temporal's visibility store says of a running seat: its
+// status and the turn it runs, if any.
+type Live struct {
+	Status crewlet.SeatStatus
+	// Turn is the workflow id of the seat's open Turn, "" when none runs;
+	// TurnSince is when it started.
+	Turn      string
+	TurnSince time.Time
+}
+
+// Statuses returns each running seat workflow's status, keyed by handle
+// (Live's statuses).
 func (c *Client) Statuses(ctx context.Context) (map[string]crewlet.SeatStatus, error) {
-	out := map[string]crewlet.SeatStatus{}
-	turning := map[string]bool{}
+	live, err := c.Live(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]crewlet.SeatStatus, len(live))
+	for handle, l := range live {
+		out[handle] = l.Status
+	}
+	return out, nil
+}
+
+// Live returns each running seat workflow's status and open turn, keyed
+// by handle: the status it last published in its search attributes, or
+// running while it has an open Turn workflow and publishes idle (a seat
+// leaves running out of its attributes, so a turn costs no visibility
+// write of its own; node-liveness 4). Seats with no open workflow are
+// absent. It asks Temporal's visibility store, not the seats, in one
+// paged query, so it answers even when no worker runs.
+func (c *Client) Live(ctx context.Context) (map[string]Live, error) {
+	out := map[string]Live{}
+	turns := map[string]*workflowpb.WorkflowExecutionInfo{}
 	query := fmt.Sprintf("WorkflowType IN ('%s', '%s') AND ExecutionStatus = 'Running' AND TaskQueue = '%s'",
 		crewlet.WorkflowSeat, crewlet.WorkflowTurn, c.org.Now().Temporal.TaskQueue)
 	err := c.listWorkflows(ctx, query, func(ex *workflowpb.WorkflowExecutionInfo) {
 		id := ex.GetExecution().GetWorkflowId()
 		if ex.GetType().GetName() == crewlet.WorkflowTurn {
 			if handle, _, ok := crewlet.ParseTurnID(id); ok {
-				turning[handle] = true
+				turns[handle] = ex
 			}
 			return
 		}
@@ -319,15 +343,21 @@ func (c *Client) Statuses(ctx context.Context) (map[string]crewlet.SeatStatus, e
 				status = crewlet.SeatStatus(v)
 			}
 		}
-		out[handle] = status
+		out[handle] = Live{Status: status}
 	})
 	if err != nil {
 		return nil, err
 	}
-	for handle := range turning {
-		if out[handle] == crewlet.StatusIdle {
-			out[handle] = crewlet.StatusRunning
+	for handle, turn := range turns {
+		l, ok := out[handle]
+		if !ok {
+			continue
 		}
+		if l.Status == crewlet.StatusIdle {
+			l.Status = crewlet.StatusRunning
+		}
+		l.Turn, l.TurnSince = turn.GetExecution().GetWorkflowId(), turn.GetStartTime().AsTime()
+		out[handle] = l
 	}
 	return out, nil
 }

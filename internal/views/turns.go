@@ -98,3 +98,21 @@ func (v *Reader) Turn(ctx context.Context, turnID string) (wire.TurnView, error)
 	}
 	return wire.TurnView{Turn: row, Messages: msgs, Receipts: rounds}, nil
 }
+
+// CompanyUsage returns the company's token usage against its caps
+// (company.budget), one window per period, on the company's timezone.
+func (v *Reader) CompanyUsage(ctx context.Context) (crewlet.CompanyUsage, error) {
+	org := v.org.Now()
+	loc := org.Location()
+	windows, err := v.store.Usage(ctx, "", crewlet.BudgetCaps{}, org.Company.Budget.Caps(), v.Now(), loc)
+	if err != nil {
+		return crewlet.CompanyUsage{}, err
+	}
+	u := crewlet.CompanyUsage{Timezone: loc.String(), Windows: []crewlet.UsageWindow{}}
+	for _, w := range windows {
+		if w.Scope == crewlet.ScopeCompany {
+			u.Windows = append(u.Windows, w)
+		}
+	}
+	return u, nil
+}
