@@ -130,13 +130,22 @@ func ensure(ctx context.Context, sc client.ScheduleClient, org *config.Config, s
 	if !errors.As(err, &exists) && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
 		return err
 	}
-	h := sc.GetHandle(ctx, id)
-	var state client.ScheduleState
-	err = h.Update(ctx, client.ScheduleUpdateOptions{
+	// One request sets spec, action, policy and the pause config asks
+	// for. The update carries the schedule's whole state, and Temporal
+	// applies a pause or unpause sent beside it before the update, so a
+	// separate Unpause could be undone by the state this update carried.
+	// An operator's pause (its own note) is kept.
+	return sc.GetHandle(ctx, id).Update(ctx, client.ScheduleUpdateOptions{
 		DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
 			sched := in.Description.Schedule
-			if sched.State != nil {
-				state = *sched.State
+			if sched.State == nil {
+				sched.State = &client.ScheduleState{}
+			}
+			switch st := sched.State; {
+			case s.Paused && !st.Paused:
+				st.Paused, st.Note = true, pausedByConfig
+			case !s.Paused && st.Paused && st.Note == pausedByConfig:
+				st.Paused, st.Note = false, "unpaused by config"
 			}
 			sched.Spec = &sp
 			sched.Action = action(org, s)
@@ -144,16 +153,6 @@ func ensure(ctx context.Context, sc client.ScheduleClient, org *config.Config, s
 			return &client.ScheduleUpdate{Schedule: &sched}, nil
 		},
 	})
-	if err != nil {
-		return err
-	}
-	switch {
-	case s.Paused && !state.Paused:
-		err = h.Pause(ctx, client.SchedulePauseOptions{Note: pausedByConfig})
-	case !s.Paused && state.Paused && state.Note == pausedByConfig:
-		err = h.Unpause(ctx, client.ScheduleUnpauseOptions{Note: "unpaused by config"})
-	}
-	return err
 }
 
 // listIDs lists the ids of the Temporal Schedules that begin with prefix.

@@ -64,6 +64,7 @@ func TestSync(t *testing.T) {
   - { name: standup, cron: "0 9 * * 1-5", to: cto, text: plan }
   - { name: build, every: 1h, to: cto, text: check, paused: true, overlap: allow }
   - { name: gone, every: 1h, to: cto, text: bye }
+  - { name: report, every: 1h, to: cto, text: sum up }
 `)
 	if err := schedules.Sync(ctx, tc, first, log); err != nil {
 		t.Fatalf("first sync: %v", err)
@@ -79,14 +80,15 @@ func TestSync(t *testing.T) {
 		t.Errorf("build state = %+v; want paused by config", st)
 	}
 
-	// An operator pauses standup; the org unpauses build, changes
-	// standup's overlap and drops gone.
+	// An operator pauses standup; the org unpauses build, pauses report,
+	// changes standup's overlap and drops gone.
 	if err := tc.ScheduleClient().GetHandle(ctx, schedules.ID(tq, "standup")).Pause(ctx, client.SchedulePauseOptions{Note: "paused by ops: holiday"}); err != nil {
 		t.Fatal(err)
 	}
 	second := org(t, tq, `
   - { name: standup, cron: "0 10 * * 1-5", to: cto, text: plan, overlap: buffer_one }
   - { name: build, every: 30m, to: cto, text: check }
+  - { name: report, every: 1h, to: cto, text: sum up, paused: true }
 `)
 	testenv.Eventually(t, 20*time.Second, "gone deleted by a sync", func() error {
 		if err := schedules.Sync(ctx, tc, second, log); err != nil {
@@ -97,10 +99,12 @@ func TestSync(t *testing.T) {
 		}
 		return nil
 	})
-	// An update and an unpause reach Temporal's scheduler as requests it
-	// takes in order, and a describe may answer before it took them: on the
-	// dev server under a full suite's load, once after more than 10 s.
-	testenv.Eventually(t, 60*time.Second, "standup buffer_one, still paused; build unpaused and every 30m", func() error {
+	// Temporal's scheduler takes an update a moment after it answered,
+	// and a describe may answer before: on the dev server under a full
+	// suite's load, once after more than 10 s. Each sync is one update per
+	// schedule, pause included: a pause or unpause sent beside it was
+	// applied first and then undone by the state the update carried.
+	testenv.Eventually(t, 60*time.Second, "standup buffer_one, still paused; build unpaused and every 30m; report paused by config", func() error {
 		standup := describe("standup")
 		if p := standup.Schedule.Policy; p.Overlap != enumspb.SCHEDULE_OVERLAP_POLICY_BUFFER_ONE {
 			return fmt.Errorf("standup overlap = %s; want buffer_one", p.Overlap)
@@ -114,6 +118,9 @@ func TestSync(t *testing.T) {
 		}
 		if iv := build.Schedule.Spec.Intervals; len(iv) != 1 || iv[0].Every != 30*time.Minute {
 			return fmt.Errorf("build intervals = %+v; want every 30m", iv)
+		}
+		if st := describe("report").Schedule.State; !st.Paused || st.Note != "paused by config" {
+			return fmt.Errorf("report state = %+v; want paused by config", st)
 		}
 		return nil
 	})
