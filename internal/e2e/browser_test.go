@@ -354,9 +354,9 @@ seats:
 	}
 }
 
-// A page that runs an inline script under a strict CSP, throws, or writes
-// console.error is an error the harness reports, each of the three; a page
-// that does none of them is not.
+// A page that follows its CSP takes typing and clicks without an error; one
+// that runs an inline script under that CSP, throws, or writes console.error
+// is an error the harness reports, each of the three.
 func TestBrowserHarnessReportsPageErrors(t *testing.T) {
 	mux := http.NewServeMux()
 	page := func(body string) http.HandlerFunc {
@@ -372,8 +372,10 @@ func TestBrowserHarnessReportsPageErrors(t *testing.T) {
 			fmt.Fprint(w, js)
 		}
 	}
-	mux.HandleFunc("/clean", page(`<script type=module src=/clean.js></script>`))
-	mux.HandleFunc("/clean.js", script(`document.getElementById("done").textContent = "clean";`))
+	mux.HandleFunc("/clean", page(`<input id=name><button id=go>go</button><script type=module src=/clean.js></script>`))
+	mux.HandleFunc("/clean.js", script(`document.getElementById("go").addEventListener("click", () => {
+  document.getElementById("done").textContent = "hello " + document.getElementById("name").value;
+});`))
 	mux.HandleFunc("/inline", page(`<script>document.title = "ran"</script>`))
 	mux.HandleFunc("/throws", page(`<script type=module src=/throws.js></script>`))
 	mux.HandleFunc("/throws.js", script(`throw new Error("boom from the page");`))
@@ -384,7 +386,10 @@ func TestBrowserHarnessReportsPageErrors(t *testing.T) {
 
 	b := newBrowser(t, srv.URL)
 	b.open("/clean")
-	b.waitText("#done", "clean")
+	b.waitVisible("#go")
+	b.typeText("#name", "ada")
+	b.click("#go")
+	b.waitText("#done", "hello ada")
 	for _, tc := range []struct{ path, want string }{
 		{"/inline", "Content Security Policy"},
 		{"/throws", "boom from the page"},
