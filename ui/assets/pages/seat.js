@@ -134,26 +134,33 @@ export default async function seat(main, [handle], ctx) {
   // The live stream; a turn starting or ending changes the seat's state
   // and its list of turns, so those are read again then.
   let again = null;
-  const refresh = () => {
+  const refresh = (finished) => {
     clearTimeout(again);
-    again = setTimeout(() => { drawDetail(); drawTurns(); }, 300);
+    again = setTimeout(() => {
+      drawDetail();
+      drawTurns();
+      if (finished) { drawUsageNow(); memoryView(memoryEl, base, ctx); }
+    }, 300);
   };
+  const drawUsageNow = () => get(base + '/usage').then((u) => ctx.isCurrent() && drawUsage(usageEl, u), (err) => show(usageEl, errorBox(err)));
   const stream = subscribe(base + '/stream', {
     onEvent: ({ data }) => {
       if (!data || typeof data !== 'object') return;
       log.add(data);
-      if (data.conversation) { seen(data.conversation, data.data && data.data.to, data.time); }
-      if (data.kind === 'turn_started' || data.kind === 'turn_finished') refresh();
+      if (data.conversation && !conversations.has(data.conversation)) {
+        seen(data.conversation, data.data && data.data.to, data.time);
+        drawConversations();
+      }
+      if (data.kind === 'turn_started' || data.kind === 'turn_finished') refresh(data.kind === 'turn_finished');
     },
     onState: (state, d) => ctx.live.set(state, d),
   });
 
-  const memory = memoryView(memoryEl, base, ctx);
   await Promise.all([
     drawDetail(),
     drawTurns(),
-    get(base + '/usage').then((u) => drawUsage(usageEl, u), (err) => show(usageEl, errorBox(err))),
-    memory,
+    drawUsageNow(),
+    memoryView(memoryEl, base, ctx),
     ctx.me.fleet ? drawDeadLetters(deadEl, handle) : null,
   ]);
   main.dataset.ready = 'seat';
