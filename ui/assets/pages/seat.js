@@ -57,7 +57,7 @@ export default async function seat(main, [handle], ctx) {
     const list = [...conversations.values()].sort((a, b) => b.at - a.at);
     show(convsEl, table(['conversation', 'with', 'last'], list.map((c) => [
       link(c.id, 'conversations', c.id), [...c.with].join(', ') || '—', when(c.at ? new Date(c.at) : null),
-    ]), 'None in the recent turns.'));
+    ]), 'None in the recent turns and mail.'));
   };
 
   let detail = null;
@@ -69,6 +69,17 @@ export default async function seat(main, [handle], ctx) {
       drawActions();
     } catch (err) {
       show(tenureEl, errorBox(err));
+    }
+  };
+  // A person's seat runs no turns: its conversations are in its mail.
+  const drawInbox = async () => {
+    try {
+      const mail = await get(base + '/inbox' + query({ limit: turnsShown }));
+      if (!ctx.isCurrent()) return;
+      for (const m of mail) seen(m.conversation, m.from === handle ? m.to : m.from, m.sent_at);
+      drawConversations();
+    } catch (err) {
+      show(convsEl, errorBox(err));
     }
   };
   const drawTurns = async () => {
@@ -143,7 +154,14 @@ export default async function seat(main, [handle], ctx) {
     }, 300);
   };
   const drawUsageNow = () => get(base + '/usage').then((u) => ctx.isCurrent() && drawUsage(usageEl, u), (err) => show(usageEl, errorBox(err)));
-  const stream = subscribe(base + '/stream', {
+  // The seat's state comes first: a turn running now is shown from its
+  // start, not from the moment the page opened. Event ids are Redis stream
+  // ids, milliseconds first, so the turn's start names where to read from;
+  // a second earlier allows for the worker's clock and Redis's to differ.
+  await drawDetail();
+  const turn = detail && detail.state && detail.state.turn;
+  const from = turn ? query({ last_event_id: Math.max(0, new Date(turn.started_at).getTime() - 1000) + '-0' }) : '';
+  const stream = subscribe(base + '/stream' + from, {
     onEvent: ({ data }) => {
       if (!data || typeof data !== 'object') return;
       log.add(data);
@@ -157,8 +175,8 @@ export default async function seat(main, [handle], ctx) {
   });
 
   await Promise.all([
-    drawDetail(),
     drawTurns(),
+    drawInbox(),
     drawUsageNow(),
     memoryView(memoryEl, base, ctx),
     ctx.me.fleet ? drawDeadLetters(deadEl, handle) : null,
