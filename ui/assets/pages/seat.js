@@ -18,6 +18,15 @@ const deadLetterScan = 100;
 const bodyClip = 300;
 
 export default async function seat(main, [handle], ctx) {
+  if (!ctx.me.fleet && ctx.me.seat !== handle) {
+    // A member reads its own seat only: asking for another's would be
+    // refused, so the page does not ask.
+    show(main, h('h1', {}, handle),
+      h('p', { id: 'not-yours' }, 'You are signed in for seat ', ctx.me.seat || '—', ': another seat’s page needs a viewer’s or operator’s token. ',
+        ctx.me.seat ? link('Your seat.', 'seats', ctx.me.seat) : null));
+    main.dataset.ready = 'seat';
+    return null;
+  }
   const base = '/seats/' + encodeURIComponent(handle);
   const canSend = (ctx.me.anonymous || ctx.me.right === 'operate' || ctx.me.right === 'admin') && ctx.me.seat !== handle;
   const canSteer = ctx.me.steer;
