@@ -115,7 +115,6 @@ func TestConsoleSeatPageSendsAndFollowsTheSeat(t *testing.T) {
 	b.click("#resume")
 	b.waitText("#action-result", "Resume: asked")
 	c.waitPaused("cto", false)
-	b.screenshot("seat")
 
 	// The API goes away: the header says so; it comes back: the same page
 	// is live again, and the next turn shows once, after the first.
@@ -130,6 +129,10 @@ func TestConsoleSeatPageSendsAndFollowsTheSeat(t *testing.T) {
 	if n := eval[int](b, `document.querySelectorAll('#stream [data-kind="turn_started"]').length`); n != 2 {
 		t.Errorf("the stream shows %d turn_started after the restart; want 2, each turn once", n)
 	}
+	// The list of turns is read again; the transcript opened stays open.
+	b.waitJS("both turns listed", `document.querySelectorAll("#turns details").length === 2`)
+	b.waitText("#turns details[open] .transcript", "Charter receipts")
+	b.screenshot("seat")
 
 	// The conversation page, reached from the stream's link.
 	conv := eval[string](b, `document.querySelector("#stream .note a").getAttribute("href")`)

@@ -96,7 +96,11 @@ export default async function seat(main, [handle], ctx) {
       const turns = await get(base + '/turns' + query({ limit: turnsShown }));
       if (!ctx.isCurrent()) return;
       for (const t of turns) for (const m of t.mail || []) seen(m.conversation, m.from === handle ? m.to : m.from, m.sent_at);
+      // A transcript the reader opened stays open when the list is
+      // read again.
+      const open = new Set([...turnsEl.querySelectorAll('details[open]')].map((d) => d.dataset.workKey));
       show(turnsEl, turnsTable(handle, turns));
+      for (const d of turnsEl.querySelectorAll('details')) if (open.has(d.dataset.workKey)) d.open = true;
       drawConversations();
     } catch (err) {
       show(turnsEl, errorBox(err));
@@ -346,7 +350,7 @@ async function drawDeadLetters(el, handle) {
     const mine = all.filter((d) => d.seat === handle);
     show(el, table(['when', 'reason', 'deliveries', 'from', 'message'], mine.map((d) => [
       when(d.at), d.reason, String(d.deliveries), d.message.from, h('span', { class: 'msg' }, clip(d.message.body)),
-    ]), 'None among the company’s newest ' + all.length + ' dead letters.'),
+    ]), all.length ? 'None among the company’s newest ' + all.length + ' dead letters.' : 'No dead letters.'),
     mine.length ? h('p', {}, link('All dead letters', 'deadletters')) : null);
   } catch (err) {
     show(el, errorBox(err));
