@@ -20,12 +20,24 @@ export function eventLog(el, { showSeat } = {}) {
   // and the round's whole output replaces what the deltas built.
   const outputs = new Map();
 
+  // Lines wait in pending until the events that came in one read of the
+  // stream are all drawn: the page lays itself out once per batch, not
+  // once per event, which is what lets it keep up with a busy seat.
+  let pending = null;
   const put = (line) => {
-    const empty = el.querySelector('.empty');
-    if (empty) empty.remove();
+    if (!pending) {
+      pending = document.createDocumentFragment();
+      queueMicrotask(flush);
+    }
+    pending.appendChild(line);
+  };
+  const flush = () => {
+    const batch = pending;
+    pending = null;
+    el.querySelector('.empty')?.remove();
     const atEnd = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
-    el.appendChild(line);
-    while (el.childElementCount > keep) {
+    el.appendChild(batch);
+    for (let over = el.childElementCount - keep; over > 0; over--) {
       const first = el.firstElementChild;
       for (const [k, v] of outputs) if (first.contains(v)) outputs.delete(k);
       first.remove();
