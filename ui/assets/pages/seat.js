@@ -28,7 +28,9 @@ export default async function seat(main, [handle], ctx) {
     return null;
   }
   const base = '/seats/' + encodeURIComponent(handle);
-  const canSend = (ctx.me.anonymous || ctx.me.right === 'operate' || ctx.me.right === 'admin') && ctx.me.seat !== handle;
+  // Sending takes operate (a viewer holds read only); a member's mail is
+  // from its own seat, so its own page offers no send.
+  const canSend = ctx.me.right !== 'read' && ctx.me.seat !== handle;
   const canSteer = ctx.me.steer;
 
   const titleEl = h('h1', {}, handle);
