@@ -11,6 +11,8 @@ import { h, show, errorBox } from './lib/dom.js';
 // admin.
 const pages = [
   { path: /^company$/, load: () => import('./pages/company.js'), nav: 'Company', href: 'company' },
+  { path: /^seats\/([^/]+)$/, load: () => import('./pages/seat.js') },
+  { path: /^conversations\/([^/]+)$/, load: () => import('./pages/conversation.js') },
 ];
 
 const main = document.getElementById('main');
