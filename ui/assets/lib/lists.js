@@ -25,11 +25,12 @@ export function action(label, run, attrs) {
 
 // textAction is a labelled text field with its submit button: run(text)
 // is called with the trimmed text; required refuses an empty one in the
-// page (the API refuses it too).
+// page, saying so beside the field (the API refuses it too). The browser's
+// own required check is left off: its bubble is gone once it shows.
 export function textAction(label, field, run, opts) {
   const o = opts || {};
   const id = 'f' + Math.random().toString(36).slice(2);
-  const input = h(o.multiline ? 'textarea' : 'input', { id, type: o.multiline ? null : 'text', rows: o.multiline ? 2 : null, required: !!o.required, placeholder: o.placeholder || null, autocomplete: 'off' });
+  const input = h(o.multiline ? 'textarea' : 'input', { id, type: o.multiline ? null : 'text', rows: o.multiline ? 2 : null, 'aria-required': o.required ? 'true' : null, placeholder: o.placeholder || null, autocomplete: 'off' });
   const said = h('div', { class: 'said' });
   const button = h('button', { type: 'submit', class: o.kind || null }, label);
   const form = h('form', { class: 'inline-form', on: { submit: async (e) => {
