@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
 	"github.com/crewlet/crewlet/internal/wire"
@@ -197,4 +200,108 @@ func TestConsoleTicketAnsweredInThePageReachesTheDelegator(t *testing.T) {
 	b.openPage("tickets", "tickets")
 	b.waitText(`#recent-tickets [data-phase="done"] `+card, "use the staging config")
 	t.Logf("cto's report after the page's answer: %q", update)
+}
+
+// fleetPagesOrg: s01 answers anything but "malformed", which the provider
+// refuses, so that message is dead-lettered at once; one schedule that
+// never comes due in a test.
+const fleetPagesOrg = `company: { name: fleetpageco }
+auth:
+  tokens:
+    - { name: ann, role: admin, token_env: CREWLET_E2E_TOKEN_ADMIN }
+    - { name: vic, role: viewer, token_env: CREWLET_E2E_TOKEN_VIEWER }
+profiles:
+  local:
+    provider: scripted
+    rules:
+      - { match: '^malformed', fail: 'the provider refuses this request' }
+      - { match: '.', reply: 'ok' }
+roles: { worker: { charter: works, profile: local } }
+seats:
+  - { handle: s01, role: worker }
+schedules:
+  - { name: nightly, cron: "0 3 * * *", timezone: UTC, to: s01, text: "nightly <b>report</b>" }
+`
+
+// The fleet's pages: a viewer sees the dead letters and schedules but no
+// button that steers, and no audit page; an admin requeues a dead letter,
+// fires and pauses a schedule from its page, and finds those actions in
+// the audit log filtered by action.
+func TestConsoleFleetPagesSteerForWhoMay(t *testing.T) {
+	c := newCompany(t, writeFile(t, "org.yaml", fleetPagesOrg))
+	c.setenv("CREWLET_E2E_TOKEN_ADMIN="+listsAdminToken, "CREWLET_E2E_TOKEN_VIEWER="+listsViewerToken)
+	c.token = listsAdminToken
+	c.serve()
+	c.waitAttached(30 * time.Second)
+
+	for _, text := range []string{"malformed 1", "malformed <i>2</i>"} {
+		c.send("s01", text)
+	}
+	var dls []mailbox.DeadLetter
+	testenv.Eventually(t, 30*time.Second, "two dead letters", func() error {
+		if err := c.call(http.MethodGet, "/deadletters", nil, &dls); err != nil {
+			return err
+		}
+		if len(dls) != 2 {
+			return fmt.Errorf("%d dead letters", len(dls))
+		}
+		return nil
+	})
+
+	viewer := c.browser()
+	viewer.signIn(listsViewerToken)
+	viewer.openPage("deadletters", "deadletters")
+	viewer.waitText(fmt.Sprintf(`li[data-id=%q] pre`, dls[0].ID), "malformed <i>2</i>")
+	viewer.openPage("schedules/nightly", "schedule")
+	viewer.waitText("#schedule pre", "nightly <b>report</b>")
+	if n := eval[int](viewer, `document.querySelectorAll("main button, main form, main i, main b").length`); n != 0 {
+		t.Fatalf("a viewer's schedule page has %d buttons, forms or markup elements; want none", n)
+	}
+	viewer.openPage("deadletters", "deadletters")
+	if n := eval[int](viewer, `document.querySelectorAll("main button, main i").length`); n != 0 {
+		t.Fatalf("a viewer's dead-letters page has %d buttons or markup elements; want none", n)
+	}
+	if nav := viewer.text("#nav"); strings.Contains(nav, "Audit") {
+		t.Fatalf("a viewer's page list %q offers the audit log", nav)
+	}
+	eval[string](viewer, `location.hash = "#/audit"`)
+	viewer.waitText("main h1", "Not here")
+
+	b := c.browser()
+	b.signIn(listsAdminToken)
+	b.openPage("deadletters", "deadletters")
+	letter := fmt.Sprintf(`li[data-id=%q]`, dls[1].ID)
+	b.click(letter + ` button[data-action="requeue"]`)
+	b.waitText(letter, "Requeued to s01.")
+
+	b.openPage("schedules", "schedules")
+	b.click(`#schedules a[href="#/schedules/nightly"]`)
+	b.waitVisible(`main[data-ready="schedule"] button[data-action="trigger"]`)
+	b.click(`button[data-action="trigger"]`)
+	testenv.Eventually(t, 30*time.Second, "the fire the page asked for answered", func() error {
+		var d wire.ScheduleDetail
+		if err := c.call(http.MethodGet, "/schedules/nightly", nil, &d); err != nil {
+			return err
+		}
+		if len(d.History) == 0 || d.History[0].HandledAt == nil {
+			return fmt.Errorf("history %+v", d.History)
+		}
+		return nil
+	})
+	b.typeText(`#schedule form input`, "quiet week")
+	b.click(`#schedule form button[type="submit"]`)
+	b.waitText("#schedule", "Unpause")
+	b.waitText("#schedule dl", "paused")
+	b.openPage("schedules", "schedules")
+	b.openPage("schedules/nightly", "schedule")
+	b.waitText("#schedule", "s01")
+	b.screenshot("schedule")
+
+	b.open("/ui/#/audit?action=" + url.QueryEscape("POST /schedules/{name}/trigger"))
+	b.waitVisible(`main[data-ready="audit"]`)
+	b.waitText("#audit tbody", "POST /schedules/{name}/trigger")
+	if rows := eval[int](b, `document.querySelectorAll("#audit tbody tr").length`); rows != 1 {
+		t.Fatalf("the audit page filtered by the trigger's action shows %d rows; want 1", rows)
+	}
+	b.screenshot("audit")
 }
