@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
@@ -200,6 +201,27 @@ func TestConsoleTicketAnsweredInThePageReachesTheDelegator(t *testing.T) {
 	b.openPage("tickets", "tickets")
 	b.waitText(`#recent-tickets [data-phase="done"] `+card, "use the staging config")
 	t.Logf("cto's report after the page's answer: %q", update)
+
+	// More open tickets than a page: the page shows the first hundred and
+	// reads the rest on "more", from the API's cursor.
+	if err := c.call(http.MethodPost, "/seats/eng-1/pause", crewlet.PauseRequest{Reason: "holding tickets"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 101 {
+		if err := c.call(http.MethodPost, "/tickets", api.OpenTicketRequest{To: "eng-1", Task: fmt.Sprintf("please fix page %d", i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.openPage("company", "company")
+	b.openPage("tickets", "tickets")
+	if n := eval[int](b, `document.querySelectorAll("#open-tickets li.ticket").length`); n != 100 {
+		t.Fatalf("the first page of open tickets shows %d; want 100", n)
+	}
+	b.click(`#open-tickets .more button`)
+	b.waitText(`#open-tickets`, "please fix page 0")
+	if n := eval[int](b, `document.querySelectorAll("#open-tickets li.ticket").length`); n != 101 {
+		t.Fatalf("after more, the page shows %d open tickets; want 101", n)
+	}
 }
 
 // fleetPagesOrg: s01 answers anything but "malformed", which the provider

@@ -3,15 +3,14 @@
 // its seats linked. Its delegator (or an admin) answers a question or
 // cancels it here; the API decides, and says why when it refuses.
 
-import { get, post, query } from '../lib/api.js';
+import { get, getPage, post, query } from '../lib/api.js';
 import { h, show, link, section, badge, when, errorBox } from '../lib/dom.js';
 import { textAction, more } from '../lib/lists.js';
 
-// GET /tickets reads newest first up to a limit; the page asks for one
-// page at a time and a bigger one on "more", never past the API's most.
+// GET /tickets reads newest first, a page at a time: a full page names
+// the next in X-Next-Before, and "more" reads it.
 const openPage = 100;
 const recentPage = 50;
-const most = 1000;
 
 const openPhases = ['asking', 'pending'];
 const endedPhases = ['done', 'failed', 'cancelled', 'expired'];
@@ -30,29 +29,32 @@ export default async function tickets(main, _params, ctx) {
   // The roster says which names are seats, so only those are linked (a
   // ticket opened through the API names its person, who may have none).
   let seats = new Set();
-  let openLimit = openPage;
-  let recentLimit = recentPage;
-
+  // Each list: the tickets read so far and the cursor of the next page.
+  const lists = {
+    open: { el: openEl, params: { open: true, limit: openPage }, phases: openPhases, empty: 'No open tickets.', label: 'More open tickets' },
+    recent: { el: recentEl, params: { limit: recentPage }, phases: endedPhases, empty: 'No ticket ended lately.', label: 'Older tickets' },
+  };
+  const read = async (list, before) => {
+    const { items, next } = await getPage('/tickets' + query(Object.assign({ before }, list.params)));
+    // The recent list is every phase, newest first; the open ones are
+    // shown above it.
+    list.items = (before ? list.items : []).concat(items.filter((t) => list.phases.includes(t.phase)));
+    list.next = next;
+  };
+  const drawList = (list) => {
+    show(list.el, byPhase(list.items, list.phases, list.empty, row),
+      list.next ? more(list.label, async () => {
+        await read(list, list.next);
+        if (ctx.isCurrent()) drawList(list);
+        return false;
+      }) : null);
+  };
   const draw = async () => {
-    const [open, recent] = await Promise.all([
-      get('/tickets' + query({ open: true, limit: openLimit })),
-      get('/tickets' + query({ limit: recentLimit })),
-    ]);
+    await Promise.all([read(lists.open, ''), read(lists.recent, '')]);
     if (!ctx.isCurrent()) return;
-    const ended = recent.filter((t) => endedPhases.includes(t.phase));
-    show(countEl, open.length + (open.length === openLimit ? '+' : '') + ' open, ' + ended.length + ' recently ended');
-    show(openEl, byPhase(open, openPhases, 'No open tickets.', row),
-      open.length === openLimit && openLimit < most ? more('More open tickets', async () => {
-        openLimit = Math.min(most, openLimit + openPage);
-        await draw();
-        return false;
-      }) : null);
-    show(recentEl, byPhase(ended, endedPhases, 'No ticket ended lately.', row),
-      recent.length === recentLimit && recentLimit < most ? more('Older tickets', async () => {
-        recentLimit = Math.min(most, recentLimit + recentPage);
-        await draw();
-        return false;
-      }) : null);
+    show(countEl, lists.open.items.length + (lists.open.next ? '+' : '') + ' open, ' + lists.recent.items.length + ' recently ended');
+    drawList(lists.open);
+    drawList(lists.recent);
   };
 
   const row = (t) => ticketRow(t, seats, ctx.me, draw);
