@@ -29,7 +29,9 @@ func (b *browser) openPage(route, ready string) {
 // operator the policy does not name sees no buttons; olga approves in the
 // page and the write runs, once. A second call she denies in the page with
 // a reason, which the model gets as the result; a third, decided through
-// the API while her page still offers it, shows the API's refusal.
+// the API while her page still offers it, shows the API's refusal; a
+// fourth she approves and remembers, and the same call again runs without
+// asking.
 func TestConsoleApprovalDecidedInThePageRunsTheCall(t *testing.T) {
 	c, countFile := newApprovalsCompany(t)
 	c.worker("n1")
@@ -102,6 +104,36 @@ func TestConsoleApprovalDecidedInThePageRunsTheCall(t *testing.T) {
 	}
 	if writes := toolstest.Writes(t, countFile); len(writes) != 1 {
 		t.Fatalf("the write ran %d times after a denial and a refused approval; want once", len(writes))
+	}
+
+	// Approve and remember, for these arguments: the same call again runs
+	// without asking.
+	kept := c.send("s01", "record invoice 45", from("olga"))
+	remembered := c.pendingApproval("s01", "invoice 45")
+	card = fmt.Sprintf(`li[data-approval=%q]`, remembered.ID)
+	b.openPage("company", "company")
+	b.openPage("approvals", "approvals")
+	b.click(`#pending-approvals ` + card + ` button[data-action="remember"]`)
+	b.waitText(`#decided-approvals `+card, "Remembered until")
+	b.waitText(`#decided-approvals `+card, "these arguments only")
+	if reply := c.waitReply(kept, 60*time.Second); reply != "recorded: written: invoice 45" {
+		t.Fatalf("reply %q; want the remembered write's result", reply)
+	}
+	if reply := c.waitReply(c.send("s01", "record invoice 45", from("olga")), 60*time.Second); reply != "recorded: written: invoice 45" {
+		t.Fatalf("reply %q; want the same call again to run on the grant", reply)
+	}
+	var asked45 []crewlet.Approval
+	if err := c.call(http.MethodGet, "/approvals?seat=s01&status=all", nil, &asked45); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, a := range asked45 {
+		if strings.Contains(a.Args, "invoice 45") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d approvals asked for invoice 45; want the one remembered", n)
 	}
 }
 
