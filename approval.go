@@ -27,7 +27,10 @@ type Approval struct {
 	Handle  string `json:"handle"`
 	TurnID  string `json:"turn_id"`
 	CallKey string `json:"call_key"`
-	Tool    string `json:"tool"`
+	// Conversation is the one the call was made in ('' for an approval
+	// recorded before it was kept).
+	Conversation string `json:"conversation,omitempty"`
+	Tool         string `json:"tool"`
 	// Args are the call's arguments as the model sent them.
 	Args     string `json:"args"`
 	ArgsHash string `json:"args_hash"`

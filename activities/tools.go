@@ -150,7 +150,7 @@ func (a *Turns) gate(ctx context.Context, in crewlet.ToolCallInput, thread, conv
 	}
 	v, err := a.Approvals.Gate(ctx, approvals.Call{
 		Tenure: in.Tenure, TurnID: crewlet.TurnWorkflowID(in.Handle, in.WorkKey), CallKey: callKey(thread, in.Round, in.Call.Call),
-		Tool: call.Name, Args: call.Args,
+		Conversation: conversation, Tool: call.Name, Args: call.Args,
 	})
 	if err == nil && v.Approval.ID != "" {
 		a.emitApproval(in, conversation, call, v.Approval)

@@ -194,8 +194,9 @@ func (s *Server) routes() []route {
 			summary: "open a ticket to a seat or role; with wait, answer once it ended (200) or the wait passed (202)",
 			body:    OpenTicketRequest{}, needs: []string{"to", "task"}, answer: crewlet.Ticket{}, statuses: []int{http.StatusAccepted, http.StatusOK}},
 		{method: get, pattern: "/tickets", right: Read, scope: ScopeTicket, handler: s.listTickets,
-			summary: "tickets, newest first",
+			summary: "tickets, newest first; a full page names the next one in " + NextBeforeHeader,
 			query: []param{
+				{"before", "string", "the tickets after this one, the last of the page you have (" + NextBeforeHeader + ")"},
 				{"from", "string", "only tickets this seat delegated"},
 				{"to", "string", "only tickets this seat serves"},
 				{"phase", "string", "only tickets in this phase"},

@@ -103,7 +103,7 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	f := store.TicketFilter{From: q.Get("from"), To: q.Get("to"), Phase: crewlet.TicketPhase(q.Get("phase")), Limit: limit}
+	f := store.TicketFilter{From: q.Get("from"), To: q.Get("to"), Phase: crewlet.TicketPhase(q.Get("phase")), Before: q.Get("before"), Limit: limit}
 	if p := principalOf(r); p.Role == config.RoleMember {
 		f.Party = p.Seat
 	}
@@ -113,6 +113,10 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request) {
 		f.Open = true
 	default:
 		writeError(w, crewlet.Errorf(crewlet.EINVALID, "open must be true or false, got %q", v))
+		return
+	}
+	if err := crewlet.CheckText("before", f.Before, crewlet.MaxNameBytes); err != nil {
+		writeError(w, err)
 		return
 	}
 	if f.Phase != "" && !f.Phase.Valid() {
@@ -126,6 +130,9 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request) {
 	}
 	if tickets == nil {
 		tickets = []crewlet.Ticket{}
+	}
+	if len(tickets) == limit {
+		w.Header().Set(NextBeforeHeader, tickets[len(tickets)-1].ID)
 	}
 	writeJSON(w, http.StatusOK, tickets)
 }

@@ -47,8 +47,11 @@ type Call struct {
 	TurnID string
 	// CallKey is {thread}:{round}:{call}, the call's idempotency key.
 	CallKey string
-	Tool    string
-	Args    json.RawMessage
+	// Conversation is the one the call was made in, for the people who
+	// decide to read.
+	Conversation string
+	Tool         string
+	Args         json.RawMessage
 }
 
 // Verdict is what the gate says of a call. With neither Wait nor Denied
@@ -86,7 +89,7 @@ func (s *Service) Gate(ctx context.Context, c Call) (Verdict, error) {
 	}
 	a, created, err := s.Store.CreateApproval(ctx, crewlet.Approval{
 		ID: ApprovalID(c.Handle, c.TurnID, c.CallKey, argsHash, digest), Handle: c.Handle, TurnID: c.TurnID,
-		CallKey: c.CallKey, Tool: c.Tool, Args: string(c.Args), ArgsHash: argsHash, Role: role, Policy: digest,
+		CallKey: c.CallKey, Conversation: c.Conversation, Tool: c.Tool, Args: string(c.Args), ArgsHash: argsHash, Role: role, Policy: digest,
 		Approvers: policy.Approvers, OnTimeout: policy.TimeoutDecision(), Epoch: c.Epoch, Until: now.Add(policy.Wait()),
 	})
 	if err != nil {

@@ -12,13 +12,13 @@ import (
 )
 
 const approvalColumns = `id, handle, turn_id, call_key, tool, args, args_hash, role, policy, approvers, on_timeout, epoch,
-	status, decided_by, reason, remember_until, remember_args, created_at, until, decided_at`
+	status, decided_by, reason, remember_until, remember_args, created_at, until, decided_at, conversation`
 
 func scanApproval(r pgx.Row) (crewlet.Approval, error) {
 	var a crewlet.Approval
 	err := r.Scan(&a.ID, &a.Handle, &a.TurnID, &a.CallKey, &a.Tool, &a.Args, &a.ArgsHash, &a.Role, &a.Policy, &a.Approvers,
 		&a.OnTimeout, &a.Epoch, &a.Status, &a.DecidedBy, &a.Reason, &a.RememberUntil, &a.RememberArgs, &a.CreatedAt,
-		&a.Until, &a.DecidedAt)
+		&a.Until, &a.DecidedAt, &a.Conversation)
 	return a, err
 }
 
@@ -29,11 +29,11 @@ func scanApproval(r pgx.Row) (crewlet.Approval, error) {
 func (s *Store) CreateApproval(ctx context.Context, a crewlet.Approval) (stored crewlet.Approval, created bool, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		stored, err = scanApproval(tx.QueryRow(ctx, `
-			INSERT INTO approvals (id, handle, turn_id, call_key, tool, args, args_hash, role, policy, approvers, on_timeout, epoch, until)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+			INSERT INTO approvals (id, handle, turn_id, call_key, tool, args, args_hash, role, policy, approvers, on_timeout, epoch, until, conversation)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 			ON CONFLICT (id) DO NOTHING
 			RETURNING `+approvalColumns,
-			a.ID, a.Handle, a.TurnID, a.CallKey, a.Tool, a.Args, a.ArgsHash, a.Role, a.Policy, a.Approvers, a.OnTimeout, a.Epoch, a.Until))
+			a.ID, a.Handle, a.TurnID, a.CallKey, a.Tool, a.Args, a.ArgsHash, a.Role, a.Policy, a.Approvers, a.OnTimeout, a.Epoch, a.Until, a.Conversation))
 		if errors.Is(err, pgx.ErrNoRows) {
 			stored, err = scanApproval(tx.QueryRow(ctx, `SELECT `+approvalColumns+` FROM approvals WHERE id = $1`, a.ID))
 			return err

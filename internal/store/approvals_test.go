@@ -10,7 +10,7 @@ import (
 
 func approvalRow(id, argsHash, policy string, epoch int64) crewlet.Approval {
 	return crewlet.Approval{
-		ID: id, Handle: "s01", TurnID: "turn/s01/k", CallKey: "t:1:0", Tool: "ledger__write", Args: `{"text":"x"}`,
+		ID: id, Handle: "s01", TurnID: "turn/s01/k", CallKey: "t:1:0", Conversation: "c-1", Tool: "ledger__write", Args: `{"text":"x"}`,
 		ArgsHash: argsHash, Role: "clerk", Policy: policy, Approvers: []string{"olga"}, OnTimeout: "deny",
 		Epoch: epoch, Until: time.Now().Add(time.Hour),
 	}
@@ -23,8 +23,8 @@ func TestApprovalRowLifecycle(t *testing.T) {
 	t.Parallel()
 	st, ctx := setup(t)
 	a, created, err := st.CreateApproval(ctx, approvalRow("ap-1", "h1", "p1", 1))
-	if err != nil || !created || a.Status != crewlet.ApprovalPending || a.Epoch != 1 {
-		t.Fatalf("CreateApproval = %+v, created %v, %v; want a new pending row at epoch 1", a, created, err)
+	if err != nil || !created || a.Status != crewlet.ApprovalPending || a.Epoch != 1 || a.Conversation != "c-1" {
+		t.Fatalf("CreateApproval = %+v, created %v, %v; want a new pending row at epoch 1 in conversation c-1", a, created, err)
 	}
 	again, created, err := st.CreateApproval(ctx, approvalRow("ap-1", "h1", "p1", 2))
 	if err != nil || created || again.Epoch != 1 {

@@ -77,8 +77,11 @@ type TicketFilter struct {
 	Party string
 	Phase crewlet.TicketPhase
 	// Open keeps pending and asking tickets only.
-	Open  bool
-	Limit int
+	Open bool
+	// Before keeps the tickets listed after this one (a ticket id: the
+	// last of the previous page), so a long list is read a page at a time.
+	Before string
+	Limit  int
 }
 
 // Tickets lists tickets, newest first.
@@ -90,7 +93,9 @@ func (s *Store) Tickets(ctx context.Context, f TicketFilter) ([]crewlet.Ticket, 
 		SELECT `+ticketColumns+` FROM tickets
 		WHERE ($1 = '' OR from_handle = $1) AND ($2 = '' OR to_handle = $2) AND ($3 = '' OR phase = $3)
 		  AND (NOT $4 OR phase IN ('pending', 'asking')) AND ($6 = '' OR from_handle = $6 OR to_handle = $6)
-		ORDER BY created_at DESC, id LIMIT $5`, f.From, f.To, string(f.Phase), f.Open, f.Limit, f.Party)
+		  AND ($7 = '' OR EXISTS (SELECT 1 FROM tickets b WHERE b.id = $7
+		      AND (tickets.created_at < b.created_at OR (tickets.created_at = b.created_at AND tickets.id > b.id))))
+		ORDER BY created_at DESC, id LIMIT $5`, f.From, f.To, string(f.Phase), f.Open, f.Limit, f.Party, f.Before)
 	if err != nil {
 		return nil, fmt.Errorf("list tickets: %w", schemaMissing(err))
 	}

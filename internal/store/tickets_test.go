@@ -301,6 +301,9 @@ func TestTicketsFilter(t *testing.T) {
 		{"limit 2", store.TicketFilter{Limit: 2}, want("f", "e")},
 		{"to eng-1 limit 3", store.TicketFilter{To: "eng-1", Limit: 3}, want("f", "e", "c")},
 		{"nobody", store.TicketFilter{From: "bob"}, ""},
+		{"after e limit 2", store.TicketFilter{Before: byKey["e"], Limit: 2}, want("d", "c")},
+		{"open after f", store.TicketFilter{Open: true, Before: byKey["f"]}, want("c", "a")},
+		{"after the oldest", store.TicketFilter{Before: byKey["a"]}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -312,6 +315,36 @@ func TestTicketsFilter(t *testing.T) {
 				t.Fatalf("Tickets(%+v) = %v; want %s", c.filter, ids(got), c.want)
 			}
 		})
+	}
+
+	// Two tickets created in the same instant: a page at a time, each
+	// after the last of the one before, reads every ticket once, in the
+	// order of the whole list.
+	for _, key := range []string{"g", "h"} {
+		tk, _, err := st.CreateTicket(ctx, key, crewlet.Ticket{From: "cto", To: "eng-2", Task: "task " + key, Conversation: "c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sqlExec(t, db, ctx, `UPDATE tickets SET created_at = $2 WHERE id = $1`, tk.ID, base.Add(time.Hour))
+	}
+	all, err := st.Tickets(ctx, store.TicketFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paged []crewlet.Ticket
+	for before := ""; ; {
+		page, err := st.Tickets(ctx, store.TicketFilter{Before: before, Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page...)
+		before = page[0].ID
+	}
+	if got, want := strings.Join(ids(paged), " "), strings.Join(ids(all), " "); got != want || len(all) != 8 {
+		t.Fatalf("read a ticket at a time: %s; want the whole list of 8 once: %s", got, want)
 	}
 }
 

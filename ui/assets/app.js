@@ -13,6 +13,11 @@ const pages = [
   { path: /^company$/, load: () => import('./pages/company.js'), nav: 'Company', href: 'company' },
   { path: /^seats\/([^/]+)$/, load: () => import('./pages/seat.js') },
   { path: /^conversations\/([^/]+)$/, load: () => import('./pages/conversation.js') },
+  { path: /^tickets$/, load: () => import('./pages/tickets.js'), nav: 'Tickets', href: 'tickets' },
+  { path: /^approvals$/, load: () => import('./pages/approvals.js'), nav: 'Approvals', href: 'approvals' },
+  { path: /^schedules(?:\/(.+))?$/, load: () => import('./pages/schedules.js'), nav: 'Schedules', href: 'schedules', fleet: true },
+  { path: /^deadletters$/, load: () => import('./pages/deadletters.js'), nav: 'Dead letters', href: 'deadletters', fleet: true },
+  { path: /^audit(?:\?(.*))?$/, load: () => import('./pages/audit.js'), nav: 'Audit', href: 'audit', admin: true },
 ];
 
 const main = document.getElementById('main');

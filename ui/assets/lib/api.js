@@ -30,6 +30,18 @@ export function headers(extra) {
 // api calls METHOD PATH with an optional JSON body and returns the JSON
 // answer.
 export async function api(method, path, body) {
+  return (await request(method, path, body)).data;
+}
+
+// getPage reads one page of a listing that names its next page in a header
+// (X-Next-Before): the page's entries, and the cursor of the next page, or
+// '' when this page is the last.
+export async function getPage(path, header) {
+  const { data, res } = await request('GET', path);
+  return { items: data || [], next: res.headers.get(header || 'X-Next-Before') || '' };
+}
+
+async function request(method, path, body) {
   const init = { method, headers: headers({ Accept: 'application/json' }), credentials: 'omit' };
   if (body !== undefined) {
     init.headers['Content-Type'] = 'application/json';
@@ -44,7 +56,7 @@ export async function api(method, path, body) {
   if (!res.ok) {
     throw new APIError(res.status, data && data.error, data && data.detail);
   }
-  return data;
+  return { data, res };
 }
 
 export const get = (path) => api('GET', path);
