@@ -327,6 +327,7 @@ func TestConsoleFleetPagesSteerForWhoMay(t *testing.T) {
 	letter := fmt.Sprintf(`li[data-id=%q]`, dls[1].ID)
 	b.click(letter + ` button[data-action="requeue"]`)
 	b.waitText(letter, "Requeued to s01.")
+	b.screenshot("deadletters")
 
 	b.openPage("schedules", "schedules")
 	b.click(`#schedules a[href="#/schedules/nightly"]`)

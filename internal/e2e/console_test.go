@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/testenv"
 )
@@ -118,5 +121,28 @@ func TestConsoleAsksNothingItsReaderMayNotRead(t *testing.T) {
 	}
 	if who := b.text("#who"); !strings.Contains(who, "al (member of alice)") {
 		t.Errorf("header %q; want al (member of alice)", who)
+	}
+}
+
+// The console is usable by keyboard alone: Tab reaches the page list, and
+// Enter on a page's link opens it.
+func TestConsoleIsReachableByKeyboard(t *testing.T) {
+	c := consoleCompany(t)
+	b := c.browser()
+	b.signIn(consoleViewer)
+	b.waitVisible(`main[data-ready="company"]`)
+	for range 20 {
+		if eval[string](b, `document.activeElement.getAttribute("href") || ""`) == "#/tickets" {
+			break
+		}
+		b.run("press Tab", chromedp.KeyEvent(kb.Tab))
+	}
+	if got := eval[string](b, `document.activeElement.getAttribute("href") || ""`); got != "#/tickets" {
+		t.Fatalf("20 Tabs from the company page never reached the Tickets link (focus on %q)", got)
+	}
+	b.run("press Enter", chromedp.KeyEvent(kb.Enter))
+	b.waitVisible(`main[data-ready="tickets"]`)
+	if focused := eval[string](b, `document.activeElement.id`); focused != "main" {
+		t.Errorf("after opening a page the focus is on %q; want the page's main, so the next Tab starts there", focused)
 	}
 }
