@@ -102,7 +102,14 @@ export default async function seat(main, [handle], ctx) {
       // read again.
       const open = new Set([...turnsEl.querySelectorAll('details[open]')].map((d) => d.dataset.workKey));
       show(turnsEl, turnsTable(handle, turns));
-      for (const d of turnsEl.querySelectorAll('details')) if (open.has(d.dataset.workKey)) d.open = true;
+      for (const d of turnsEl.querySelectorAll('details')) {
+        if (open.has(d.dataset.workKey)) {
+          d.open = true;
+          // Read now: the toggle event the line above queues is not
+          // fired for a list replaced again before it runs.
+          d.loadTranscript();
+        }
+      }
       drawConversations();
     } catch (err) {
       show(turnsEl, errorBox(err));
@@ -247,10 +254,13 @@ function turnsTable(handle, turns) {
   return h('div', { class: 'turns' }, turns.map((t) => {
     const body = h('div', { class: 'transcript' }, h('p', { class: 'muted' }, 'Loading…'));
     let loaded = false;
-    const details = h('details', { class: 'turn', 'data-work-key': t.work_key, on: { toggle: () => {
-      if (!details.open || loaded) return;
+    const load = () => {
+      if (loaded) return;
       loaded = true;
       transcript(body, handle, t.work_key, 0, true);
+    };
+    const details = h('details', { class: 'turn', 'data-work-key': t.work_key, on: { toggle: () => {
+      if (details.open) load();
     } } },
     h('summary', {},
       when(t.started_at), ' ', badge(t.status), ' ',
@@ -258,6 +268,7 @@ function turnsTable(handle, turns) {
       (t.mail || []).map((m, i) => [i ? '; ' : '', m.from, ': ', h('span', { class: 'msg' }, clip(m.body, 120))])),
     t.note ? h('p', { class: 'muted' }, t.note, t.stopped_by ? ' (stopped by ' + t.stopped_by + ')' : '') : null,
     body);
+    details.loadTranscript = load;
     return details;
   }));
 }
