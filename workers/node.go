@@ -198,18 +198,6 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 	// minutes on Temporal (making its build current), and a node silent
 	// that long would be claimed while its host queue already runs
 	// tenures.
-	// Every node beats on the same phase of the interval on the wall
-	// clock, so when Postgres stops for everyone each node's last write
-	// is within a write's latency of the others': a node that finds a
-	// peer's write younger than half the timeout takes it for a partition
-	// and fences (liveness.Node.Beat), and with phases a random part of a
-	// beat apart that was so for about half of all outages. Clocks that
-	// disagree only make that fence likelier, never a claim.
-	select {
-	case <-time.After(time.Until(time.Now().Truncate(n.live.Interval()).Add(n.live.Interval()))):
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 	n.started = time.Now()
 	n.live.Start(ctx)
 	n.loopsDone.Add(2)
