@@ -507,7 +507,7 @@ func nodeOptions(nodeID, labels string, capacity int, stderr io.Writer) (workers
 		opts.Labels[strings.ToLower(k)] = v
 	}
 	hooks := testhook.Current()
-	opts.WedgeAfter, opts.CutStoreAfter, opts.SlowStart = hooks.WedgeAfter, hooks.CutStoreAfter, hooks.SlowStart
+	opts.WedgeAfter, opts.CutStoreAfter = hooks.WedgeAfter, hooks.CutStoreAfter
 	return opts, nil
 }
 
