@@ -41,10 +41,11 @@ type Store interface {
 // write Postgres reads it to learn whether a peer can, which is the only
 // way a peer could claim it.
 type Witness interface {
-	// ReportStore records whether this node's latest presence write
-	// reached Postgres and returns every peer's latest report younger
-	// than forgetAfter.
-	ReportStore(ctx context.Context, incarnation string, reached bool, forgetAfter time.Duration) ([]mailbox.StoreReport, error)
+	// ReportStore records whether this node's latest presence write, sent
+	// sentAgo before the call, reached Postgres and returns every peer's
+	// latest report younger than forgetAfter, each saying how long ago its
+	// write was sent, by the witness's one clock.
+	ReportStore(ctx context.Context, incarnation string, reached bool, sentAgo, forgetAfter time.Duration) ([]mailbox.StoreReport, error)
 }
 
 // Watchdog is told each time the presence loop turns (watchdog.Watchdog).
@@ -84,9 +85,10 @@ type Config struct {
 // reached Postgres, ends the tenures here that moved on, and, once its own
 // writes and reports have succeeded for a whole timeout, runs the failure
 // detector over its peers. Past half the timeout without a good beat it
-// fences itself, before any peer may claim it, unless the witness shows no
-// peer reaching Postgres either: an outage every node shares, during which
-// nobody can claim anybody.
+// fences itself, before any peer may claim it, when the witness shows a
+// peer reaching Postgres after this node's own first failed write (or
+// cannot be read); otherwise the outage is one every node shares, during
+// which nobody can claim anybody, and it keeps its seats.
 type Node struct {
 	// Tenures is the registry of the tenures this node hosts.
 	Tenures *Tenures
@@ -105,6 +107,10 @@ type Node struct {
 	// its latest good beat's report was sent; zero before the first. Only
 	// the presence loop reads and writes them.
 	goodSince, lastGood time.Time
+	// firstFailed is when the first failed presence write since the last
+	// good one was sent; zero while the last write succeeded. Only the
+	// presence loop reads and writes it.
+	firstFailed time.Time
 	// riding is set while the node keeps its seats through a Postgres
 	// outage it shares with every peer; only the presence loop touches it.
 	riding bool
@@ -178,8 +184,8 @@ func (n *Node) Run(stop <-chan struct{}) {
 
 // Beat is one presence beat. A node that cannot write its presence keeps
 // trying; once it has gone FenceAfter without, it fences itself, before any
-// peer may claim it, unless the witness shows that no peer can write
-// Postgres either.
+// peer may claim it, if the witness shows a peer that reached Postgres
+// after this node's first failed write.
 func (n *Node) Beat(ctx context.Context) {
 	n.cfg.Watchdog.Beat(presenceLoop)
 	sent := n.cfg.Clock.Now()
@@ -189,30 +195,27 @@ func (n *Node) Beat(ctx context.Context) {
 	if err != nil {
 		n.cfg.Metrics.PresenceFailed()
 		n.goodSince = time.Time{}
+		if n.firstFailed.IsZero() {
+			n.firstFailed = sent
+		}
 		since := n.SinceLastBeat()
 		n.cfg.Log.Warn("node_heartbeat_failed", "error", err, "since_last", since.Round(time.Millisecond))
-		peers, werr := n.report(ctx, false)
+		sinceFirstFailed := n.cfg.Clock.Now().Sub(n.firstFailed)
+		peers, werr := n.report(ctx, false, sent)
 		if since > n.FenceAfter() {
-			n.outage(since, peers, werr)
+			n.outage(ctx, since, n.mayRide(peers, werr, sinceFirstFailed))
 		}
 		return
 	}
-	// Counted from when the write was sent, not when it returned: the row
-	// may have been stamped that early, and peers count from the stamp.
-	n.lastBeat.Store(sent.UnixNano())
-	if n.riding {
-		n.riding = false
-		n.cfg.Log.Info("node_store_back", "node", n.cfg.Incarnation, "seats", n.Tenures.HostedCount())
-	}
+	n.wrote(sent)
 	reportSent := n.cfg.Clock.Now()
-	if _, werr := n.report(ctx, true); werr != nil {
+	if _, werr := n.report(ctx, true, sent); werr != nil {
 		n.cfg.Log.Warn("node_witness_failed", "error", werr)
 		n.goodSince = time.Time{}
 	} else {
 		// The run counts from when this beat's report returned, so a peer
 		// that reads the witness sees the run from its first beat on; it
-		// is broken by a gap past FenceAfter between the reports' sends,
-		// which is what a peer reading the witness judges (mayRide).
+		// is broken by a gap past FenceAfter between the reports' sends.
 		done := n.cfg.Clock.Now()
 		if n.goodSince.IsZero() || done.Sub(n.lastGood) > n.FenceAfter() {
 			n.goodSince = done
@@ -234,27 +237,56 @@ func (n *Node) Beat(ctx context.Context) {
 	}
 }
 
-// report tells the witness whether this beat's presence write reached
-// Postgres and returns the peers' reports. It has its own deadline, so a
-// presence write that used up the beat's still leaves time to ask.
-func (n *Node) report(ctx context.Context, reached bool) ([]mailbox.StoreReport, error) {
+// wrote records a presence write, sent at sent, that reached Postgres.
+// It counts from when the write was sent, not when it returned: the row
+// may have been stamped that early, and peers count from the stamp.
+func (n *Node) wrote(sent time.Time) {
+	n.lastBeat.Store(sent.UnixNano())
+	n.firstFailed = time.Time{}
+	if n.riding {
+		n.riding = false
+		n.cfg.Log.Info("node_store_back", "node", n.cfg.Incarnation, "seats", n.Tenures.HostedCount())
+	}
+}
+
+// report tells the witness whether this beat's presence write, sent at
+// sent, reached Postgres and returns the peers' reports. It has its own
+// deadline, so a presence write that used up the beat's still leaves time
+// to ask.
+func (n *Node) report(ctx context.Context, reached bool, sent time.Time) ([]mailbox.StoreReport, error) {
 	if n.cfg.Witness == nil {
 		return nil, errors.New("no witness configured")
 	}
 	wctx, cancel := context.WithTimeout(ctx, n.Interval()/2)
 	defer cancel()
-	return n.cfg.Witness.ReportStore(wctx, n.cfg.Incarnation, reached, witnessMemory*n.cfg.Timeout)
+	return n.cfg.Witness.ReportStore(wctx, n.cfg.Incarnation, reached, n.cfg.Clock.Now().Sub(sent), witnessMemory*n.cfg.Timeout)
 }
 
 // witnessMemory is how many heartbeat timeouts a silent node's report is
 // kept: far past the span any rule reads (FenceAfter).
 const witnessMemory = 20
 
-// outage decides, past FenceAfter without presence, whether the node keeps
-// its seats (every peer is as cut off from Postgres as it is, so none can
-// claim it) or fences itself.
-func (n *Node) outage(since time.Duration, peers []mailbox.StoreReport, werr error) {
-	if why := n.mayRide(peers, werr); why != nil {
+// outage acts, past FenceAfter without presence, on why the node may not
+// keep its seats (nil: it may, every peer is as cut off from Postgres as
+// it is, so none can claim it). Before it fences itself on a peer's word
+// it tries its own presence write once more, briefly: a write that lands
+// now means the outage just ended for this node too (its last write
+// failed as Postgres came back, a moment before a peer's succeeded), not
+// that it is cut off alone.
+func (n *Node) outage(ctx context.Context, since time.Duration, why error) {
+	if why != nil && n.Tenures.HostedCount() > 0 {
+		sent := n.cfg.Clock.Now()
+		cctx, cancel := context.WithTimeout(ctx, n.Interval()/4)
+		_, err := n.cfg.Store.NodeHeartbeat(cctx, n.cfg.Incarnation, n.Tenures.HostedCount(), n.Tenures.Unproven())
+		cancel()
+		if err == nil {
+			n.wrote(sent)
+			n.cfg.Log.Info("node_store_reached_on_recheck", "node", n.cfg.Incarnation, "without_presence", since.Round(time.Millisecond),
+				"had_cause_to_fence", why.Error())
+			return
+		}
+	}
+	if why != nil {
 		n.fenceSelf(since, why)
 		return
 	}
@@ -262,26 +294,29 @@ func (n *Node) outage(since time.Duration, peers []mailbox.StoreReport, werr err
 		n.riding = true
 		n.cfg.Metrics.OutageRidden()
 		n.cfg.Log.Warn("node_riding_out_store_outage", "node", n.cfg.Incarnation, "seats", n.Tenures.HostedCount(),
-			"without_presence", since.Round(time.Millisecond), "peers", len(peers))
+			"without_presence", since.Round(time.Millisecond))
 	}
 }
 
 // mayRide returns nil when a node that cannot write its presence may keep
-// its seats, and otherwise why not. A peer claims only after a whole
-// heartbeat timeout of good beats, each reported to the witness before it
-// counts, and a gap past FenceAfter between two reports' sends starts its
-// run over. So when the witness answers this beat and no peer's report
-// that it reached Postgres is younger than FenceAfter, no peer is in a run
-// that could reach a claim before this node reads the witness again (a beat
-// later, well inside a timeout). A witness that cannot be read proves
-// nothing, and the node fences as one cut off alone.
-func (n *Node) mayRide(peers []mailbox.StoreReport, werr error) error {
+// its seats, and otherwise why not. Peers claim only through Postgres, so
+// the question is whether any peer reached it after this node's own first
+// failed write (sent sinceFirstFailed before the witness was read): a
+// peer's report says when its write was sent by the witness's clock, so
+// the answer does not depend on when in its interval each node beats. A
+// peer's last good write before that proves nothing: the outage had not
+// begun for this node then either. A peer that reaches Postgres later is
+// seen at this node's next beat, long before it has the whole timeout of
+// good beats a claim needs (mayClaim). A witness that cannot be read
+// proves nothing, and the node fences as one cut off alone.
+func (n *Node) mayRide(peers []mailbox.StoreReport, werr error, sinceFirstFailed time.Duration) error {
 	if werr != nil {
 		return fmt.Errorf("the witness cannot be read: %w", werr)
 	}
 	for _, p := range peers {
-		if p.Reached && p.Age <= n.FenceAfter() {
-			return fmt.Errorf("peer %s reached Postgres %v ago", p.Incarnation, p.Age.Round(time.Millisecond))
+		if p.Reached && p.SentAgo <= sinceFirstFailed {
+			return fmt.Errorf("peer %s reached Postgres %v ago, after this node's first failed write %v ago",
+				p.Incarnation, p.SentAgo.Round(time.Millisecond), sinceFirstFailed.Round(time.Millisecond))
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -86,7 +87,7 @@ type peerWitness struct {
 	down bool
 }
 
-func (w *peerWitness) ReportStore(context.Context, string, bool, time.Duration) ([]mailbox.StoreReport, error) {
+func (w *peerWitness) ReportStore(context.Context, string, bool, time.Duration, time.Duration) ([]mailbox.StoreReport, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.down {
@@ -373,34 +374,76 @@ type company struct {
 	down       bool
 	cut        map[string]bool
 	witnessCut map[string]bool
-	reports    map[string]report
-	beat       map[string]time.Time
-	claimed    map[string]string
+	// failOnce fails a node's next store call only, as a write that timed
+	// out the moment the store came back.
+	failOnce map[string]bool
+	// frozen holds every node's presence writes (a SIGSTOPped Postgres),
+	// frozenFor one node's (a network black hole), until their deadline or
+	// the thaw; hung is where a held write is handed to the driver.
+	frozen    bool
+	frozenFor map[string]bool
+	hung      map[string]chan hungWrite
+	reports   map[string]report
+	beat      map[string]time.Time
+	claimed   map[string]string
 	// claims is every claim made, "claimer>claimed@seconds since start".
 	claims []string
 	start  time.Time
 }
 
-// member is one node's connection to the company's store.
-// report is one node's latest word in the witness.
+// report is one node's latest word in the witness: whether its write
+// reached the store, and when that write was sent.
 type report struct {
 	reached bool
 	at      time.Time
 }
 
+// member is one node's connection to the company's store.
 type member struct {
 	c   *company
 	inc string
+}
+
+// hungWrite is a presence write waiting on a frozen store: it fails at
+// its deadline, or lands when the store thaws first.
+type hungWrite struct {
+	deadline time.Time
+	release  chan error
+}
+
+// hang holds a presence write while the store is frozen for the node, as
+// a stopped Postgres holds every query, until the driver (phased.run)
+// releases it: with an error at the write's deadline, or with none when
+// the store thaws first. Without a driver nothing hangs.
+func (m member) hang(ctx context.Context) error {
+	m.c.mu.Lock()
+	ch := m.c.hung[m.inc]
+	if ch == nil || !(m.c.frozen || m.c.frozenFor[m.inc]) {
+		m.c.mu.Unlock()
+		return nil
+	}
+	dl, _ := ctx.Deadline()
+	w := hungWrite{deadline: m.c.clock.Now().Add(time.Until(dl).Round(phaseStep)), release: make(chan error, 1)}
+	m.c.mu.Unlock()
+	ch <- w
+	return <-w.release
 }
 
 func (m member) reach() error {
 	if m.c.down || m.c.cut[m.inc] {
 		return errors.New("connection refused")
 	}
+	if m.c.failOnce[m.inc] {
+		delete(m.c.failOnce, m.inc)
+		return errors.New("timeout: context deadline exceeded")
+	}
 	return nil
 }
 
-func (m member) NodeHeartbeat(context.Context, string, int, map[string]int64) (bool, error) {
+func (m member) NodeHeartbeat(ctx context.Context, _ string, _ int, _ map[string]int64) (bool, error) {
+	if err := m.hang(ctx); err != nil {
+		return false, err
+	}
 	m.c.mu.Lock()
 	defer m.c.mu.Unlock()
 	if err := m.reach(); err != nil {
@@ -436,18 +479,18 @@ func (m member) SeatsOn(_ context.Context, incarnation string) ([]string, error)
 
 func (m member) UnclaimNode(context.Context, string) error { return nil }
 
-func (m member) ReportStore(_ context.Context, incarnation string, reached bool, _ time.Duration) ([]mailbox.StoreReport, error) {
+func (m member) ReportStore(_ context.Context, incarnation string, reached bool, sentAgo, _ time.Duration) ([]mailbox.StoreReport, error) {
 	m.c.mu.Lock()
 	defer m.c.mu.Unlock()
 	if m.c.witnessCut[incarnation] {
 		return nil, errors.New("redis: connection refused")
 	}
 	now := m.c.clock.Now()
-	m.c.reports[incarnation] = report{reached, now}
+	m.c.reports[incarnation] = report{reached, now.Add(-sentAgo)}
 	var peers []mailbox.StoreReport
 	for inc, r := range m.c.reports {
 		if inc != incarnation {
-			peers = append(peers, mailbox.StoreReport{Incarnation: inc, Reached: r.reached, Age: now.Sub(r.at)})
+			peers = append(peers, mailbox.StoreReport{Incarnation: inc, Reached: r.reached, SentAgo: now.Sub(r.at)})
 		}
 	}
 	return peers, nil
@@ -466,20 +509,8 @@ func (m member) MovedOn(context.Context, string, map[string]int64) ([]string, er
 func twoNodes(t *testing.T) (*company, *Node, *Node, func()) {
 	t.Helper()
 	clock := NewFakeClock(time.Unix(1_000_000, 0))
-	c := &company{clock: clock, cut: map[string]bool{}, witnessCut: map[string]bool{}, reports: map[string]report{},
-		beat: map[string]time.Time{}, claimed: map[string]string{}, start: clock.Now()}
-	node := func(inc, seat string) *Node {
-		n := New(Config{
-			Incarnation: inc, Timeout: timeout, Clock: clock, Store: member{c, inc}, Witness: member{c, inc}, Watchdog: noWatchdog{},
-			Teardown: func(string) error { return nil }, Log: discard,
-			TellHostLost: func(string, []string) bool { return true },
-		})
-		t.Cleanup(n.tells.Wait)
-		n.Start(context.Background())
-		n.Tenures.Begin(seat, 1)
-		return n
-	}
-	n1, n2 := node("n1:aaaa", "cto"), node("n2:bbbb", "cfo")
+	c := newCompany(clock)
+	n1, n2 := c.node(t, "n1:aaaa", "cto"), c.node(t, "n2:bbbb", "cfo")
 	// step is one beat of each, a third of the timeout on; n1 beats first,
 	// so a claim it makes at a step lands before n2's beat at that step.
 	step := func() {
@@ -494,6 +525,26 @@ func twoNodes(t *testing.T) (*company, *Node, *Node, func()) {
 		t.Fatal("after a timeout of good beats a node may not claim")
 	}
 	return c, n1, n2, step
+}
+
+func newCompany(clock *FakeClock) *company {
+	return &company{clock: clock, cut: map[string]bool{}, witnessCut: map[string]bool{}, failOnce: map[string]bool{},
+		frozenFor: map[string]bool{}, hung: map[string]chan hungWrite{},
+		reports: map[string]report{}, beat: map[string]time.Time{}, claimed: map[string]string{}, start: clock.Now()}
+}
+
+// node starts an incarnation on the company, hosting seat.
+func (c *company) node(t *testing.T, inc, seat string) *Node {
+	t.Helper()
+	n := New(Config{
+		Incarnation: inc, Timeout: timeout, Clock: c.clock, Store: member{c, inc}, Witness: member{c, inc}, Watchdog: noWatchdog{},
+		Teardown: func(string) error { return nil }, Log: discard,
+		TellHostLost: func(string, []string) bool { return true },
+	})
+	t.Cleanup(n.tells.Wait)
+	n.Start(context.Background())
+	n.Tenures.Begin(seat, 1)
+	return n
 }
 
 func (c *company) set(f func(c *company)) {
@@ -634,12 +685,14 @@ func TestOutageThatEndsForOneNodeOnlyFencesTheOtherBeforeAClaim(t *testing.T) {
 	}
 }
 
-// A node rides out a Postgres outage only while no peer reports reaching
-// it within FenceAfter and the witness answers.
+// A node rides out a Postgres outage only while the witness answers and no
+// peer reports a write that reached Postgres sent after this node's own
+// first failed write (here 2 s ago); a peer's last good write before that,
+// however recent, proves nothing.
 func TestMayRide(t *testing.T) {
 	t.Parallel()
 	n := New(Config{Incarnation: "n1:aaaa", Timeout: timeout, Clock: NewFakeClock(time.Unix(0, 0)), Log: discard})
-	half := timeout / 2
+	sinceFirstFailed := 2 * time.Second
 	for _, tc := range []struct {
 		name  string
 		peers []mailbox.StoreReport
@@ -647,15 +700,15 @@ func TestMayRide(t *testing.T) {
 		ride  bool
 	}{
 		{"alone", nil, nil, true},
-		{"every peer cut off too", []mailbox.StoreReport{{Incarnation: "n2", Age: time.Millisecond}}, nil, true},
-		{"a peer reached it just now", []mailbox.StoreReport{{Incarnation: "n2", Age: time.Millisecond}, {Incarnation: "n3", Reached: true}}, nil, false},
-		{"a peer reached it exactly FenceAfter ago", []mailbox.StoreReport{{Incarnation: "n2", Reached: true, Age: half}}, nil, false},
-		{"a peer last reached it longer ago", []mailbox.StoreReport{{Incarnation: "n2", Reached: true, Age: half + time.Millisecond}}, nil, true},
+		{"every peer cut off too", []mailbox.StoreReport{{Incarnation: "n2", SentAgo: time.Millisecond}}, nil, true},
+		{"a peer reached it just now", []mailbox.StoreReport{{Incarnation: "n2", SentAgo: time.Millisecond}, {Incarnation: "n3", Reached: true}}, nil, false},
+		{"a peer reached it as this node's write failed", []mailbox.StoreReport{{Incarnation: "n2", Reached: true, SentAgo: sinceFirstFailed}}, nil, false},
+		{"a peer's last good write just before this node's failed", []mailbox.StoreReport{{Incarnation: "n2", Reached: true, SentAgo: sinceFirstFailed + time.Millisecond}}, nil, true},
 		{"the witness cannot be read", nil, errors.New("redis: i/o timeout"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := n.mayRide(tc.peers, tc.err) == nil; got != tc.ride {
-				t.Fatalf("may ride = %v; want %v (%v)", got, tc.ride, n.mayRide(tc.peers, tc.err))
+			if got := n.mayRide(tc.peers, tc.err, sinceFirstFailed) == nil; got != tc.ride {
+				t.Fatalf("may ride = %v; want %v (%v)", got, tc.ride, n.mayRide(tc.peers, tc.err, sinceFirstFailed))
 			}
 		})
 	}
@@ -685,5 +738,231 @@ func TestDetectorWaitsForAWholeTimeoutOfReportedBeats(t *testing.T) {
 	b.beat(timeout/3, false)
 	if b.store.claims != 1 {
 		t.Fatalf("%d detector runs a whole timeout after the failed report; want 1", b.store.claims)
+	}
+}
+
+// phased is a company whose nodes beat out of phase, as nodes started
+// apart do: node i beats at its offset and on every third of the timeout
+// after it, each beat on its own goroutine. run moves the clock on in
+// small steps, releases the writes a frozen store holds when their
+// deadline passes or the store thaws, and starts each node's beat when
+// its tick has come and its last beat is done (a ticker keeps one tick
+// for a slow reader, so a beat that overran starts the next at once).
+type phased struct {
+	c     *company
+	nodes []*Node
+	next  []time.Time
+	// done is closed when node i's beat in flight returns; held is its
+	// write a frozen store holds.
+	done []chan struct{}
+	held []*hungWrite
+}
+
+func newPhased(t *testing.T, offsets []time.Duration) *phased {
+	t.Helper()
+	clock := NewFakeClock(time.Unix(1_000_000, 0))
+	p := &phased{c: newCompany(clock)}
+	for _, off := range offsets {
+		p.nodes = append(p.nodes, nil)
+		p.next = append(p.next, clock.Now().Add(off))
+		p.done = append(p.done, nil)
+		p.held = append(p.held, nil)
+	}
+	// Every node started and beat for two timeouts, so each may claim.
+	p.run(t, 2*timeout+timeout/3)
+	return p
+}
+
+const phaseStep = 10 * time.Millisecond
+
+func (p *phased) run(t *testing.T, d time.Duration) {
+	t.Helper()
+	end := p.c.clock.Now().Add(d)
+	for p.c.clock.Now().Before(end) {
+		p.c.clock.Advance(phaseStep)
+		now := p.c.clock.Now()
+		p.c.mu.Lock()
+		frozen := p.c.frozen
+		frozenFor := maps.Clone(p.c.frozenFor)
+		p.c.mu.Unlock()
+		for i, w := range p.held {
+			if w == nil {
+				continue
+			}
+			switch {
+			case !frozen && !frozenFor[p.nodes[i].cfg.Incarnation]:
+				w.release <- nil
+			case !now.Before(w.deadline):
+				w.release <- context.DeadlineExceeded
+			default:
+				continue
+			}
+			p.held[i] = nil
+			p.settle(i)
+		}
+		for i := range p.nodes {
+			if p.done[i] != nil || now.Before(p.next[i]) {
+				continue
+			}
+			for !p.next[i].After(now) {
+				p.next[i] = p.next[i].Add(timeout / 3)
+			}
+			if p.nodes[i] == nil {
+				inc := fmt.Sprintf("n%d:%04d", i+1, i)
+				p.c.set(func(c *company) { c.hung[inc] = make(chan hungWrite) })
+				p.nodes[i] = p.c.node(t, inc, fmt.Sprintf("seat-%d", i+1))
+				continue
+			}
+			done := make(chan struct{})
+			p.done[i] = done
+			go func(n *Node) { defer close(done); n.Beat(context.Background()) }(p.nodes[i])
+			p.settle(i)
+		}
+	}
+}
+
+// settle waits until node i's beat returns or a frozen store holds its
+// write.
+func (p *phased) settle(i int) {
+	p.c.mu.Lock()
+	ch := p.c.hung[p.nodes[i].cfg.Incarnation]
+	p.c.mu.Unlock()
+	select {
+	case <-p.done[i]:
+		p.done[i] = nil
+	case w := <-ch:
+		p.held[i] = &w
+	}
+}
+
+func (p *phased) fenced() []string {
+	var out []string
+	for _, n := range p.nodes {
+		if n.Tenures.SelfFenced() || n.Tenures.HostedCount() != 1 {
+			out = append(out, n.cfg.Incarnation)
+		}
+	}
+	return out
+}
+
+// offsetsGrid is every phase a node can have against the first, a tenth
+// of an interval apart.
+func offsetsGrid() []time.Duration {
+	var out []time.Duration
+	for off := time.Duration(0); off < timeout/3; off += timeout / 30 {
+		out = append(out, off)
+	}
+	return out
+}
+
+// A Postgres outage every node shares, 8 s long, fences nobody and claims
+// nobody, whatever the nodes' beat phases and wherever in an interval the
+// outage begins: each node asks whether a peer reached the store after
+// its own first failed write, and none did. (The rule before asked whether
+// a peer had reached it recently, and a peer whose last good beat fell
+// just before the outage looked like one that still did.)
+func TestSharedOutageFencesNobodyAtAnyPhase(t *testing.T) {
+	t.Parallel()
+	for _, how := range outageKinds {
+		for _, spread := range offsetsGrid() {
+			for _, begin := range offsetsGrid() {
+				t.Run(fmt.Sprintf("%s/spread=%s/begin=%s", how.name, spread, begin), func(t *testing.T) {
+					offsets := []time.Duration{0, spread, 2 * spread % (timeout / 3), 3 * spread % (timeout / 3)}
+					p := newPhased(t, offsets)
+					p.run(t, begin)
+					p.c.set(func(c *company) { how.set(c, "", true) })
+					p.run(t, 8*time.Second)
+					if got := p.fenced(); len(got) != 0 {
+						t.Fatalf("nodes %v fenced themselves in an outage every node shared", got)
+					}
+					p.c.set(func(c *company) { how.set(c, "", false) })
+					p.run(t, 3*timeout)
+					if got := p.c.claimsSoFar(); len(got) != 0 {
+						t.Fatalf("claims %v in or after an outage every node shared", got)
+					}
+					if got := p.fenced(); len(got) != 0 {
+						t.Fatalf("nodes %v let their seats go after an outage every node shared", got)
+					}
+				})
+			}
+		}
+	}
+}
+
+// outageKinds are the two ways a store is lost: its connections refused
+// at once (stopped, a reset) or every write held until its deadline
+// (frozen, a black hole). set loses it (on) or gives it back (off), for
+// node inc only or, with inc empty, for every node.
+var outageKinds = []struct {
+	name string
+	set  func(c *company, inc string, on bool)
+}{
+	{"refused", func(c *company, inc string, on bool) {
+		if inc == "" {
+			c.down = on
+		} else {
+			c.cut[inc] = on
+		}
+	}},
+	{"frozen", func(c *company, inc string, on bool) {
+		if inc == "" {
+			c.frozen = on
+		} else {
+			c.frozenFor[inc] = on
+		}
+	}},
+}
+
+// A node cut off alone fences itself before any peer claims it, and is
+// claimed, whatever the phases and wherever in an interval the cut falls.
+func TestNodeCutOffAloneFencesFirstAtAnyPhase(t *testing.T) {
+	t.Parallel()
+	for _, how := range outageKinds {
+		for _, spread := range offsetsGrid() {
+			for _, begin := range offsetsGrid() {
+				t.Run(fmt.Sprintf("%s/spread=%s/begin=%s", how.name, spread, begin), func(t *testing.T) {
+					p := newPhased(t, []time.Duration{0, spread, 2 * spread % (timeout / 3)})
+					p.run(t, begin)
+					cut := p.nodes[1]
+					p.c.set(func(c *company) { how.set(c, cut.cfg.Incarnation, true) })
+					for p.c.clock.Now().Sub(p.c.start) < time.Minute && !cut.Tenures.SelfFenced() {
+						p.run(t, phaseStep)
+						if got := p.c.claimsSoFar(); len(got) != 0 {
+							t.Fatalf("claims %v before %s fenced itself", got, cut.cfg.Incarnation)
+						}
+					}
+					p.run(t, 2*timeout)
+					if got := p.c.claimsSoFar(); len(got) != 1 || !strings.HasSuffix(strings.Split(got[0], "@")[0], ">"+cut.cfg.Incarnation) {
+						t.Fatalf("claims %v; want one claim of %s, after it fenced itself", got, cut.cfg.Incarnation)
+					}
+				})
+			}
+		}
+	}
+}
+
+// A node whose write failed just as a shared outage ended, while a peer's
+// already reached the store, tries its own write once more before it
+// fences itself on the peer's word: it lands, and the node keeps its seat.
+func TestOutageEndingAsAWriteFailsIsRecheckedBeforeAFence(t *testing.T) {
+	t.Parallel()
+	c, n1, n2, step := twoNodes(t)
+	c.set(func(c *company) { c.down = true })
+	for range 6 {
+		step()
+	}
+	c.set(func(c *company) { c.down = false; c.failOnce["n2:bbbb"] = true })
+	step()
+	if n2.Tenures.SelfFenced() || n2.Tenures.HostedCount() != 1 {
+		t.Fatal("n2 fenced itself though its own write reached the store on the recheck")
+	}
+	if n2.riding || n2.SinceLastBeat() != 0 {
+		t.Fatalf("n2 riding %v, %s since its last write; want its recheck counted as a good write", n2.riding, n2.SinceLastBeat())
+	}
+	for range 6 {
+		step()
+	}
+	if got := c.claimsSoFar(); len(got) != 0 || n1.Tenures.SelfFenced() {
+		t.Fatalf("claims %v after the outage; want none", got)
 	}
 }
