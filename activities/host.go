@@ -111,6 +111,9 @@ func (h *Host) Attach(ctx context.Context, in crewlet.AttachInput) (crewlet.Atta
 	case h.Tenures.Draining():
 		return crewlet.AttachOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("node %s is draining and takes no new seat", h.Incarnation), crewlet.ErrorTypeRefused, nil)
+	case h.Tenures.Starting():
+		return crewlet.AttachOutput{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("node %s is starting and takes no seat before its first presence write", h.Incarnation), crewlet.ErrorTypeRefused, nil)
 	case h.Tenures.SelfFenced():
 		return crewlet.AttachOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("node %s cannot reach Postgres and takes no seat", h.Incarnation), crewlet.ErrorTypeRefused, nil)

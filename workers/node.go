@@ -53,7 +53,11 @@ type NodeOptions struct {
 	// long, as a node cut off from Postgres sees it. It exists for the
 	// self-fencing test and nothing else.
 	CutStoreAfter time.Duration
-	Stderr        io.Writer
+	// SlowStart, when set, holds the start that long before the build
+	// check, as a slow Temporal would. It exists for the test that a
+	// starting node beats meanwhile and nothing else.
+	SlowStart time.Duration
+	Stderr    io.Writer
 	// Exit ends the process; the watchdog calls it with code 75.
 	Exit func(int)
 	// Metrics is where the node's series go; nil records none.
@@ -189,6 +193,28 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 	}); err != nil {
 		return nil, err
 	}
+	// From its registration on, peers count the node's presence and may
+	// place seats on it, so it beats from here: the start below can wait
+	// minutes on Temporal (making its build current), and a node silent
+	// that long would be claimed while its host queue already runs
+	// tenures.
+	n.started = time.Now()
+	n.live.Start(ctx)
+	n.loopsDone.Add(2)
+	go func() { defer n.loopsDone.Done(); n.live.Run(n.stop) }()
+	go func() { defer n.loopsDone.Done(); n.watchdog.Run(n.stop) }()
+	defer func() {
+		if err != nil {
+			n.watchdog.Disarm()
+			close(n.stop)
+			n.loopsDone.Wait()
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if serr := presence.StopNode(sctx, incarnation); serr != nil {
+				n.log.Warn("node_stop_record_failed", "error", serr)
+			}
+		}
+	}()
 	deps := Deps{
 		Seats:       &activities.Seats{Store: st, Org: org, Tickets: tk, LiveWithin: hb, Here: n.host, Log: n.log},
 		Mail:        &activities.Mail{Store: st, Mailbox: mb, Tickets: tk, Log: n.log, Metrics: opts.Metrics, Org: org},
@@ -249,6 +275,13 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 		n.hosted.Stop()
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
+	if opts.SlowStart > 0 {
+		select {
+		case <-time.After(opts.SlowStart):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	policy := boot.Temporal.Deployment.Promote
 	promotion := newPromotion(tc, deployment, boot.Temporal.TaskQueue, n.BuildID, policy, n.log)
 	promotion.liveBuilds = func(ctx context.Context) (map[string]bool, error) {
@@ -275,13 +308,8 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 		}
 		n.log.Warn("build_not_current", "deployment", deployment, "build_id", n.BuildID, "current", current, "fix", fix)
 	}
-	n.started = time.Now()
 	n.notifier.Start()
 	n.registerGauges()
-	n.live.Start(ctx)
-	n.loopsDone.Add(2)
-	go func() { defer n.loopsDone.Done(); n.live.Run(n.stop) }()
-	go func() { defer n.loopsDone.Done(); n.watchdog.Run(n.stop) }()
 	if current != n.BuildID && policy == config.PromoteFirst {
 		n.loopsDone.Add(1)
 		go func() { defer n.loopsDone.Done(); promotion.watch(n.stop) }()

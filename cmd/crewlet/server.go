@@ -296,7 +296,10 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		if node, err = workers.StartNode(ctx, d.live, d.store, d.mailbox, d.temporal, d.seats, d.delivery, log, opts); err != nil {
 			return err
 		}
-		if err := d.reconciler.Reconcile(ctx, d.live.Now(), node.NodeID); err != nil {
+		// A signal while the seats start is a shutdown like any other (the
+		// loop below drains the node), not a failed start: seats may already
+		// be attached here.
+		if err := d.reconciler.Reconcile(ctx, d.live.Now(), node.NodeID); err != nil && ctx.Err() == nil {
 			node.Stop()
 			return fmt.Errorf("start seats: %w", err)
 		}
@@ -507,7 +510,7 @@ func nodeOptions(nodeID, labels string, capacity int, stderr io.Writer) (workers
 		opts.Labels[strings.ToLower(k)] = v
 	}
 	hooks := testhook.Current()
-	opts.WedgeAfter, opts.CutStoreAfter = hooks.WedgeAfter, hooks.CutStoreAfter
+	opts.WedgeAfter, opts.CutStoreAfter, opts.SlowStart = hooks.WedgeAfter, hooks.CutStoreAfter, hooks.SlowStart
 	return opts, nil
 }
 

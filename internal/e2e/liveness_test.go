@@ -254,3 +254,31 @@ func TestServeExitsWithinItsShutdownBoundWhenItsSeatsHaveNowhereToGo(t *testing.
 		t.Fatalf("serve took %v to exit; want within its bound %v", took, bound)
 	}
 }
+
+// A node whose start is slow after it registered (making its build current
+// can wait on Temporal for minutes) beats its presence meanwhile: a peer
+// does not claim it, though its host queue may already run tenures. Before,
+// its first beat came after that check, and a check longer than the
+// heartbeat timeout got a starting node claimed by its peers (seen with
+// three nodes starting at once, their promotions in conflict).
+func TestStartingNodeIsNotClaimedWhileItChecksItsBuild(t *testing.T) {
+	c := newCompany(t, mcpFleetOrg(t, 2))
+	c.apiServer()
+	peer := c.worker("n1")
+	c.waitAttached(60 * time.Second)
+	const slow = 8 * time.Second // more than twice the heartbeat timeout (3 s)
+	slowNode := c.workerWithEnv("n2", []string{testhook.Hooks{SlowStart: slow}.Env()})
+	testenv.Eventually(t, slow+30*time.Second, "n2 started after its slow start", func() error {
+		if len(linesWith(slowNode.out.String(), "node_started")) == 0 {
+			return fmt.Errorf("n2 has not logged node_started")
+		}
+		return nil
+	})
+	if claims := linesWith(peer.out.String(), "node_claimed"); len(claims) != 0 {
+		t.Fatalf("n1 claimed a node while n2 started slowly: %v", claims)
+	}
+	if lines := linesWith(slowNode.out.String(), "node_fenced_itself"); len(lines) != 0 {
+		t.Fatalf("n2 fenced itself during its slow start: %v", lines)
+	}
+	c.liveIncarnation("n2") // fails the test unless n2 is live
+}

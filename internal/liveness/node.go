@@ -116,12 +116,14 @@ type Node struct {
 	riding bool
 }
 
-// New returns the liveness of a node incarnation, hosting nothing yet.
+// New returns the liveness of a node incarnation, hosting nothing yet and
+// taking no seat before its first good beat.
 func New(cfg Config) *Node {
 	n := &Node{
 		Tenures: NewTenures(cfg.Incarnation, cfg.Clock, cfg.Teardown, cfg.Log, cfg.Metrics),
 		cfg:     cfg, drainRequested: make(chan struct{}),
 	}
+	n.Tenures.starting = true
 	n.lastBeat.Store(cfg.Clock.Now().UnixNano())
 	return n
 }

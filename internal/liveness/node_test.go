@@ -966,3 +966,22 @@ func TestOutageEndingAsAWriteFailsIsRecheckedBeforeAFence(t *testing.T) {
 		t.Fatalf("claims %v after the outage; want none", got)
 	}
 }
+
+// A node takes no seat before its first good beat: peers count its
+// presence from its registration, and it has not yet shown it keeps it.
+func TestANodeTakesNoSeatBeforeItsFirstGoodBeat(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if !b.node.Tenures.Starting() {
+		t.Fatal("a node that never beat takes seats")
+	}
+	b.store.set(func(p *presence) { p.down = true })
+	b.node.Start(context.Background())
+	if !b.node.Tenures.Starting() {
+		t.Fatal("a node whose first beat failed takes seats")
+	}
+	b.beat(timeout/3, false)
+	if b.node.Tenures.Starting() {
+		t.Fatal("a node still takes no seat after a good beat")
+	}
+}

@@ -33,6 +33,10 @@ type Tenures struct {
 	// selfFenced is set while the node cannot reach Postgres for longer
 	// than it may act for its seats: it hosts nothing and takes no seat.
 	selfFenced bool
+	// starting is set, for a node's registry, until its first good
+	// presence beat: peers count its presence from its registration, and
+	// it takes no seat before it has shown it can keep that presence.
+	starting bool
 	// tenuresRead is the database's time at Reconcile's last read of the
 	// tenures begun elsewhere, and sweptAt when it last checked every tenure
 	// here; only the presence loop touches them.
@@ -119,6 +123,14 @@ func (t *Tenures) Draining() bool {
 	return t.draining
 }
 
+// Starting reports whether the node has not yet had a good presence beat
+// and so takes no seat.
+func (t *Tenures) Starting() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.starting
+}
+
 // SelfFenced reports whether the node fenced itself and so takes no seat.
 func (t *Tenures) SelfFenced() bool {
 	t.mu.Lock()
@@ -173,13 +185,15 @@ func (t *Tenures) FenceSelf() []string {
 	return out
 }
 
-// Unfence lets the node take seats again once it reaches Postgres; it
+// Unfence records a good presence beat: the node takes seats from its
+// first on, and again once it reaches Postgres after it fenced itself. It
 // reports whether the node was fenced.
 func (t *Tenures) Unfence() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	was := t.selfFenced
 	t.selfFenced = false
+	t.starting = false
 	return was
 }
 

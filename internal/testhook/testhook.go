@@ -56,6 +56,10 @@ type Hooks struct {
 	// CutStoreAfter (cut_store_after) fails every presence write once the
 	// node has run that long, as if Postgres were unreachable from it.
 	CutStoreAfter time.Duration
+	// SlowStart (slow_start) holds a starting node that long after it
+	// registered, before it checks its worker build, as a Temporal slow
+	// to make a build current would.
+	SlowStart time.Duration
 	// TemporalCalls (temporal_calls) names a file where the process writes
 	// how many calls it made to Temporal, every second ("calls N").
 	TemporalCalls string
@@ -94,6 +98,8 @@ var hooks = []hook{
 		func(h Hooks) string { return durationString(h.WedgeAfter) }},
 	{"cut_store_after", duration(func(h *Hooks) *time.Duration { return &h.CutStoreAfter }),
 		func(h Hooks) string { return durationString(h.CutStoreAfter) }},
+	{"slow_start", duration(func(h *Hooks) *time.Duration { return &h.SlowStart }),
+		func(h Hooks) string { return durationString(h.SlowStart) }},
 	{"temporal_calls", path(func(h *Hooks) *string { return &h.TemporalCalls }),
 		func(h Hooks) string { return h.TemporalCalls }},
 	{"scripted_probe", path(func(h *Hooks) *string { return &h.ScriptedProbe }),
