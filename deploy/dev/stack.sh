@@ -6,6 +6,7 @@
 #   deploy/dev/stack.sh down     stop all three
 #   deploy/dev/stack.sh status   print each service up/down
 #   deploy/dev/stack.sh env      print the CREWLET_* exports: eval "$(deploy/dev/stack.sh env)"
+#   deploy/dev/stack.sh browser  install Debian's chromium for the browser tests if missing
 #
 # Ports (loopback only): Temporal 7233 (UI 8233), Postgres 55432, Redis 56379.
 set -euo pipefail
@@ -213,10 +214,7 @@ redis_ping() { redis-cli -h "$HOST" -p "$REDIS_PORT" ping 2>/dev/null | grep -q 
 redis_up() {
   if ! command -v redis-server >/dev/null; then
     log "redis: installing redis-server with apt-get"
-    local sudo=""; [[ "$(id -u)" == 0 ]] || sudo="sudo"
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null \
-      && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null \
-      || die "redis: apt-get install redis-server failed"
+    apt_install redis-server || die "redis: apt-get install redis-server failed"
   fi
   if redis_ping; then
     log "redis: already up on $HOST:$REDIS_PORT"
@@ -271,6 +269,17 @@ cmd_up() {
   log "env: $DEV/env (load with: set -a; . .dev/env; set +a)"
 }
 
+# The console's browser tests (internal/e2e) drive Debian's headless Chromium and fail
+# without one; $CREWLET_CHROMIUM names another binary instead.
+cmd_browser() {
+  if [[ -n "${CREWLET_CHROMIUM:-}" ]] || command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then
+    log "chromium: present"
+    return 0
+  fi
+  log "chromium: installing Debian's chromium with apt-get (the console's browser tests need it)"
+  apt_install chromium || die "chromium: apt-get install chromium failed"
+}
+
 cmd_down() {
   lock
   temporal_down
@@ -295,5 +304,6 @@ case "${1:-}" in
   down) cmd_down ;;
   status) cmd_status ;;
   env) env_lines "export " ;;
-  *) echo "usage: $0 up|down|status|env" >&2; exit 2 ;;
+  browser) cmd_browser ;;
+  *) echo "usage: $0 up|down|status|env|browser" >&2; exit 2 ;;
 esac
