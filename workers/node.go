@@ -57,6 +57,10 @@ type NodeOptions struct {
 	// check, as a slow Temporal would. It exists for the test that a
 	// starting node beats meanwhile and nothing else.
 	SlowStart time.Duration
+	// BeatOffset, when set, starts the presence loop that long after the
+	// first beat. It exists for the tests of nodes beating out of phase
+	// and nothing else.
+	BeatOffset time.Duration
 	Stderr    io.Writer
 	// Exit ends the process; the watchdog calls it with code 75.
 	Exit func(int)
@@ -201,7 +205,14 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 	n.started = time.Now()
 	n.live.Start(ctx)
 	n.loopsDone.Add(2)
-	go func() { defer n.loopsDone.Done(); n.live.Run(n.stop) }()
+	go func() {
+		defer n.loopsDone.Done()
+		select {
+		case <-time.After(opts.BeatOffset):
+			n.live.Run(n.stop)
+		case <-n.stop:
+		}
+	}()
 	go func() { defer n.loopsDone.Done(); n.watchdog.Run(n.stop) }()
 	defer func() {
 		if err != nil {

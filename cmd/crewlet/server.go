@@ -510,7 +510,7 @@ func nodeOptions(nodeID, labels string, capacity int, stderr io.Writer) (workers
 		opts.Labels[strings.ToLower(k)] = v
 	}
 	hooks := testhook.Current()
-	opts.WedgeAfter, opts.CutStoreAfter, opts.SlowStart = hooks.WedgeAfter, hooks.CutStoreAfter, hooks.SlowStart
+	opts.WedgeAfter, opts.CutStoreAfter, opts.SlowStart, opts.BeatOffset = hooks.WedgeAfter, hooks.CutStoreAfter, hooks.SlowStart, hooks.BeatOffset
 	return opts, nil
 }
 

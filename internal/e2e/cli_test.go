@@ -20,7 +20,7 @@ seats:
   - { handle: cto, role: support, kind: robot }
 `
 
-func writeFile(t *testing.T, name, body string) string {
+func writeFile(t testing.TB, name, body string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {

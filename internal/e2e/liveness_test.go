@@ -21,7 +21,7 @@ import (
 
 // mcpFleetOrg writes an org of n seats s01..sNN whose role runs the MCP test
 // server (stdio) with each tenure: "count" calls its read-only tool.
-func mcpFleetOrg(t *testing.T, n int) string {
+func mcpFleetOrg(t testing.TB, n int) string {
 	t.Helper()
 	bin := toolstest.BuildT(t)
 	var seats strings.Builder

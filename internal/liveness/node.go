@@ -44,8 +44,9 @@ type Witness interface {
 	// ReportStore records whether this node's latest presence write, sent
 	// sentAgo before the call, reached Postgres and returns every peer's
 	// latest report younger than forgetAfter, each saying how long ago its
-	// write was sent, by the witness's one clock.
-	ReportStore(ctx context.Context, incarnation string, reached bool, sentAgo, forgetAfter time.Duration) ([]mailbox.StoreReport, error)
+	// write was sent and its run of writes that reached Postgres (reports
+	// at most runGap apart) began, by the witness's one clock.
+	ReportStore(ctx context.Context, incarnation string, reached bool, sentAgo, runGap, forgetAfter time.Duration) ([]mailbox.StoreReport, error)
 }
 
 // Watchdog is told each time the presence loop turns (watchdog.Watchdog).
@@ -205,7 +206,7 @@ func (n *Node) Beat(ctx context.Context) {
 		sinceFirstFailed := n.cfg.Clock.Now().Sub(n.firstFailed)
 		peers, werr := n.report(ctx, false, sent)
 		if since > n.FenceAfter() {
-			n.outage(ctx, since, n.mayRide(peers, werr, sinceFirstFailed))
+			n.outage(ctx, since, n.judge(peers, werr, sinceFirstFailed))
 		}
 		return
 	}
@@ -261,35 +262,40 @@ func (n *Node) report(ctx context.Context, reached bool, sent time.Time) ([]mail
 	}
 	wctx, cancel := context.WithTimeout(ctx, n.Interval()/2)
 	defer cancel()
-	return n.cfg.Witness.ReportStore(wctx, n.cfg.Incarnation, reached, n.cfg.Clock.Now().Sub(sent), witnessMemory*n.cfg.Timeout)
+	// The witness judges a peer's run by its writes' sends, the detector
+	// by its reports' sends (mayClaim); a write takes at most a beat, so
+	// with a beat more of gap the witness never sees a run begin later
+	// than the detector counts it.
+	runGap := n.FenceAfter() + n.Interval()
+	return n.cfg.Witness.ReportStore(wctx, n.cfg.Incarnation, reached, n.cfg.Clock.Now().Sub(sent), runGap, witnessMemory*n.cfg.Timeout)
 }
 
 // witnessMemory is how many heartbeat timeouts a silent node's report is
 // kept: far past the span any rule reads (FenceAfter).
 const witnessMemory = 20
 
-// outage acts, past FenceAfter without presence, on why the node may not
-// keep its seats (nil: it may, every peer is as cut off from Postgres as
-// it is, so none can claim it). Before it fences itself on a peer's word
-// it tries its own presence write once more, briefly: a write that lands
-// now means the outage just ended for this node too (its last write
-// failed as Postgres came back, a moment before a peer's succeeded), not
-// that it is cut off alone.
-func (n *Node) outage(ctx context.Context, since time.Duration, why error) {
-	if why != nil && n.Tenures.HostedCount() > 0 {
+// outage acts, past FenceAfter without presence, on the verdict of
+// judge: the node keeps its seats (every peer is as cut off from Postgres
+// as it is, so none can claim it), or fences itself. Before it fences on
+// a peer's word it tries its own presence write once more, for as long as
+// the earliest claim allows: a write that lands means the outage just
+// ended for this node too (its last write was still waiting as Postgres
+// came back, while a peer's went through), not that it is cut off alone.
+func (n *Node) outage(ctx context.Context, since time.Duration, v verdict) {
+	if v.why != nil && v.recheck > 0 && n.Tenures.HostedCount() > 0 {
 		sent := n.cfg.Clock.Now()
-		cctx, cancel := context.WithTimeout(ctx, n.Interval()/4)
+		cctx, cancel := context.WithTimeout(ctx, v.recheck)
 		_, err := n.cfg.Store.NodeHeartbeat(cctx, n.cfg.Incarnation, n.Tenures.HostedCount(), n.Tenures.Unproven())
 		cancel()
 		if err == nil {
 			n.wrote(sent)
 			n.cfg.Log.Info("node_store_reached_on_recheck", "node", n.cfg.Incarnation, "without_presence", since.Round(time.Millisecond),
-				"had_cause_to_fence", why.Error())
+				"had_cause_to_fence", v.why.Error())
 			return
 		}
 	}
-	if why != nil {
-		n.fenceSelf(since, why)
+	if v.why != nil {
+		n.fenceSelf(since, v.why)
 		return
 	}
 	if !n.riding && n.Tenures.HostedCount() > 0 {
@@ -300,28 +306,69 @@ func (n *Node) outage(ctx context.Context, since time.Duration, why error) {
 	}
 }
 
-// mayRide returns nil when a node that cannot write its presence may keep
-// its seats, and otherwise why not. Peers claim only through Postgres, so
-// the question is whether any peer reached it after this node's own first
-// failed write (sent sinceFirstFailed before the witness was read): a
-// peer's report says when its write was sent by the witness's clock, so
-// the answer does not depend on when in its interval each node beats. A
-// peer's last good write before that proves nothing: the outage had not
-// begun for this node then either. A peer that reaches Postgres later is
-// seen at this node's next beat, long before it has the whole timeout of
-// good beats a claim needs (mayClaim). A witness that cannot be read
-// proves nothing, and the node fences as one cut off alone.
-func (n *Node) mayRide(peers []mailbox.StoreReport, werr error, sinceFirstFailed time.Duration) error {
+// verdict is judge's answer: why the node may not keep its seats (nil: it
+// may), and how long it may still try its own write before it must have
+// fenced (0: no time left).
+type verdict struct {
+	why     error
+	recheck time.Duration
+}
+
+// fenceMargin is how long before the earliest moment a peer could claim
+// it a node has fenced itself: its teardown and the clocks' skew.
+func (n *Node) fenceMargin() time.Duration { return n.Interval() / 2 }
+
+// judge decides, for a node that cannot write its presence, whether it
+// keeps its seats. Peers claim only through Postgres, so the question is
+// whether any peer reached it after this node's own first failed write
+// (sent sinceFirstFailed before the witness was read): a peer's report
+// says when its write was sent by the witness's clock, so the answer does
+// not depend on when in its interval each node beats. A peer's last good
+// write before that proves nothing: the outage had not begun for this
+// node then either. A witness that cannot be read proves nothing, and the
+// node fences as one cut off alone.
+//
+// When a peer did reach Postgres since, the earliest it could claim this
+// node is a whole timeout after the later of this node's last good write
+// (its row must go stale) and the start of that peer's run of good writes
+// (the detector waits a timeout of them, mayClaim); the node may try its
+// own write until fenceMargin before that.
+func (n *Node) judge(peers []mailbox.StoreReport, werr error, sinceFirstFailed time.Duration) verdict {
 	if werr != nil {
-		return fmt.Errorf("the witness cannot be read: %w", werr)
+		return n.claimable(fmt.Errorf("the witness cannot be read: %w", werr), nil)
 	}
-	for _, p := range peers {
-		if p.Reached && p.SentAgo <= sinceFirstFailed {
-			return fmt.Errorf("peer %s reached Postgres %v ago, after this node's first failed write %v ago",
-				p.Incarnation, p.SentAgo.Round(time.Millisecond), sinceFirstFailed.Round(time.Millisecond))
+	var back *mailbox.StoreReport
+	for i, p := range peers {
+		if !p.Reached || p.SentAgo > sinceFirstFailed {
+			continue
+		}
+		// The peer whose run began earliest may claim first; a run the
+		// witness does not know may be as old as any.
+		if back == nil || !p.RunKnown || (back.RunKnown && p.RunAgo > back.RunAgo) {
+			back = &peers[i]
 		}
 	}
-	return nil
+	if back == nil {
+		return verdict{}
+	}
+	return n.claimable(fmt.Errorf("peer %s reached Postgres %v ago, after this node's first failed write %v ago",
+		back.Incarnation, back.SentAgo.Round(time.Millisecond), sinceFirstFailed.Round(time.Millisecond)), back)
+}
+
+// claimable is the verdict to fence, for why, with the time left to try
+// the node's own write: until fenceMargin before the earliest claim, by
+// the peer back on Postgres whose run began earliest (nil: any peer, with
+// a run as old as any).
+func (n *Node) claimable(why error, back *mailbox.StoreReport) verdict {
+	staleFor := n.SinceLastBeat()
+	if back != nil && back.RunKnown {
+		staleFor = min(staleFor, back.RunAgo)
+	}
+	claimIn := n.cfg.Timeout - staleFor
+	return verdict{
+		why:     fmt.Errorf("%w; a peer may claim this node in %v", why, claimIn.Round(time.Millisecond)),
+		recheck: min(n.Interval(), max(claimIn-n.fenceMargin(), 0)),
+	}
 }
 
 // fenceSelf stops the node acting for every seat it hosts (their MCP

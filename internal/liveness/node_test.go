@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -87,7 +86,7 @@ type peerWitness struct {
 	down bool
 }
 
-func (w *peerWitness) ReportStore(context.Context, string, bool, time.Duration, time.Duration) ([]mailbox.StoreReport, error) {
+func (w *peerWitness) ReportStore(context.Context, string, bool, time.Duration, time.Duration, time.Duration) ([]mailbox.StoreReport, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.down {
@@ -383,6 +382,9 @@ type company struct {
 	frozen    bool
 	frozenFor map[string]bool
 	hung      map[string]chan hungWrite
+	// slowUntil keeps holding a node's writes after a thaw until then, as
+	// a store that just thawed serves its backlog of connections first.
+	slowUntil map[string]time.Time
 	reports   map[string]report
 	beat      map[string]time.Time
 	claimed   map[string]string
@@ -392,10 +394,11 @@ type company struct {
 }
 
 // report is one node's latest word in the witness: whether its write
-// reached the store, and when that write was sent.
+// reached the store, when that write was sent, and when its run of writes
+// that reached the store began.
 type report struct {
 	reached bool
-	at      time.Time
+	at, run time.Time
 }
 
 // member is one node's connection to the company's store.
@@ -418,7 +421,7 @@ type hungWrite struct {
 func (m member) hang(ctx context.Context) error {
 	m.c.mu.Lock()
 	ch := m.c.hung[m.inc]
-	if ch == nil || !(m.c.frozen || m.c.frozenFor[m.inc]) {
+	if ch == nil || !m.c.holds(m.inc) {
 		m.c.mu.Unlock()
 		return nil
 	}
@@ -427,6 +430,11 @@ func (m member) hang(ctx context.Context) error {
 	m.c.mu.Unlock()
 	ch <- w
 	return <-w.release
+}
+
+// holds reports whether the store holds the node's writes now.
+func (c *company) holds(inc string) bool {
+	return c.frozen || c.frozenFor[inc] || c.clock.Now().Before(c.slowUntil[inc])
 }
 
 func (m member) reach() error {
@@ -479,18 +487,24 @@ func (m member) SeatsOn(_ context.Context, incarnation string) ([]string, error)
 
 func (m member) UnclaimNode(context.Context, string) error { return nil }
 
-func (m member) ReportStore(_ context.Context, incarnation string, reached bool, sentAgo, _ time.Duration) ([]mailbox.StoreReport, error) {
+func (m member) ReportStore(_ context.Context, incarnation string, reached bool, sentAgo, runGap, _ time.Duration) ([]mailbox.StoreReport, error) {
 	m.c.mu.Lock()
 	defer m.c.mu.Unlock()
 	if m.c.witnessCut[incarnation] {
 		return nil, errors.New("redis: connection refused")
 	}
 	now := m.c.clock.Now()
-	m.c.reports[incarnation] = report{reached, now.Add(-sentAgo)}
+	sent := now.Add(-sentAgo)
+	r := report{reached: reached, at: sent, run: sent}
+	if prev, ok := m.c.reports[incarnation]; ok && reached && prev.reached && sent.Sub(prev.at) <= runGap {
+		r.run = prev.run
+	}
+	m.c.reports[incarnation] = r
 	var peers []mailbox.StoreReport
 	for inc, r := range m.c.reports {
 		if inc != incarnation {
-			peers = append(peers, mailbox.StoreReport{Incarnation: inc, Reached: r.reached, SentAgo: now.Sub(r.at)})
+			peers = append(peers, mailbox.StoreReport{Incarnation: inc, Reached: r.reached, SentAgo: now.Sub(r.at),
+				RunAgo: now.Sub(r.run), RunKnown: r.reached})
 		}
 	}
 	return peers, nil
@@ -529,7 +543,7 @@ func twoNodes(t *testing.T) (*company, *Node, *Node, func()) {
 
 func newCompany(clock *FakeClock) *company {
 	return &company{clock: clock, cut: map[string]bool{}, witnessCut: map[string]bool{}, failOnce: map[string]bool{},
-		frozenFor: map[string]bool{}, hung: map[string]chan hungWrite{},
+		frozenFor: map[string]bool{}, hung: map[string]chan hungWrite{}, slowUntil: map[string]time.Time{},
 		reports: map[string]report{}, beat: map[string]time.Time{}, claimed: map[string]string{}, start: clock.Now()}
 }
 
@@ -688,27 +702,43 @@ func TestOutageThatEndsForOneNodeOnlyFencesTheOtherBeforeAClaim(t *testing.T) {
 // A node rides out a Postgres outage only while the witness answers and no
 // peer reports a write that reached Postgres sent after this node's own
 // first failed write (here 2 s ago); a peer's last good write before that,
-// however recent, proves nothing.
-func TestMayRide(t *testing.T) {
+// however recent, proves nothing. When it must fence, it may first try its
+// own write for as long as the earliest claim allows: a timeout after the
+// later of its own last good write and the start of the peer's run, less
+// fenceMargin, and at most a beat.
+func TestJudge(t *testing.T) {
 	t.Parallel()
-	n := New(Config{Incarnation: "n1:aaaa", Timeout: timeout, Clock: NewFakeClock(time.Unix(0, 0)), Log: discard})
+	clock := NewFakeClock(time.Unix(0, 0))
+	n := New(Config{Incarnation: "n1:aaaa", Timeout: timeout, Clock: clock, Log: discard})
+	// The node's last good write was sent 2.2 s ago.
+	clock.Advance(2200 * time.Millisecond)
 	sinceFirstFailed := 2 * time.Second
+	reached := func(inc string, sentAgo, runAgo time.Duration) mailbox.StoreReport {
+		return mailbox.StoreReport{Incarnation: inc, Reached: true, SentAgo: sentAgo, RunAgo: runAgo, RunKnown: true}
+	}
 	for _, tc := range []struct {
-		name  string
-		peers []mailbox.StoreReport
-		err   error
-		ride  bool
+		name    string
+		peers   []mailbox.StoreReport
+		err     error
+		ride    bool
+		recheck time.Duration
 	}{
-		{"alone", nil, nil, true},
-		{"every peer cut off too", []mailbox.StoreReport{{Incarnation: "n2", SentAgo: time.Millisecond}}, nil, true},
-		{"a peer reached it just now", []mailbox.StoreReport{{Incarnation: "n2", SentAgo: time.Millisecond}, {Incarnation: "n3", Reached: true}}, nil, false},
-		{"a peer reached it as this node's write failed", []mailbox.StoreReport{{Incarnation: "n2", Reached: true, SentAgo: sinceFirstFailed}}, nil, false},
-		{"a peer's last good write just before this node's failed", []mailbox.StoreReport{{Incarnation: "n2", Reached: true, SentAgo: sinceFirstFailed + time.Millisecond}}, nil, true},
-		{"the witness cannot be read", nil, errors.New("redis: i/o timeout"), false},
+		{"alone", nil, nil, true, 0},
+		{"every peer cut off too", []mailbox.StoreReport{{Incarnation: "n2", SentAgo: time.Millisecond}}, nil, true, 0},
+		{"a peer's last good write just before this node's failed", []mailbox.StoreReport{reached("n2", sinceFirstFailed+time.Millisecond, time.Minute)}, nil, true, 0},
+		// Claimable 0.8 s on (3 s after the node's last write): 0.3 s to try.
+		{"a peer never cut off", []mailbox.StoreReport{reached("n2", time.Millisecond, time.Minute)}, nil, false, 300 * time.Millisecond},
+		{"a peer reached it as this node's write failed", []mailbox.StoreReport{reached("n2", sinceFirstFailed, time.Minute)}, nil, false, 300 * time.Millisecond},
+		{"a peer whose run the witness does not know", []mailbox.StoreReport{{Incarnation: "n2", Reached: true}}, nil, false, 300 * time.Millisecond},
+		// Back 0.1 s ago after an outage: claimable 2.9 s on; a beat to try.
+		{"a peer just back from an outage", []mailbox.StoreReport{reached("n2", 0, 100*time.Millisecond)}, nil, false, time.Second},
+		{"two peers back, one for longer", []mailbox.StoreReport{reached("n2", 0, 100*time.Millisecond), reached("n3", 0, 2*time.Second)}, nil, false, 500 * time.Millisecond},
+		{"the witness cannot be read", nil, errors.New("redis: i/o timeout"), false, 300 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := n.mayRide(tc.peers, tc.err, sinceFirstFailed) == nil; got != tc.ride {
-				t.Fatalf("may ride = %v; want %v (%v)", got, tc.ride, n.mayRide(tc.peers, tc.err, sinceFirstFailed))
+			v := n.judge(tc.peers, tc.err, sinceFirstFailed)
+			if got := v.why == nil; got != tc.ride || v.recheck != tc.recheck {
+				t.Fatalf("may ride = %v, recheck %v; want %v, %v (%v)", got, v.recheck, tc.ride, tc.recheck, v.why)
 			}
 		})
 	}
@@ -781,16 +811,20 @@ func (p *phased) run(t *testing.T, d time.Duration) {
 	for p.c.clock.Now().Before(end) {
 		p.c.clock.Advance(phaseStep)
 		now := p.c.clock.Now()
+		held := map[string]bool{}
 		p.c.mu.Lock()
-		frozen := p.c.frozen
-		frozenFor := maps.Clone(p.c.frozenFor)
+		for _, n := range p.nodes {
+			if n != nil {
+				held[n.cfg.Incarnation] = p.c.holds(n.cfg.Incarnation)
+			}
+		}
 		p.c.mu.Unlock()
 		for i, w := range p.held {
 			if w == nil {
 				continue
 			}
 			switch {
-			case !frozen && !frozenFor[p.nodes[i].cfg.Incarnation]:
+			case !held[p.nodes[i].cfg.Incarnation]:
 				w.release <- nil
 			case !now.Before(w.deadline):
 				w.release <- context.DeadlineExceeded
@@ -909,6 +943,21 @@ var outageKinds = []struct {
 			c.frozen = on
 		} else {
 			c.frozenFor[inc] = on
+		}
+	}},
+	// A frozen store that, thawed, serves the nodes' waiting writes one
+	// after the other, 300 ms apart: the first node back sees its peers'
+	// writes still waiting, and they see it reach the store before them.
+	{"frozen-slow-thaw", func(c *company, inc string, on bool) {
+		if inc != "" {
+			c.frozenFor[inc] = on
+			return
+		}
+		c.frozen = on
+		if !on {
+			for i := range 4 {
+				c.slowUntil[fmt.Sprintf("n%d:%04d", i+1, i)] = c.clock.Now().Add(time.Duration(i) * 300 * time.Millisecond)
+			}
 		}
 	}},
 }

@@ -60,6 +60,10 @@ type Hooks struct {
 	// registered, before it checks its worker build, as a Temporal slow
 	// to make a build current would.
 	SlowStart time.Duration
+	// BeatOffset (beat_offset) starts the node's presence loop that long
+	// after its first beat, so nodes started together beat out of phase,
+	// as nodes started apart do.
+	BeatOffset time.Duration
 	// TemporalCalls (temporal_calls) names a file where the process writes
 	// how many calls it made to Temporal, every second ("calls N").
 	TemporalCalls string
@@ -100,6 +104,8 @@ var hooks = []hook{
 		func(h Hooks) string { return durationString(h.CutStoreAfter) }},
 	{"slow_start", duration(func(h *Hooks) *time.Duration { return &h.SlowStart }),
 		func(h Hooks) string { return durationString(h.SlowStart) }},
+	{"beat_offset", duration(func(h *Hooks) *time.Duration { return &h.BeatOffset }),
+		func(h Hooks) string { return durationString(h.BeatOffset) }},
 	{"temporal_calls", path(func(h *Hooks) *string { return &h.TemporalCalls }),
 		func(h Hooks) string { return h.TemporalCalls }},
 	{"scripted_probe", path(func(h *Hooks) *string { return &h.ScriptedProbe }),

@@ -17,7 +17,7 @@ func TestParse(t *testing.T) {
 			Hooks{CrashAt: AfterModel, CrashSeat: "s01", WedgeAfter: 2 * time.Second, CutStoreAfter: 1500 * time.Millisecond,
 				TemporalCalls: "/tmp/calls", ScriptedProbe: "/tmp/probe.jsonl"}, ""},
 		{"a trailing comma", "crash_at=after_ack,", Hooks{CrashAt: AfterAck}, ""},
-		{"unknown hook", "crash_after=after_model", Hooks{}, `CREWLET_TEST_HOOKS: unknown hook "crash_after"; the hooks are crash_at, crash_seat, wedge_after, cut_store_after, slow_start, temporal_calls, scripted_probe`},
+		{"unknown hook", "crash_after=after_model", Hooks{}, `CREWLET_TEST_HOOKS: unknown hook "crash_after"; the hooks are crash_at, crash_seat, wedge_after, cut_store_after, slow_start, beat_offset, temporal_calls, scripted_probe`},
 		{"unknown crash point", "crash_at=after_lunch", Hooks{}, `CREWLET_TEST_HOOKS: crash_at="after_lunch": not a crash point; use one of after_model,`},
 		{"bad duration", "wedge_after=soon", Hooks{}, `CREWLET_TEST_HOOKS: wedge_after="soon": not a positive duration`},
 		{"zero duration", "cut_store_after=0s", Hooks{}, `CREWLET_TEST_HOOKS: cut_store_after="0s": not a positive duration`},
