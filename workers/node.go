@@ -61,7 +61,7 @@ type NodeOptions struct {
 	// first beat. It exists for the tests of nodes beating out of phase
 	// and nothing else.
 	BeatOffset time.Duration
-	Stderr    io.Writer
+	Stderr     io.Writer
 	// Exit ends the process; the watchdog calls it with code 75.
 	Exit func(int)
 	// Metrics is where the node's series go; nil records none.
