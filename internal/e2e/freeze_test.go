@@ -3,15 +3,11 @@ package e2e
 import (
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/crewlet/crewlet"
-	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/testhook"
 )
@@ -79,35 +75,7 @@ func freezePostgresUnderLoad(t testing.TB, offsets []time.Duration) freezeOutcom
 	}
 	before := c.seatMap()
 
-	var (
-		mu       sync.Mutex
-		accepted []crewlet.Message
-		refused  int
-	)
-	load := make(chan struct{})
-	go func() {
-		defer close(load)
-		for i := range 120 {
-			text := fmt.Sprintf("hello %d", i)
-			to := handles[i%seats]
-			for {
-				var msg crewlet.Message
-				err := c.call(http.MethodPost, "/seats/"+to+"/messages", api.SendMessageRequest{Text: text}, &msg)
-				mu.Lock()
-				if err == nil {
-					accepted = append(accepted, msg)
-				} else {
-					refused++
-				}
-				mu.Unlock()
-				if err == nil {
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
+	load := c.steadyLoad(handles, 120, 100*time.Millisecond)
 	time.Sleep(2 * time.Second)
 	marks := map[string]int{}
 	for id, p := range nodes {
@@ -129,23 +97,7 @@ func freezePostgresUnderLoad(t testing.TB, offsets []time.Duration) freezeOutcom
 	time.Sleep(time.Until(frozenAt.Add(8 * time.Second)))
 	pg.Thaw()
 	t.Logf("postgres was frozen %v", time.Since(frozenAt).Round(time.Millisecond))
-	<-load
-
-	mu.Lock()
-	msgs := slices.Clone(accepted)
-	t.Logf("%d messages taken, %d sends refused and sent again", len(msgs), refused)
-	mu.Unlock()
-	for _, m := range msgs {
-		if reply, want := c.waitReply(m, 2*time.Minute), fmt.Sprintf("[%s] %s", m.To, m.Body); reply != want {
-			t.Errorf("reply to %q: %q; want %q", m.Body, reply, want)
-		}
-	}
-	c.waitAnswered(time.Minute, handles...)
-	for _, m := range msgs {
-		if r := c.repliesTo(m); len(r) != 1 {
-			t.Errorf("%q answered %d times: %v", m.Body, len(r), r)
-		}
-	}
+	c.echoedOnce(load(), handles)
 	out := freezeOutcome{selfFences: map[string]int{}, claims: map[string]int{}, detaches: map[string]int{}}
 	for id := range nodes {
 		log := since(id)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -60,39 +59,10 @@ func rideOutPostgresOutage(t *testing.T, down, back func(*testenv.Postgres)) {
 	}
 
 	// Load: a message every 250 ms, round the seats, from 2 s before the
-	// outage to 3 s after it. A send the API could not take is sent again
-	// until it is taken, and only taken ones are counted. The load's
-	// messages need no tool: the mail held up by the outage is answered in
-	// one batch per seat, and a batch shares its turn's max_rounds.
-	var (
-		mu       sync.Mutex
-		accepted []crewlet.Message
-		refused  int
-	)
-	load := make(chan struct{})
-	go func() {
-		defer close(load)
-		for i := range 60 {
-			text := fmt.Sprintf("hello %d", i)
-			to := handles[i%seats]
-			for {
-				var msg crewlet.Message
-				err := c.call(http.MethodPost, "/seats/"+to+"/messages", api.SendMessageRequest{Text: text}, &msg)
-				mu.Lock()
-				if err == nil {
-					accepted = append(accepted, msg)
-				} else {
-					refused++
-				}
-				mu.Unlock()
-				if err == nil {
-					break
-				}
-				time.Sleep(250 * time.Millisecond)
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-	}()
+	// outage to 3 s after it. The load's messages need no tool: the mail
+	// held up by the outage is answered in one batch per seat, and a batch
+	// shares its turn's max_rounds.
+	load := c.steadyLoad(handles, 60, 250*time.Millisecond)
 	time.Sleep(2 * time.Second)
 	down(pg)
 	stoppedAt := time.Now()
@@ -109,23 +79,7 @@ func rideOutPostgresOutage(t *testing.T, down, back func(*testenv.Postgres)) {
 	time.Sleep(time.Until(stoppedAt.Add(10 * time.Second)))
 	back(pg)
 	t.Logf("postgres was down %v", time.Since(stoppedAt).Round(time.Millisecond))
-	<-load
-
-	mu.Lock()
-	msgs := slices.Clone(accepted)
-	t.Logf("%d messages taken, %d sends refused and sent again", len(msgs), refused)
-	mu.Unlock()
-	for _, m := range msgs {
-		if reply, want := c.waitReply(m, 2*time.Minute), fmt.Sprintf("[%s] %s", m.To, m.Body); reply != want {
-			t.Errorf("reply to %q: %q; want %q", m.Body, reply, want)
-		}
-	}
-	c.waitAnswered(time.Minute, handles...)
-	for _, m := range msgs {
-		if r := c.repliesTo(m); len(r) != 1 {
-			t.Errorf("%q answered %d times: %v", m.Body, len(r), r)
-		}
-	}
+	c.echoedOnce(load(), handles)
 
 	after := c.seatMap()
 	for _, h := range handles {
@@ -142,6 +96,57 @@ func rideOutPostgresOutage(t *testing.T, down, back func(*testenv.Postgres)) {
 			if lines := linesWith(p.out.String(), event); len(lines) != 0 {
 				t.Errorf("%s logged %s during a shared outage: %v", name, event, lines)
 			}
+		}
+	}
+}
+
+// steadyLoad sends n messages ("hello i") round the handles, one every
+// period, in the background; a send the API refuses is sent again until it
+// is taken, and only taken ones count. The function it returns waits for
+// the last send and returns the messages taken.
+func (c *company) steadyLoad(handles []string, n int, every time.Duration) func() []crewlet.Message {
+	var (
+		accepted []crewlet.Message
+		refused  int
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			text := fmt.Sprintf("hello %d", i)
+			to := handles[i%len(handles)]
+			for {
+				var msg crewlet.Message
+				if err := c.call(http.MethodPost, "/seats/"+to+"/messages", api.SendMessageRequest{Text: text}, &msg); err == nil {
+					accepted = append(accepted, msg)
+					break
+				}
+				refused++
+				time.Sleep(every)
+			}
+			time.Sleep(every)
+		}
+	}()
+	return func() []crewlet.Message {
+		<-done
+		c.t.Logf("%d messages taken, %d sends refused and sent again", len(accepted), refused)
+		return slices.Clone(accepted)
+	}
+}
+
+// echoedOnce fails the test unless each message got its scripted echo
+// ("[seat] text") exactly once, and the seats have nothing left to answer.
+func (c *company) echoedOnce(msgs []crewlet.Message, handles []string) {
+	c.t.Helper()
+	for _, m := range msgs {
+		if reply, want := c.waitReply(m, 2*time.Minute), fmt.Sprintf("[%s] %s", m.To, m.Body); reply != want {
+			c.t.Errorf("reply to %q: %q; want %q", m.Body, reply, want)
+		}
+	}
+	c.waitAnswered(time.Minute, handles...)
+	for _, m := range msgs {
+		if r := c.repliesTo(m); len(r) != 1 {
+			c.t.Errorf("%q answered %d times: %v", m.Body, len(r), r)
 		}
 	}
 }

@@ -897,26 +897,40 @@ func offsetsGrid() []time.Duration {
 // just before the outage looked like one that still did.)
 func TestSharedOutageFencesNobodyAtAnyPhase(t *testing.T) {
 	t.Parallel()
+	atEveryPhase(t, 4, func(t *testing.T, p *phased, lose func(inc string, on bool)) {
+		lose("", true)
+		p.run(t, 8*time.Second)
+		if got := p.fenced(); len(got) != 0 {
+			t.Fatalf("nodes %v fenced themselves in an outage every node shared", got)
+		}
+		lose("", false)
+		p.run(t, 3*timeout)
+		if got := p.c.claimsSoFar(); len(got) != 0 {
+			t.Fatalf("claims %v in or after an outage every node shared", got)
+		}
+		if got := p.fenced(); len(got) != 0 {
+			t.Fatalf("nodes %v let their seats go after an outage every node shared", got)
+		}
+	})
+}
+
+// atEveryPhase runs test on a company of n nodes for every kind of outage,
+// every spread of the nodes' phases (node i beats i spreads after the
+// first, modulo a beat) and every point in a beat where the outage begins;
+// lose loses the store (or gives it back) for one node, or with inc empty
+// for every node, in the way of the kind.
+func atEveryPhase(t *testing.T, n int, test func(t *testing.T, p *phased, lose func(inc string, on bool))) {
 	for _, how := range outageKinds {
 		for _, spread := range offsetsGrid() {
 			for _, begin := range offsetsGrid() {
 				t.Run(fmt.Sprintf("%s/spread=%s/begin=%s", how.name, spread, begin), func(t *testing.T) {
-					offsets := []time.Duration{0, spread, 2 * spread % (timeout / 3), 3 * spread % (timeout / 3)}
+					offsets := make([]time.Duration, n)
+					for i := range offsets {
+						offsets[i] = time.Duration(i) * spread % (timeout / 3)
+					}
 					p := newPhased(t, offsets)
 					p.run(t, begin)
-					p.c.set(func(c *company) { how.set(c, "", true) })
-					p.run(t, 8*time.Second)
-					if got := p.fenced(); len(got) != 0 {
-						t.Fatalf("nodes %v fenced themselves in an outage every node shared", got)
-					}
-					p.c.set(func(c *company) { how.set(c, "", false) })
-					p.run(t, 3*timeout)
-					if got := p.c.claimsSoFar(); len(got) != 0 {
-						t.Fatalf("claims %v in or after an outage every node shared", got)
-					}
-					if got := p.fenced(); len(got) != 0 {
-						t.Fatalf("nodes %v let their seats go after an outage every node shared", got)
-					}
+					test(t, p, func(inc string, on bool) { p.c.set(func(c *company) { how.set(c, inc, on) }) })
 				})
 			}
 		}
@@ -966,28 +980,20 @@ var outageKinds = []struct {
 // claimed, whatever the phases and wherever in an interval the cut falls.
 func TestNodeCutOffAloneFencesFirstAtAnyPhase(t *testing.T) {
 	t.Parallel()
-	for _, how := range outageKinds {
-		for _, spread := range offsetsGrid() {
-			for _, begin := range offsetsGrid() {
-				t.Run(fmt.Sprintf("%s/spread=%s/begin=%s", how.name, spread, begin), func(t *testing.T) {
-					p := newPhased(t, []time.Duration{0, spread, 2 * spread % (timeout / 3)})
-					p.run(t, begin)
-					cut := p.nodes[1]
-					p.c.set(func(c *company) { how.set(c, cut.cfg.Incarnation, true) })
-					for p.c.clock.Now().Sub(p.c.start) < time.Minute && !cut.Tenures.SelfFenced() {
-						p.run(t, phaseStep)
-						if got := p.c.claimsSoFar(); len(got) != 0 {
-							t.Fatalf("claims %v before %s fenced itself", got, cut.cfg.Incarnation)
-						}
-					}
-					p.run(t, 2*timeout)
-					if got := p.c.claimsSoFar(); len(got) != 1 || !strings.HasSuffix(strings.Split(got[0], "@")[0], ">"+cut.cfg.Incarnation) {
-						t.Fatalf("claims %v; want one claim of %s, after it fenced itself", got, cut.cfg.Incarnation)
-					}
-				})
+	atEveryPhase(t, 3, func(t *testing.T, p *phased, lose func(inc string, on bool)) {
+		cut := p.nodes[1]
+		lose(cut.cfg.Incarnation, true)
+		for p.c.clock.Now().Sub(p.c.start) < time.Minute && !cut.Tenures.SelfFenced() {
+			p.run(t, phaseStep)
+			if got := p.c.claimsSoFar(); len(got) != 0 {
+				t.Fatalf("claims %v before %s fenced itself", got, cut.cfg.Incarnation)
 			}
 		}
-	}
+		p.run(t, 2*timeout)
+		if got := p.c.claimsSoFar(); len(got) != 1 || !strings.HasSuffix(strings.Split(got[0], "@")[0], ">"+cut.cfg.Incarnation) {
+			t.Fatalf("claims %v; want one claim of %s, after it fenced itself", got, cut.cfg.Incarnation)
+		}
+	})
 }
 
 // A node whose write failed just as a shared outage ended, while a peer's
