@@ -279,6 +279,7 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 	n.notifier.Start()
 	n.registerGauges()
 	n.live.Start(ctx)
+	n.startWakingUnplaceable()
 	n.loopsDone.Add(2)
 	go func() { defer n.loopsDone.Done(); n.live.Run(n.stop) }()
 	go func() { defer n.loopsDone.Done(); n.watchdog.Run(n.stop) }()

@@ -73,12 +73,17 @@ func Classify(f Facts, th config.Health, now time.Time) (crewlet.SeatHealth, str
 	if f.Unproven > 0 {
 		add(crewlet.HealthUnprovenTeardown, "its MCP servers on node %s would not stop for %s", f.UnprovenNode, f.Unproven.Round(time.Second))
 	}
-	if f.Status == crewlet.StatusEstablishing {
-		if f.Unplaceable {
-			add(crewlet.HealthUnplaceable, "no live node matches its placement labels (establishing for %s)", since(f.StatusSince))
-		} else if now.Sub(f.StatusSince) > th.EstablishingAfter {
-			add(crewlet.HealthEstablishing, "establishing for %s (health.establishing_after %s)", since(f.StatusSince), th.EstablishingAfter)
-		}
+	switch {
+	case f.Unplaceable && (f.Status == crewlet.StatusEstablishing || f.Status == crewlet.StatusUnplaceable):
+		add(crewlet.HealthUnplaceable, "no live node matches its placement labels (%s for %s)", f.Status, since(f.StatusSince))
+	case f.Status == crewlet.StatusUnplaceable:
+		// Nodes match it, yet none took it: each refused the tenure (its
+		// org file lacks the seat, it is draining or cut off from
+		// Postgres) or is full. The seat knows which; asking it here
+		// would be a call per seat.
+		add(crewlet.HealthUnplaceable, "no node took it for %s: every placement was refused or every node placed on refused it; its state's last_error says why (crewlet seats show %s)", since(f.StatusSince), f.Handle)
+	case f.Status == crewlet.StatusEstablishing && now.Sub(f.StatusSince) > th.EstablishingAfter:
+		add(crewlet.HealthEstablishing, "establishing for %s (health.establishing_after %s)", since(f.StatusSince), th.EstablishingAfter)
 	}
 	current, failed := turnsOf(f)
 	if len(failed) >= th.FailingTurns {
