@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,10 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/testhook"
+	"github.com/crewlet/crewlet/workflows"
 )
 
 // Tenure across the fleet
@@ -473,4 +477,66 @@ func linesWith(out, word string) []string {
 		}
 	}
 	return lines
+}
+
+// A seat workflow for a handle no node's org has (started straight through
+// Temporal, as config skew or a hand-started run leaves one): the node it
+// is placed on refuses the tenure. It used to loop place → refused →
+// unplaceable with no wait, hundreds of placements a second; it shows
+// unplaceable with the refusal and backs off, its history growing by a
+// constant per wait.
+func TestSeatNoOrgHasBacksOff(t *testing.T) {
+	c := newCompany(t, fleetOrg(t, 1, 100*time.Millisecond))
+	c.apiServer()
+	c.worker("n1")
+	c.waitAttached(30 * time.Second)
+
+	const ghost = "ghost"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := c.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: crewlet.SeatWorkflowID(ghost), TaskQueue: c.taskQueue,
+		TypedSearchAttributes: workflows.SeatSearchAttributes(ghost, "worker"),
+	}, crewlet.WorkflowSeat, crewlet.SeatInput{Handle: ghost, Role: "worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := func() (crewlet.SeatState, error) {
+		var st crewlet.SeatState
+		v, err := c.temporal.QueryWorkflow(ctx, run.GetID(), "", crewlet.QueryState)
+		if err == nil {
+			err = v.Get(&st)
+		}
+		return st, err
+	}
+	var st crewlet.SeatState
+	testenv.Eventually(t, 40*time.Second, "ghost backed off four times", func() (err error) {
+		if st, err = state(); err != nil {
+			return err
+		}
+		if st.Unplaceable == nil || st.Unplaceable.Waits < 4 {
+			return fmt.Errorf("ghost is %s: %+v", st.Status, st.Unplaceable)
+		}
+		return nil
+	})
+	if st.Status != crewlet.StatusUnplaceable || !strings.Contains(st.LastError, "has no agent seat ghost") {
+		t.Fatalf("ghost: got status %s, last error %q; want unplaceable, refused by the node's org file", st.Status, st.LastError)
+	}
+	// The waits were 1, 2, 4 and 8 s; each cost one placement, and the
+	// first refusal one retry at once.
+	if st.Unplaceable.Attempts > st.Unplaceable.Waits+2 {
+		t.Fatalf("ghost made %d attempts in %d waits; want one per wait", st.Unplaceable.Attempts, st.Unplaceable.Waits)
+	}
+	desc, err := c.temporal.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := desc.GetWorkflowExecutionInfo().GetHistoryLength()
+	// Per wait: a placement marker, the timer started and fired, a
+	// workflow task (3 events); the start and the version marker besides.
+	if most := int64(20 + 8*st.Unplaceable.Attempts); events > most {
+		t.Fatalf("ghost's history has %d events after %d attempts; want at most %d", events, st.Unplaceable.Attempts, most)
+	}
+	t.Logf("ghost: %d attempts, %d waits, %d history events since %s; last error %q", st.Unplaceable.Attempts,
+		st.Unplaceable.Waits, events, time.Since(st.Unplaceable.Since).Round(time.Millisecond), st.LastError)
 }
