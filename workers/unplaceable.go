@@ -33,11 +33,12 @@ func (n *Node) startWakingUnplaceable() {
 }
 
 // wakeUnplaceable tells the seats no node took that this node joined, so
-// each tries a placement now instead of at the end of its back-off (up to
-// a minute; docs/architecture.md, "Placement"). It finds them with one
-// visibility query on CrewletStatus and wakes those this node could host:
-// its org has the seat and its labels match the seat's placement. It only
-// reports: a seat it misses tries again at the end of its wait.
+// each tries a placement now instead of at the end of its back-off, up to
+// a minute (docs/architecture.md, "Tenure: which node runs a seat"). It
+// finds them with one visibility query on CrewletStatus and wakes those
+// this node could host: its org has the seat and its labels match the
+// seat's placement. It only reports: a seat it misses tries again at the
+// end of its wait.
 func (n *Node) wakeUnplaceable(ctx context.Context) {
 	waiting, err := n.seats.Unplaceable(ctx)
 	if err != nil {
