@@ -281,6 +281,10 @@ func (s *seat) drain(ctx workflow.Context) error {
 	}
 	s.hostLost = false
 	s.move = nil
+	// A drained seat waits for a resume, not for a node: a seat drained
+	// while unplaceable shows no back-off, and its next attempt starts a
+	// fresh one.
+	s.state.Unplaceable = nil
 	s.state.Node, s.state.HostQueue = "", ""
 	s.setStatus(ctx, crewlet.StatusDrained)
 	return workflow.Await(ctx, func() bool { return s.state.Drain == nil || s.stop != nil })

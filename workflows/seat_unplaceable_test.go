@@ -198,3 +198,24 @@ func TestSeatUnplaceableForHoursContinuesAsNew(t *testing.T) {
 	h2.run(next, 150*time.Second)
 	eq(t, "the next run's waits", p2.gaps(), seconds(60, 60))
 }
+
+// A drain ends the wait at once; the drained seat shows no back-off, and
+// after a resume it tries at once and starts the back-off afresh.
+func TestSeatUnplaceableDrainedAndResumed(t *testing.T) {
+	t.Parallel()
+	h := newSeatHarness(t)
+	p := probeBackoff(h, func(int) bool { return true })
+	// At 100 s the seat waits 60 s from 63 s.
+	h.signal(100*time.Second, crewlet.SignalDrain, crewlet.DrainRequest{Reason: "maintenance", By: "olga"})
+	drained := h.view(101 * time.Second)
+	h.signal(200*time.Second, crewlet.SignalResume, crewlet.ResumeRequest{By: "olga"})
+	h.run(seatIn(), 210*time.Second)
+
+	eq(t, "status drained", drained.state.Status, crewlet.StatusDrained)
+	if drained.state.Unplaceable != nil {
+		t.Errorf("drained seat shows a back-off: %+v", drained.state.Unplaceable)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	eq(t, "placed at", p.placedAt, seconds(0, 1, 3, 7, 15, 31, 63, 200, 201, 203, 207))
+}
