@@ -41,7 +41,16 @@ func (s *seat) establish(ctx workflow.Context) {
 		}
 		// COMPAT(unplaceable-backoff@1): a run below version 1 retries a
 		// placement refused with nodes excluded at once, and waits at most
-		// placeBackoff otherwise.
+		// placeBackoff otherwise. A run takes this branch only when its
+		// history holds a failed attempt from before the version, so
+		// `crewlet versions` cannot tell such runs from those that never
+		// failed (both have no marker). This branch, the one below,
+		// placeBackoff and placeFailures may go once every worker runs
+		// version 1 and no running Seat run began before that deploy
+		// (temporal workflow count -q "WorkflowType='Seat' AND
+		// ExecutionStatus='Running' AND StartTime < 'DEPLOY TIME'"): a
+		// seat continues as new every 200 loop cycles, so allow days for
+		// an idle one.
 		if len(s.exclude) > 0 {
 			// Nodes are excluded for one placement only; with none left, try
 			// them again rather than leave the seat unrun.
