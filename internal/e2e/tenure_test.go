@@ -326,9 +326,10 @@ func TestPinnedSeatWaitsForANodeWithItsLabels(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if st.Status != crewlet.StatusUnplaceable || !strings.Contains(st.LastError, "placement") || st.Unplaceable == nil {
-			return fmt.Errorf("g1: got status %s, last_error %q, unplaceable %+v; want unplaceable with an error about placement", st.Status, st.LastError, st.Unplaceable)
+		if st.Status != crewlet.StatusUnplaceable || !strings.Contains(st.LastError, "none of the 1 live nodes carries its placement labels") || st.Unplaceable == nil {
+			return fmt.Errorf("g1: got status %s, last_error %q, unplaceable %+v; want unplaceable, no live node with its labels", st.Status, st.LastError, st.Unplaceable)
 		}
+		t.Logf("g1: %s, %q", st.Status, st.LastError)
 		return nil
 	})
 	testenv.Eventually(t, 20*time.Second, "GET /seats shows g1 unplaceable and why", func() error {
