@@ -71,8 +71,10 @@ type seat struct {
 	// later ones keep the count in state.Unplaceable.
 	placeFailures int
 	// wakes counts the wake signals received, so a wait can end on the
-	// next one whatever wakePending was when it began.
-	wakes int
+	// next one whatever wakePending was when it began; attemptWakes is
+	// the count when the last establish attempt began, so a wake that
+	// arrives while a placement runs is not lost to the wait after it.
+	wakes, attemptWakes int
 	// unattachedSince is when this run began trying to establish a tenure;
 	// zero while attached.
 	unattachedSince time.Time

@@ -29,6 +29,7 @@ func (s *seat) establish(ctx workflow.Context) {
 		// placed, none per attempt.
 		s.setStatus(ctx, crewlet.StatusEstablishing)
 	}
+	s.attemptWakes = s.wakes
 	var place crewlet.PlaceSeatOutput
 	err := workflow.ExecuteLocalActivity(placeContext(ctx), crewlet.ActivityPlaceSeat, crewlet.PlaceSeatInput{
 		Handle: s.in.Handle, Exclude: s.exclude,
@@ -136,16 +137,16 @@ func (s *seat) establishFailed(ctx workflow.Context, refusedBy string) {
 	h.Retry = workflow.Now(ctx).Add(wait)
 	s.setStatus(ctx, crewlet.StatusUnplaceable)
 	s.logger.Warn("seat_unplaceable", "seat", s.in.Handle, "attempts", h.Attempts, "since", h.Since, "retry_in", wait, "error", s.state.LastError)
-	wakes := s.wakes
 	timerCtx, cancel := workflow.WithCancel(ctx)
 	timer := workflow.NewTimer(timerCtx, wait)
-	_ = workflow.Await(ctx, func() bool { return timer.IsReady() || s.wakes != wakes || s.interrupted() })
+	_ = workflow.Await(ctx, func() bool { return timer.IsReady() || s.wakes != s.attemptWakes || s.interrupted() })
 	if !timer.IsReady() {
 		// Woken early: a timer left running would cost a workflow task
 		// when it fires.
 		cancel()
 		s.exclude = nil
 	}
+	s.attemptWakes = s.wakes
 }
 
 // placeRetry is the wait after an unplaceable seat's n-th back-off

@@ -219,3 +219,29 @@ func TestSeatUnplaceableDrainedAndResumed(t *testing.T) {
 	defer p.mu.Unlock()
 	eq(t, "placed at", p.placedAt, seconds(0, 1, 3, 7, 15, 31, 63, 200, 201, 203, 207))
 }
+
+// A wake that arrives while a placement runs (a node joined after the
+// placement read the nodes) is not lost: the wait after that placement
+// ends at once.
+func TestSeatWakeDuringAPlacementEndsTheNextWait(t *testing.T) {
+	t.Parallel()
+	h := newSeatHarness(t)
+	var at []time.Duration
+	start := h.env.Now()
+	h.world.placeHook = func(w *fakeSeatWorld, _ crewlet.PlaceSeatInput) error {
+		at = append(at, w.env.Now().Sub(start))
+		switch len(w.placements) {
+		case 4: // at 7 s: refused, and a node joins meanwhile
+			w.env.SignalWorkflow(crewlet.SignalWake, nil)
+			return unplaceableErr()
+		case 5:
+			return nil
+		}
+		return unplaceableErr()
+	}
+	placed := h.view(8 * time.Second)
+	h.run(seatIn(), time.Minute)
+
+	eq(t, "placed at", at, seconds(0, 1, 3, 7, 7))
+	eq(t, "status", placed.state.Status, crewlet.StatusIdle)
+}
