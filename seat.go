@@ -24,6 +24,12 @@ const (
 	StatusDrained      SeatStatus = "drained"
 	StatusMoving       SeatStatus = "moving"
 	StatusStopped      SeatStatus = "stopped"
+	// StatusUnplaceable is a seat no node took: its placements were
+	// refused (no live node matches it) or every node placed on refused
+	// the tenure, and it waits, backing off, for the next try or a wake
+	// (a node joining sends one). Its state's Unplaceable and LastError
+	// say since when and why.
+	StatusUnplaceable SeatStatus = "unplaceable"
 	// StatusAbsent is how a seat whose workflow does not run is shown; no
 	// workflow reports it.
 	StatusAbsent SeatStatus = "absent"
@@ -82,6 +88,17 @@ type DrainHold struct {
 	By     string    `json:"by"`
 	Reason string    `json:"reason"`
 	Since  time.Time `json:"since"`
+}
+
+// UnplaceableHold is a seat's run of failed establish attempts: since
+// when no node took it, how many attempts failed, how many back-off waits
+// it has taken (each twice the last, up to a minute), and when it tries
+// again at the latest. The reason is the seat's LastError.
+type UnplaceableHold struct {
+	Since    time.Time `json:"since"`
+	Attempts int       `json:"attempts"`
+	Waits    int       `json:"waits"`
+	Retry    time.Time `json:"retry,omitempty"`
 }
 
 // CurrentTurn describes the turn a seat is running.
@@ -165,6 +182,11 @@ type SeatState struct {
 	// Budget is the token cap that holds the seat's turns until its window
 	// turns; nil when none does.
 	Budget *BudgetHold `json:"budget_hold,omitempty"`
+	// Unplaceable is set from an establish attempt that failed until one
+	// succeeds: no node took the seat (status unplaceable while it backs
+	// off). It is carried across continue-as-new, so the back-off goes on
+	// where it was.
+	Unplaceable *UnplaceableHold `json:"unplaceable,omitempty"`
 	// QueuedMail is the number of entries the last mailbox read left unread;
 	// an estimate, refreshed on every read.
 	QueuedMail int64  `json:"queued_mail"`

@@ -55,9 +55,9 @@ func (a *Seats) PlaceSeat(ctx context.Context, in crewlet.PlaceSeatInput) (crewl
 	}
 	if !req.ok {
 		group, _ := a.Org.Now().SeatPlacement(in.Handle)
-		a.Log.Warn("seats_unplaceable", "seat", in.Handle, "labels", group.Key, "excluded", in.Exclude)
+		a.Log.Warn("seats_unplaceable", "seat", in.Handle, "labels", group.Key, "excluded", in.Exclude, "why", req.why)
 		return crewlet.PlaceSeatOutput{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("no live node can run seat %s (placement %q)", in.Handle, group.Key), crewlet.ErrorTypeUnplaceable, nil)
+			fmt.Sprintf("no live node can run seat %s (placement %q): %s", in.Handle, group.Key, req.why), crewlet.ErrorTypeUnplaceable, nil)
 	}
 	out := crewlet.PlaceSeatOutput{Node: req.node.Incarnation, HostQueue: req.node.HostQueue}
 	if a.Here != nil && req.node.Incarnation == a.Here.Incarnation {
@@ -93,7 +93,9 @@ type placeRequest struct {
 	done chan struct{}
 	node placement.Node
 	ok   bool
-	err  error
+	// why says why no node was found when ok is false.
+	why string
+	err error
 }
 
 // placeTimeout bounds one placement of a batch of seats.
@@ -149,6 +151,8 @@ func (a *Seats) placeBatch(batch []*placeRequest) {
 			if r.ok {
 				snap.Place(r.in.Handle, r.node.Incarnation)
 				chosen[r.in.Handle] = r.node.Incarnation
+			} else {
+				r.why = snap.Refusal(r.in.Handle, r.in.Exclude)
 			}
 		}
 		return chosen

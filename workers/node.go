@@ -286,6 +286,9 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 		n.hosted.Stop()
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
+	// The node beats and its workers run: a seat waiting for a node like
+	// it may place itself now.
+	n.startWakingUnplaceable()
 	if opts.SlowStart > 0 {
 		select {
 		case <-time.After(opts.SlowStart):

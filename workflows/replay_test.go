@@ -56,6 +56,10 @@ var corpus = map[string]string{
 		"TestPausedSeatHoldsMailAndAnswersItInOrderAfterResume: seat/cto attaches, runs a turn " +
 		"with no CrewletStatus upsert before or after it (the open turn shows running), pause, " +
 		"a wake while paused, resume",
+	"seat_unplaceable_history.json": "unplaceable-backoff 1, e2e TestPinnedSeatWaitsForANodeWithItsLabels: " +
+		"g1 matches no live node; placements refused, back-off timers of 1, 2, 4, 8 and 16 s " +
+		"(status unplaceable upserted once), a wake cancels the 2 s timer and places at once, " +
+		"the joining labelled node's wake cancels the 16 s timer, Attach on its host queue, a turn",
 	"seat_continued_history.json": "the run that continue-as-new started: attached from its " +
 		"carry (no establish), wakes, a turn",
 	"turn_reflect_history.json": "e2e TestReflectionAfterAKillWritesOnce, after profile-pools " +

@@ -32,7 +32,14 @@ const (
 	failureBackoff = 10 * time.Second
 	// placeBackoff caps the wait between placements that found no node, so
 	// a seat runs soon after a node able to run it joins.
+	// COMPAT(unplaceable-backoff@1): runs below version 1 wait this way.
 	placeBackoff = 5 * time.Second
+	// placeRetryFirst and placeRetryMax bound an unplaceable seat's wait
+	// between establish attempts (unplaceable-backoff 1): it doubles from
+	// the first to the most, so a seat no node can take costs one
+	// placement and one timer a minute, and a node joining wakes it.
+	placeRetryFirst = time.Second
+	placeRetryMax   = time.Minute
 	// budgetRecheck is the longest a seat held by a budget cap waits before
 	// it tries a turn again.
 	budgetRecheck           = time.Hour
@@ -60,7 +67,14 @@ type seat struct {
 	cancelHold workflow.CancelFunc
 	holdID     int
 	// placeFailures counts consecutive placements that found no node.
+	// COMPAT(unplaceable-backoff@1): only runs below version 1 count them;
+	// later ones keep the count in state.Unplaceable.
 	placeFailures int
+	// wakes counts the wake signals received, so a wait can end on the
+	// next one whatever wakePending was when it began; attemptWakes is
+	// the count when the last establish attempt began, so a wake that
+	// arrives while a placement runs is not lost to the wait after it.
+	wakes, attemptWakes int
 	// unattachedSince is when this run began trying to establish a tenure;
 	// zero while attached.
 	unattachedSince time.Time

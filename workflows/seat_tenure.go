@@ -17,18 +17,41 @@ import (
 
 // establish starts a tenure: place the seat on a node, Attach there (which
 // bumps the epoch in Postgres), then hold the tenure with a heartbeating
-// activity on that node's host queue.
+// activity on that node's host queue. An attempt that fails backs off
+// (establishFailed).
 func (s *seat) establish(ctx workflow.Context) {
 	if s.unattachedSince.IsZero() {
 		s.unattachedSince = workflow.Now(ctx)
 	}
-	s.setStatus(ctx, crewlet.StatusEstablishing)
+	if s.state.Status != crewlet.StatusUnplaceable {
+		// An unplaceable seat stays so through its attempts: one
+		// visibility write when it begins to wait and one when it is
+		// placed, none per attempt.
+		s.setStatus(ctx, crewlet.StatusEstablishing)
+	}
+	s.attemptWakes = s.wakes
 	var place crewlet.PlaceSeatOutput
 	err := workflow.ExecuteLocalActivity(placeContext(ctx), crewlet.ActivityPlaceSeat, crewlet.PlaceSeatInput{
 		Handle: s.in.Handle, Exclude: s.exclude,
 	}).Get(ctx, &place)
 	if err != nil {
 		s.noteError(fmt.Sprintf("place seat: %v", err))
+		if s.backsOff(ctx) {
+			s.establishFailed(ctx, "")
+			return
+		}
+		// COMPAT(unplaceable-backoff@1): a run below version 1 retries a
+		// placement refused with nodes excluded at once, and waits at most
+		// placeBackoff otherwise. A run takes this branch only when its
+		// history holds a failed attempt from before the version, so
+		// `crewlet versions` cannot tell such runs from those that never
+		// failed (both have no marker). This branch, the one below,
+		// placeBackoff and placeFailures may go once every worker runs
+		// version 1 and no running Seat run began before that deploy
+		// (temporal workflow count -q "WorkflowType='Seat' AND
+		// ExecutionStatus='Running' AND StartTime < 'DEPLOY TIME'"): a
+		// seat continues as new every 200 loop cycles, so allow days for
+		// an idle one.
 		if len(s.exclude) > 0 {
 			// Nodes are excluded for one placement only; with none left, try
 			// them again rather than leave the seat unrun.
@@ -43,12 +66,19 @@ func (s *seat) establish(ctx workflow.Context) {
 	out, err := s.attach(ctx, place)
 	if err != nil {
 		s.noteError(fmt.Sprintf("attach on %s: %v", place.Node, err))
+		if s.backsOff(ctx) {
+			s.establishFailed(ctx, place.Node)
+			return
+		}
+		// COMPAT(unplaceable-backoff@1): a run below version 1 places again
+		// at once, without that node.
 		s.exclude = append(s.exclude, place.Node)
 		return
 	}
 	s.exclude = nil
 	s.attached = true
 	s.hostLost = false
+	s.state.Unplaceable = nil
 	s.state.Epoch = out.Epoch
 	s.state.Node = out.Node
 	s.state.HostQueue = place.HostQueue
@@ -65,6 +95,78 @@ func (s *seat) establish(ctx workflow.Context) {
 		s.startHold(ctx)
 	}
 	s.setStatus(ctx, crewlet.StatusIdle)
+}
+
+// backsOff reports whether this run backs off after a failed establish
+// attempt (unplaceable-backoff 1). It is asked only once an attempt
+// failed, so a seat that is placed at once records no marker.
+func (s *seat) backsOff(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, changeUnplaceable, workflow.DefaultVersion, unplaceableVersion) >= unplaceableVersion
+}
+
+// establishFailed follows an establish attempt that failed: the placement
+// was refused (refusedBy empty), or the node it chose, refusedBy, refused
+// the tenure or did not answer. The first failure of a run of them is
+// retried at once when the next attempt can go elsewhere: without the node
+// that refused, or with the nodes a move or a lost host excluded (they
+// were excluded for one placement only). Every other failure waits
+// placeRetry, doubling up to placeRetryMax, so each wait costs one
+// placement and one timer however long no node takes the seat. A node
+// that refused stays excluded until a placement finds no other; a wake
+// (a node joining sends one to unplaceable seats) or a reason to leave
+// ends the wait early and makes every node eligible again.
+func (s *seat) establishFailed(ctx workflow.Context, refusedBy string) {
+	h := s.state.Unplaceable
+	first := h == nil
+	if first {
+		h = &crewlet.UnplaceableHold{Since: workflow.Now(ctx)}
+		s.state.Unplaceable = h
+	}
+	h.Attempts++
+	elsewhere := refusedBy != "" || len(s.exclude) > 0
+	if refusedBy != "" {
+		s.exclude = appendBounded(s.exclude, refusedBy, maxCarriedExclude)
+	} else {
+		s.exclude = nil
+	}
+	if first && elsewhere {
+		return
+	}
+	wait := placeRetry(h.Waits)
+	h.Waits++
+	h.Retry = workflow.Now(ctx).Add(wait)
+	s.setStatus(ctx, crewlet.StatusUnplaceable)
+	s.logger.Warn("seat_unplaceable", "seat", s.in.Handle, "attempts", h.Attempts, "since", h.Since, "retry_in", wait, "error", s.state.LastError)
+	timerCtx, cancel := workflow.WithCancel(ctx)
+	timer := workflow.NewTimer(timerCtx, wait)
+	_ = workflow.Await(ctx, func() bool { return timer.IsReady() || s.wakes != s.attemptWakes || s.interrupted() })
+	if !timer.IsReady() {
+		// Woken early: a timer left running would cost a workflow task
+		// when it fires.
+		cancel()
+		s.exclude = nil
+	}
+	s.attemptWakes = s.wakes
+}
+
+// placeRetry is the wait after an unplaceable seat's n-th back-off
+// (counted from 0): placeRetryFirst doubled n times, at most
+// placeRetryMax.
+func placeRetry(n int) time.Duration {
+	d := placeRetryFirst
+	for i := 0; i < n && d < placeRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, placeRetryMax)
+}
+
+// appendBounded appends x to list, keeping at most the last most entries.
+func appendBounded(list []string, x string, most int) []string {
+	list = append(list, x)
+	if len(list) > most {
+		list = list[len(list)-most:]
+	}
+	return list
 }
 
 // attach starts the tenure on the placed node: by the Attach activity on
@@ -189,6 +291,10 @@ func (s *seat) drain(ctx workflow.Context) error {
 	}
 	s.hostLost = false
 	s.move = nil
+	// A drained seat waits for a resume, not for a node: a seat drained
+	// while unplaceable shows no back-off, and its next attempt starts a
+	// fresh one.
+	s.state.Unplaceable = nil
 	s.state.Node, s.state.HostQueue = "", ""
 	s.setStatus(ctx, crewlet.StatusDrained)
 	return workflow.Await(ctx, func() bool { return s.state.Drain == nil || s.stop != nil })

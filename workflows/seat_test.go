@@ -840,14 +840,15 @@ func TestSeatUnplaceable(t *testing.T) {
 		return nil
 	}
 	h.publish(1500*time.Millisecond, "m1")
-	// Placements at 0s, 1s (after 1s of back-off) and 3s (after 2s).
+	// Placements at 0s, 1s (after 1s of back-off) and 1.5s: the mail's
+	// wake ends the second wait, 2s long, early.
 	first := h.view(500 * time.Millisecond)
-	second := h.view(2500 * time.Millisecond)
-	placed := h.view(3500 * time.Millisecond)
+	second := h.view(1200 * time.Millisecond)
+	placed := h.view(2500 * time.Millisecond)
 	h.run(seatIn(), time.Hour)
 
 	for _, v := range []*seatView{first, second} {
-		eq(t, fmt.Sprintf("status at %v", v.at), v.state.Status, crewlet.StatusEstablishing)
+		eq(t, fmt.Sprintf("status at %v", v.at), v.state.Status, crewlet.StatusUnplaceable)
 		if !strings.Contains(v.state.LastError, "no live node") {
 			t.Errorf("last error at %v: got %q, want the placement failure", v.at, v.state.LastError)
 		}
@@ -856,7 +857,7 @@ func TestSeatUnplaceable(t *testing.T) {
 		eq(t, fmt.Sprintf("epoch at %v", v.at), v.state.Epoch, int64(0))
 	}
 	eq(t, "placements at 0.5s", first.placements, 1)
-	eq(t, "placements at 2.5s", second.placements, 2)
+	eq(t, "placements at 1.2s", second.placements, 2)
 
 	eq(t, "placements", placed.placements, 3)
 	eq(t, "status", placed.state.Status, crewlet.StatusIdle)
@@ -868,8 +869,34 @@ func TestSeatUnplaceable(t *testing.T) {
 	eq(t, "acked", placed.acked, ids("m1"))
 	eq(t, "establishes", placed.state.Counters.Establishes, int64(1))
 	// From the first placement to the attach after the third.
-	eq(t, "establish time recorded", h.scrape("crewlet_seat_establish_seconds_sum"), "3")
+	eq(t, "establish time recorded", h.scrape("crewlet_seat_establish_seconds_sum"), "1.5")
 	eq(t, "establishes timed", h.scrape("crewlet_seat_establish_seconds_count"), "1")
+}
+
+// A run begun before unplaceable-backoff keeps its waits: at most 5 s, and
+// no wake ends one. COMPAT(unplaceable-backoff@1)
+func TestSeatUnplaceableBeforeBackoff(t *testing.T) {
+	t.Parallel()
+	h := newSeatHarness(t)
+	h.env.OnGetVersion(changeUnplaceable, workflow.DefaultVersion, unplaceableVersion).Return(workflow.DefaultVersion)
+	refusals := 7
+	var at []time.Duration
+	start := h.env.Now()
+	h.world.placeHook = func(w *fakeSeatWorld, _ crewlet.PlaceSeatInput) error {
+		at = append(at, w.env.Now().Sub(start))
+		if len(w.placements) <= refusals {
+			return unplaceableErr()
+		}
+		return nil
+	}
+	h.publish(2500*time.Millisecond, "m1")
+	during := h.view(2 * time.Second)
+	h.run(seatIn(), time.Hour)
+
+	eq(t, "placed at", at, []time.Duration{0, time.Second, 3 * time.Second, 6 * time.Second, 10 * time.Second,
+		15 * time.Second, 20 * time.Second, 25 * time.Second})
+	eq(t, "status while refused", during.state.Status, crewlet.StatusEstablishing)
+	eq(t, "turns run", h.world.ran, ids("m1"))
 }
 
 // Mail read in one read is answered by one turn; mail that arrives while a

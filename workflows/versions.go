@@ -24,6 +24,7 @@ const (
 	changeTurnInterrupt   = "turn-interrupt"
 	changeApprovals       = "approvals"
 	changeOutageNotLoss   = "outage-not-host-loss"
+	changeUnplaceable     = "unplaceable-backoff"
 )
 
 // Newest versions, the maxSupported each GetVersion call passes.
@@ -54,6 +55,8 @@ const (
 	approvalsVersion workflow.Version = 1
 	// outageNotLossVersion is the newest version of changeOutageNotLoss.
 	outageNotLossVersion workflow.Version = 1
+	// unplaceableVersion is the newest version of changeUnplaceable.
+	unplaceableVersion workflow.Version = 1
 )
 
 // Change is one workflow change guarded by workflow.GetVersion.
@@ -140,6 +143,16 @@ var Changes = []Change{
 			1: "only a schedule-to-start or heartbeat timeout (the host's queue went unanswered) ends the tenure as a lost host; a local activity or a turn that timed out otherwise (Postgres down for every node) is a failure the seat retries on the same tenure. Before it, every timeout ended the tenure, so a brief Postgres outage detached every seat",
 		},
 		Unmarked: "seats that never saw a timeout other than the host's, which reach no GetVersion",
+		Oldest:   workflow.DefaultVersion,
+	},
+	{
+		ID:           changeUnplaceable,
+		WorkflowType: crewlet.WorkflowSeat,
+		Newest:       unplaceableVersion,
+		Versions: []string{
+			1: "an establish attempt that fails (the placement refused, or the node placed on refused the tenure or did not answer) backs off: after one retry at once on another node, it waits 1 s, 2 s, 4 s ... up to a minute between attempts (one placement and one timer per wait), shows status unplaceable while it waits, and a wake ends the wait. Before it, a placement refused with nodes excluded and an attach refused were retried at once, so a seat no node's org has looped place, refused, unplaceable with no wait; a placement refused otherwise waited at most 5 s",
+		},
+		Unmarked: "seats whose establish never failed, which reach no GetVersion",
 		Oldest:   workflow.DefaultVersion,
 	},
 }

@@ -402,7 +402,7 @@ func (c *company) waitReady(p *proc) {
 			return err
 		}
 		for _, s := range seats {
-			if s.Kind == "agent" && (s.Status == "absent" || s.Status == string(crewlet.StatusEstablishing) || s.Epoch == 0) {
+			if s.Kind == "agent" && (s.Status == "absent" || s.Status == string(crewlet.StatusEstablishing) || s.Status == string(crewlet.StatusUnplaceable) || s.Epoch == 0) {
 				return fmt.Errorf("seat %s is %s (epoch %d)", s.Handle, s.Status, s.Epoch)
 			}
 		}

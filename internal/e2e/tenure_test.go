@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,10 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/testhook"
+	"github.com/crewlet/crewlet/workflows"
 )
 
 // Tenure across the fleet
@@ -302,10 +306,14 @@ func TestJoiningNodeGetsItsShareUnderTraffic(t *testing.T) {
 	}
 }
 
+// A seat no live node matches shows unplaceable, with its reason, in its
+// state, GET /seats and its health, and backs off (doubling to a minute);
+// a node with its labels joining wakes it, so it is placed at once rather
+// than at the end of its wait.
 func TestPinnedSeatWaitsForANodeWithItsLabels(t *testing.T) {
 	c := newCompany(t, fleetOrg(t, 2, 100*time.Millisecond, "{ handle: g1, role: gitter }"))
 	probe := filepath.Join(t.TempDir(), "probe.jsonl")
-	c.setenv(testhook.Hooks{ScriptedProbe: probe}.Env())
+	c.setenv(testhook.Hooks{ScriptedProbe: probe}.Env(), "CREWLET_HEALTH_INTERVAL=1s")
 	c.apiServer()
 	c.worker("n1")
 	inc1 := c.liveIncarnation("n1")
@@ -318,8 +326,17 @@ func TestPinnedSeatWaitsForANodeWithItsLabels(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if st.Status != crewlet.StatusEstablishing || !strings.Contains(st.LastError, "placement") {
-			return fmt.Errorf("g1: got status %s, last_error %q; want establishing with an error about placement", st.Status, st.LastError)
+		if st.Status != crewlet.StatusUnplaceable || !strings.Contains(st.LastError, "none of the 1 live nodes carries its placement labels") || st.Unplaceable == nil {
+			return fmt.Errorf("g1: got status %s, last_error %q, unplaceable %+v; want unplaceable, no live node with its labels", st.Status, st.LastError, st.Unplaceable)
+		}
+		t.Logf("g1: %s, %q", st.Status, st.LastError)
+		return nil
+	})
+	testenv.Eventually(t, 20*time.Second, "GET /seats shows g1 unplaceable and why", func() error {
+		g1 := c.seatMap()["g1"]
+		if g1.Status != string(crewlet.StatusUnplaceable) || g1.Health != crewlet.HealthUnplaceable ||
+			!strings.Contains(g1.HealthCause, "no live node matches its placement labels") {
+			return fmt.Errorf("g1: got status %s, health %s (%s); want unplaceable, no node matching its labels", g1.Status, g1.Health, g1.HealthCause)
 		}
 		return nil
 	})
@@ -342,15 +359,55 @@ func TestPinnedSeatWaitsForANodeWithItsLabels(t *testing.T) {
 		t.Fatalf("g1 with no matching node: got node %q epoch %d; want none", st.Node, st.Epoch)
 	}
 
+	// Join while g1's next try is well ahead (its waits double: 16 s, then
+	// 32 s), so a placement before it can only be the join's wake.
+	var next time.Time
+	var waits int
+	testenv.Eventually(t, 60*time.Second, "g1 backed off to a wait of 16 s or more", func() error {
+		st, err := c.tryState("g1")
+		if err != nil {
+			return err
+		}
+		if u := st.Unplaceable; u == nil || time.Until(u.Retry) < 8*time.Second {
+			return fmt.Errorf("g1's next try: %+v", st.Unplaceable)
+		}
+		next, waits = st.Unplaceable.Retry, st.Unplaceable.Waits
+		return nil
+	})
 	joined := time.Now()
-	c.worker("n2", "--labels", "tools=git")
+	n2 := c.worker("n2", "--labels", "tools=git")
+	live := time.Now()
 	inc2 := c.liveIncarnation("n2")
+	var placed time.Time
+	testenv.Eventually(t, 20*time.Second, "g1 placed on n2", func() error {
+		st, err := c.tryState("g1")
+		if err != nil {
+			return err
+		}
+		if st.Node != inc2 {
+			return fmt.Errorf("g1 is %s on %q", st.Status, st.Node)
+		}
+		placed = time.Now()
+		return nil
+	})
+	t.Logf("g1 (%d waits so far) placed %s after n2 was live, %s after it started; its own next try was %s after the join",
+		waits, placed.Sub(live).Round(time.Millisecond), placed.Sub(joined).Round(time.Millisecond), next.Sub(joined).Round(time.Millisecond))
+	if !placed.Before(next) {
+		t.Fatalf("g1 placed at %s, not before its own next try at %s: the joining node did not wake it", placed.Format(time.RFC3339Nano), next.Format(time.RFC3339Nano))
+	}
+	// A beat is nodes.heartbeat_timeout/3 (1 s here).
+	if beats := float64(placed.Sub(live)) / float64(time.Second); beats > 2 {
+		t.Fatalf("g1 placed %.1f beats after n2 was live; want within two", beats)
+	}
+	if woken := linesWith(n2.out.String(), "unplaceable_woken"); len(woken) != 1 || !strings.Contains(woken[0], "g1") {
+		t.Fatalf("n2 logged %q; want one unplaceable_woken naming g1", woken)
+	}
 	c.assertExactlyOneReply(t, []crewlet.Message{msg}, 20*time.Second)
 	t.Logf("g1 answered %s after the labelled node joined", time.Since(joined).Round(time.Millisecond))
 	st := c.state("g1")
-	if st.Node != inc2 || st.Epoch != 1 || st.Counters.Establishes != 1 {
-		t.Fatalf("g1 after n2 joined: got node %q epoch %d establishes %d; want its first tenure (epoch 1) on %s",
-			st.Node, st.Epoch, st.Counters.Establishes, inc2)
+	if st.Node != inc2 || st.Epoch != 1 || st.Counters.Establishes != 1 || st.Unplaceable != nil || st.LastError != "" {
+		t.Fatalf("g1 after n2 joined: got node %q epoch %d establishes %d unplaceable %+v last_error %q; want its first tenure (epoch 1) on %s and nothing left of the wait",
+			st.Node, st.Epoch, st.Counters.Establishes, st.Unplaceable, st.LastError, inc2)
 	}
 	// The model call itself may run on any node; the tenure is what is pinned.
 	if runs := probeRuns(t, probe, "g1", msg.EventID); len(runs) != 1 {
@@ -421,4 +478,66 @@ func linesWith(out, word string) []string {
 		}
 	}
 	return lines
+}
+
+// A seat workflow for a handle no node's org has (started straight through
+// Temporal, as config skew or a hand-started run leaves one): the node it
+// is placed on refuses the tenure. It used to loop place → refused →
+// unplaceable with no wait, hundreds of placements a second; it shows
+// unplaceable with the refusal and backs off, its history growing by a
+// constant per wait.
+func TestSeatNoOrgHasBacksOff(t *testing.T) {
+	c := newCompany(t, fleetOrg(t, 1, 100*time.Millisecond))
+	c.apiServer()
+	c.worker("n1")
+	c.waitAttached(30 * time.Second)
+
+	const ghost = "ghost"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := c.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: crewlet.SeatWorkflowID(ghost), TaskQueue: c.taskQueue,
+		TypedSearchAttributes: workflows.SeatSearchAttributes(ghost, "worker"),
+	}, crewlet.WorkflowSeat, crewlet.SeatInput{Handle: ghost, Role: "worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := func() (crewlet.SeatState, error) {
+		var st crewlet.SeatState
+		v, err := c.temporal.QueryWorkflow(ctx, run.GetID(), "", crewlet.QueryState)
+		if err == nil {
+			err = v.Get(&st)
+		}
+		return st, err
+	}
+	var st crewlet.SeatState
+	testenv.Eventually(t, 40*time.Second, "ghost backed off four times", func() (err error) {
+		if st, err = state(); err != nil {
+			return err
+		}
+		if st.Unplaceable == nil || st.Unplaceable.Waits < 4 {
+			return fmt.Errorf("ghost is %s: %+v", st.Status, st.Unplaceable)
+		}
+		return nil
+	})
+	if st.Status != crewlet.StatusUnplaceable || !strings.Contains(st.LastError, "has no agent seat ghost") {
+		t.Fatalf("ghost: got status %s, last error %q; want unplaceable, refused by the node's org file", st.Status, st.LastError)
+	}
+	// The waits were 1, 2, 4 and 8 s; each cost one placement, and the
+	// first refusal one retry at once.
+	if st.Unplaceable.Attempts > st.Unplaceable.Waits+2 {
+		t.Fatalf("ghost made %d attempts in %d waits; want one per wait", st.Unplaceable.Attempts, st.Unplaceable.Waits)
+	}
+	desc, err := c.temporal.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := desc.GetWorkflowExecutionInfo().GetHistoryLength()
+	// Per wait: a placement marker, the timer started and fired, a
+	// workflow task (3 events); the start and the version marker besides.
+	if most := int64(20 + 8*st.Unplaceable.Attempts); events > most {
+		t.Fatalf("ghost's history has %d events after %d attempts; want at most %d", events, st.Unplaceable.Attempts, most)
+	}
+	t.Logf("ghost: %d attempts, %d waits, %d history events since %s; last error %q", st.Unplaceable.Attempts,
+		st.Unplaceable.Waits, events, time.Since(st.Unplaceable.Since).Round(time.Millisecond), st.LastError)
 }

@@ -73,12 +73,20 @@ func Classify(f Facts, th config.Health, now time.Time) (crewlet.SeatHealth, str
 	if f.Unproven > 0 {
 		add(crewlet.HealthUnprovenTeardown, "its MCP servers on node %s would not stop for %s", f.UnprovenNode, f.Unproven.Round(time.Second))
 	}
-	if f.Status == crewlet.StatusEstablishing {
-		if f.Unplaceable {
-			add(crewlet.HealthUnplaceable, "no live node matches its placement labels (establishing for %s)", since(f.StatusSince))
-		} else if now.Sub(f.StatusSince) > th.EstablishingAfter {
-			add(crewlet.HealthEstablishing, "establishing for %s (health.establishing_after %s)", since(f.StatusSince), th.EstablishingAfter)
-		}
+	// A seat in status unplaceable waits for a node like one establishing:
+	// with none matching its labels it is unplaceable at once; with some
+	// that refuse it or are full, it is establishing too long once past
+	// the bound, and its own last_error says which (asking the seat here
+	// would be a call per seat).
+	placing := f.Status == crewlet.StatusEstablishing || f.Status == crewlet.StatusUnplaceable
+	switch {
+	case placing && f.Unplaceable:
+		add(crewlet.HealthUnplaceable, "no live node matches its placement labels (%s for %s)", f.Status, since(f.StatusSince))
+	case placing && now.Sub(f.StatusSince) > th.EstablishingAfter && f.Status == crewlet.StatusUnplaceable:
+		add(crewlet.HealthEstablishing, "no node took it for %s (health.establishing_after %s): the nodes that match it refused it or are full; its state's last_error says why (crewlet seats show %s)",
+			since(f.StatusSince), th.EstablishingAfter, f.Handle)
+	case placing && now.Sub(f.StatusSince) > th.EstablishingAfter:
+		add(crewlet.HealthEstablishing, "establishing for %s (health.establishing_after %s)", since(f.StatusSince), th.EstablishingAfter)
 	}
 	current, failed := turnsOf(f)
 	if len(failed) >= th.FailingTurns {

@@ -17,6 +17,7 @@
 package placement
 
 import (
+	"fmt"
 	"sort"
 )
 
@@ -293,6 +294,42 @@ func (s Snapshot) Choose(handle string, exclude []string, preferNodeID string) (
 		return best.node, true
 	}
 	return Node{}, false
+}
+
+// Refusal says why Choose finds no node for handle: no node live, none
+// carrying the group's labels, or how many of those that do are draining,
+// excluded or full. Call it when Choose returned false.
+func (s Snapshot) Refusal(handle string, exclude []string) string {
+	if len(s.Nodes) == 0 {
+		return "no node is live"
+	}
+	g, _ := s.groupOf(handle)
+	load := s.load()
+	current := s.Hosts[handle]
+	var matching, draining, excludedN, full int
+	for _, n := range s.Nodes {
+		if !Matches(n, g.Labels) {
+			continue
+		}
+		matching++
+		total := load.total[n.Incarnation]
+		if current != "" && current == n.Incarnation {
+			total--
+		}
+		switch {
+		case n.Draining:
+			draining++
+		case excluded(n, exclude):
+			excludedN++
+		case !withinCapacity(n, total):
+			full++
+		}
+	}
+	if matching == 0 {
+		return fmt.Sprintf("none of the %d live nodes carries its placement labels", len(s.Nodes))
+	}
+	return fmt.Sprintf("of the %d live nodes with its labels, %d draining, %d excluded (they refused it or lost it), %d at capacity",
+		matching, draining, excludedN, full)
 }
 
 // better orders Choose's under-share candidates: the preferred node id first,

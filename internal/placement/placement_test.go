@@ -724,3 +724,36 @@ func TestChooseOnAGivenLoadMatchesCountingEveryHost(t *testing.T) {
 		t.Errorf("n1 holds %d plain seats; want 11", got)
 	}
 }
+
+// When Choose finds no node, Refusal says which of its reasons held, so a
+// seat's last_error tells an operator what to change.
+func TestRefusalSaysWhyNoNodeTakesTheSeat(t *testing.T) {
+	t.Parallel()
+	gpu := map[string]string{"gpu": "yes"}
+	pinned := Group{Key: "gpu=yes", Labels: gpu, Seats: []string{"p", "q"}}
+	plain := node("n1", nil)
+	g1, g2, g3 := node("g1", gpu), node("g2", gpu), node("g3", gpu)
+	g2.Draining = true
+	g3.Capacity = 1
+	for _, tc := range []struct {
+		name    string
+		nodes   []Node
+		exclude []string
+		want    string
+	}{
+		{"no node live", nil, nil, "no node is live"},
+		{"none with the labels", []Node{plain}, nil, "none of the 1 live nodes carries its placement labels"},
+		{"draining, excluded and full", []Node{plain, g1, g2, g3}, []string{"g1"},
+			"of the 3 live nodes with its labels, 1 draining, 1 excluded (they refused it or lost it), 1 at capacity"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Snapshot{Nodes: tc.nodes, Groups: []Group{pinned}, Hosts: map[string]string{"q": "g3:a"}}
+			if n, ok := s.Choose("p", tc.exclude, ""); ok {
+				t.Fatalf("Choose placed p on %s; the case needs a refusal", n.Incarnation)
+			}
+			if got := s.Refusal("p", tc.exclude); got != tc.want {
+				t.Errorf("Refusal: got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

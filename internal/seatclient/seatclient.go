@@ -116,6 +116,28 @@ func (c *Client) Wake(ctx context.Context, s config.Seat) error {
 	return c.checkSeatRun(ctx, s.Handle, run.GetRunID())
 }
 
+// Unplaceable returns the handles of the running seats that no node took
+// and that wait, backing off, for the next try: those whose CrewletStatus
+// is unplaceable. One visibility query, however many seats run.
+func (c *Client) Unplaceable(ctx context.Context) ([]string, error) {
+	var out []string
+	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND TaskQueue = '%s' AND %s = '%s'",
+		crewlet.WorkflowSeat, c.org.Now().Temporal.TaskQueue, crewlet.SAStatus, crewlet.StatusUnplaceable)
+	err := c.listWorkflows(ctx, query, func(ex *workflowpb.WorkflowExecutionInfo) {
+		if handle, ok := crewlet.HandleFromWorkflowID(ex.GetExecution().GetWorkflowId()); ok {
+			out = append(out, handle)
+		}
+	})
+	return out, err
+}
+
+// Nudge signals wake to the seat's running workflow and starts none: a
+// seat that waits tries again now. A seat that is gone fails with an
+// error Gone recognises.
+func (c *Client) Nudge(ctx context.Context, handle string) error {
+	return c.signal(ctx, crewlet.SeatWorkflowID(handle), crewlet.SignalWake, nil, nil)
+}
+
 // State asks the seat's workflow what it is doing.
 func (c *Client) State(ctx context.Context, handle string) (crewlet.SeatState, error) {
 	ctx, cancel := context.WithTimeout(ctx, queryTimeout)

@@ -11,7 +11,7 @@ import (
 // seatStatuses are the live statuses a seat is counted under, each reported
 // even at zero so a status that empties reads 0 rather than vanishing.
 var seatStatuses = []crewlet.SeatStatus{crewlet.StatusEstablishing, crewlet.StatusIdle, crewlet.StatusRunning,
-	crewlet.StatusPaused, crewlet.StatusDraining, crewlet.StatusDrained, crewlet.StatusMoving, crewlet.StatusStopped, crewlet.StatusAbsent}
+	crewlet.StatusPaused, crewlet.StatusDraining, crewlet.StatusDrained, crewlet.StatusMoving, crewlet.StatusStopped, crewlet.StatusUnplaceable, crewlet.StatusAbsent}
 
 // seatsByHealth counts the agent seats by recorded health, each state
 // reported even at zero.
