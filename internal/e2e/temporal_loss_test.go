@@ -1,0 +1,275 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/schedules"
+	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/workers"
+)
+
+// Temporal's state is rebuildable (docs/operations.md, "When Temporal loses
+// its state"): the Temporal dev server killed under load and restarted
+// empty on the same port, with two workers and the API left running. A
+// publish while it is down answers within a second (the mail is durable in
+// Redis; the wake is best effort); once it answers again each node notices
+// on its own, makes its build current, recreates the duties and the org's
+// schedules and starts every seat, and every message sent before, during
+// and after is answered exactly once. No crewlet process restarts.
+func TestTemporalLosingItsStateIsRebuiltWithoutRestarts(t *testing.T) {
+	tmp := testenv.OwnTemporal(t)
+	const seats = 4
+	handles := make([]string, seats)
+	var seatLines strings.Builder
+	for i := range handles {
+		handles[i] = fmt.Sprintf("s%02d", i+1)
+		fmt.Fprintf(&seatLines, "  - { handle: %s, role: worker }\n", handles[i])
+	}
+	org := writeFile(t, "org.yaml", fmt.Sprintf(`company: { name: tloss }
+profiles:
+  quick: { provider: scripted }
+roles:
+  worker: { charter: works, profile: quick }
+seats:
+%sschedules:
+  # Never due during the test: it only has to exist again.
+  - { name: nightly, cron: "0 3 * * *", timezone: UTC, to: s01, text: "nightly report" }
+`, seatLines.String()))
+	c := newCompanyOnTemporal(t, org, testenv.MigratedDatabase(t), tmp.Addr, "default")
+	apiProc := c.apiServer()
+	n1 := c.worker("n1")
+	n2 := c.worker("n2")
+	c.waitAttached(60 * time.Second)
+	for _, m := range c.sendAll(handles, "before") {
+		c.waitReply(m, 60*time.Second)
+	}
+
+	// Load: a message every 200 ms, round the seats, from 2 s before the
+	// kill until 5 s after Temporal is back. Each publish's latency is
+	// kept with when it began.
+	type sent struct {
+		msg     crewlet.Message
+		began   time.Time
+		latency time.Duration
+		err     error
+	}
+	var (
+		mu   sync.Mutex
+		load []sent
+	)
+	stopLoad := make(chan struct{})
+	loadDone := make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stopLoad:
+				return
+			case <-tick.C:
+			}
+			var msg crewlet.Message
+			began := time.Now()
+			err := c.call(http.MethodPost, "/seats/"+handles[i%seats]+"/messages", api.SendMessageRequest{Text: fmt.Sprintf("load %d", i)}, &msg)
+			mu.Lock()
+			load = append(load, sent{msg: msg, began: began, latency: time.Since(began), err: err})
+			mu.Unlock()
+		}
+	}()
+	time.Sleep(2 * time.Second)
+	tmp.Kill()
+	killedAt := time.Now()
+	// Down for 5 s, with the load going on; then one more publish,
+	// measured on its own.
+	time.Sleep(5 * time.Second)
+	probeBegan := time.Now()
+	probe := c.send("s02", "sent while Temporal is down")
+	probeLatency := time.Since(probeBegan)
+	restartBegan := time.Now()
+	tmp.Start()
+	backAt := time.Now()
+	t.Logf("temporal down %s (killed, restarted empty; serving again %s after the restart began)",
+		backAt.Sub(killedAt).Round(time.Millisecond), backAt.Sub(restartBegan).Round(time.Millisecond))
+	if probeLatency > time.Second {
+		t.Errorf("a publish while Temporal was down took %s; want at most 1s", probeLatency)
+	}
+
+	// What the company says while Temporal is back and not yet rebuilt.
+	var during []string
+	var seatsView []api.SeatSummary
+	if err := c.call(http.MethodGet, "/seats", nil, &seatsView); err == nil {
+		for _, s := range seatsView {
+			during = append(during, s.Handle+"="+s.Status+"/"+string(s.Health))
+		}
+	} else {
+		during = append(during, "GET /seats: "+err.Error())
+	}
+	t.Logf("seats just after Temporal is back: %v", during)
+
+	// The duties and the org's schedule, as Temporal shows them: the
+	// moment all exist again.
+	dutiesBack := make(chan time.Time, 1)
+	go func() {
+		ids := []string{workers.ReconcileScheduleID(c.taskQueue), workers.HealthScheduleID(c.taskQueue),
+			workers.RebalanceScheduleID(c.taskQueue), workers.MaintenanceScheduleID(c.taskQueue), schedules.ID(c.taskQueue, "nightly")}
+		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			missing := 0
+			for _, id := range ids {
+				if _, err := c.temporal.ScheduleClient().GetHandle(ctx, id).Describe(ctx); err != nil {
+					missing++
+				}
+			}
+			cancel()
+			if missing == 0 {
+				dutiesBack <- time.Now()
+				return
+			}
+		}
+		close(dutiesBack)
+	}()
+
+	time.Sleep(5 * time.Second)
+	close(stopLoad)
+	<-loadDone
+
+	mu.Lock()
+	all := slices.Clone(load)
+	mu.Unlock()
+	var msgs []crewlet.Message
+	var worstDown time.Duration
+	downSends := 0
+	for _, s := range all {
+		if s.err != nil {
+			t.Errorf("publish at %s refused: %v", s.began.Format(time.RFC3339Nano), s.err)
+			continue
+		}
+		msgs = append(msgs, s.msg)
+		if !s.began.Before(killedAt) && s.began.Before(backAt) {
+			downSends++
+			worstDown = max(worstDown, s.latency)
+		}
+	}
+	msgs = append(msgs, probe)
+	t.Logf("%d messages taken under load, %d of them while Temporal was down (slowest publish then: %s; the probe: %s)",
+		len(msgs)-1, downSends, worstDown.Round(time.Millisecond), probeLatency.Round(time.Millisecond))
+	if downSends == 0 {
+		t.Fatalf("no publish began while Temporal was down")
+	}
+	if worstDown > time.Second {
+		t.Errorf("a publish while Temporal was down took %s; want at most 1s", worstDown)
+	}
+
+	// Each node says it noticed and that it rebuilt, within 2 minutes of
+	// Temporal answering again.
+	nodes := map[string]*proc{"n1": n1, "n2": n2}
+	testenv.Eventually(t, 2*time.Minute, "both nodes rebuilt Temporal's state", func() error {
+		for name, p := range nodes {
+			if len(linesWith(p.out.String(), "msg=temporal_state_rebuilt")) == 0 {
+				return fmt.Errorf("%s has not logged temporal_state_rebuilt", name)
+			}
+		}
+		return nil
+	})
+	for _, m := range msgs {
+		if reply, want := c.waitReply(m, 3*time.Minute), fmt.Sprintf("[%s] %s", m.To, m.Body); reply != want {
+			t.Errorf("reply to %q: %q; want %q", m.Body, reply, want)
+		}
+	}
+	c.waitAnswered(time.Minute, handles...)
+	var firstReply, lastReply time.Time
+	for _, m := range msgs {
+		replies := c.replyEntries(m)
+		if len(replies) != 1 {
+			t.Errorf("%q answered %d times; want once", m.Body, len(replies))
+			continue
+		}
+		at := replies[0].RecordedAt
+		if at.After(backAt) && (firstReply.IsZero() || at.Before(firstReply)) {
+			firstReply = at
+		}
+		if at.After(lastReply) {
+			lastReply = at
+		}
+	}
+	c.waitAttached(time.Minute)
+
+	// The timeline, from Temporal serving again.
+	since := func(at time.Time) string {
+		if at.IsZero() {
+			return "never"
+		}
+		return "+" + at.Sub(backAt).Round(100*time.Millisecond).String()
+	}
+	var noticed, rebuilt []string
+	for _, name := range []string{"n1", "n2"} {
+		out := nodes[name].out.String()
+		lost, done := linesWith(out, "msg=temporal_state_lost"), linesWith(out, "msg=temporal_state_rebuilt")
+		if len(lost) != 1 {
+			t.Errorf("%s logged temporal_state_lost %d times; want once:\n%s", name, len(lost), strings.Join(lost, "\n"))
+		}
+		if len(lost) > 0 {
+			noticed = append(noticed, fmt.Sprintf("%s %s", name, since(logTime(t, lost[0]))))
+			t.Logf("%s: %s", name, lost[0])
+		}
+		if len(done) > 0 {
+			rebuilt = append(rebuilt, fmt.Sprintf("%s %s", name, since(logTime(t, done[0]))))
+			t.Logf("%s: %s", name, done[0])
+		}
+		if n := len(linesWith(out, "msg=node_started")); n != 1 {
+			t.Errorf("%s logged node_started %d times; want once (no restart)", name, n)
+		}
+	}
+	duties, ok := <-dutiesBack
+	if !ok {
+		t.Errorf("the duty and org schedules did not all exist again within 3 minutes")
+	}
+	t.Logf("timeline from Temporal serving again: noticed %v; rebuilt %v; duties and org schedule back %s; first reply %s; all %d answered %s",
+		noticed, rebuilt, since(duties), since(firstReply), len(msgs), since(lastReply))
+	for name, p := range map[string]*proc{"n1": n1, "n2": n2, "api": apiProc} {
+		select {
+		case <-p.done:
+			t.Errorf("%s exited: %s", name, p.out.String())
+		default:
+		}
+	}
+}
+
+// replyEntries returns the recorded replies to msg.
+func (c *company) replyEntries(msg crewlet.Message) []store.TranscriptEntry {
+	var out []store.TranscriptEntry
+	for _, conv := range c.conversation(msg.Conversation) {
+		for _, m := range conv.Messages {
+			if m.InReplyTo == msg.EventID {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// logTime is the time= of a process's log line.
+func logTime(t *testing.T, line string) time.Time {
+	t.Helper()
+	_, rest, ok := strings.Cut(line, "time=")
+	if !ok {
+		t.Fatalf("no time in log line %q", line)
+	}
+	stamp, _, _ := strings.Cut(rest, " ")
+	at, err := time.Parse(time.RFC3339Nano, stamp)
+	if err != nil {
+		t.Fatalf("log line %q: %v", line, err)
+	}
+	return at
+}
