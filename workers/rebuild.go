@@ -39,6 +39,7 @@ const temporalCheckWithin = 5 * time.Second
 const (
 	missingDuties             = "duty_schedules"
 	missingDutiesReplaced     = "duty_schedules_replaced"
+	missingDutiesRolledBack   = "duty_schedules_rolled_back"
 	missingDeployment         = "worker_deployment"
 	missingDeploymentReplaced = "worker_deployment_replaced"
 	missingCurrentVersion     = "current_version"
@@ -47,9 +48,11 @@ const (
 // temporalFacts is what one check read of Temporal.
 type temporalFacts struct {
 	// DutyFound says the reconcile duty's Schedule exists, DutyCreated
-	// when Temporal created it.
+	// when Temporal created it and DutyActions how many runs it started:
+	// a count that only grows, unless Temporal went back to a backup.
 	DutyFound   bool
 	DutyCreated time.Time
+	DutyActions int
 	// DeploymentFound says the worker deployment exists, DeploymentCreated
 	// when Temporal created it, and Current is its current build ("" for
 	// none).
@@ -62,6 +65,7 @@ type temporalFacts struct {
 // zero values are what it has not seen yet.
 type temporalSeen struct {
 	DutyCreated       time.Time
+	DutyActions       int
 	DeploymentCreated time.Time
 	Current           string
 }
@@ -80,7 +84,8 @@ type rebuildPlan struct {
 
 // planRebuild is the rule: a node that ensured the duty Schedules at boot
 // and finds the reconcile duty's gone, or made again since it last looked
-// (a peer rebuilt first), or finds the deployment gone or made again, or
+// (a peer rebuilt first), or with fewer runs than it saw (Temporal restored
+// from an older backup), or finds the deployment gone or made again, or
 // its current version gone, takes Temporal's state as lost and rebuilds it
 // all: every step is idempotent, so a node that rebuilds after a peer only
 // repeats it. Unknown is never missing: the caller plans nothing from a
@@ -92,6 +97,8 @@ func planRebuild(f temporalFacts, seen temporalSeen, policy string) rebuildPlan 
 		p.Missing = append(p.Missing, missingDuties)
 	case !seen.DutyCreated.IsZero() && !f.DutyCreated.Equal(seen.DutyCreated):
 		p.Missing = append(p.Missing, missingDutiesReplaced)
+	case f.DutyActions < seen.DutyActions:
+		p.Missing = append(p.Missing, missingDutiesRolledBack)
 	}
 	switch {
 	case !f.DeploymentFound:
@@ -287,7 +294,7 @@ func (w *temporalWatch) rebuild(ctx context.Context, plan rebuildPlan, f tempora
 // remember takes f as what the node last saw while Temporal held its state.
 func (w *temporalWatch) remember(f temporalFacts) {
 	if f.DutyFound {
-		w.seen.DutyCreated = f.DutyCreated
+		w.seen.DutyCreated, w.seen.DutyActions = f.DutyCreated, f.DutyActions
 	}
 	if f.DeploymentFound {
 		w.seen.DeploymentCreated = f.DeploymentCreated
@@ -307,7 +314,7 @@ func (w *temporalWatch) read(ctx context.Context) (temporalFacts, error) {
 	case err != nil:
 		return f, fmt.Errorf("describe the reconcile duty's schedule: %w", err)
 	default:
-		f.DutyFound, f.DutyCreated = true, desc.Info.CreatedAt
+		f.DutyFound, f.DutyCreated, f.DutyActions = true, desc.Info.CreatedAt, desc.Info.NumActions
 	}
 	d, err := w.promotion.deploy.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
 	switch {
