@@ -16,10 +16,11 @@ import (
 	"github.com/crewlet/crewlet/internal/schedules"
 )
 
-// Temporal's state is rebuildable (docs/operations.md, "When Temporal loses
-// its state"): everything a company must not lose lives in Postgres and
-// Redis, and Temporal holds the running executions, the duty and org
-// Schedules and the worker deployment's routing. A Temporal that comes back
+// Temporal's state is rebuildable
+// (docs/operations.md, "When Temporal loses its state"): everything a
+// company must not lose lives in Postgres and Redis, and Temporal holds the
+// running executions, the duty and org Schedules and the worker
+// deployment's routing. A Temporal that comes back
 // empty or older (a dev server restarted, a namespace recreated, a restore
 // from a backup, a move to another cluster) answers every call as if
 // nothing were wrong, so each node checks, on a loop of its own, that what

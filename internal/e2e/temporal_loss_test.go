@@ -18,8 +18,9 @@ import (
 	"github.com/crewlet/crewlet/workers"
 )
 
-// Temporal's state is rebuildable (docs/operations.md, "When Temporal loses
-// its state"): the Temporal dev server killed under load and restarted
+// Temporal's state is rebuildable
+// (docs/operations.md, "When Temporal loses its state"): the Temporal dev
+// server killed under load and restarted
 // empty on the same port, with two workers and the API left running. A
 // publish while it is down answers within a second (the mail is durable in
 // Redis; the wake is best effort); once it answers again each node notices
