@@ -20,11 +20,11 @@ import (
 // (docs/operations.md, "When Temporal loses its state"): everything a
 // company must not lose lives in Postgres and Redis, and Temporal holds the
 // running executions, the duty and org Schedules and the worker
-// deployment's routing. A Temporal that comes back
-// empty or older (a dev server restarted, a namespace recreated, a restore
-// from a backup, a move to another cluster) answers every call as if
-// nothing were wrong, so each node checks, on a loop of its own, that what
-// it made there at boot is still there, and makes it again when it is not.
+// deployment's routing. A Temporal that comes back empty or older (a dev
+// server restarted, a namespace recreated, a restore from a backup, a move
+// to another cluster) answers every call as if nothing were wrong, so each
+// node checks, on a loop of its own, that what it made there at boot is
+// still there, and makes it again when it is not.
 
 // temporalCheckEvery is how often a node checks Temporal's state: two
 // describes, the same for 10 seats or 10,000. Noticing a loss takes at

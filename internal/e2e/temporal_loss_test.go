@@ -97,6 +97,24 @@ seats:
 	probeBegan := time.Now()
 	probe := c.send("s02", "sent while Temporal is down")
 	probeLatency := time.Since(probeBegan)
+	// The company still answers for its seats: what Temporal would say is
+	// unknown, the mail waiting is not.
+	var outage []api.SeatSummary
+	listBegan := time.Now()
+	if err := c.call(http.MethodGet, "/seats", nil, &outage); err != nil {
+		t.Errorf("GET /seats while Temporal is down: %v; want the seats, their status unknown", err)
+	}
+	t.Logf("GET /seats while Temporal is down answered in %s", time.Since(listBegan).Round(time.Millisecond))
+	waiting := int64(0)
+	for _, s := range outage {
+		if s.Status != "unknown" {
+			t.Errorf("seat %s shows %q while Temporal is down; want unknown", s.Handle, s.Status)
+		}
+		waiting += s.Waiting
+	}
+	if waiting == 0 {
+		t.Errorf("GET /seats while Temporal is down shows no mail waiting; want the load's")
+	}
 	restartBegan := time.Now()
 	tmp.Start()
 	backAt := time.Now()
