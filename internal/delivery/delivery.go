@@ -8,6 +8,7 @@ package delivery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -194,7 +195,16 @@ func (d *Service) wake(ctx context.Context, to config.Seat, eventID string, rais
 	go func() {
 		defer close(done)
 		defer cancel()
-		err := d.seats.Wake(wctx, to)
+		err := func() (err error) {
+			// Off the caller's goroutine, a panic would end the process
+			// instead of the one call.
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("wake panicked: %v", p)
+				}
+			}()
+			return d.seats.Wake(wctx, to)
+		}()
 		if err == nil {
 			return
 		}
