@@ -130,7 +130,8 @@ func (s *Server) listSeats(w http.ResponseWriter, r *http.Request) {
 			}
 			sum.Health = crewlet.HealthUnknown
 			if h, ok := health[seat.Handle]; ok {
-				sum.Health, sum.HealthCause, sum.HealthSince = h.State, h.Cause, &h.Since
+				state, cause, since := shownHealth(h.SeatHealthRow, org.Health.Interval, time.Now())
+				sum.Health, sum.HealthCause, sum.HealthSince = state, cause, &since
 			}
 		}
 		if row, ok := rows[seat.Handle]; ok {
@@ -139,6 +140,27 @@ func (s *Server) listSeats(w http.ResponseWriter, r *http.Request) {
 		out = append(out, sum)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// healthStaleAfter is how many health intervals (at least
+// healthStaleFloor) a recorded health outlives before GET /seats calls it
+// unknown: the health duty is a Temporal Schedule, and a Temporal that is
+// down or lost its state runs no pass, so the last word would stand for
+// good and say "ok" of seats that answer nothing.
+const (
+	healthStaleAfter = 3
+	healthStaleFloor = time.Minute
+)
+
+// shownHealth is a seat's recorded health as GET /seats shows it at now:
+// as recorded, or unknown when no pass has checked it for too long.
+func shownHealth(h crewlet.SeatHealthRow, interval time.Duration, now time.Time) (crewlet.SeatHealth, string, time.Time) {
+	stale := max(healthStaleAfter*interval, healthStaleFloor)
+	if h.CheckedAt.IsZero() || now.Sub(h.CheckedAt) <= stale {
+		return h.State, h.Cause, h.Since
+	}
+	return crewlet.HealthUnknown, fmt.Sprintf("not checked for %s: the health duty (every %s) has not run; is Temporal up, and a worker build current? Last recorded: %s: %s",
+		now.Sub(h.CheckedAt).Round(time.Second), interval, h.State, h.Cause), h.CheckedAt
 }
 
 // liveWithin bounds GET /seats' list of the seats' workflows, so a
