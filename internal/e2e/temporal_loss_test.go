@@ -51,6 +51,17 @@ seats:
 	n1 := c.worker("n1")
 	n2 := c.worker("n2")
 	c.waitAttached(60 * time.Second)
+	// A node is live from its registration, before its build check ends
+	// (issue 34's slow start); the loss is noticed against what a node
+	// made in Temporal once started.
+	testenv.Eventually(t, 2*time.Minute, "both nodes started", func() error {
+		for name, p := range map[string]*proc{"n1": n1, "n2": n2} {
+			if !strings.Contains(p.out.String(), "msg=node_started") {
+				return fmt.Errorf("%s has not logged node_started", name)
+			}
+		}
+		return nil
+	})
 	for _, m := range c.sendAll(handles, "before") {
 		c.waitReply(m, 60*time.Second)
 	}
@@ -135,6 +146,31 @@ seats:
 		during = append(during, "GET /seats: "+err.Error())
 	}
 	t.Logf("seats just after Temporal is back: %v", during)
+
+	// What GET /seats says of each seat from then on, each change once:
+	// for the log, so what an operator would have seen can be quoted.
+	stopWatch := make(chan struct{})
+	watched := make(chan map[string][]string, 1)
+	go func() {
+		seen := map[string][]string{}
+		for {
+			var view []api.SeatSummary
+			if err := c.call(http.MethodGet, "/seats", nil, &view); err == nil {
+				for _, s := range view {
+					state := s.Status + "/" + string(s.Health)
+					if h := seen[s.Handle]; len(h) == 0 || !strings.HasPrefix(h[len(h)-1], state+"@") {
+						seen[s.Handle] = append(h, fmt.Sprintf("%s@+%s", state, time.Since(backAt).Round(100*time.Millisecond)))
+					}
+				}
+			}
+			select {
+			case <-stopWatch:
+				watched <- seen
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
 
 	// The duties and the org's schedule, as Temporal shows them: the
 	// moment all exist again.
@@ -223,6 +259,11 @@ seats:
 		}
 	}
 	c.waitAttached(time.Minute)
+	close(stopWatch)
+	changes := <-watched
+	for _, h := range handles {
+		t.Logf("GET /seats for %s after Temporal was back (status/health@time): %v", h, changes[h])
+	}
 
 	// The timeline, from Temporal serving again.
 	since := func(at time.Time) string {
