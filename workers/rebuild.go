@@ -228,20 +228,23 @@ func (w *temporalWatch) check(ctx context.Context) {
 		w.remember(f)
 		return
 	}
-	if len(plan.Missing) == 0 {
-		plan = rebuildPlan{Missing: w.retry, Promote: w.promotion.policy != config.PromoteNever}
-	} else {
+	switch {
+	case len(w.retry) == 0:
+		// One loss, one line: a rebuild tried again says
+		// temporal_rebuild_incomplete, not this.
 		w.log.Error("temporal_state_lost", "missing", plan.Missing, "current", f.Current, "build_id", w.promotion.buildID,
 			"note", "Temporal came back without what this node made there (restarted empty, restored from an older backup, or another cluster); rebuilding it")
+	case len(plan.Missing) == 0:
+		plan = rebuildPlan{Missing: w.retry, Promote: w.promotion.policy != config.PromoteNever}
 	}
-	w.rebuild(ctx, plan, f)
+	w.rebuild(ctx, plan)
 }
 
 // rebuild makes again what Temporal lost: the build current by the
 // promotion rule, the duty Schedules, the org's Schedules, and a running
 // workflow for every agent seat (each seat reads its mailbox when it
 // starts, so the mail published meanwhile is answered).
-func (w *temporalWatch) rebuild(ctx context.Context, plan rebuildPlan, f temporalFacts) {
+func (w *temporalWatch) rebuild(ctx context.Context, plan rebuildPlan) {
 	began := time.Now()
 	var did []string
 	var errs []error
@@ -271,7 +274,7 @@ func (w *temporalWatch) rebuild(ctx context.Context, plan rebuildPlan, f tempora
 	if err := w.rec.Reconcile(ctx, org, w.n.NodeID); err != nil {
 		errs = append(errs, fmt.Errorf("start seats: %w", err))
 	} else {
-		did = append(did, fmt.Sprintf("seats_started=%d", len(org.AgentSeats())))
+		did = append(did, fmt.Sprintf("seats_reconciled=%d", len(org.AgentSeats())))
 	}
 	took := time.Since(began).Round(time.Millisecond)
 	if err := errors.Join(errs...); err != nil {
