@@ -100,24 +100,33 @@ seats:
 		}
 	}()
 	time.Sleep(2 * time.Second)
+	const outage = 20 * time.Second
 	tmp.Kill()
 	killedAt := time.Now()
-	// Down for 5 s, with the load going on; then one more publish,
-	// measured on its own.
-	time.Sleep(5 * time.Second)
+	// Down for 20 s, with the load going on: longer than a wake goes on in
+	// the background (10 s) and than a node's check interval (15 s). Once
+	// each node has said so, one more publish, measured on its own.
+	testenv.Eventually(t, 30*time.Second, "both nodes saying Temporal is unreachable", func() error {
+		for name, p := range map[string]*proc{"n1": n1, "n2": n2} {
+			if !strings.Contains(p.out.String(), "msg=temporal_unreachable") {
+				return fmt.Errorf("%s has not logged temporal_unreachable", name)
+			}
+		}
+		return nil
+	})
 	probeBegan := time.Now()
 	probe := c.send("s02", "sent while Temporal is down")
 	probeLatency := time.Since(probeBegan)
 	// The company still answers for its seats: what Temporal would say is
 	// unknown, the mail waiting is not.
-	var outage []api.SeatSummary
+	var downView []api.SeatSummary
 	listBegan := time.Now()
-	if err := c.call(http.MethodGet, "/seats", nil, &outage); err != nil {
+	if err := c.call(http.MethodGet, "/seats", nil, &downView); err != nil {
 		t.Errorf("GET /seats while Temporal is down: %v; want the seats, their status unknown", err)
 	}
 	t.Logf("GET /seats while Temporal is down answered in %s", time.Since(listBegan).Round(time.Millisecond))
 	waiting := int64(0)
-	for _, s := range outage {
+	for _, s := range downView {
 		if s.Status != "unknown" {
 			t.Errorf("seat %s shows %q while Temporal is down; want unknown", s.Handle, s.Status)
 		}
@@ -126,6 +135,7 @@ seats:
 	if waiting == 0 {
 		t.Errorf("GET /seats while Temporal is down shows no mail waiting; want the load's")
 	}
+	time.Sleep(time.Until(killedAt.Add(outage)))
 	restartBegan := time.Now()
 	tmp.Start()
 	backAt := time.Now()
@@ -286,6 +296,11 @@ seats:
 		if len(done) > 0 {
 			rebuilt = append(rebuilt, fmt.Sprintf("%s %s", name, since(logTime(t, done[0]))))
 			t.Logf("%s: %s", name, done[0])
+		}
+		for _, event := range []string{"msg=temporal_unreachable", "msg=temporal_reachable"} {
+			if n := len(linesWith(out, event)); n != 1 {
+				t.Errorf("%s logged %s %d times; want once", name, event, n)
+			}
 		}
 		if n := len(linesWith(out, "msg=node_started")); n != 1 {
 			t.Errorf("%s logged node_started %d times; want once (no restart)", name, n)
