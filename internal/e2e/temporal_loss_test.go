@@ -348,3 +348,163 @@ func logTime(t *testing.T, line string) time.Time {
 	}
 	return at
 }
+
+// A restore of Temporal from an older backup: the seat runs come back at
+// the epochs they had then, older than Postgres's, so each is fenced at its
+// first step and establishes again; the nodes notice the reconcile duty's
+// run count went back and rebuild; the mail answered after the backup is
+// not answered again (it was acked, and the ledger holds it), and the mail
+// sent after the restore is answered once. A restart of Temporal on its own
+// state, the backup itself, is no loss.
+func TestTemporalRestoredFromAnOlderBackupFencesStaleRunsAndAnswersOnce(t *testing.T) {
+	tmp := testenv.OwnTemporalOnDisk(t)
+	const seats = 4
+	handles := make([]string, seats)
+	var seatLines strings.Builder
+	for i := range handles {
+		handles[i] = fmt.Sprintf("s%02d", i+1)
+		fmt.Fprintf(&seatLines, "  - { handle: %s, role: worker }\n", handles[i])
+	}
+	org := writeFile(t, "org.yaml", fmt.Sprintf(`company: { name: tback }
+profiles:
+  quick: { provider: scripted }
+roles:
+  worker: { charter: works, profile: quick }
+seats:
+%s`, seatLines.String()))
+	c := newCompanyOnTemporal(t, org, testenv.MigratedDatabase(t), tmp.Addr, "default")
+	// The reconcile duty runs often, so its run count moves well past the
+	// backup's before the restore.
+	c.setenv("CREWLET_NODES_RECONCILE_INTERVAL=1s")
+	c.apiServer()
+	n1 := c.worker("n1")
+	n2 := c.worker("n2")
+	c.waitAttached(60 * time.Second)
+	nodes := map[string]*proc{"n1": n1, "n2": n2}
+	testenv.Eventually(t, 2*time.Minute, "both nodes started", func() error {
+		for name, p := range nodes {
+			if !strings.Contains(p.out.String(), "msg=node_started") {
+				return fmt.Errorf("%s has not logged node_started", name)
+			}
+		}
+		return nil
+	})
+	var msgs []crewlet.Message
+	for _, m := range c.sendAll(handles, "before the backup") {
+		c.waitReply(m, 60*time.Second)
+		msgs = append(msgs, m)
+	}
+	runs := func() int {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		d, err := c.temporal.ScheduleClient().GetHandle(ctx, workers.ReconcileScheduleID(c.taskQueue)).Describe(ctx)
+		if err != nil {
+			t.Fatalf("describe the reconcile duty: %v", err)
+		}
+		return d.Info.NumActions
+	}
+	atBackup := runs()
+	backup := tmp.Backup()
+	t.Logf("backup taken with the reconcile duty at %d runs", atBackup)
+
+	// After the backup: every seat moves to the other node, so Postgres
+	// holds epochs the backup never saw, and answers mail there.
+	moved := c.seatMap()
+	for _, h := range handles {
+		testenv.Eventually(t, 30*time.Second, "move "+h, func() error {
+			return c.temporal.SignalWorkflow(context.Background(), crewlet.SeatWorkflowID(h), "", crewlet.SignalMove,
+				crewlet.MoveRequest{ExcludeNode: moved[h].Node, Reason: "test: a new tenure after the backup", By: "test"})
+		})
+	}
+	testenv.Eventually(t, time.Minute, "every seat on a new tenure", func() error {
+		now := c.seatMap()
+		for _, h := range handles {
+			if now[h].Epoch <= moved[h].Epoch || now[h].Status != string(crewlet.StatusIdle) {
+				return fmt.Errorf("seat %s is %s at epoch %d (was %d)", h, now[h].Status, now[h].Epoch, moved[h].Epoch)
+			}
+		}
+		return nil
+	})
+	for _, m := range c.sendAll(handles, "after the backup") {
+		c.waitReply(m, 60*time.Second)
+		msgs = append(msgs, m)
+	}
+	// The restored duty catches up one run and then runs each second: a
+	// node that saw it 45 runs past the backup sees fewer after the restore
+	// for longer than its check's interval (15 s). The wait after is for
+	// every node's check to have seen the count.
+	testenv.Eventually(t, 2*time.Minute, "the reconcile duty 45 runs past its count at the backup", func() error {
+		if n := runs(); n < atBackup+45 {
+			return fmt.Errorf("reconcile duty at %d runs, %d at the backup", n, atBackup)
+		}
+		return nil
+	})
+	time.Sleep(16 * time.Second)
+	beforeRestore := c.seatMap()
+	atRestore := runs()
+	for name, p := range nodes {
+		if lost := linesWith(p.out.String(), "msg=temporal_state_lost"); len(lost) != 0 {
+			t.Fatalf("%s took a restart of Temporal on its own state for a loss: %v", name, lost)
+		}
+	}
+
+	tmp.Restore(backup)
+	backAt := time.Now()
+	for _, m := range c.sendAll(handles, "after the restore") {
+		msgs = append(msgs, m)
+	}
+	testenv.Eventually(t, 2*time.Minute, "both nodes rebuilt after the restore", func() error {
+		for name, p := range nodes {
+			if len(linesWith(p.out.String(), "msg=temporal_state_rebuilt")) == 0 {
+				return fmt.Errorf("%s has not logged temporal_state_rebuilt", name)
+			}
+		}
+		return nil
+	})
+	for _, m := range msgs {
+		if reply, want := c.waitReply(m, 2*time.Minute), fmt.Sprintf("[%s] %s", m.To, m.Body); reply != want {
+			t.Errorf("reply to %q: %q; want %q", m.Body, reply, want)
+		}
+	}
+	c.waitAnswered(time.Minute, handles...)
+	var lastReply time.Time
+	for _, m := range msgs {
+		replies := c.replyEntries(m)
+		if len(replies) != 1 {
+			t.Errorf("%q to %s answered %d times; want once", m.Body, m.To, len(replies))
+			continue
+		}
+		if at := replies[0].RecordedAt; at.After(lastReply) {
+			lastReply = at
+		}
+	}
+	c.waitAttached(time.Minute)
+	after := c.seatMap()
+	for _, h := range handles {
+		// The run the backup brought back held the epoch before the move:
+		// it was fenced and the seat established again past both.
+		if after[h].Epoch <= beforeRestore[h].Epoch {
+			t.Errorf("seat %s at epoch %d after the restore, %d before it; want a new tenure", h, after[h].Epoch, beforeRestore[h].Epoch)
+		}
+	}
+	for name, p := range nodes {
+		out := p.out.String()
+		lost := linesWith(out, "msg=temporal_state_lost")
+		if len(lost) != 1 || !strings.Contains(lost[0], missingRolledBack) {
+			t.Errorf("%s logged temporal_state_lost %d times (%v); want once, naming %s", name, len(lost), lost, missingRolledBack)
+		}
+		for _, l := range append(lost, linesWith(out, "msg=temporal_state_rebuilt")...) {
+			t.Logf("%s: %s (+%s)", name, l, logTime(t, l).Sub(backAt).Round(100*time.Millisecond))
+		}
+		t.Logf("%s: %d seat_fenced lines", name, len(linesWith(out, "msg=seat_fenced")))
+		if n := len(linesWith(out, "msg=node_started")); n != 1 {
+			t.Errorf("%s logged node_started %d times; want once (no restart)", name, n)
+		}
+	}
+	t.Logf("restored a backup taken at %d reconcile runs over %d; all %d messages answered once, the last +%s after Temporal served again",
+		atBackup, atRestore, len(msgs), lastReply.Sub(backAt).Round(100*time.Millisecond))
+}
+
+// missingRolledBack is what temporal_state_lost names when the reconcile
+// duty's run count went back (workers/rebuild.go).
+const missingRolledBack = "duty_schedules_rolled_back"

@@ -33,6 +33,8 @@ type Temporal struct {
 	log  string
 	cmd  *exec.Cmd
 	done chan struct{}
+	// db is the state's file, "" in memory; dir holds it and its backups.
+	db, dir string
 	// Addr is the server's frontend, host:port; its namespace is "default".
 	Addr string
 }
@@ -40,8 +42,22 @@ type Temporal struct {
 // OwnTemporal starts a Temporal dev server on a free loopback port, with
 // the dev stack's dynamic config and search attributes
 // (temporal-config/, as deploy/dev/stack.sh passes them), and kills it when
-// the test ends.
+// the test ends. It holds its state in memory: Start after Kill brings it
+// back empty.
 func OwnTemporal(t testing.TB) *Temporal {
+	t.Helper()
+	return ownTemporal(t, false)
+}
+
+// OwnTemporalOnDisk is OwnTemporal with its state in a SQLite file, so
+// that it survives Kill and can be backed up and restored (Backup,
+// Restore).
+func OwnTemporalOnDisk(t testing.TB) *Temporal {
+	t.Helper()
+	return ownTemporal(t, true)
+}
+
+func ownTemporal(t testing.TB, onDisk bool) *Temporal {
 	t.Helper()
 	bin, err := temporalBin()
 	if err != nil {
@@ -55,6 +71,11 @@ func OwnTemporal(t testing.TB) *Temporal {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", strconv.Itoa(port), "--headless", "--log-level", "warn"}
+	db := ""
+	if onDisk {
+		db = filepath.Join(dir, "temporal.db")
+		args = append(args, "--db-filename", db)
+	}
 	_, file, _, _ := runtime.Caller(0)
 	cfg := filepath.Join(filepath.Dir(file), "..", "..", "temporal-config")
 	for flag, name := range map[string]string{"--dynamic-config-value": "dynamic-config.txt", "--search-attribute": "search-attributes.txt"} {
@@ -66,7 +87,7 @@ func OwnTemporal(t testing.TB) *Temporal {
 			args = append(args, flag, l)
 		}
 	}
-	p := &Temporal{t: t, bin: bin, args: args, log: filepath.Join(dir, "temporal.log"), Addr: fmt.Sprintf("127.0.0.1:%d", port)}
+	p := &Temporal{t: t, bin: bin, args: args, log: filepath.Join(dir, "temporal.log"), db: db, dir: dir, Addr: fmt.Sprintf("127.0.0.1:%d", port)}
 	p.Start()
 	t.Cleanup(func() {
 		if p.cmd != nil {
@@ -126,6 +147,52 @@ func (p *Temporal) Kill() {
 		p.t.Fatalf("temporal dev server did not exit after SIGKILL")
 	}
 	p.cmd = nil
+}
+
+// Backup copies the server's state (OwnTemporalOnDisk) as it stands and
+// returns the copy's path: it stops the server (SIGKILL; SQLite's journal
+// makes what is on disk whole again at the next open), copies the file,
+// and starts it again on its state.
+func (p *Temporal) Backup() string {
+	p.t.Helper()
+	if p.db == "" {
+		p.t.Fatal("Backup needs OwnTemporalOnDisk")
+	}
+	p.Kill()
+	to := filepath.Join(p.dir, fmt.Sprintf("backup-%d.db", time.Now().UnixNano()))
+	p.copyState(p.db, to)
+	p.Start()
+	return to
+}
+
+// Restore kills the server, puts the state of backup (Backup's path) in
+// place of its own, and starts it: Temporal goes back to the backup's
+// time.
+func (p *Temporal) Restore(backup string) {
+	p.t.Helper()
+	p.Kill()
+	for _, suffix := range []string{"-journal", "-wal", "-shm"} {
+		_ = os.Remove(p.db + suffix)
+	}
+	p.copyState(backup, p.db)
+	p.Start()
+}
+
+// copyState copies a SQLite database with its journal files, if any.
+func (p *Temporal) copyState(from, to string) {
+	p.t.Helper()
+	for _, suffix := range []string{"", "-journal", "-wal", "-shm"} {
+		b, err := os.ReadFile(from + suffix)
+		if os.IsNotExist(err) && suffix != "" {
+			continue
+		}
+		if err != nil {
+			p.t.Fatalf("copy temporal state: %v", err)
+		}
+		if err := os.WriteFile(to+suffix, b, 0o600); err != nil {
+			p.t.Fatalf("copy temporal state: %v", err)
+		}
+	}
 }
 
 // tail is the end of the server's log.
