@@ -22,7 +22,8 @@ type SeatSummary struct {
 	Role   string `json:"role,omitempty"`
 	Kind   string `json:"kind"`
 	// Status is the seat workflow's last published status; "absent" when no
-	// workflow is open, "human" for human seats.
+	// workflow is open, "unknown" when Temporal cannot be asked (down, or
+	// not answering within liveWithin), "human" for human seats.
 	Status string `json:"status"`
 	Epoch  int64  `json:"epoch"`
 	Node   string `json:"node,omitempty"`
@@ -80,14 +81,29 @@ func (s *Server) listSeats(w http.ResponseWriter, r *http.Request) {
 	// Four stores, read at once: the answer takes as long as the slowest
 	// (the visibility list, at 1,000 seats), not as long as all four.
 	var (
-		rows     map[string]store.SeatRow
-		live     map[string]seatclient.Live
-		health   map[string]store.HealthRecord
-		backlogs map[string]crewlet.Backlog
+		rows        map[string]store.SeatRow
+		live        map[string]seatclient.Live
+		liveUnknown bool
+		health      map[string]store.HealthRecord
+		backlogs    map[string]crewlet.Backlog
 	)
 	err := concurrently(r.Context(),
 		func(ctx context.Context) (err error) { rows, err = s.Store.Seats(ctx); return err },
-		func(ctx context.Context) (err error) { live, err = s.Seats.Live(ctx); return err },
+		func(ctx context.Context) error {
+			// Temporal down or lost is when the rest of the answer
+			// matters most (the mail waiting, the epochs, the health
+			// last recorded), so its part is "unknown", not the
+			// whole answer an error.
+			lctx, cancel := context.WithTimeout(ctx, liveWithin)
+			defer cancel()
+			var err error
+			if live, err = s.Seats.Live(lctx); err != nil && ctx.Err() == nil {
+				s.Log.WarnContext(ctx, "seat_statuses_unknown", "error", err)
+				live, liveUnknown = nil, true
+				return nil
+			}
+			return err
+		},
 		func(ctx context.Context) (err error) { health, err = s.Store.SeatHealth(ctx); return err },
 		func(ctx context.Context) (err error) { backlogs, err = s.Mailbox.Backlogs(ctx, agents); return err })
 	if err != nil {
@@ -100,6 +116,9 @@ func (s *Server) listSeats(w http.ResponseWriter, r *http.Request) {
 		if seat.Kind == string(crewlet.SeatHuman) {
 			sum.Status = "human"
 		} else {
+			if liveUnknown {
+				sum.Status = statusUnknown
+			}
 			if l, ok := live[seat.Handle]; ok {
 				sum.Status, sum.Turn = string(l.Status), l.Turn
 				if l.Turn != "" {
@@ -111,7 +130,8 @@ func (s *Server) listSeats(w http.ResponseWriter, r *http.Request) {
 			}
 			sum.Health = crewlet.HealthUnknown
 			if h, ok := health[seat.Handle]; ok {
-				sum.Health, sum.HealthCause, sum.HealthSince = h.State, h.Cause, &h.Since
+				state, cause, since := shownHealth(h.SeatHealthRow, org.Health.Interval, time.Now())
+				sum.Health, sum.HealthCause, sum.HealthSince = state, cause, &since
 			}
 		}
 		if row, ok := rows[seat.Handle]; ok {
@@ -121,6 +141,34 @@ func (s *Server) listSeats(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
+
+// healthStaleAfter is how many health intervals (at least
+// healthStaleFloor) a recorded health outlives before GET /seats calls it
+// unknown: the health duty is a Temporal Schedule, and a Temporal that is
+// down or lost its state runs no pass, so the last word would stand for
+// good and say "ok" of seats that answer nothing.
+const (
+	healthStaleAfter = 3
+	healthStaleFloor = time.Minute
+)
+
+// shownHealth is a seat's recorded health as GET /seats shows it at now:
+// as recorded, or unknown when no pass has checked it for too long.
+func shownHealth(h crewlet.SeatHealthRow, interval time.Duration, now time.Time) (crewlet.SeatHealth, string, time.Time) {
+	stale := max(healthStaleAfter*interval, healthStaleFloor)
+	if h.CheckedAt.IsZero() || now.Sub(h.CheckedAt) <= stale {
+		return h.State, h.Cause, h.Since
+	}
+	return crewlet.HealthUnknown, fmt.Sprintf("not checked for %s: the health duty (every %s) has not run; is Temporal up, and a worker build current? Last recorded: %s: %s",
+		now.Sub(h.CheckedAt).Round(time.Second), interval, h.State, h.Cause), h.CheckedAt
+}
+
+// liveWithin bounds GET /seats' list of the seats' workflows, so a
+// Temporal that hangs makes the statuses unknown, not the answer late.
+const liveWithin = 3 * time.Second
+
+// statusUnknown is a seat's status when Temporal cannot be asked.
+const statusUnknown = "unknown"
 
 func (s *Server) orgSeat(w http.ResponseWriter, r *http.Request) (config.Seat, bool) {
 	handle, ok := pathID(w, r, "handle")

@@ -328,23 +328,12 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 		n.loopsDone.Add(1)
 		go func() { defer n.loopsDone.Done(); promotion.watch(n.stop) }()
 	}
-	tq := boot.Temporal.TaskQueue
-	for _, duty := range []struct {
-		id, workflow string
-		every        time.Duration
-	}{
-		{RebalanceScheduleID(tq), crewlet.WorkflowRebalance, boot.Nodes.RebalanceInterval},
-		{MaintenanceScheduleID(tq), crewlet.WorkflowMaintenance, boot.Maintenance.Interval},
-		{ReconcileScheduleID(tq), crewlet.WorkflowReconcile, boot.Nodes.ReconcileInterval},
-		{HealthScheduleID(tq), crewlet.WorkflowHealth, boot.Health.Interval},
-	} {
-		if err := n.ensureSchedule(ctx, duty.id, duty.workflow, duty.every); err != nil {
-			log.Warn("duty_schedule_failed", "schedule", duty.id, "error", err)
-		}
-	}
+	duties := dutiesOf(boot)
+	_ = n.ensureDuties(ctx, duties) // logged; the watch below makes them again
 	if err := schedules.Sync(ctx, tc, org.Now(), n.log); err != nil {
 		n.log.Warn("org_schedules_sync_failed", "error", err)
 	}
+	n.watchTemporal(ctx, promotion, rec, duties)
 	n.log.Info("node_started", "node_id", nodeID, "host_queue", n.HostQueue, "labels", opts.Labels, "capacity", opts.Capacity,
 		"deployment", deployment, "build_id", n.BuildID)
 	return n, nil

@@ -8,6 +8,7 @@ package delivery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -37,6 +38,9 @@ type Service struct {
 	// Archive is where a person's mail and dead letters that Redis does
 	// not hold are kept (archive.go); nil keeps nothing there.
 	Archive *store.Store
+	// wakeWait and wakeGiveUp are WakeWait and wakeGiveUp unless a test
+	// set them (zero: the defaults).
+	wakeWait, wakeGiveUp time.Duration
 }
 
 // New returns the delivery service of org.
@@ -101,8 +105,9 @@ func CheckConversation(id string) error {
 
 // Deliver puts msg in its recipient's mailbox and wakes the seat if it was
 // asleep. Delivering an event id twice adds it once. The mail is durable once
-// Deliver returns; a failed wake is logged, not returned, because the seat's
-// backstop timer and the reconciler at boot reach the mail anyway.
+// Deliver returns; the wake is best effort, waited for at most WakeWait, and
+// a failed one is logged, not returned, because the seat's backstop timer
+// and the reconciler reach the mail anyway.
 func (d *Service) Deliver(ctx context.Context, msg crewlet.Message) (crewlet.Message, error) {
 	to, err := config.SeatIn(ctx, d.org, msg.To)
 	if err != nil {
@@ -153,17 +158,74 @@ func (d *Service) deliver(ctx context.Context, to config.Seat, msg crewlet.Messa
 	msg.StreamID = streamID
 	d.Metrics.MailPublished()
 	if wake && to.Kind == string(crewlet.SeatAgent) {
-		if err := d.seats.Wake(ctx, to); err != nil {
-			d.Metrics.WakeFailed()
-			// Lower the flag again so the next publish retries the wake
-			// instead of trusting a seat that never heard this one.
-			d.log.WarnContext(ctx, "wake_failed", "seat", to.Handle, "event_id", msg.EventID, "error", err)
-			if err := d.mailbox.ClearAwake(ctx, to.Handle); err != nil {
-				d.log.WarnContext(ctx, "wake_failed", "seat", to.Handle, "event_id", msg.EventID, "error", err)
-			}
-		}
+		d.wake(ctx, to, msg.EventID, true)
 	}
 	return msg, nil
+}
+
+// WakeWait is how long a publish waits for its wake signal before it
+// answers: the mail is durable already, and a Temporal that is down or
+// slow must not hold every sender (a caller waited 10 s per message while
+// Temporal was down). A wake not done by then goes on in the background.
+const WakeWait = 500 * time.Millisecond
+
+// wakeGiveUp bounds a wake that goes on in the background. While it is in
+// flight the seat's awake flag stays up, so the seat's later publishes add
+// no wake of their own: one wake per seat at most is ever in flight.
+const wakeGiveUp = 10 * time.Second
+
+// clearAwakeWithin bounds lowering the awake flag after a failed wake.
+const clearAwakeWithin = 2 * time.Second
+
+// wake signals seat to, waiting at most WakeWait for it. A wake that
+// fails lowers the seat's awake flag (when the publish raised it,
+// raised), so the next publish tries again instead of trusting a seat
+// that never heard this one; the seat's backstop, the reconcile duty and,
+// after Temporal lost its state, the workers' rebuild reach the mail
+// anyway (docs/operations.md, "When Temporal loses its state").
+func (d *Service) wake(ctx context.Context, to config.Seat, eventID string, raised bool) {
+	wait, giveUp := d.wakeWait, d.wakeGiveUp
+	if wait == 0 {
+		wait, giveUp = WakeWait, wakeGiveUp
+	}
+	// The wake outlives the caller's request when it is slow, not its
+	// values (trace, logger attributes).
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveUp)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer cancel()
+		err := func() (err error) {
+			// Off the caller's goroutine, a panic would end the process
+			// instead of the one call.
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("wake panicked: %v", p)
+				}
+			}()
+			return d.seats.Wake(wctx, to)
+		}()
+		if err == nil {
+			return
+		}
+		d.Metrics.WakeFailed()
+		d.log.WarnContext(wctx, "wake_failed", "seat", to.Handle, "event_id", eventID, "error", err)
+		if !raised {
+			return
+		}
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), clearAwakeWithin)
+		defer ccancel()
+		if err := d.mailbox.ClearAwake(cctx, to.Handle); err != nil {
+			d.log.WarnContext(cctx, "wake_failed", "seat", to.Handle, "event_id", eventID, "error", err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(wait):
+		d.log.InfoContext(ctx, "wake_slow", "seat", to.Handle, "event_id", eventID, "waited", wait,
+			"note", "the mail is durable; the wake goes on in the background")
+	case <-ctx.Done():
+	}
 }
 
 // Requeue puts a dead letter back in its seat's mailbox with a fresh delivery
@@ -187,9 +249,7 @@ func (d *Service) Requeue(ctx context.Context, st *store.Store, id string) (mail
 		d.log.WarnContext(ctx, "seat_event_unrecorded", "seat", dl.Seat, "kind", "requeued", "error", err)
 	}
 	if s, ok := d.org.Now().AgentSeat(dl.Seat); ok {
-		if err := d.seats.Wake(ctx, s); err != nil {
-			d.log.WarnContext(ctx, "wake_failed", "seat", s.Handle, "event_id", dl.Message.EventID, "error", err)
-		}
+		d.wake(ctx, s, dl.Message.EventID, false)
 	}
 	return dl, nil
 }

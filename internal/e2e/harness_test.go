@@ -120,6 +120,14 @@ func newCompany(t testing.TB, configPath string) *company {
 // with a Postgres of its own (testenv.OwnPostgres).
 func newCompanyOn(t testing.TB, configPath, dbURL string) *company {
 	t.Helper()
+	return newCompanyOnTemporal(t, configPath, dbURL, testenv.Stack(t).Temporal, namespace)
+}
+
+// newCompanyOnTemporal is newCompanyOn on the Temporal frontend temporal
+// and its namespace ns, for a test with a Temporal of its own
+// (testenv.OwnTemporal).
+func newCompanyOnTemporal(t testing.TB, configPath, dbURL, temporal, ns string) *company {
+	t.Helper()
 	stack := testenv.Stack(t)
 	suffix := testenv.Suffix()
 	addr := freeAddr(t)
@@ -132,14 +140,14 @@ func newCompanyOn(t testing.TB, configPath, dbURL string) *company {
 		env: append(os.Environ(),
 			"CREWLET_PG_URL="+dbURL,
 			"CREWLET_REDIS_URL="+stack.RedisURL,
-			"CREWLET_TEMPORAL_ADDRESS="+stack.Temporal,
-			"CREWLET_TEMPORAL_NAMESPACE="+namespace,
+			"CREWLET_TEMPORAL_ADDRESS="+temporal,
+			"CREWLET_TEMPORAL_NAMESPACE="+ns,
 			"CREWLET_TEMPORAL_TASK_QUEUE=crewlet-e2e-"+suffix,
 			"CREWLET_MAILBOX_KEY_PREFIX=e2e"+suffix,
 			"CREWLET_API_LISTEN="+addr,
 		),
 	}
-	tc, err := client.Dial(client.Options{HostPort: stack.Temporal, Namespace: namespace})
+	tc, err := client.Dial(client.Options{HostPort: temporal, Namespace: ns})
 	if err != nil {
 		t.Fatalf("connect temporal: %v", err)
 	}
