@@ -164,6 +164,10 @@ func TestConsoleSeatPageSendsAndFollowsTheSeat(t *testing.T) {
 // own seat with no action and asks for nothing it may not read.
 func TestConsoleSeatPageShowsItsReaderOnlyWhatItMay(t *testing.T) {
 	c, _ := seatCompany(t)
+	// The browser starts before the turn does: on a loaded machine its
+	// start alone can outlast the turn.
+	v := c.browser()
+	v.signIn(seatViewer)
 
 	// A page opened while a turn runs shows that turn from its start.
 	c.send("deep", "take your time")
@@ -177,8 +181,6 @@ func TestConsoleSeatPageShowsItsReaderOnlyWhatItMay(t *testing.T) {
 		}
 		return nil
 	})
-	v := c.browser()
-	v.signIn(seatViewer)
 	eval[string](v, `location.hash = "#/seats/deep"`)
 	v.waitVisible(`#stream [data-kind="turn_started"]`)
 	v.waitVisible(`#stream [data-kind="round_started"]`)
