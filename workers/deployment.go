@@ -200,6 +200,23 @@ func (p *promotion) atStart(ctx context.Context) (string, error) {
 // a new build runs again without an operator. While one node of the
 // current build polls, as during a rollout, it changes nothing.
 func (p *promotion) watch(stop <-chan struct{}) {
+	every(stop, recheckEvery, func(ctx context.Context) bool {
+		call, done := context.WithTimeout(ctx, recheckEvery)
+		current, _, err := p.once(call)
+		done()
+		switch {
+		case ctx.Err() != nil:
+			return true
+		case err != nil:
+			p.log.Warn("build_check_failed", "deployment", p.name, "build_id", p.buildID, "error", err)
+		}
+		return current == p.buildID
+	})
+}
+
+// every calls check each period, with a context that ends when stop
+// closes, until stop closes or check reports it is done.
+func every(stop <-chan struct{}, period time.Duration, check func(ctx context.Context) (done bool)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -209,7 +226,7 @@ func (p *promotion) watch(stop <-chan struct{}) {
 		case <-ctx.Done():
 		}
 	}()
-	tick := time.NewTicker(recheckEvery)
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
 		select {
@@ -217,15 +234,7 @@ func (p *promotion) watch(stop <-chan struct{}) {
 			return
 		case <-tick.C:
 		}
-		call, done := context.WithTimeout(ctx, recheckEvery)
-		current, _, err := p.once(call)
-		done()
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			p.log.Warn("build_check_failed", "deployment", p.name, "build_id", p.buildID, "error", err)
-		case current == p.buildID:
+		if check(ctx) {
 			return
 		}
 	}

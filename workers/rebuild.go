@@ -183,25 +183,10 @@ func (n *Node) watchTemporal(ctx context.Context, p *promotion, rec *reconcile.R
 }
 
 func (w *temporalWatch) run(stop <-chan struct{}) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	tick := time.NewTicker(temporalCheckEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	every(stop, temporalCheckEvery, func(ctx context.Context) bool {
 		w.check(ctx)
-	}
+		return false
+	})
 }
 
 // check reads Temporal's state once and rebuilds what it lost.

@@ -29,23 +29,10 @@ import (
 // and after is answered exactly once. No crewlet process restarts.
 func TestTemporalLosingItsStateIsRebuiltWithoutRestarts(t *testing.T) {
 	tmp := testenv.OwnTemporal(t)
-	const seats = 4
-	handles := make([]string, seats)
-	var seatLines strings.Builder
-	for i := range handles {
-		handles[i] = fmt.Sprintf("s%02d", i+1)
-		fmt.Fprintf(&seatLines, "  - { handle: %s, role: worker }\n", handles[i])
-	}
-	org := writeFile(t, "org.yaml", fmt.Sprintf(`company: { name: tloss }
-profiles:
-  quick: { provider: scripted }
-roles:
-  worker: { charter: works, profile: quick }
-seats:
-%sschedules:
+	org, handles := workerOrg(t, "tloss", 4, `schedules:
   # Never due during the test: it only has to exist again.
   - { name: nightly, cron: "0 3 * * *", timezone: UTC, to: s01, text: "nightly report" }
-`, seatLines.String()))
+`)
 	c := newCompanyOnTemporal(t, org, testenv.MigratedDatabase(t), tmp.Addr, "default")
 	apiProc := c.apiServer()
 	n1 := c.worker("n1")
@@ -93,7 +80,7 @@ seats:
 			}
 			var msg crewlet.Message
 			began := time.Now()
-			err := c.call(http.MethodPost, "/seats/"+handles[i%seats]+"/messages", api.SendMessageRequest{Text: fmt.Sprintf("load %d", i)}, &msg)
+			err := c.call(http.MethodPost, "/seats/"+handles[i%len(handles)]+"/messages", api.SendMessageRequest{Text: fmt.Sprintf("load %d", i)}, &msg)
 			mu.Lock()
 			load = append(load, sent{msg: msg, began: began, latency: time.Since(began), err: err})
 			mu.Unlock()
@@ -358,20 +345,7 @@ func logTime(t *testing.T, line string) time.Time {
 // state, the backup itself, is no loss.
 func TestTemporalRestoredFromAnOlderBackupFencesStaleRunsAndAnswersOnce(t *testing.T) {
 	tmp := testenv.OwnTemporalOnDisk(t)
-	const seats = 4
-	handles := make([]string, seats)
-	var seatLines strings.Builder
-	for i := range handles {
-		handles[i] = fmt.Sprintf("s%02d", i+1)
-		fmt.Fprintf(&seatLines, "  - { handle: %s, role: worker }\n", handles[i])
-	}
-	org := writeFile(t, "org.yaml", fmt.Sprintf(`company: { name: tback }
-profiles:
-  quick: { provider: scripted }
-roles:
-  worker: { charter: works, profile: quick }
-seats:
-%s`, seatLines.String()))
+	org, handles := workerOrg(t, "tback", 4, "")
 	c := newCompanyOnTemporal(t, org, testenv.MigratedDatabase(t), tmp.Addr, "default")
 	// The reconcile duty runs often, so its run count moves well past the
 	// backup's before the restore.
@@ -508,3 +482,22 @@ seats:
 // missingRolledBack is what temporal_state_lost names when the reconcile
 // duty's run count went back (workers/rebuild.go).
 const missingRolledBack = "duty_schedules_rolled_back"
+
+// workerOrg writes an org of company name with n scripted seats s01… of
+// one role, and tail after its seats; it returns the file and the handles.
+func workerOrg(t *testing.T, name string, n int, tail string) (string, []string) {
+	t.Helper()
+	handles := make([]string, n)
+	var seatLines strings.Builder
+	for i := range handles {
+		handles[i] = fmt.Sprintf("s%02d", i+1)
+		fmt.Fprintf(&seatLines, "  - { handle: %s, role: worker }\n", handles[i])
+	}
+	return writeFile(t, "org.yaml", fmt.Sprintf(`company: { name: %s }
+profiles:
+  quick: { provider: scripted }
+roles:
+  worker: { charter: works, profile: quick }
+seats:
+%s%s`, name, seatLines.String(), tail)), handles
+}
