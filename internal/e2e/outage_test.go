@@ -68,14 +68,7 @@ func rideOutPostgresOutage(t *testing.T, down, back func(*testenv.Postgres)) {
 	stoppedAt := time.Now()
 	// Both nodes report riding the outage out: the positive signal that
 	// each saw it and decided, not a quiet ten seconds.
-	testenv.Eventually(t, 10*time.Second, "both nodes riding out the outage", func() error {
-		for name, p := range map[string]*proc{"n1": n1, "n2": n2} {
-			if len(linesWith(p.out.String(), "node_riding_out_store_outage")) == 0 {
-				return fmt.Errorf("%s has not said it rides the outage out", name)
-			}
-		}
-		return nil
-	})
+	waitLogged(t, 10*time.Second, "node_riding_out_store_outage", n1, n2)
 	time.Sleep(time.Until(stoppedAt.Add(10 * time.Second)))
 	back(pg)
 	t.Logf("postgres was down %v", time.Since(stoppedAt).Round(time.Millisecond))

@@ -41,14 +41,7 @@ func TestTemporalLosingItsStateIsRebuiltWithoutRestarts(t *testing.T) {
 	// A node is live from its registration, before its build check ends
 	// (issue 34's slow start); the loss is noticed against what a node
 	// made in Temporal once started.
-	testenv.Eventually(t, 2*time.Minute, "both nodes started", func() error {
-		for name, p := range map[string]*proc{"n1": n1, "n2": n2} {
-			if !strings.Contains(p.out.String(), "msg=node_started") {
-				return fmt.Errorf("%s has not logged node_started", name)
-			}
-		}
-		return nil
-	})
+	waitLogged(t, 2*time.Minute, "msg=node_started", n1, n2)
 	for _, m := range c.sendAll(handles, "before") {
 		c.waitReply(m, 60*time.Second)
 	}
@@ -93,14 +86,7 @@ func TestTemporalLosingItsStateIsRebuiltWithoutRestarts(t *testing.T) {
 	// Down for 20 s, with the load going on: longer than a wake goes on in
 	// the background (10 s) and than a node's check interval (15 s). Once
 	// each node has said so, one more publish, measured on its own.
-	testenv.Eventually(t, 30*time.Second, "both nodes saying Temporal is unreachable", func() error {
-		for name, p := range map[string]*proc{"n1": n1, "n2": n2} {
-			if !strings.Contains(p.out.String(), "msg=temporal_unreachable") {
-				return fmt.Errorf("%s has not logged temporal_unreachable", name)
-			}
-		}
-		return nil
-	})
+	waitLogged(t, 30*time.Second, "msg=temporal_unreachable", n1, n2)
 	probeBegan := time.Now()
 	probe := c.send("s02", "sent while Temporal is down")
 	probeLatency := time.Since(probeBegan)
@@ -226,14 +212,7 @@ func TestTemporalLosingItsStateIsRebuiltWithoutRestarts(t *testing.T) {
 	// Each node says it noticed and that it rebuilt, within 2 minutes of
 	// Temporal answering again.
 	nodes := map[string]*proc{"n1": n1, "n2": n2}
-	testenv.Eventually(t, 2*time.Minute, "both nodes rebuilt Temporal's state", func() error {
-		for name, p := range nodes {
-			if len(linesWith(p.out.String(), "msg=temporal_state_rebuilt")) == 0 {
-				return fmt.Errorf("%s has not logged temporal_state_rebuilt", name)
-			}
-		}
-		return nil
-	})
+	waitLogged(t, 2*time.Minute, "msg=temporal_state_rebuilt", n1, n2)
 	for _, m := range msgs {
 		if reply, want := c.waitReply(m, 3*time.Minute), fmt.Sprintf("[%s] %s", m.To, m.Body); reply != want {
 			t.Errorf("reply to %q: %q; want %q", m.Body, reply, want)
@@ -355,14 +334,7 @@ func TestTemporalRestoredFromAnOlderBackupFencesStaleRunsAndAnswersOnce(t *testi
 	n2 := c.worker("n2")
 	c.waitAttached(60 * time.Second)
 	nodes := map[string]*proc{"n1": n1, "n2": n2}
-	testenv.Eventually(t, 2*time.Minute, "both nodes started", func() error {
-		for name, p := range nodes {
-			if !strings.Contains(p.out.String(), "msg=node_started") {
-				return fmt.Errorf("%s has not logged node_started", name)
-			}
-		}
-		return nil
-	})
+	waitLogged(t, 2*time.Minute, "msg=node_started", n1, n2)
 	var msgs []crewlet.Message
 	for _, m := range c.sendAll(handles, "before the backup") {
 		c.waitReply(m, 60*time.Second)
@@ -427,14 +399,7 @@ func TestTemporalRestoredFromAnOlderBackupFencesStaleRunsAndAnswersOnce(t *testi
 	for _, m := range c.sendAll(handles, "after the restore") {
 		msgs = append(msgs, m)
 	}
-	testenv.Eventually(t, 2*time.Minute, "both nodes rebuilt after the restore", func() error {
-		for name, p := range nodes {
-			if len(linesWith(p.out.String(), "msg=temporal_state_rebuilt")) == 0 {
-				return fmt.Errorf("%s has not logged temporal_state_rebuilt", name)
-			}
-		}
-		return nil
-	})
+	waitLogged(t, 2*time.Minute, "msg=temporal_state_rebuilt", n1, n2)
 	for _, m := range msgs {
 		if reply, want := c.waitReply(m, 2*time.Minute), fmt.Sprintf("[%s] %s", m.To, m.Body); reply != want {
 			t.Errorf("reply to %q: %q; want %q", m.Body, reply, want)

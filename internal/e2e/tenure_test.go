@@ -470,6 +470,19 @@ func TestWatchdogEndsAWedgedNodeAndSparesADrainingOne(t *testing.T) {
 	c.assertExactlyOneReply(t, []crewlet.Message{msg}, 5*time.Second)
 }
 
+// waitLogged waits until each of procs has logged a line with word.
+func waitLogged(t testing.TB, timeout time.Duration, word string, procs ...*proc) {
+	t.Helper()
+	testenv.Eventually(t, timeout, "every process logging "+word, func() error {
+		for _, p := range procs {
+			if len(linesWith(p.out.String(), word)) == 0 {
+				return fmt.Errorf("%s has not logged %s", p.name, word)
+			}
+		}
+		return nil
+	})
+}
+
 func linesWith(out, word string) []string {
 	var lines []string
 	for _, l := range strings.Split(out, "\n") {

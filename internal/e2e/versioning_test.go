@@ -196,14 +196,7 @@ func TestInPlaceRestartOnANewBuildPromotesItself(t *testing.T) {
 	// Both nodes done starting: a node still promoting its build when the
 	// SIGTERM comes exits 1, as a start cut short does. The seats attach
 	// as soon as either node runs, so that is no sign of both.
-	testenv.Eventually(t, time.Minute, "both old nodes started", func() error {
-		for _, p := range old {
-			if len(linesWith(p.out.String(), "node_started")) == 0 {
-				return fmt.Errorf("%s has not logged node_started", p.name)
-			}
-		}
-		return nil
-	})
+	waitLogged(t, time.Minute, "node_started", old...)
 	deployment := c.temporal.WorkerDeploymentClient().GetHandle(c.taskQueue)
 	if cur := c.currentBuild(deployment); cur != oldBuild {
 		t.Fatalf("current build %q after the first nodes started; want %q", cur, oldBuild)
