@@ -194,7 +194,7 @@ func (n *Node) Beat(ctx context.Context) {
 	sent := n.cfg.Clock.Now()
 	bctx, cancel := context.WithTimeout(ctx, n.Interval())
 	defer cancel()
-	draining, err := n.cfg.Store.NodeHeartbeat(bctx, n.cfg.Incarnation, n.Tenures.HostedCount(), n.Tenures.Unproven())
+	draining, err := n.writePresence(bctx)
 	if err != nil {
 		n.cfg.Metrics.PresenceFailed()
 		n.goodSince = time.Time{}
@@ -238,6 +238,12 @@ func (n *Node) Beat(ctx context.Context) {
 	if n.mayClaim() {
 		n.detect(bctx)
 	}
+}
+
+// writePresence stamps the node's presence row with what it hosts; it
+// returns whether someone asked the node to drain.
+func (n *Node) writePresence(ctx context.Context) (draining bool, err error) {
+	return n.cfg.Store.NodeHeartbeat(ctx, n.cfg.Incarnation, n.Tenures.HostedCount(), n.Tenures.Unproven())
 }
 
 // wrote records a presence write, sent at sent, that reached Postgres.
@@ -285,7 +291,7 @@ func (n *Node) outage(ctx context.Context, since time.Duration, v verdict) {
 	if v.why != nil && v.recheck > 0 && n.Tenures.HostedCount() > 0 {
 		sent := n.cfg.Clock.Now()
 		cctx, cancel := context.WithTimeout(ctx, v.recheck)
-		_, err := n.cfg.Store.NodeHeartbeat(cctx, n.cfg.Incarnation, n.Tenures.HostedCount(), n.Tenures.Unproven())
+		_, err := n.writePresence(cctx)
 		cancel()
 		if err == nil {
 			n.wrote(sent)
