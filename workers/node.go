@@ -291,8 +291,7 @@ func StartNode(ctx context.Context, g *services.Graph, log *slog.Logger, opts No
 		}
 	}
 	policy := boot.Temporal.Deployment.Promote
-	promotion := newPromotion(tc, deployment, boot.Temporal.TaskQueue, n.BuildID, policy, n.log)
-	promotion.liveBuilds = func(ctx context.Context) (map[string]bool, error) {
+	liveBuilds := func(ctx context.Context) (map[string]bool, error) {
 		live, err := st.Nodes(ctx, hb, false)
 		if err != nil {
 			return nil, err
@@ -303,6 +302,7 @@ func StartNode(ctx context.Context, g *services.Graph, log *slog.Logger, opts No
 		}
 		return builds, nil
 	}
+	promotion := newPromotion(tc, deployment, boot.Temporal.TaskQueue, n.BuildID, policy, liveBuilds, n.log)
 	current, err := promotion.atStart(ctx)
 	if err != nil {
 		n.shared.Stop()
