@@ -158,13 +158,12 @@ func connect(ctx context.Context, path, kind string, stderr io.Writer) (*deps, e
 		d.close()
 		return nil, err
 	}
-	d.live = config.NewLive(rev)
+	d.follower = revisions.NewFollower(d.store, rev, org, d.process, kind, log)
+	d.live = d.follower.Live
 	if len(rev.NeedsRestart) > 0 {
 		log.Warn("config_needs_restart", "revision", rev.Number, "keys", rev.NeedsRestart,
 			"hint", "the active revision changes keys this process's file does not; restart it with the active revision's file (crewlet config show --document)")
 	}
-	d.follower = &revisions.Follower{Store: d.store, Live: d.live, Boot: org, Process: d.process, Kind: kind, Log: log}
-	d.live.SetCatchUp(d.follower.Refresh)
 	if d.mailbox, err = mailbox.Open(ctx, redisURL, org.Mailbox.KeyPrefix); err != nil {
 		d.close()
 		return nil, err
