@@ -309,8 +309,7 @@ seats: [ { handle: cto, role: clerk } ]
 // hold in st, as the server's does.
 func archiveDelivery(t *testing.T, st *store.Store, mb *mailbox.Mailbox, org *config.Config) *delivery.Service {
 	t.Helper()
-	d := delivery.New(org, mb, seatclient.New(dialTemporal(t), org), discard)
-	d.Archive = st
+	d := delivery.New(org, mb, seatclient.New(dialTemporal(t), org), st, nil, discard)
 	return d
 }
 
@@ -349,7 +348,7 @@ func setupMaintenance(t *testing.T, orgYAML string) (context.Context, string, *s
 func newMaintenance(t *testing.T, st *store.Store, mb *mailbox.Mailbox, org *config.Config) *Maintenance {
 	t.Helper()
 	seats := seatclient.New(dialTemporal(t), org)
-	tk := tickets.New(org, st, delivery.New(org, mb, seats, discard), seats, discard)
+	tk := tickets.New(org, st, delivery.New(org, mb, seats, nil, nil, discard), seats, nil, nil, discard)
 	return &Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tk, Log: discard}
 }
 

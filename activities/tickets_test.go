@@ -92,8 +92,8 @@ func ticketService(t testing.TB, st *store.Store, mb *mailbox.Mailbox, org *conf
 		}
 	})
 	seats := seatclient.New(tc, org)
-	dl := delivery.New(org, mb, seats, discard)
-	tk := tickets.New(org, st, dl, seats, discard)
+	dl := delivery.New(org, mb, seats, nil, nil, discard)
+	tk := tickets.New(org, st, dl, seats, nil, nil, discard)
 	// A person's notes run for real on the test's queue; their workflow id
 	// (notes/{person}) is fixed, so a run left on another queue is closed
 	// first, and this one when the test ends.

@@ -64,7 +64,7 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 		}
 		if !first && !firstparty.Keyed(call.Name) {
 			out.Unknown, out.IsError = true, true
-			a.Metrics.ToolCall(toolServer(call.Name), "unknown")
+			a.metrics.ToolCall(toolServer(call.Name), "unknown")
 			a.emitTool(events.ToolFinished, in, conv, call, events.Data{Outcome: "unknown", Result: outcomeUnknown})
 			return out, a.recordResult(ctx, in, thread, call, tools.Result{Text: outcomeUnknown, IsError: true})
 		}
@@ -84,7 +84,7 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 	}
 	if err != nil {
 		if in.Call.ReadOnly {
-			a.Metrics.ToolCall(toolServer(call.Name), "error")
+			a.metrics.ToolCall(toolServer(call.Name), "error")
 			return out, err // retried by the turn's retry policy
 		}
 		a.log.Warn("tool_outcome_unknown", "seat", in.Handle, "tool", call.Name, "key", idempotencyKey, "error", err)
@@ -93,7 +93,7 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 	}
 	crashPoint(testhook.AfterToolCall, in.Handle)
 	out.IsError = res.IsError
-	a.Metrics.ToolCall(toolServer(call.Name), toolOutcome(out))
+	a.metrics.ToolCall(toolServer(call.Name), toolOutcome(out))
 	if err := a.recordResult(ctx, in, thread, call, res); err != nil {
 		return out, err
 	}
@@ -136,7 +136,7 @@ func (a *Turns) authorize(ctx context.Context, in crewlet.ToolCallInput, pc pend
 	}
 	res := a.firstParty().Refuse(ctx, c, target, reason)
 	out.IsError, out.Wrote = true, false
-	a.Metrics.ToolCall(toolServer(name), "denied")
+	a.metrics.ToolCall(toolServer(name), "denied")
 	return true, a.recordResult(ctx, in, pc.thread, pc.call, res)
 }
 
@@ -145,10 +145,10 @@ func (a *Turns) authorize(ctx context.Context, in crewlet.ToolCallInput, pc pend
 // (out.Approval), and a denied one gets the denial as its result. gated
 // says the call is not to run now.
 func (a *Turns) gate(ctx context.Context, in crewlet.ToolCallInput, thread, conversation string, call crewlet.ToolCall, out *crewlet.ToolCallOutput) (gated bool, err error) {
-	if a.Approvals == nil {
+	if a.approvals == nil {
 		return false, nil
 	}
-	v, err := a.Approvals.Gate(ctx, approvals.Call{
+	v, err := a.approvals.Gate(ctx, approvals.Call{
 		Tenure: in.Tenure, TurnID: crewlet.TurnWorkflowID(in.Handle, in.WorkKey), CallKey: callKey(thread, in.Round, in.Call.Call),
 		Conversation: conversation, Tool: call.Name, Args: call.Args,
 	})
@@ -163,7 +163,7 @@ func (a *Turns) gate(ctx context.Context, in crewlet.ToolCallInput, thread, conv
 		return true, nil
 	case v.Denied != "":
 		out.IsError, out.Wrote = true, false
-		a.Metrics.ToolCall(toolServer(call.Name), "denied")
+		a.metrics.ToolCall(toolServer(call.Name), "denied")
 		return true, a.recordResult(ctx, in, thread, call, tools.Result{Text: v.Denied, IsError: true})
 	case v.By != "":
 		a.log.Info("tool_call_approved", "seat", in.Handle, "tool", call.Name, "by", v.By)
@@ -175,7 +175,7 @@ func (a *Turns) gate(ctx context.Context, in crewlet.ToolCallInput, thread, conv
 // time having run out or a person having stopped the turn; the turn then
 // asks for the call again and the gate applies the decision.
 func (a *Turns) EndApproval(ctx context.Context, in crewlet.EndApprovalInput) error {
-	return Fence(a.log, in.Handle, in.Epoch, a.Approvals.Resolve(ctx, in))
+	return Fence(a.log, in.Handle, in.Epoch, a.approvals.Resolve(ctx, in))
 }
 
 // toolServer is the server a tool belongs to, for metrics: the MCP

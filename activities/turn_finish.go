@@ -120,7 +120,7 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 	a.emit(in.Handle, in.WorkKey, "", events.TurnFinished, events.TurnFinished, events.Data{
 		Conversations: turnConversations(turn), Status: string(in.Status), Rounds: in.Rounds, Note: in.Note, By: in.StoppedBy,
 	})
-	a.Metrics.TurnFinished(string(in.Status))
+	a.metrics.TurnFinished(string(in.Status))
 	a.log.Info("turn_finished", "seat", in.Handle, "turn", in.TurnID, "status", in.Status, "rounds", in.Rounds,
 		"triggers", len(out.Answered), "replies", out.Replies)
 	return out, nil

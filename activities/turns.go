@@ -52,11 +52,11 @@ type Turns struct {
 	log      *slog.Logger
 	// Now is the clock budgets are charged and checked on.
 	Now func() time.Time
-	// Metrics records each model call; nil records none.
-	Metrics *metrics.Metrics
-	// Approvals gates the tool calls a role's approval policies name; nil
+	// metrics records each model call; nil records none.
+	metrics *metrics.Metrics
+	// approvals gates the tool calls a role's approval policies name; nil
 	// gates none.
-	Approvals *approvals.Service
+	approvals *approvals.Service
 	// events is the live stream the turns' steps tell; nil tells none.
 	events *events.Emitter
 }
@@ -79,18 +79,22 @@ func (a *Turns) chat(ctx context.Context, profile string, req crewlet.ModelReque
 	} else {
 		resp, err = m.Chat(ctx, req)
 	}
-	a.Metrics.ModelCall(profile, time.Since(began), err, resp.Usage.InputTokens, resp.Usage.OutputTokens)
+	a.metrics.ModelCall(profile, time.Since(began), err, resp.Usage.InputTokens, resp.Usage.OutputTokens)
 	tracing.EndModelCall(span, resp, err)
 	return resp, err
 }
 
-// NewTurns builds the model of every profile in org.
-func NewTurns(host *Host, org config.Source, st *store.Store, mb *mailbox.Mailbox, dl *delivery.Service, tickets *tickets.Service, profiles *profiles.Service, log *slog.Logger) (*Turns, error) {
+// NewTurns builds the model of every profile in org. gate gates the tool
+// calls approval policies name (nil: none); m records the turns (nil:
+// nothing).
+func NewTurns(host *Host, org config.Source, st *store.Store, mb *mailbox.Mailbox, dl *delivery.Service, tickets *tickets.Service,
+	profiles *profiles.Service, gate *approvals.Service, m *metrics.Metrics, log *slog.Logger) (*Turns, error) {
 	probe, err := model.OpenProbe(testhook.Current().ScriptedProbe, host.Incarnation)
 	if err != nil {
 		return nil, err
 	}
-	a := &Turns{host: host, org: org, store: st, mailbox: mb, delivery: dl, tickets: tickets, profiles: profiles, probe: probe, log: log, Now: time.Now}
+	a := &Turns{host: host, org: org, store: st, mailbox: mb, delivery: dl, tickets: tickets, profiles: profiles, approvals: gate, metrics: m,
+		probe: probe, log: log, Now: time.Now}
 	now := org.Now()
 	if a.models.byProfile, err = buildModels(now, nil, probe); err != nil {
 		return nil, err
@@ -98,7 +102,7 @@ func NewTurns(host *Host, org config.Source, st *store.Store, mb *mailbox.Mailbo
 	a.models.org = now
 	if mb != nil {
 		a.events = events.NewEmitter(mb.Redis(), mb.Prefix(), org, log)
-		a.events.Dropped = func(reason string) { a.Metrics.EventDropped(reason) }
+		a.events.Dropped = func(reason string) { a.metrics.EventDropped(reason) }
 	}
 	return a, nil
 }
@@ -186,7 +190,7 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 	}
 	hold, err := a.budgetHold(ctx, in.Handle, role)
 	if hold != nil {
-		a.Metrics.BudgetHeld()
+		a.metrics.BudgetHeld()
 	}
 	if err != nil || hold != nil {
 		return crewlet.BeginTurnOutput{Hold: hold}, err
@@ -250,7 +254,7 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 			return out, err
 		}
 	}
-	a.Metrics.TurnStarted()
+	a.metrics.TurnStarted()
 	return crewlet.BeginTurnOutput{Threads: len(row.Threads), MaxRounds: row.MaxRounds, Reflect: role.Reflect}, nil
 }
 

@@ -64,7 +64,7 @@ func setupTurnsOrg(t testing.TB, orgYAML string, startTools func(context.Context
 	e.seat(t, "cto")
 	e.host = newHost(e.zombieEnv, "n1:aaaa")
 	e.host.StartTools = startTools
-	if e.turns, err = NewTurns(e.host, org, e.store, e.mb, nil, nil, profiles.New(nil, e.store, org, discard), discard); err != nil {
+	if e.turns, err = NewTurns(e.host, org, e.store, e.mb, nil, nil, profiles.New(nil, e.store, org, nil, discard), nil, nil, discard); err != nil {
 		t.Fatal(err)
 	}
 	e.now = time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC) // 23:30 in Berlin
@@ -331,7 +331,7 @@ seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.turns.delivery = delivery.New(org, e.mb, seatclient.New(nil, org), discard)
+	e.turns.delivery = delivery.New(org, e.mb, seatclient.New(nil, org), nil, nil, discard)
 	e.begin(t, "k1", e.publish(t, "m1", "tell alice"))
 	for round, want := range []string{"sent to alice", "sent to alice", "not sent: cto sent more than 2 messages in a minute (mailbox.sender_per_minute)"} {
 		out, text := e.callFirstParty(t, "k1", "m1", round+1, firstparty.SendMessage, fmt.Sprintf(`{"to":"alice","text":"note %d"}`, round))

@@ -41,9 +41,8 @@ func TestMailQuotasAndInboxPaging(t *testing.T) {
 	org.Mailbox = config.Mailbox{MaxUnread: 10000, SenderPerMinute: 3, MaxMemoryPercent: 100}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	s := withServices(&api.Server{Org: org, Store: b.st, Log: log, Mailbox: mb})
-	s.Delivery = delivery.New(org, mb, seatclient.New(nil, org), log)
-	s.Delivery.Archive = b.st
-	s.Tickets = tickets.New(org, b.st, s.Delivery, s.Seats, log)
+	s.Delivery = delivery.New(org, mb, seatclient.New(nil, org), b.st, nil, log)
+	s.Tickets = tickets.New(org, b.st, s.Delivery, s.Seats, nil, nil, log)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 
@@ -148,8 +147,7 @@ func TestDeadLettersAreCappedBySize(t *testing.T) {
 	org := testOrg(config.Budget{}, config.Budget{})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	s := withServices(&api.Server{Org: org, Store: b.st, Log: log, Mailbox: mb})
-	s.Delivery = delivery.New(org, mb, seatclient.New(nil, org), log)
-	s.Delivery.Archive = b.st
+	s.Delivery = delivery.New(org, mb, seatclient.New(nil, org), b.st, nil, log)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 

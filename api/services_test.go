@@ -16,11 +16,11 @@ import (
 func withServices(s *api.Server) *api.Server {
 	seats := seatclient.New(nil, s.Org)
 	s.Seats = seats
-	s.Delivery = delivery.New(s.Org, nil, seats, s.Log)
+	s.Delivery = delivery.New(s.Org, nil, seats, nil, nil, s.Log)
 	s.Views = views.New(s.Org, seats, s.Store, nil)
 	if s.Store != nil {
-		s.Tickets = tickets.New(s.Org, s.Store, s.Delivery, seats, s.Log)
-		s.Profiles = profiles.New(seats, s.Store, s.Org, s.Log)
+		s.Tickets = tickets.New(s.Org, s.Store, s.Delivery, seats, nil, nil, s.Log)
+		s.Profiles = profiles.New(seats, s.Store, s.Org, nil, s.Log)
 		s.Approvals = &approvals.Service{Org: s.Org, Store: s.Store, Seats: seats, Log: s.Log}
 	}
 	return s

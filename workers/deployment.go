@@ -141,11 +141,11 @@ type promotion struct {
 }
 
 // newPromotion is the promotion of buildID in deployment name, whose
-// versions poll queue.
-func newPromotion(tc client.Client, name, queue, buildID, policy string, log *slog.Logger) *promotion {
+// versions poll queue; liveBuilds may be nil (see promotion.liveBuilds).
+func newPromotion(tc client.Client, name, queue, buildID, policy string, liveBuilds func(context.Context) (map[string]bool, error), log *slog.Logger) *promotion {
 	return &promotion{
 		client: tc, deploy: tc.WorkerDeploymentClient().GetHandle(name), name: name, queue: queue,
-		buildID: buildID, policy: policy, log: log,
+		buildID: buildID, policy: policy, liveBuilds: liveBuilds, log: log,
 		goneAfter: pollerGoneAfter,
 	}
 }

@@ -71,7 +71,7 @@ func TestPromotePolicies(t *testing.T) {
 	}
 	// The deployment is named after the queue, as the default is.
 	promoting := func(build, policy string) *promotion {
-		return newPromotion(tc, name, name, build, policy, log)
+		return newPromotion(tc, name, name, build, policy, nil, log)
 	}
 	current := func() string {
 		desc, err := tc.WorkerDeploymentClient().GetHandle(name).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
@@ -173,15 +173,14 @@ func TestPromotePolicies(t *testing.T) {
 	}
 	poll("b4")
 	withRows := func(builds ...string) *promotion {
-		p := promoting("b4", config.PromoteFirst)
-		p.goneAfter = time.Second
-		p.liveBuilds = func(context.Context) (map[string]bool, error) {
+		p := newPromotion(tc, name, name, "b4", config.PromoteFirst, func(context.Context) (map[string]bool, error) {
 			live := map[string]bool{}
 			for _, b := range builds {
 				live[b] = true
 			}
 			return live, nil
-		}
+		}, log)
+		p.goneAfter = time.Second
 		return p
 	}
 	for {

@@ -21,21 +21,16 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/activities"
-	"github.com/crewlet/crewlet/internal/approvals"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/fanout"
 	"github.com/crewlet/crewlet/internal/health"
 	"github.com/crewlet/crewlet/internal/liveness"
-	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
-	"github.com/crewlet/crewlet/internal/profiles"
 	"github.com/crewlet/crewlet/internal/reconcile"
 	"github.com/crewlet/crewlet/internal/schedules"
 	"github.com/crewlet/crewlet/internal/seatclient"
-	"github.com/crewlet/crewlet/internal/spawn"
+	"github.com/crewlet/crewlet/internal/services"
 	"github.com/crewlet/crewlet/internal/store"
-	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/watchdog"
 )
@@ -64,8 +59,9 @@ type NodeOptions struct {
 	Stderr     io.Writer
 	// Exit ends the process; the watchdog calls it with code 75.
 	Exit func(int)
-	// Metrics is where the node's series go; nil records none.
-	Metrics *metrics.Metrics
+	// Incarnation is the incarnation the node runs as (Incarnation, with
+	// NodeID the node id it names); empty mints one from NodeID.
+	Incarnation string
 }
 
 // Node is a running worker node incarnation: it polls the shared task queue
@@ -80,6 +76,8 @@ type Node struct {
 
 	org   config.Source
 	store *store.Store
+	// metrics is where the node's series go; nil records none.
+	metrics *metrics.Metrics
 	// presence is the presence loop's own small pool: the beat, the
 	// reconcile and the detector never wait for a connection behind the
 	// seats' work, so a busy node does not fence itself.
@@ -133,11 +131,16 @@ func HostQueue(incarnation string) string {
 }
 
 // StartNode registers the node's presence and starts its workers, its
-// presence loop and its watchdog. Its activities send to seats through
-// seats and deliver mail through dl.
-func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mailbox.Mailbox, tc client.Client,
-	seats *seatclient.Client, dl *delivery.Service, log *slog.Logger, opts NodeOptions) (_ *Node, err error) {
-	incarnation, nodeID := Incarnation(opts.NodeID)
+// presence loop and its watchdog. Its activities are the graph's services
+// and clients with what is the node's own: its host, its liveness, its
+// queues. The node logs to log with its incarnation.
+func StartNode(ctx context.Context, g *services.Graph, log *slog.Logger, opts NodeOptions) (_ *Node, err error) {
+	incarnation, nodeID := opts.Incarnation, opts.NodeID
+	if incarnation == "" {
+		incarnation, nodeID = Incarnation(opts.NodeID)
+	}
+	org, st, mb, tc, seats, dl := g.Org, g.Store, g.Mailbox, g.Temporal, g.Seats, g.Delivery
+	tk, rec := g.Tickets, g.Reconciler
 	// What a node reads once, at start: its timing, queues and slots are
 	// cold keys (config.ColdKeys), taken by a restart only.
 	boot := org.Now()
@@ -153,7 +156,7 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 	}()
 	n := &Node{
 		Incarnation: incarnation, NodeID: nodeID, HostQueue: HostQueue(incarnation),
-		org: org, store: st, presence: presence, temporal: tc, seats: seats, log: log.With("node", incarnation), opts: opts,
+		org: org, store: st, metrics: g.Metrics, presence: presence, temporal: tc, seats: seats, log: log.With("node", incarnation), opts: opts,
 		stop: make(chan struct{}),
 	}
 	n.watchdog = watchdog.New(hb, opts.Stderr, opts.Exit)
@@ -169,24 +172,15 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 	}
 	n.live = liveness.New(liveness.Config{
 		Incarnation: incarnation, Timeout: hb, Clock: liveness.RealClock{}, Store: hookedPresence{presence, n}, Witness: mb,
-		Watchdog: n.watchdog, Teardown: n.host.Teardown, TellHostLost: n.tellSeats, Log: n.log, Metrics: opts.Metrics,
+		Watchdog: n.watchdog, Teardown: n.host.Teardown, TellHostLost: n.tellSeats, Log: n.log, Metrics: g.Metrics,
 	})
 	n.host.Tenures = n.live.Tenures
 	n.DrainRequested = n.live.DrainRequested()
-	tk := tickets.New(org, st, dl, seats, n.log)
-	rec := reconcile.New(st, mb, seats, dl, n.log)
-	spawner := &spawn.Service{Org: org, Store: st, Mailbox: mb, Seats: seats, Prepare: rec.PrepareSeats, Log: n.log}
-	tk.Spawn = spawner.Spawn
 	n.notifier = health.NewNotifier(boot, n.log)
-	tk.Metrics = opts.Metrics
-	pools := profiles.New(seats, st, org, n.log)
-	pools.Metrics = opts.Metrics
-	turns, err := activities.NewTurns(n.host, org, st, mb, dl, tk, pools, n.log)
+	turns, err := activities.NewTurns(n.host, org, st, mb, dl, tk, g.Profiles, g.Approvals, g.Metrics, n.log)
 	if err != nil {
 		return nil, err
 	}
-	turns.Metrics = opts.Metrics
-	turns.Approvals = &approvals.Service{Org: org, Store: st, Seats: seats, Log: n.log}
 	n.BuildID, err = BuildID(boot.Temporal.Deployment)
 	if err != nil {
 		return nil, err
@@ -228,10 +222,10 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 	}()
 	deps := Deps{
 		Seats:       &activities.Seats{Store: st, Org: org, Tickets: tk, LiveWithin: hb, Here: n.host, Log: n.log},
-		Mail:        &activities.Mail{Store: st, Mailbox: mb, Tickets: tk, Log: n.log, Metrics: opts.Metrics, Org: org},
+		Mail:        &activities.Mail{Store: st, Mailbox: mb, Tickets: tk, Log: n.log, Metrics: g.Metrics, Org: org},
 		Rebalance:   &activities.Rebalance{Store: st, Org: org, Seats: seats, LiveWithin: hb, MaxMoves: boot.Nodes.RebalanceMaxMoves, Log: n.log},
 		Maintenance: &activities.Maintenance{Store: st, Mailbox: mb, Org: org, Tickets: tk, NodeID: nodeID, Log: n.log},
-		Reconcile:   &activities.Reconcile{Org: org, Reconciler: rec, Spawn: spawner, NodeID: nodeID},
+		Reconcile:   &activities.Reconcile{Org: org, Reconciler: rec, Spawn: g.Spawn, NodeID: nodeID},
 		Host:        n.host,
 		Turns:       turns,
 		Schedules: &activities.Schedules{Store: st, Org: org, Delivery: dl, Tickets: tk, Log: n.log,
@@ -244,7 +238,7 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 	}
 	// The fence runs inside publicErrors, so its refusals are counted as
 	// fenced like any other.
-	errs := []interceptor.WorkerInterceptor{&publicErrors{log: n.log, metrics: opts.Metrics}, &seatFence{epochs: st, host: n.host, log: n.log}}
+	errs := []interceptor.WorkerInterceptor{&publicErrors{log: n.log, metrics: g.Metrics}, &seatFence{epochs: st, host: n.host, log: n.log}}
 	// Only the shared queue's worker is versioned: it runs the workflows,
 	// and a turn's workflow and activity tasks there go to the build it is
 	// pinned to. The host queue is one incarnation's own and holds no
@@ -297,8 +291,7 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 		}
 	}
 	policy := boot.Temporal.Deployment.Promote
-	promotion := newPromotion(tc, deployment, boot.Temporal.TaskQueue, n.BuildID, policy, n.log)
-	promotion.liveBuilds = func(ctx context.Context) (map[string]bool, error) {
+	liveBuilds := func(ctx context.Context) (map[string]bool, error) {
 		live, err := st.Nodes(ctx, hb, false)
 		if err != nil {
 			return nil, err
@@ -309,6 +302,7 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 		}
 		return builds, nil
 	}
+	promotion := newPromotion(tc, deployment, boot.Temporal.TaskQueue, n.BuildID, policy, liveBuilds, n.log)
 	current, err := promotion.atStart(ctx)
 	if err != nil {
 		n.shared.Stop()
@@ -342,13 +336,13 @@ func StartNode(ctx context.Context, org config.Source, st *store.Store, mb *mail
 // registerGauges adds the node's own state to its metrics, read at each
 // scrape.
 func (n *Node) registerGauges() {
-	n.opts.Metrics.GaugeFunc("crewlet_node_presence_age_seconds",
+	n.metrics.GaugeFunc("crewlet_node_presence_age_seconds",
 		"Seconds since this node last wrote its presence: past half of nodes.heartbeat_timeout it fences itself, past the timeout a peer claims it.",
 		func() float64 { return n.live.SinceLastBeat().Seconds() })
-	n.opts.Metrics.GaugeFunc("crewlet_node_seats_hosted",
+	n.metrics.GaugeFunc("crewlet_node_seats_hosted",
 		"Seats this node hosts: one that stays at 0 while peers hold many takes no seats (labels, capacity, draining).",
 		func() float64 { return float64(n.live.Tenures.HostedCount()) })
-	n.opts.Metrics.GaugeFunc("crewlet_unproven_teardowns",
+	n.metrics.GaugeFunc("crewlet_unproven_teardowns",
 		"Seats whose MCP servers would not stop on this node: each stays here until the process restarts (seat_still_unproven in the log).",
 		func() float64 { return float64(len(n.live.Tenures.Unproven())) })
 }
@@ -365,11 +359,11 @@ func (n *Node) tellSeats(incarnation string, seats []string) bool {
 	err := fanout.Each(len(seats), tellSeatsAtOnce, func(i int) error {
 		err := n.seats.HostLost(ctx, seats[i], crewlet.HostLostRequest{Node: incarnation, By: n.Incarnation})
 		if err != nil && !seatclient.Gone(err) {
-			n.opts.Metrics.HostLostSignal(false)
+			n.metrics.HostLostSignal(false)
 			n.log.Warn("host_lost_signal_failed", "seat", seats[i], "dead", incarnation, "error", err)
 			return err
 		}
-		n.opts.Metrics.HostLostSignal(true)
+		n.metrics.HostLostSignal(true)
 		return nil
 	})
 	return err == nil

@@ -20,25 +20,19 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
-	"github.com/crewlet/crewlet/internal/approvals"
 	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/events"
 	"github.com/crewlet/crewlet/internal/logging"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
-	"github.com/crewlet/crewlet/internal/profiles"
 	"github.com/crewlet/crewlet/internal/reconcile"
 	"github.com/crewlet/crewlet/internal/revisions"
 	"github.com/crewlet/crewlet/internal/schedules"
-	"github.com/crewlet/crewlet/internal/seatclient"
-	"github.com/crewlet/crewlet/internal/spawn"
+	"github.com/crewlet/crewlet/internal/services"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testhook"
-	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/tracing"
-	"github.com/crewlet/crewlet/internal/views"
 	"github.com/crewlet/crewlet/workers"
 )
 
@@ -82,13 +76,15 @@ type deps struct {
 	store    *store.Store
 	mailbox  *mailbox.Mailbox
 	temporal client.Client
-	// seats is the one door to the seats' workflows.
-	seats      *seatclient.Client
-	delivery   *delivery.Service
-	reconciler *reconcile.Reconciler
-	log        *slog.Logger
-	metrics    *metrics.Metrics
-	tracing    *tracing.Tracing
+	log      *slog.Logger
+	metrics  *metrics.Metrics
+	tracing  *tracing.Tracing
+}
+
+// services builds the process's one service graph over its clients; the
+// services log to log.
+func (d *deps) services(log *slog.Logger) *services.Graph {
+	return services.New(d.live, services.Clients{Store: d.store, Mailbox: d.mailbox, Temporal: d.temporal, Metrics: d.metrics}, log)
 }
 
 func (d *deps) close() {
@@ -162,13 +158,12 @@ func connect(ctx context.Context, path, kind string, stderr io.Writer) (*deps, e
 		d.close()
 		return nil, err
 	}
-	d.live = config.NewLive(rev)
+	d.follower = revisions.NewFollower(d.store, rev, org, d.process, kind, log)
+	d.live = d.follower.Live
 	if len(rev.NeedsRestart) > 0 {
 		log.Warn("config_needs_restart", "revision", rev.Number, "keys", rev.NeedsRestart,
 			"hint", "the active revision changes keys this process's file does not; restart it with the active revision's file (crewlet config show --document)")
 	}
-	d.follower = &revisions.Follower{Store: d.store, Live: d.live, Boot: org, Process: d.process, Kind: kind, Log: log}
-	d.live.SetCatchUp(d.follower.Refresh)
 	if d.mailbox, err = mailbox.Open(ctx, redisURL, org.Mailbox.KeyPrefix); err != nil {
 		d.close()
 		return nil, err
@@ -189,11 +184,6 @@ func connect(ctx context.Context, path, kind string, stderr io.Writer) (*deps, e
 		d.close()
 		return nil, fmt.Errorf("connect temporal at %s: %w", org.Temporal.Address, err)
 	}
-	d.seats = seatclient.New(d.temporal, d.live)
-	d.delivery = delivery.New(d.live, d.mailbox, d.seats, log)
-	d.delivery.Metrics = d.metrics
-	d.delivery.Archive = d.store
-	d.reconciler = reconcile.New(d.store, d.mailbox, d.seats, d.delivery, log)
 	return d, nil
 }
 
@@ -252,17 +242,27 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 	}
 	defer d.close()
 	log := d.log
+	// One graph serves the node and the API: in serve they share every
+	// service. A worker's incarnation is minted here so that the services'
+	// lines name the node, as the node's own do.
+	svcLog := log
+	var incarnation, nodeName string
+	if role&roleWorker != 0 {
+		incarnation, nodeName = workers.Incarnation(*nodeID)
+		svcLog = log.With("node", incarnation)
+	}
+	g := d.services(svcLog)
 	if role&roleWorker != 0 {
 		// Seat workflow ids are per namespace: a worker must not start, wake
 		// or host a seat another deployment's workflow already runs. The API
 		// alone starts no seat at boot; its wakes are checked one by one.
-		if err := d.seats.CheckSeatWorkflows(ctx); err != nil {
+		if err := g.Seats.CheckSeatWorkflows(ctx); err != nil {
 			return err
 		}
 	}
 	// Every process makes sure every seat has its row and mailbox before it
 	// serves, so mail sent now waits for its seat instead of vanishing.
-	if err := d.reconciler.PrepareSeats(ctx, d.live.Now()); err != nil {
+	if err := g.Reconciler.PrepareSeats(ctx, d.live.Now()); err != nil {
 		return fmt.Errorf("prepare seats: %w", err)
 	}
 
@@ -292,14 +292,14 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		if err != nil {
 			return err
 		}
-		opts.Metrics = d.metrics
-		if node, err = workers.StartNode(ctx, d.live, d.store, d.mailbox, d.temporal, d.seats, d.delivery, log, opts); err != nil {
+		opts.Incarnation, opts.NodeID = incarnation, nodeName
+		if node, err = workers.StartNode(ctx, g, log, opts); err != nil {
 			return err
 		}
 		// A signal while the seats start is a shutdown like any other (the
 		// loop below drains the node), not a failed start: seats may already
 		// be attached here.
-		if err := d.reconciler.Reconcile(ctx, d.live.Now(), node.NodeID); err != nil && ctx.Err() == nil {
+		if err := g.Reconciler.Reconcile(ctx, d.live.Now(), node.NodeID); err != nil && ctx.Err() == nil {
 			node.Stop()
 			return fmt.Errorf("start seats: %w", err)
 		}
@@ -323,19 +323,12 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		}
 		// The company's gauges come from the processes that serve the API,
 		// which read the company for it anyway.
-		read := views.New(d.live, d.seats, d.store, d.mailbox)
-		d.metrics.WatchCompany(read.Company, d.org.Metrics.SeatLabels, log)
-		tk := tickets.New(d.live, d.store, d.delivery, d.seats, log)
-		spawner := &spawn.Service{Org: d.live, Store: d.store, Mailbox: d.mailbox, Seats: d.seats, Prepare: d.reconciler.PrepareSeats, Log: log}
-		tk.Spawn = spawner.Spawn
-		tk.Metrics = d.metrics
-		pools := profiles.New(d.seats, d.store, d.live, log)
-		pools.Metrics = d.metrics
+		d.metrics.WatchCompany(g.Views.Company, d.org.Metrics.SeatLabels, log)
 		ticketWatch := d.store.WatchTickets(log)
 		go ticketWatch.Run(ctx)
-		h := &api.Server{Org: d.live, Seats: d.seats, Views: read, Delivery: d.delivery, Store: d.store, Tickets: tk, TicketWatch: ticketWatch, Profiles: pools,
-			Mailbox: d.mailbox, Temporal: d.temporal, Log: log, Metrics: d.metrics, Tracing: d.tracing, Follow: d.follower.Refresh, Spawn: spawner,
-			Approvals: &approvals.Service{Org: d.live, Store: d.store, Seats: d.seats, Log: log},
+		h := &api.Server{Org: g.Org, Seats: g.Seats, Views: g.Views, Delivery: g.Delivery, Store: g.Store, Tickets: g.Tickets, TicketWatch: ticketWatch, Profiles: g.Profiles,
+			Mailbox: g.Mailbox, Temporal: g.Temporal, Log: log, Metrics: g.Metrics, Tracing: d.tracing, Follow: d.follower.Refresh, Spawn: g.Spawn,
+			Approvals: g.Approvals,
 			Events:    events.NewReader(d.mailbox.Redis(), d.org.Mailbox.KeyPrefix, maxLiveStreams), LocalToken: localToken}
 		// WriteTimeout outlasts the longest request, a POST /tickets
 		// long-poll (10 minutes).
@@ -361,7 +354,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		added := *rev.Org
 		added.Seats = addedSeats(prev, rev.Org)
 		prev = rev.Org
-		if err := d.reconciler.PrepareSeats(ctx, &added); err != nil {
+		if err := g.Reconciler.PrepareSeats(ctx, &added); err != nil {
 			log.Warn("config_prepare_seats_failed", "revision", rev.Number, "error", err)
 		}
 		if node == nil {

@@ -46,9 +46,10 @@ type Revision struct {
 	Spawned int64
 }
 
-// NewLive returns a Live running rev.
-func NewLive(rev Revision) *Live {
-	l := &Live{}
+// NewLive returns a Live running rev. catchUp takes the active revision
+// now (the process's follower, revisions.NewFollower); nil never catches up.
+func NewLive(rev Revision, catchUp func(context.Context) error) *Live {
+	l := &Live{catchUp: catchUp}
 	l.cur.Store(&rev)
 	return l
 }
@@ -66,14 +67,6 @@ func (l *Live) Set(rev Revision) { l.cur.Store(&rev) }
 // stream of requests naming no seat costs at most one store read per
 // interval.
 const catchUpEvery = 200 * time.Millisecond
-
-// SetCatchUp gives the Live the way to take the active revision now (the
-// process's follower).
-func (l *Live) SetCatchUp(fn func(context.Context) error) {
-	l.catchUpMu.Lock()
-	defer l.catchUpMu.Unlock()
-	l.catchUp = fn
-}
 
 // CatchUp takes the active revision now, if it is newer than the one the
 // process runs; it does nothing when it did so within catchUpEvery.

@@ -13,9 +13,9 @@ func TestKnownCatchesUpBeforeCallingASeatAbsent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	next := mustParse(t, strings.Replace(changesBase, "  - { handle: cto, role: eng }\n", "  - { handle: cto, role: eng }\n  - { handle: eng-2, role: eng }\n", 1))
-	live := NewLive(Revision{Number: 1, Org: mustParse(t, changesBase)})
 	catchUps := 0
-	live.SetCatchUp(func(context.Context) error {
+	var live *Live
+	live = NewLive(Revision{Number: 1, Org: mustParse(t, changesBase)}, func(context.Context) error {
 		catchUps++
 		live.Set(Revision{Number: 2, Org: next})
 		return nil

@@ -20,8 +20,8 @@ func (d *Service) Inbox(ctx context.Context, handle, before string, n int) ([]cr
 		return nil, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the mailbox of %s cannot be read; see the server log", handle)
 	}
 	var kept []crewlet.Message
-	if d.Archive != nil {
-		if kept, err = d.Archive.PersonMail(ctx, handle, before, n); err != nil {
+	if d.archive != nil {
+		if kept, err = d.archive.PersonMail(ctx, handle, before, n); err != nil {
 			return nil, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the archived mail of %s cannot be read; see the server log", handle)
 		}
 	}
@@ -47,8 +47,8 @@ func (d *Service) DeadLetters(ctx context.Context, before string, n int) ([]mail
 	if err != nil {
 		return nil, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the dead letters cannot be read; see the server log")
 	}
-	if d.Archive != nil {
-		kept, err := d.Archive.ArchivedDeadLetters(ctx, before, n)
+	if d.archive != nil {
+		kept, err := d.archive.ArchivedDeadLetters(ctx, before, n)
 		if err != nil {
 			return nil, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the archived dead letters cannot be read; see the server log")
 		}

@@ -33,19 +33,20 @@ type Service struct {
 	mailbox *mailbox.Mailbox
 	seats   *seatclient.Client
 	log     *slog.Logger
-	// Metrics counts mail published and wakes that failed; nil counts none.
-	Metrics *metrics.Metrics
-	// Archive is where a person's mail and dead letters that Redis does
+	// metrics counts mail published and wakes that failed; nil counts none.
+	metrics *metrics.Metrics
+	// archive is where a person's mail and dead letters that Redis does
 	// not hold are kept (archive.go); nil keeps nothing there.
-	Archive *store.Store
+	archive *store.Store
 	// wakeWait and wakeGiveUp are WakeWait and wakeGiveUp unless a test
 	// set them (zero: the defaults).
 	wakeWait, wakeGiveUp time.Duration
 }
 
-// New returns the delivery service of org.
-func New(org config.Source, mb *mailbox.Mailbox, seats *seatclient.Client, log *slog.Logger) *Service {
-	return &Service{org: org, mailbox: mb, seats: seats, log: log}
+// New returns the delivery service of org. archive keeps what Redis does
+// not (nil: nothing); m counts its mail (nil: nothing).
+func New(org config.Source, mb *mailbox.Mailbox, seats *seatclient.Client, archive *store.Store, m *metrics.Metrics, log *slog.Logger) *Service {
+	return &Service{org: org, mailbox: mb, seats: seats, archive: archive, metrics: m, log: log}
 }
 
 // SendRequest is mail to deliver to a seat.
@@ -135,13 +136,13 @@ func (d *Service) deliver(ctx context.Context, to config.Seat, msg crewlet.Messa
 		}
 	}
 	streamID, wake, err := d.mailbox.Publish(ctx, msg, q)
-	if err != nil && accepted && to.Kind == string(crewlet.SeatHuman) && d.Archive != nil {
+	if err != nil && accepted && to.Kind == string(crewlet.SeatHuman) && d.archive != nil {
 		// A person is owed this answer: Redis not taking it must not lose
 		// it, and the inbox reads the archive too.
 		d.log.WarnContext(ctx, "mail_archived_directly", "seat", msg.To, "event_id", msg.EventID, "error", err)
-		kept, archiveErr := d.Archive.ArchivePersonMailNow(ctx, msg)
+		kept, archiveErr := d.archive.ArchivePersonMailNow(ctx, msg)
 		if archiveErr == nil {
-			d.Metrics.MailPublished()
+			d.metrics.MailPublished()
 			return kept, nil
 		}
 		err = errors.Join(err, archiveErr)
@@ -150,13 +151,13 @@ func (d *Service) deliver(ctx context.Context, to config.Seat, msg crewlet.Messa
 		span.SetStatus(codes.Error, "publish failed")
 		if code := crewlet.ErrorCode(err); code == crewlet.EFULL || code == crewlet.ERATELIMITED {
 			d.log.InfoContext(ctx, "mail_refused", "to", msg.To, "from", msg.From, "event_id", msg.EventID, "reason", code)
-			d.Metrics.MailRefused(code)
+			d.metrics.MailRefused(code)
 			return crewlet.Message{}, err
 		}
 		return crewlet.Message{}, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the mailbox of %s does not take mail now (Redis is unreachable or full); see the server log", msg.To)
 	}
 	msg.StreamID = streamID
-	d.Metrics.MailPublished()
+	d.metrics.MailPublished()
 	if wake && to.Kind == string(crewlet.SeatAgent) {
 		d.wake(ctx, to, msg.EventID, true)
 	}
@@ -208,7 +209,7 @@ func (d *Service) wake(ctx context.Context, to config.Seat, eventID string, rais
 		if err == nil {
 			return
 		}
-		d.Metrics.WakeFailed()
+		d.metrics.WakeFailed()
 		d.log.WarnContext(wctx, "wake_failed", "seat", to.Handle, "event_id", eventID, "error", err)
 		if !raised {
 			return

@@ -112,7 +112,7 @@ seats: [ { handle: cto, role: worker } ]
 	}
 	t.Cleanup(tc.Close)
 	var logged syncBuffer
-	d := New(org, mb, seatclient.New(tc, org), slog.New(slog.NewTextHandler(&logged, nil)))
+	d := New(org, mb, seatclient.New(tc, org), nil, nil, slog.New(slog.NewTextHandler(&logged, nil)))
 	d.wakeWait, d.wakeGiveUp = 200*time.Millisecond, 2*time.Second
 	awake := func() bool {
 		n, err := mb.Redis().Exists(ctx, prefix+":seat:cto:awake").Result()

@@ -27,8 +27,8 @@ type Service struct {
 	store *store.Store
 	org   config.Source
 	log   *slog.Logger
-	// Metrics counts quarantines and cool-offs; nil counts none.
-	Metrics *metrics.Metrics
+	// metrics counts quarantines and cool-offs; nil counts none.
+	metrics *metrics.Metrics
 	// Now is the clock quarantines and slots are reckoned on.
 	Now func() time.Time
 	// mismatched remembers the profiles whose answering model was logged,
@@ -38,8 +38,9 @@ type Service struct {
 
 // New returns the profile service of an org. Without a seat client
 // (activity tests) it wakes no waiting turn; they try again by themselves.
-func New(seats *seatclient.Client, st *store.Store, org config.Source, log *slog.Logger) *Service {
-	return &Service{seats: seats, store: st, org: org, log: log, Now: time.Now}
+// m counts quarantines and cool-offs (nil: nothing).
+func New(seats *seatclient.Client, st *store.Store, org config.Source, m *metrics.Metrics, log *slog.Logger) *Service {
+	return &Service{seats: seats, store: st, org: org, metrics: m, log: log, Now: time.Now}
 }
 
 // SlotLease is how long a turn's slot counts without a round renewing it: a
@@ -198,7 +199,7 @@ func (p *Service) Exhausted(ctx context.Context, profile, reason string) error {
 		return err
 	}
 	if !before.Quarantined(now) {
-		p.Metrics.Quarantined(profile)
+		p.metrics.Quarantined(profile)
 		p.log.WarnContext(ctx, "credential_quarantined", "credential", cred, "profile", profile, "attempt", after.Attempt,
 			"until", after.QuarantineUntil, "for", after.QuarantineUntil.Sub(now).Round(time.Second), "reason", reason)
 	}
@@ -218,7 +219,7 @@ func (p *Service) Failed(ctx context.Context, profile, turnID, reason string) er
 		return err
 	}
 	if !before.Cooling(now) && after.Cooling(now) {
-		p.Metrics.CooledOff(profile)
+		p.metrics.CooledOff(profile)
 		p.log.WarnContext(ctx, "credential_cooling_off", "credential", cred, "profile", profile, "until", after.CoolingUntil, "reason", reason)
 	}
 	return nil

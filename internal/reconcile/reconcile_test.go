@@ -64,7 +64,7 @@ func setup(t testing.TB, orgYAML string) bundle {
 	}
 	t.Cleanup(tc.Close)
 	seats := seatclient.New(tc, org)
-	return bundle{ctx: ctx, url: url, store: st, mb: mb, org: org, r: New(st, mb, seats, delivery.New(org, mb, seats, discard), discard)}
+	return bundle{ctx: ctx, url: url, store: st, mb: mb, org: org, r: New(st, mb, seats, delivery.New(org, mb, seats, nil, nil, discard), discard)}
 }
 
 func (b bundle) exec(t *testing.T, sql string, args ...any) {
@@ -254,7 +254,7 @@ seats: [ { handle: %s, role: clerk }, { handle: %s, role: clerk } ]
 		}
 	})
 	seats := seatclient.New(tc, b.org)
-	r := New(b.store, b.mb, seats, delivery.New(b.org, b.mb, seats, discard), discard)
+	r := New(b.store, b.mb, seats, delivery.New(b.org, b.mb, seats, nil, nil, discard), discard)
 	if err := r.PrepareSeats(ctx, b.org); err != nil {
 		t.Fatal(err)
 	}

@@ -160,6 +160,15 @@ func numbered(n int64, org *config.Config, needsRestart []string) config.Revisio
 	return config.Revision{Number: n, Org: &c, NeedsRestart: needsRestart}
 }
 
+// NewFollower returns the follower of a process that started on rev (with
+// the cold keys of boot), and the Live it keeps on the active revision: a
+// lookup that misses on the Live catches up through the follower.
+func NewFollower(st *store.Store, rev config.Revision, boot *config.Config, process, kind string, log *slog.Logger) *Follower {
+	f := &Follower{Store: st, Boot: boot, Process: process, Kind: kind, Log: log}
+	f.Live = config.NewLive(rev, f.Refresh)
+	return f
+}
+
 // Follower keeps a running process on the active revision.
 type Follower struct {
 	Store *store.Store

@@ -108,7 +108,7 @@ func TestFollowerTakesNewRevisionsAndReportsOnesItCannotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &Follower{Store: st, Live: config.NewLive(rev), Boot: rev.Org, Process: "p1", Kind: "worker", Log: discard}
+	f := NewFollower(st, rev, rev.Org, "p1", "worker", discard)
 	var taken []int64
 	f.OnChange(func(_ context.Context, r config.Revision) { taken = append(taken, r.Number) })
 	if _, err := Apply(ctx, st, ApplyRequest{Document: []byte(org2), By: "ann"}); err != nil {

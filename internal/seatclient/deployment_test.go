@@ -71,7 +71,7 @@ seats:
 	})
 	var logged testenv.Log
 	seats := seatclient.New(tc, org)
-	mail := delivery.New(org, mb, seats, slog.New(slog.NewTextHandler(&logged, nil)))
+	mail := delivery.New(org, mb, seats, nil, nil, slog.New(slog.NewTextHandler(&logged, nil)))
 
 	// Another deployment's seat with the same handle, on a queue nobody
 	// polls. Other tests on this server may close seat workflows they did

@@ -34,17 +34,21 @@ type Service struct {
 	delivery *delivery.Service
 	seats    *seatclient.Client
 	log      *slog.Logger
-	// Metrics counts tickets opened and ended; nil counts none.
-	Metrics *metrics.Metrics
-	// Spawn creates a seat of a role from its pool, for a ticket to
-	// spawn:ROLE (spawn.Service.Spawn); nil refuses such tickets.
-	Spawn func(ctx context.Context, role, by string) (config.Seat, error)
+	// metrics counts tickets opened and ended; nil counts none.
+	metrics *metrics.Metrics
+	// spawn creates a seat of a role from its pool, for a ticket to
+	// spawn:ROLE; nil refuses such tickets.
+	spawn SpawnFunc
 }
 
+// SpawnFunc creates a seat of role from its pool (spawn.Service.Spawn).
+type SpawnFunc func(ctx context.Context, role, by string) (config.Seat, error)
+
 // New returns the ticket service of org over its store, its mail and its
-// seats' workflows.
-func New(org config.Source, st *store.Store, dl *delivery.Service, seats *seatclient.Client, log *slog.Logger) *Service {
-	return &Service{org: org, store: st, delivery: dl, seats: seats, log: log}
+// seats' workflows. spawn serves tickets to spawn:ROLE (nil refuses them);
+// m counts tickets (nil: nothing).
+func New(org config.Source, st *store.Store, dl *delivery.Service, seats *seatclient.Client, spawn SpawnFunc, m *metrics.Metrics, log *slog.Logger) *Service {
+	return &Service{org: org, store: st, delivery: dl, seats: seats, spawn: spawn, metrics: m, log: log}
 }
 
 // OpenRequest opens a ticket.
@@ -126,7 +130,7 @@ func (t *Service) refused(ctx context.Context, ticket crewlet.Ticket, err error)
 		return err
 	}
 	if endedNow {
-		t.Metrics.TicketEnded(string(ended.Phase))
+		t.metrics.TicketEnded(string(ended.Phase))
 	}
 	return err
 }
@@ -171,7 +175,7 @@ func (t *Service) create(ctx context.Context, req OpenRequest, from string, from
 		return crewlet.Ticket{}, err
 	}
 	if created {
-		t.Metrics.TicketOpened()
+		t.metrics.TicketOpened()
 		t.log.InfoContext(ctx, "ticket_opened", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To, "routed_from", ticket.RoutedFrom, "hops", ticket.Hops)
 	}
 	return ticket, nil
@@ -220,13 +224,13 @@ func (t *Service) Route(ctx context.Context, to string) (string, error) {
 // "spawn:ROLE" to a seat spawned for it.
 func (t *Service) route(ctx context.Context, to, from string, may reach) (handle, routedFrom string, err error) {
 	if role, spawn := strings.CutPrefix(to, config.SpawnPrefix); spawn {
-		if t.Spawn == nil {
+		if t.spawn == nil {
 			return "", "", crewlet.Errorf(crewlet.EUNAVAILABLE, "%s: this process spawns no seats; ask an API or worker process", to)
 		}
 		if err := may.spawn(role); err != nil {
 			return "", "", err
 		}
-		seat, err := t.Spawn(ctx, role, from)
+		seat, err := t.spawn(ctx, role, from)
 		return seat.Handle, to, err
 	}
 	role, byRole := strings.CutPrefix(to, crewlet.RolePrefix)
@@ -312,7 +316,7 @@ func (t *Service) End(ctx context.Context, id string, phase crewlet.TicketPhase,
 		return ticket, false, err
 	}
 	if ended {
-		t.Metrics.TicketEnded(string(phase))
+		t.metrics.TicketEnded(string(phase))
 	}
 	// The same end again is a step retried after its notice failed: tell
 	// again (the notice's event id makes it land once).
@@ -336,7 +340,7 @@ func (t *Service) Settle(ctx context.Context, id, reply string) (crewlet.Ticket,
 	case settled || (ticket.Phase == crewlet.TicketDone && ticket.Reply == reply):
 		// The same reply again is a step retried after its notice failed.
 		if settled {
-			t.Metrics.TicketEnded(string(crewlet.TicketDone))
+			t.metrics.TicketEnded(string(crewlet.TicketDone))
 		}
 		return ticket, settled, t.Ended(ctx, ticket)
 	}
@@ -367,7 +371,7 @@ func (t *Service) Expire(ctx context.Context, age time.Duration) (int, error) {
 func (t *Service) tellAll(ctx context.Context, tickets []crewlet.Ticket) error {
 	var errs []string
 	for _, ticket := range tickets {
-		t.Metrics.TicketEnded(string(ticket.Phase))
+		t.metrics.TicketEnded(string(ticket.Phase))
 		if err := t.Ended(ctx, ticket); err != nil {
 			errs = append(errs, err.Error())
 		}
