@@ -122,6 +122,11 @@ type fakeSeatWorld struct {
 	newOnlyReads int
 	interrupts   []string
 	mayInterrupt []bool
+	// waitOn makes every tool call wait an hour on this ticket; waitsEnded
+	// says how each wait ended, and when (since start).
+	waitOn     string
+	waitsEnded []string
+	start      time.Time
 	// running is each turn begun, by work key; queues the task queue each
 	// tool call ran on.
 	running map[string]crewlet.TurnInput
@@ -167,6 +172,7 @@ func newFakeSeatWorld(env *testsuite.TestWorkflowEnvironment) *fakeSeatWorld {
 		deliveries: map[string]int{},
 		attempts:   map[string]int{},
 		ledger:     map[string]bool{},
+		start:      env.Now(),
 	}
 }
 
@@ -528,6 +534,9 @@ func (w *fakeSeatWorld) ToolCall(ctx context.Context, in crewlet.ToolCallInput) 
 		return crewlet.ToolCallOutput{}, fencedErr("tool call", in.Epoch, w.epoch)
 	}
 	w.queues = append(w.queues, activity.GetInfo(ctx).TaskQueue)
+	if w.waitOn != "" {
+		return crewlet.ToolCallOutput{Wait: &crewlet.TicketWait{Ticket: w.waitOn, Kind: crewlet.WaitSettle, For: time.Hour}}, nil
+	}
 	return crewlet.ToolCallOutput{}, nil
 }
 
@@ -583,6 +592,14 @@ func (w *fakeSeatWorld) ModelRound(ctx context.Context, in crewlet.ModelRoundInp
 		}
 	}
 	return crewlet.ModelRoundOutput{}, nil
+}
+
+// ResolveWait records how a ticket wait ended.
+func (w *fakeSeatWorld) ResolveWait(_ context.Context, in crewlet.ResolveWaitInput) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.waitsEnded = append(w.waitsEnded, fmt.Sprintf("%s timed_out=%v at %s", in.Wait.Ticket, in.TimedOut, w.env.Now().Sub(w.start).Round(time.Second)))
+	return nil
 }
 
 // InterruptTurn records the mail that interrupted a turn.
@@ -683,6 +700,9 @@ type seatHarness struct {
 	saMu     sync.Mutex
 	saPaused *bool
 	saStatus string
+	// saTurnWrites lists each write of CrewletTurn and CrewletWaiting as
+	// "Name=value", and each write of unsets only as "(unset)", in order.
+	saTurnWrites []string
 	// saHandles is the handle each upsert wrote, "" for one that left it.
 	saHandles []string
 }
@@ -728,6 +748,7 @@ func newSeatHarnessOf(t *testing.T, legacy bool) *seatHarness {
 		crewlet.ActivityToolCall:       h.world.ToolCall,
 		crewlet.ActivityInterruptTurn:  h.world.InterruptTurn,
 		crewlet.ActivityFinishTurn:     h.world.FinishTurn,
+		crewlet.ActivityResolveWait:    h.world.ResolveWait,
 		crewlet.ActivitySetSeatStatus:  h.world.SetSeatStatus,
 		crewlet.ActivityCheckBudget:    h.world.CheckBudget,
 		crewlet.ActivityBusyMail:       h.world.BusyMail,
@@ -749,6 +770,17 @@ func newSeatHarnessOf(t *testing.T, legacy bool) *seatHarness {
 		}
 		if v, ok := sa.GetKeyword(saStatus); ok {
 			h.saStatus = v
+		}
+		if sa.Size() == 0 {
+			// Only unsets (the turn's attributes, as it or its wait ends):
+			// the test environment shows no key of them.
+			h.saTurnWrites = append(h.saTurnWrites, "(unset)")
+		}
+		for _, key := range []temporal.SearchAttributeKeyKeyword{saTurn, saWaiting} {
+			if sa.ContainsKey(key) {
+				v, _ := sa.GetKeyword(key)
+				h.saTurnWrites = append(h.saTurnWrites, key.GetName()+"="+v)
+			}
 		}
 		handle, _ := sa.GetKeyword(saHandle)
 		h.saHandles = append(h.saHandles, handle)
