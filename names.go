@@ -154,6 +154,14 @@ const (
 	QueryState = "state"
 )
 
+// turnMailKey is the type of TurnMailKey.
+type turnMailKey struct{}
+
+// TurnMailKey marks the workflow context of a seat's inline turn with the
+// turn's mail ([]MailRef), so tracing can start the turn under the span of
+// the message it answers.
+var TurnMailKey = turnMailKey{}
+
 // Search attributes the seat workflow upserts on every change. They must be
 // registered on the Temporal namespace (temporal-config/search-attributes.txt).
 const (

@@ -72,6 +72,7 @@ func (s *seat) runInlineTurn(ctx, turnCtx workflow.Context, in crewlet.TurnInput
 	s.upsertTurn(ctx, in.TurnID, workflow.Now(ctx))
 	future, settle := workflow.NewFuture(ctx)
 	f.Future = future
+	turnCtx = workflow.WithValue(turnCtx, crewlet.TurnMailKey, in.Mail)
 	workflow.Go(turnCtx, func(turnCtx workflow.Context) {
 		out, err := t.run(turnCtx)
 		settle.Set(out, err)
