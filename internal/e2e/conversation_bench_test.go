@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/crewlet/crewlet"
@@ -135,33 +137,60 @@ func conversationPhase(b *testing.B, c *company, replied *replyWatcher, d time.D
 	return res
 }
 
-// turnHistory waits for the turn that answered eventID alone to close and
-// returns its history's event count and size in bytes.
+// turnHistory is the history one turn added to its seat's run (the turn
+// of the one message eventID): the events from the seat's CrewletTurn
+// upsert naming the turn to the one that clears it, and their bytes.
 func turnHistory(tb testing.TB, c *company, handle, eventID string) (events, bytes int) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	id := crewlet.TurnWorkflowID(handle, crewlet.WorkKey([]string{eventID}))
-	if err := c.temporal.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
-		tb.Fatalf("turn %s for message %s: %v", id, eventID, err)
-	}
-	iter := c.temporal.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for iter.HasNext() {
-		e, err := iter.Next()
-		if err != nil {
-			tb.Fatalf("history of %s: %v", id, err)
+	named := func(e *historypb.HistoryEvent) (string, bool) {
+		p := e.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()[crewlet.SATurn]
+		if p == nil {
+			return "", false
 		}
-		events++
-		bytes += proto.Size(e)
+		var v string
+		_ = converter.GetDefaultDataConverter().FromPayload(p, &v)
+		return v, true
 	}
+	var err error
+	testenv.Eventually(tb, 30*time.Second, "the turn "+id+" ended in its seat's history", func() error {
+		events, bytes = 0, 0
+		in, ended := false, false
+		iter := c.temporal.GetWorkflowHistory(ctx, crewlet.SeatWorkflowID(handle), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for iter.HasNext() && !ended {
+			var e *historypb.HistoryEvent
+			if e, err = iter.Next(); err != nil {
+				return err
+			}
+			if v, ok := named(e); ok {
+				switch {
+				case v == id:
+					in = true
+				case in:
+					ended = true
+				}
+			}
+			if in {
+				events++
+				bytes += proto.Size(e)
+			}
+		}
+		if !ended {
+			return fmt.Errorf("%d events of it so far", events)
+		}
+		return nil
+	})
 	return events, bytes
 }
 
 // Twenty messages in one conversation, each asking for everything said
 // before, so the context and the answer grow with every message: the turn
 // that answers the 20th has the history of the turn that answered the
-// first, give or take a few bytes of counters. A turn carries ids; the
-// conversation lives in Postgres.
+// first, give or take a few bytes of counters: the turn adds as much to its
+// seat's history for the 20th message as for the first. A turn carries ids;
+// the conversation lives in Postgres.
 func TestTurnHistoryDoesNotGrowWithTheConversation(t *testing.T) {
 	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(memoryOrg, 32000, "0s")))
 	c.apiServer()
