@@ -192,7 +192,7 @@ func (t *turn) run(ctx workflow.Context) (crewlet.TurnOutput, error) {
 // reflection that fails is logged and the turn goes on; only a lost tenure
 // or a cancellation stops it.
 func (t *turn) reflect(ctx workflow.Context) error {
-	err := workflow.ExecuteActivity(t.modelContext(ctx), crewlet.ActivityReflect, crewlet.ReflectInput{
+	err := workflow.ExecuteActivity(t.modelContext(ctx, "reflect on turn "+t.in.TurnID), crewlet.ActivityReflect, crewlet.ReflectInput{
 		Tenure: t.in.Tenure, TurnID: t.in.TurnID, WorkKey: t.in.WorkKey, Profile: t.profile,
 	}).Get(ctx, nil)
 	switch {
@@ -305,7 +305,8 @@ func (t *turn) stopped() {
 func (t *turn) modelRound(ctx workflow.Context, thread, round int) (crewlet.ModelRoundOutput, error) {
 	for {
 		var answer crewlet.ModelRoundOutput
-		err := workflow.ExecuteActivity(t.modelContext(ctx), crewlet.ActivityModelRound, crewlet.ModelRoundInput{
+		summary := fmt.Sprintf("model round %d of thread %d, turn %s", round, thread+1, t.in.TurnID)
+		err := workflow.ExecuteActivity(t.modelContext(ctx, summary), crewlet.ActivityModelRound, crewlet.ModelRoundInput{
 			Tenure: t.in.Tenure, WorkKey: t.in.WorkKey, Thread: thread, Round: round,
 			TurnID: t.in.TurnID, Profile: t.profile,
 		}).Get(ctx, &answer)
@@ -551,13 +552,16 @@ func (t *turn) finish(ctx workflow.Context) (crewlet.TurnOutput, error) {
 	return t.out, nil
 }
 
-func (t *turn) modelContext(ctx workflow.Context) workflow.Context {
+// modelContext runs a model call; summary names the step in the Temporal
+// UI and CLI.
+func (t *turn) modelContext(ctx workflow.Context, summary string) workflow.Context {
 	// The heartbeat timeout notices a model call whose worker died; the
 	// retry on another worker finds the answer if it was recorded. A
 	// cancelled turn waits for its model call to stop (the call learns of
 	// it at its next heartbeat), so the seat's next tenure never has this
 	// tenure's call still running beside its own.
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:             summary,
 		StartToCloseTimeout: modelCallTimeout,
 		HeartbeatTimeout:    t.in.HeartbeatTimeout,
 		WaitForCancellation: true,
@@ -574,12 +578,13 @@ func (t *turn) modelContext(ctx workflow.Context) workflow.Context {
 // toolContext runs a tool call on the seat's host. A read-only call is
 // retried; any other is attempted once, because a second attempt of a write
 // whose outcome is unknown could do it twice.
-func (t *turn) toolContext(ctx workflow.Context, readOnly bool) workflow.Context {
+func (t *turn) toolContext(ctx workflow.Context, readOnly bool, summary string) workflow.Context {
 	attempts := int32(1)
 	if readOnly {
 		attempts = readOnlyAttempts
 	}
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:                summary,
 		TaskQueue:              t.in.HostQueue,
 		ScheduleToStartTimeout: t.in.HeartbeatTimeout,
 		StartToCloseTimeout:    toolCallTimeout,

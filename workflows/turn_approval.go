@@ -17,7 +17,8 @@ import (
 func (t *turn) toolCall(ctx workflow.Context, thread, round int, call crewlet.ToolCallRef) (crewlet.ToolCallOutput, error) {
 	for waited := false; ; waited = true {
 		var res crewlet.ToolCallOutput
-		err := workflow.ExecuteActivity(t.toolContext(ctx, call.ReadOnly), crewlet.ActivityToolCall, crewlet.ToolCallInput{
+		summary := fmt.Sprintf("tool %s (call %d of round %d, thread %d), turn %s", call.Name, call.Call, round, thread+1, t.in.TurnID)
+		err := workflow.ExecuteActivity(t.toolContext(ctx, call.ReadOnly, summary), crewlet.ActivityToolCall, crewlet.ToolCallInput{
 			Tenure: t.in.Tenure, WorkKey: t.in.WorkKey, Thread: thread, Round: round, Call: call,
 		}).Get(ctx, &res)
 		if err != nil || res.Approval == nil {

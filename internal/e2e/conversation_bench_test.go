@@ -70,8 +70,8 @@ func BenchmarkConversationThroughput(b *testing.B) {
 		b.Logf("s01 did not finish a %d-message conversation in %s; no history sizes", conversationLength, d)
 		return
 	}
-	events1, bytes1 := turnHistory(b, c, "s01", long.first)
-	eventsN, bytesN := turnHistory(b, c, "s01", long.last)
+	events1, bytes1, _ := turnHistory(b, c, "s01", long.first)
+	eventsN, bytesN, _ := turnHistory(b, c, "s01", long.last)
 	b.ReportMetric(float64(bytes1), "turn1-history-B")
 	b.ReportMetric(float64(bytesN), "turn20-history-B")
 	b.Logf("s01's turn for message 1: %d events, %d bytes of history; for message %d: %d events, %d bytes",
@@ -139,8 +139,9 @@ func conversationPhase(b *testing.B, c *company, replied *replyWatcher, d time.D
 
 // turnHistory is the history one turn added to its seat's run (the turn
 // of the one message eventID): the events from the seat's CrewletTurn
-// upsert naming the turn to the one that clears it, and their bytes.
-func turnHistory(tb testing.TB, c *company, handle, eventID string) (events, bytes int) {
+// upsert naming the turn to the one that clears it, their bytes, and the
+// summaries of the activities it scheduled, in order.
+func turnHistory(tb testing.TB, c *company, handle, eventID string) (events, bytes int, summaries []string) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -156,7 +157,7 @@ func turnHistory(tb testing.TB, c *company, handle, eventID string) (events, byt
 	}
 	var err error
 	testenv.Eventually(tb, 30*time.Second, "the turn "+id+" ended in its seat's history", func() error {
-		events, bytes = 0, 0
+		events, bytes, summaries = 0, 0, nil
 		in, ended := false, false
 		iter := c.temporal.GetWorkflowHistory(ctx, crewlet.SeatWorkflowID(handle), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for iter.HasNext() && !ended {
@@ -175,6 +176,11 @@ func turnHistory(tb testing.TB, c *company, handle, eventID string) (events, byt
 			if in {
 				events++
 				bytes += proto.Size(e)
+				if e.GetActivityTaskScheduledEventAttributes() != nil {
+					var summary string
+					_ = converter.GetDefaultDataConverter().FromPayload(e.GetUserMetadata().GetSummary(), &summary)
+					summaries = append(summaries, summary)
+				}
 			}
 		}
 		if !ended {
@@ -182,7 +188,7 @@ func turnHistory(tb testing.TB, c *company, handle, eventID string) (events, byt
 		}
 		return nil
 	})
-	return events, bytes
+	return events, bytes, summaries
 }
 
 // Twenty messages in one conversation, each asking for everything said
@@ -211,8 +217,13 @@ func TestTurnHistoryDoesNotGrowWithTheConversation(t *testing.T) {
 	if !strings.Contains(reply, "This is message 1:") || !strings.Contains(reply, fmt.Sprintf("This is message %d:", conversationLength-1)) {
 		t.Fatalf("reply to message %d %q; want it to carry the earlier messages", conversationLength, reply)
 	}
-	events1, bytes1 := turnHistory(t, c, "cto", first.EventID)
-	eventsN, bytesN := turnHistory(t, c, "cto", last.EventID)
+	events1, bytes1, _ := turnHistory(t, c, "cto", first.EventID)
+	eventsN, bytesN, summaries := turnHistory(t, c, "cto", last.EventID)
+	// In the Temporal UI each step of the turn says what it is.
+	turnID := crewlet.TurnWorkflowID("cto", crewlet.WorkKey([]string{last.EventID}))
+	if len(summaries) == 0 || summaries[0] != "model round 1 of thread 1, turn "+turnID {
+		t.Errorf("summaries of the turn's activities: %q; want the first to be its first model round", summaries)
+	}
 	t.Logf("turn for message 1: %d events, %d bytes; for message %d: %d events, %d bytes (its reply %d bytes)",
 		events1, bytes1, conversationLength, eventsN, bytesN, len(reply))
 	if eventsN > events1+2 || eventsN < events1-2 || bytesN > bytes1+bytes1/10 {
