@@ -141,10 +141,26 @@ const (
 	// the ticket's or the approval's id.
 	SignalTicketNote = "ticket_note"
 
+	// UpdateNudgeTurn tells the turn a seat runs inline that a ticket or
+	// an approval it may wait on changed, or that a profile of its pool
+	// may have freed. An update, not a signal: the seat refuses it when
+	// the turn named is not the one it runs, so the sender learns the turn
+	// is gone (as a signal to a Turn child workflow that ended fails) and
+	// tells another way. Its payload is a TurnNudge.
+	UpdateNudgeTurn = "nudge_turn"
+
 	// QueryState is answered by a seat (SeatState) and by a turn
 	// (TurnProgress).
 	QueryState = "state"
 )
+
+// turnMailKey is the type of TurnMailKey.
+type turnMailKey struct{}
+
+// TurnMailKey marks the workflow context of a seat's inline turn with the
+// turn's mail ([]MailRef), so tracing can start the turn under the span of
+// the message it answers.
+var TurnMailKey = turnMailKey{}
 
 // Search attributes the seat workflow upserts on every change. They must be
 // registered on the Temporal namespace (temporal-config/search-attributes.txt).
@@ -155,6 +171,14 @@ const (
 	SANode   = "CrewletNode"
 	SAEpoch  = "CrewletEpoch"
 	SAPaused = "CrewletPaused"
+	// SATurn is the id of the turn the seat runs, SATurnSince when it
+	// began; both unset between turns. SAWaiting says what that turn waits
+	// on durably ("ticket T", "approval A", "profile"), unset otherwise.
+	// Upserted by a seat that runs its turns inline, at a turn's start and
+	// end and a wait's.
+	SATurn      = "CrewletTurn"
+	SATurnSince = "CrewletTurnSince"
+	SAWaiting   = "CrewletWaiting"
 )
 
 // Temporal application error types of crewlet's activities. A domain error
@@ -167,6 +191,9 @@ const (
 	// is no longer the seat's, or because the node it reached does not
 	// host the seat.
 	ErrorTypeFenced = "seat_fenced"
+	// ErrorTypeTurnGone is a nudge (UpdateNudgeTurn) refused because the
+	// seat runs no such turn now: it ended, or it runs as a Turn child.
+	ErrorTypeTurnGone = "turn_gone"
 	// ErrorTypeUnplaceable is a placement that found no live node able to
 	// run the seat.
 	ErrorTypeUnplaceable = "seat_unplaceable"

@@ -78,6 +78,48 @@ func (r TicketSignal) Validate() error {
 	return checkSignalID("ticket", r.Ticket, MaxIDBytes)
 }
 
+// maxTurnIDBytes bounds a turn id: "turn/", a handle, "/", a work key.
+const maxTurnIDBytes = 256
+
+// TurnNudge is the payload of UpdateNudgeTurn: the turn it is for and what
+// changed, exactly one of a ticket, an approval, or a profile that freed.
+type TurnNudge struct {
+	Turn        string `json:"turn"`
+	Ticket      string `json:"ticket,omitempty"`
+	Approval    string `json:"approval,omitempty"`
+	ProfileFree bool   `json:"profile_free,omitempty"`
+}
+
+// Validate checks a nudge: a turn id, and one thing that changed.
+func (n TurnNudge) Validate() error {
+	if len(n.Turn) > maxTurnIDBytes {
+		return Errorf(EINVALID, "turn: %d bytes, more than %d", len(n.Turn), maxTurnIDBytes)
+	}
+	if _, _, ok := ParseTurnID(n.Turn); !ok || !utf8.ValidString(n.Turn) {
+		return Errorf(EINVALID, "turn: not a turn id (turn/HANDLE/WORK_KEY)")
+	}
+	kinds := 0
+	if n.Ticket != "" {
+		kinds++
+		if err := (TicketSignal{Ticket: n.Ticket}).Validate(); err != nil {
+			return err
+		}
+	}
+	if n.Approval != "" {
+		kinds++
+		if err := (ApprovalSignal{Approval: n.Approval}).Validate(); err != nil {
+			return err
+		}
+	}
+	if n.ProfileFree {
+		kinds++
+	}
+	if kinds != 1 {
+		return Errorf(EINVALID, "a nudge names exactly one of ticket, approval and profile_free; it names %d", kinds)
+	}
+	return nil
+}
+
 // Validate checks a ticket_note payload: it must name the ticket.
 func (id TicketNoteSignal) Validate() error {
 	return TicketSignal{Ticket: string(id)}.Validate()

@@ -23,8 +23,9 @@ const (
 	// liveness, which still holds its tenure with a heartbeating activity.
 	// COMPAT(node-liveness@1)
 	holdBackstop = 5 * time.Minute
-	// cyclesPerRun bounds a run's history; the seat continues as new after
-	// this many loop cycles even if Temporal does not suggest it yet.
+	// cyclesPerRun bounds the history of a run below node-liveness 5; it
+	// continues as new after this many loop cycles even if Temporal does
+	// not suggest it yet. COMPAT(node-liveness@5)
 	cyclesPerRun = 200
 	// failureBackoff is the default cap on how long a seat waits after a
 	// failed turn before it reads again, so a message that always fails
@@ -102,7 +103,17 @@ type seat struct {
 	// (seatclient.Statuses). COMPAT(node-liveness@4): a run below version
 	// 4 upserts running and idle around every turn.
 	turnShowsRunning bool
-	logger           interface {
+	// inlineTurns is set for a run that runs its turns in its own workflow
+	// (node-liveness 5) and continues as new only when Temporal suggests
+	// it. COMPAT(node-liveness@5): a run below version 5 starts a Turn
+	// child workflow per turn and continues as new every cyclesPerRun
+	// loop cycles too.
+	inlineTurns bool
+	// turn is the inline turn in flight and inline the seat's hold on it;
+	// both nil when none runs.
+	turn   *turn
+	inline *inlineTurnFuture
+	logger interface {
 		Info(string, ...interface{})
 		Warn(string, ...interface{})
 	}
@@ -135,6 +146,7 @@ func Seat(ctx workflow.Context, in crewlet.SeatInput) error {
 	s.perSeatHold = version == workflow.DefaultVersion
 	s.keepBackstop = version >= backstopTimerVersion
 	s.turnShowsRunning = version >= turnShowsRunningVersion
+	s.inlineTurns = version >= inlineTurnsVersion
 	if in.Carry != nil {
 		s.state = in.Carry.State
 		s.attached = in.Carry.Attached
@@ -154,9 +166,12 @@ func Seat(ctx workflow.Context, in crewlet.SeatInput) error {
 	s.state.Role = in.Role
 
 	if err := workflow.SetQueryHandler(ctx, crewlet.QueryState, func() (crewlet.SeatState, error) {
-		return s.state, nil
+		return s.query(), nil
 	}); err != nil {
 		return fmt.Errorf("register state query: %w", err)
+	}
+	if err := s.handleNudges(ctx); err != nil {
+		return fmt.Errorf("register %s update: %w", crewlet.UpdateNudgeTurn, err)
 	}
 	signals := newSeatSignals(ctx, s)
 	workflow.Go(ctx, signals.run)
@@ -169,7 +184,7 @@ func Seat(ctx workflow.Context, in crewlet.SeatInput) error {
 			return err
 		}
 		s.upsert(ctx)
-		if cycle >= cyclesPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+		if (!s.inlineTurns && cycle >= cyclesPerRun) || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			return s.continueAsNew(ctx, signals)
 		}
 		switch {
@@ -222,6 +237,19 @@ func Seat(ctx workflow.Context, in crewlet.SeatInput) error {
 		}
 		s.runBatch(ctx, mail)
 	}
+}
+
+// query answers the state query: the seat's state, with its inline turn's
+// progress (a Turn child answers for itself).
+func (s *seat) query() crewlet.SeatState {
+	st := s.state
+	if st.Turn != nil && s.turn != nil {
+		cur := *st.Turn
+		p := s.turn.currentProgress()
+		cur.Progress = &p
+		st.Turn = &cur
+	}
+	return st
 }
 
 // sleep waits, idle, for a wake, a pause or a reason to leave the tenure,
@@ -342,6 +370,7 @@ func (s *seat) continueAsNew(ctx workflow.Context, signals *seatSignals) error {
 	if err := signals.stop(ctx); err != nil {
 		return err
 	}
+
 	if s.stop != nil {
 		// The carry has no stop: a seat that left the org ends here.
 		return s.stopSeat(ctx)

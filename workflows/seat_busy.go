@@ -34,7 +34,7 @@ func (s *seat) watchMail() {
 // them), triggers in a conversation the turn answers interrupt it, and the
 // rest stay pending in the mailbox for the next turn, whose read reclaims
 // them. Only new entries are read, so the turn's own triggers stay with it.
-func (s *seat) busyMail(ctx workflow.Context, turn workflow.ChildWorkflowFuture) {
+func (s *seat) busyMail(ctx workflow.Context, turn runningTurn) {
 	s.wakePending = false
 	current := s.state.Turn
 	// COMPAT(busy-policy@1): a run below version 1 left mail that arrived
@@ -91,7 +91,7 @@ func (s *seat) busyMail(ctx workflow.Context, turn workflow.ChildWorkflowFuture)
 		return
 	}
 	req := crewlet.InterruptTurnRequest{Mail: out.Interrupt}
-	if err := turn.SignalChildWorkflow(ctx, crewlet.SignalInterruptTurn, req).Get(ctx, nil); err != nil {
+	if err := turn.tell(ctx, crewlet.SignalInterruptTurn, req); err != nil {
 		// The mail stays pending and is answered by the next turn.
 		s.logger.Warn("turn_interrupt_failed", "seat", s.in.Handle, "turn", current.ID, "error", err)
 		return

@@ -99,17 +99,17 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 		defer func() { s.state.Turn = nil }()
 
 		turnCtx, cancelTurn := workflow.WithCancel(ctx)
-		turnCtx = workflow.WithChildOptions(turnCtx, workflow.ChildWorkflowOptions{
-			WorkflowID:          turnID,
-			WaitForCancellation: true,
-			// A turn's workflow task held by a dead worker is retried
-			// elsewhere as fast as a lost host is noticed.
-			WorkflowTaskTimeout: s.in.HeartbeatTimeout,
-		})
-		future := workflow.ExecuteChildWorkflow(turnCtx, crewlet.WorkflowTurn, crewlet.TurnInput{
+		in := crewlet.TurnInput{
 			Tenure: s.tenure(), HostQueue: s.state.HostQueue, TurnID: turnID, WorkKey: workKey,
 			Mail: prep.Run, HeartbeatTimeout: s.in.HeartbeatTimeout,
-		})
+		}
+		var future runningTurn
+		if s.inlineTurns {
+			future = s.runInlineTurn(ctx, turnCtx, in)
+			defer s.endInlineTurn(ctx)
+		} else {
+			future = childTurn(ctx, turnCtx, in, s.in.HeartbeatTimeout)
+		}
 		if err := s.awaitTurn(ctx, future, turnID, cancelTurn); err != nil {
 			return err
 		}
@@ -166,7 +166,7 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 // ReleaseWait, then cancels it; a lost host cancels it at once. A cancelled
 // turn's triggers stay unacked, so the next tenure runs them, and the turn's
 // recorded steps are not repeated.
-func (s *seat) awaitTurn(ctx workflow.Context, turn workflow.ChildWorkflowFuture, turnID string, cancel workflow.CancelFunc) error {
+func (s *seat) awaitTurn(ctx workflow.Context, turn runningTurn, turnID string, cancel workflow.CancelFunc) error {
 	stopSent := false
 	stopTurn := func() bool { return !stopSent && s.state.Pause != nil && s.state.Pause.StopTurn }
 	for {
@@ -181,7 +181,7 @@ func (s *seat) awaitTurn(ctx workflow.Context, turn workflow.ChildWorkflowFuture
 		case stopTurn():
 			stopSent = true
 			req := crewlet.StopTurnRequest{By: s.state.Pause.By, Reason: s.state.Pause.Reason}
-			if err := turn.SignalChildWorkflow(ctx, crewlet.SignalStopTurn, req).Get(ctx, nil); err != nil {
+			if err := turn.tell(ctx, crewlet.SignalStopTurn, req); err != nil {
 				s.logger.Warn("turn_stop_failed", "seat", s.in.Handle, "turn", turnID, "error", err)
 			}
 			continue

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"reflect"
@@ -121,9 +122,15 @@ type fakeSeatWorld struct {
 	newOnlyReads int
 	interrupts   []string
 	mayInterrupt []bool
-	// interrupted marks the turns an interrupt_turn ended: their activity
-	// records nothing, whenever it returns.
-	interrupted map[string]bool
+	// waitOn makes every tool call wait an hour on this ticket; waitsEnded
+	// says how each wait ended, and when (since start).
+	waitOn     string
+	waitsEnded []string
+	start      time.Time
+	// running is each turn begun, by work key; queues the task queue each
+	// tool call ran on.
+	running map[string]crewlet.TurnInput
+	queues  []string
 }
 
 // fakeTurn is one turn that succeeded.
@@ -165,6 +172,7 @@ func newFakeSeatWorld(env *testsuite.TestWorkflowEnvironment) *fakeSeatWorld {
 		deliveries: map[string]int{},
 		attempts:   map[string]int{},
 		ledger:     map[string]bool{},
+		start:      env.Now(),
 	}
 }
 
@@ -432,9 +440,6 @@ func (w *fakeSeatWorld) BusyMail(_ context.Context, in crewlet.BusyMailInput) (c
 	return out, nil
 }
 
-// fakeTurnActivity is the fake world's whole turn, one activity on the host.
-const fakeTurnActivity = "FakeTurn"
-
 // CheckBudget answers a held seat's check: held while heldChecks lasts, each
 // time for another holdFor.
 func (w *fakeSeatWorld) CheckBudget(ctx context.Context, in crewlet.CheckBudgetInput) (*crewlet.BudgetHold, error) {
@@ -449,91 +454,55 @@ func (w *fakeSeatWorld) CheckBudget(ctx context.Context, in crewlet.CheckBudgetI
 		ResetsAt: w.env.Now().Add(w.holdFor)}, nil
 }
 
-// turnWorkflow stands in for the Turn child workflow: the seat tests
-// exercise the seat, and Turn has tests of its own. It runs the whole turn
-// as one activity on the seat's host, so a lost host or a cancel reaches it
-// as it would reach a tool call. It is held by the budget heldTurns times
-// (until holdFor from its start), and a stop_turn signal cancels the
-// activity and ends the turn stopped.
-func (w *fakeSeatWorld) turnWorkflow(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error) {
+// The fake world runs the seat's real turn (turn.run, inline in the seat)
+// over fake steps: every thread is one tool call on the seat's host, so a
+// lost host or a cancel reaches the turn as it would reach a real tool call,
+// then a model round that answers. BeginTurn holds the turn for the budget
+// heldTurns times (until holdFor from its start).
+
+// BeginTurn remembers the turn's input for its steps.
+func (w *fakeSeatWorld) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (crewlet.BeginTurnOutput, error) {
 	w.mu.Lock()
-	held := w.heldTurns > 0
-	if held {
+	defer w.mu.Unlock()
+	if in.Epoch != w.epoch {
+		return crewlet.BeginTurnOutput{}, fencedErr("begin turn", in.Epoch, w.epoch)
+	}
+	if w.heldTurns > 0 {
 		w.heldTurns--
 		w.eventf("turn %s e%d held", names(in.Mail), in.Epoch)
-	}
-	w.mu.Unlock()
-	if held {
-		return crewlet.TurnOutput{Status: crewlet.TurnHeld, Hold: &crewlet.BudgetHold{
-			Scope: crewlet.ScopeSeat, Window: crewlet.WindowDay, Cap: 100, Used: 100, ResetsAt: workflow.Now(ctx).Add(w.holdFor),
+		return crewlet.BeginTurnOutput{Hold: &crewlet.BudgetHold{
+			Scope: crewlet.ScopeSeat, Window: crewlet.WindowDay, Cap: 100, Used: 100, ResetsAt: w.env.Now().Add(w.holdFor),
 		}}, nil
 	}
-	actCtx, cancel := workflow.WithCancel(ctx)
-	actCtx = workflow.WithActivityOptions(actCtx, workflow.ActivityOptions{
-		TaskQueue:           in.HostQueue,
-		StartToCloseTimeout: 10 * time.Minute,
-		HeartbeatTimeout:    in.HeartbeatTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
-		WaitForCancellation: true,
-	})
-	future := workflow.ExecuteActivity(actCtx, fakeTurnActivity, in)
-	var stop *crewlet.StopTurnRequest
-	var interrupt *crewlet.InterruptTurnRequest
-	sel := workflow.NewSelector(ctx)
-	sel.AddFuture(future, func(workflow.Future) {})
-	sel.AddReceive(workflow.GetSignalChannel(ctx, crewlet.SignalInterruptTurn), func(c workflow.ReceiveChannel, _ bool) {
-		var req crewlet.InterruptTurnRequest
-		c.Receive(ctx, &req)
-		interrupt = &req
-		w.mu.Lock()
-		if w.interrupted == nil {
-			w.interrupted = map[string]bool{}
-		}
-		w.interrupted[in.TurnID] = true
-		w.mu.Unlock()
-		cancel()
-	})
-	sel.AddReceive(workflow.GetSignalChannel(ctx, crewlet.SignalStopTurn), func(c workflow.ReceiveChannel, _ bool) {
-		var req crewlet.StopTurnRequest
-		c.Receive(ctx, &req)
-		stop = &req
-		cancel()
-	})
-	sel.Select(ctx)
-	var out crewlet.TurnOutput
-	err := future.Get(ctx, &out)
-	switch {
-	case interrupt != nil:
-		w.mu.Lock()
-		w.interrupts = append(w.interrupts, names(interrupt.Mail))
-		w.mu.Unlock()
-		return crewlet.TurnOutput{Status: crewlet.TurnInterrupted}, nil
-	case stop != nil:
-		w.mu.Lock()
-		w.stoppedBy = append(w.stoppedBy, stop.By)
-		w.mu.Unlock()
-		return crewlet.TurnOutput{Status: crewlet.TurnStopped, Note: "stopped by " + stop.By}, nil
-	case isFenced(err):
-		return crewlet.TurnOutput{Status: crewlet.TurnFenced}, nil
-	case err != nil:
-		return out, err
+	if w.running == nil {
+		w.running = map[string]crewlet.TurnInput{}
 	}
-	if out.Status == "" {
-		out.Status = crewlet.TurnDone
-	}
-	return out, nil
+	w.running[in.WorkKey] = crewlet.TurnInput{Tenure: in.Tenure, TurnID: in.TurnID, WorkKey: in.WorkKey, Mail: in.Mail}
+	return crewlet.BeginTurnOutput{Threads: 1, MaxRounds: 4}, nil
 }
 
-// RunTurn answers the whole batch in one turn: it fails if any entry's hook
-// fails, and on success records every entry in the completion ledger.
-func (w *fakeSeatWorld) RunTurn(ctx context.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error) {
-	batch := names(in.Mail)
+func (w *fakeSeatWorld) AcquireProfile(context.Context, crewlet.AcquireProfileInput) (crewlet.AcquireProfileOutput, error) {
+	return crewlet.AcquireProfileOutput{Profile: "fake"}, nil
+}
+
+func (w *fakeSeatWorld) ReleaseProfile(context.Context, crewlet.ReleaseProfileInput) error {
+	return nil
+}
+
+// ToolCall is the slow part of the turn, on the seat's host: it runs for
+// slowTurnFor (forever when zero) if slowTurn says so, heartbeating, and a
+// cancel ends it.
+func (w *fakeSeatWorld) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (crewlet.ToolCallOutput, error) {
+	w.mu.Lock()
+	turn := w.running[in.WorkKey]
+	w.mu.Unlock()
+	batch := names(turn.Mail)
 	if w.duringTurn != nil {
-		for _, ref := range in.Mail {
+		for _, ref := range turn.Mail {
 			w.duringTurn(ref.EventID)
 		}
 	}
-	if w.slowTurn != nil && w.slowTurn(in) {
+	if w.slowTurn != nil && w.slowTurn(turn) {
 		var done <-chan time.Time
 		if w.slowTurnFor > 0 {
 			done = time.After(w.slowTurnFor)
@@ -551,32 +520,56 @@ func (w *fakeSeatWorld) RunTurn(ctx context.Context, in crewlet.TurnInput) (crew
 		if ctx.Err() != nil {
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			for _, ref := range in.Mail {
+			for _, ref := range turn.Mail {
 				w.attempts[ref.EventID]++
 			}
 			w.cancelled = append(w.cancelled, fmt.Sprintf("%s@e%d", batch, in.Epoch))
 			w.eventf("turn %s e%d cancelled", batch, in.Epoch)
-			return crewlet.TurnOutput{}, ctx.Err()
+			return crewlet.ToolCallOutput{}, ctx.Err()
 		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if in.Epoch != w.epoch {
-		return crewlet.TurnOutput{}, fencedErr("run turn", in.Epoch, w.epoch)
+		return crewlet.ToolCallOutput{}, fencedErr("tool call", in.Epoch, w.epoch)
 	}
-	if w.interrupted[in.TurnID] {
-		return crewlet.TurnOutput{}, nil
+	w.queues = append(w.queues, activity.GetInfo(ctx).TaskQueue)
+	if w.waitOn != "" {
+		return crewlet.ToolCallOutput{Wait: &crewlet.TicketWait{Ticket: w.waitOn, Kind: crewlet.WaitSettle, For: time.Hour}}, nil
+	}
+	return crewlet.ToolCallOutput{}, nil
+}
+
+// ModelRound asks for the one tool call in round 1, and answers in round 2:
+// it fails if any entry's hook fails, and on success records every entry in
+// the completion ledger. A hook's error that is not an application error
+// reaches the turn as a provider error, which is not retried, as a
+// provider that is down would be after its retries.
+func (w *fakeSeatWorld) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (crewlet.ModelRoundOutput, error) {
+	if in.Round == 1 {
+		return crewlet.ModelRoundOutput{Calls: []crewlet.ToolCallRef{{Call: 1, Name: "work"}}}, nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	turn := w.running[in.WorkKey]
+	batch := names(turn.Mail)
+	if in.Epoch != w.epoch {
+		return crewlet.ModelRoundOutput{}, fencedErr("model round", in.Epoch, w.epoch)
 	}
 	var ids []string
-	for _, ref := range in.Mail {
+	for _, ref := range turn.Mail {
 		w.attempts[ref.EventID]++
 		ids = append(ids, ref.EventID)
 	}
 	if w.turnHook != nil {
-		for _, ref := range in.Mail {
+		for _, ref := range turn.Mail {
 			if err := w.turnHook(w, ref); err != nil {
 				w.eventf("turn %s e%d failed", batch, in.Epoch)
-				return crewlet.TurnOutput{}, err
+				var appErr *temporal.ApplicationError
+				if errors.As(err, &appErr) {
+					return crewlet.ModelRoundOutput{}, err
+				}
+				return crewlet.ModelRoundOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), crewlet.ErrorTypeProvider, err)
 			}
 		}
 	}
@@ -585,16 +578,53 @@ func (w *fakeSeatWorld) RunTurn(ctx context.Context, in crewlet.TurnInput) (crew
 	for _, id := range ids {
 		w.ledger[id] = true
 	}
+	queue := ""
+	if len(w.queues) > 0 {
+		queue = w.queues[len(w.queues)-1]
+	}
 	w.turns = append(w.turns, fakeTurn{
-		names: batch, turnID: in.TurnID, workKey: in.WorkKey,
-		epoch: in.Epoch, queue: activity.GetInfo(ctx).TaskQueue,
+		names: batch, turnID: turn.TurnID, workKey: turn.WorkKey,
+		epoch: in.Epoch, queue: queue,
 	})
 	for _, id := range ids {
 		if note, ok := w.failedTurns[id]; ok {
-			return crewlet.TurnOutput{Status: crewlet.TurnFailed, Answered: ids, Note: note}, nil
+			return crewlet.ModelRoundOutput{Failed: note}, nil
 		}
 	}
-	return crewlet.TurnOutput{Answered: ids}, nil
+	return crewlet.ModelRoundOutput{}, nil
+}
+
+// ResolveWait records how a ticket wait ended.
+func (w *fakeSeatWorld) ResolveWait(_ context.Context, in crewlet.ResolveWaitInput) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.waitsEnded = append(w.waitsEnded, fmt.Sprintf("%s timed_out=%v at %s", in.Wait.Ticket, in.TimedOut, w.env.Now().Sub(w.start).Round(time.Second)))
+	return nil
+}
+
+// InterruptTurn records the mail that interrupted a turn.
+func (w *fakeSeatWorld) InterruptTurn(_ context.Context, in crewlet.InterruptTurnInput) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.interrupts = append(w.interrupts, names(in.Mail))
+	return nil
+}
+
+// FinishTurn answers the turn's triggers, and records who stopped it.
+func (w *fakeSeatWorld) FinishTurn(_ context.Context, in crewlet.FinishTurnInput) (crewlet.FinishTurnOutput, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if in.Epoch != w.epoch {
+		return crewlet.FinishTurnOutput{}, fencedErr("finish turn", in.Epoch, w.epoch)
+	}
+	if in.StoppedBy != "" {
+		w.stoppedBy = append(w.stoppedBy, in.StoppedBy)
+	}
+	var ids []string
+	for _, ref := range w.running[in.WorkKey].Mail {
+		ids = append(ids, ref.EventID)
+	}
+	return crewlet.FinishTurnOutput{Answered: ids, Replies: len(ids)}, nil
 }
 
 // turnNames lists the turns that succeeded as "m1,m2". Call with mu held.
@@ -670,6 +700,9 @@ type seatHarness struct {
 	saMu     sync.Mutex
 	saPaused *bool
 	saStatus string
+	// saTurnWrites lists each write of CrewletTurn and CrewletWaiting as
+	// "Name=value", and each write of unsets only as "(unset)", in order.
+	saTurnWrites []string
 	// saHandles is the handle each upsert wrote, "" for one that left it.
 	saHandles []string
 }
@@ -697,19 +730,28 @@ func newSeatHarnessOf(t *testing.T, legacy bool) *seatHarness {
 	h := &seatHarness{t: t, env: env, world: newFakeSeatWorld(env), metrics: m}
 	h.world.legacy = legacy
 	env.RegisterWorkflow(Seat)
-	env.RegisterWorkflowWithOptions(h.world.turnWorkflow, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
+	// Runs below node-liveness 5 (the legacy harness) run the same turn as
+	// a child workflow.
+	env.RegisterWorkflowWithOptions(Turn, workflow.RegisterOptions{Name: crewlet.WorkflowTurn})
 	for name, fn := range map[string]any{
-		crewlet.ActivityPlaceSeat:     h.world.PlaceSeat,
-		crewlet.ActivityAttach:        h.world.Attach,
-		crewlet.ActivityHold:          h.world.Hold,
-		crewlet.ActivityDetach:        h.world.Detach,
-		crewlet.ActivityReadMail:      h.world.ReadMail,
-		crewlet.ActivityAckMail:       h.world.AckMail,
-		crewlet.ActivityPrepareTurn:   h.world.PrepareTurn,
-		fakeTurnActivity:              h.world.RunTurn,
-		crewlet.ActivitySetSeatStatus: h.world.SetSeatStatus,
-		crewlet.ActivityCheckBudget:   h.world.CheckBudget,
-		crewlet.ActivityBusyMail:      h.world.BusyMail,
+		crewlet.ActivityPlaceSeat:      h.world.PlaceSeat,
+		crewlet.ActivityAttach:         h.world.Attach,
+		crewlet.ActivityHold:           h.world.Hold,
+		crewlet.ActivityDetach:         h.world.Detach,
+		crewlet.ActivityReadMail:       h.world.ReadMail,
+		crewlet.ActivityAckMail:        h.world.AckMail,
+		crewlet.ActivityPrepareTurn:    h.world.PrepareTurn,
+		crewlet.ActivityBeginTurn:      h.world.BeginTurn,
+		crewlet.ActivityAcquireProfile: h.world.AcquireProfile,
+		crewlet.ActivityReleaseProfile: h.world.ReleaseProfile,
+		crewlet.ActivityModelRound:     h.world.ModelRound,
+		crewlet.ActivityToolCall:       h.world.ToolCall,
+		crewlet.ActivityInterruptTurn:  h.world.InterruptTurn,
+		crewlet.ActivityFinishTurn:     h.world.FinishTurn,
+		crewlet.ActivityResolveWait:    h.world.ResolveWait,
+		crewlet.ActivitySetSeatStatus:  h.world.SetSeatStatus,
+		crewlet.ActivityCheckBudget:    h.world.CheckBudget,
+		crewlet.ActivityBusyMail:       h.world.BusyMail,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
@@ -728,6 +770,17 @@ func newSeatHarnessOf(t *testing.T, legacy bool) *seatHarness {
 		}
 		if v, ok := sa.GetKeyword(saStatus); ok {
 			h.saStatus = v
+		}
+		if sa.Size() == 0 {
+			// Only unsets (the turn's attributes, as it or its wait ends):
+			// the test environment shows no key of them.
+			h.saTurnWrites = append(h.saTurnWrites, "(unset)")
+		}
+		for _, key := range []temporal.SearchAttributeKeyKeyword{saTurn, saWaiting} {
+			if sa.ContainsKey(key) {
+				v, _ := sa.GetKeyword(key)
+				h.saTurnWrites = append(h.saTurnWrites, key.GetName()+"="+v)
+			}
 		}
 		handle, _ := sa.GetKeyword(saHandle)
 		h.saHandles = append(h.saHandles, handle)

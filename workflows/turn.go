@@ -42,8 +42,9 @@ type turn struct {
 	// triggers.
 	interrupts    workflow.ReceiveChannel
 	interruptMail []crewlet.MailRef
-	// tickets receives the signals of tickets the turn waits on.
-	tickets workflow.ReceiveChannel
+	// tickets and approvals receive the signals of the tickets and
+	// approvals the turn waits on.
+	tickets, approvals workflow.ReceiveChannel
 	// freed receives the nudges that a profile of the pool may have freed.
 	freed workflow.ReceiveChannel
 	// profile is the one the turn holds a slot of, "" while it holds none.
@@ -54,37 +55,70 @@ type turn struct {
 	refused []string
 	// progress answers the state query.
 	progress crewlet.TurnProgress
+	// describe shows the turn's progress in its seat's current details;
+	// nil for a Turn child workflow, which shows only its waits.
+	describe func(workflow.Context, *turn)
 	logger   interface {
 		Info(string, ...interface{})
 		Warn(string, ...interface{})
 	}
 }
 
-// Turn is one turn of a seat over a batch of triggers
-// (docs/architecture.md, "A turn"): every trigger that needs an answer is one
-// model conversation of rounds, a model call then the tool calls it asked for.
-// The conversation lives in Postgres and every step is keyed on the work, so a
-// turn re-run after its tenure was lost repeats nothing that finished: it reads
-// back what is recorded.
-func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error) {
+// turnSignals are where a turn hears from outside: a person's stop, the
+// seat's interrupt for new mail, the tickets and approvals it waits on, and
+// nudges that a profile freed. A Turn workflow receives them as its own
+// signals; a turn run inline in its seat (inlineTurnSignals) hears the
+// seat's stop and interrupt from the seat and the rest as the seat's
+// signals.
+type turnSignals struct {
+	stops, interrupts, tickets, approvals, freed workflow.ReceiveChannel
+}
+
+func newTurn(ctx workflow.Context, in crewlet.TurnInput, signals turnSignals) *turn {
 	if in.HeartbeatTimeout <= 0 {
 		in.HeartbeatTimeout = defaultHeartbeatTimeout
 	}
-	t := &turn{in: in, stops: workflow.GetSignalChannel(ctx, crewlet.SignalStopTurn),
-		tickets: workflow.GetSignalChannel(ctx, crewlet.SignalTicket),
-		freed:   workflow.GetSignalChannel(ctx, crewlet.SignalProfileFree), logger: workflow.GetLogger(ctx),
-		interrupts: workflow.GetSignalChannel(ctx, crewlet.SignalInterruptTurn)}
+	return &turn{in: in, stops: signals.stops, interrupts: signals.interrupts, tickets: signals.tickets,
+		approvals: signals.approvals, freed: signals.freed, logger: workflow.GetLogger(ctx)}
+}
+
+// currentProgress is the turn's answer to "how far did it get".
+func (t *turn) currentProgress() crewlet.TurnProgress {
+	p := t.progress
+	if t.stop != nil {
+		p.StopRequested = t.stop.By
+	}
+	p.Rounds = t.out.Rounds
+	return p
+}
+
+// Turn is one turn of a seat over a batch of triggers, as a child workflow
+// of its seat: the shape of seat runs below node-liveness 5, kept registered
+// for the turns they still start (docs/versioning.md). Newer seats run the
+// same turn inline (seat.runInlineTurn). COMPAT(node-liveness@5)
+func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error) {
+	t := newTurn(ctx, in, turnSignals{
+		stops:      workflow.GetSignalChannel(ctx, crewlet.SignalStopTurn),
+		interrupts: workflow.GetSignalChannel(ctx, crewlet.SignalInterruptTurn),
+		tickets:    workflow.GetSignalChannel(ctx, crewlet.SignalTicket),
+		approvals:  workflow.GetSignalChannel(ctx, crewlet.SignalApproval),
+		freed:      workflow.GetSignalChannel(ctx, crewlet.SignalProfileFree),
+	})
 	if err := workflow.SetQueryHandler(ctx, crewlet.QueryState, func() (crewlet.TurnProgress, error) {
-		p := t.progress
-		if t.stop != nil {
-			p.StopRequested = t.stop.By
-		}
-		p.Rounds = t.out.Rounds
-		return p, nil
+		return t.currentProgress(), nil
 	}); err != nil {
 		return crewlet.TurnOutput{}, fmt.Errorf("register state query: %w", err)
 	}
+	return t.run(ctx)
+}
 
+// run is one turn (docs/architecture.md, "A turn"): every trigger that needs
+// an answer is one model conversation of rounds, a model call then the tool
+// calls it asked for. The conversation lives in Postgres and every step is
+// keyed on the work, so a turn re-run after its tenure was lost repeats
+// nothing that finished: it reads back what is recorded.
+func (t *turn) run(ctx workflow.Context) (crewlet.TurnOutput, error) {
+	in := t.in
 	var begin crewlet.BeginTurnOutput
 	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityBeginTurn, crewlet.BeginTurnInput{
 		Tenure: in.Tenure, TurnID: in.TurnID, WorkKey: in.WorkKey, Mail: in.Mail,
@@ -158,7 +192,7 @@ func Turn(ctx workflow.Context, in crewlet.TurnInput) (crewlet.TurnOutput, error
 // reflection that fails is logged and the turn goes on; only a lost tenure
 // or a cancellation stops it.
 func (t *turn) reflect(ctx workflow.Context) error {
-	err := workflow.ExecuteActivity(t.modelContext(ctx), crewlet.ActivityReflect, crewlet.ReflectInput{
+	err := workflow.ExecuteActivity(t.modelContext(ctx, "reflect on turn "+t.in.TurnID), crewlet.ActivityReflect, crewlet.ReflectInput{
 		Tenure: t.in.Tenure, TurnID: t.in.TurnID, WorkKey: t.in.WorkKey, Profile: t.profile,
 	}).Get(ctx, nil)
 	switch {
@@ -189,6 +223,7 @@ func (t *turn) converse(ctx workflow.Context, thread, maxRounds int) error {
 		}
 		t.out.Rounds++
 		t.progress.Round = round
+		t.show(ctx)
 		answer, err := t.modelRound(ctx, thread, round)
 		if err != nil {
 			return err
@@ -233,6 +268,25 @@ func (t *turn) converse(ctx workflow.Context, thread, maxRounds int) error {
 	}
 }
 
+// show refreshes what the turn's seat says of it.
+func (t *turn) show(ctx workflow.Context) {
+	if t.describe != nil {
+		t.describe(ctx, t)
+	}
+}
+
+// showWait shows a durable wait beginning (on names it, details is the
+// child's line) or ending (both ""): an inline turn in its seat's details
+// and CrewletWaiting attribute, a Turn child in its own details.
+func (t *turn) showWait(ctx workflow.Context, on, details string) {
+	if t.describe == nil {
+		workflow.SetCurrentDetails(ctx, details)
+		return
+	}
+	t.show(ctx)
+	t.upsertWaiting(ctx, on)
+}
+
 // stopped ends the turn as a person asked.
 func (t *turn) stopped() {
 	t.out.Status = crewlet.TurnStopped
@@ -251,7 +305,8 @@ func (t *turn) stopped() {
 func (t *turn) modelRound(ctx workflow.Context, thread, round int) (crewlet.ModelRoundOutput, error) {
 	for {
 		var answer crewlet.ModelRoundOutput
-		err := workflow.ExecuteActivity(t.modelContext(ctx), crewlet.ActivityModelRound, crewlet.ModelRoundInput{
+		summary := fmt.Sprintf("model round %d of thread %d, turn %s", round, thread+1, t.in.TurnID)
+		err := workflow.ExecuteActivity(t.modelContext(ctx, summary), crewlet.ActivityModelRound, crewlet.ModelRoundInput{
 			Tenure: t.in.Tenure, WorkKey: t.in.WorkKey, Thread: thread, Round: round,
 			TurnID: t.in.TurnID, Profile: t.profile,
 		}).Get(ctx, &answer)
@@ -274,7 +329,12 @@ func (t *turn) modelRound(ctx workflow.Context, thread, round int) (crewlet.Mode
 // dead-lettered. A person's stop ends the wait with no profile held.
 func (t *turn) acquire(ctx workflow.Context) error {
 	var since time.Time
-	defer func() { t.progress.Held = nil }()
+	defer func() {
+		t.progress.Held = nil
+		if !since.IsZero() {
+			t.upsertWaiting(ctx, "")
+		}
+	}()
 	for {
 		var raw converter.RawValue
 		for t.freed.ReceiveAsync(&raw) {
@@ -299,6 +359,7 @@ func (t *turn) acquire(ctx workflow.Context) error {
 		if since.IsZero() {
 			since = now
 			t.logger.Warn("turn_held", "seat", t.in.Handle, "turn", t.in.TurnID, "reason", "no profile of the pool can take it")
+			t.upsertWaiting(ctx, "profile")
 		}
 		hold := out.Hold
 		if hold == nil {
@@ -306,6 +367,7 @@ func (t *turn) acquire(ctx workflow.Context) error {
 		}
 		hold.Since = since
 		t.progress.Held = hold
+		t.show(ctx)
 		if stopped, err := t.awaitProfile(ctx, heldWait(hold, now)); err != nil || stopped {
 			return err
 		}
@@ -370,10 +432,10 @@ func (t *turn) release(ctx workflow.Context) {
 func (t *turn) wait(ctx workflow.Context, thread, round int, call crewlet.ToolCallRef, w crewlet.TicketWait) error {
 	now := workflow.Now(ctx)
 	t.progress.Waiting = &crewlet.TicketWaiting{Ticket: w.Ticket, Kind: w.Kind, Since: now, Until: now.Add(w.For)}
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("waiting on ticket %s (%s) until %s", w.Ticket, w.Kind, now.Add(w.For).UTC().Format(time.RFC3339)))
+	t.showWait(ctx, "ticket "+w.Ticket, fmt.Sprintf("waiting on ticket %s (%s) until %s", w.Ticket, w.Kind, now.Add(w.For).UTC().Format(time.RFC3339)))
 	defer func() {
 		t.progress.Waiting = nil
-		workflow.SetCurrentDetails(ctx, "")
+		t.showWait(ctx, "", "")
 	}()
 	t.logger.Info("turn_waiting", "seat", t.in.Handle, "turn", t.in.TurnID, "ticket", w.Ticket, "kind", w.Kind, "for", w.For)
 	// A wait uses no model: the profile's slot goes to another turn
@@ -490,13 +552,16 @@ func (t *turn) finish(ctx workflow.Context) (crewlet.TurnOutput, error) {
 	return t.out, nil
 }
 
-func (t *turn) modelContext(ctx workflow.Context) workflow.Context {
+// modelContext runs a model call; summary names the step in the Temporal
+// UI and CLI.
+func (t *turn) modelContext(ctx workflow.Context, summary string) workflow.Context {
 	// The heartbeat timeout notices a model call whose worker died; the
 	// retry on another worker finds the answer if it was recorded. A
 	// cancelled turn waits for its model call to stop (the call learns of
 	// it at its next heartbeat), so the seat's next tenure never has this
 	// tenure's call still running beside its own.
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:             summary,
 		StartToCloseTimeout: modelCallTimeout,
 		HeartbeatTimeout:    t.in.HeartbeatTimeout,
 		WaitForCancellation: true,
@@ -513,12 +578,13 @@ func (t *turn) modelContext(ctx workflow.Context) workflow.Context {
 // toolContext runs a tool call on the seat's host. A read-only call is
 // retried; any other is attempted once, because a second attempt of a write
 // whose outcome is unknown could do it twice.
-func (t *turn) toolContext(ctx workflow.Context, readOnly bool) workflow.Context {
+func (t *turn) toolContext(ctx workflow.Context, readOnly bool, summary string) workflow.Context {
 	attempts := int32(1)
 	if readOnly {
 		attempts = readOnlyAttempts
 	}
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:                summary,
 		TaskQueue:              t.in.HostQueue,
 		ScheduleToStartTimeout: t.in.HeartbeatTimeout,
 		StartToCloseTimeout:    toolCallTimeout,

@@ -17,7 +17,8 @@ import (
 func (t *turn) toolCall(ctx workflow.Context, thread, round int, call crewlet.ToolCallRef) (crewlet.ToolCallOutput, error) {
 	for waited := false; ; waited = true {
 		var res crewlet.ToolCallOutput
-		err := workflow.ExecuteActivity(t.toolContext(ctx, call.ReadOnly), crewlet.ActivityToolCall, crewlet.ToolCallInput{
+		summary := fmt.Sprintf("tool %s (call %d of round %d, thread %d), turn %s", call.Name, call.Call, round, thread+1, t.in.TurnID)
+		err := workflow.ExecuteActivity(t.toolContext(ctx, call.ReadOnly, summary), crewlet.ActivityToolCall, crewlet.ToolCallInput{
 			Tenure: t.in.Tenure, WorkKey: t.in.WorkKey, Thread: thread, Round: round, Call: call,
 		}).Get(ctx, &res)
 		if err != nil || res.Approval == nil {
@@ -48,17 +49,16 @@ func (t *turn) toolCall(ctx workflow.Context, thread, round int, call crewlet.To
 func (t *turn) awaitApproval(ctx workflow.Context, w crewlet.ApprovalWait) error {
 	now := workflow.Now(ctx)
 	t.progress.Approval = &crewlet.ApprovalWaiting{Approval: w.ID, Tool: w.Tool, Since: now, Until: w.Until}
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("waiting on approval %s for %s until %s", w.ID, w.Tool, w.Until.UTC().Format(time.RFC3339)))
+	t.showWait(ctx, "approval "+w.ID, fmt.Sprintf("waiting on approval %s for %s until %s", w.ID, w.Tool, w.Until.UTC().Format(time.RFC3339)))
 	defer func() {
 		t.progress.Approval = nil
-		workflow.SetCurrentDetails(ctx, "")
+		t.showWait(ctx, "", "")
 	}()
 	t.logger.Info("turn_waiting_approval", "seat", t.in.Handle, "turn", t.in.TurnID, "approval", w.ID, "tool", w.Tool, "until", w.Until)
 	// A wait uses no model: the profile's slot goes to another turn
 	// meanwhile, and the next round takes one again.
 	t.release(ctx)
 	in := crewlet.EndApprovalInput{Tenure: t.in.Tenure, WorkKey: t.in.WorkKey, Approval: w.ID}
-	decisions := workflow.GetSignalChannel(ctx, crewlet.SignalApproval)
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	defer cancelTimer()
 	timer := workflow.NewTimer(timerCtx, max(w.Until.Sub(now), 0))
@@ -66,7 +66,7 @@ func (t *turn) awaitApproval(ctx workflow.Context, w crewlet.ApprovalWait) error
 		in.StoppedBy = t.stop.By
 	} else {
 		var err error
-		in.TimedOut, in.StoppedBy, err = awaitSignal(ctx, t, timer, decisions, crewlet.SignalApproval, crewlet.ApprovalSignal.Validate,
+		in.TimedOut, in.StoppedBy, err = awaitSignal(ctx, t, timer, t.approvals, crewlet.SignalApproval, crewlet.ApprovalSignal.Validate,
 			func(sig crewlet.ApprovalSignal) bool { return sig.Approval == w.ID })
 		if err != nil {
 			return err

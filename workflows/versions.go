@@ -30,7 +30,7 @@ const (
 // Newest versions, the maxSupported each GetVersion call passes.
 const (
 	// nodeLivenessVersion is the newest version of changeNodeLiveness.
-	nodeLivenessVersion = turnShowsRunningVersion
+	nodeLivenessVersion = inlineTurnsVersion
 	// startAttributesVersion is the version of changeNodeLiveness since
 	// which a fresh seat run knows it starts with SeatSearchAttributes and
 	// does not write them again. One change id for both versions adds no
@@ -45,6 +45,10 @@ const (
 	// which a seat leaves "running" out of its CrewletStatus attribute:
 	// its open Turn workflow shows it.
 	turnShowsRunningVersion workflow.Version = 4
+	// inlineTurnsVersion is the version of changeNodeLiveness since which
+	// a seat runs its turns in its own workflow instead of a Turn child,
+	// and continues as new only when Temporal suggests it.
+	inlineTurnsVersion workflow.Version = 5
 	// noteSignalCheckVersion is the newest version of changeNoteSignalCheck.
 	noteSignalCheckVersion workflow.Version = 1
 	// busyPolicyVersion is the newest version of changeBusyPolicy.
@@ -93,6 +97,7 @@ var Changes = []Change{
 			2: "a fresh run knows it starts with SeatSearchAttributes and does not upsert them again: one visibility write fewer per seat established",
 			3: "an idle seat keeps one backstop timer across its sleeps, started by the first sleep after the last one fired; before it, every sleep started a timer of its own (never cancelled), one timer write per turn and a workflow task an hour later",
 			4: "a seat's CrewletStatus stays idle while a turn runs (seatclient.Statuses shows a seat with an open Turn workflow as running): no UpsertWorkflowSearchAttributes before and after every turn, two visibility writes fewer per turn; before it, the seat upserted running and idle around each turn",
+			5: "a seat runs each turn in its own workflow (model rounds and tool calls as its activities, stop and interrupt at the round boundary through channels, tickets, approvals and profile nudges through the seat's nudge_turn update, refused for a turn it does not run), upserts CrewletTurn/CrewletTurnSince at a turn's start and end and CrewletWaiting around a durable wait, and continues as new only when Temporal suggests it; before it, a seat started a Turn child workflow per turn and continued as new every 200 loop cycles too",
 		},
 		Oldest: workflow.DefaultVersion,
 	},

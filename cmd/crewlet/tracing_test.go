@@ -136,8 +136,10 @@ func TestOneMessageIsOneTrace(t *testing.T) {
 	}
 
 	route := "POST /seats/{handle}/messages"
-	want := []string{route, "publish " + handle, "StartChildWorkflow:Turn", "RunWorkflow:Turn",
-		"RunActivity:ModelRound", "chat", "RunActivity:ToolCall", "execute_tool diary_write"}
+	// The turn runs inline in the seat workflow: its steps start under the
+	// message's span, not the seat run's.
+	want := []string{route, "publish " + handle, "StartActivity:ModelRound", "RunActivity:ModelRound", "chat",
+		"StartActivity:ToolCall", "RunActivity:ToolCall", "execute_tool diary_write"}
 	var spans map[string][]tracetest.SpanStub
 	testenv.Eventually(t, time.Minute, "the message's trace has every span", func() error {
 		spans = map[string][]tracetest.SpanStub{}
@@ -151,9 +153,10 @@ func TestOneMessageIsOneTrace(t *testing.T) {
 				return fmt.Errorf("no span %q yet", name)
 			}
 		}
-		// The turn's run ends after its second round has answered.
-		if len(spans["chat"]) < 2 {
-			return fmt.Errorf("%d model rounds", len(spans["chat"]))
+		// The turn ends after its second round has answered; a span is
+		// exported when it ends, so its round's activity comes after it.
+		if len(spans["chat"]) < 2 || len(spans["RunActivity:ModelRound"]) < 2 {
+			return fmt.Errorf("%d model rounds, %d ended", len(spans["chat"]), len(spans["RunActivity:ModelRound"]))
 		}
 		return nil
 	})
@@ -183,14 +186,14 @@ func TestOneMessageIsOneTrace(t *testing.T) {
 		t.Fatalf("API span's parent %s; want the caller's span %s", got, callerSpan)
 	}
 	under("publish "+handle, route)
-	under("StartChildWorkflow:Turn", "publish "+handle)
-	under("RunWorkflow:Turn", "StartChildWorkflow:Turn")
-	under("RunActivity:ModelRound", "RunWorkflow:Turn")
+	under("StartActivity:ModelRound", "publish "+handle)
+	under("RunActivity:ModelRound", "StartActivity:ModelRound")
 	under("chat", "RunActivity:ModelRound")
-	under("RunActivity:ToolCall", "RunWorkflow:Turn")
+	under("StartActivity:ToolCall", "publish "+handle)
+	under("RunActivity:ToolCall", "StartActivity:ToolCall")
 	under("execute_tool diary_write", "RunActivity:ToolCall")
-	if seat := attr(spans["StartChildWorkflow:Turn"][0], "temporalWorkflowID"); seat != crewlet.SeatWorkflowID(handle) {
-		t.Fatalf("the turn was started by %q; want the seat workflow %s", seat, crewlet.SeatWorkflowID(handle))
+	if seat := attr(spans["StartActivity:ModelRound"][0], "temporalWorkflowID"); seat != crewlet.SeatWorkflowID(handle) {
+		t.Fatalf("the model round was started by %q; want the seat workflow %s", seat, crewlet.SeatWorkflowID(handle))
 	}
 	round := spans["chat"][0]
 	for key, want := range map[string]string{

@@ -149,11 +149,13 @@ func TestApprovalSurvivesTheSeatsNodeDying(t *testing.T) {
 		t.Fatalf("GET /seats/s01: waiting %+v, approvals %+v; want %s", w, detail.Approvals, asked.ID)
 	}
 	t.Logf("request: %s asks %s %s (approvers %v, until %s, epoch %d)", asked.Handle, asked.Tool, asked.Args, asked.Approvers, asked.Until.Format(time.RFC3339), asked.Epoch)
+	// The turn runs in its seat's workflow: the seat's current details say
+	// which turn runs and what it waits on.
 	turnID := crewlet.TurnWorkflowID("s01", crewlet.WorkKey([]string{msg.EventID}))
-	details := currentDetails(t, c, turnID)
+	details := currentDetails(t, c, crewlet.SeatWorkflowID("s01"))
 	t.Logf("wait: GET /seats/s01 state.turn.progress.approval = %+v; Temporal current details: %q", *detail.State.Turn.Progress.Approval, details)
-	if !strings.HasPrefix(details, "waiting on approval "+asked.ID+" for ledger__write until ") {
-		t.Fatalf("Temporal current details %q; want the approval wait", details)
+	if !strings.HasPrefix(details, "turn "+turnID+": ") || !strings.Contains(details, "; waiting on approval "+asked.ID+" for ledger__write until ") {
+		t.Fatalf("Temporal current details %q; want the turn and its approval wait", details)
 	}
 	if n := len(toolstest.Writes(t, countFile)); n != 0 {
 		t.Fatalf("%d writes before the decision; want none", n)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/crewlet/crewlet"
@@ -68,8 +70,8 @@ func BenchmarkConversationThroughput(b *testing.B) {
 		b.Logf("s01 did not finish a %d-message conversation in %s; no history sizes", conversationLength, d)
 		return
 	}
-	events1, bytes1 := turnHistory(b, c, "s01", long.first)
-	eventsN, bytesN := turnHistory(b, c, "s01", long.last)
+	events1, bytes1, _ := turnHistory(b, c, "s01", long.first)
+	eventsN, bytesN, _ := turnHistory(b, c, "s01", long.last)
 	b.ReportMetric(float64(bytes1), "turn1-history-B")
 	b.ReportMetric(float64(bytesN), "turn20-history-B")
 	b.Logf("s01's turn for message 1: %d events, %d bytes of history; for message %d: %d events, %d bytes",
@@ -135,33 +137,66 @@ func conversationPhase(b *testing.B, c *company, replied *replyWatcher, d time.D
 	return res
 }
 
-// turnHistory waits for the turn that answered eventID alone to close and
-// returns its history's event count and size in bytes.
-func turnHistory(tb testing.TB, c *company, handle, eventID string) (events, bytes int) {
+// turnHistory is the history one turn added to its seat's run (the turn
+// of the one message eventID): the events from the seat's CrewletTurn
+// upsert naming the turn to the one that clears it, their bytes, and the
+// summaries of the activities it scheduled, in order.
+func turnHistory(tb testing.TB, c *company, handle, eventID string) (events, bytes int, summaries []string) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	id := crewlet.TurnWorkflowID(handle, crewlet.WorkKey([]string{eventID}))
-	if err := c.temporal.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
-		tb.Fatalf("turn %s for message %s: %v", id, eventID, err)
-	}
-	iter := c.temporal.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for iter.HasNext() {
-		e, err := iter.Next()
-		if err != nil {
-			tb.Fatalf("history of %s: %v", id, err)
+	named := func(e *historypb.HistoryEvent) (string, bool) {
+		p := e.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()[crewlet.SATurn]
+		if p == nil {
+			return "", false
 		}
-		events++
-		bytes += proto.Size(e)
+		var v string
+		_ = converter.GetDefaultDataConverter().FromPayload(p, &v)
+		return v, true
 	}
-	return events, bytes
+	var err error
+	testenv.Eventually(tb, 30*time.Second, "the turn "+id+" ended in its seat's history", func() error {
+		events, bytes, summaries = 0, 0, nil
+		in, ended := false, false
+		iter := c.temporal.GetWorkflowHistory(ctx, crewlet.SeatWorkflowID(handle), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for iter.HasNext() && !ended {
+			var e *historypb.HistoryEvent
+			if e, err = iter.Next(); err != nil {
+				return err
+			}
+			if v, ok := named(e); ok {
+				switch {
+				case v == id:
+					in = true
+				case in:
+					ended = true
+				}
+			}
+			if in {
+				events++
+				bytes += proto.Size(e)
+				if e.GetActivityTaskScheduledEventAttributes() != nil {
+					var summary string
+					_ = converter.GetDefaultDataConverter().FromPayload(e.GetUserMetadata().GetSummary(), &summary)
+					summaries = append(summaries, summary)
+				}
+			}
+		}
+		if !ended {
+			return fmt.Errorf("%d events of it so far", events)
+		}
+		return nil
+	})
+	return events, bytes, summaries
 }
 
 // Twenty messages in one conversation, each asking for everything said
 // before, so the context and the answer grow with every message: the turn
 // that answers the 20th has the history of the turn that answered the
-// first, give or take a few bytes of counters. A turn carries ids; the
-// conversation lives in Postgres.
+// first, give or take a few bytes of counters: the turn adds as much to its
+// seat's history for the 20th message as for the first. A turn carries ids;
+// the conversation lives in Postgres.
 func TestTurnHistoryDoesNotGrowWithTheConversation(t *testing.T) {
 	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(memoryOrg, 32000, "0s")))
 	c.apiServer()
@@ -182,8 +217,13 @@ func TestTurnHistoryDoesNotGrowWithTheConversation(t *testing.T) {
 	if !strings.Contains(reply, "This is message 1:") || !strings.Contains(reply, fmt.Sprintf("This is message %d:", conversationLength-1)) {
 		t.Fatalf("reply to message %d %q; want it to carry the earlier messages", conversationLength, reply)
 	}
-	events1, bytes1 := turnHistory(t, c, "cto", first.EventID)
-	eventsN, bytesN := turnHistory(t, c, "cto", last.EventID)
+	events1, bytes1, _ := turnHistory(t, c, "cto", first.EventID)
+	eventsN, bytesN, summaries := turnHistory(t, c, "cto", last.EventID)
+	// In the Temporal UI each step of the turn says what it is.
+	turnID := crewlet.TurnWorkflowID("cto", crewlet.WorkKey([]string{last.EventID}))
+	if len(summaries) == 0 || summaries[0] != "model round 1 of thread 1, turn "+turnID {
+		t.Errorf("summaries of the turn's activities: %q; want the first to be its first model round", summaries)
+	}
 	t.Logf("turn for message 1: %d events, %d bytes; for message %d: %d events, %d bytes (its reply %d bytes)",
 		events1, bytes1, conversationLength, eventsN, bytesN, len(reply))
 	if eventsN > events1+2 || eventsN < events1-2 || bytesN > bytes1+bytes1/10 {

@@ -44,10 +44,15 @@ seats:
 // (docs/versioning.md, "Rolling out a build"): the old build's first node
 // makes it current; a turn it starts waits on a ticket while the new
 // build's node starts, which does not take over by itself, and is then
-// made current. The waiting turn finishes on the old build, pinned; the
-// seat's next workflow task runs on the new build, and so does its run
-// after continue-as-new and every turn started after the promotion.
-func TestRolloutPinsTheTurnAndMovesTheSeat(t *testing.T) {
+// made current. The seat runs its turn inline and is auto-upgrade, so the
+// waiting turn moves to the new build with its seat at the seat's next
+// workflow task and finishes there, and so does every turn after.
+//
+// A known limitation until seats are pinned (issue 35, part 4: Pinned
+// seats that move at continue-as-new need Temporal server >= 1.32): a turn
+// in flight changes build, so a change to a turn's commands needs a
+// GetVersion guard (docs/versioning.md).
+func TestRolloutMovesTheSeatWithItsWaitingTurnUntilSeatsArePinned(t *testing.T) {
 	const oldBuild, newBuild = "build-old", "build-new"
 	c := newCompany(t, writeFile(t, "org.yaml", rolloutOrg))
 	c.apiServer()
@@ -108,26 +113,9 @@ func TestRolloutPinsTheTurnAndMovesTheSeat(t *testing.T) {
 		t.Fatalf("cto's answer %q; want eng-1's reply", reply)
 	}
 
-	// The turn begun on the old build finished there, its last workflow
-	// task after the promotion. The reply goes out a workflow task before
-	// the turn closes.
-	c.waitClosed(turnID)
-	turn := c.describe(turnID, "")
-	if st := turn.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-		t.Fatalf("turn %s is %s; want completed", turnID, st)
-	}
-	c.wantVersioning(turnID, turn, enumspb.VERSIONING_BEHAVIOR_PINNED, oldBuild)
-	tasks := c.taskBuilds(turnID, "")
-	for _, task := range tasks {
-		if task.build != oldBuild {
-			t.Fatalf("turn %s: workflow tasks on builds %v; want every one on %s", turnID, tasks, oldBuild)
-		}
-	}
-	if last := tasks[len(tasks)-1]; !last.at.After(promoted) {
-		t.Fatalf("turn %s: last workflow task at %s, before the promotion at %s: the test held nothing open", turnID, last.at, promoted)
-	}
-
-	// The seat moved to the new build at its next workflow task.
+	// The seat, and the turn waiting in it, moved to the new build at the
+	// seat's next workflow task after the promotion: the old build ran its
+	// first workflow tasks, the new build every one since.
 	seatID := crewlet.SeatWorkflowID("cto")
 	testenv.Eventually(t, 30*time.Second, "cto's seat run on the new build", func() error {
 		info := c.describe(seatID, "").GetWorkflowExecutionInfo().GetVersioningInfo()
@@ -138,46 +126,30 @@ func TestRolloutPinsTheTurnAndMovesTheSeat(t *testing.T) {
 	})
 	seat := c.describe(seatID, "")
 	c.wantVersioning(seatID, seat, enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE, newBuild)
-	firstRun := seat.GetWorkflowExecutionInfo().GetExecution().GetRunId()
-	if tasks := c.taskBuilds(seatID, firstRun); tasks[0].build != oldBuild || tasks[len(tasks)-1].build != newBuild {
+	run := seat.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	tasks := c.taskBuilds(seatID, run)
+	if tasks[0].build != oldBuild || tasks[len(tasks)-1].build != newBuild {
 		t.Fatalf("seat %s: workflow tasks on builds %v; want the first on %s, the last on %s", seatID, tasks, oldBuild, newBuild)
 	}
-
-	// And after continue-as-new: every wake is a loop cycle, and the run
-	// hands over after its cycles.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	testenv.Eventually(t, 3*time.Minute, "cto continued as new", func() error {
-		for range 20 {
-			if err := c.temporal.SignalWorkflow(ctx, seatID, "", crewlet.SignalWake, nil); err != nil {
-				return err
-			}
-			time.Sleep(20 * time.Millisecond) // one cycle per wake, not one per batch of them
-		}
-		if runs := c.state("cto").Counters.ContinuedRuns; runs == 0 {
-			return fmt.Errorf("cto has not continued as new yet")
-		}
-		return nil
-	})
-	next := c.describe(seatID, "")
-	if next.GetWorkflowExecutionInfo().GetExecution().GetRunId() == firstRun {
-		t.Fatalf("seat %s still on run %s after continuing as new", seatID, firstRun)
-	}
-	c.wantVersioning(seatID, next, enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE, newBuild)
-	for _, task := range c.taskBuilds(seatID, next.GetWorkflowExecutionInfo().GetExecution().GetRunId()) {
-		if task.build != newBuild {
-			t.Fatalf("seat %s's new run: a workflow task on %q; want every one on %s", seatID, task.build, newBuild)
+	for _, task := range tasks {
+		if task.at.After(promoted) && task.build != newBuild {
+			t.Fatalf("seat %s: a workflow task at %s on %q after the promotion at %s; want %s", seatID, task.at, task.build, promoted, newBuild)
 		}
 	}
+	if _, err := c.temporal.DescribeWorkflowExecution(context.Background(), turnID, ""); err == nil {
+		t.Fatalf("turn %s is a workflow of its own; want it run inline in its seat", turnID)
+	}
 
-	// A turn begun now is pinned to the new build.
+	// A turn begun now runs on the new build.
 	again := c.send("cto", "get a fix for the docs")
 	if reply := c.waitReply(again, 60*time.Second); !strings.Contains(reply, "Fixed the docs.") {
 		t.Fatalf("cto's answer %q; want eng-1's reply", reply)
 	}
-	againID := crewlet.TurnWorkflowID("cto", crewlet.WorkKey([]string{again.EventID}))
-	c.waitClosed(againID)
-	c.wantVersioning(againID, c.describe(againID, ""), enumspb.VERSIONING_BEHAVIOR_PINNED, newBuild)
+	for _, task := range c.taskBuilds(seatID, run) {
+		if task.at.After(promoted) && task.build != newBuild {
+			t.Fatalf("seat %s: a workflow task on %q after the promotion; want %s", seatID, task.build, newBuild)
+		}
+	}
 }
 
 // Every node restarted in place on a new build, as `systemctl restart`

@@ -15,14 +15,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
@@ -262,21 +265,74 @@ func (c *Client) HostLost(ctx context.Context, handle string, req crewlet.HostLo
 // TicketChanged tells the turn turnID, waiting on a ticket, that it
 // changed. A turn that is gone fails with an error Gone recognises.
 func (c *Client) TicketChanged(ctx context.Context, turnID, ticketID string) error {
-	req := crewlet.TicketSignal{Ticket: ticketID}
-	return c.signal(ctx, turnID, crewlet.SignalTicket, req, req.Validate)
+	return c.nudge(ctx, crewlet.TurnNudge{Turn: turnID, Ticket: ticketID}, crewlet.SignalTicket, crewlet.TicketSignal{Ticket: ticketID})
 }
 
 // ApprovalDecided tells the turn turnID, waiting on an approval, that it
 // was decided. A turn that is gone fails with an error Gone recognises.
 func (c *Client) ApprovalDecided(ctx context.Context, turnID, approvalID string) error {
-	req := crewlet.ApprovalSignal{Approval: approvalID}
-	return c.signal(ctx, turnID, crewlet.SignalApproval, req, req.Validate)
+	return c.nudge(ctx, crewlet.TurnNudge{Turn: turnID, Approval: approvalID}, crewlet.SignalApproval, crewlet.ApprovalSignal{Approval: approvalID})
 }
 
 // ProfileFree nudges a turn held for want of a profile: one of its pool may
 // have freed. A turn that is gone fails with an error Gone recognises.
 func (c *Client) ProfileFree(ctx context.Context, turnID string) error {
-	return c.signal(ctx, turnID, crewlet.SignalProfileFree, nil, nil)
+	return c.nudge(ctx, crewlet.TurnNudge{Turn: turnID, ProfileFree: true}, crewlet.SignalProfileFree, nil)
+}
+
+// nudgeTimeout bounds a nudge's wait for the seat's worker: a nudge that
+// finds none is reported unreached, and its sender tells another way (the
+// ticket's reply as mail; the turn reads the row when it runs again).
+const nudgeTimeout = 5 * time.Second
+
+// nudge tells a turn that something it may wait on changed. A seat that
+// runs its turns inline takes it as its UpdateNudgeTurn, which it refuses
+// for a turn it does not run now; then the turn may be a Turn child
+// workflow of a seat run begun before inline turns, and gets the signal
+// as it always did (COMPAT(node-liveness@5): while `crewlet versions`
+// counts Turn workflows). A turn neither has fails with an error Gone
+// recognises.
+func (c *Client) nudge(ctx context.Context, n crewlet.TurnNudge, signal string, payload any) error {
+	if err := n.Validate(); err != nil {
+		return fmt.Errorf("nudge turn %s: %w", n.Turn, err)
+	}
+	handle, _, _ := crewlet.ParseTurnID(n.Turn)
+	uctx, cancel := context.WithTimeout(ctx, nudgeTimeout)
+	defer cancel()
+	h, err := c.temporal.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
+		WorkflowID:   crewlet.SeatWorkflowID(handle),
+		UpdateName:   crewlet.UpdateNudgeTurn,
+		Args:         []any{n},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(uctx, nil)
+	}
+	if err == nil {
+		return nil
+	}
+	if !refusedNudge(err) {
+		return fmt.Errorf("nudge turn %s: %w", n.Turn, err)
+	}
+	var check func() error
+	switch v := payload.(type) {
+	case crewlet.TicketSignal:
+		check = v.Validate
+	case crewlet.ApprovalSignal:
+		check = v.Validate
+	}
+	return c.signal(ctx, n.Turn, signal, payload, check)
+}
+
+// refusedNudge reports whether a nudge failed because the seat does not run
+// the turn inline: its validator refused it, the seat's build has no such
+// update, or the seat has no running workflow.
+func refusedNudge(err error) bool {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Type() == crewlet.ErrorTypeTurnGone || strings.Contains(appErr.Message(), "unknown update")
+	}
+	return Gone(err)
 }
 
 // signal sends one signal to a workflow, its payload checked first.
@@ -320,6 +376,12 @@ type Live struct {
 	TurnSince time.Time
 }
 
+// decodeAttribute decodes a search attribute's value into v, reporting
+// whether there was one to decode.
+func decodeAttribute(p *commonpb.Payload, v any) bool {
+	return p != nil && converter.GetDefaultDataConverter().FromPayload(p, v) == nil
+}
+
 // Statuses returns each running seat workflow's status, keyed by handle
 // (Live's statuses).
 func (c *Client) Statuses(ctx context.Context) (map[string]crewlet.SeatStatus, error) {
@@ -336,9 +398,9 @@ func (c *Client) Statuses(ctx context.Context) (map[string]crewlet.SeatStatus, e
 
 // Live returns each running seat workflow's status and open turn, keyed
 // by handle: the status it last published in its search attributes, or
-// running while it has an open Turn workflow and publishes idle (a seat
-// leaves running out of its attributes, so a turn costs no visibility
-// write of its own; node-liveness 4). Seats with no open workflow are
+// running while it names a turn in CrewletTurn (node-liveness 5), or has
+// an open Turn workflow, and publishes idle (a seat leaves running out of
+// its status attribute; node-liveness 4). Seats with no open workflow are
 // absent. It asks Temporal's visibility store, not the seats, in one
 // paged query, so it answers even when no worker runs.
 func (c *Client) Live(ctx context.Context) (map[string]Live, error) {
@@ -358,14 +420,20 @@ func (c *Client) Live(ctx context.Context) (map[string]Live, error) {
 		if !ok {
 			return
 		}
-		status := crewlet.StatusEstablishing
-		if p := ex.GetSearchAttributes().GetIndexedFields()[crewlet.SAStatus]; p != nil {
-			var v string
-			if err := converter.GetDefaultDataConverter().FromPayload(p, &v); err == nil && v != "" {
-				status = crewlet.SeatStatus(v)
+		fields := ex.GetSearchAttributes().GetIndexedFields()
+		l := Live{Status: crewlet.StatusEstablishing}
+		var status string
+		if decodeAttribute(fields[crewlet.SAStatus], &status) && status != "" {
+			l.Status = crewlet.SeatStatus(status)
+		}
+		// A seat that runs its turns inline names its turn in CrewletTurn.
+		if decodeAttribute(fields[crewlet.SATurn], &l.Turn) && l.Turn != "" {
+			decodeAttribute(fields[crewlet.SATurnSince], &l.TurnSince)
+			if l.Status == crewlet.StatusIdle {
+				l.Status = crewlet.StatusRunning
 			}
 		}
-		out[handle] = Live{Status: status}
+		out[handle] = l
 	})
 	if err != nil {
 		return nil, err

@@ -139,6 +139,10 @@ func probeSearchAttributes(ctx context.Context, tc client.Client, attrs []search
 		case enumspb.INDEXED_VALUE_TYPE_BOOL:
 			updates = append(updates, temporal.NewSearchAttributeKeyBool(a.name).ValueSet(true))
 			query = append(query, a.name+" = true")
+		case enumspb.INDEXED_VALUE_TYPE_DATETIME:
+			// A range: visibility stores the time in its own precision.
+			updates = append(updates, temporal.NewSearchAttributeKeyTime(a.name).ValueSet(time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)))
+			query = append(query, a.name+" > '2001-01-01T00:00:00Z'")
 		default:
 			return fmt.Errorf("search attribute %s: type %s has no probe value", a.name, a.kind)
 		}

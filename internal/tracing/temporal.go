@@ -76,6 +76,16 @@ func (o *turnParentOutbound) ExecuteChildWorkflow(ctx workflow.Context, childWor
 	return o.Next.ExecuteChildWorkflow(ctx, childWorkflowType, args...)
 }
 
+// Go starts a seat's inline turn (node-liveness 5) under the span of the
+// message it answers, as ExecuteChildWorkflow starts a Turn child: the seat
+// marks the turn's coroutine with its mail (crewlet.TurnMailKey).
+func (o *turnParentOutbound) Go(ctx workflow.Context, name string, f func(ctx workflow.Context)) workflow.Context {
+	if mail, ok := ctx.Value(crewlet.TurnMailKey).([]crewlet.MailRef); ok {
+		ctx = o.root.withMessageSpan(ctx, mail)
+	}
+	return o.Next.Go(ctx, name, f)
+}
+
 // withMessageSpan is ctx with the span of the first entry of mail that
 // carries one as its parent span; ctx unchanged when none does. It reads
 // only the turn's input, so a replay sets the same value.

@@ -45,7 +45,9 @@ func (v *Reader) State(ctx context.Context, handle string) (crewlet.SeatState, e
 	if err != nil {
 		return crewlet.SeatState{}, err
 	}
-	if st.Turn != nil {
+	// A seat that runs its turns inline answers for its turn; a Turn child
+	// workflow answers for itself. COMPAT(node-liveness@5)
+	if st.Turn != nil && st.Turn.Progress == nil {
 		st.Turn.Progress = v.seats.TurnProgress(ctx, st.Turn.ID)
 	}
 	return st, nil
