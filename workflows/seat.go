@@ -109,9 +109,8 @@ type seat struct {
 	// child workflow per turn and continues as new every cyclesPerRun
 	// loop cycles too.
 	inlineTurns bool
-	// turn is the inline turn in flight and inline the seat's hold on it;
-	// both nil when none runs.
-	turn   *turn
+	// inline is the seat's hold on its inline turn in flight, nil when
+	// none runs.
 	inline *inlineTurnFuture
 	logger interface {
 		Info(string, ...interface{})
@@ -243,9 +242,9 @@ func Seat(ctx workflow.Context, in crewlet.SeatInput) error {
 // progress (a Turn child answers for itself).
 func (s *seat) query() crewlet.SeatState {
 	st := s.state
-	if st.Turn != nil && s.turn != nil {
+	if st.Turn != nil && s.inline != nil {
 		cur := *st.Turn
-		p := s.turn.currentProgress()
+		p := s.inline.turn.currentProgress()
 		cur.Progress = &p
 		st.Turn = &cur
 	}
@@ -370,7 +369,6 @@ func (s *seat) continueAsNew(ctx workflow.Context, signals *seatSignals) error {
 	if err := signals.stop(ctx); err != nil {
 		return err
 	}
-
 	if s.stop != nil {
 		// The carry has no stop: a seat that left the org ends here.
 		return s.stopSeat(ctx)

@@ -27,7 +27,7 @@ type runningTurn interface {
 // COMPAT(node-liveness@5): only runs below version 5 start one.
 type childTurnFuture struct{ workflow.ChildWorkflowFuture }
 
-func childTurn(ctx, turnCtx workflow.Context, in crewlet.TurnInput, taskTimeout time.Duration) runningTurn {
+func childTurn(turnCtx workflow.Context, in crewlet.TurnInput, taskTimeout time.Duration) runningTurn {
 	turnCtx = workflow.WithChildOptions(turnCtx, workflow.ChildWorkflowOptions{
 		WorkflowID:          in.TurnID,
 		WaitForCancellation: true,
@@ -48,6 +48,7 @@ func (c childTurnFuture) tell(ctx workflow.Context, name string, req any) error 
 type inlineTurnFuture struct {
 	workflow.Future
 	id                                           string
+	turn                                         *turn
 	stops, interrupts, tickets, approvals, freed workflow.Channel
 }
 
@@ -67,7 +68,8 @@ func (s *seat) runInlineTurn(ctx, turnCtx workflow.Context, in crewlet.TurnInput
 	f := &inlineTurnFuture{id: in.TurnID, stops: buffer(), interrupts: buffer(), tickets: buffer(), approvals: buffer(), freed: buffer()}
 	t := newTurn(ctx, in, turnSignals{stops: f.stops, interrupts: f.interrupts, tickets: f.tickets, approvals: f.approvals, freed: f.freed})
 	t.describe = s.describeTurn
-	s.turn, s.inline = t, f
+	f.turn = t
+	s.inline = f
 	s.describeTurn(ctx, t)
 	s.upsertTurn(ctx, in.TurnID, workflow.Now(ctx))
 	future, settle := workflow.NewFuture(ctx)
@@ -129,10 +131,10 @@ func (s *seat) handleNudges(ctx workflow.Context) error {
 
 // endInlineTurn clears what the seat showed of its inline turn.
 func (s *seat) endInlineTurn(ctx workflow.Context) {
-	if s.turn == nil {
+	if s.inline == nil {
 		return
 	}
-	s.turn, s.inline = nil, nil
+	s.inline = nil
 	workflow.SetCurrentDetails(ctx, "")
 	s.upsertTurn(ctx, "", time.Time{})
 }

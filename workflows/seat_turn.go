@@ -108,7 +108,7 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 			future = s.runInlineTurn(ctx, turnCtx, in)
 			defer s.endInlineTurn(ctx)
 		} else {
-			future = childTurn(ctx, turnCtx, in, s.in.HeartbeatTimeout)
+			future = childTurn(turnCtx, in, s.in.HeartbeatTimeout)
 		}
 		if err := s.awaitTurn(ctx, future, turnID, cancelTurn); err != nil {
 			return err
