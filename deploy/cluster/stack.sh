@@ -25,7 +25,11 @@ DEV="$ROOT/.dev"
 CL="$DEV/cluster"
 
 HOST=127.0.0.1
-SERVER_VERSION=v1.29.1
+# The server's version is the one deploy/temporal/go.mod requires, as the dev server's.
+T_SRC="$ROOT/deploy/temporal"
+SERVER_VERSION="$(sed -n 's/^[[:space:]]*go\.temporal\.io\/server \(v[^ ]*\).*/\1/p' "$T_SRC/go.mod" | head -n 1)"
+# The temporal CLI this script drives the cluster with (namespace, search attributes).
+CLI_VERSION=v1.5.1
 BIN_DIR="$DEV/bin/temporal-server-$SERVER_VERSION"
 SERVER="$BIN_DIR/temporal-server"
 SQL_TOOL="$BIN_DIR/temporal-sql-tool"
@@ -77,23 +81,25 @@ temporal_cli() {
   if b="$(command -v temporal 2>/dev/null)"; then printf '%s\n' "$b"; return 0; fi
   gobin="$(go env GOBIN 2>/dev/null || true)"
   [[ -n "$gobin" ]] || gobin="$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin"
-  [[ -x "$gobin/temporal" ]] || die "temporal CLI not found: run deploy/dev/stack.sh up (it installs it)"
+  if [[ ! -x "$gobin/temporal" ]]; then
+    log "cluster: installing the temporal CLI $CLI_VERSION with go install (a few minutes, once)" >&2
+    go install "github.com/temporalio/cli/cmd/temporal@$CLI_VERSION" >&2 \
+      || die "go install github.com/temporalio/cli/cmd/temporal@$CLI_VERSION failed"
+  fi
   printf '%s\n' "$gobin/temporal"
 }
 
-# ensure_server: build the server and its SQL tool from the Go module once, into
-# .dev/bin/temporal-server-VERSION/ (go install names them server and sql).
+# ensure_server: build the server and its SQL tool from deploy/temporal's module (its
+# go.mod names them as tools) once, into .dev/bin/temporal-server-VERSION/.
 ensure_server() {
   [[ -x "$SERVER" && -x "$SQL_TOOL" ]] && return 0
   command -v go >/dev/null || die "no go toolchain to build go.temporal.io/server@$SERVER_VERSION"
   log "cluster: building go.temporal.io/server@$SERVER_VERSION (server and SQL tool) into $BIN_DIR (several minutes, once)"
   local started=$SECONDS
   mkdir -p "$BIN_DIR"
-  GOBIN="$BIN_DIR" go install "go.temporal.io/server/cmd/server@$SERVER_VERSION" \
-    "go.temporal.io/server/cmd/tools/sql@$SERVER_VERSION" \
-    || die "go install go.temporal.io/server/cmd/server@$SERVER_VERSION failed"
-  mv -f "$BIN_DIR/server" "$SERVER"
-  mv -f "$BIN_DIR/sql" "$SQL_TOOL"
+  (cd "$T_SRC" && go build -trimpath -ldflags="-s -w" -o "$SERVER" go.temporal.io/server/cmd/server \
+    && go build -trimpath -ldflags="-s -w" -o "$SQL_TOOL" go.temporal.io/server/cmd/tools/sql) \
+    || die "go build of go.temporal.io/server@$SERVER_VERSION in $T_SRC failed"
   log "cluster: built in $((SECONDS - started)) s"
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Local dev stack for crewlet: Temporal dev server, Postgres, Redis.
+# Local dev stack for crewlet: Temporal dev server (deploy/temporal), Postgres, Redis.
 # Everything (data, logs, pids) lives under <repo>/.dev/.
 #
 #   deploy/dev/stack.sh up       start what is not running (installs what is missing)
@@ -17,7 +17,6 @@ DEV="$ROOT/.dev"
 HOST=127.0.0.1
 TEMPORAL_PORT=7233
 TEMPORAL_UI_PORT=8233
-TEMPORAL_VERSION=v1.5.1
 PG_PORT=55432
 PG_DB=crewlet
 REDIS_PORT=56379
@@ -44,28 +43,31 @@ die() { printf 'stack: %s\n' "$*" >&2; exit 1; }
 
 # ---------------------------------------------------------------- Temporal
 
-temporal_bin() {
-  local b gobin
-  if b="$(command -v temporal 2>/dev/null)"; then printf '%s\n' "$b"; return 0; fi
-  gobin="$(go env GOBIN 2>/dev/null || true)"
-  [[ -n "$gobin" ]] || gobin="$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin"
-  if [[ -x "$gobin/temporal" ]]; then printf '%s\n' "$gobin/temporal"; return 0; fi
-  return 1
-}
+# The dev server is deploy/temporal (Temporal server and UI from their Go modules, the
+# version in deploy/temporal/go.mod), built once into .dev/bin/ and again when its source
+# changes.
+T_SRC="$ROOT/deploy/temporal"
+T_BIN="$DEV/bin/temporal-dev"
 
 ensure_temporal_bin() {
-  if TEMPORAL="$(temporal_bin)"; then return 0; fi
-  command -v go >/dev/null || die "temporal CLI not found and no go toolchain to install it"
-  log "temporal: installing CLI $TEMPORAL_VERSION with go install (a few minutes, once)"
-  go install "github.com/temporalio/cli/cmd/temporal@$TEMPORAL_VERSION" \
-    || die "go install github.com/temporalio/cli/cmd/temporal@$TEMPORAL_VERSION failed"
-  TEMPORAL="$(temporal_bin)" || die "temporal CLI installed but not found in \$(go env GOPATH)/bin"
+  local f stale=0
+  if [[ -x "$T_BIN" ]]; then
+    for f in "$T_SRC/main.go" "$T_SRC/go.mod" "$T_SRC/go.sum"; do [[ "$f" -nt "$T_BIN" ]] && stale=1; done
+    ((stale)) || return 0
+  fi
+  command -v go >/dev/null || die "temporal: no go toolchain to build the dev server in $T_SRC"
+  log "temporal: building the dev server ($T_SRC: Temporal server $(server_version) and UI) into $T_BIN (several minutes the first time)"
+  local started=$SECONDS
+  mkdir -p "$(dirname "$T_BIN")"
+  (cd "$T_SRC" && go build -trimpath -ldflags="-s -w" -o "$T_BIN" .) \
+    || die "temporal: go build in $T_SRC failed"
+  log "temporal: built in $((SECONDS - started)) s"
 }
 
-temporal_healthy() {
-  "$TEMPORAL" operator cluster health --address "$TEMPORAL_ADDRESS" --command-timeout 2s 2>/dev/null \
-    | grep -q SERVING
-}
+# server_version: the go.temporal.io/server version deploy/temporal/go.mod requires.
+server_version() { sed -n 's/^[[:space:]]*go\.temporal\.io\/server \(v[^ ]*\).*/\1/p' "$T_SRC/go.mod" | head -n 1; }
+
+temporal_healthy() { "$T_BIN" check "$TEMPORAL_ADDRESS" 2>/dev/null; }
 
 # Lines of a KEY=VALUE file, without comments and blank lines.
 config_lines() {
@@ -77,23 +79,24 @@ config_lines() {
 # Sets T_LAUNCHED_PID when it started one; temporal_wait then waits for it to be healthy.
 T_LAUNCHED_PID=""
 temporal_launch() {
+  # Built even when a server already answers: tests start servers of their own from it.
+  ensure_temporal_bin
   if port_open "$TEMPORAL_PORT"; then
     log "temporal: already up on $TEMPORAL_ADDRESS (UI http://$HOST:$TEMPORAL_UI_PORT)"
     return 0
   fi
-  ensure_temporal_bin
   mkdir -p "$T_DIR"
-  local args=(server start-dev --ip "$HOST" --port "$TEMPORAL_PORT"
+  local args=(--ip "$HOST" --port "$TEMPORAL_PORT"
               --ui-ip "$HOST" --ui-port "$TEMPORAL_UI_PORT")
   local line
   while IFS= read -r line; do args+=(--dynamic-config-value "$line"); done \
     < <(config_lines "$ROOT/temporal-config/dynamic-config.txt")
   while IFS= read -r line; do args+=(--search-attribute "$line"); done \
     < <(config_lines "$ROOT/temporal-config/search-attributes.txt")
-  printf '%s\n' "$(date -Is) $TEMPORAL ${args[*]}" >>"$T_LOG"
+  printf '%s\n' "$(date -Is) $T_BIN ${args[*]}" >>"$T_LOG"
   # setsid: own session, so a Ctrl-C in the terminal that ran `up` (e.g. `task dev`) does
   # not reach the server. In-memory store: no --db-filename, state is gone on `down`.
-  setsid nohup "$TEMPORAL" "${args[@]}" >>"$T_LOG" 2>&1 </dev/null 9>&- &
+  setsid nohup "$T_BIN" "${args[@]}" >>"$T_LOG" 2>&1 </dev/null 9>&- &
   T_LAUNCHED_PID=$!
   echo "$T_LAUNCHED_PID" >"$T_PID"
 }
@@ -118,7 +121,7 @@ temporal_wait() {
 temporal_down() {
   local pid=""
   [[ -f "$T_PID" ]] && pid="$(cat "$T_PID")"
-  if [[ -n "$pid" ]] && alive "$pid" && [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == temporal* ]]; then
+  if [[ -n "$pid" ]] && alive "$pid" && [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == temporal-dev ]]; then
     kill "$pid" 2>/dev/null || true
     local i
     for ((i = 0; i < 100; i++)); do alive "$pid" || break; sleep 0.1; done
@@ -247,6 +250,8 @@ env_lines() {
   printf "%sCREWLET_PG_URL='%s'\n" "$1" "$PG_URL"
   printf "%sCREWLET_REDIS_URL='%s'\n" "$1" "$REDIS_URL"
   printf "%sCREWLET_TEMPORAL_ADDRESS='%s'\n" "$1" "$TEMPORAL_ADDRESS"
+  # For tests that start a dev server of their own (internal/testenv.OwnTemporal).
+  printf "%sCREWLET_TEMPORAL_DEV='%s'\n" "$1" "$T_BIN"
 }
 
 # One up/down at a time (e.g. `task dev` and `task test` started together). The servers

@@ -190,12 +190,12 @@ func temporalServerPIDs(b *testing.B) []int {
 		if err != nil {
 			continue
 		}
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && strings.Contains(string(cmdline), "start-dev") {
+		comm, err := os.ReadFile("/proc/" + e.Name() + "/comm")
+		if err == nil && strings.TrimSpace(string(comm)) == "temporal-dev" {
 			return []int{pid}
 		}
 	}
-	b.Fatal("no Temporal dev server process (temporal server start-dev) found, and CREWLET_BENCH_TEMPORAL_PIDS is not set")
+	b.Fatal("no Temporal dev server process (temporal-dev, deploy/temporal) found, and CREWLET_BENCH_TEMPORAL_PIDS is not set")
 	return nil
 }
 

@@ -70,7 +70,7 @@ func ownTemporal(t testing.TB, onDisk bool) *Temporal {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", strconv.Itoa(port), "--headless", "--log-level", "warn"}
+	args := []string{"--ip", "127.0.0.1", "--port", strconv.Itoa(port), "--headless", "--log-level", "warn"}
 	db := ""
 	if onDisk {
 		db = filepath.Join(dir, "temporal.db")
@@ -204,23 +204,15 @@ func (p *Temporal) tail() string {
 	return string(b)
 }
 
-// temporalBin finds the temporal CLI as deploy/dev/stack.sh does: on PATH,
-// else in the Go toolchain's bin directory.
+// temporalBin is the dev stack's Temporal server binary (deploy/temporal),
+// which deploy/dev/stack.sh builds and names in .dev/env.
 func temporalBin() (string, error) {
-	if b, err := exec.LookPath("temporal"); err == nil {
-		return b, nil
+	b := os.Getenv("CREWLET_TEMPORAL_DEV")
+	if b == "" {
+		return "", fmt.Errorf("CREWLET_TEMPORAL_DEV is not set: run deploy/dev/stack.sh up, which builds the dev server, and load .dev/env")
 	}
-	dir := os.Getenv("GOBIN")
-	if dir == "" {
-		out, err := exec.Command("go", "env", "GOPATH").Output()
-		if err != nil {
-			return "", fmt.Errorf("temporal CLI not on PATH, and go env GOPATH failed: %w", err)
-		}
-		dir = filepath.Join(strings.TrimSpace(string(out)), "bin")
-	}
-	b := filepath.Join(dir, "temporal")
 	if _, err := os.Stat(b); err != nil {
-		return "", fmt.Errorf("temporal CLI not on PATH nor in %s: run deploy/dev/stack.sh up, which installs it", dir)
+		return "", fmt.Errorf("the dev stack's Temporal server %s (CREWLET_TEMPORAL_DEV): %v; run deploy/dev/stack.sh up, which builds it", b, err)
 	}
 	return b, nil
 }
