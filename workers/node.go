@@ -322,6 +322,9 @@ func StartNode(ctx context.Context, g *services.Graph, log *slog.Logger, opts No
 		n.loopsDone.Add(1)
 		go func() { defer n.loopsDone.Done(); promotion.watch(n.stop) }()
 	}
+	handover := newBuildHandover(tc, n.seats, promotion, boot.Temporal.Namespace, n.live.Interval(), n.log)
+	n.loopsDone.Add(1)
+	go func() { defer n.loopsDone.Done(); handover.run(n.stop) }()
 	duties := dutiesOf(boot)
 	_ = n.ensureDuties(ctx, duties) // logged; the watch below makes them again
 	if err := schedules.Sync(ctx, tc, org.Now(), n.log); err != nil {

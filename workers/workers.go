@@ -62,21 +62,23 @@ func RegisterShared(r worker.Registry, d Deps) {
 // tests register through it too (a worker.WorkflowReplayer is a registry
 // of workflows), so they replay against what the workers run.
 //
-// A turn stays on the build that started it (pinned): its commands never
-// meet code they were not recorded by, so a change to the turn workflow
-// needs no version for turns in flight. Every other workflow moves to the
-// deployment's current build at its next workflow task (auto-upgrade): a
-// seat runs for months and must take new code while it runs, so a change
-// to its commands needs a GetVersion guard. A person's notes run as long
-// as a seat does; the duties and schedule fires are short and start on the
-// current build like everything else.
+// A seat run stays on the build that ran its first workflow task (pinned),
+// its inline turns and durable waits included, and hands the seat to a
+// run on the current build at continue-as-new (workflows.Seat, handsOver):
+// its commands never meet code they were not recorded by, so a change to
+// them needs no version; what one run carries to the next does. A Turn
+// child of the old shape is pinned the same way. Every other workflow
+// moves to the deployment's current build at its next workflow task
+// (auto-upgrade), so a change to its commands needs a GetVersion guard. A
+// person's notes run as long as a seat does; the duties and schedule fires
+// are short and start on the current build like everything else.
 func RegisterWorkflows(r worker.WorkflowRegistry) {
 	for _, w := range []struct {
 		fn       any
 		name     string
 		behavior workflow.VersioningBehavior
 	}{
-		{workflows.Seat, crewlet.WorkflowSeat, workflow.VersioningBehaviorAutoUpgrade},
+		{workflows.Seat, crewlet.WorkflowSeat, workflow.VersioningBehaviorPinned},
 		{workflows.Rebalance, crewlet.WorkflowRebalance, workflow.VersioningBehaviorAutoUpgrade},
 		{workflows.Maintenance, crewlet.WorkflowMaintenance, workflow.VersioningBehaviorAutoUpgrade},
 		{workflows.Health, crewlet.WorkflowHealth, workflow.VersioningBehaviorAutoUpgrade},

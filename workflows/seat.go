@@ -183,7 +183,7 @@ func Seat(ctx workflow.Context, in crewlet.SeatInput) error {
 			return err
 		}
 		s.upsert(ctx)
-		if (!s.inlineTurns && cycle >= cyclesPerRun) || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+		if s.handsOver(ctx, cycle) {
 			return s.continueAsNew(ctx, signals)
 		}
 		switch {
@@ -360,8 +360,37 @@ func (s *seat) noteError(msg string) {
 	s.logger.Warn("seat_error", "seat", s.in.Handle, "error", msg)
 }
 
+// handsOver reports whether the run ends here, between turns, and hands the
+// seat to a fresh run (continueAsNew). A seat run is Pinned to the build
+// that runs it (workers.RegisterWorkflows): it ends when Temporal suggests
+// it (its history grew long) or when its deployment's current build is no
+// longer its own, so the next run starts on the current build. A seat in a
+// turn, a durable wait included, reaches this only when the turn ends, so it
+// keeps its build until then; an idle one gets here at the next wake, which
+// a node of the new build sends it (workers, build handover).
+//
+// A run of the child-turn shape (below node-liveness 5) also ends every
+// cyclesPerRun cycles, and, once a build with this code runs it, at its
+// first live loop cycle: its next run has the inline shape.
+// COMPAT(node-liveness@5)
+func (s *seat) handsOver(ctx workflow.Context, cycle int) bool {
+	info := workflow.GetInfo(ctx)
+	if info.GetContinueAsNewSuggested() {
+		return true
+	}
+	if s.inlineTurns {
+		return info.GetTargetWorkerDeploymentVersionChanged()
+	}
+	if cycle >= cyclesPerRun {
+		return true
+	}
+	return workflow.GetVersion(ctx, changeChildTurnHandover, workflow.DefaultVersion, childTurnHandoverVersion) >= childTurnHandoverVersion
+}
+
 // continueAsNew hands the seat's state to a fresh run, between turns, after
-// every signal received so far is applied.
+// every signal received so far is applied. The next run starts on the
+// deployment's current build (auto-upgrade for its first task), where it
+// is pinned from then on.
 func (s *seat) continueAsNew(ctx workflow.Context, signals *seatSignals) error {
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return err
@@ -384,7 +413,9 @@ func (s *seat) continueAsNew(ctx workflow.Context, signals *seatSignals) error {
 		// field was added without a bound.
 		s.logger.Warn("seat_carry_large", "seat", s.in.Handle, "bytes", len(b), "bound", maxCarryBytes, "error", err)
 	}
-	return workflow.NewContinueAsNewError(ctx, Seat, next)
+	return workflow.NewContinueAsNewErrorWithOptions(ctx, workflow.ContinueAsNewErrorOptions{
+		InitialVersioningBehavior: workflow.ContinueAsNewVersioningBehaviorAutoUpgrade,
+	}, Seat, next)
 }
 
 // next is the input of the seat's next run: its settings and what it

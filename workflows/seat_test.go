@@ -251,6 +251,32 @@ func decodeCarry(t *testing.T, err error) crewlet.SeatInput {
 	return next
 }
 
+// A run of the child-turn shape (below node-liveness 5) that a build with
+// pinned seats runs live hands over at its first loop cycle, before it
+// reads or places anything, with its tenure and pending wake carried: its
+// next run runs turns inline. It reaches the loop's top only between
+// turns, so a Turn child in flight ends first.
+func TestSeatOfTheChildShapeHandsOverAtItsFirstLiveCycle(t *testing.T) {
+	t.Parallel()
+	h := newSeatHarnessHandingOver(t, true, childTurnHandoverVersion)
+	in := seatIn()
+	in.Carry = &crewlet.SeatCarry{
+		State:       crewlet.SeatState{Handle: testHandle, Role: testRole, Status: crewlet.StatusIdle, Epoch: 3, Node: "node-a", HostQueue: hostQueue("node-a")},
+		Attached:    true,
+		WakePending: true,
+	}
+	next := decodeCarry(t, h.run(in, 0))
+
+	c := next.Carry
+	eq(t, "attached", c.Attached, true)
+	eq(t, "wake pending", c.WakePending, true)
+	eq(t, "epoch", c.State.Epoch, int64(3))
+	eq(t, "node", c.State.Node, "node-a")
+	eq(t, "continued runs", c.State.Counters.ContinuedRuns, 1)
+	eq(t, "mailbox reads", h.world.reads, 0)
+	eq(t, "turns run", len(h.world.turnNames()), 0)
+}
+
 func TestSeatContinueAsNew(t *testing.T) {
 	t.Parallel()
 	t.Run("an idle seat hands over when Temporal suggests it, however many cycles it ran, with its state", func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/workflows"
 )
 
@@ -69,12 +70,25 @@ func runVersions(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	printVersions(stdout, counts, shims)
-	builds, err := countBuilds(ctx, tc.WorkerDeploymentClient().GetHandle(org.Temporal.DeploymentName()), org.Temporal.TaskQueue, count)
+	deployment := org.Temporal.DeploymentName()
+	builds, err := countBuilds(ctx, tc.WorkerDeploymentClient().GetHandle(deployment), org.Temporal.TaskQueue, count)
 	if err != nil {
 		return err
 	}
+	current := ""
+	for _, b := range builds {
+		if b.current {
+			current = b.build
+		}
+	}
+	var held []seatclient.BuildRun
+	if builds != nil {
+		if held, err = seatclient.SeatRunsOffBuild(ctx, tc, org.Temporal.Namespace, org.Temporal.TaskQueue, deployment, current); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintln(stdout)
-	printBuilds(stdout, org.Temporal.DeploymentName(), builds)
+	printBuilds(stdout, deployment, builds, held)
 	return nil
 }
 
@@ -141,8 +155,9 @@ func countBuilds(ctx context.Context, d client.WorkerDeploymentHandle, taskQueue
 }
 
 // printBuilds writes the builds' counts, then which old build's nodes may
-// stop.
-func printBuilds(w io.Writer, deployment string, builds []buildCount) {
+// stop, and for one that may not, the seats whose turn holds them on it:
+// held are the seat runs off the current build.
+func printBuilds(w io.Writer, deployment string, builds []buildCount, held []seatclient.BuildRun) {
 	if builds == nil {
 		fmt.Fprintf(w, "worker deployment %s: none yet (no node has started on it).\n", deployment)
 		return
@@ -166,12 +181,24 @@ func printBuilds(w io.Writer, deployment string, builds []buildCount) {
 	for _, b := range builds {
 		switch {
 		case b.build == "" || b.current || b.ramping:
-		case b.turns > 0:
-			fmt.Fprintf(w, "%s: %d running turns are pinned to it: keep a node of this build running until they finish.\n", b.build, b.turns)
+		case b.seats+b.turns > 0:
+			// A seat run is pinned to its build and moves to the current
+			// one at continue-as-new: an idle seat within a beat of the
+			// current build's nodes, one in a turn when the turn ends.
+			fmt.Fprintf(w, "%s: %d seats and %d turns still run on it: keep a node of this build running until they move "+
+				"(an idle seat moves within a beat, a seat in a turn when its turn ends).\n", b.build, b.seats, b.turns)
+			for _, r := range held {
+				if r.Build != b.build || r.Turn == "" {
+					continue
+				}
+				line := fmt.Sprintf("  %s holds it with turn %s, begun %s", r.Handle, r.Turn, r.TurnSince.UTC().Format(time.RFC3339))
+				if r.Waiting != "" {
+					line += ", waiting on " + r.Waiting
+				}
+				fmt.Fprintln(w, line)
+			}
 		default:
-			// A seat follows the current build at its next workflow task
-			// wherever its last one ran, so only turns hold a build.
-			fmt.Fprintf(w, "%s: no running turn is pinned to it: its nodes may stop.\n", b.build)
+			fmt.Fprintf(w, "%s: no seat or turn runs on it: its nodes may stop.\n", b.build)
 		}
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -44,15 +47,13 @@ seats:
 // (docs/versioning.md, "Rolling out a build"): the old build's first node
 // makes it current; a turn it starts waits on a ticket while the new
 // build's node starts, which does not take over by itself, and is then
-// made current. The seat runs its turn inline and is auto-upgrade, so the
-// waiting turn moves to the new build with its seat at the seat's next
-// workflow task and finishes there, and so does every turn after.
-//
-// A known limitation until seats are pinned (issue 35, part 4: Pinned
-// seats that move at continue-as-new need Temporal server >= 1.32): a turn
-// in flight changes build, so a change to a turn's commands needs a
-// GetVersion guard (docs/versioning.md).
-func TestRolloutMovesTheSeatWithItsWaitingTurnUntilSeatsArePinned(t *testing.T) {
+// made current. Seats are Pinned: cto, waiting in its turn, keeps the old
+// build until the turn ends, and `crewlet versions` says so, naming the
+// turn and since when; eng-1, paused and idle, is woken by the new build's
+// node and moves at once. When cto's turn ends it continues as new, and
+// its next run is pinned to the new build: every workflow task of the old
+// run ran on the old build.
+func TestRolloutKeepsAWaitingSeatOnItsBuildAndMovesItAtContinueAsNew(t *testing.T) {
 	const oldBuild, newBuild = "build-old", "build-new"
 	c := newCompany(t, writeFile(t, "org.yaml", rolloutOrg))
 	c.apiServer()
@@ -81,6 +82,9 @@ func TestRolloutMovesTheSeatWithItsWaitingTurnUntilSeatsArePinned(t *testing.T) 
 		}
 		return nil
 	})
+	seatID := crewlet.SeatWorkflowID("cto")
+	oldRun := c.describe(seatID, "")
+	c.wantVersioning(seatID, oldRun, enumspb.VERSIONING_BEHAVIOR_PINNED, oldBuild)
 
 	newNode := c.workerWithEnv("new", []string{"CREWLET_TEMPORAL_DEPLOYMENT_BUILD_ID=" + newBuild})
 	testenv.Eventually(t, time.Minute, "the new node done with its promotion policy", func() error {
@@ -104,7 +108,35 @@ func TestRolloutMovesTheSeatWithItsWaitingTurnUntilSeatsArePinned(t *testing.T) 
 		})
 		return err
 	})
-	promoted := time.Now()
+
+	// eng-1 is idle (paused): the new build's node wakes it, and it moves.
+	engID := crewlet.SeatWorkflowID("eng-1")
+	testenv.Eventually(t, time.Minute, "eng-1 on the new build", func() error {
+		info := c.describe(engID, "").GetWorkflowExecutionInfo().GetVersioningInfo()
+		if got := info.GetDeploymentVersion().GetBuildId(); got != newBuild {
+			return fmt.Errorf("eng-1 on build %q", got)
+		}
+		return nil
+	})
+	c.wantVersioning(engID, c.describe(engID, ""), enumspb.VERSIONING_BEHAVIOR_PINNED, newBuild)
+	if st := c.state("eng-1"); st.Status != crewlet.StatusPaused || st.Counters.ContinuedRuns < 1 {
+		t.Fatalf("eng-1 after the move: %s, %d continued runs; want paused, its pause carried to a new run", st.Status, st.Counters.ContinuedRuns)
+	}
+	if !strings.Contains(newNode.out.String(), "msg=build_handover_woken seat=eng-1") {
+		t.Fatalf("the new node's log has no build_handover_woken for eng-1:\n%s", newNode.out.String())
+	}
+
+	// cto waits in its turn: it keeps the old build, and versions says so.
+	held := regexp.MustCompile(`(?m)^` + oldBuild + `: 1 seats and 0 turns still run on it: keep a node of this build running until they move.*\n  cto holds it with turn ` +
+		regexp.QuoteMeta(turnID) + `, begun \d{4}-\d\d-\d\dT[0-9:]+Z, waiting on ticket`)
+	testenv.Eventually(t, 30*time.Second, "versions shows cto held on the old build", func() error {
+		out := c.versions()
+		if !held.MatchString(out) {
+			return fmt.Errorf("versions says:\n%s", out)
+		}
+		return nil
+	})
+	c.wantVersioning(seatID, c.describe(seatID, ""), enumspb.VERSIONING_BEHAVIOR_PINNED, oldBuild)
 
 	if err := c.call(http.MethodPost, "/seats/eng-1/resume", crewlet.ResumeRequest{By: "ops"}, nil); err != nil {
 		t.Fatal(err)
@@ -113,43 +145,58 @@ func TestRolloutMovesTheSeatWithItsWaitingTurnUntilSeatsArePinned(t *testing.T) 
 		t.Fatalf("cto's answer %q; want eng-1's reply", reply)
 	}
 
-	// The seat, and the turn waiting in it, moved to the new build at the
-	// seat's next workflow task after the promotion: the old build ran its
-	// first workflow tasks, the new build every one since.
-	seatID := crewlet.SeatWorkflowID("cto")
+	// The turn over, cto continued as new onto the new build; its old run
+	// ran every workflow task on the old build.
+	oldRunID := oldRun.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 	testenv.Eventually(t, 30*time.Second, "cto's seat run on the new build", func() error {
-		info := c.describe(seatID, "").GetWorkflowExecutionInfo().GetVersioningInfo()
-		if got := info.GetDeploymentVersion().GetBuildId(); got != newBuild {
-			return fmt.Errorf("seat on build %q", got)
+		d := c.describe(seatID, "")
+		if d.GetWorkflowExecutionInfo().GetExecution().GetRunId() == oldRunID {
+			return fmt.Errorf("cto still in run %s", oldRunID)
+		}
+		if got := d.GetWorkflowExecutionInfo().GetVersioningInfo().GetDeploymentVersion().GetBuildId(); got != newBuild {
+			return fmt.Errorf("cto's new run on build %q", got)
 		}
 		return nil
 	})
-	seat := c.describe(seatID, "")
-	c.wantVersioning(seatID, seat, enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE, newBuild)
-	run := seat.GetWorkflowExecutionInfo().GetExecution().GetRunId()
-	tasks := c.taskBuilds(seatID, run)
-	if tasks[0].build != oldBuild || tasks[len(tasks)-1].build != newBuild {
-		t.Fatalf("seat %s: workflow tasks on builds %v; want the first on %s, the last on %s", seatID, tasks, oldBuild, newBuild)
-	}
-	for _, task := range tasks {
-		if task.at.After(promoted) && task.build != newBuild {
-			t.Fatalf("seat %s: a workflow task at %s on %q after the promotion at %s; want %s", seatID, task.at, task.build, promoted, newBuild)
+	c.wantVersioning(seatID, c.describe(seatID, ""), enumspb.VERSIONING_BEHAVIOR_PINNED, newBuild)
+	for _, task := range c.taskBuilds(seatID, oldRunID) {
+		if task.build != oldBuild {
+			t.Fatalf("seat %s run %s: a workflow task at %s on %q; want every one on %s", seatID, oldRunID, task.at, task.build, oldBuild)
 		}
 	}
 	if _, err := c.temporal.DescribeWorkflowExecution(context.Background(), turnID, ""); err == nil {
 		t.Fatalf("turn %s is a workflow of its own; want it run inline in its seat", turnID)
 	}
+	testenv.Eventually(t, 30*time.Second, "versions lets the old build go", func() error {
+		if out := c.versions(); !strings.Contains(out, oldBuild+": no seat or turn runs on it: its nodes may stop.") {
+			return fmt.Errorf("versions says:\n%s", out)
+		}
+		return nil
+	})
 
 	// A turn begun now runs on the new build.
 	again := c.send("cto", "get a fix for the docs")
 	if reply := c.waitReply(again, 60*time.Second); !strings.Contains(reply, "Fixed the docs.") {
 		t.Fatalf("cto's answer %q; want eng-1's reply", reply)
 	}
-	for _, task := range c.taskBuilds(seatID, run) {
-		if task.at.After(promoted) && task.build != newBuild {
-			t.Fatalf("seat %s: a workflow task on %q after the promotion; want %s", seatID, task.build, newBuild)
+	newRunID := c.describe(seatID, "").GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	for _, task := range c.taskBuilds(seatID, newRunID) {
+		if task.build != newBuild {
+			t.Fatalf("seat %s run %s: a workflow task on %q; want every one on %s", seatID, newRunID, task.build, newBuild)
 		}
 	}
+}
+
+// versions is `crewlet versions` on the company's config.
+func (c *company) versions() string {
+	c.t.Helper()
+	cmd := exec.Command(binary, "versions", "--config", c.config)
+	cmd.Env = append(os.Environ(), c.env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("crewlet versions: %v\n%s", err, out)
+	}
+	return string(out)
 }
 
 // Every node restarted in place on a new build, as `systemctl restart`
