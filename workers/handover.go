@@ -45,7 +45,9 @@ func newBuildHandover(tc client.Client, seats *seatclient.Client, p *promotion, 
 // run checks every period until stop closes.
 func (h *buildHandover) run(stop <-chan struct{}) {
 	every(stop, h.pollPeriod, func(ctx context.Context) bool {
-		call, done := context.WithTimeout(ctx, h.pollPeriod)
+		// A check on a loaded server may outlast the period; the next
+		// one waits for it.
+		call, done := context.WithTimeout(ctx, recheckEvery)
 		defer done()
 		h.once(call)
 		return false

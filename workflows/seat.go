@@ -374,17 +374,29 @@ func (s *seat) noteError(msg string) {
 // first live loop cycle: its next run has the inline shape.
 // COMPAT(node-liveness@5)
 func (s *seat) handsOver(ctx workflow.Context, cycle int) bool {
+	reason := s.handOverReason(ctx, cycle)
+	if reason != "" {
+		s.logger.Info("seat_hand_over", "seat", s.in.Handle, "reason", reason, "history_events", workflow.GetInfo(ctx).GetCurrentHistoryLength())
+	}
+	return reason != ""
+}
+
+// handOverReason says why the run hands over now, "" when it goes on.
+func (s *seat) handOverReason(ctx workflow.Context, cycle int) string {
 	info := workflow.GetInfo(ctx)
-	if info.GetContinueAsNewSuggested() {
-		return true
+	switch {
+	case info.GetContinueAsNewSuggested():
+		return "suggested"
+	case s.inlineTurns && info.GetTargetWorkerDeploymentVersionChanged():
+		return "build_changed"
+	case s.inlineTurns:
+		return ""
+	case cycle >= cyclesPerRun:
+		return "cycles"
+	case workflow.GetVersion(ctx, changeChildTurnHandover, workflow.DefaultVersion, childTurnHandoverVersion) >= childTurnHandoverVersion:
+		return "child_turn_shape"
 	}
-	if s.inlineTurns {
-		return info.GetTargetWorkerDeploymentVersionChanged()
-	}
-	if cycle >= cyclesPerRun {
-		return true
-	}
-	return workflow.GetVersion(ctx, changeChildTurnHandover, workflow.DefaultVersion, childTurnHandoverVersion) >= childTurnHandoverVersion
+	return ""
 }
 
 // continueAsNew hands the seat's state to a fresh run, between turns, after

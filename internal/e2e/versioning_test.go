@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -122,7 +123,7 @@ func TestRolloutKeepsAWaitingSeatOnItsBuildAndMovesItAtContinueAsNew(t *testing.
 	if st := c.state("eng-1"); st.Status != crewlet.StatusPaused || st.Counters.ContinuedRuns < 1 {
 		t.Fatalf("eng-1 after the move: %s, %d continued runs; want paused, its pause carried to a new run", st.Status, st.Counters.ContinuedRuns)
 	}
-	if !strings.Contains(newNode.out.String(), "msg=build_handover_woken seat=eng-1") {
+	if !regexp.MustCompile(`msg=build_handover_woken node=\S+ seat=eng-1 `).MatchString(newNode.out.String()) {
 		t.Fatalf("the new node's log has no build_handover_woken for eng-1:\n%s", newNode.out.String())
 	}
 
@@ -332,4 +333,57 @@ func (c *company) taskBuilds(workflowID, runID string) []taskBuild {
 		c.t.Fatalf("history of %s has no completed workflow task", workflowID)
 	}
 	return out
+}
+
+// A seat that answers 500 messages, one at a time, so 500 turns, hands over
+// to a new run when Temporal suggests it (limit.historyCount
+// .suggestContinueAsNew, 4,096 events by default), with no fixed turn
+// count: the run it ends in holds no more history than that bound and one
+// turn's worth, however many turns the seat ran.
+func TestASeatsHistoryStaysBoundedOver500Turns(t *testing.T) {
+	const turns, suggestAt, turnEvents = 500, 4096, 64
+	c := newCompany(t, writeFile(t, "org.yaml", rolloutOrg))
+	c.apiServer()
+	c.worker("n1")
+	c.waitAttached(30 * time.Second)
+
+	seatID := crewlet.SeatWorkflowID("eng-1")
+	first := c.describe(seatID, "").GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	for i := 1; i <= turns; i++ {
+		m := c.send("eng-1", fmt.Sprintf("please fix bug %d", i))
+		if reply := c.waitReply(m, 30*time.Second); reply != fmt.Sprintf("Fixed bug %d.", i) {
+			t.Fatalf("reply to message %d: %q", i, reply)
+		}
+	}
+	st := c.state("eng-1")
+	if st.Counters.Turns < turns {
+		t.Fatalf("eng-1 ran %d turns; want %d, one per message", st.Counters.Turns, turns)
+	}
+	if c.describe(seatID, "").GetWorkflowExecutionInfo().GetExecution().GetRunId() == first || st.Counters.ContinuedRuns < 1 {
+		t.Fatalf("eng-1 still in its first run after %d turns (%d continued runs); want it handed over", turns, st.Counters.ContinuedRuns)
+	}
+	// Every run of the seat, the closed ones as visibility shows them (the
+	// namespace is every e2e test's: the task queue is this company's).
+	var lengths []int64
+	testenv.Eventually(t, 30*time.Second, "every run of eng-1 listed", func() error {
+		resp, err := c.temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("WorkflowId = '%s' AND TaskQueue = '%s'", seatID, c.taskQueue),
+		})
+		if err != nil {
+			return err
+		}
+		lengths = lengths[:0]
+		for _, ex := range resp.GetExecutions() {
+			lengths = append(lengths, ex.GetHistoryLength())
+		}
+		if int64(len(lengths)) < st.Counters.ContinuedRuns+1 {
+			return fmt.Errorf("%d runs listed; want %d", len(lengths), st.Counters.ContinuedRuns+1)
+		}
+		return nil
+	})
+	longest := slices.Max(lengths)
+	t.Logf("%d turns in %d runs of %v events", st.Counters.Turns, len(lengths), lengths)
+	if longest > suggestAt+turnEvents {
+		t.Fatalf("a run of eng-1 reached %d events; want at most %d (the suggestion) + %d (the turn it was in)", longest, suggestAt, turnEvents)
+	}
 }
