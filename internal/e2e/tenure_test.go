@@ -498,9 +498,12 @@ func linesWith(out, word string) []string {
 // is placed on refuses the tenure. It used to loop place → refused →
 // unplaceable with no wait, hundreds of placements a second; it shows
 // unplaceable with the refusal and backs off, its history growing by a
-// constant per wait.
+// constant per wait. The reconcile duty stops a seat the org does not have
+// ("not in the org"); its pass, once a minute by default, could come during
+// the back-off, so here it runs once an hour.
 func TestSeatNoOrgHasBacksOff(t *testing.T) {
 	c := newCompany(t, fleetOrg(t, 1, 100*time.Millisecond))
+	c.setenv("CREWLET_NODES_RECONCILE_INTERVAL=1h")
 	c.apiServer()
 	c.worker("n1")
 	c.waitAttached(30 * time.Second)
