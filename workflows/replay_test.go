@@ -62,6 +62,11 @@ var corpus = map[string]string{
 		"the joining labelled node's wake cancels the 16 s timer, Attach on its host queue, a turn",
 	"seat_continued_history.json": "the run that continue-as-new started: attached from its " +
 		"carry (no establish), wakes, a turn",
+	"seat_pinned_handover_history.json": "node-liveness 5, pinned, e2e " +
+		"TestRolloutKeepsAWaitingSeatOnItsBuildAndMovesItAtContinueAsNew: seat/cto on build-old " +
+		"runs a turn inline that delegates and waits on its ticket (CrewletTurn, CrewletWaiting), " +
+		"build-new becomes current while it waits, the nudge ends the wait, the turn replies, " +
+		"and at the loop's top the run continues as new onto the current build",
 	"turn_reflect_history.json": "e2e TestReflectionAfterAKillWritesOnce, after profile-pools " +
 		"retired: the turn re-run by the next tenure after its node was killed mid-turn, with no " +
 		"version marker: AcquireProfile, a round, Reflect before FinishTurn, ReleaseProfile",
