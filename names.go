@@ -114,6 +114,13 @@ const (
 	// detector claimed it, or the node fenced itself): it re-establishes
 	// elsewhere. Its payload is a HostLostRequest.
 	SignalHostLost = "host_lost"
+	// SignalHandOver asks a seat run to continue as new at the top of its
+	// loop, between turns, so its next run starts on the deployment's
+	// current build and runs turns inline. The current build's nodes send
+	// it to seat runs on other builds and to runs of the child-turn shape
+	// (docs/versioning.md, "Which build each seat runs"). It carries
+	// nothing; anyone may send it, and it costs one continue-as-new.
+	SignalHandOver = "hand_over"
 
 	// SignalStopTurn asks a running turn to stop at its next round
 	// boundary; its payload is a StopTurnRequest.

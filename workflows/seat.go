@@ -109,6 +109,9 @@ type seat struct {
 	// child workflow per turn and continues as new every cyclesPerRun
 	// loop cycles too.
 	inlineTurns bool
+	// handOverAsked is set by the hand_over signal: the run continues as
+	// new at the top of its loop.
+	handOverAsked bool
 	// inline is the seat's hold on its inline turn in flight, nil when
 	// none runs.
 	inline *inlineTurnFuture
@@ -369,10 +372,11 @@ func (s *seat) noteError(msg string) {
 // keeps its build until then; an idle one gets here at the next wake, which
 // a node of the new build sends it (workers, build handover).
 //
-// A run of the child-turn shape (below node-liveness 5) also ends every
-// cyclesPerRun cycles, and, once a build with this code runs it, at its
-// first live loop cycle: its next run has the inline shape.
-// COMPAT(node-liveness@5)
+// A hand_over signal ends the run too, whatever its shape: the current
+// build's nodes send it to the runs on other builds, and to the runs of the
+// child-turn shape (below node-liveness 5), whose next run has the inline
+// shape. Such a run also ends every cyclesPerRun cycles, so one that no
+// node asks hands over in the end. COMPAT(node-liveness@5)
 func (s *seat) handsOver(ctx workflow.Context, cycle int) bool {
 	reason := s.handOverReason(ctx, cycle)
 	if reason != "" {
@@ -387,14 +391,12 @@ func (s *seat) handOverReason(ctx workflow.Context, cycle int) string {
 	switch {
 	case info.GetContinueAsNewSuggested():
 		return "suggested"
+	case s.handOverAsked:
+		return "asked"
 	case s.inlineTurns && info.GetTargetWorkerDeploymentVersionChanged():
 		return "build_changed"
-	case s.inlineTurns:
-		return ""
-	case cycle >= cyclesPerRun:
+	case !s.inlineTurns && cycle >= cyclesPerRun:
 		return "cycles"
-	case workflow.GetVersion(ctx, changeChildTurnHandover, workflow.DefaultVersion, childTurnHandoverVersion) >= childTurnHandoverVersion:
-		return "child_turn_shape"
 	}
 	return ""
 }

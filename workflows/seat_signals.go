@@ -67,6 +67,10 @@ func newSeatSignals(ctx workflow.Context, s *seat) *seatSignals {
 	return &seatSignals{
 		handlers: []signalHandler{
 			onSignal(ctx, s, crewlet.SignalWake, anyPayload, func(workflow.Context, struct{}) { s.wakePending = true; s.wakes++ }),
+			onSignal(ctx, s, crewlet.SignalHandOver, anyPayload, func(workflow.Context, struct{}) {
+				s.handOverAsked, s.wakePending = true, true
+				s.wakes++
+			}),
 			onSignal(ctx, s, crewlet.SignalPause, checked(crewlet.PauseRequest.Validate), s.applyPause),
 			onSignal(ctx, s, crewlet.SignalResume, checked(crewlet.ResumeRequest.Validate), s.applyResume),
 			onSignal(ctx, s, crewlet.SignalDrain, checked(crewlet.DrainRequest.Validate), s.applyDrain),

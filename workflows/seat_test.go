@@ -251,30 +251,40 @@ func decodeCarry(t *testing.T, err error) crewlet.SeatInput {
 	return next
 }
 
-// A run of the child-turn shape (below node-liveness 5) that a build with
-// pinned seats runs live hands over at its first loop cycle, before it
-// reads or places anything, with its tenure and pending wake carried: its
-// next run runs turns inline. It reaches the loop's top only between
-// turns, so a Turn child in flight ends first.
-func TestSeatOfTheChildShapeHandsOverAtItsFirstLiveCycle(t *testing.T) {
+// A hand_over signal, which the current build's nodes send, ends a run
+// of the child-turn shape (below node-liveness 5) at the top of its loop:
+// the turn in flight (a Turn child) finishes and its mail is acked first,
+// and the tenure is carried, so the next run, of the inline shape, goes on
+// with it. The signal is in the run's history, so a replay takes the same
+// path; a version marker could not do it: a run replaying its old loop
+// cycles on the new build would take the old branch at the first call,
+// and keep it.
+func TestSeatOfTheChildShapeHandsOverWhenAsked(t *testing.T) {
 	t.Parallel()
-	h := newSeatHarnessHandingOver(t, true, childTurnHandoverVersion)
-	in := seatIn()
-	in.Carry = &crewlet.SeatCarry{
-		State:       crewlet.SeatState{Handle: testHandle, Role: testRole, Status: crewlet.StatusIdle, Epoch: 3, Node: "node-a", HostQueue: hostQueue("node-a")},
-		Attached:    true,
-		WakePending: true,
-	}
-	next := decodeCarry(t, h.run(in, 0))
+	h := newLegacySeatHarness(t)
+	h.publish(time.Second, "m1")
+	h.signal(time.Second, crewlet.SignalHandOver, nil)
+	next := decodeCarry(t, h.run(seatIn(), 0))
 
 	c := next.Carry
 	eq(t, "attached", c.Attached, true)
-	eq(t, "wake pending", c.WakePending, true)
-	eq(t, "epoch", c.State.Epoch, int64(3))
+	eq(t, "epoch", c.State.Epoch, int64(1))
 	eq(t, "node", c.State.Node, "node-a")
-	eq(t, "continued runs", c.State.Counters.ContinuedRuns, 1)
-	eq(t, "mailbox reads", h.world.reads, 0)
-	eq(t, "turns run", len(h.world.turnNames()), 0)
+	eq(t, "turns run before the hand-over", h.world.turnNames(), ids("m1"))
+	eq(t, "acked", slices.Contains(h.events(), "ack m1 e1"), true)
+}
+
+// An inline seat hands over when asked too, idle or not: a node of the
+// current build asks the seats on other builds, and an operator may.
+func TestSeatHandsOverWhenAsked(t *testing.T) {
+	t.Parallel()
+	h := newSeatHarness(t)
+	h.publish(time.Second, "m1")
+	h.signal(time.Minute, crewlet.SignalHandOver, nil)
+	next := decodeCarry(t, h.run(seatIn(), 0))
+
+	eq(t, "attached", next.Carry.Attached, true)
+	eq(t, "turns run before the hand-over", h.world.turnNames(), ids("m1"))
 }
 
 func TestSeatContinueAsNew(t *testing.T) {

@@ -720,17 +720,7 @@ func newLegacySeatHarness(t *testing.T) *seatHarness {
 	return newSeatHarnessOf(t, true)
 }
 
-// newSeatHarnessOf runs a seat of node-liveness 5, or a legacy one as it
-// runs on the build that began it, which hands over to no newer shape
-// (newSeatHarnessHandingOver).
 func newSeatHarnessOf(t *testing.T, legacy bool) *seatHarness {
-	t.Helper()
-	return newSeatHarnessHandingOver(t, legacy, workflow.DefaultVersion)
-}
-
-// newSeatHarnessHandingOver is newSeatHarnessOf whose legacy run is at
-// handover of changeChildTurnHandover.
-func newSeatHarnessHandingOver(t *testing.T, legacy bool, handover workflow.Version) *seatHarness {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	m := metrics.New()
@@ -797,7 +787,6 @@ func newSeatHarnessHandingOver(t *testing.T, legacy bool, handover workflow.Vers
 	}).Return(nil)
 	if legacy {
 		env.OnGetVersion("node-liveness", workflow.DefaultVersion, nodeLivenessVersion).Return(workflow.DefaultVersion)
-		env.OnGetVersion(changeChildTurnHandover, workflow.DefaultVersion, childTurnHandoverVersion).Return(handover)
 	}
 	return h
 }

@@ -6,6 +6,7 @@
 package workflows
 
 import (
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -18,14 +19,13 @@ import (
 // ("node-liveness-2"). An id is never renamed or reused: recorded markers
 // name it.
 const (
-	changeNodeLiveness      = "node-liveness"
-	changeNoteSignalCheck   = "note-signal-check"
-	changeBusyPolicy        = "busy-policy"
-	changeTurnInterrupt     = "turn-interrupt"
-	changeApprovals         = "approvals"
-	changeOutageNotLoss     = "outage-not-host-loss"
-	changeUnplaceable       = "unplaceable-backoff"
-	changeChildTurnHandover = "child-turn-handover"
+	changeNodeLiveness    = "node-liveness"
+	changeNoteSignalCheck = "note-signal-check"
+	changeBusyPolicy      = "busy-policy"
+	changeTurnInterrupt   = "turn-interrupt"
+	changeApprovals       = "approvals"
+	changeOutageNotLoss   = "outage-not-host-loss"
+	changeUnplaceable     = "unplaceable-backoff"
 )
 
 // Newest versions, the maxSupported each GetVersion call passes.
@@ -62,10 +62,19 @@ const (
 	outageNotLossVersion workflow.Version = 1
 	// unplaceableVersion is the newest version of changeUnplaceable.
 	unplaceableVersion workflow.Version = 1
-	// childTurnHandoverVersion is the newest version of
-	// changeChildTurnHandover.
-	childTurnHandoverVersion workflow.Version = 1
 )
+
+// ChildTurnShapeVersions are the TemporalChangeVersion values a seat run of
+// the child-turn shape records, "node-liveness-1" to "node-liveness-4", to
+// find such runs in visibility. A run from before node-liveness records
+// none of them. COMPAT(node-liveness@5)
+func ChildTurnShapeVersions() []string {
+	var out []string
+	for v := workflow.Version(1); v < inlineTurnsVersion; v++ {
+		out = append(out, fmt.Sprintf("%s-%d", changeNodeLiveness, v))
+	}
+	return out
+}
 
 // Change is one workflow change guarded by workflow.GetVersion.
 type Change struct {
@@ -162,16 +171,6 @@ var Changes = []Change{
 			1: "an establish attempt that fails (the placement refused, or the node placed on refused the tenure or did not answer) backs off: after one retry at once on another node, it waits 1 s, 2 s, 4 s ... up to a minute between attempts (one placement and one timer per wait), shows status unplaceable while it waits, and a wake ends the wait. Before it, a placement refused with nodes excluded and an attach refused were retried at once, so a seat no node's org has looped place, refused, unplaceable with no wait; a placement refused otherwise waited at most 5 s",
 		},
 		Unmarked: "seats whose establish never failed, which reach no GetVersion",
-		Oldest:   workflow.DefaultVersion,
-	},
-	{
-		ID:           changeChildTurnHandover,
-		WorkflowType: crewlet.WorkflowSeat,
-		Newest:       childTurnHandoverVersion,
-		Versions: []string{
-			1: "a seat run of the child-turn shape (below node-liveness 5) that a build with pinned seats runs continues as new at its first live loop cycle, after its Turn child in flight finished, so its next run runs turns inline, pinned to the current build; before it, such a run continued as new every 200 loop cycles",
-		},
-		Unmarked: "seat runs at node-liveness 5, which run turns inline and never reach the GetVersion call",
 		Oldest:   workflow.DefaultVersion,
 	},
 }

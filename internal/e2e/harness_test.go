@@ -188,7 +188,14 @@ func (c *company) worker(nodeID string, flags ...string) *proc {
 // workerWithEnv is worker with extra environment variables for this process.
 func (c *company) workerWithEnv(nodeID string, env []string, flags ...string) *proc {
 	c.t.Helper()
-	p := c.startWithEnv("worker "+nodeID, env, append([]string{"worker", "--node-id", nodeID}, flags...)...)
+	return c.workerOf(binary, nodeID, env, flags...)
+}
+
+// workerOf is workerWithEnv running the crewlet binary bin (another
+// build's, see buildAt).
+func (c *company) workerOf(bin, nodeID string, env []string, flags ...string) *proc {
+	c.t.Helper()
+	p := c.startBinary(bin, "worker "+nodeID, env, append([]string{"worker", "--node-id", nodeID}, flags...)...)
 	testenv.Eventually(c.t, 30*time.Second, "node "+nodeID+" live", func() error {
 		select {
 		case <-p.done:
@@ -358,8 +365,14 @@ func joinHooks(env []string) []string {
 // only (a test hook, say).
 func (c *company) startWithEnv(name string, env []string, args ...string) *proc {
 	c.t.Helper()
+	return c.startBinary(binary, name, env, args...)
+}
+
+// startBinary is startWithEnv running the crewlet binary bin.
+func (c *company) startBinary(bin, name string, env []string, args ...string) *proc {
+	c.t.Helper()
 	args = append(args, "--config", c.config)
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = joinHooks(append(append([]string(nil), c.env...), env...))
 	p := &proc{name: name, cmd: cmd, out: &testenv.Log{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out

@@ -50,8 +50,8 @@ seats:
 // build's node starts, which does not take over by itself, and is then
 // made current. Seats are Pinned: cto, waiting in its turn, keeps the old
 // build until the turn ends, and `crewlet versions` says so, naming the
-// turn and since when; eng-1, paused and idle, is woken by the new build's
-// node and moves at once. When cto's turn ends it continues as new, and
+// turn and since when; eng-1, paused and idle, is asked to hand over by
+// the new build's node and moves at once. When cto's turn ends it continues as new, and
 // its next run is pinned to the new build: every workflow task of the old
 // run ran on the old build.
 func TestRolloutKeepsAWaitingSeatOnItsBuildAndMovesItAtContinueAsNew(t *testing.T) {
@@ -123,8 +123,8 @@ func TestRolloutKeepsAWaitingSeatOnItsBuildAndMovesItAtContinueAsNew(t *testing.
 	if st := c.state("eng-1"); st.Status != crewlet.StatusPaused || st.Counters.ContinuedRuns < 1 {
 		t.Fatalf("eng-1 after the move: %s, %d continued runs; want paused, its pause carried to a new run", st.Status, st.Counters.ContinuedRuns)
 	}
-	if !regexp.MustCompile(`msg=build_handover_woken node=\S+ seat=eng-1 `).MatchString(newNode.out.String()) {
-		t.Fatalf("the new node's log has no build_handover_woken for eng-1:\n%s", newNode.out.String())
+	if !regexp.MustCompile(`msg=build_handover_asked node=\S+ seat=eng-1 `).MatchString(newNode.out.String()) {
+		t.Fatalf("the new node's log has no build_handover_asked for eng-1:\n%s", newNode.out.String())
 	}
 
 	// cto waits in its turn: it keeps the old build, and versions says so.

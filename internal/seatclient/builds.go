@@ -37,8 +37,24 @@ type BuildRun struct {
 // SeatRunsOffBuild lists, in one paged visibility query, the running seat
 // workflows on taskQueue that are not on build of the worker deployment.
 func SeatRunsOffBuild(ctx context.Context, tc client.Client, namespace, taskQueue, deployment, build string) ([]BuildRun, error) {
-	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND TaskQueue = '%s' AND TemporalWorkerDeploymentVersion != '%s:%s'",
-		crewlet.WorkflowSeat, taskQueue, deployment, build)
+	return seatRuns(ctx, tc, namespace, taskQueue, fmt.Sprintf("TemporalWorkerDeploymentVersion != '%s:%s'", deployment, build))
+}
+
+// SeatRunsAtVersions lists, in one paged visibility query, the running seat
+// workflows on taskQueue that recorded one of the change versions
+// ("node-liveness-4", as TemporalChangeVersion holds them).
+func SeatRunsAtVersions(ctx context.Context, tc client.Client, namespace, taskQueue string, versions []string) ([]BuildRun, error) {
+	quoted := make([]string, len(versions))
+	for i, v := range versions {
+		quoted[i] = "'" + v + "'"
+	}
+	return seatRuns(ctx, tc, namespace, taskQueue, fmt.Sprintf("TemporalChangeVersion IN (%s)", strings.Join(quoted, ", ")))
+}
+
+// seatRuns lists the running seat workflows on taskQueue that match where.
+func seatRuns(ctx context.Context, tc client.Client, namespace, taskQueue, where string) ([]BuildRun, error) {
+	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND TaskQueue = '%s' AND %s",
+		crewlet.WorkflowSeat, taskQueue, where)
 	var out []BuildRun
 	seen := map[string]bool{}
 	req := &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace, Query: query, PageSize: 1000}

@@ -141,6 +141,13 @@ func (c *Client) Nudge(ctx context.Context, handle string) error {
 	return c.signal(ctx, crewlet.SeatWorkflowID(handle), crewlet.SignalWake, nil, nil)
 }
 
+// HandOver asks the seat's running workflow to continue as new between
+// turns (crewlet.SignalHandOver) and starts none. A seat that is gone fails
+// with an error Gone recognises.
+func (c *Client) HandOver(ctx context.Context, handle string) error {
+	return c.signal(ctx, crewlet.SeatWorkflowID(handle), crewlet.SignalHandOver, nil, nil)
+}
+
 // State asks the seat's workflow what it is doing.
 func (c *Client) State(ctx context.Context, handle string) (crewlet.SeatState, error) {
 	ctx, cancel := context.WithTimeout(ctx, queryTimeout)

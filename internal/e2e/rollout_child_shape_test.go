@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/testenv"
+)
+
+// childShapeCommit is main before turns ran inline (node-liveness 5): a
+// seat there starts a Turn child workflow per turn, and is registered
+// auto-upgrade.
+const childShapeCommit = "0bd6211162c275641449f2a4f8c8d2a608f29b2f"
+
+// buildAt builds the crewlet binary of a commit of this repository, from
+// its tree as git keeps it, and returns its path.
+func buildAt(t *testing.T, commit string) string {
+	t.Helper()
+	dir := t.TempDir()
+	extract := exec.Command("sh", "-c", fmt.Sprintf(`cd "$(git rev-parse --show-toplevel)" && git archive --format=tar %s | tar -x -C %s`, commit, dir))
+	if out, err := extract.CombinedOutput(); err != nil {
+		t.Fatalf("extract commit %s (this test needs the repository's history, not a shallow clone): %v\n%s", commit, err, out)
+	}
+	bin := filepath.Join(dir, "crewlet")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/crewlet")
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build crewlet at %s: %v\n%s", commit, err, out)
+	}
+	return bin
+}
+
+// A rollout from a build of the child-turn shape to this one
+// (docs/versioning.md, "Rolling out a build"): cto's turn, a Turn child
+// workflow on the old build, waits on its ticket to eng-1 while this build
+// is made current. The child finishes on the old build, where it is
+// pinned; cto's seat, auto-upgrade on the old build, moves to this build,
+// replays its old-shape history here, and, asked by this build's node
+// (hand_over), hands over at the top of its loop once the child ended: its
+// next run runs turns inline, pinned to this build. eng-1, idle, is asked
+// and hands over the same way.
+func TestRolloutFromTheChildTurnShapeFinishesTheChildThenRunsInline(t *testing.T) {
+	const oldBuild, newBuild = "build-child", "build-inline"
+	old := buildAt(t, childShapeCommit)
+	c := newCompany(t, writeFile(t, "org.yaml", rolloutOrg))
+	c.apiServer()
+	c.workerOf(old, "old", []string{"CREWLET_TEMPORAL_DEPLOYMENT_BUILD_ID=" + oldBuild})
+	c.waitAttached(30 * time.Second)
+	deployment := c.temporal.WorkerDeploymentClient().GetHandle(c.taskQueue)
+	if cur := c.currentBuild(deployment); cur != oldBuild {
+		t.Fatalf("current build %q after the old build's node started; want %q", cur, oldBuild)
+	}
+
+	if err := c.call(http.MethodPost, "/seats/eng-1/pause", crewlet.PauseRequest{Reason: "hold the ticket", By: "ops"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "eng-1 paused", func() error {
+		if st := c.state("eng-1"); st.Status != crewlet.StatusPaused {
+			return fmt.Errorf("eng-1 is %s", st.Status)
+		}
+		return nil
+	})
+	ask := c.send("cto", "get a fix for the build")
+	turnID := crewlet.TurnWorkflowID("cto", crewlet.WorkKey([]string{ask.EventID}))
+	testenv.Eventually(t, 30*time.Second, "cto's Turn child waiting on its ticket to eng-1", func() error {
+		if ts := c.tickets("from=cto"); len(ts) != 1 || ts[0].Waiter == "" {
+			return fmt.Errorf("tickets from cto: %+v; want one with a waiting turn", ts)
+		}
+		return nil
+	})
+	c.wantVersioning(turnID, c.describe(turnID, ""), enumspb.VERSIONING_BEHAVIOR_PINNED, oldBuild)
+
+	newNode := c.workerWithEnv("new", []string{"CREWLET_TEMPORAL_DEPLOYMENT_BUILD_ID=" + newBuild})
+	testenv.Eventually(t, time.Minute, "the new node done with its promotion policy", func() error {
+		if !strings.Contains(newNode.out.String(), "msg=build_checked") {
+			return fmt.Errorf("no build_checked in its log yet")
+		}
+		return nil
+	})
+	testenv.Eventually(t, time.Minute, "the new build made current", func() error {
+		desc, err := deployment.Describe(context.Background(), client.WorkerDeploymentDescribeOptions{})
+		if err != nil {
+			return err
+		}
+		_, err = deployment.SetCurrentVersion(context.Background(), client.WorkerDeploymentSetCurrentVersionOptions{
+			BuildID: newBuild, ConflictToken: desc.ConflictToken,
+		})
+		return err
+	})
+
+	if err := c.call(http.MethodPost, "/seats/eng-1/resume", crewlet.ResumeRequest{By: "ops"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if reply := c.waitReply(ask, 60*time.Second); !strings.HasPrefix(reply, "eng-1 says: Ticket t-") || !strings.Contains(reply, "Fixed the build.") {
+		t.Fatalf("cto's answer %q; want eng-1's reply", reply)
+	}
+
+	// The child ran every workflow task on the old build.
+	for _, task := range c.taskBuilds(turnID, "") {
+		if task.build != oldBuild {
+			t.Fatalf("turn %s: a workflow task at %s on %q; want every one on %s", turnID, task.at, task.build, oldBuild)
+		}
+	}
+	// Each seat was asked, handed over to a run of the inline shape
+	// (node-liveness 5), pinned to the new build.
+	for _, handle := range []string{"cto", "eng-1"} {
+		id := crewlet.SeatWorkflowID(handle)
+		asked := regexp.MustCompile(`msg=seat_hand_over .*WorkflowID=` + regexp.QuoteMeta(id) + ` .*reason=asked`)
+		testenv.Eventually(t, time.Minute, handle+" handed over to the new build", func() error {
+			if !asked.MatchString(newNode.out.String()) {
+				return fmt.Errorf("no seat_hand_over reason=asked of %s in the new node's log yet", handle)
+			}
+			info := c.describe(id, "").GetWorkflowExecutionInfo().GetVersioningInfo()
+			if info.GetBehavior() != enumspb.VERSIONING_BEHAVIOR_PINNED || info.GetDeploymentVersion().GetBuildId() != newBuild {
+				return fmt.Errorf("%s is %s on build %q", handle, info.GetBehavior(), info.GetDeploymentVersion().GetBuildId())
+			}
+			resp, err := c.temporal.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
+				Query: fmt.Sprintf("WorkflowId = '%s' AND TaskQueue = '%s' AND ExecutionStatus = 'Running' AND TemporalChangeVersion = 'node-liveness-5'", id, c.taskQueue),
+			})
+			if err != nil {
+				return err
+			}
+			if resp.GetCount() != 1 {
+				return fmt.Errorf("%s's running run is not of the inline shape (node-liveness 5) yet", handle)
+			}
+			return nil
+		})
+	}
+
+	// A turn begun now runs inline, on the new build.
+	again := c.send("cto", "get a fix for the docs")
+	if reply := c.waitReply(again, 60*time.Second); !strings.Contains(reply, "Fixed the docs.") {
+		t.Fatalf("cto's answer %q; want eng-1's reply", reply)
+	}
+	inline := crewlet.TurnWorkflowID("cto", crewlet.WorkKey([]string{again.EventID}))
+	if _, err := c.temporal.DescribeWorkflowExecution(context.Background(), inline, ""); err == nil {
+		t.Fatalf("turn %s is a workflow of its own; want it run inline in its seat", inline)
+	}
+	testenv.Eventually(t, 30*time.Second, "versions lets the old build go", func() error {
+		if out := c.versions(); !strings.Contains(out, oldBuild+": no seat or turn runs on it: its nodes may stop.") {
+			return fmt.Errorf("versions says:\n%s", out)
+		}
+		return nil
+	})
+}
