@@ -13,7 +13,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/testenv"
@@ -63,42 +62,11 @@ func TestRolloutFromTheChildTurnShapeFinishesTheChildThenRunsInline(t *testing.T
 		t.Fatalf("current build %q after the old build's node started; want %q", cur, oldBuild)
 	}
 
-	if err := c.call(http.MethodPost, "/seats/eng-1/pause", crewlet.PauseRequest{Reason: "hold the ticket", By: "ops"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, 10*time.Second, "eng-1 paused", func() error {
-		if st := c.state("eng-1"); st.Status != crewlet.StatusPaused {
-			return fmt.Errorf("eng-1 is %s", st.Status)
-		}
-		return nil
-	})
-	ask := c.send("cto", "get a fix for the build")
-	turnID := crewlet.TurnWorkflowID("cto", crewlet.WorkKey([]string{ask.EventID}))
-	testenv.Eventually(t, 30*time.Second, "cto's Turn child waiting on its ticket to eng-1", func() error {
-		if ts := c.tickets("from=cto"); len(ts) != 1 || ts[0].Waiter == "" {
-			return fmt.Errorf("tickets from cto: %+v; want one with a waiting turn", ts)
-		}
-		return nil
-	})
+	ask, turnID := c.waitingOnPausedEng1()
 	c.wantVersioning(turnID, c.describe(turnID, ""), enumspb.VERSIONING_BEHAVIOR_PINNED, oldBuild)
 
 	newNode := c.workerWithEnv("new", []string{"CREWLET_TEMPORAL_DEPLOYMENT_BUILD_ID=" + newBuild})
-	testenv.Eventually(t, time.Minute, "the new node done with its promotion policy", func() error {
-		if !strings.Contains(newNode.out.String(), "msg=build_checked") {
-			return fmt.Errorf("no build_checked in its log yet")
-		}
-		return nil
-	})
-	testenv.Eventually(t, time.Minute, "the new build made current", func() error {
-		desc, err := deployment.Describe(context.Background(), client.WorkerDeploymentDescribeOptions{})
-		if err != nil {
-			return err
-		}
-		_, err = deployment.SetCurrentVersion(context.Background(), client.WorkerDeploymentSetCurrentVersionOptions{
-			BuildID: newBuild, ConflictToken: desc.ConflictToken,
-		})
-		return err
-	})
+	c.promote(deployment, newNode, newBuild)
 
 	if err := c.call(http.MethodPost, "/seats/eng-1/resume", crewlet.ResumeRequest{By: "ops"}, nil); err != nil {
 		t.Fatal(err)

@@ -66,23 +66,7 @@ func TestRolloutKeepsAWaitingSeatOnItsBuildAndMovesItAtContinueAsNew(t *testing.
 		t.Fatalf("current build %q after the first node started; want %q (temporal.deployment.promote: first)", cur, oldBuild)
 	}
 
-	if err := c.call(http.MethodPost, "/seats/eng-1/pause", crewlet.PauseRequest{Reason: "hold the ticket", By: "ops"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, 10*time.Second, "eng-1 paused", func() error {
-		if st := c.state("eng-1"); st.Status != crewlet.StatusPaused {
-			return fmt.Errorf("eng-1 is %s", st.Status)
-		}
-		return nil
-	})
-	ask := c.send("cto", "get a fix for the build")
-	turnID := crewlet.TurnWorkflowID("cto", crewlet.WorkKey([]string{ask.EventID}))
-	testenv.Eventually(t, 30*time.Second, "cto's turn waiting on its ticket to eng-1", func() error {
-		if ts := c.tickets("from=cto"); len(ts) != 1 || ts[0].Waiter == "" {
-			return fmt.Errorf("tickets from cto: %+v; want one with a waiting turn", ts)
-		}
-		return nil
-	})
+	ask, turnID := c.waitingOnPausedEng1()
 	seatID := crewlet.SeatWorkflowID("cto")
 	oldRun := c.describe(seatID, "")
 	c.wantVersioning(seatID, oldRun, enumspb.VERSIONING_BEHAVIOR_PINNED, oldBuild)
@@ -97,18 +81,7 @@ func TestRolloutKeepsAWaitingSeatOnItsBuildAndMovesItAtContinueAsNew(t *testing.
 	if cur := c.currentBuild(deployment); cur != oldBuild {
 		t.Fatalf("current build %q after the second build's node started; want %q: a later build waits to be promoted", cur, oldBuild)
 	}
-	// What an operator's `temporal worker deployment set-current-version`
-	// does, once Temporal has seen the new build poll.
-	testenv.Eventually(t, time.Minute, "the new build made current", func() error {
-		desc, err := deployment.Describe(context.Background(), client.WorkerDeploymentDescribeOptions{})
-		if err != nil {
-			return err
-		}
-		_, err = deployment.SetCurrentVersion(context.Background(), client.WorkerDeploymentSetCurrentVersionOptions{
-			BuildID: newBuild, ConflictToken: desc.ConflictToken,
-		})
-		return err
-	})
+	c.promote(deployment, newNode, newBuild)
 
 	// eng-1 is idle (paused): the new build's node wakes it, and it moves.
 	engID := crewlet.SeatWorkflowID("eng-1")
@@ -186,6 +159,54 @@ func TestRolloutKeepsAWaitingSeatOnItsBuildAndMovesItAtContinueAsNew(t *testing.
 			t.Fatalf("seat %s run %s: a workflow task on %q; want every one on %s", seatID, newRunID, task.build, newBuild)
 		}
 	}
+}
+
+// waitingOnPausedEng1 pauses eng-1 and sends cto (rolloutOrg) a message
+// that cto delegates to eng-1: it returns once cto's turn waits on the
+// ticket, with the message and the turn's id.
+func (c *company) waitingOnPausedEng1() (crewlet.Message, string) {
+	c.t.Helper()
+	if err := c.call(http.MethodPost, "/seats/eng-1/pause", crewlet.PauseRequest{Reason: "hold the ticket", By: "ops"}, nil); err != nil {
+		c.t.Fatal(err)
+	}
+	testenv.Eventually(c.t, 10*time.Second, "eng-1 paused", func() error {
+		if st := c.state("eng-1"); st.Status != crewlet.StatusPaused {
+			return fmt.Errorf("eng-1 is %s", st.Status)
+		}
+		return nil
+	})
+	ask := c.send("cto", "get a fix for the build")
+	testenv.Eventually(c.t, 30*time.Second, "cto's turn waiting on its ticket to eng-1", func() error {
+		if ts := c.tickets("from=cto"); len(ts) != 1 || ts[0].Waiter == "" {
+			return fmt.Errorf("tickets from cto: %+v; want one with a waiting turn", ts)
+		}
+		return nil
+	})
+	return ask, crewlet.TurnWorkflowID("cto", crewlet.WorkKey([]string{ask.EventID}))
+}
+
+// promote makes build, whose node is node, the deployment's current one,
+// as an operator's `temporal worker deployment set-current-version` does,
+// once the node is done with its own promotion policy and Temporal has
+// seen the build poll.
+func (c *company) promote(deployment client.WorkerDeploymentHandle, node *proc, build string) {
+	c.t.Helper()
+	testenv.Eventually(c.t, time.Minute, "the new node done with its promotion policy", func() error {
+		if !strings.Contains(node.out.String(), "msg=build_checked") {
+			return fmt.Errorf("no build_checked in its log yet")
+		}
+		return nil
+	})
+	testenv.Eventually(c.t, time.Minute, "build "+build+" made current", func() error {
+		desc, err := deployment.Describe(context.Background(), client.WorkerDeploymentDescribeOptions{})
+		if err != nil {
+			return err
+		}
+		_, err = deployment.SetCurrentVersion(context.Background(), client.WorkerDeploymentSetCurrentVersionOptions{
+			BuildID: build, ConflictToken: desc.ConflictToken,
+		})
+		return err
+	})
 }
 
 // versions is `crewlet versions` on the company's config.
