@@ -47,7 +47,9 @@ const benchSeats = 100
 // replies/s; then the bare ceiling on the same stack: 100 no-op workflows each
 // looping over the same steps a turn uses (3 local activities in the seat, a
 // child workflow with 2 local and 1 regular), and crewlet's throughput as a
-// ratio of it. Before those phases, once every seat is established and has
+// ratio of it; then the same steps run inline in the looping workflow
+// (bare-inline-turns/s, BenchmarkTurnShape's inline shape), the shape seats
+// run turns in since node-liveness 5, and the ratio to that (inline-ratio). Before those phases, once every seat is established and has
 // sat idle for burstIdle, it sends one message to each of the 100 seats at
 // once and reports, per seat, publish→first reply (burst-p50/p99/max-ms): how
 // fast a company that was quiet answers a wave. Per reply of the load
@@ -63,6 +65,7 @@ func BenchmarkThroughput(b *testing.B) {
 	d := benchDuration(b)
 	replies, latencies, unloaded, burst, cost := crewletThroughput(b, d)
 	ceiling := bareCeiling(b, d)
+	inlineCeiling := bareInlineCeiling(b, d)
 	reportBurst(b, "burst", burst)
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 	p50 := latencies[len(latencies)/2]
@@ -73,6 +76,8 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
 	b.ReportMetric(ceiling, "bare-turns/s")
 	b.ReportMetric(rate/ceiling, "ratio")
+	b.ReportMetric(inlineCeiling, "bare-inline-turns/s")
+	b.ReportMetric(rate/inlineCeiling, "inline-ratio")
 	sort.Slice(unloaded, func(i, j int) bool { return unloaded[i] < unloaded[j] })
 	b.ReportMetric(float64(unloaded[len(unloaded)/2].Milliseconds()), "unloaded-p50-ms")
 	b.ReportMetric(float64(unloaded[len(unloaded)*99/100].Milliseconds()), "unloaded-p99-ms")
@@ -104,8 +109,8 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(local/float64(replies), "local-activity-ms/reply")
 	b.ReportMetric(tasks/float64(replies), "workflow-task-ms/reply")
 	b.Logf("%d seats, %s: %.1f replies/s, latency p50 %s p99 %s (one message in flight per seat); "+
-		"one message at a time: p50 %s p99 %s; bare ceiling %.1f turns/s; ratio %.2f",
-		benchSeats, d, rate, p50, p99, unloaded[len(unloaded)/2], unloaded[len(unloaded)*99/100], ceiling, rate/ceiling)
+		"one message at a time: p50 %s p99 %s; bare ceilings: child shape %.1f turns/s (ratio %.2f), inline %.1f turns/s (ratio %.2f)",
+		benchSeats, d, rate, p50, p99, unloaded[len(unloaded)/2], unloaded[len(unloaded)*99/100], ceiling, rate/ceiling, inlineCeiling, rate/inlineCeiling)
 }
 
 // loadCost is what the crewlet process and its Postgres database spent
