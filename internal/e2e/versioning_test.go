@@ -224,7 +224,9 @@ func (c *company) versions() string {
 // Every node restarted in place on a new build, as `systemctl restart`
 // of each after an upgrade does (docs/versioning.md, "Worker builds"):
 // nobody promotes the new build, which waits while the old build's
-// pollers are fresh, then makes itself current, and the company answers.
+// pollers are fresh, then makes itself current, and the company answers:
+// its nodes send each seat, pinned to the old build, which no node runs,
+// to the new one (seatclient.MoveToBuild).
 func TestInPlaceRestartOnANewBuildPromotesItself(t *testing.T) {
 	const oldBuild, newBuild = "build-a", "build-b"
 	c := newCompany(t, writeFile(t, "org.yaml", rolloutOrg))
@@ -278,6 +280,22 @@ func TestInPlaceRestartOnANewBuildPromotesItself(t *testing.T) {
 		if !strings.Contains(logs, want) {
 			t.Fatalf("the restarted nodes' logs have no %q:\n%s", want, logs)
 		}
+	}
+	// The seats were pinned to the old build, which no node runs: the new
+	// build's nodes sent each to it for its next workflow task, where it is
+	// pinned now.
+	for _, handle := range []string{"cto", "eng-1"} {
+		if !regexp.MustCompile(`msg=build_handover_moved node=\S+ seat=` + handle + ` `).MatchString(logs) {
+			t.Fatalf("the restarted nodes' logs have no build_handover_moved for %s:\n%s", handle, logs)
+		}
+		id := crewlet.SeatWorkflowID(handle)
+		testenv.Eventually(t, 30*time.Second, handle+" pinned to "+newBuild, func() error {
+			info := c.describe(id, "").GetWorkflowExecutionInfo().GetVersioningInfo()
+			if info.GetBehavior() != enumspb.VERSIONING_BEHAVIOR_PINNED || info.GetDeploymentVersion().GetBuildId() != newBuild {
+				return fmt.Errorf("%s is %s on build %q", handle, info.GetBehavior(), info.GetDeploymentVersion().GetBuildId())
+			}
+			return nil
+		})
 	}
 }
 
