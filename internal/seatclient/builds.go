@@ -7,7 +7,6 @@ import (
 	"time"
 
 	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
@@ -57,24 +56,13 @@ func seatRuns(ctx context.Context, tc client.Client, namespace, taskQueue, where
 		crewlet.WorkflowSeat, taskQueue, where)
 	var out []BuildRun
 	seen := map[string]bool{}
-	req := &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace, Query: query, PageSize: 1000}
-	for {
-		resp, err := tc.ListWorkflow(ctx, req)
-		if err != nil {
-			return nil, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the seats' builds cannot be listed; Temporal is unreachable")
+	err := listExecutions(ctx, tc, namespace, query, func(ex *workflowpb.WorkflowExecutionInfo) {
+		if run, ok := buildRun(ex); ok && !seen[run.RunID] { // a page may repeat a row that moved
+			seen[run.RunID] = true
+			out = append(out, run)
 		}
-		for _, ex := range resp.GetExecutions() {
-			run, ok := buildRun(ex)
-			if ok && !seen[run.RunID] { // a page may repeat a row that moved
-				seen[run.RunID] = true
-				out = append(out, run)
-			}
-		}
-		if len(resp.GetNextPageToken()) == 0 {
-			return out, nil
-		}
-		req.NextPageToken = resp.GetNextPageToken()
-	}
+	})
+	return out, err
 }
 
 // buildRun reads a listed seat run's build and turn.

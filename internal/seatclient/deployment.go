@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/crewlet/crewlet"
@@ -133,9 +134,15 @@ func runQueue(resp *workflowservice.DescribeWorkflowExecutionResponse) string {
 
 // listWorkflows calls fn with every execution query matches, page by page.
 func (c *Client) listWorkflows(ctx context.Context, query string, fn func(*workflowpb.WorkflowExecutionInfo)) error {
-	req := &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: 1000}
+	return listExecutions(ctx, c.temporal, "", query, fn)
+}
+
+// listExecutions calls fn with every execution of namespace ("" for the
+// client's own) that query matches, page by page.
+func listExecutions(ctx context.Context, tc client.Client, namespace, query string, fn func(*workflowpb.WorkflowExecutionInfo)) error {
+	req := &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace, Query: query, PageSize: 1000}
 	for {
-		resp, err := c.temporal.ListWorkflow(ctx, req)
+		resp, err := tc.ListWorkflow(ctx, req)
 		if err != nil {
 			return crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the seats' workflows cannot be listed; Temporal is unreachable")
 		}
