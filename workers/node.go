@@ -238,7 +238,7 @@ func StartNode(ctx context.Context, g *services.Graph, log *slog.Logger, opts No
 	}
 	// The fence runs inside publicErrors, so its refusals are counted as
 	// fenced like any other.
-	errs := []interceptor.WorkerInterceptor{&publicErrors{log: n.log, metrics: g.Metrics}, &seatFence{epochs: st, host: n.host, log: n.log}}
+	errs := []interceptor.WorkerInterceptor{&publicErrors{log: n.log, metrics: g.Metrics}, &seatFence{epochs: st, host: n.host, metrics: g.Metrics, log: n.log}}
 	// Only the shared queue's worker is versioned: it runs the workflows,
 	// and a turn's workflow and activity tasks there go to the build it is
 	// pinned to. The host queue is one incarnation's own and holds no
@@ -331,9 +331,43 @@ func StartNode(ctx context.Context, g *services.Graph, log *slog.Logger, opts No
 		n.log.Warn("org_schedules_sync_failed", "error", err)
 	}
 	n.watchTemporal(ctx, promotion, rec, duties)
+	n.startSeats(ctx, rec)
 	n.log.Info("node_started", "node_id", nodeID, "host_queue", n.HostQueue, "labels", opts.Labels, "capacity", opts.Capacity,
 		"deployment", deployment, "build_id", n.BuildID)
 	return n, nil
+}
+
+// seatStartRetry is how often a node whose boot could not start every
+// seat tries again.
+const seatStartRetry = 2 * time.Second
+
+// startSeats gives every agent seat a running workflow, the node's last
+// step of its start. A start the store or Temporal refuses (an outage while
+// the node starts) does not end the node: it may host seats already, and
+// ending it would move them. It tries again every seatStartRetry in the
+// background until the start is whole or the node stops.
+func (n *Node) startSeats(ctx context.Context, rec *reconcile.Reconciler) {
+	err := rec.Reconcile(ctx, n.org.Now(), n.NodeID)
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	n.log.Warn("seats_start_incomplete", "error", err, "note", fmt.Sprintf("tried again every %s while the node serves", seatStartRetry))
+	tries := 1
+	n.loopsDone.Add(1)
+	go func() {
+		defer n.loopsDone.Done()
+		every(n.stop, seatStartRetry, func(ctx context.Context) bool {
+			tries++
+			if err := rec.Reconcile(ctx, n.org.Now(), n.NodeID); err != nil {
+				if ctx.Err() == nil {
+					n.log.Warn("seats_start_incomplete", "error", err, "tries", tries)
+				}
+				return false
+			}
+			n.log.Info("seats_started", "tries", tries)
+			return true
+		})
+	}()
 }
 
 // registerGauges adds the node's own state to its metrics, read at each

@@ -296,13 +296,6 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		if node, err = workers.StartNode(ctx, g, log, opts); err != nil {
 			return err
 		}
-		// A signal while the seats start is a shutdown like any other (the
-		// loop below drains the node), not a failed start: seats may already
-		// be attached here.
-		if err := g.Reconciler.Reconcile(ctx, d.live.Now(), node.NodeID); err != nil && ctx.Err() == nil {
-			node.Stop()
-			return fmt.Errorf("start seats: %w", err)
-		}
 	}
 	var srv *http.Server
 	if role&roleAPI != 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/testhook"
 )
 
 // An outage is not a partition: Postgres down for 10 s under load, with
@@ -90,6 +91,42 @@ func rideOutPostgresOutage(t *testing.T, down, back func(*testenv.Postgres)) {
 				t.Errorf("%s logged %s during a shared outage: %v", name, event, lines)
 			}
 		}
+	}
+}
+
+// A node that loses Postgres while it starts keeps running: its workers
+// poll and it may host seats already, so ending it would move them. Its
+// start of the seats waits for the store and is whole once it is back. The
+// node here is the only one and the API starts no seat at boot, so the
+// seats answer only if the node's own start, tried again, started them.
+// Before, the boot's seat start failing ended the process ("start seats:
+// … connection refused"), seen in CI when an outage test's second node was
+// still starting.
+func TestPostgresOutageWhileANodeStartsEndsNoNode(t *testing.T) {
+	pg := testenv.OwnPostgres(t)
+	handles := []string{"s01", "s02"}
+	c := newCompanyOn(t, mcpFleetOrg(t, len(handles)), pg.URL)
+	c.apiServer()
+	// The slow start holds the node after it registered and beats, before
+	// it makes its build current and starts the seats: the outage begins
+	// in that window.
+	const slow = 4 * time.Second
+	n1 := c.workerWithEnv("n1", []string{testhook.Hooks{SlowStart: slow}.Env()})
+	pg.Stop()
+	waitLogged(t, slow+30*time.Second, "seats_start_incomplete", n1)
+	pg.Start()
+	waitLogged(t, 60*time.Second, "seats_started", n1)
+	select {
+	case <-n1.done:
+		t.Fatalf("n1 exited after an outage during its start: %s", n1.out.String())
+	default:
+	}
+	if lines := linesWith(n1.out.String(), "node_started"); len(lines) != 1 {
+		t.Fatalf("n1 logged node_started %d times; want once: %v", len(lines), lines)
+	}
+	c.waitAttached(60 * time.Second)
+	for _, m := range c.sendAll(handles, "count") {
+		c.waitReply(m, 60*time.Second)
 	}
 }
 
