@@ -419,3 +419,53 @@ func (s *stubbornSession) Close() error {
 	}
 	return nil
 }
+
+// The turn steps on a reply's path cost no read of the epoch of their own
+// (workers/fence.go, inStep): each refuses a stale epoch in its own first
+// statement, before it records, calls the model or sends anything; the
+// current tenure goes on with the same turn.
+func TestReplyPathStepsRefuseAStaleEpochInTheirOwnStatement(t *testing.T) {
+	t.Parallel()
+	e := setupTurns(t, nil)
+	e.begin(t, "k1", e.publish(t, "m1", "hello"))
+	stale := crewlet.Tenure{Handle: "cto", Epoch: e.epoch}
+	cur := crewlet.Tenure{Handle: "cto", Epoch: e.attach(t, "cto", "n2:bbbb")}
+	thread := crewlet.WorkKey([]string{"m1"})
+
+	_, err := e.turns.BeginTurn(e.ctx, crewlet.BeginTurnInput{Tenure: stale, TurnID: crewlet.TurnWorkflowID("cto", "k2"), WorkKey: "k2",
+		Mail: []crewlet.MailRef{e.publish(t, "m2", "again")}})
+	if crewlet.ErrorCode(err) != crewlet.EFENCED {
+		t.Fatalf("BeginTurn at a stale epoch: %v; want fenced", err)
+	}
+	if _, err := e.store.Turn(e.ctx, "cto", "k2"); crewlet.ErrorCode(err) != crewlet.ENOTFOUND {
+		t.Fatalf("the turn a stale BeginTurn was refused: %v; want no turn recorded", err)
+	}
+	if _, err := e.turns.AcquireProfile(e.ctx, crewlet.AcquireProfileInput{Tenure: stale, TurnID: crewlet.TurnWorkflowID("cto", "k1"), WorkKey: "k1"}); crewlet.ErrorCode(err) != crewlet.EFENCED {
+		t.Fatalf("AcquireProfile at a stale epoch: %v; want fenced", err)
+	}
+	if _, err := e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Tenure: stale, WorkKey: "k1", Round: 1}); crewlet.ErrorCode(err) != crewlet.EFENCED {
+		t.Fatalf("ModelRound at a stale epoch: %v; want fenced", err)
+	}
+	if rounds, err := e.store.TurnRounds(e.ctx, "cto", thread); err != nil || len(rounds) != 0 {
+		t.Fatalf("rounds after a stale ModelRound: %v (%v); want none", rounds, err)
+	}
+	finish := crewlet.FinishTurnInput{TurnID: crewlet.TurnWorkflowID("cto", "k1"), WorkKey: "k1", Status: crewlet.TurnDone, Rounds: 1}
+	finish.Tenure = stale
+	if _, err := e.turns.FinishTurn(e.ctx, finish); crewlet.ErrorCode(err) != crewlet.EFENCED {
+		t.Fatalf("FinishTurn at a stale epoch: %v; want fenced", err)
+	}
+	if done, err := e.store.LedgerRecorded(e.ctx, "cto", []string{"m1"}); err != nil || done["m1"] {
+		t.Fatalf("ledger after a stale FinishTurn: %v (%v); want m1 not recorded", done, err)
+	}
+
+	if _, err := e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Tenure: cur, WorkKey: "k1", Round: 1}); err != nil {
+		t.Fatalf("ModelRound at the current epoch: %v", err)
+	}
+	finish.Tenure = cur
+	if _, err := e.turns.FinishTurn(e.ctx, finish); err != nil {
+		t.Fatalf("FinishTurn at the current epoch: %v", err)
+	}
+	if done, err := e.store.LedgerRecorded(e.ctx, "cto", []string{"m1"}); err != nil || !done["m1"] {
+		t.Fatalf("ledger after the current FinishTurn: %v (%v); want m1 recorded", done, err)
+	}
+}

@@ -19,7 +19,7 @@ import (
 // where it has none) is recorded in its thread and sent to a sender that is
 // a seat; memory and the completion ledger are written last.
 func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out crewlet.FinishTurnOutput, err error) {
-	turn, err := a.store.Turn(ctx, in.Handle, in.WorkKey)
+	turn, err := a.store.TenureTurn(ctx, in.Tenure, in.WorkKey)
 	if err != nil {
 		return out, err
 	}

@@ -65,7 +65,7 @@ func (a *Turns) AcquireProfile(ctx context.Context, in crewlet.AcquireProfileInp
 	if err != nil {
 		return out, err
 	}
-	turn, err := a.store.Turn(ctx, in.Handle, in.WorkKey)
+	turn, err := a.store.TenureTurn(ctx, in.Tenure, in.WorkKey)
 	if err != nil {
 		return out, err
 	}

@@ -28,7 +28,7 @@ import (
 // in, the model's answer recorded. A round that already has a recorded
 // answer (a re-run) returns it without asking the model again.
 func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out crewlet.ModelRoundOutput, err error) {
-	turn, err := a.store.Turn(ctx, in.Handle, in.WorkKey)
+	turn, err := a.store.TenureTurn(ctx, in.Tenure, in.WorkKey)
 	if err != nil {
 		return out, err
 	}

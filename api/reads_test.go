@@ -12,6 +12,7 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
@@ -44,6 +45,7 @@ func TestLargeTurnViewIsClippedAndPaged(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	base := b.serve(t, testOrg(config.Budget{}, config.Budget{}))
+	testenv.SeatAtEpoch(t, b.ctx, b.st, "cto", 1)
 	_, err := b.st.OpenTurn(b.ctx, wire.TurnRow{
 		Seat: "cto", WorkKey: "big", TurnID: crewlet.TurnWorkflowID("cto", "big"), Epoch: 1, MaxRounds: 64,
 		Mail:      []crewlet.Message{{EventID: "ebig", Type: crewlet.MessageChat, From: "alice", To: "cto", Body: "read it all"}},
@@ -134,6 +136,7 @@ func TestSeatTurnsClipTriggerBodies(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	base := b.serve(t, testOrg(config.Budget{}, config.Budget{}))
+	testenv.SeatAtEpoch(t, b.ctx, b.st, "cto", 1)
 	_, err := b.st.OpenTurn(b.ctx, wire.TurnRow{
 		Seat: "cto", WorkKey: "long", TurnID: crewlet.TurnWorkflowID("cto", "long"), Epoch: 1, MaxRounds: 8,
 		Mail:      []crewlet.Message{{EventID: "elong", Type: crewlet.MessageChat, From: "alice", To: "cto", Body: strings.Repeat("z", crewlet.MaxMessageBytes)}},

@@ -196,6 +196,7 @@ func TestSeatTurnsAndTurn(t *testing.T) {
 	base := b.serve(t, testOrg(config.Budget{}, config.Budget{}))
 	start := now.Add(-time.Hour)
 	for i, wk := range []string{"wk0", "wk1", "wk2"} {
+		testenv.SeatAtEpoch(t, b.ctx, b.st, "cto", 1)
 		_, err := b.st.OpenTurn(b.ctx, wire.TurnRow{
 			Seat: "cto", WorkKey: wk, TurnID: crewlet.TurnWorkflowID("cto", wk), Epoch: 1, MaxRounds: 8,
 			Mail:      []crewlet.Message{{EventID: "e" + wk, Type: crewlet.MessageChat, From: "alice", To: "cto", Body: "hi " + wk}},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/activities"
+	"github.com/crewlet/crewlet/internal/metrics"
 )
 
 // guard is how the fence treats one activity that acts for a seat.
@@ -23,15 +24,32 @@ type guard struct {
 	// without asking Postgres.
 	hosted bool
 	// epoch refuses the activity unless the input's epoch is the seat's
-	// current one in Postgres.
+	// current one in Postgres, read before the body runs: a round trip of
+	// its own (crewlet_epoch_reads_total).
 	epoch bool
+	// inStep says how the activity's body refuses a stale epoch itself,
+	// in its own statements (a read that returns the seat's epoch with
+	// what it reads, a write fenced in its WHERE clause), before it has
+	// any effect: so it costs no read of its own. Set instead of epoch.
+	inStep string
 	// recoverPanic makes a panic a non-retryable ErrorTypePanic error: a
 	// turn step that panicked would panic again, so the turn records it as
 	// failed and its triggers are acked, never replayed.
 	recoverPanic bool
 	// unfenced says why an activity that acts for a seat is let through
-	// without a check. Set exactly when hosted and epoch are not.
+	// without a check. Set exactly when nothing else above is.
 	unfenced string
+}
+
+// checks is how many of the ways to fence an activity its guard names.
+func (g guard) checks() int {
+	n := 0
+	for _, set := range []bool{g.hosted || g.epoch, g.inStep != "", g.unfenced != ""} {
+		if set {
+			n++
+		}
+	}
+	return n
 }
 
 // guards lists every activity that acts for a seat (its input embeds
@@ -39,21 +57,23 @@ type guard struct {
 // Registering such an activity without an entry panics (see register), so a
 // new one cannot skip the fence by forgetting it.
 var guards = map[string]guard{
-	// The seat loop's steps.
+	// The seat loop's steps. Mail is read and acked in Redis, where no
+	// statement of the step can carry the epoch: the fence reads it.
 	crewlet.ActivityReadMail:       {epoch: true},
-	crewlet.ActivityPrepareTurn:    {epoch: true},
+	crewlet.ActivityPrepareTurn:    {unfenced: "it only reads (the mailbox, the ledger) and records skips keyed on the trigger: the turn it prepares opens fenced (BeginTurn), and its skipped entries are acked fenced (AckMail)"},
 	crewlet.ActivityAckMail:        {epoch: true},
 	crewlet.ActivityDeadLetterMail: {epoch: true},
 
-	// The turn's steps.
-	crewlet.ActivityBeginTurn:      {epoch: true, recoverPanic: true},
-	crewlet.ActivityAcquireProfile: {epoch: true, recoverPanic: true},
-	crewlet.ActivityModelRound:     {epoch: true, recoverPanic: true},
+	// The turn's steps. Those on a reply's path check in their own first
+	// statement; the others read the epoch first.
+	crewlet.ActivityBeginTurn:      {inStep: "its reads and keyed inserts come first; opening the turn is fenced in its statement (store.OpenTurn), and nothing is told before it", recoverPanic: true},
+	crewlet.ActivityAcquireProfile: {inStep: "its first read returns the seat's epoch with the turn (store.TenureTurn)", recoverPanic: true},
+	crewlet.ActivityModelRound:     {inStep: "its first read returns the seat's epoch with the turn (store.TenureTurn), before the model is called", recoverPanic: true},
 	crewlet.ActivityToolCall:       {hosted: true, epoch: true, recoverPanic: true},
 	crewlet.ActivityResolveWait:    {epoch: true, recoverPanic: true},
 	crewlet.ActivityEndApproval:    {epoch: true, recoverPanic: true},
 	crewlet.ActivityReflect:        {epoch: true, recoverPanic: true},
-	crewlet.ActivityFinishTurn:     {epoch: true, recoverPanic: true},
+	crewlet.ActivityFinishTurn:     {inStep: "its first read returns the seat's epoch with the turn (store.TenureTurn), before anything is sent", recoverPanic: true},
 	crewlet.ActivityInterruptTurn:  {epoch: true, recoverPanic: true},
 	// The busy policy's step of the seat loop.
 	crewlet.ActivityBusyMail: {epoch: true},
@@ -89,9 +109,9 @@ func checkGuarded(name string, fn any) {
 	in := t.In(1)
 	hasTenure := in.Implements(tenuredType)
 	switch {
-	case listed && (g.hosted || g.epoch) == (g.unfenced != ""):
-		panic(fmt.Sprintf("activity %s: its guard must fence it or say why not, not both", name))
-	case (g.hosted || g.epoch) && !hasTenure:
+	case listed && g.checks() != 1:
+		panic(fmt.Sprintf("activity %s: its guard must fence it (hosted, epoch), say how its body fences it (inStep) or say why it is not fenced (unfenced): one of them", name))
+	case (g.hosted || g.epoch || g.inStep != "") && !hasTenure:
 		panic(fmt.Sprintf("activity %s is fenced but its input %s does not embed crewlet.Tenure", name, in))
 	case !listed && (hasTenure || carriesHandle(in)):
 		panic(fmt.Sprintf("activity %s acts for a seat (input %s) but is neither fenced nor listed as unfenced in workers/fence.go", name, in))
@@ -119,7 +139,9 @@ type seatFence struct {
 	host interface {
 		CheckHosted(handle string, epoch int64) error
 	}
-	log *slog.Logger
+	// metrics counts the epoch reads; nil counts none.
+	metrics *metrics.Metrics
+	log     *slog.Logger
 }
 
 func (f *seatFence) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
@@ -148,20 +170,27 @@ func (a *seatFenceActivity) ExecuteActivity(ctx context.Context, in *interceptor
 	if g.recoverPanic {
 		defer a.fence.recoverPanic(t.Handle, name, &err)
 	}
-	if err := a.fence.check(ctx, g, t); err != nil {
+	if err := a.fence.check(ctx, name, g, t); err != nil {
 		return nil, err
 	}
-	return a.Next.ExecuteActivity(ctx, in)
+	res, err = a.Next.ExecuteActivity(ctx, in)
+	if g.inStep != "" {
+		// The body's own statement refused the epoch: the same refusal
+		// the check above makes.
+		err = activities.Fence(a.fence.log, t.Handle, t.Epoch, err)
+	}
+	return res, err
 }
 
 // check is the guard's fence: the host's word first, then Postgres's.
-func (f *seatFence) check(ctx context.Context, g guard, t crewlet.Tenure) error {
+func (f *seatFence) check(ctx context.Context, name string, g guard, t crewlet.Tenure) error {
 	if g.hosted {
 		if err := f.host.CheckHosted(t.Handle, t.Epoch); err != nil {
 			return err
 		}
 	}
 	if g.epoch {
+		f.metrics.EpochRead(name)
 		if err := f.epochs.CheckEpoch(ctx, t.Handle, t.Epoch); err != nil {
 			return activities.Fence(f.log, t.Handle, t.Epoch, err)
 		}

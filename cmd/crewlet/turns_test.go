@@ -60,6 +60,7 @@ func (b bundle) crewlet(t *testing.T, args ...string) (string, error) {
 
 func (b bundle) turn(t *testing.T, workKey string, msgs ...wire.TurnMessage) {
 	t.Helper()
+	testenv.SeatAtEpoch(t, b.ctx, b.st, "cto", 3)
 	_, err := b.st.OpenTurn(b.ctx, wire.TurnRow{
 		Seat: "cto", WorkKey: workKey, TurnID: crewlet.TurnWorkflowID("cto", workKey), Epoch: 3, MaxRounds: 8,
 		Mail:      []crewlet.Message{{EventID: "ev-" + workKey, Type: crewlet.MessageChat, From: "alice", To: "cto", Body: "question"}},

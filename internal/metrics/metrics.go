@@ -31,6 +31,7 @@ type Metrics struct {
 	wakeFailures     prometheus.Counter
 	deadLetters      prometheus.Counter
 	fenced           *prometheus.CounterVec
+	epochReads       *prometheus.CounterVec
 	internalErrors   *prometheus.CounterVec
 	modelCalls       *prometheus.HistogramVec
 	modelTokens      *prometheus.CounterVec
@@ -81,6 +82,9 @@ func New() *Metrics {
 			"Messages a seat gave up on (a permanent failure or its delivery budget spent); each is listed by GET /deadletters and can be requeued."),
 		fenced: f.counterVec("crewlet_fenced_activities_total",
 			"Activities refused because the seat's tenure moved on (a stale epoch, or a node that no longer hosts the seat): failovers and moves in progress; a steady rate means two tenures fight over a seat.",
+			"activity"),
+		epochReads: f.counterVec("crewlet_epoch_reads_total",
+			"Round trips to Postgres made only to read a seat's epoch before an activity runs (the fence), by activity: the steps that check their epoch in their own statements are not counted. A reply costs about two (its mail read and ack) and a tool call one.",
 			"activity"),
 		internalErrors: f.counterVec("crewlet_activity_internal_errors_total",
 			"Activities that failed with an internal error (Postgres, Redis, Temporal, a dial): the worker log holds each under its error_id.",
@@ -207,6 +211,14 @@ func (m *Metrics) MailRead(n int) {
 func (m *Metrics) MailAcked(n int) {
 	if m != nil {
 		m.mailAcked.Add(float64(n))
+	}
+}
+
+// EpochRead records a round trip the fence made to read a seat's epoch
+// before running activity.
+func (m *Metrics) EpochRead(activity string) {
+	if m != nil {
+		m.epochReads.WithLabelValues(activity).Inc()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
@@ -19,6 +20,7 @@ import (
 func TestAdmitToolCallCountsEachCallOnce(t *testing.T) {
 	t.Parallel()
 	st, ctx := setup(t)
+	testenv.SeatAtEpoch(t, ctx, st, "cto", 1)
 	if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "cto", WorkKey: "turn1", TurnID: "turn-a", Epoch: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +73,7 @@ func TestAdmitToolCallCountsEachCallOnce(t *testing.T) {
 	}
 
 	// Eight calls of one round at once under a cap of five: five admitted.
+	testenv.SeatAtEpoch(t, ctx, st, "cto", 1)
 	if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "cto", WorkKey: "turn2", TurnID: "turn-b", Epoch: 1}); err != nil {
 		t.Fatal(err)
 	}

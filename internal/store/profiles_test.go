@@ -12,6 +12,7 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/pool"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
@@ -355,6 +356,7 @@ func TestAcquireProfileRecordsTheTurnsProfile(t *testing.T) {
 	t.Parallel()
 	st, ctx := setup(t)
 	for _, wk := range []string{"k1", "k2"} {
+		testenv.SeatAtEpoch(t, ctx, st, "s", 1)
 		if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "s", WorkKey: wk, TurnID: "turn/s/" + wk, Epoch: 1}); err != nil {
 			t.Fatal(err)
 		}
@@ -638,12 +640,14 @@ func TestNoteAnsweredModel(t *testing.T) {
 func TestStaleTurnRunLeavesItsSuccessorAlone(t *testing.T) {
 	t.Parallel()
 	st, ctx := setup(t)
+	testenv.SeatAtEpoch(t, ctx, st, "s", 1)
 	if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "s", WorkKey: "k1", TurnID: "turn/s/k1", Epoch: 1}); err != nil {
 		t.Fatal(err)
 	}
 	old, cur := slotReq("turn/s/k1", 1), slotReq("turn/s/k1", 2)
 	old.WorkKey, cur.WorkKey = "k1", "k1"
 	mustAcquire(t, st, ctx, old, always("p", nil), "p")
+	testenv.SeatAtEpoch(t, ctx, st, "s", 2)
 	if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "s", WorkKey: "k1", TurnID: "turn/s/k1", Epoch: 2}); err != nil {
 		t.Fatal(err)
 	}

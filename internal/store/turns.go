@@ -51,11 +51,11 @@ func jsonArg(raw json.RawMessage) any {
 
 const turnColumns = `seat, work_key, turn_id, epoch, mail, threads, tools, max_rounds, status, note, stopped_by, rounds, profile, started_at, finished_at`
 
-func scanTurn(r pgx.Row) (wire.TurnRow, error) {
+func scanTurn(r pgx.Row, more ...any) (wire.TurnRow, error) {
 	var t wire.TurnRow
 	var tools []byte
-	err := r.Scan(&t.Seat, &t.WorkKey, &t.TurnID, &t.Epoch, &t.Mail, &t.Threads, &tools, &t.MaxRounds,
-		&t.Status, &t.Note, &t.StoppedBy, &t.Rounds, &t.Profile, &t.StartedAt, &t.FinishedAt)
+	err := r.Scan(append([]any{&t.Seat, &t.WorkKey, &t.TurnID, &t.Epoch, &t.Mail, &t.Threads, &tools, &t.MaxRounds,
+		&t.Status, &t.Note, &t.StoppedBy, &t.Rounds, &t.Profile, &t.StartedAt, &t.FinishedAt}, more...)...)
 	if len(tools) > 0 {
 		t.Tools = tools
 	}
@@ -66,7 +66,9 @@ func scanTurn(r pgx.Row) (wire.TurnRow, error) {
 // of the same work (after a host loss) reopens the row: it takes the new
 // turn id, epoch, tools and max rounds, and keeps the first run's mail,
 // threads and start, since the same work has the same triggers. An epoch
-// older than the one that last opened the turn gets EFENCED.
+// that is not the seat's current one, or is older than the one that last
+// opened the turn, gets EFENCED: the statement is the turn's fence, so
+// opening one costs no read of the epoch beside it.
 func (s *Store) OpenTurn(ctx context.Context, t wire.TurnRow) (wire.TurnRow, error) {
 	if t.Mail == nil {
 		t.Mail = []crewlet.Message{}
@@ -88,7 +90,8 @@ func (s *Store) OpenTurn(ctx context.Context, t wire.TurnRow) (wire.TurnRow, err
 	}
 	row, err := scanTurn(s.pool.QueryRow(ctx, `
 		INSERT INTO turns AS t (seat, work_key, turn_id, epoch, mail, threads, tools, max_rounds, started_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE($9, now()))
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, COALESCE($9, now())
+		WHERE (SELECT epoch FROM seats WHERE handle = $1) = $4
 		ON CONFLICT (seat, work_key) DO UPDATE SET
 		    turn_id = EXCLUDED.turn_id, epoch = EXCLUDED.epoch, tools = EXCLUDED.tools, max_rounds = EXCLUDED.max_rounds,
 		    status = 'running', note = '', stopped_by = '', finished_at = NULL
@@ -112,6 +115,26 @@ func (s *Store) Turn(ctx context.Context, seat, workKey string) (wire.TurnRow, e
 	}
 	if err != nil {
 		return wire.TurnRow{}, fmt.Errorf("read turn %s/%s: %w", seat, workKey, schemaMissing(err))
+	}
+	return row, nil
+}
+
+// TenureTurn is Turn for a step of the turn run by tenure t: EFENCED
+// unless t's epoch is the seat's current one. The check rides in the
+// read's own statement, so the step needs no read of the epoch beside it.
+func (s *Store) TenureTurn(ctx context.Context, t crewlet.Tenure, workKey string) (wire.TurnRow, error) {
+	var current *int64
+	row, err := scanTurn(s.pool.QueryRow(ctx, `
+		SELECT `+turnColumns+`, (SELECT epoch FROM seats WHERE handle = $1) FROM turns WHERE seat = $1 AND work_key = $2`,
+		t.Handle, workKey), &current)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return wire.TurnRow{}, crewlet.Errorf(crewlet.ENOTFOUND, "seat %s has no turn for work %q", t.Handle, workKey)
+	}
+	if err != nil {
+		return wire.TurnRow{}, fmt.Errorf("read turn %s/%s: %w", t.Handle, workKey, schemaMissing(err))
+	}
+	if current == nil || *current != t.Epoch {
+		return wire.TurnRow{}, fenced(t.Handle, t.Epoch)
 	}
 	return row, nil
 }

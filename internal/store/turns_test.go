@@ -10,6 +10,7 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/pool"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
@@ -59,6 +60,7 @@ func TestReopenedTurnKeepsItsMail(t *testing.T) {
 		{EventID: "e1", Type: crewlet.MessageChat, From: "alice", To: "cto", Conversation: "c1", Body: "ship it?", SentAt: time.Now().UTC().Truncate(time.Second)},
 		{EventID: "e2", Type: crewlet.MessageReply, From: "cfo", To: "cto", Conversation: "c2", Body: "ok"},
 	}
+	testenv.SeatAtEpoch(t, ctx, st, "cto", 1)
 	first, err := st.OpenTurn(ctx, wire.TurnRow{
 		Seat: "cto", WorkKey: "wk1", TurnID: "turn-a", Epoch: 1, Mail: mail, Threads: []int{0},
 		Tools: json.RawMessage(`["read"]`), MaxRounds: 8,
@@ -74,6 +76,7 @@ func TestReopenedTurnKeepsItsMail(t *testing.T) {
 	}
 
 	// The host was lost; the next tenure runs the same work again.
+	testenv.SeatAtEpoch(t, ctx, st, "cto", 2)
 	again, err := st.OpenTurn(ctx, wire.TurnRow{
 		Seat: "cto", WorkKey: "wk1", TurnID: "turn-b", Epoch: 2,
 		Mail: []crewlet.Message{{EventID: "other"}}, Threads: []int{0, 1}, Tools: json.RawMessage(`["read","write"]`), MaxRounds: 4,
@@ -132,10 +135,12 @@ func TestSeatTurnsNewestFirst(t *testing.T) {
 	st, ctx := setup(t)
 	base := time.Now().Add(-time.Hour)
 	for i, wk := range []string{"wk-old", "wk-mid", "wk-new"} {
+		testenv.SeatAtEpoch(t, ctx, st, "cto", 1)
 		if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "cto", WorkKey: wk, TurnID: wk, Epoch: 1, StartedAt: base.Add(time.Duration(i) * time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	testenv.SeatAtEpoch(t, ctx, st, "cfo", 1)
 	if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "cfo", WorkKey: "wk-cfo", TurnID: "x", Epoch: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -379,6 +384,7 @@ func TestTrimTurnsDropsOnlyOldRecords(t *testing.T) {
 	berlin, _ := time.LoadLocation("Europe/Berlin")
 	record := func(workKey string) {
 		t.Helper()
+		testenv.SeatAtEpoch(t, ctx, st, "cto", 1)
 		if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "cto", WorkKey: workKey, TurnID: "turn/cto/" + workKey, Epoch: 1,
 			Mail: []crewlet.Message{{EventID: "e-" + workKey}}, Threads: []int{0}, MaxRounds: 4, Status: "running"}); err != nil {
 			t.Fatal(err)
@@ -454,6 +460,7 @@ func TestTrimTurnsKeepsATurnStillRunning(t *testing.T) {
 	record := func(eventID string) (workKey, thread string) {
 		t.Helper()
 		workKey, thread = crewlet.WorkKey([]string{eventID, eventID + "-too"}), crewlet.ThreadKey(eventID)
+		testenv.SeatAtEpoch(t, ctx, st, "cto", 1)
 		if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "cto", WorkKey: workKey, TurnID: "turn/cto/" + workKey, Epoch: 1,
 			Mail: []crewlet.Message{{EventID: eventID}, {EventID: eventID + "-too"}}, Threads: []int{0}, MaxRounds: 4, Status: "running"}); err != nil {
 			t.Fatal(err)
@@ -508,5 +515,35 @@ func TestTrimTurnsKeepsATurnStillRunning(t *testing.T) {
 	age()
 	if got, err := st.TrimTurns(ctx, time.Hour); err != nil || got != (store.TurnsTrimmed{Turns: 1, Messages: 1, Rounds: 1, ToolCalls: 1}) {
 		t.Fatalf("trim once it finished removed %+v (%v); want its records", got, err)
+	}
+}
+
+// A turn opens, and its steps read it, only at the seat's current epoch: a
+// run of a tenure that moved on is refused even for work no tenure opened
+// yet, by the statement itself.
+func TestTurnOpensAndReadsOnlyAtTheSeatsCurrentEpoch(t *testing.T) {
+	t.Parallel()
+	st, ctx := setup(t)
+	testenv.SeatAtEpoch(t, ctx, st, "cto", 2)
+	if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "cto", WorkKey: "wk1", TurnID: "turn-a", Epoch: 1}); crewlet.ErrorCode(err) != crewlet.EFENCED {
+		t.Fatalf("OpenTurn at epoch 1 of a seat at 2 = %v; want fenced", err)
+	}
+	if _, err := st.Turn(ctx, "cto", "wk1"); crewlet.ErrorCode(err) != crewlet.ENOTFOUND {
+		t.Fatalf("turn after a fenced OpenTurn: %v; want none recorded", err)
+	}
+	if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "nobody", WorkKey: "wk1", TurnID: "turn-n", Epoch: 1}); crewlet.ErrorCode(err) != crewlet.EFENCED {
+		t.Fatalf("OpenTurn for a seat with no row = %v; want fenced", err)
+	}
+	if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "cto", WorkKey: "wk1", TurnID: "turn-a", Epoch: 2}); err != nil {
+		t.Fatalf("OpenTurn at the current epoch: %v", err)
+	}
+	if row, err := st.TenureTurn(ctx, crewlet.Tenure{Handle: "cto", Epoch: 2}, "wk1"); err != nil || row.TurnID != "turn-a" {
+		t.Fatalf("TenureTurn at the current epoch = %+v, %v; want turn-a", row, err)
+	}
+	if _, err := st.TenureTurn(ctx, crewlet.Tenure{Handle: "cto", Epoch: 1}, "wk1"); crewlet.ErrorCode(err) != crewlet.EFENCED {
+		t.Fatalf("TenureTurn at a stale epoch = %v; want fenced", err)
+	}
+	if _, err := st.TenureTurn(ctx, crewlet.Tenure{Handle: "cto", Epoch: 2}, "nope"); crewlet.ErrorCode(err) != crewlet.ENOTFOUND {
+		t.Fatalf("TenureTurn of work with no turn = %v; want not found", err)
 	}
 }

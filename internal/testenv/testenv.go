@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/migrations"
 )
@@ -203,6 +204,29 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 			t.Fatalf("%s: not true after %s: %v", what, timeout, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// SeatAtEpoch gives handle an agent seat row at epoch, as that many
+// tenures' Attach would: a turn opens only at its seat's current epoch.
+func SeatAtEpoch(t testing.TB, ctx context.Context, st *store.Store, handle string, epoch int64) {
+	t.Helper()
+	if err := st.EnsureSeat(ctx, handle, "worker", crewlet.SeatAgent); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		row, err := st.Seat(ctx, handle)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case row.Epoch > epoch:
+			t.Fatalf("seat %s is at epoch %d already; want %d", handle, row.Epoch, epoch)
+		case row.Epoch == epoch:
+			return
+		}
+		if _, err := st.Attach(ctx, handle, "n1:aa", "n1"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
