@@ -86,18 +86,22 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 	if err := a.closeTickets(ctx, turn, replies, answered); err != nil {
 		return out, err
 	}
-	// The turn waits on nothing any more: what still comes of a ticket it
-	// waited on reaches the seat by a notice, and a question it left
-	// unanswered no longer holds its ticket asking.
-	if err := a.store.ForgetWaiter(ctx, in.TurnID); err != nil {
+	crashPoint("after_publish", in.Handle)
+	// The rest is one transaction, last: the turn waits on nothing any
+	// more (what still comes of a ticket it waited on reaches the seat by
+	// a notice, and a question it left unanswered no longer holds its
+	// ticket asking), the seat remembers it, its outcome is recorded and
+	// the ledger holds its triggers. Every write is keyed, so a re-run
+	// after a failure here records once.
+	first, err := a.store.CloseTurn(ctx, store.TurnClose{
+		Seat: in.Handle, WorkKey: in.WorkKey, TurnID: in.TurnID,
+		Status: string(in.Status), Note: in.Note, StoppedBy: in.StoppedBy, Rounds: in.Rounds,
+		Episode: closing.Episode, Counterparties: closing.Counterparties, Ledger: closing.Ledger,
+	})
+	if err != nil {
 		return out, err
 	}
-	crashPoint("after_publish", in.Handle)
-	a.remember(ctx, in, closing)
-	first, err := a.store.FinishTurn(ctx, in.Handle, in.WorkKey, string(in.Status), in.Note, in.StoppedBy, in.Rounds)
-	if err != nil {
-		a.log.Warn("turn_unrecorded", "seat", in.Handle, "turn", in.TurnID, "error", err)
-	}
+	crashPoint(testhook.AfterLedger, in.Handle)
 	if first && in.Status == crewlet.TurnFailed {
 		// Acked all the same, so its triggers never come back: the seat's
 		// events are where a person finds what became of them.
@@ -110,13 +114,6 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 			}
 		}
 	}
-	// The ledger fails open: the effects above shipped, and failing the turn
-	// could not un-ship them. An unrecorded trigger that comes back runs
-	// again, and its keyed writes collapse.
-	if err := a.store.LedgerRecord(ctx, in.Handle, in.WorkKey, in.TurnID, closing.Ledger); err != nil {
-		a.log.Warn("ledger_unwritable", "seat", in.Handle, "turn", in.TurnID, "error", err)
-	}
-	crashPoint(testhook.AfterLedger, in.Handle)
 	a.emit(in.Handle, in.WorkKey, "", events.TurnFinished, events.TurnFinished, events.Data{
 		Conversations: turnConversations(turn), Status: string(in.Status), Rounds: in.Rounds, Note: in.Note, By: in.StoppedBy,
 	})
@@ -231,19 +228,4 @@ func chatMessages(msgs []wire.TurnMessage) []crewlet.ChatMessage {
 		out[i] = m.Message
 	}
 	return out
-}
-
-// remember writes the seat's memory of the turn: one episode saying what
-// was asked and answered, and one count per counterparty, both keyed on the
-// work key so a re-run remembers once. Memory only records, so a failure is
-// logged and the turn goes on.
-func (a *Turns) remember(ctx context.Context, in crewlet.FinishTurnInput, closing turnrules.Closing) {
-	if err := a.store.RecordEpisode(ctx, store.Episode{Seat: in.Handle, WorkKey: in.WorkKey, TurnID: in.TurnID, Summary: closing.Episode}); err != nil {
-		a.log.Warn("memory_unrecorded", "seat", in.Handle, "what", "episode", "error", err)
-	}
-	for _, who := range closing.Counterparties {
-		if err := a.store.CountInteraction(ctx, in.Handle, who, in.WorkKey); err != nil {
-			a.log.Warn("memory_unrecorded", "seat", in.Handle, "what", "counterparty", "error", err)
-		}
-	}
 }

@@ -32,8 +32,7 @@ func (a *Turns) roundProfile(ctx context.Context, handle, turnID string, epoch i
 		return "", temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("profile %s is no longer in the org", requested), crewlet.ErrorTypeProfileUnavailable, nil)
 	}
-	now := a.profiles.Now()
-	renewed, err := a.store.RenewProfileSlot(ctx, turnID, epoch, now, now.Add(profiles.SlotLease))
+	renewed, reason, err := a.profiles.Renew(ctx, turnID, epoch, requested)
 	if err != nil {
 		return "", err
 	}
@@ -41,15 +40,24 @@ func (a *Turns) roundProfile(ctx context.Context, handle, turnID string, epoch i
 		return "", temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("the turn's slot of profile %s lapsed", requested), crewlet.ErrorTypeProfileUnavailable, nil)
 	}
-	return requested, a.usable(ctx, requested)
+	return requested, unusable(requested, reason)
 }
 
 // usable fails as ProfileUnavailable when a profile can no longer be used:
 // its credential is quarantined or cooling off, or its model switched off.
 func (a *Turns) usable(ctx context.Context, profile string) error {
 	reason, err := a.profiles.Usable(ctx, profile)
-	if err != nil || reason == "" {
+	if err != nil {
 		return err
+	}
+	return unusable(profile, reason)
+}
+
+// unusable is the ProfileUnavailable failure of a profile that cannot be
+// used for reason; nil when reason is "".
+func unusable(profile, reason string) error {
+	if reason == "" {
+		return nil
 	}
 	return temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("profile %s is %s", profile, strings.ReplaceAll(reason, "_", " ")), crewlet.ErrorTypeProfileUnavailable, nil)

@@ -182,9 +182,29 @@ func (p *Service) Usable(ctx context.Context, profile string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return p.unusable(profile, pool.Health{Credentials: health, DisabledModels: disabled}), nil
+}
+
+// Renew renews the slot a turn run holds of profile and says, as Usable
+// does, why the profile can no longer be used ("" when it can), in one
+// round trip. renewed is false when the slot's lease had run out: the run
+// must take a slot again.
+func (p *Service) Renew(ctx context.Context, turnID string, epoch int64, profile string) (renewed bool, reason string, err error) {
+	now := p.Now()
+	renewed, health, err := p.store.RenewProfileSlot(ctx, turnID, epoch, now, now.Add(SlotLease), p.org.Now().Profiles[profile].Credential)
+	if err != nil {
+		return false, "", err
+	}
+	return renewed, p.unusable(profile, health), nil
+}
+
+// unusable is why health keeps a turn holding a slot of profile from
+// using it: load is not asked.
+func (p *Service) unusable(profile string, health pool.Health) string {
+	prof := p.org.Now().Profiles[profile]
 	c := pool.Candidate{Name: profile, Weight: 1, MaxLoad: config.Unlimited, Credential: prof.Credential, Model: prof.ModelID()}
-	reason, _ := pool.Unavailable(crewlet.SelectionOrdered, c, pool.Health{Credentials: health, DisabledModels: disabled}, p.Now())
-	return reason, nil
+	reason, _ := pool.Unavailable(crewlet.SelectionOrdered, c, health, p.Now())
+	return reason
 }
 
 // Exhausted records a usage-limit refusal of a profile's credential: it is

@@ -32,15 +32,18 @@ func (s *Store) LedgerRecorded(ctx context.Context, seat string, triggerKeys []s
 // LedgerRecord records that the turn turnID (work key workKey) finished the
 // triggers. It is keyed on the work, so recording twice records once.
 func (s *Store) LedgerRecord(ctx context.Context, seat, workKey, turnID string, triggerKeys []string) error {
-	_, err := s.pool.Exec(ctx, `
-		INSERT INTO completion_ledger (seat, trigger_key, work_key, turn_id)
-		SELECT $1, k, $2, $3 FROM unnest($4::text[]) AS k
-		ON CONFLICT (seat, trigger_key) DO NOTHING`, seat, workKey, turnID, triggerKeys)
+	_, err := s.pool.Exec(ctx, ledgerRecordSQL, seat, workKey, turnID, triggerKeys)
 	if err != nil {
 		return fmt.Errorf("record completion ledger for %s: %w", seat, schemaMissing(err))
 	}
 	return nil
 }
+
+// ledgerRecordSQL is LedgerRecord's statement, also sent by CloseTurn.
+const ledgerRecordSQL = `
+	INSERT INTO completion_ledger (seat, trigger_key, work_key, turn_id)
+	SELECT $1, k, $2, $3 FROM unnest($4::text[]) AS k
+	ON CONFLICT (seat, trigger_key) DO NOTHING`
 
 // EnsureMailbox records a seat's mailbox in the registry and clears any
 // "missing since" mark, since the seat is in the org again.

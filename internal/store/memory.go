@@ -28,9 +28,7 @@ type Episode struct {
 
 // RecordEpisode remembers a turn once per (seat, work key), in one statement.
 func (s *Store) RecordEpisode(ctx context.Context, e Episode) error {
-	_, err := s.pool.Exec(ctx, `
-		INSERT INTO episodes (seat, work_key, turn_id, summary) VALUES ($1, NULLIF($2, ''), $3, $4)
-		ON CONFLICT (seat, work_key) DO NOTHING`, e.Seat, e.WorkKey, e.TurnID, e.Summary)
+	_, err := s.pool.Exec(ctx, recordEpisodeSQL, e.Seat, e.WorkKey, e.TurnID, e.Summary)
 	if err != nil {
 		return fmt.Errorf("record episode of %s: %w", e.Seat, schemaMissing(err))
 	}
@@ -40,19 +38,28 @@ func (s *Store) RecordEpisode(ctx context.Context, e Episode) error {
 // CountInteraction counts one interaction of the seat with counterparty for
 // the work, in one statement: the same work key counted again adds nothing.
 func (s *Store) CountInteraction(ctx context.Context, seat, counterparty, workKey string) error {
-	_, err := s.pool.Exec(ctx, `
+	_, err := s.pool.Exec(ctx, countInteractionSQL, seat, counterparty, workKey)
+	if err != nil {
+		return fmt.Errorf("count interaction of %s with %s: %w", seat, counterparty, schemaMissing(err))
+	}
+	return nil
+}
+
+// The statements of RecordEpisode and CountInteraction, also sent by
+// CloseTurn.
+const (
+	recordEpisodeSQL = `
+		INSERT INTO episodes (seat, work_key, turn_id, summary) VALUES ($1, NULLIF($2, ''), $3, $4)
+		ON CONFLICT (seat, work_key) DO NOTHING`
+	countInteractionSQL = `
 		INSERT INTO counterparty_profiles AS cp (seat, counterparty, interaction_count, last_work_key)
 		VALUES ($1, $2, 1, NULLIF($3, ''))
 		ON CONFLICT (seat, counterparty) DO UPDATE SET
 		    interaction_count = cp.interaction_count +
 		        CASE WHEN EXCLUDED.last_work_key IS NOT NULL AND cp.last_work_key = EXCLUDED.last_work_key THEN 0 ELSE 1 END,
 		    last_work_key = EXCLUDED.last_work_key,
-		    last_seen = now()`, seat, counterparty, workKey)
-	if err != nil {
-		return fmt.Errorf("count interaction of %s with %s: %w", seat, counterparty, schemaMissing(err))
-	}
-	return nil
-}
+		    last_seen = now()`
+)
 
 // WriteDiary appends a diary entry; a byte-identical entry collapses into
 // the one already there.

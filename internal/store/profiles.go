@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/pool"
@@ -150,17 +151,32 @@ func (s *Store) ReleaseProfile(ctx context.Context, turnID string, epoch int64) 
 	return freed, nil
 }
 
+const renewProfileSlotSQL = `UPDATE profile_slots SET expires_at = $4 WHERE turn_id = $1 AND epoch = $2 AND expires_at > $3`
+
 // RenewProfileSlot pushes out when a turn run's slot stops counting, as of
 // now. A slot whose lease already ran out is not revived: its capacity may
 // have gone to another turn since, so renewed is false and the run must
-// take a slot again, through a pick that checks the load.
-func (s *Store) RenewProfileSlot(ctx context.Context, turnID string, epoch int64, now, expiresAt time.Time) (renewed bool, err error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE profile_slots SET expires_at = $4 WHERE turn_id = $1 AND epoch = $2 AND expires_at > $3`,
-		turnID, epoch, now, expiresAt)
-	if err != nil {
-		return false, fmt.Errorf("renew the profile slot of %s: %w", turnID, schemaMissing(err))
+// take a slot again, through a pick that checks the load. In the same round
+// trip and transaction it reads the health of credential and the models
+// switched off: what a round checks before it calls its profile's model.
+func (s *Store) RenewProfileSlot(ctx context.Context, turnID string, epoch int64, now, expiresAt time.Time, credential string) (renewed bool, health pool.Health, err error) {
+	var b pgx.Batch
+	b.Queue(renewProfileSlotSQL, turnID, epoch, now, expiresAt).Exec(func(tag pgconn.CommandTag) error {
+		renewed = tag.RowsAffected() > 0
+		return nil
+	})
+	b.Queue(credentialHealthSQL, []string{credential}).Query(func(rows pgx.Rows) (err error) {
+		health.Credentials, err = collectCredentials(rows)
+		return err
+	})
+	b.Queue(disabledModelsSQL).Query(func(rows pgx.Rows) (err error) {
+		health.DisabledModels, err = collectDisabled(rows)
+		return err
+	})
+	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
+		return false, pool.Health{}, fmt.Errorf("renew the profile slot of %s and read its health: %w", turnID, schemaMissing(err))
 	}
-	return tag.RowsAffected() > 0, nil
+	return renewed, health, nil
 }
 
 // ProfileWaiters returns the turns waiting on any of profiles, oldest first.
@@ -242,11 +258,17 @@ func scanCredential(r pgx.Row) (string, pool.CredentialState, error) {
 	return name, st, err
 }
 
+const credentialHealthSQL = `SELECT ` + credentialColumns + ` FROM credential_health WHERE credential = ANY($1)`
+
 func credentialHealth(ctx context.Context, q querier, credentials []string) (map[string]pool.CredentialState, error) {
-	rows, err := q.Query(ctx, `SELECT `+credentialColumns+` FROM credential_health WHERE credential = ANY($1)`, credentials)
+	rows, err := q.Query(ctx, credentialHealthSQL, credentials)
 	if err != nil {
 		return nil, err
 	}
+	return collectCredentials(rows)
+}
+
+func collectCredentials(rows pgx.Rows) (map[string]pool.CredentialState, error) {
 	defer rows.Close()
 	out := map[string]pool.CredentialState{}
 	for rows.Next() {
@@ -333,11 +355,17 @@ func (s *Store) ModelSwitches(ctx context.Context) ([]crewlet.ModelSwitch, error
 	return out, nil
 }
 
+const disabledModelsSQL = `SELECT model FROM model_switches WHERE disabled`
+
 func disabledModels(ctx context.Context, q querier) (map[string]bool, error) {
-	rows, err := q.Query(ctx, `SELECT model FROM model_switches WHERE disabled`)
+	rows, err := q.Query(ctx, disabledModelsSQL)
 	if err != nil {
 		return nil, err
 	}
+	return collectDisabled(rows)
+}
+
+func collectDisabled(rows pgx.Rows) (map[string]bool, error) {
 	models, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, err

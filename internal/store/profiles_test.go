@@ -277,17 +277,29 @@ func TestProfileSlotExpiresUnlessRenewed(t *testing.T) {
 	}
 
 	// A lapsed slot is not revived: its capacity may be someone else's now.
-	if renewed, err := st.RenewProfileSlot(ctx, "turn/s/k1", 1, expires.Add(time.Hour), expires.Add(3*time.Hour)); err != nil || renewed {
+	if renewed, _, err := st.RenewProfileSlot(ctx, "turn/s/k1", 1, expires.Add(time.Hour), expires.Add(3*time.Hour), "c"); err != nil || renewed {
 		t.Fatalf("renewing a lapsed slot = %v, %v; want false", renewed, err)
 	}
 	checkLive(t, st, ctx, expires.Add(time.Hour), map[string]int{"q": 1})
 	// A live one is pushed out.
-	if renewed, err := st.RenewProfileSlot(ctx, "turn/s/k2", 1, expires.Add(time.Hour), expires.Add(5*time.Hour)); err != nil || !renewed {
+	if renewed, _, err := st.RenewProfileSlot(ctx, "turn/s/k2", 1, expires.Add(time.Hour), expires.Add(5*time.Hour), "c"); err != nil || !renewed {
 		t.Fatalf("renewing a live slot = %v, %v; want true", renewed, err)
 	}
 	checkLive(t, st, ctx, expires.Add(4*time.Hour), map[string]int{"q": 1})
+	// The renewal reads what the round must know of its profile's health.
+	quarantined := expires.Add(9 * time.Hour)
+	if _, _, err := st.ReportCredential(ctx, "c", func(c pool.CredentialState) pool.CredentialState {
+		c.QuarantineUntil = quarantined
+		return c
+	}); err != nil {
+		t.Fatal(err)
+	}
+	renewed, health, err := st.RenewProfileSlot(ctx, "turn/s/k2", 1, expires.Add(time.Hour), expires.Add(5*time.Hour), "c")
+	if err != nil || !renewed || !health.Credentials["c"].QuarantineUntil.Equal(quarantined) {
+		t.Fatalf("renewing with credential c quarantined = %v, %+v, %v; want renewed and c's quarantine until %s", renewed, health, err, quarantined)
+	}
 	// Renewing another epoch's slot touches nothing.
-	if renewed, err := st.RenewProfileSlot(ctx, "turn/s/k2", 2, expires.Add(time.Hour), expires.Add(10*time.Hour)); err != nil || renewed {
+	if renewed, _, err := st.RenewProfileSlot(ctx, "turn/s/k2", 2, expires.Add(time.Hour), expires.Add(10*time.Hour), "c"); err != nil || renewed {
 		t.Fatalf("renewing another epoch's slot = %v, %v; want false", renewed, err)
 	}
 	checkLive(t, st, ctx, expires.Add(6*time.Hour), map[string]int{})

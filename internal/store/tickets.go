@@ -271,13 +271,16 @@ func (s *Store) StopAsking(ctx context.Context, id, askKey string) (crewlet.Tick
 // (finished, failed, stopped), and what it waited for reaches the seat by a
 // notice instead.
 func (s *Store) ForgetWaiter(ctx context.Context, turnID string) error {
-	_, err := s.pool.Exec(ctx, `
-		UPDATE tickets SET waiter = CASE WHEN waiter = $1 THEN '' ELSE waiter END,
-		                   ask_waiter = CASE WHEN ask_waiter = $1 THEN '' ELSE ask_waiter END,
-		                   phase = CASE WHEN ask_waiter = $1 AND phase = 'asking' THEN 'pending' ELSE phase END
-		WHERE waiter = $1 OR ask_waiter = $1`, turnID)
+	_, err := s.pool.Exec(ctx, forgetWaiterSQL, turnID)
 	if err != nil {
 		return fmt.Errorf("forget waiter %s: %w", turnID, schemaMissing(err))
 	}
 	return nil
 }
+
+// forgetWaiterSQL is ForgetWaiter's statement, also sent by CloseTurn.
+const forgetWaiterSQL = `
+	UPDATE tickets SET waiter = CASE WHEN waiter = $1 THEN '' ELSE waiter END,
+	                   ask_waiter = CASE WHEN ask_waiter = $1 THEN '' ELSE ask_waiter END,
+	                   phase = CASE WHEN ask_waiter = $1 AND phase = 'asking' THEN 'pending' ELSE phase END
+	WHERE waiter = $1 OR ask_waiter = $1`

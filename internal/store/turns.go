@@ -173,14 +173,58 @@ func (s *Store) SeatTurns(ctx context.Context, seat string, limit int) ([]wire.T
 func (s *Store) FinishTurn(ctx context.Context, seat, workKey string, status, note, stoppedBy string, rounds int) (first bool, err error) {
 	// now() is the transaction's start, so a finish time equal to it was
 	// set by this statement.
-	err = s.pool.QueryRow(ctx, `
-		UPDATE turns SET status = $3, note = $4, stopped_by = $5, rounds = $6, finished_at = COALESCE(finished_at, now())
-		WHERE seat = $1 AND work_key = $2 RETURNING finished_at = now()`, seat, workKey, status, note, stoppedBy, rounds).Scan(&first)
+	err = s.pool.QueryRow(ctx, finishTurnSQL, seat, workKey, status, note, stoppedBy, rounds).Scan(&first)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, crewlet.Errorf(crewlet.ENOTFOUND, "seat %s has no turn for work %q", seat, workKey)
 	}
 	if err != nil {
 		return false, fmt.Errorf("finish turn %s/%s: %w", seat, workKey, schemaMissing(err))
+	}
+	return first, nil
+}
+
+// finishTurnSQL is FinishTurn's statement, also sent by CloseTurn.
+const finishTurnSQL = `
+	UPDATE turns SET status = $3, note = $4, stopped_by = $5, rounds = $6, finished_at = COALESCE(finished_at, now())
+	WHERE seat = $1 AND work_key = $2 RETURNING finished_at = now()`
+
+// TurnClose is what a turn records as it ends.
+type TurnClose struct {
+	Seat, WorkKey, TurnID   string
+	Status, Note, StoppedBy string
+	Rounds                  int
+	// Episode and Counterparties are the seat's memory of the turn
+	// (RecordEpisode, CountInteraction).
+	Episode        string
+	Counterparties []string
+	// Ledger holds the trigger keys the completion ledger records.
+	Ledger []string
+}
+
+// CloseTurn records a turn's end in one round trip and one transaction:
+// it waits on no ticket any more (ForgetWaiter), the seat remembers it
+// (RecordEpisode, CountInteraction), its outcome is recorded (FinishTurn)
+// and its triggers enter the completion ledger (LedgerRecord). Each
+// statement is keyed, so closing again changes nothing but the outcome.
+// first reports whether this was the turn's first finish; a turn with no
+// row is ENOTFOUND (what is keyed on it is recorded all the same).
+func (s *Store) CloseTurn(ctx context.Context, c TurnClose) (first bool, err error) {
+	var b pgx.Batch
+	b.Queue(forgetWaiterSQL, c.TurnID)
+	b.Queue(recordEpisodeSQL, c.Seat, c.WorkKey, c.TurnID, c.Episode)
+	for _, who := range c.Counterparties {
+		b.Queue(countInteractionSQL, c.Seat, who, c.WorkKey)
+	}
+	b.Queue(finishTurnSQL, c.Seat, c.WorkKey, c.Status, c.Note, c.StoppedBy, c.Rounds).QueryRow(func(r pgx.Row) error {
+		return r.Scan(&first)
+	})
+	b.Queue(ledgerRecordSQL, c.Seat, c.WorkKey, c.TurnID, c.Ledger)
+	err = s.pool.SendBatch(ctx, &b).Close()
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, crewlet.Errorf(crewlet.ENOTFOUND, "seat %s has no turn for work %q", c.Seat, c.WorkKey)
+	}
+	if err != nil {
+		return false, fmt.Errorf("close turn %s/%s: %w", c.Seat, c.WorkKey, schemaMissing(err))
 	}
 	return first, nil
 }
