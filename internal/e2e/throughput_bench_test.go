@@ -84,6 +84,7 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(cost.cpuMs/float64(replies), "crewlet-cpu-ms/reply")
 	b.ReportMetric(float64(cost.xacts)/float64(replies), "pg-xacts/reply")
 	b.ReportMetric(cost.pgCPUMs/float64(replies), "pg-cpu-ms/reply")
+	b.ReportMetric(cost.epochReads/float64(replies), "epoch-reads/reply")
 	var local, tasks float64
 	kinds := make([]string, 0, len(cost.steps))
 	for k, ms := range cost.steps {
@@ -125,6 +126,9 @@ type loadCost struct {
 	// pgCPUMs is the CPU time of the database's Postgres backends, the
 	// reply watcher's not counted.
 	pgCPUMs float64
+	// epochReads is how many round trips crewlet made only to read a
+	// seat's epoch (crewlet_epoch_reads_total).
+	epochReads float64
 	// steps is the time, in ms, crewlet's worker spent in each kind of
 	// step (sdkTimes' keys).
 	steps map[string]float64
@@ -163,15 +167,18 @@ func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration, []t
 	}
 	cpu0, polls0 := cpuTicks(b, serve.cmd.Process.Pid), replied.polls.Load()
 	xacts0, pgTicks0 := dbUse(b, c.dbURL, replied.pid)
-	steps0 := sdkTimes(b, c)
+	steps0, epochReads0 := sdkTimes(b, c), scrapeSums(b, c, epochReadSeries)
 	latencies := loadPhase(b, c, replied, d)
 	xacts, pgTicks := dbUse(b, c.dbURL, replied.pid)
-	steps := sdkTimes(b, c)
+	steps, epochReads := sdkTimes(b, c), scrapeSums(b, c, epochReadSeries)
 	cost := loadCost{
 		cpuMs:   float64(cpuTicks(b, serve.cmd.Process.Pid)-cpu0) / clockTicks * 1000,
 		xacts:   xacts - xacts0 - (replied.polls.Load() - polls0),
 		pgCPUMs: float64(pgTicks-pgTicks0) / clockTicks * 1000,
 		steps:   map[string]float64{},
+	}
+	for k, v := range epochReads {
+		cost.epochReads += v - epochReads0[k]
 	}
 	for k, v := range steps {
 		if ms := (v - steps0[k]) * 1000; ms > 0 {
@@ -190,9 +197,19 @@ var sdkTimeSeries = map[string]string{
 	"temporal_workflow_task_execution_latency_seconds_sum":  "workflow task",
 }
 
+// epochReadSeries counts the round trips made only to read a seat's epoch.
+var epochReadSeries = map[string]string{"crewlet_epoch_reads_total": "epoch reads"}
+
 // sdkTimes scrapes crewlet's /metrics for the sums of sdkTimeSeries, in
 // seconds, keyed "KIND TYPE" (TYPE the activity or workflow type).
 func sdkTimes(b *testing.B, c *company) map[string]float64 {
+	return scrapeSums(b, c, sdkTimeSeries)
+}
+
+// scrapeSums scrapes crewlet's /metrics for the sums of the series named
+// in series, keyed "KIND TYPE" (KIND series' word for it, TYPE the activity
+// or workflow type where a label names one).
+func scrapeSums(b *testing.B, c *company, series map[string]string) map[string]float64 {
 	status, body, err := c.raw(http.MethodGet, "/metrics", nil)
 	if err != nil || status != http.StatusOK {
 		b.Fatalf("scrape /metrics: HTTP %d, %v", status, err)
@@ -200,14 +217,14 @@ func sdkTimes(b *testing.B, c *company) map[string]float64 {
 	out := map[string]float64{}
 	for _, line := range strings.Split(string(body), "\n") {
 		name, rest, ok := strings.Cut(line, "{")
-		kind, known := sdkTimeSeries[name]
+		kind, known := series[name]
 		if !ok || !known {
 			continue
 		}
 		labels, value, _ := strings.Cut(rest, "} ")
 		typ := ""
 		for _, l := range strings.Split(labels, ",") {
-			if k, v, _ := strings.Cut(l, "="); k == "activity_type" || (k == "workflow_type" && typ == "") {
+			if k, v, _ := strings.Cut(l, "="); k == "activity_type" || k == "activity" || (k == "workflow_type" && typ == "") {
 				typ = strings.Trim(v, `"`)
 			}
 		}
