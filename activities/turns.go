@@ -227,16 +227,13 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 		return out, err
 	}
 	// The triggers take their place in the conversation's transcript now,
-	// in batch order: a thread's context is everything the seat was sent
-	// before its trigger, so the place must not move when the turn re-runs
-	// (the insert is keyed on the event id).
-	if err := a.store.AppendMessages(ctx, in.WorkKey, msgs...); err != nil {
-		return out, err
-	}
+	// in batch order, as the turn opens: a thread's context is everything
+	// the seat was sent before its trigger, so the place must not move when
+	// the turn re-runs (the insert is keyed on the event id).
 	row, err := a.store.OpenTurn(ctx, wire.TurnRow{
 		Seat: in.Handle, WorkKey: in.WorkKey, TurnID: in.TurnID, Epoch: in.Epoch, Mail: msgs, Threads: threads,
 		Tools: catalog, MaxRounds: role.MaxRounds, StartedAt: a.Now(),
-	})
+	}, msgs...)
 	if err != nil {
 		return out, err
 	}

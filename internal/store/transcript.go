@@ -37,19 +37,24 @@ func (s *Store) AppendMessages(ctx context.Context, workKey string, msgs ...crew
 		return nil
 	}
 	var batch pgx.Batch
-	for _, m := range msgs {
-		batch.Queue(`INSERT INTO conversations (id) VALUES ($1) ON CONFLICT DO NOTHING`, m.Conversation)
-		batch.Queue(`
-			INSERT INTO messages (id, conversation_id, type, sender, recipient, body, in_reply_to, work_key, sent_at)
-			VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), NULLIF($8, ''), $9)
-			ON CONFLICT (id) DO NOTHING`,
-			m.EventID, m.Conversation, m.Type, m.From, m.To, m.Body, m.InReplyTo, workKey, m.SentAt)
-	}
+	queueMessages(&batch, workKey, msgs)
 	err := s.pool.SendBatch(ctx, &batch).Close()
 	if err != nil {
 		return fmt.Errorf("append transcript: %w", schemaMissing(err))
 	}
 	return nil
+}
+
+// queueMessages queues AppendMessages' statements on b.
+func queueMessages(b *pgx.Batch, workKey string, msgs []crewlet.Message) {
+	for _, m := range msgs {
+		b.Queue(`INSERT INTO conversations (id) VALUES ($1) ON CONFLICT DO NOTHING`, m.Conversation)
+		b.Queue(`
+			INSERT INTO messages (id, conversation_id, type, sender, recipient, body, in_reply_to, work_key, sent_at)
+			VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), NULLIF($8, ''), $9)
+			ON CONFLICT (id) DO NOTHING`,
+			m.EventID, m.Conversation, m.Type, m.From, m.To, m.Body, m.InReplyTo, workKey, m.SentAt)
+	}
 }
 
 // ConversationParty reports whether a conversation is recorded, and whether

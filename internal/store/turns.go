@@ -68,8 +68,11 @@ func scanTurn(r pgx.Row, more ...any) (wire.TurnRow, error) {
 // threads and start, since the same work has the same triggers. An epoch
 // that is not the seat's current one, or is older than the one that last
 // opened the turn, gets EFENCED: the statement is the turn's fence, so
-// opening one costs no read of the epoch beside it.
-func (s *Store) OpenTurn(ctx context.Context, t wire.TurnRow) (wire.TurnRow, error) {
+// opening one costs no read of the epoch beside it. The messages of
+// transcript are recorded first (AppendMessages), in the same round trip
+// and transaction; they are keyed, so they are recorded once whether the
+// turn opens or not.
+func (s *Store) OpenTurn(ctx context.Context, t wire.TurnRow, transcript ...crewlet.Message) (wire.TurnRow, error) {
 	if t.Mail == nil {
 		t.Mail = []crewlet.Message{}
 	}
@@ -88,7 +91,10 @@ func (s *Store) OpenTurn(ctx context.Context, t wire.TurnRow) (wire.TurnRow, err
 	if !t.StartedAt.IsZero() {
 		started = &t.StartedAt
 	}
-	row, err := scanTurn(s.pool.QueryRow(ctx, `
+	var b pgx.Batch
+	queueMessages(&b, t.WorkKey, transcript)
+	var row wire.TurnRow
+	b.Queue(`
 		INSERT INTO turns AS t (seat, work_key, turn_id, epoch, mail, threads, tools, max_rounds, started_at)
 		SELECT $1, $2, $3, $4, $5, $6, $7, $8, COALESCE($9, now())
 		WHERE (SELECT epoch FROM seats WHERE handle = $1) = $4
@@ -97,7 +103,11 @@ func (s *Store) OpenTurn(ctx context.Context, t wire.TurnRow) (wire.TurnRow, err
 		    status = 'running', note = '', stopped_by = '', finished_at = NULL
 		WHERE t.epoch <= EXCLUDED.epoch
 		RETURNING `+turnColumns,
-		t.Seat, t.WorkKey, t.TurnID, t.Epoch, mail, threads, jsonArg(t.Tools), t.MaxRounds, started))
+		t.Seat, t.WorkKey, t.TurnID, t.Epoch, mail, threads, jsonArg(t.Tools), t.MaxRounds, started).QueryRow(func(r pgx.Row) (err error) {
+		row, err = scanTurn(r)
+		return err
+	})
+	err = s.pool.SendBatch(ctx, &b).Close()
 	if errors.Is(err, pgx.ErrNoRows) {
 		return wire.TurnRow{}, fenced(t.Seat, t.Epoch)
 	}
@@ -380,29 +390,23 @@ func (s *Store) RecordRound(ctx context.Context, r wire.RoundRow, loc *time.Loca
 			scopes, windows, starts = append(scopes, scope), append(windows, w.Name), append(starts, w.Start)
 		}
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
+	// One statement, so one round trip: the round's insert, and the charge
+	// only when the insert recorded the round.
+	err = s.pool.QueryRow(ctx, `
+		WITH round AS (
 			INSERT INTO turn_rounds (seat, work_key, round, profile, system_sha256, system_bytes, input_tokens, output_tokens, context_bytes, answered_model, recorded_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-			ON CONFLICT (seat, work_key, round) DO NOTHING`,
-			r.Seat, r.WorkKey, r.Round, r.Profile, r.SystemSHA256, r.SystemBytes, r.InputTokens, r.OutputTokens, r.ContextBytes, r.AnsweredModel, r.RecordedAt)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return nil
-		}
-		charged = true
-		if tokens == 0 {
-			return nil
-		}
-		_, err = tx.Exec(ctx, `
+			ON CONFLICT (seat, work_key, round) DO NOTHING
+			RETURNING 1
+		), charge AS (
 			INSERT INTO usage_counters AS u (scope, window_name, window_start, tokens)
-			SELECT s, w, t, $4 FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS c (s, w, t)
-			ON CONFLICT (scope, window_name, window_start) DO UPDATE SET tokens = u.tokens + EXCLUDED.tokens`,
-			scopes, windows, starts, tokens)
-		return err
-	})
+			SELECT s, w, t, $15::bigint FROM unnest($12::text[], $13::text[], $14::timestamptz[]) AS c (s, w, t)
+			WHERE $15::bigint > 0 AND EXISTS (SELECT 1 FROM round)
+			ON CONFLICT (scope, window_name, window_start) DO UPDATE SET tokens = u.tokens + EXCLUDED.tokens
+		)
+		SELECT EXISTS (SELECT 1 FROM round)`,
+		r.Seat, r.WorkKey, r.Round, r.Profile, r.SystemSHA256, r.SystemBytes, r.InputTokens, r.OutputTokens, r.ContextBytes, r.AnsweredModel, r.RecordedAt,
+		scopes, windows, starts, tokens).Scan(&charged)
 	if err != nil {
 		return false, fmt.Errorf("record round %s/%s r%d: %w", r.Seat, r.WorkKey, r.Round, schemaMissing(err))
 	}
