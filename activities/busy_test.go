@@ -15,7 +15,7 @@ func busyOrg(policy string) string {
 
 // publishIn puts a message of the given type from a person in cto's
 // mailbox, in conversation conv.
-func (e *turnEnv) publishIn(t *testing.T, eventID, typ, conv, body string) crewlet.MailRef {
+func (e *turnEnv) publishIn(t testing.TB, eventID, typ, conv, body string) crewlet.MailRef {
 	t.Helper()
 	id, _, err := e.mb.Publish(e.ctx, crewlet.Message{
 		EventID: eventID, Type: typ, From: crewlet.ExternalSender, To: "cto",
