@@ -547,3 +547,34 @@ func TestTurnOpensAndReadsOnlyAtTheSeatsCurrentEpoch(t *testing.T) {
 		t.Fatalf("TenureTurn of work with no turn = %v; want not found", err)
 	}
 }
+
+// A turn closes in one batch: the outcome, the memory and the ledger. A
+// work whose turn row is gone is ENOTFOUND, and its ledger and memory are
+// recorded all the same, so its triggers are never run again.
+func TestCloseTurnRecordsOutcomeMemoryAndLedger(t *testing.T) {
+	t.Parallel()
+	st, ctx := setup(t)
+	testenv.SeatAtEpoch(t, ctx, st, "cto", 1)
+	if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "cto", WorkKey: "wk1", TurnID: "turn/cto/wk1", Epoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	closing := store.TurnClose{Seat: "cto", WorkKey: "wk1", TurnID: "turn/cto/wk1", Status: "done", Rounds: 1,
+		Episode: "answered alice", Counterparties: []string{"alice"}, Ledger: []string{"e1"}}
+	for i, wantFirst := range []bool{true, false} {
+		if first, err := st.CloseTurn(ctx, closing); err != nil || first != wantFirst {
+			t.Fatalf("CloseTurn #%d = %v, %v; want first %v", i+1, first, err, wantFirst)
+		}
+	}
+	if turn, err := st.Turn(ctx, "cto", "wk1"); err != nil || turn.Status != "done" || turn.FinishedAt == nil {
+		t.Fatalf("closed turn = %+v, %v; want done and finished", turn, err)
+	}
+
+	gone := store.TurnClose{Seat: "cto", WorkKey: "wk-gone", TurnID: "turn/cto/wk-gone", Status: "done", Ledger: []string{"e2"}}
+	if _, err := st.CloseTurn(ctx, gone); crewlet.ErrorCode(err) != crewlet.ENOTFOUND {
+		t.Fatalf("CloseTurn of a work with no turn = %v; want not found", err)
+	}
+	done, err := st.LedgerRecorded(ctx, "cto", []string{"e1", "e2"})
+	if err != nil || !done["e1"] || !done["e2"] {
+		t.Fatalf("ledger after the closes = %v, %v; want e1 and e2", done, err)
+	}
+}
