@@ -65,12 +65,19 @@ type ReadMailInput struct {
 	// LastError is the seat's last error, recorded as the reason of an entry
 	// dead-lettered by this read.
 	LastError string `json:"last_error,omitempty"`
+	// Prepare asks the read to prepare the turn of what it read too
+	// (PrepareTurn, in the same step), answered in Prepared: one local
+	// activity where a seat below node-liveness 6 ran two.
+	Prepare bool `json:"prepare,omitempty"`
 }
 
 // ReadMailOutput lists the entries read, by reference only.
 type ReadMailOutput struct {
 	Mail []MailRef `json:"mail"`
 	Lag  int64     `json:"lag"`
+	// Prepared is PrepareTurn's answer for Mail, when the input asked for
+	// it and the read found mail.
+	Prepared *PrepareTurnOutput `json:"prepared,omitempty"`
 }
 
 // PrepareTurnInput asks which of the entries read still need a turn.

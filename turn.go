@@ -101,6 +101,10 @@ type TurnInput struct {
 	// HeartbeatTimeout is the host heartbeat timeout; tool calls use it to
 	// notice a lost host. 0 means 3s.
 	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
+	// Ack are the seat's entries the turn acks as it finishes: its
+	// triggers and those the seat skipped. Only a turn run inline at
+	// node-liveness 6 or later is given them.
+	Ack []string `json:"ack,omitempty"`
 }
 
 // TurnOutput says how a turn ended and what it did.
@@ -114,6 +118,9 @@ type TurnOutput struct {
 	Hold *BudgetHold `json:"hold,omitempty"`
 	// Note says why a turn stopped or failed.
 	Note string `json:"note,omitempty"`
+	// Acked says the turn acked its seat's entries as it finished
+	// (TurnInput.Ack), so the seat does not.
+	Acked bool `json:"acked,omitempty"`
 }
 
 // BeginTurnInput opens a turn: fence, budget check, record the triggers.
@@ -122,6 +129,9 @@ type BeginTurnInput struct {
 	TurnID  string    `json:"turn_id"`
 	WorkKey string    `json:"work_key"`
 	Mail    []MailRef `json:"mail"`
+	// Acquire asks a turn that will call a model to take its profile slot
+	// too (AcquireProfile, in the same step), answered in Profile.
+	Acquire bool `json:"acquire,omitempty"`
 }
 
 // BeginTurnOutput is what the turn needs to run its rounds.
@@ -134,6 +144,9 @@ type BeginTurnOutput struct {
 	Reflect bool `json:"reflect,omitempty"`
 	// Hold is set when a budget cap is reached: the turn does not start.
 	Hold *BudgetHold `json:"hold,omitempty"`
+	// Profile is AcquireProfile's answer, when the input asked for it and
+	// the turn has threads.
+	Profile *AcquireProfileOutput `json:"profile,omitempty"`
 }
 
 // ModelRoundInput is one model call of a turn: round Round (from 1) of the
@@ -247,6 +260,12 @@ type FinishTurnInput struct {
 	Note string `json:"note,omitempty"`
 	// StoppedBy names who stopped a TurnStopped turn.
 	StoppedBy string `json:"stopped_by,omitempty"`
+	// Release gives back the turn run's profile slot once the turn is
+	// recorded (ReleaseProfile, in the same step).
+	Release bool `json:"release,omitempty"`
+	// Ack acks these mailbox entries once the turn is recorded (AckMail,
+	// in the same step): the turn's triggers and those its seat skipped.
+	Ack []string `json:"ack,omitempty"`
 }
 
 // ReflectInput asks for the post-turn reflection of a finished turn.
@@ -262,4 +281,6 @@ type ReflectInput struct {
 type FinishTurnOutput struct {
 	Answered []string `json:"answered"`
 	Replies  int      `json:"replies"`
+	// Acked says the input's Ack entries were acked.
+	Acked bool `json:"acked,omitempty"`
 }

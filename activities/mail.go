@@ -29,7 +29,8 @@ type Mail struct {
 
 // ReadMail hands the seat its next entries, by reference. Entries past their
 // delivery budget go to the dead-letter stream instead, each recorded in the
-// seat's event history.
+// seat's event history. Asked to, it prepares the turn of what it read in
+// the same step (PrepareTurn).
 func (a *Mail) ReadMail(ctx context.Context, in crewlet.ReadMailInput) (crewlet.ReadMailOutput, error) {
 	res, err := a.Mailbox.Read(ctx, mailbox.ReadRequest{
 		Handle: in.Handle, Consumer: in.Consumer, Max: in.Max, ClearAwake: in.ClearAwake, NewOnly: in.NewOnly, LastError: in.LastError,
@@ -49,6 +50,13 @@ func (a *Mail) ReadMail(ctx context.Context, in crewlet.ReadMailInput) (crewlet.
 	for i, m := range res.Messages {
 		out.Mail[i] = crewlet.MailRef{StreamID: m.StreamID, EventID: m.EventID, Trace: m.Trace}
 	}
+	if in.Prepare && len(out.Mail) > 0 {
+		prep, err := a.prepare(ctx, in.Handle, out.Mail, res.Messages)
+		if err != nil {
+			return crewlet.ReadMailOutput{}, err
+		}
+		out.Prepared = &prep
+	}
 	return out, nil
 }
 
@@ -65,19 +73,24 @@ func (a *Mail) PrepareTurn(ctx context.Context, in crewlet.PrepareTurnInput) (cr
 	if err != nil {
 		return crewlet.PrepareTurnOutput{}, err
 	}
+	return a.prepare(ctx, in.Handle, in.Mail, msgs)
+}
+
+// prepare is PrepareTurn over the entries' messages as read.
+func (a *Mail) prepare(ctx context.Context, handle string, refs []crewlet.MailRef, msgs []crewlet.Message) (crewlet.PrepareTurnOutput, error) {
 	byStream := map[string]crewlet.Message{}
 	var keys []string
 	for _, m := range msgs {
 		byStream[m.StreamID] = m
 		keys = append(keys, crewlet.LedgerKeys(m)...)
 	}
-	done, err := a.Store.LedgerRecorded(ctx, in.Handle, keys)
+	done, err := a.Store.LedgerRecorded(ctx, handle, keys)
 	if err != nil {
-		a.Log.Warn("ledger_unreadable", "seat", in.Handle, "error", err)
+		a.Log.Warn("ledger_unreadable", "seat", handle, "error", err)
 		done = nil
 	}
 	var out crewlet.PrepareTurnOutput
-	for _, ref := range in.Mail {
+	for _, ref := range refs {
 		m, ok := byStream[ref.StreamID]
 		reason := ""
 		switch {
@@ -95,11 +108,11 @@ func (a *Mail) PrepareTurn(ctx context.Context, in crewlet.PrepareTurnInput) (cr
 			out.Run = append(out.Run, ref)
 			continue
 		}
-		a.Log.Info("turn_trigger_skipped", "seat", in.Handle, "event_id", ref.EventID, "reason", reason)
-		a.recordEvent(ctx, in.Handle, "turn_trigger_skipped", ref.EventID, map[string]any{"reason": reason})
+		a.Log.Info("turn_trigger_skipped", "seat", handle, "event_id", ref.EventID, "reason", reason)
+		a.recordEvent(ctx, handle, "turn_trigger_skipped", ref.EventID, map[string]any{"reason": reason})
 		out.Skipped = append(out.Skipped, ref)
 	}
-	out.OnBusy = a.onBusy(in.Handle)
+	out.OnBusy = a.onBusy(handle)
 	return out, nil
 }
 
@@ -123,11 +136,17 @@ func (a *Mail) onBusy(handle string) string {
 // AckMail marks entries handled. The seat calls it only after the completion
 // ledger recorded them.
 func (a *Mail) AckMail(ctx context.Context, in crewlet.AckMailInput) error {
-	if err := a.Mailbox.Ack(ctx, in.Handle, in.StreamIDs); err != nil {
+	return ackEntries(ctx, a.Mailbox, a.Metrics, in.Handle, in.StreamIDs)
+}
+
+// ackEntries acks a seat's entries that the completion ledger holds: the
+// step of AckMail, and of FinishTurn when its seat asks it to ack.
+func ackEntries(ctx context.Context, mb *mailbox.Mailbox, m *metrics.Metrics, handle string, streamIDs []string) error {
+	if err := mb.Ack(ctx, handle, streamIDs); err != nil {
 		return err
 	}
-	a.Metrics.MailAcked(len(in.StreamIDs))
-	crashPoint(testhook.AfterAck, in.Handle)
+	m.MailAcked(len(streamIDs))
+	crashPoint(testhook.AfterAck, handle)
 	return nil
 }
 

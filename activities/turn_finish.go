@@ -17,7 +17,9 @@ import (
 
 // FinishTurn closes a turn: every conversation's answer (or the turn's note
 // where it has none) is recorded in its thread and sent to a sender that is
-// a seat; memory and the completion ledger are written last.
+// a seat; memory and the completion ledger are written last. Asked to, it
+// then gives back the turn's profile slot (ReleaseProfile) and acks its
+// seat's entries (AckMail): the ledger holds them now.
 func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out crewlet.FinishTurnOutput, err error) {
 	turn, err := a.store.TenureTurn(ctx, in.Tenure, in.WorkKey)
 	if err != nil {
@@ -125,6 +127,20 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 	a.metrics.TurnFinished(string(in.Status))
 	a.log.Info("turn_finished", "seat", in.Handle, "turn", in.TurnID, "status", in.Status, "rounds", in.Rounds,
 		"triggers", len(out.Answered), "replies", out.Replies)
+	if in.Release {
+		// Losing it only costs the slot's lease.
+		if err := a.profiles.Release(ctx, in.TurnID, in.Epoch); err != nil {
+			a.log.Warn("profile_unreleased", "seat", in.Handle, "turn", in.TurnID, "error", err)
+		}
+	}
+	if len(in.Ack) > 0 {
+		// An ack that fails is left to the seat, which acks them itself.
+		if err := ackEntries(ctx, a.mailbox, a.metrics, in.Handle, in.Ack); err != nil {
+			a.log.Warn("mail_unacked", "seat", in.Handle, "turn", in.TurnID, "error", err)
+			return out, nil
+		}
+		out.Acked = true
+	}
 	return out, nil
 }
 

@@ -77,11 +77,17 @@ func (a *Turns) AcquireProfile(ctx context.Context, in crewlet.AcquireProfileInp
 	if err != nil {
 		return out, err
 	}
+	return a.acquire(ctx, seat.Role, in, turn.Profile)
+}
+
+// acquire is AcquireProfile for a turn run of the pool that last ran on
+// prefer ("" before its first pick).
+func (a *Turns) acquire(ctx context.Context, pool string, in crewlet.AcquireProfileInput, prefer string) (out crewlet.AcquireProfileOutput, err error) {
 	out.Profile, out.Hold, err = a.profiles.Acquire(ctx, profiles.AcquireRequest{
-		Seat: in.Handle, Role: seat.Role, TurnID: in.TurnID, WorkKey: in.WorkKey, Epoch: in.Epoch, Prefer: turn.Profile,
+		Seat: in.Handle, Role: pool, TurnID: in.TurnID, WorkKey: in.WorkKey, Epoch: in.Epoch, Prefer: prefer,
 	})
 	if out.Hold != nil {
-		a.log.Info("turn_held_for_profile", "seat", in.Handle, "turn", in.TurnID, "pool", seat.Role, "profiles", len(out.Hold.Profiles), "until", out.Hold.Until)
+		a.log.Info("turn_held_for_profile", "seat", in.Handle, "turn", in.TurnID, "pool", pool, "profiles", len(out.Hold.Profiles), "until", out.Hold.Until)
 	}
 	return out, err
 }

@@ -183,8 +183,10 @@ func (a *Turns) mailOf(ctx context.Context, handle string, refs []crewlet.MailRe
 // triggers and starts one conversation per trigger that needs an answer.
 // Replies are recorded, never answered, so two seats cannot reply to each
 // other forever; a chat message delivered twice in one batch is answered once.
+// Asked to, a turn that will call a model takes its profile slot in the same
+// step (AcquireProfile).
 func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out crewlet.BeginTurnOutput, err error) {
-	_, role, err := a.role(ctx, in.Handle)
+	seat, role, err := a.role(ctx, in.Handle)
 	if err != nil {
 		return out, err
 	}
@@ -252,7 +254,16 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 		}
 	}
 	a.metrics.TurnStarted()
-	return crewlet.BeginTurnOutput{Threads: len(row.Threads), MaxRounds: row.MaxRounds, Reflect: role.Reflect}, nil
+	out = crewlet.BeginTurnOutput{Threads: len(row.Threads), MaxRounds: row.MaxRounds, Reflect: role.Reflect}
+	if in.Acquire && len(row.Threads) > 0 {
+		// The row was opened or read at this tenure's epoch just now.
+		acquired, err := a.acquire(ctx, seat.Role, crewlet.AcquireProfileInput{Tenure: in.Tenure, TurnID: in.TurnID, WorkKey: in.WorkKey}, row.Profile)
+		if err != nil {
+			return out, err
+		}
+		out.Profile = &acquired
+	}
+	return out, nil
 }
 
 // offered is the part of a seat's tool catalog its role's may.tools

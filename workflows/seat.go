@@ -109,6 +109,13 @@ type seat struct {
 	// child workflow per turn and continues as new every cyclesPerRun
 	// loop cycles too.
 	inlineTurns bool
+	// mergedSteps is set for a run whose reply takes four local activities
+	// (node-liveness 6): ReadMail prepares the turn, BeginTurn acquires its
+	// profile, FinishTurn releases it and acks the mail.
+	// COMPAT(node-liveness@6): a run below version 6 runs PrepareTurn,
+	// AcquireProfile, ReleaseProfile and AckMail as local activities of
+	// their own.
+	mergedSteps bool
 	// handOverAsked is set by the hand_over signal: the run continues as
 	// new at the top of its loop.
 	handOverAsked bool
@@ -149,6 +156,7 @@ func Seat(ctx workflow.Context, in crewlet.SeatInput) error {
 	s.keepBackstop = version >= backstopTimerVersion
 	s.turnShowsRunning = version >= turnShowsRunningVersion
 	s.inlineTurns = version >= inlineTurnsVersion
+	s.mergedSteps = version >= mergedStepsVersion
 	if in.Carry != nil {
 		s.state = in.Carry.State
 		s.attached = in.Carry.Attached
@@ -222,7 +230,7 @@ func Seat(ctx workflow.Context, in crewlet.SeatInput) error {
 		}
 		s.setStatus(ctx, crewlet.StatusIdle)
 		s.wakePending = false
-		mail, err := s.readMail(ctx)
+		mail, prep, err := s.readMail(ctx)
 		if err != nil {
 			if !s.tenureEnded(ctx, err) {
 				s.noteError(fmt.Sprintf("read mail: %v", err))
@@ -237,7 +245,7 @@ func Seat(ctx workflow.Context, in crewlet.SeatInput) error {
 			}
 			continue
 		}
-		s.runBatch(ctx, mail)
+		s.runBatch(ctx, mail, prep)
 	}
 }
 
@@ -323,7 +331,9 @@ func (s *seat) readBatch() int {
 	return s.in.ReadBatch
 }
 
-func (s *seat) readMail(ctx workflow.Context) ([]crewlet.MailRef, error) {
+// readMail reads the seat's next entries and, since node-liveness 6, the
+// preparation of their turn (nil below it).
+func (s *seat) readMail(ctx workflow.Context) ([]crewlet.MailRef, *crewlet.PrepareTurnOutput, error) {
 	// A failed turn's error is about a trigger already acked, so it is no
 	// reason for an entry dead-lettered now.
 	lastError := s.state.LastError
@@ -337,12 +347,13 @@ func (s *seat) readMail(ctx workflow.Context) ([]crewlet.MailRef, error) {
 		Max:        s.readBatch(),
 		ClearAwake: true,
 		LastError:  lastError,
+		Prepare:    s.mergedSteps,
 	}).Get(ctx, &out)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s.state.QueuedMail = out.Lag
-	return out.Mail, nil
+	return out.Mail, out.Prepared, nil
 }
 
 // recordStatus writes the seat's lifecycle status to Postgres. It only

@@ -68,6 +68,7 @@ func (s *seat) runInlineTurn(ctx, turnCtx workflow.Context, in crewlet.TurnInput
 	f := &inlineTurnFuture{id: in.TurnID, stops: buffer(), interrupts: buffer(), tickets: buffer(), approvals: buffer(), freed: buffer()}
 	t := newTurn(ctx, in, turnSignals{stops: f.stops, interrupts: f.interrupts, tickets: f.tickets, approvals: f.approvals, freed: f.freed})
 	t.describe = s.describeTurn
+	t.mergedSteps = s.mergedSteps
 	f.turn = t
 	s.inline = f
 	s.describeTurn(ctx, t)

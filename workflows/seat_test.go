@@ -1033,9 +1033,13 @@ func TestSeatSkipsTriggersTheLedgerHolds(t *testing.T) {
 
 	t.Run("a batch whose ack was lost is not run again by the next tenure", func(t *testing.T) {
 		h := newSeatHarness(t)
-		var fenced bool
+		// Every ack of the first tenure fails: the turn's own, as it
+		// finishes, and the seat's after it.
 		h.world.ackHook = func(w *fakeSeatWorld, in crewlet.AckMailInput) error {
-			return fenceOnce(&fenced, "ack mail")
+			if in.Epoch == 1 {
+				return temporal.NewNonRetryableApplicationError("ack mail: seat moved on", crewlet.ErrorTypeFenced, nil)
+			}
+			return nil
 		}
 		h.publish(time.Second, "m1", "m2")
 		after := h.view(30 * time.Minute)

@@ -46,12 +46,13 @@ func (s *seat) awaitBudget(ctx workflow.Context) {
 // last turn ran is batched into this one). Entries the completion ledger
 // already holds are acked without running. On failure nothing is acked: the
 // entries are reclaimed by the next read, so nothing is lost and order is
-// kept.
-func (s *seat) runBatch(ctx workflow.Context, mail []crewlet.MailRef) {
+// kept. prep is the read's preparation of the turn, nil when the read did
+// not prepare it.
+func (s *seat) runBatch(ctx workflow.Context, mail []crewlet.MailRef, prep *crewlet.PrepareTurnOutput) {
 	if s.state.Pause != nil || s.interrupted() || !s.attached {
 		return
 	}
-	if err := s.runTurn(ctx, mail); err != nil {
+	if err := s.runTurn(ctx, mail, prep); err != nil {
 		if s.tenureEnded(ctx, err) {
 			return
 		}
@@ -76,12 +77,25 @@ func (s *seat) runBatch(ctx workflow.Context, mail []crewlet.MailRef) {
 	s.failures = 0
 }
 
-func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
+func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef, prepared *crewlet.PrepareTurnOutput) error {
 	var prep crewlet.PrepareTurnOutput
-	if err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityPrepareTurn, crewlet.PrepareTurnInput{
-		Tenure: s.tenure(), Mail: mail,
-	}).Get(ctx, &prep); err != nil {
-		return err
+	if prepared != nil {
+		prep = *prepared
+	} else {
+		// COMPAT(node-liveness@6): a run below version 6 prepares the turn
+		// in a step of its own.
+		if err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityPrepareTurn, crewlet.PrepareTurnInput{
+			Tenure: s.tenure(), Mail: mail,
+		}).Get(ctx, &prep); err != nil {
+			return err
+		}
+	}
+	// The ledger holds every one of these triggers once the turn finished,
+	// so acking is safe then; if the ack is lost the redelivery is skipped
+	// by the ledger.
+	streamIDs := make([]string, 0, len(mail))
+	for _, m := range mail {
+		streamIDs = append(streamIDs, m.StreamID)
 	}
 	var out crewlet.TurnOutput
 	var turnID string
@@ -102,6 +116,9 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 		in := crewlet.TurnInput{
 			Tenure: s.tenure(), HostQueue: s.state.HostQueue, TurnID: turnID, WorkKey: workKey,
 			Mail: prep.Run, HeartbeatTimeout: s.in.HeartbeatTimeout,
+		}
+		if s.mergedSteps {
+			in.Ack = streamIDs
 		}
 		var future runningTurn
 		if s.inlineTurns {
@@ -133,16 +150,12 @@ func (s *seat) runTurn(ctx workflow.Context, mail []crewlet.MailRef) error {
 		}
 		s.state.Counters.Turns++
 	}
-	// The ledger holds every one of these triggers now, so acking is safe;
-	// if the ack is lost the redelivery is skipped by the ledger.
-	streamIDs := make([]string, 0, len(mail))
-	for _, m := range mail {
-		streamIDs = append(streamIDs, m.StreamID)
-	}
-	if err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityAckMail, crewlet.AckMailInput{
-		Tenure: s.tenure(), StreamIDs: streamIDs,
-	}).Get(ctx, nil); err != nil {
-		return err
+	if !out.Acked {
+		if err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityAckMail, crewlet.AckMailInput{
+			Tenure: s.tenure(), StreamIDs: streamIDs,
+		}).Get(ctx, nil); err != nil {
+			return err
+		}
 	}
 	s.interrupts = 0
 	s.state.Counters.Triggers += int64(len(out.Answered))

@@ -109,6 +109,10 @@ type fakeSeatWorld struct {
 	holdFor    time.Duration
 	heldChecks int
 	checks     int
+	// profileHolds is how many turns BeginTurn finds no profile free for,
+	// when it is asked to take one: the turn asks AcquireProfile after the
+	// hold (a minute).
+	profileHolds int
 	// stoppedBy lists who stopped each turn a stop_turn signal ended.
 	stoppedBy []string
 
@@ -361,7 +365,12 @@ func (w *fakeSeatWorld) ReadMail(_ context.Context, in crewlet.ReadMailInput) (c
 	for _, ref := range out {
 		w.deliveries[ref.EventID]++
 	}
-	return crewlet.ReadMailOutput{Mail: out, Lag: int64(len(w.fresh))}, nil
+	read := crewlet.ReadMailOutput{Mail: out, Lag: int64(len(w.fresh))}
+	if in.Prepare && len(out) > 0 {
+		prep := w.prepareLocked(out)
+		read.Prepared = &prep
+	}
+	return read, nil
 }
 
 func (w *fakeSeatWorld) AckMail(_ context.Context, in crewlet.AckMailInput) error {
@@ -375,6 +384,12 @@ func (w *fakeSeatWorld) AckMail(_ context.Context, in crewlet.AckMailInput) erro
 			return err
 		}
 	}
+	w.ackLocked(in)
+	return nil
+}
+
+// ackLocked acks the input's entries. Call with mu held.
+func (w *fakeSeatWorld) ackLocked(in crewlet.AckMailInput) {
 	var acked []crewlet.MailRef
 	for _, sid := range in.StreamIDs {
 		for i, ref := range w.pending {
@@ -390,7 +405,6 @@ func (w *fakeSeatWorld) AckMail(_ context.Context, in crewlet.AckMailInput) erro
 	}
 	w.acks = append(w.acks, names(acked))
 	w.eventf("ack %s e%d", names(acked), in.Epoch)
-	return nil
 }
 
 // PrepareTurn mirrors the real one: fenced by epoch, it splits the entries
@@ -402,16 +416,21 @@ func (w *fakeSeatWorld) PrepareTurn(_ context.Context, in crewlet.PrepareTurnInp
 	if in.Epoch != w.epoch {
 		return crewlet.PrepareTurnOutput{}, fencedErr("prepare turn", in.Epoch, w.epoch)
 	}
-	w.prepares = append(w.prepares, names(in.Mail))
+	return w.prepareLocked(in.Mail), nil
+}
+
+// prepareLocked is PrepareTurn's split of mail. Call with mu held.
+func (w *fakeSeatWorld) prepareLocked(mail []crewlet.MailRef) crewlet.PrepareTurnOutput {
+	w.prepares = append(w.prepares, names(mail))
 	out := crewlet.PrepareTurnOutput{OnBusy: w.onBusy}
-	for _, ref := range in.Mail {
+	for _, ref := range mail {
 		if w.ledger[ref.EventID] {
 			out.Skipped = append(out.Skipped, ref)
 		} else {
 			out.Run = append(out.Run, ref)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // BusyMail mirrors the real one's outcomes: under reject every entry is
@@ -478,7 +497,16 @@ func (w *fakeSeatWorld) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput
 		w.running = map[string]crewlet.TurnInput{}
 	}
 	w.running[in.WorkKey] = crewlet.TurnInput{Tenure: in.Tenure, TurnID: in.TurnID, WorkKey: in.WorkKey, Mail: in.Mail}
-	return crewlet.BeginTurnOutput{Threads: 1, MaxRounds: 4}, nil
+	out := crewlet.BeginTurnOutput{Threads: 1, MaxRounds: 4}
+	switch {
+	case in.Acquire && w.profileHolds > 0:
+		w.profileHolds--
+		until := w.env.Now().Add(time.Minute)
+		out.Profile = &crewlet.AcquireProfileOutput{Hold: &crewlet.ProfileHold{Until: &until}}
+	case in.Acquire:
+		out.Profile = &crewlet.AcquireProfileOutput{Profile: "fake"}
+	}
+	return out, nil
 }
 
 func (w *fakeSeatWorld) AcquireProfile(context.Context, crewlet.AcquireProfileInput) (crewlet.AcquireProfileOutput, error) {
@@ -624,7 +652,13 @@ func (w *fakeSeatWorld) FinishTurn(_ context.Context, in crewlet.FinishTurnInput
 	for _, ref := range w.running[in.WorkKey].Mail {
 		ids = append(ids, ref.EventID)
 	}
-	return crewlet.FinishTurnOutput{Answered: ids, Replies: len(ids)}, nil
+	out := crewlet.FinishTurnOutput{Answered: ids, Replies: len(ids)}
+	if len(in.Ack) > 0 && (w.ackHook == nil || w.ackHook(w, crewlet.AckMailInput{Tenure: in.Tenure, StreamIDs: in.Ack}) == nil) {
+		// As the real one: an ack that fails is left to the seat.
+		w.ackLocked(crewlet.AckMailInput{Tenure: in.Tenure, StreamIDs: in.Ack})
+		out.Acked = true
+	}
+	return out, nil
 }
 
 // turnNames lists the turns that succeeded as "m1,m2". Call with mu held.

@@ -58,6 +58,14 @@ type turn struct {
 	// describe shows the turn's progress in its seat's current details;
 	// nil for a Turn child workflow, which shows only its waits.
 	describe func(workflow.Context, *turn)
+	// mergedSteps is set for a turn of a seat run at node-liveness 6 or
+	// later: BeginTurn takes its profile slot, FinishTurn gives it back and
+	// acks the seat's entries (in.Ack). COMPAT(node-liveness@6): a Turn
+	// child and an inline turn below version 6 run AcquireProfile and
+	// ReleaseProfile as steps of their own, and their seat acks.
+	mergedSteps bool
+	// released is set once FinishTurn gave back the profile slot.
+	released bool
 	logger   interface {
 		Info(string, ...interface{})
 		Warn(string, ...interface{})
@@ -121,7 +129,7 @@ func (t *turn) run(ctx workflow.Context) (crewlet.TurnOutput, error) {
 	in := t.in
 	var begin crewlet.BeginTurnOutput
 	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityBeginTurn, crewlet.BeginTurnInput{
-		Tenure: in.Tenure, TurnID: in.TurnID, WorkKey: in.WorkKey, Mail: in.Mail,
+		Tenure: in.Tenure, TurnID: in.TurnID, WorkKey: in.WorkKey, Mail: in.Mail, Acquire: t.mergedSteps,
 	}).Get(ctx, &begin)
 	if err != nil {
 		if isFenced(err) {
@@ -136,7 +144,7 @@ func (t *turn) run(ctx workflow.Context) (crewlet.TurnOutput, error) {
 	// A turn of replies only makes no model call, so it takes no profile.
 	if begin.Threads > 0 {
 		defer t.release(ctx)
-		if err := t.acquire(ctx); err != nil {
+		if err := t.acquire(ctx, begin.Profile); err != nil {
 			if isFenced(err) {
 				return t.fenced(), nil
 			}
@@ -314,7 +322,7 @@ func (t *turn) modelRound(ctx workflow.Context, thread, round int) (crewlet.Mode
 			return answer, err
 		}
 		t.logger.Warn("turn_failing_over", "seat", t.in.Handle, "turn", t.in.TurnID, "profile", t.profile, "error", err)
-		if err := t.acquire(ctx); err != nil || t.profile == "" {
+		if err := t.acquire(ctx, nil); err != nil || t.profile == "" {
 			return answer, err
 		}
 	}
@@ -326,8 +334,10 @@ func (t *turn) modelRound(ctx workflow.Context, thread, round int) (crewlet.Mode
 // soonest quarantine or cooling-off ends, a nudge says a slot or a model
 // freed, or profileRecheck passes; then it asks again. Its triggers stay
 // read and unanswered meanwhile: no delivery is spent and nothing is
-// dead-lettered. A person's stop ends the wait with no profile held.
-func (t *turn) acquire(ctx workflow.Context) error {
+// dead-lettered. A person's stop ends the wait with no profile held. first
+// is the answer BeginTurn already got, if it asked: the first ask then
+// runs no step of its own.
+func (t *turn) acquire(ctx workflow.Context, first *crewlet.AcquireProfileOutput) error {
 	var since time.Time
 	defer func() {
 		t.progress.Held = nil
@@ -341,10 +351,11 @@ func (t *turn) acquire(ctx workflow.Context) error {
 			// Nudges from before this ask are answered by it.
 		}
 		var out crewlet.AcquireProfileOutput
-		err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityAcquireProfile, crewlet.AcquireProfileInput{
+		if first != nil {
+			out, first = *first, nil
+		} else if err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityAcquireProfile, crewlet.AcquireProfileInput{
 			Tenure: t.in.Tenure, TurnID: t.in.TurnID, WorkKey: t.in.WorkKey,
-		}).Get(ctx, &out)
-		if err != nil {
+		}).Get(ctx, &out); err != nil {
 			return err
 		}
 		if out.Profile != "" {
@@ -412,8 +423,12 @@ func (t *turn) awaitProfile(ctx workflow.Context, d time.Duration) (stopped bool
 
 // release gives back the turn's profile slot, whatever ended the turn: it
 // runs on a context no cancellation reaches. Losing it only costs the
-// slot's lease, so a failure is logged.
+// slot's lease, so a failure is logged. A turn whose FinishTurn gave it
+// back already has nothing to release.
 func (t *turn) release(ctx workflow.Context) {
+	if t.released {
+		return
+	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	err := workflow.ExecuteLocalActivity(localContext(dctx), crewlet.ActivityReleaseProfile, crewlet.ReleaseProfileInput{
 		Tenure: t.in.Tenure, TurnID: t.in.TurnID,
@@ -458,7 +473,7 @@ func (t *turn) wait(ctx workflow.Context, thread, round int, call crewlet.ToolCa
 	if err != nil || t.stop != nil {
 		return err
 	}
-	return t.acquire(ctx)
+	return t.acquire(ctx, nil)
 }
 
 // awaitSignal holds a turn's wait until its timer fires, a signal on ch
@@ -539,6 +554,7 @@ func (t *turn) finish(ctx workflow.Context) (crewlet.TurnOutput, error) {
 	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityFinishTurn, crewlet.FinishTurnInput{
 		Tenure: t.in.Tenure, TurnID: t.in.TurnID, WorkKey: t.in.WorkKey,
 		Status: t.out.Status, Rounds: t.out.Rounds, Note: t.out.Note, StoppedBy: stoppedBy,
+		Release: t.mergedSteps && t.profile != "", Ack: t.in.Ack,
 	}).Get(ctx, &fin)
 	if err != nil {
 		if isFenced(err) {
@@ -548,6 +564,11 @@ func (t *turn) finish(ctx workflow.Context) (crewlet.TurnOutput, error) {
 	}
 	t.out.Answered = fin.Answered
 	t.out.Replies = fin.Replies
+	t.out.Acked = fin.Acked
+	if t.mergedSteps {
+		// FinishTurn gave back the slot if the turn held one.
+		t.released, t.profile = true, ""
+	}
 	t.logger.Info("turn_finished", "seat", t.in.Handle, "turn", t.in.TurnID, "status", t.out.Status, "rounds", t.out.Rounds, "replies", fin.Replies)
 	return t.out, nil
 }

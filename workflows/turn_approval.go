@@ -24,7 +24,7 @@ func (t *turn) toolCall(ctx workflow.Context, thread, round int, call crewlet.To
 		if err != nil || res.Approval == nil {
 			if err == nil && waited && t.stop == nil {
 				// The wait gave the profile back; the next round needs one.
-				err = t.acquire(ctx)
+				err = t.acquire(ctx, nil)
 			}
 			return res, err
 		}

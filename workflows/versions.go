@@ -31,7 +31,7 @@ const (
 // Newest versions, the maxSupported each GetVersion call passes.
 const (
 	// nodeLivenessVersion is the newest version of changeNodeLiveness.
-	nodeLivenessVersion = inlineTurnsVersion
+	nodeLivenessVersion = mergedStepsVersion
 	// startAttributesVersion is the version of changeNodeLiveness since
 	// which a fresh seat run knows it starts with SeatSearchAttributes and
 	// does not write them again. One change id for both versions adds no
@@ -50,6 +50,11 @@ const (
 	// a seat runs its turns in its own workflow instead of a Turn child,
 	// and continues as new only when Temporal suggests it.
 	inlineTurnsVersion workflow.Version = 5
+	// mergedStepsVersion is the version of changeNodeLiveness since which
+	// a seat's reply takes four local activities instead of eight: the
+	// read prepares the turn, the turn's begin takes its profile slot, and
+	// its finish gives the slot back and acks the mail.
+	mergedStepsVersion workflow.Version = 6
 	// noteSignalCheckVersion is the newest version of changeNoteSignalCheck.
 	noteSignalCheckVersion workflow.Version = 1
 	// busyPolicyVersion is the newest version of changeBusyPolicy.
@@ -111,6 +116,7 @@ var Changes = []Change{
 			3: "an idle seat keeps one backstop timer across its sleeps, started by the first sleep after the last one fired; before it, every sleep started a timer of its own (never cancelled), one timer write per turn and a workflow task an hour later",
 			4: "a seat's CrewletStatus stays idle while a turn runs (seatclient.Statuses shows a seat with an open Turn workflow as running): no UpsertWorkflowSearchAttributes before and after every turn, two visibility writes fewer per turn; before it, the seat upserted running and idle around each turn",
 			5: "a seat runs each turn in its own workflow (model rounds and tool calls as its activities, stop and interrupt at the round boundary through channels, tickets, approvals and profile nudges through the seat's nudge_turn update, refused for a turn it does not run), upserts CrewletTurn/CrewletTurnSince at a turn's start and end and CrewletWaiting around a durable wait, and continues as new only when Temporal suggests it; before it, a seat started a Turn child workflow per turn and continued as new every 200 loop cycles too",
+			6: "a reply's Postgres and Redis steps are four local activities instead of eight: ReadMail prepares the turn of the mail it read (PrepareTurn's answer in its output), BeginTurn takes the turn's profile slot (AcquireProfile's), FinishTurn gives the slot back and acks the seat's entries (ReleaseProfile's and AckMail's; the seat acks itself only when that ack failed); before it, each was a local activity of its own",
 		},
 		Oldest: workflow.DefaultVersion,
 	},
