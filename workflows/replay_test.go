@@ -67,6 +67,10 @@ var corpus = map[string]string{
 		"runs a turn inline that delegates and waits on its ticket (CrewletTurn, CrewletWaiting), " +
 		"build-new becomes current while it waits, the nudge ends the wait, the turn replies, " +
 		"and at the loop's top the run continues as new onto the current build",
+	"seat_merged_steps_history.json": "node-liveness 6, e2e TestPausedSeatHoldsMailAndAnswersItInOrderAfterResume: " +
+		"seat/cto attaches, pause, a wake while paused, resume; the read prepares the turn of the three " +
+		"held messages (ReadMail with its preparation), BeginTurn takes the profile slot, three model " +
+		"rounds, FinishTurn gives the slot back and acks the mail, an empty read",
 	"turn_reflect_history.json": "e2e TestReflectionAfterAKillWritesOnce, after profile-pools " +
 		"retired: the turn re-run by the next tenure after its node was killed mid-turn, with no " +
 		"version marker: AcquireProfile, a round, Reflect before FinishTurn, ReleaseProfile",
