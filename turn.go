@@ -147,6 +147,9 @@ type BeginTurnOutput struct {
 	// Profile is AcquireProfile's answer, when the input asked for it and
 	// the turn has threads.
 	Profile *AcquireProfileOutput `json:"profile,omitempty"`
+	// ThreadKeys are the keys the turn's threads are recorded under, in
+	// thread order (ModelRoundInput.ThreadKey).
+	ThreadKeys []string `json:"thread_keys,omitempty"`
 }
 
 // ModelRoundInput is one model call of a turn: round Round (from 1) of the
@@ -161,6 +164,12 @@ type ModelRoundInput struct {
 	// its role's first profile (COMPAT(profile-pools@1)).
 	TurnID  string `json:"turn_id,omitempty"`
 	Profile string `json:"profile,omitempty"`
+	// ThreadKey is the key the thread is recorded under (ThreadKey of its
+	// trigger), from BeginTurnOutput: with it the round reads the turn and
+	// the thread in one round trip. "" from a turn that does not know it
+	// (begun by an older build); the round then reads the thread after the
+	// turn.
+	ThreadKey string `json:"thread_key,omitempty"`
 }
 
 // ToolCallRef names one tool call a model round asked for; its arguments
@@ -266,6 +275,9 @@ type FinishTurnInput struct {
 	// Ack acks these mailbox entries once the turn is recorded (AckMail,
 	// in the same step): the turn's triggers and those its seat skipped.
 	Ack []string `json:"ack,omitempty"`
+	// ThreadKeys are BeginTurnOutput's, so the turn and its threads are
+	// read in one round trip; nil reads each thread after the turn.
+	ThreadKeys []string `json:"thread_keys,omitempty"`
 }
 
 // ReflectInput asks for the post-turn reflection of a finished turn.

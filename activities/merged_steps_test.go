@@ -7,9 +7,10 @@ import (
 )
 
 // The steps of a reply as a seat at node-liveness 6 runs them: the read
-// prepares the turn, the begin takes the turn's profile slot, and the
-// finish gives it back and acks the seat's entries, once the ledger holds
-// them. Nothing is left behind: no live slot, no pending entry.
+// prepares the turn, the begin takes the turn's profile slot and names the
+// threads' keys, the round and the finish read the thread with the turn,
+// and the finish gives the slot back and acks the seat's entries, once the
+// ledger holds them. Nothing is left behind: no live slot, no pending entry.
 func TestMergedStepsPrepareAcquireReleaseAndAck(t *testing.T) {
 	e := setupTurns(t, nil)
 	mail := &Mail{Store: e.store, Mailbox: e.mb, Log: discard}
@@ -32,6 +33,9 @@ func TestMergedStepsPrepareAcquireReleaseAndAck(t *testing.T) {
 	if begin.Threads != 1 || begin.Profile == nil || begin.Profile.Profile != "local" {
 		t.Fatalf("begin %+v (profile %+v); want one thread on profile local", begin, begin.Profile)
 	}
+	if len(begin.ThreadKeys) != 1 || begin.ThreadKeys[0] != crewlet.ThreadKey("m1") {
+		t.Fatalf("thread keys %q; want m1's", begin.ThreadKeys)
+	}
 	wantSlots := func(want int) {
 		t.Helper()
 		live, err := e.store.LiveSlots(e.ctx, []string{"local"}, e.turns.profiles.Now())
@@ -43,16 +47,18 @@ func TestMergedStepsPrepareAcquireReleaseAndAck(t *testing.T) {
 		}
 	}
 	wantSlots(1)
-	if _, err := e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Tenure: ten, TurnID: turnID, WorkKey: workKey, Round: 1, Profile: "local"}); err != nil {
-		t.Fatal(err)
+	round, err := e.turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Tenure: ten, TurnID: turnID, WorkKey: workKey, Round: 1,
+		Profile: "local", ThreadKey: begin.ThreadKeys[0]})
+	if err != nil || round.Failed != "" {
+		t.Fatalf("round: %+v, %v; want an answer", round, err)
 	}
 	fin, err := e.turns.FinishTurn(e.ctx, crewlet.FinishTurnInput{Tenure: ten, TurnID: turnID, WorkKey: workKey,
-		Status: crewlet.TurnDone, Rounds: 1, Release: true, Ack: []string{read.Mail[0].StreamID}})
+		Status: crewlet.TurnDone, Rounds: 1, Release: true, Ack: []string{read.Mail[0].StreamID}, ThreadKeys: begin.ThreadKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !fin.Acked || len(fin.Answered) != 1 {
-		t.Fatalf("finish %+v; want m1 answered and acked", fin)
+	if !fin.Acked || len(fin.Answered) != 1 || fin.Replies != 1 {
+		t.Fatalf("finish %+v; want m1 answered, its reply sent and acked", fin)
 	}
 	wantSlots(0)
 	again, err := mail.ReadMail(e.ctx, crewlet.ReadMailInput{Tenure: ten, Consumer: "c", Max: 8, Prepare: true})

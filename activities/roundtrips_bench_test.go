@@ -66,11 +66,11 @@ func (c *roundTrips) take() (trips, xacts int) {
 
 // BenchmarkReplyRoundTrips counts the Postgres round trips and
 // transactions of each step of a reply that takes one model round and no
-// tool (the seat loop's mail steps and the turn's, as the seat runs them),
-// and reports them per reply: where part 7 of issue 35 (12 transactions a
-// reply) stands, step by step. The fence's epoch reads (ReadMail, AckMail)
-// and the seat's status writes are not among them: BenchmarkThroughput
-// counts the whole.
+// tool (the four local activities and the model round, as a seat at
+// node-liveness 6 runs them), and reports them per reply: where part 7 of
+// issue 35 (12 transactions a reply) stands, step by step. The fence's
+// epoch read (ReadMail's) and the seat's status writes are not among them:
+// BenchmarkThroughput counts the whole.
 //
 //	go test ./activities -run '^$' -bench ReplyRoundTrips -benchtime 20x
 func BenchmarkReplyRoundTrips(b *testing.B) {
@@ -89,50 +89,38 @@ func BenchmarkReplyRoundTrips(b *testing.B) {
 	turns.Now = e.turns.Now
 	mail := &Mail{Store: st, Mailbox: e.mb, Log: discard}
 	ten := crewlet.Tenure{Handle: "cto", Epoch: e.epoch}
-	steps := []string{"ReadMail", "PrepareTurn", "BeginTurn", "AcquireProfile", "ModelRound", "ReleaseProfile", "FinishTurn", "AckMail"}
+	steps := []string{"ReadMail", "BeginTurn", "ModelRound", "FinishTurn"}
 	trips, xacts := map[string]int{}, map[string]int{}
 	for i := 0; i < b.N; i++ {
 		// The clock moves a day a reply, so the seat's budget (100 tokens
 		// a day) never holds a turn.
 		e.now = e.now.AddDate(0, 0, 1)
 		eventID := fmt.Sprintf("rt-%d", i)
-		ref := e.publishIn(b, eventID, crewlet.MessageChat, "c-"+eventID, "hello")
+		e.publishIn(b, eventID, crewlet.MessageChat, "c-"+eventID, "hello")
 		workKey := crewlet.WorkKey([]string{eventID})
 		turnID := crewlet.TurnWorkflowID("cto", workKey)
-		var profile string
+		var read crewlet.ReadMailOutput
+		var begin crewlet.BeginTurnOutput
 		run := map[string]func() error{
-			"ReadMail": func() error {
-				_, err := mail.ReadMail(e.ctx, crewlet.ReadMailInput{Tenure: ten, Consumer: "c", Max: 8})
+			"ReadMail": func() (err error) {
+				read, err = mail.ReadMail(e.ctx, crewlet.ReadMailInput{Tenure: ten, Consumer: "c", Max: 8, Prepare: true})
 				return err
 			},
-			"PrepareTurn": func() error {
-				_, err := mail.PrepareTurn(e.ctx, crewlet.PrepareTurnInput{Tenure: ten, Mail: []crewlet.MailRef{ref}})
-				return err
-			},
-			"BeginTurn": func() error {
-				_, err := turns.BeginTurn(e.ctx, crewlet.BeginTurnInput{Tenure: ten, TurnID: turnID, WorkKey: workKey, Mail: []crewlet.MailRef{ref}})
-				return err
-			},
-			"AcquireProfile": func() error {
-				out, err := turns.AcquireProfile(e.ctx, crewlet.AcquireProfileInput{Tenure: ten, TurnID: turnID, WorkKey: workKey})
-				profile = out.Profile
+			"BeginTurn": func() (err error) {
+				begin, err = turns.BeginTurn(e.ctx, crewlet.BeginTurnInput{Tenure: ten, TurnID: turnID, WorkKey: workKey, Mail: read.Prepared.Run, Acquire: true})
 				return err
 			},
 			"ModelRound": func() error {
-				_, err := turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Tenure: ten, TurnID: turnID, WorkKey: workKey, Round: 1, Profile: profile})
+				_, err := turns.ModelRound(e.ctx, crewlet.ModelRoundInput{Tenure: ten, TurnID: turnID, WorkKey: workKey, Round: 1,
+					Profile: begin.Profile.Profile, ThreadKey: begin.ThreadKeys[0]})
 				return err
 			},
-			"ReleaseProfile": func() error {
-				return turns.ReleaseProfile(e.ctx, crewlet.ReleaseProfileInput{Tenure: ten, TurnID: turnID})
-			},
 			"FinishTurn": func() error {
-				in := crewlet.FinishTurnInput{TurnID: turnID, WorkKey: workKey, Status: crewlet.TurnDone, Rounds: 1}
+				in := crewlet.FinishTurnInput{TurnID: turnID, WorkKey: workKey, Status: crewlet.TurnDone, Rounds: 1,
+					Release: true, Ack: []string{read.Mail[0].StreamID}, ThreadKeys: begin.ThreadKeys}
 				in.Tenure = ten
 				_, err := turns.FinishTurn(e.ctx, in)
 				return err
-			},
-			"AckMail": func() error {
-				return mail.AckMail(e.ctx, crewlet.AckMailInput{Tenure: ten, StreamIDs: []string{ref.StreamID}})
 			},
 		}
 		counter.take()

@@ -67,13 +67,12 @@ func turnConversations(row wire.TurnRow) []string {
 // roundStarted tells of a round about to call the model, and returns what
 // streams its answer: pieces of it (events.Deltas coalesces the provider's
 // chunks), each under the activity's attempt, since a round re-run calls
-// the model again.
-func (a *Turns) roundStarted(ctx context.Context, in crewlet.ModelRoundInput, conversation, key, profile string) *events.Deltas {
+// the model again. rounds are the thread's rounds recorded so far, whose
+// tokens it tells.
+func (a *Turns) roundStarted(ctx context.Context, in crewlet.ModelRoundInput, conversation, profile string, rounds []wire.RoundRow) *events.Deltas {
 	var tokens int64
-	if rounds, err := a.store.TurnRounds(ctx, in.Handle, key); err == nil {
-		for _, r := range rounds {
-			tokens += r.InputTokens + r.OutputTokens
-		}
+	for _, r := range rounds {
+		tokens += r.InputTokens + r.OutputTokens
 	}
 	a.emit(in.Handle, in.WorkKey, conversation, events.RoundStarted, threadIdentity(events.RoundStarted, in.Thread, in.Round),
 		events.Data{Thread: in.Thread, Round: in.Round, Profile: profile, TokensSoFar: tokens})

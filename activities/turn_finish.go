@@ -17,14 +17,16 @@ import (
 
 // FinishTurn closes a turn: every conversation's answer (or the turn's note
 // where it has none) is recorded in its thread and sent to a sender that is
-// a seat; memory and the completion ledger are written last. Asked to, it
-// then gives back the turn's profile slot (ReleaseProfile) and acks its
-// seat's entries (AckMail): the ledger holds them now.
+// a seat; memory and the completion ledger are written last, and, asked
+// to, the turn's profile slot is given back with them (ReleaseProfile).
+// Asked to, it then acks its seat's entries (AckMail): the ledger holds
+// them now.
 func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out crewlet.FinishTurnOutput, err error) {
-	turn, err := a.store.TenureTurn(ctx, in.Tenure, in.WorkKey)
+	read, err := a.store.TenureThreads(ctx, in.Tenure, in.WorkKey, in.ThreadKeys, false)
 	if err != nil {
 		return out, err
 	}
+	turn := read.Turn
 	replies := map[int]string{}
 	// answered marks the threads that ended in the model's own answer, not
 	// a note (stopped, out of rounds, refused): only such an answer settles
@@ -35,9 +37,12 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 		if err != nil {
 			return out, err
 		}
-		msgs, err := a.store.TurnMessages(ctx, in.Handle, key, 0)
-		if err != nil {
-			return out, err
+		msgs, ok := read.Messages[key]
+		if !ok {
+			// A turn that did not pass its threads' keys.
+			if msgs, err = a.store.TurnMessages(ctx, in.Handle, key, 0); err != nil {
+				return out, err
+			}
 		}
 		text, finished := turnrules.AnswerOf(chatMessages(msgs))
 		answered[turn.Threads[thread]] = finished && msgs[len(msgs)-1].Message.Role == "assistant"
@@ -95,10 +100,11 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 	// ticket asking), the seat remembers it, its outcome is recorded and
 	// the ledger holds its triggers. Every write is keyed, so a re-run
 	// after a failure here records once.
-	first, err := a.store.CloseTurn(ctx, store.TurnClose{
+	closed, err := a.store.CloseTurn(ctx, store.TurnClose{
 		Seat: in.Handle, WorkKey: in.WorkKey, TurnID: in.TurnID,
 		Status: string(in.Status), Note: in.Note, StoppedBy: in.StoppedBy, Rounds: in.Rounds,
 		Episode: closing.Episode, Counterparties: closing.Counterparties, Ledger: closing.Ledger,
+		Release: in.Release, ReleaseEpoch: in.Epoch,
 	})
 	switch {
 	case crewlet.ErrorCode(err) == crewlet.ENOTFOUND:
@@ -108,8 +114,9 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 	case err != nil:
 		return out, err
 	}
+	a.profiles.Freed(ctx, closed.Freed)
 	crashPoint(testhook.AfterLedger, in.Handle)
-	if first && in.Status == crewlet.TurnFailed {
+	if closed.First && in.Status == crewlet.TurnFailed {
 		// Acked all the same, so its triggers never come back: the seat's
 		// events are where a person finds what became of them.
 		for _, trigger := range turn.Mail {
@@ -127,12 +134,6 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 	a.metrics.TurnFinished(string(in.Status))
 	a.log.Info("turn_finished", "seat", in.Handle, "turn", in.TurnID, "status", in.Status, "rounds", in.Rounds,
 		"triggers", len(out.Answered), "replies", out.Replies)
-	if in.Release {
-		// Losing it only costs the slot's lease.
-		if err := a.profiles.Release(ctx, in.TurnID, in.Epoch); err != nil {
-			a.log.Warn("profile_unreleased", "seat", in.Handle, "turn", in.TurnID, "error", err)
-		}
-	}
 	if len(in.Ack) > 0 {
 		// An ack that fails is left to the seat, which acks them itself.
 		if err := ackEntries(ctx, a.mailbox, a.metrics, in.Handle, in.Ack); err != nil {
@@ -199,7 +200,7 @@ func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error
 	}
 	a.profiles.Answered(ctx, name, resp.Model)
 	if _, err := a.recordRound(ctx, wire.RoundRow{Seat: in.Handle, WorkKey: "reflect:" + in.WorkKey, Round: 1, Profile: name,
-		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, ContextBytes: plan.Bytes, AnsweredModel: resp.Model}, ctxIn.System); err != nil {
+		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, ContextBytes: plan.Bytes, AnsweredModel: resp.Model}, ctxIn.System, nil); err != nil {
 		a.log.Warn("usage_unrecorded", "seat", in.Handle, "what", "reflection", "error", err)
 	}
 	crashPoint("after_reflection_model", in.Handle)

@@ -28,10 +28,15 @@ import (
 // in, the model's answer recorded. A round that already has a recorded
 // answer (a re-run) returns it without asking the model again.
 func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out crewlet.ModelRoundOutput, err error) {
-	turn, err := a.store.TenureTurn(ctx, in.Tenure, in.WorkKey)
+	var keys []string
+	if in.ThreadKey != "" {
+		keys = []string{in.ThreadKey}
+	}
+	read, err := a.store.TenureThreads(ctx, in.Tenure, in.WorkKey, keys, true)
 	if err != nil {
 		return out, err
 	}
+	turn := read.Turn
 	catalog, err := decodeCatalog(turn.Tools)
 	if err != nil {
 		return out, err
@@ -40,9 +45,14 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 	if err != nil {
 		return out, err
 	}
-	msgs, err := a.store.TurnMessages(ctx, in.Handle, key, 0)
-	if err != nil {
-		return out, err
+	msgs, rounds, ok := read.Messages[key], read.Rounds[key], in.ThreadKey == key
+	if !ok {
+		// A round whose turn did not know its thread's key.
+		if msgs, err = a.store.TurnMessages(ctx, in.Handle, key, 0); err != nil {
+			return out, err
+		}
+		// Its rounds only tell the tokens so far: not worth failing over.
+		rounds, _ = a.store.TurnRounds(ctx, in.Handle, key)
 	}
 	defer a.flushEvents()
 	if m, ok := findKey(msgs, roundKey(in.Round)); ok {
@@ -66,7 +76,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		return out, err
 	}
 	profile := a.org.Now().Profiles[name]
-	deltas := a.roundStarted(ctx, in, trigger.Conversation, key, name)
+	deltas := a.roundStarted(ctx, in, trigger.Conversation, name, rounds)
 	system := a.systemPrompt(in.Handle, seat.Role, role)
 	stop := make(chan struct{})
 	defer close(stop)
@@ -104,28 +114,28 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		usage.OutputTokens += resp.Usage.OutputTokens
 	}
 	a.profiles.Answered(ctx, name, resp.Model)
-	if _, err := a.recordRound(ctx, wire.RoundRow{Seat: in.Handle, WorkKey: key, Round: in.Round, Profile: name,
-		InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens, ContextBytes: plan.Bytes, AnsweredModel: resp.Model}, system); err != nil {
-		return out, err
-	}
-	if resp.Text == "" && len(resp.ToolCalls) == 0 {
-		return a.refuse(ctx, in.Handle, key, emptyAnswerNote)
-	}
-	// What a model says is stored and mailed as it is, but for what neither
-	// Postgres nor a mailbox can hold (NUL, invalid UTF-8).
-	answer := crewlet.ChatMessage{Role: "assistant", Content: crewlet.Clean(resp.Text), ToolCalls: resp.ToolCalls}
-	for i := range answer.ToolCalls {
-		c := &answer.ToolCalls[i]
-		if c.ID == "" {
-			c.ID = fmt.Sprintf("call_%d_%d", in.Round, i)
+	empty := resp.Text == "" && len(resp.ToolCalls) == 0
+	answer := refusal(emptyAnswerNote)
+	if !empty {
+		// What a model says is stored and mailed as it is, but for what
+		// neither Postgres nor a mailbox can hold (NUL, invalid UTF-8).
+		m := crewlet.ChatMessage{Role: "assistant", Content: crewlet.Clean(resp.Text), ToolCalls: resp.ToolCalls}
+		for i := range m.ToolCalls {
+			c := &m.ToolCalls[i]
+			if c.ID == "" {
+				c.ID = fmt.Sprintf("call_%d_%d", in.Round, i)
+			}
+			c.ID, c.Name, c.Args = crewlet.Clean(c.ID), crewlet.Clean(c.Name), cleanJSON(c.Args)
 		}
-		c.ID, c.Name, c.Args = crewlet.Clean(c.ID), crewlet.Clean(c.Name), cleanJSON(c.Args)
+		answer = wire.TurnMessage{Key: roundKey(in.Round), Round: in.Round, Message: m}
 	}
-	stored, err := a.store.AppendTurnMessage(ctx, in.Handle, key, wire.TurnMessage{
-		Key: roundKey(in.Round), Round: in.Round, Message: answer,
-	})
+	stored, err := a.recordRound(ctx, wire.RoundRow{Seat: in.Handle, WorkKey: key, Round: in.Round, Profile: name,
+		InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens, ContextBytes: plan.Bytes, AnsweredModel: resp.Model}, system, &answer)
 	if err != nil {
 		return out, err
+	}
+	if empty {
+		return a.refused(in.Handle, key, stored), nil
 	}
 	a.emitOutput(in, trigger.Conversation, stored.Message)
 	return roundOutput(stored.Message, catalog, usage.InputTokens+usage.OutputTokens), nil
@@ -150,22 +160,32 @@ const (
 // thread's last word (so the sender gets it) and the round reports the
 // thread failed.
 func (a *Turns) refuse(ctx context.Context, handle, key, note string) (crewlet.ModelRoundOutput, error) {
-	stored, err := a.store.AppendTurnMessage(ctx, handle, key, wire.TurnMessage{
-		Key: refusedKey, Message: crewlet.ChatMessage{Role: "note", Content: note},
-	})
+	stored, err := a.store.AppendTurnMessage(ctx, handle, key, refusal(note))
 	if err != nil {
 		return crewlet.ModelRoundOutput{}, err
 	}
+	return a.refused(handle, key, stored), nil
+}
+
+// refusal is the note that refuses a thread.
+func refusal(note string) wire.TurnMessage {
+	return wire.TurnMessage{Key: refusedKey, Message: crewlet.ChatMessage{Role: "note", Content: note}}
+}
+
+// refused is the round's answer once its thread's refusal is stored.
+func (a *Turns) refused(handle, key string, stored wire.TurnMessage) crewlet.ModelRoundOutput {
 	a.log.Warn("thread_refused", "seat", handle, "work_key", key, "note", stored.Message.Content)
-	return crewlet.ModelRoundOutput{Failed: stored.Message.Content}, nil
+	return crewlet.ModelRoundOutput{Failed: stored.Message.Content}
 }
 
 // recordRound records a model call of a seat, with the receipt of its
-// system prompt, and charges its tokens once.
-func (a *Turns) recordRound(ctx context.Context, r wire.RoundRow, system string) (bool, error) {
+// system prompt, and charges its tokens once; answer, if any, is appended
+// to the round's thread in the same step and returned as stored.
+func (a *Turns) recordRound(ctx context.Context, r wire.RoundRow, system string, answer *wire.TurnMessage) (wire.TurnMessage, error) {
 	sum := sha256.Sum256([]byte(system))
 	r.SystemSHA256, r.SystemBytes, r.RecordedAt = hex.EncodeToString(sum[:]), len(system), a.Now()
-	return a.store.RecordRound(ctx, r, a.org.Now().Location())
+	_, stored, err := a.store.RecordRoundAnswer(ctx, r, a.org.Now().Location(), answer)
+	return stored, err
 }
 
 // assemble reads a thread's conversation from Postgres and lays out the
@@ -174,29 +194,21 @@ func (a *Turns) recordRound(ctx context.Context, r wire.RoundRow, system string)
 // compaction summary of its oldest exchanges.
 func (a *Turns) assemble(ctx context.Context, handle, profileName, turnID, system string, catalog []crewlet.ToolSpec, trigger crewlet.Message, key string, thread []wire.TurnMessage) (crewlet.ContextPlan, error) {
 	started := time.Now()
-	tc, err := a.store.ThreadContext(ctx, handle, trigger.Conversation, trigger.EventID, turnrules.TriggerText)
+	tc, err := a.store.ThreadContext(ctx, handle, trigger.Conversation, trigger.EventID, key, turnrules.TriggerText)
 	if crewlet.ErrorCode(err) == crewlet.ENOTFOUND {
 		// A turn begun before triggers were recorded at BeginTurn: record
 		// it now, which gives it its place.
 		// COMPAT(begin-turn-triggers)
 		if err = a.store.AppendMessages(ctx, crewlet.ThreadKey(trigger.EventID), trigger); err == nil {
-			tc, err = a.store.ThreadContext(ctx, handle, trigger.Conversation, trigger.EventID, turnrules.TriggerText)
+			tc, err = a.store.ThreadContext(ctx, handle, trigger.Conversation, trigger.EventID, key, turnrules.TriggerText)
 		}
 	}
 	if err != nil {
 		return crewlet.ContextPlan{}, err
 	}
-	keys := []string{key}
-	for _, x := range tc.Earlier {
-		keys = append(keys, crewlet.ThreadKey(x.MessageID))
-	}
-	ratio, err := a.store.TokensPerByte(ctx, handle, keys)
-	if err != nil {
-		return crewlet.ContextPlan{}, err
-	}
 	in := crewlet.ContextInput{
 		System: system, Tools: catalog, Summary: tc.Summary, Earlier: tc.Earlier,
-		Budget: a.org.Now().Profiles[profileName].InputBudget(), TokensPerByte: ratio, MayCompact: true,
+		Budget: a.org.Now().Profiles[profileName].InputBudget(), TokensPerByte: tc.TokensPerByte, MayCompact: true,
 	}
 	for _, m := range thread {
 		in.Current = append(in.Current, m.Message)
@@ -274,7 +286,7 @@ func (a *Turns) compact(ctx context.Context, handle, profileName, turnID, conver
 	a.profiles.Answered(ctx, summarizer, resp.Model)
 	if _, err := a.recordRound(ctx, wire.RoundRow{Seat: handle, WorkKey: "compact:" + crewlet.WorkKey([]string{conversation, last.MessageID}),
 		Round: 1, Profile: summarizer, InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens,
-		AnsweredModel: resp.Model}, crewlet.CompactionSystem); err != nil {
+		AnsweredModel: resp.Model}, crewlet.CompactionSystem, nil); err != nil {
 		a.log.Warn("usage_unrecorded", "seat", handle, "what", "compaction", "error", err)
 	}
 	crashPoint(testhook.AfterCompaction, handle)

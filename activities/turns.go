@@ -190,12 +190,15 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 	if err != nil {
 		return out, err
 	}
-	hold, err := a.budgetHold(ctx, in.Handle, role)
-	if hold != nil {
-		a.metrics.BudgetHeld()
+	// The budget and the seat's tools, in one round trip.
+	org := a.org.Now()
+	usage, catalog, err := a.store.UsageAndTools(ctx, in.Handle, role.Budget.Caps(), org.Company.Budget.Caps(), a.Now(), org.Location())
+	if err != nil {
+		return out, err
 	}
-	if err != nil || hold != nil {
-		return crewlet.BeginTurnOutput{Hold: hold}, err
+	if hold := a.held(in.Handle, usage); hold != nil {
+		a.metrics.BudgetHeld()
+		return crewlet.BeginTurnOutput{Hold: hold}, nil
 	}
 	msgs, err := a.mailOf(ctx, in.Handle, in.Mail)
 	if err != nil {
@@ -221,10 +224,6 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 	for _, i := range closed {
 		a.log.Info("ticket_request_skipped", "seat", in.Handle, "ticket", msgs[i].Ticket, "phase", phases[msgs[i].Ticket])
 	}
-	catalog, err := a.store.SeatTools(ctx, in.Handle)
-	if err != nil {
-		return out, err
-	}
 	if catalog, err = a.offered(in.Handle, catalog); err != nil {
 		return out, err
 	}
@@ -241,11 +240,13 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 	}
 	defer a.flushEvents()
 	a.emitTurnStarted(row)
+	keys := make([]string, len(row.Threads))
 	for thread := range row.Threads {
 		trigger, key, err := threadOf(row, thread)
 		if err != nil {
 			return out, err
 		}
+		keys[thread] = key
 		_, err = a.store.AppendTurnMessage(ctx, in.Handle, key, wire.TurnMessage{
 			Key: userKey, Message: crewlet.ChatMessage{Role: "user", Content: turnrules.TriggerText(trigger)},
 		})
@@ -254,7 +255,7 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 		}
 	}
 	a.metrics.TurnStarted()
-	out = crewlet.BeginTurnOutput{Threads: len(row.Threads), MaxRounds: row.MaxRounds, Reflect: role.Reflect}
+	out = crewlet.BeginTurnOutput{Threads: len(row.Threads), MaxRounds: row.MaxRounds, Reflect: role.Reflect, ThreadKeys: keys}
 	if in.Acquire && len(row.Threads) > 0 {
 		// The row was opened or read at this tenure's epoch just now.
 		acquired, err := a.acquire(ctx, seat.Role, crewlet.AcquireProfileInput{Tenure: in.Tenure, TurnID: in.TurnID, WorkKey: in.WorkKey}, row.Profile)
@@ -300,11 +301,16 @@ func (a *Turns) budgetHold(ctx context.Context, handle string, role config.Role)
 	if err != nil {
 		return nil, err
 	}
+	return a.held(handle, usage), nil
+}
+
+// held returns the budget cap of usage that holds the seat's turns, or nil.
+func (a *Turns) held(handle string, usage []crewlet.UsageWindow) *crewlet.BudgetHold {
 	hold := budget.Check(usage)
 	if hold != nil {
 		a.log.Info("turn_held", "seat", handle, "scope", hold.Scope, "window", hold.Window, "cap", hold.Cap, "used", hold.Used, "resets_at", hold.ResetsAt)
 	}
-	return hold, nil
+	return hold
 }
 
 // CheckBudget tells a held seat whether a budget cap still holds its turns,

@@ -66,7 +66,10 @@ type turn struct {
 	mergedSteps bool
 	// released is set once FinishTurn gave back the profile slot.
 	released bool
-	logger   interface {
+	// threadKeys are BeginTurn's keys of the turn's threads, which its
+	// steps pass on so they read a thread with its turn.
+	threadKeys []string
+	logger     interface {
 		Info(string, ...interface{})
 		Warn(string, ...interface{})
 	}
@@ -141,6 +144,7 @@ func (t *turn) run(ctx workflow.Context) (crewlet.TurnOutput, error) {
 		return crewlet.TurnOutput{Status: crewlet.TurnHeld, Hold: begin.Hold}, nil
 	}
 	t.progress.Threads, t.progress.MaxRounds = begin.Threads, begin.MaxRounds
+	t.threadKeys = begin.ThreadKeys
 	// A turn of replies only makes no model call, so it takes no profile.
 	if begin.Threads > 0 {
 		defer t.release(ctx)
@@ -295,6 +299,14 @@ func (t *turn) showWait(ctx workflow.Context, on, details string) {
 	t.upsertWaiting(ctx, on)
 }
 
+// threadKey is the key of thread as BeginTurn gave it, "" if it gave none.
+func (t *turn) threadKey(thread int) string {
+	if thread < len(t.threadKeys) {
+		return t.threadKeys[thread]
+	}
+	return ""
+}
+
 // stopped ends the turn as a person asked.
 func (t *turn) stopped() {
 	t.out.Status = crewlet.TurnStopped
@@ -316,7 +328,7 @@ func (t *turn) modelRound(ctx workflow.Context, thread, round int) (crewlet.Mode
 		summary := fmt.Sprintf("model round %d of thread %d, turn %s", round, thread+1, t.in.TurnID)
 		err := workflow.ExecuteActivity(t.modelContext(ctx, summary), crewlet.ActivityModelRound, crewlet.ModelRoundInput{
 			Tenure: t.in.Tenure, WorkKey: t.in.WorkKey, Thread: thread, Round: round,
-			TurnID: t.in.TurnID, Profile: t.profile,
+			TurnID: t.in.TurnID, Profile: t.profile, ThreadKey: t.threadKey(thread),
 		}).Get(ctx, &answer)
 		if !isProfileUnavailable(err) {
 			return answer, err
@@ -554,7 +566,7 @@ func (t *turn) finish(ctx workflow.Context) (crewlet.TurnOutput, error) {
 	err := workflow.ExecuteLocalActivity(localContext(ctx), crewlet.ActivityFinishTurn, crewlet.FinishTurnInput{
 		Tenure: t.in.Tenure, TurnID: t.in.TurnID, WorkKey: t.in.WorkKey,
 		Status: t.out.Status, Rounds: t.out.Rounds, Note: t.out.Note, StoppedBy: stoppedBy,
-		Release: t.mergedSteps && t.profile != "", Ack: t.in.Ack,
+		Release: t.mergedSteps && t.profile != "", Ack: t.in.Ack, ThreadKeys: t.threadKeys,
 	}).Get(ctx, &fin)
 	if err != nil {
 		if isFenced(err) {

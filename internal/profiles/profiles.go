@@ -125,11 +125,19 @@ func (p *Service) Acquire(ctx context.Context, req AcquireRequest) (string, *cre
 // the profile it freed.
 func (p *Service) Release(ctx context.Context, turnID string, epoch int64) error {
 	freed, err := p.store.ReleaseProfile(ctx, turnID, epoch)
-	if err != nil || freed == "" {
+	if err != nil {
 		return err
 	}
-	p.wake(ctx, []string{freed}, 1)
+	p.Freed(ctx, freed)
 	return nil
+}
+
+// Freed wakes the oldest turn waiting on profile, whose slot a turn run
+// gave back ("" wakes none).
+func (p *Service) Freed(ctx context.Context, profile string) {
+	if profile != "" {
+		p.wake(ctx, []string{profile}, 1)
+	}
 }
 
 // wakeTries bounds how many gone waiters one wake skips before it gives up;

@@ -20,6 +20,11 @@ type ThreadContext struct {
 	Summary *crewlet.ConversationSummary
 	// Earlier are the exchanges after Summary and before the trigger.
 	Earlier []crewlet.Exchange
+	// TokensPerByte is the latest calibration of the seat's token estimate
+	// among the rounds of the thread and of Earlier's: the input tokens the
+	// provider reported over the bytes of context sent. 0 when none is
+	// known.
+	TokensPerByte float64
 }
 
 // ThreadContext reads the seat's part of conversation before the transcript
@@ -27,8 +32,10 @@ type ThreadContext struct {
 // every later message the seat was sent, each with the rounds of the thread
 // that answered it (a reply received, or a trigger no thread answered, reads
 // as its text alone). The trigger's place in the transcript bounds it, so a
-// round re-run later reads the same exchanges.
-func (s *Store) ThreadContext(ctx context.Context, seat, conversation, triggerID string, userText func(crewlet.Message) string) (ThreadContext, error) {
+// round re-run later reads the same exchanges. threadKey is the key of the
+// thread the context is for, whose rounds calibrate TokensPerByte with
+// Earlier's. All of it is one transaction.
+func (s *Store) ThreadContext(ctx context.Context, seat, conversation, triggerID, threadKey string, userText func(crewlet.Message) string) (ThreadContext, error) {
 	var out ThreadContext
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
 		var until int64
@@ -107,7 +114,12 @@ func (s *Store) ThreadContext(ctx context.Context, seat, conversation, triggerID
 			}
 			out.Earlier = append(out.Earlier, x)
 		}
-		return nil
+		calibrated := []string{threadKey}
+		for _, x := range out.Earlier {
+			calibrated = append(calibrated, crewlet.ThreadKey(x.MessageID))
+		}
+		out.TokensPerByte, err = tokensPerByte(ctx, tx, seat, calibrated)
+		return err
 	})
 	if err != nil {
 		return ThreadContext{}, fmt.Errorf("read context of %s in conversation %s: %w", seat, conversation, schemaMissing(err))
@@ -164,12 +176,11 @@ func threadMessages(ctx context.Context, q pgx.Tx, seat string, keys []string) (
 	return out, rows.Err()
 }
 
-// TokensPerByte is the latest calibration of the seat's token estimate
-// among the rounds of the given threads: the input tokens the provider
-// reported over the bytes of context sent. 0 when none is known.
-func (s *Store) TokensPerByte(ctx context.Context, seat string, threadKeys []string) (float64, error) {
+// tokensPerByte is ThreadContext's TokensPerByte over the rounds of the
+// given threads.
+func tokensPerByte(ctx context.Context, q pgx.Tx, seat string, threadKeys []string) (float64, error) {
 	var tokens, bytes int64
-	err := s.pool.QueryRow(ctx, `
+	err := q.QueryRow(ctx, `
 		SELECT input_tokens, context_bytes FROM turn_rounds
 		WHERE seat = $1 AND work_key = ANY($2) AND context_bytes > 0 AND input_tokens > 0
 		ORDER BY recorded_at DESC, round DESC LIMIT 1`, seat, threadKeys).Scan(&tokens, &bytes)
@@ -177,7 +188,7 @@ func (s *Store) TokensPerByte(ctx context.Context, seat string, threadKeys []str
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read token calibration of %s: %w", seat, schemaMissing(err))
+		return 0, fmt.Errorf("read token calibration of %s: %w", seat, err)
 	}
 	return float64(tokens) / float64(bytes), nil
 }

@@ -141,15 +141,18 @@ func (s *Store) ReleaseProfile(ctx context.Context, turnID string, epoch int64) 
 	// One statement, so both deletes commit together in one round trip:
 	// a data-modifying WITH runs whether or not the query reads it.
 	var freed string
-	err := s.pool.QueryRow(ctx, `
-		WITH slot AS (DELETE FROM profile_slots WHERE turn_id = $1 AND epoch = $2 RETURNING profile),
-		     waiter AS (DELETE FROM profile_waiters WHERE turn_id = $1 AND epoch = $2)
-		SELECT coalesce((SELECT profile FROM slot), '')`, turnID, epoch).Scan(&freed)
+	err := s.pool.QueryRow(ctx, releaseProfileSQL, turnID, epoch).Scan(&freed)
 	if err != nil {
 		return "", fmt.Errorf("release the profile slot of %s: %w", turnID, schemaMissing(err))
 	}
 	return freed, nil
 }
+
+// releaseProfileSQL is ReleaseProfile's statement, also sent by CloseTurn.
+const releaseProfileSQL = `
+	WITH slot AS (DELETE FROM profile_slots WHERE turn_id = $1 AND epoch = $2 RETURNING profile),
+	     waiter AS (DELETE FROM profile_waiters WHERE turn_id = $1 AND epoch = $2)
+	SELECT coalesce((SELECT profile FROM slot), '')`
 
 const renewProfileSlotSQL = `UPDATE profile_slots SET expires_at = $4 WHERE turn_id = $1 AND epoch = $2 AND expires_at > $3`
 

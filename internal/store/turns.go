@@ -31,7 +31,7 @@ func (s *Store) SetSeatTools(ctx context.Context, handle string, epoch int64, to
 // no host has recorded one.
 func (s *Store) SeatTools(ctx context.Context, handle string) (json.RawMessage, error) {
 	var tools []byte
-	err := s.pool.QueryRow(ctx, `SELECT tools FROM seats WHERE handle = $1`, handle).Scan(&tools)
+	err := s.pool.QueryRow(ctx, seatToolsSQL, handle).Scan(&tools)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, crewlet.Errorf(crewlet.ENOTFOUND, "seat %q has no row yet", handle)
 	}
@@ -40,6 +40,8 @@ func (s *Store) SeatTools(ctx context.Context, handle string) (json.RawMessage, 
 	}
 	return tools, nil
 }
+
+const seatToolsSQL = `SELECT tools FROM seats WHERE handle = $1`
 
 // jsonArg passes raw JSON to a jsonb parameter, empty as NULL.
 func jsonArg(raw json.RawMessage) any {
@@ -133,20 +135,59 @@ func (s *Store) Turn(ctx context.Context, seat, workKey string) (wire.TurnRow, e
 // unless t's epoch is the seat's current one. The check rides in the
 // read's own statement, so the step needs no read of the epoch beside it.
 func (s *Store) TenureTurn(ctx context.Context, t crewlet.Tenure, workKey string) (wire.TurnRow, error) {
+	read, err := s.TenureThreads(ctx, t, workKey, nil, false)
+	return read.Turn, err
+}
+
+// tenureTurnSQL reads a turn with its seat's current epoch.
+const tenureTurnSQL = `SELECT ` + turnColumns + `, (SELECT epoch FROM seats WHERE handle = $1) FROM turns WHERE seat = $1 AND work_key = $2`
+
+// TenureRead is what TenureThreads read: the turn, and the messages (and,
+// when asked, the recorded rounds) of the threads asked for, by thread key.
+type TenureRead struct {
+	Turn     wire.TurnRow
+	Messages map[string][]wire.TurnMessage
+	Rounds   map[string][]wire.RoundRow
+}
+
+// TenureThreads is TenureTurn with the threads recorded under threadKeys
+// (thread 0 of each, as TurnMessages reads them) and, with rounds, their
+// recorded rounds (TurnRounds), all in one round trip and one transaction:
+// a step that knows its threads' keys reads its turn and them at once.
+func (s *Store) TenureThreads(ctx context.Context, t crewlet.Tenure, workKey string, threadKeys []string, rounds bool) (TenureRead, error) {
+	read := TenureRead{Messages: map[string][]wire.TurnMessage{}, Rounds: map[string][]wire.RoundRow{}}
 	var current *int64
-	row, err := scanTurn(s.pool.QueryRow(ctx, `
-		SELECT `+turnColumns+`, (SELECT epoch FROM seats WHERE handle = $1) FROM turns WHERE seat = $1 AND work_key = $2`,
-		t.Handle, workKey), &current)
+	var b pgx.Batch
+	b.Queue(tenureTurnSQL, t.Handle, workKey).QueryRow(func(r pgx.Row) error {
+		var err error
+		read.Turn, err = scanTurn(r, &current)
+		return err
+	})
+	for _, key := range threadKeys {
+		b.Queue(turnMessagesSQL, t.Handle, key, 0).Query(func(rows pgx.Rows) error {
+			msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.TurnMessage, error) { return scanTurnMessage(r) })
+			read.Messages[key] = msgs
+			return err
+		})
+		if rounds {
+			b.Queue(turnRoundsSQL, t.Handle, key).Query(func(rows pgx.Rows) error {
+				rs, err := pgx.CollectRows(rows, scanRound)
+				read.Rounds[key] = rs
+				return err
+			})
+		}
+	}
+	err := s.pool.SendBatch(ctx, &b).Close()
 	if errors.Is(err, pgx.ErrNoRows) {
-		return wire.TurnRow{}, crewlet.Errorf(crewlet.ENOTFOUND, "seat %s has no turn for work %q", t.Handle, workKey)
+		return TenureRead{}, crewlet.Errorf(crewlet.ENOTFOUND, "seat %s has no turn for work %q", t.Handle, workKey)
 	}
 	if err != nil {
-		return wire.TurnRow{}, fmt.Errorf("read turn %s/%s: %w", t.Handle, workKey, schemaMissing(err))
+		return TenureRead{}, fmt.Errorf("read turn %s/%s: %w", t.Handle, workKey, schemaMissing(err))
 	}
 	if current == nil || *current != t.Epoch {
-		return wire.TurnRow{}, fenced(t.Handle, t.Epoch)
+		return TenureRead{}, fenced(t.Handle, t.Epoch)
 	}
-	return row, nil
+	return read, nil
 }
 
 // TurnByID returns the turn with that id (the newest, should an id have been
@@ -209,34 +250,49 @@ type TurnClose struct {
 	Counterparties []string
 	// Ledger holds the trigger keys the completion ledger records.
 	Ledger []string
+	// Release gives back the slot of the turn run at ReleaseEpoch
+	// (ReleaseProfile).
+	Release      bool
+	ReleaseEpoch int64
+}
+
+// TurnClosed is what CloseTurn did.
+type TurnClosed struct {
+	// First reports whether this was the turn's first finish.
+	First bool
+	// Freed is the profile whose slot the close gave back, "" if none.
+	Freed string
 }
 
 // CloseTurn records a turn's end in one round trip and one transaction:
 // it waits on no ticket any more (ForgetWaiter), the seat remembers it
 // (RecordEpisode, CountInteraction), its outcome is recorded (FinishTurn)
-// and its triggers enter the completion ledger (LedgerRecord). Each
-// statement is keyed, so closing again changes nothing but the outcome.
-// first reports whether this was the turn's first finish; a turn with no
+// and its triggers enter the completion ledger (LedgerRecord); asked to,
+// it gives back the run's profile slot (ReleaseProfile). Each statement is
+// keyed, so closing again changes nothing but the outcome. A turn with no
 // row is ENOTFOUND (what is keyed on it is recorded all the same).
-func (s *Store) CloseTurn(ctx context.Context, c TurnClose) (first bool, err error) {
+func (s *Store) CloseTurn(ctx context.Context, c TurnClose) (closed TurnClosed, err error) {
 	var b pgx.Batch
+	if c.Release {
+		b.Queue(releaseProfileSQL, c.TurnID, c.ReleaseEpoch).QueryRow(func(r pgx.Row) error { return r.Scan(&closed.Freed) })
+	}
 	b.Queue(forgetWaiterSQL, c.TurnID)
 	b.Queue(recordEpisodeSQL, c.Seat, c.WorkKey, c.TurnID, c.Episode)
 	for _, who := range c.Counterparties {
 		b.Queue(countInteractionSQL, c.Seat, who, c.WorkKey)
 	}
 	b.Queue(finishTurnSQL, c.Seat, c.WorkKey, c.Status, c.Note, c.StoppedBy, c.Rounds).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&first)
+		return r.Scan(&closed.First)
 	})
 	b.Queue(ledgerRecordSQL, c.Seat, c.WorkKey, c.TurnID, c.Ledger)
 	err = s.pool.SendBatch(ctx, &b).Close()
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, crewlet.Errorf(crewlet.ENOTFOUND, "seat %s has no turn for work %q", c.Seat, c.WorkKey)
+		return closed, crewlet.Errorf(crewlet.ENOTFOUND, "seat %s has no turn for work %q", c.Seat, c.WorkKey)
 	}
 	if err != nil {
-		return false, fmt.Errorf("close turn %s/%s: %w", c.Seat, c.WorkKey, schemaMissing(err))
+		return TurnClosed{}, fmt.Errorf("close turn %s/%s: %w", c.Seat, c.WorkKey, schemaMissing(err))
 	}
-	return first, nil
+	return closed, nil
 }
 
 const turnMessageColumns = `thread, key, round, message, seq, created_at`
@@ -255,10 +311,7 @@ func (s *Store) AppendTurnMessage(ctx context.Context, seat, workKey string, m w
 	if err != nil {
 		return wire.TurnMessage{}, fmt.Errorf("append turn message %s/%s %d/%s: %w", seat, workKey, m.Thread, m.Key, err)
 	}
-	stored, err := scanTurnMessage(s.pool.QueryRow(ctx, `
-		INSERT INTO turn_messages (seat, work_key, thread, key, round, message) VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (seat, work_key, thread, key) DO NOTHING
-		RETURNING `+turnMessageColumns, seat, workKey, m.Thread, m.Key, m.Round, msg))
+	stored, err := scanTurnMessage(s.pool.QueryRow(ctx, appendTurnMessageSQL, seat, workKey, m.Thread, m.Key, m.Round, msg))
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A separate statement, so it sees a row a concurrent insert
 		// committed after this one's snapshot.
@@ -272,12 +325,15 @@ func (s *Store) AppendTurnMessage(ctx context.Context, seat, workKey string, m w
 	return stored, nil
 }
 
+const appendTurnMessageSQL = `
+	INSERT INTO turn_messages (seat, work_key, thread, key, round, message) VALUES ($1, $2, $3, $4, $5, $6)
+	ON CONFLICT (seat, work_key, thread, key) DO NOTHING
+	RETURNING ` + turnMessageColumns
+
 // TurnMessages returns a thread of the turn in the order it was written;
 // thread -1 returns every thread.
 func (s *Store) TurnMessages(ctx context.Context, seat, workKey string, thread int) ([]wire.TurnMessage, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT `+turnMessageColumns+` FROM turn_messages
-		WHERE seat = $1 AND work_key = $2 AND ($3 < 0 OR thread = $3) ORDER BY seq`, seat, workKey, thread)
+	rows, err := s.pool.Query(ctx, turnMessagesSQL, seat, workKey, thread)
 	if err != nil {
 		return nil, fmt.Errorf("read turn messages %s/%s: %w", seat, workKey, schemaMissing(err))
 	}
@@ -287,6 +343,10 @@ func (s *Store) TurnMessages(ctx context.Context, seat, workKey string, thread i
 	}
 	return out, nil
 }
+
+const turnMessagesSQL = `
+	SELECT ` + turnMessageColumns + ` FROM turn_messages
+	WHERE seat = $1 AND work_key = $2 AND ($3 < 0 OR thread = $3) ORDER BY seq`
 
 // StartToolCall writes the intent row of a tool call before it is made,
 // or marks the row its admission wrote as started. firstAttempt is false
@@ -377,6 +437,15 @@ func (s *Store) FinishToolCall(ctx context.Context, seat, workKey string, round,
 // windows that contain RecordedAt (now when zero) on loc. charged is false
 // when the round was already recorded, so a retried step charges nothing.
 func (s *Store) RecordRound(ctx context.Context, r wire.RoundRow, loc *time.Location) (charged bool, err error) {
+	charged, _, err = s.RecordRoundAnswer(ctx, r, loc, nil)
+	return charged, err
+}
+
+// RecordRoundAnswer is RecordRound that also appends the round's answer to
+// its thread (AppendTurnMessage under the round's seat and work key), in the
+// same round trip and transaction, and returns the answer as stored; a nil
+// answer appends nothing.
+func (s *Store) RecordRoundAnswer(ctx context.Context, r wire.RoundRow, loc *time.Location, answer *wire.TurnMessage) (charged bool, stored wire.TurnMessage, err error) {
 	if r.RecordedAt.IsZero() {
 		r.RecordedAt = time.Now()
 	}
@@ -390,9 +459,10 @@ func (s *Store) RecordRound(ctx context.Context, r wire.RoundRow, loc *time.Loca
 			scopes, windows, starts = append(scopes, scope), append(windows, w.Name), append(starts, w.Start)
 		}
 	}
-	// One statement, so one round trip: the round's insert, and the charge
-	// only when the insert recorded the round.
-	err = s.pool.QueryRow(ctx, `
+	var b pgx.Batch
+	// One statement: the round's insert, and the charge only when the
+	// insert recorded the round.
+	b.Queue(`
 		WITH round AS (
 			INSERT INTO turn_rounds (seat, work_key, round, profile, system_sha256, system_bytes, input_tokens, output_tokens, context_bytes, answered_model, recorded_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
@@ -406,36 +476,88 @@ func (s *Store) RecordRound(ctx context.Context, r wire.RoundRow, loc *time.Loca
 		)
 		SELECT EXISTS (SELECT 1 FROM round)`,
 		r.Seat, r.WorkKey, r.Round, r.Profile, r.SystemSHA256, r.SystemBytes, r.InputTokens, r.OutputTokens, r.ContextBytes, r.AnsweredModel, r.RecordedAt,
-		scopes, windows, starts, tokens).Scan(&charged)
-	if err != nil {
-		return false, fmt.Errorf("record round %s/%s r%d: %w", r.Seat, r.WorkKey, r.Round, schemaMissing(err))
+		scopes, windows, starts, tokens).QueryRow(func(row pgx.Row) error { return row.Scan(&charged) })
+	appended := false
+	if answer != nil {
+		msg, err := json.Marshal(answer.Message)
+		if err != nil {
+			return false, stored, fmt.Errorf("record round %s/%s r%d: %w", r.Seat, r.WorkKey, r.Round, err)
+		}
+		b.Queue(appendTurnMessageSQL, r.Seat, r.WorkKey, answer.Thread, answer.Key, answer.Round, msg).QueryRow(func(row pgx.Row) error {
+			var err error
+			stored, err = scanTurnMessage(row)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			appended = err == nil
+			return err
+		})
 	}
-	return charged, nil
+	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
+		return false, stored, fmt.Errorf("record round %s/%s r%d: %w", r.Seat, r.WorkKey, r.Round, schemaMissing(err))
+	}
+	if answer != nil && !appended {
+		// Appended before: the answer as it was stored.
+		stored, err = s.AppendTurnMessage(ctx, r.Seat, r.WorkKey, *answer)
+	}
+	return charged, stored, err
 }
 
 // TurnRounds returns the turn's model calls in round order.
 func (s *Store) TurnRounds(ctx context.Context, seat, workKey string) ([]wire.RoundRow, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT seat, work_key, round, profile, system_sha256, system_bytes, input_tokens, output_tokens, context_bytes, answered_model, recorded_at
-		FROM turn_rounds WHERE seat = $1 AND work_key = $2 ORDER BY round`, seat, workKey)
+	rows, err := s.pool.Query(ctx, turnRoundsSQL, seat, workKey)
 	if err != nil {
 		return nil, fmt.Errorf("read rounds of %s/%s: %w", seat, workKey, schemaMissing(err))
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.RoundRow, error) {
-		var x wire.RoundRow
-		err := r.Scan(&x.Seat, &x.WorkKey, &x.Round, &x.Profile, &x.SystemSHA256, &x.SystemBytes, &x.InputTokens, &x.OutputTokens, &x.ContextBytes, &x.AnsweredModel, &x.RecordedAt)
-		return x, err
-	})
+	out, err := pgx.CollectRows(rows, scanRound)
 	if err != nil {
 		return nil, fmt.Errorf("read rounds of %s/%s: %w", seat, workKey, err)
 	}
 	return out, nil
 }
 
+const turnRoundsSQL = `
+	SELECT seat, work_key, round, profile, system_sha256, system_bytes, input_tokens, output_tokens, context_bytes, answered_model, recorded_at
+	FROM turn_rounds WHERE seat = $1 AND work_key = $2 ORDER BY round`
+
+func scanRound(r pgx.CollectableRow) (wire.RoundRow, error) {
+	var x wire.RoundRow
+	err := r.Scan(&x.Seat, &x.WorkKey, &x.Round, &x.Profile, &x.SystemSHA256, &x.SystemBytes, &x.InputTokens, &x.OutputTokens, &x.ContextBytes, &x.AnsweredModel, &x.RecordedAt)
+	return x, err
+}
+
 // Usage returns the seat's and the company's day, week and month windows
 // that contain now on loc (in budget.UsageWindows order), with the tokens
 // counted in each and the caps given.
 func (s *Store) Usage(ctx context.Context, seat string, seatCaps, companyCaps crewlet.BudgetCaps, now time.Time, loc *time.Location) ([]crewlet.UsageWindow, error) {
+	var b pgx.Batch
+	ws := queueUsage(&b, seat, seatCaps, companyCaps, now, loc)
+	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
+		return nil, fmt.Errorf("read usage of %s: %w", seat, schemaMissing(err))
+	}
+	return ws, nil
+}
+
+// UsageAndTools is Usage and SeatTools in one round trip: what a turn
+// reads as it begins.
+func (s *Store) UsageAndTools(ctx context.Context, seat string, seatCaps, companyCaps crewlet.BudgetCaps, now time.Time, loc *time.Location) ([]crewlet.UsageWindow, json.RawMessage, error) {
+	var b pgx.Batch
+	ws := queueUsage(&b, seat, seatCaps, companyCaps, now, loc)
+	var tools []byte
+	b.Queue(seatToolsSQL, seat).QueryRow(func(r pgx.Row) error { return r.Scan(&tools) })
+	err := s.pool.SendBatch(ctx, &b).Close()
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, crewlet.Errorf(crewlet.ENOTFOUND, "seat %q has no row yet", seat)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read usage and tools of %s: %w", seat, schemaMissing(err))
+	}
+	return ws, tools, nil
+}
+
+// queueUsage queues Usage's read on b and returns the windows it fills in
+// once b has run.
+func queueUsage(b *pgx.Batch, seat string, seatCaps, companyCaps crewlet.BudgetCaps, now time.Time, loc *time.Location) []crewlet.UsageWindow {
 	ws := budget.UsageWindows(seatCaps, companyCaps, now, loc)
 	scopes := make([]string, len(ws))
 	windows := make([]string, len(ws))
@@ -444,26 +566,21 @@ func (s *Store) Usage(ctx context.Context, seat string, seatCaps, companyCaps cr
 		scopes[i] = CounterScope(w.Scope, seat)
 		windows[i], starts[i] = w.Window, w.Start
 	}
-	rows, err := s.pool.Query(ctx, `
+	b.Queue(`
 		SELECT c.i, COALESCE(u.tokens, 0)
 		FROM unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS c (s, w, t, i)
 		LEFT JOIN usage_counters u ON u.scope = c.s AND u.window_name = c.w AND u.window_start = c.t`,
-		scopes, windows, starts)
-	if err != nil {
-		return nil, fmt.Errorf("read usage of %s: %w", seat, schemaMissing(err))
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var i, used int64
-		if err := rows.Scan(&i, &used); err != nil {
-			return nil, fmt.Errorf("read usage of %s: %w", seat, err)
+		scopes, windows, starts).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var i, used int64
+			if err := rows.Scan(&i, &used); err != nil {
+				return err
+			}
+			ws[i-1].Used = used
 		}
-		ws[i-1].Used = used
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read usage of %s: %w", seat, err)
-	}
-	return ws, nil
+		return rows.Err()
+	})
+	return ws
 }
 
 // CounterScope is the usage_counters scope of a budget scope for a seat.

@@ -558,11 +558,12 @@ func TestCloseTurnRecordsOutcomeMemoryAndLedger(t *testing.T) {
 	if _, err := st.OpenTurn(ctx, wire.TurnRow{Seat: "cto", WorkKey: "wk1", TurnID: "turn/cto/wk1", Epoch: 1}); err != nil {
 		t.Fatal(err)
 	}
+	mustAcquire(t, st, ctx, slotReq("turn/cto/wk1", 1), always("p", nil), "p")
 	closing := store.TurnClose{Seat: "cto", WorkKey: "wk1", TurnID: "turn/cto/wk1", Status: "done", Rounds: 1,
-		Episode: "answered alice", Counterparties: []string{"alice"}, Ledger: []string{"e1"}}
-	for i, wantFirst := range []bool{true, false} {
-		if first, err := st.CloseTurn(ctx, closing); err != nil || first != wantFirst {
-			t.Fatalf("CloseTurn #%d = %v, %v; want first %v", i+1, first, err, wantFirst)
+		Episode: "answered alice", Counterparties: []string{"alice"}, Ledger: []string{"e1"}, Release: true, ReleaseEpoch: 1}
+	for i, want := range []store.TurnClosed{{First: true, Freed: "p"}, {}} {
+		if closed, err := st.CloseTurn(ctx, closing); err != nil || closed != want {
+			t.Fatalf("CloseTurn #%d = %+v, %v; want %+v (the slot given back once)", i+1, closed, err, want)
 		}
 	}
 	if turn, err := st.Turn(ctx, "cto", "wk1"); err != nil || turn.Status != "done" || turn.FinishedAt == nil {
