@@ -16,6 +16,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/workflows"
 )
 
 // childShapeCommit is main before turns ran inline (node-liveness 5): a
@@ -82,7 +83,9 @@ func TestRolloutFromTheChildTurnShapeFinishesTheChildThenRunsInline(t *testing.T
 		}
 	}
 	// Each seat was asked, handed over to a run of the inline shape
-	// (node-liveness 5), pinned to the new build.
+	// (node-liveness 5 or later: a new run takes the newest), pinned to the
+	// new build.
+	newest := inlineShapeNewest(t)
 	for _, handle := range []string{"cto", "eng-1"} {
 		id := crewlet.SeatWorkflowID(handle)
 		asked := regexp.MustCompile(`msg=seat_hand_over .*WorkflowID=` + regexp.QuoteMeta(id) + ` .*reason=asked`)
@@ -95,13 +98,13 @@ func TestRolloutFromTheChildTurnShapeFinishesTheChildThenRunsInline(t *testing.T
 				return fmt.Errorf("%s is %s on build %q", handle, info.GetBehavior(), info.GetDeploymentVersion().GetBuildId())
 			}
 			resp, err := c.temporal.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
-				Query: fmt.Sprintf("WorkflowId = '%s' AND TaskQueue = '%s' AND ExecutionStatus = 'Running' AND TemporalChangeVersion = 'node-liveness-5'", id, c.taskQueue),
+				Query: fmt.Sprintf("WorkflowId = '%s' AND TaskQueue = '%s' AND ExecutionStatus = 'Running' AND TemporalChangeVersion = '%s'", id, c.taskQueue, newest),
 			})
 			if err != nil {
 				return err
 			}
 			if resp.GetCount() != 1 {
-				return fmt.Errorf("%s's running run is not of the inline shape (node-liveness 5) yet", handle)
+				return fmt.Errorf("%s's running run is not of the inline shape (%s) yet", handle, newest)
 			}
 			return nil
 		})
@@ -122,4 +125,18 @@ func TestRolloutFromTheChildTurnShapeFinishesTheChildThenRunsInline(t *testing.T
 		}
 		return nil
 	})
+}
+
+// inlineShapeNewest is the TemporalChangeVersion value a new seat run
+// records ("node-liveness-6"): the newest version of the change that moved
+// turns inline.
+func inlineShapeNewest(t *testing.T) string {
+	t.Helper()
+	for _, c := range workflows.Changes {
+		if c.ID == "node-liveness" {
+			return fmt.Sprintf("%s-%d", c.ID, c.Newest)
+		}
+	}
+	t.Fatal("workflows.Changes has no node-liveness")
+	return ""
 }

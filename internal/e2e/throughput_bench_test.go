@@ -66,6 +66,7 @@ func BenchmarkThroughput(b *testing.B) {
 	replies, latencies, unloaded, burst, cost := crewletThroughput(b, d)
 	ceiling := bareCeiling(b, d)
 	inlineCeiling := bareInlineCeiling(b, d)
+	bareUnloadedLatency := bareUnloaded(b, benchSeats, len(unloaded))
 	reportBurst(b, "burst", burst)
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 	p50 := latencies[len(latencies)/2]
@@ -79,8 +80,16 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(inlineCeiling, "bare-inline-turns/s")
 	b.ReportMetric(rate/inlineCeiling, "inline-ratio")
 	sort.Slice(unloaded, func(i, j int) bool { return unloaded[i] < unloaded[j] })
-	b.ReportMetric(float64(unloaded[len(unloaded)/2].Milliseconds()), "unloaded-p50-ms")
-	b.ReportMetric(float64(unloaded[len(unloaded)*99/100].Milliseconds()), "unloaded-p99-ms")
+	unloadedP50, unloadedP99 := unloaded[len(unloaded)/2], unloaded[len(unloaded)*99/100]
+	b.ReportMetric(float64(unloadedP50.Milliseconds()), "unloaded-p50-ms")
+	b.ReportMetric(float64(unloadedP99.Milliseconds()), "unloaded-p99-ms")
+	// The stack's own latency for a reply's shape, one wake at a time.
+	sort.Slice(bareUnloadedLatency, func(i, j int) bool { return bareUnloadedLatency[i] < bareUnloadedLatency[j] })
+	bareP50, bareP99 := bareUnloadedLatency[len(bareUnloadedLatency)/2], bareUnloadedLatency[len(bareUnloadedLatency)*99/100]
+	b.ReportMetric(float64(bareP50.Microseconds())/1000, "bare-unloaded-p50-ms")
+	b.ReportMetric(float64(bareP99.Microseconds())/1000, "bare-unloaded-p99-ms")
+	b.ReportMetric(float64(unloadedP50)/float64(bareP50), "unloaded-p50-ratio")
+	b.ReportMetric(float64(unloadedP99)/float64(bareP99), "unloaded-p99-ratio")
 	b.ReportMetric(cost.cpuMs/float64(replies), "crewlet-cpu-ms/reply")
 	b.ReportMetric(float64(cost.xacts)/float64(replies), "pg-xacts/reply")
 	b.ReportMetric(cost.pgCPUMs/float64(replies), "pg-cpu-ms/reply")
@@ -110,8 +119,8 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(local/float64(replies), "local-activity-ms/reply")
 	b.ReportMetric(tasks/float64(replies), "workflow-task-ms/reply")
 	b.Logf("%d seats, %s: %.1f replies/s, latency p50 %s p99 %s (one message in flight per seat); "+
-		"one message at a time: p50 %s p99 %s; bare ceilings: child shape %.1f turns/s (ratio %.2f), inline %.1f turns/s (ratio %.2f)",
-		benchSeats, d, rate, p50, p99, unloaded[len(unloaded)/2], unloaded[len(unloaded)*99/100], ceiling, rate/ceiling, inlineCeiling, rate/inlineCeiling)
+		"one message at a time: p50 %s p99 %s (bare reply shape: p50 %s p99 %s); bare ceilings: child shape %.1f turns/s (ratio %.2f), inline %.1f turns/s (ratio %.2f)",
+		benchSeats, d, rate, p50, p99, unloadedP50, unloadedP99, bareP50, bareP99, ceiling, rate/ceiling, inlineCeiling, rate/inlineCeiling)
 }
 
 // loadCost is what the crewlet process and its Postgres database spent
