@@ -345,7 +345,9 @@ const seatStartRetry = 2 * time.Second
 // step of its start. A start the store or Temporal refuses (an outage while
 // the node starts) does not end the node: it may host seats already, and
 // ending it would move them. It tries again every seatStartRetry in the
-// background until the start is whole or the node stops.
+// background until the start is whole or the node stops. It keeps trying
+// that often, so seats start within seatStartRetry of the outage's end, but
+// says so less and less often: at tries 2, 4, 8, 16 and so on.
 func (n *Node) startSeats(ctx context.Context, rec *reconcile.Reconciler) {
 	err := rec.Reconcile(ctx, n.org.Now(), n.NodeID)
 	if err == nil || ctx.Err() != nil {
@@ -359,7 +361,7 @@ func (n *Node) startSeats(ctx context.Context, rec *reconcile.Reconciler) {
 		every(n.stop, seatStartRetry, func(ctx context.Context) bool {
 			tries++
 			if err := rec.Reconcile(ctx, n.org.Now(), n.NodeID); err != nil {
-				if ctx.Err() == nil {
+				if ctx.Err() == nil && tries&(tries-1) == 0 {
 					n.log.Warn("seats_start_incomplete", "error", err, "tries", tries)
 				}
 				return false
