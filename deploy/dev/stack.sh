@@ -93,6 +93,11 @@ temporal_launch() {
     < <(config_lines "$ROOT/temporal-config/dynamic-config.txt")
   while IFS= read -r line; do args+=(--search-attribute "$line"); done \
     < <(config_lines "$ROOT/temporal-config/search-attributes.txt")
+  # CREWLET_DEV_TEMPORAL_PPROF_PORT=PORT serves the server's Go pprof on loopback, to
+  # profile where it spends its CPU (`go tool pprof http://127.0.0.1:PORT/debug/pprof/profile`).
+  if [[ -n "${CREWLET_DEV_TEMPORAL_PPROF_PORT:-}" ]]; then
+    args+=(--pprof-port "$CREWLET_DEV_TEMPORAL_PPROF_PORT")
+  fi
   printf '%s\n' "$(date -Is) $T_BIN ${args[*]}" >>"$T_LOG"
   # setsid: own session, so a Ctrl-C in the terminal that ran `up` (e.g. `task dev`) does
   # not reach the server. In-memory store: no --db-filename, state is gone on `down`.

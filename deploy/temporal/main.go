@@ -63,6 +63,7 @@ func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 type options struct {
 	ip, uiIP       string
 	port, uiPort   int
+	pprofPort      int
 	headless       bool
 	dbFile         string
 	logLevel       string
@@ -107,6 +108,7 @@ func parse(args []string) (*options, error) {
 	fs.StringVar(&o.uiIP, "ui-ip", "", "IP the UI listens on (default: --ip)")
 	fs.IntVar(&o.uiPort, "ui-port", 0, "UI port (default: --port + 1000)")
 	fs.BoolVar(&o.headless, "headless", false, "run without the UI")
+	fs.IntVar(&o.pprofPort, "pprof-port", 0, "port of the server's Go pprof endpoint on --ip, to profile where the server spends its CPU (0: none)")
 	fs.StringVar(&o.dbFile, "db-filename", "", "SQLite file for the state (default: in memory, gone at exit)")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "server log level: debug, info, warn or error")
 	fs.Var(&o.dynamicConfig, "dynamic-config-value", "dynamic config KEY=JSON-VALUE (repeatable)")
@@ -264,6 +266,7 @@ func (o *options) serverConfig() (*config.Config, error) {
 	cfg := &config.Config{}
 	cfg.Global.Membership.MaxJoinDuration = 30 * time.Second
 	cfg.Global.Membership.BroadcastAddress = o.ip
+	cfg.Global.PProf.Port, cfg.Global.PProf.Host = o.pprofPort, o.ip
 	cfg.Persistence.DefaultStore = "sqlite"
 	cfg.Persistence.VisibilityStore = "sqlite"
 	cfg.Persistence.NumHistoryShards = 1
