@@ -37,12 +37,9 @@ func (a *Turns) FinishTurn(ctx context.Context, in crewlet.FinishTurnInput) (out
 		if err != nil {
 			return out, err
 		}
-		msgs, ok := read.Messages[key]
-		if !ok {
-			// A turn that did not pass its threads' keys.
-			if msgs, err = a.store.TurnMessages(ctx, in.Handle, key, 0); err != nil {
-				return out, err
-			}
+		msgs, _, err := a.thread(ctx, read, in.Handle, key, false)
+		if err != nil {
+			return out, err
 		}
 		text, finished := turnrules.AnswerOf(chatMessages(msgs))
 		answered[turn.Threads[thread]] = finished && msgs[len(msgs)-1].Message.Role == "assistant"

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testhook"
 	"github.com/crewlet/crewlet/internal/tools/firstparty"
 	"github.com/crewlet/crewlet/internal/turnrules"
@@ -45,14 +46,9 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 	if err != nil {
 		return out, err
 	}
-	msgs, rounds, ok := read.Messages[key], read.Rounds[key], in.ThreadKey == key
-	if !ok {
-		// A round whose turn did not know its thread's key.
-		if msgs, err = a.store.TurnMessages(ctx, in.Handle, key, 0); err != nil {
-			return out, err
-		}
-		// Its rounds only tell the tokens so far: not worth failing over.
-		rounds, _ = a.store.TurnRounds(ctx, in.Handle, key)
+	msgs, rounds, err := a.thread(ctx, read, in.Handle, key, true)
+	if err != nil {
+		return out, err
 	}
 	defer a.flushEvents()
 	if m, ok := findKey(msgs, roundKey(in.Round)); ok {
@@ -139,6 +135,22 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 	}
 	a.emitOutput(in, trigger.Conversation, stored.Message)
 	return roundOutput(stored.Message, catalog, usage.InputTokens+usage.OutputTokens), nil
+}
+
+// thread is the thread recorded under key as read with its turn, and with
+// rounds its recorded rounds; a step not given the thread's key (its turn
+// began on an older build) reads them now.
+func (a *Turns) thread(ctx context.Context, read store.TenureRead, handle, key string, rounds bool) ([]wire.TurnMessage, []wire.RoundRow, error) {
+	if msgs, ok := read.Messages[key]; ok {
+		return msgs, read.Rounds[key], nil
+	}
+	msgs, err := a.store.TurnMessages(ctx, handle, key, 0)
+	if err != nil || !rounds {
+		return msgs, nil, err
+	}
+	// Its rounds only tell the tokens so far: not worth failing over.
+	recorded, _ := a.store.TurnRounds(ctx, handle, key)
+	return msgs, recorded, nil
 }
 
 // cleanJSON makes a model's tool arguments storable: Postgres jsonb holds no
