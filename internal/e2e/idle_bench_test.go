@@ -125,6 +125,32 @@ func cpuTicks(b *testing.B, pids ...int) int64 {
 	return total
 }
 
+// machineTicks returns the CPU time the whole machine has spent busy (every
+// CPU's user, nice, system, irq, softirq and steal time from /proc/stat) in
+// clock ticks.
+func machineTicks(b *testing.B) int64 {
+	b.Helper()
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(stat), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 9 || fields[0] != "cpu" {
+		b.Fatalf("/proc/stat: unexpected first line %q", line)
+	}
+	var total int64
+	// user nice system idle iowait irq softirq steal: all but idle and iowait.
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		n, err := strconv.ParseInt(fields[i], 10, 64)
+		if err != nil {
+			b.Fatalf("/proc/stat: %q: %v", line, err)
+		}
+		total += n
+	}
+	return total
+}
+
 // statTicks is the user and system CPU ticks of a /proc/PID/stat line.
 func statTicks(s string) int64 {
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])

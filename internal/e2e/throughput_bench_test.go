@@ -49,12 +49,16 @@ const benchSeats = 100
 // child workflow with 2 local and 1 regular), and crewlet's throughput as a
 // ratio of it; then the same steps run inline in the looping workflow
 // (bare-inline-turns/s, BenchmarkTurnShape's inline shape), the shape seats
-// run turns in since node-liveness 5, and the ratio to that (inline-ratio). Before those phases, once every seat is established and has
-// sat idle for burstIdle, it sends one message to each of the 100 seats at
-// once and reports, per seat, publish→first reply (burst-p50/p99/max-ms): how
-// fast a company that was quiet answers a wave. Per reply of the load
-// phase it reports what crewlet spent: its process's CPU, and its
-// database's transactions and backend CPU; with CREWLET_BENCH_PROFILE=FILE
+// run turns in since node-liveness 5, and the ratio to that (inline-ratio).
+// Before those phases, once every seat is established and has sat idle for
+// burstIdle, it sends one message to each of the 100 seats at once and
+// reports, per seat, publish→first reply (burst-p50/p99/max-ms): how fast a
+// company that was quiet answers a wave. Per reply of the load phase it
+// reports what crewlet spent: its process's CPU, the Temporal server's, the
+// whole machine's (every process and the kernel, the load generator
+// included) beside the whole machine's per turn of the bare inline phase
+// (bare-inline-machine-cpu-ms/turn), and its database's transactions and
+// backend CPU; with CREWLET_BENCH_PROFILE=FILE
 // it writes a CPU profile of the crewlet process over that phase (served
 // by metrics.pprof) for `go tool pprof FILE`, and in FILE.steps the time
 // per reply its worker spent in each local activity, activity and
@@ -65,7 +69,9 @@ func BenchmarkThroughput(b *testing.B) {
 	d := benchDuration(b)
 	replies, latencies, unloaded, burst, cost := crewletThroughput(b, d)
 	ceiling := bareCeiling(b, d)
+	machine0, inlineStart := machineTicks(b), time.Now()
 	inlineCeiling := bareInlineCeiling(b, d)
+	inlineMachineMs := float64(machineTicks(b)-machine0) / clockTicks * 1000 / (inlineCeiling * time.Since(inlineStart).Seconds())
 	bareUnloadedLatency := bareUnloaded(b, benchSeats, len(unloaded))
 	reportBurst(b, "burst", burst)
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
@@ -91,6 +97,9 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(float64(unloadedP50)/float64(bareP50), "unloaded-p50-ratio")
 	b.ReportMetric(float64(unloadedP99)/float64(bareP99), "unloaded-p99-ratio")
 	b.ReportMetric(cost.cpuMs/float64(replies), "crewlet-cpu-ms/reply")
+	b.ReportMetric(cost.temporalCPUMs/float64(replies), "temporal-cpu-ms/reply")
+	b.ReportMetric(cost.machineCPUMs/float64(replies), "machine-cpu-ms/reply")
+	b.ReportMetric(inlineMachineMs, "bare-inline-machine-cpu-ms/turn")
 	b.ReportMetric(float64(cost.xacts)/float64(replies), "pg-xacts/reply")
 	b.ReportMetric(cost.pgCPUMs/float64(replies), "pg-cpu-ms/reply")
 	b.ReportMetric(cost.epochReads/float64(replies), "epoch-reads/reply")
@@ -128,6 +137,11 @@ func BenchmarkThroughput(b *testing.B) {
 type loadCost struct {
 	// cpuMs is the crewlet process's CPU time (user and system).
 	cpuMs float64
+	// temporalCPUMs is the Temporal server's (temporalServerPIDs).
+	temporalCPUMs float64
+	// machineCPUMs is the whole machine's: every process, the load
+	// generator and reply watcher included, and the kernel's.
+	machineCPUMs float64
 	// xacts is how many transactions the database committed or rolled
 	// back, the reply watcher's polls not counted: each statement outside
 	// a transaction is one.
@@ -174,17 +188,21 @@ func crewletThroughput(b *testing.B, d time.Duration) (int, []time.Duration, []t
 	if profile != "" {
 		go captureProfile(b, serve, profile, d)
 	}
+	temporal := temporalServerPIDs(b)
 	cpu0, polls0 := cpuTicks(b, serve.cmd.Process.Pid), replied.polls.Load()
+	temporal0, machine0 := cpuTicks(b, temporal...), machineTicks(b)
 	xacts0, pgTicks0 := dbUse(b, c.dbURL, replied.pid)
 	steps0, epochReads0 := sdkTimes(b, c), scrapeSums(b, c, epochReadSeries)
 	latencies := loadPhase(b, c, replied, d)
 	xacts, pgTicks := dbUse(b, c.dbURL, replied.pid)
 	steps, epochReads := sdkTimes(b, c), scrapeSums(b, c, epochReadSeries)
 	cost := loadCost{
-		cpuMs:   float64(cpuTicks(b, serve.cmd.Process.Pid)-cpu0) / clockTicks * 1000,
-		xacts:   xacts - xacts0 - (replied.polls.Load() - polls0),
-		pgCPUMs: float64(pgTicks-pgTicks0) / clockTicks * 1000,
-		steps:   map[string]float64{},
+		cpuMs:         float64(cpuTicks(b, serve.cmd.Process.Pid)-cpu0) / clockTicks * 1000,
+		temporalCPUMs: float64(cpuTicks(b, temporal...)-temporal0) / clockTicks * 1000,
+		machineCPUMs:  float64(machineTicks(b)-machine0) / clockTicks * 1000,
+		xacts:         xacts - xacts0 - (replied.polls.Load() - polls0),
+		pgCPUMs:       float64(pgTicks-pgTicks0) / clockTicks * 1000,
+		steps:         map[string]float64{},
 	}
 	for k, v := range epochReads {
 		cost.epochReads += v - epochReads0[k]
