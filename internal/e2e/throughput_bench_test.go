@@ -49,15 +49,20 @@ const benchSeats = 100
 // child workflow with 2 local and 1 regular), and crewlet's throughput as a
 // ratio of it; then the same steps run inline in the looping workflow
 // (bare-inline-turns/s, BenchmarkTurnShape's inline shape), the shape seats
-// run turns in since node-liveness 5, and the ratio to that (inline-ratio).
+// run turns in since node-liveness 5, and the ratio to that (inline-ratio);
+// then the reply shape (bare-reply-turns/s, reply-ratio): the same inline
+// steps in a workflow woken by a signal per reply, with the turn's two
+// search attribute upserts, each woken again as soon as it replies, which
+// is the Temporal work a reply takes.
 // Before those phases, once every seat is established and has sat idle for
 // burstIdle, it sends one message to each of the 100 seats at once and
 // reports, per seat, publish→first reply (burst-p50/p99/max-ms): how fast a
 // company that was quiet answers a wave. Per reply of the load phase it
 // reports what crewlet spent: its process's CPU, the Temporal server's, the
 // whole machine's (every process and the kernel, the load generator
-// included) beside the whole machine's per turn of the bare inline phase
-// (bare-inline-machine-cpu-ms/turn), and its database's transactions and
+// included) beside the whole machine's per turn of the bare inline and
+// reply-shape phases (bare-inline-machine-cpu-ms/turn,
+// bare-reply-machine-cpu-ms/turn), and its database's transactions and
 // backend CPU; with CREWLET_BENCH_PROFILE=FILE
 // it writes a CPU profile of the crewlet process over that phase (served
 // by metrics.pprof) for `go tool pprof FILE`, and in FILE.steps the time
@@ -69,9 +74,8 @@ func BenchmarkThroughput(b *testing.B) {
 	d := benchDuration(b)
 	replies, latencies, unloaded, burst, cost := crewletThroughput(b, d)
 	ceiling := bareCeiling(b, d)
-	machine0, inlineStart := machineTicks(b), time.Now()
-	inlineCeiling := bareInlineCeiling(b, d)
-	inlineMachineMs := float64(machineTicks(b)-machine0) / clockTicks * 1000 / (inlineCeiling * time.Since(inlineStart).Seconds())
+	inlineCeiling, inlineMachineMs := withMachineCPU(b, func() float64 { return bareInlineCeiling(b, d) })
+	replyCeiling, replyMachineMs := withMachineCPU(b, func() float64 { return bareReplyCeiling(b, d) })
 	bareUnloadedLatency := bareUnloaded(b, benchSeats, len(unloaded))
 	reportBurst(b, "burst", burst)
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
@@ -85,6 +89,8 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(rate/ceiling, "ratio")
 	b.ReportMetric(inlineCeiling, "bare-inline-turns/s")
 	b.ReportMetric(rate/inlineCeiling, "inline-ratio")
+	b.ReportMetric(replyCeiling, "bare-reply-turns/s")
+	b.ReportMetric(rate/replyCeiling, "reply-ratio")
 	sort.Slice(unloaded, func(i, j int) bool { return unloaded[i] < unloaded[j] })
 	unloadedP50, unloadedP99 := unloaded[len(unloaded)/2], unloaded[len(unloaded)*99/100]
 	b.ReportMetric(float64(unloadedP50.Milliseconds()), "unloaded-p50-ms")
@@ -100,6 +106,7 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(cost.temporalCPUMs/float64(replies), "temporal-cpu-ms/reply")
 	b.ReportMetric(cost.machineCPUMs/float64(replies), "machine-cpu-ms/reply")
 	b.ReportMetric(inlineMachineMs, "bare-inline-machine-cpu-ms/turn")
+	b.ReportMetric(replyMachineMs, "bare-reply-machine-cpu-ms/turn")
 	b.ReportMetric(float64(cost.xacts)/float64(replies), "pg-xacts/reply")
 	b.ReportMetric(cost.pgCPUMs/float64(replies), "pg-cpu-ms/reply")
 	b.ReportMetric(cost.epochReads/float64(replies), "epoch-reads/reply")
@@ -128,8 +135,16 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(local/float64(replies), "local-activity-ms/reply")
 	b.ReportMetric(tasks/float64(replies), "workflow-task-ms/reply")
 	b.Logf("%d seats, %s: %.1f replies/s, latency p50 %s p99 %s (one message in flight per seat); "+
-		"one message at a time: p50 %s p99 %s (bare reply shape: p50 %s p99 %s); bare ceilings: child shape %.1f turns/s (ratio %.2f), inline %.1f turns/s (ratio %.2f)",
-		benchSeats, d, rate, p50, p99, unloadedP50, unloadedP99, bareP50, bareP99, ceiling, rate/ceiling, inlineCeiling, rate/inlineCeiling)
+		"one message at a time: p50 %s p99 %s (bare reply shape: p50 %s p99 %s); bare ceilings: child shape %.1f turns/s (ratio %.2f), inline %.1f turns/s (ratio %.2f), reply shape %.1f turns/s (ratio %.2f)",
+		benchSeats, d, rate, p50, p99, unloadedP50, unloadedP99, bareP50, bareP99, ceiling, rate/ceiling, inlineCeiling, rate/inlineCeiling, replyCeiling, rate/replyCeiling)
+}
+
+// withMachineCPU runs a ceiling phase, which returns turns per second, and
+// returns that and the whole machine's CPU per turn over the phase in ms.
+func withMachineCPU(b *testing.B, phase func() float64) (rate, msPerTurn float64) {
+	ticks0, began := machineTicks(b), time.Now()
+	rate = phase()
+	return rate, float64(machineTicks(b)-ticks0) / clockTicks * 1000 / (rate * time.Since(began).Seconds())
 }
 
 // loadCost is what the crewlet process and its Postgres database spent
