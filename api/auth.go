@@ -47,8 +47,8 @@ var rightsOf = map[string]Right{
 }
 
 // Principal is who calls the API: a token's name and role, or, when the
-// org names no tokens (a loopback listen), the anonymous operator with
-// every right. A member's Seat is what it may act on.
+// org opted out of tokens (auth.anonymous, a loopback listen), the
+// anonymous operator with every right. A member's Seat is what it may act on.
 type Principal struct {
 	Name string `json:"name"`
 	Role string `json:"role"`
@@ -102,10 +102,12 @@ func (s *Server) credentials() []credential {
 
 // authenticate returns the principal of a request's bearer token. Every
 // configured token is compared, in constant time, so the time taken says
-// nothing of which one came close.
+// nothing of which one came close. Only an org that opted out of tokens
+// altogether (auth.anonymous) takes a caller without one; with no token to
+// compare, anyone else is refused.
 func (s *Server) authenticate(r *http.Request) (Principal, bool) {
 	creds := s.credentials()
-	if len(creds) == 0 {
+	if len(creds) == 0 && s.Org.Now().Auth.Anonymous {
 		return Principal{Name: crewlet.ExternalSender, Role: config.RoleAdmin, Anonymous: true}, true
 	}
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -255,7 +257,7 @@ func (w *statusRecorder) detail() string {
 }
 
 // actingAs is who a request acts as when it names someone ("by", "from"):
-// an anonymous caller (no tokens, loopback) is whoever it says, defaulting
+// an anonymous caller (auth.anonymous) is whoever it says, defaulting
 // to fallback; a principal is itself, and naming someone else is refused.
 func actingAs(r *http.Request, named, fallback string) (string, error) {
 	p := principalOf(r)

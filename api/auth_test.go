@@ -309,3 +309,25 @@ func TestMetricsOffAnswersNotFound(t *testing.T) {
 		t.Fatalf("GET /metrics with metrics off: %d %s; want 404 naming metrics.enabled", status, body)
 	}
 }
+
+// An org with no token to compare (none configured, no local token minted)
+// that did not opt out of tokens refuses every caller, so a process that
+// failed to mint its local token cannot fall back to taking anyone as
+// admin; with auth.anonymous the same caller is the anonymous admin.
+func TestNoCredentialsWithoutTheAnonymousOptOutRefusesEveryone(t *testing.T) {
+	for _, c := range []struct {
+		auth string
+		want int
+	}{{"", http.StatusUnauthorized}, {"auth: { anonymous: true }\n", http.StatusOK}} {
+		org, err := config.Parse([]byte("company: { name: shutco }\n" + c.auth + "seats: [ { handle: alice, kind: human } ]\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer((&api.Server{Org: org, Log: slog.New(slog.DiscardHandler)}).Handler())
+		status, body := call(t, http.MethodGet, srv.URL+"/me", "", "")
+		srv.Close()
+		if status != c.want {
+			t.Fatalf("%q: GET /me without a token: %d %s; want %d", c.auth, status, body, c.want)
+		}
+	}
+}

@@ -89,7 +89,7 @@ func (s *Server) unauthenticated(r *http.Request) error {
 	if src := sourceOf(r); limited(src) {
 		s.sources.failed(src, s.Org.Now().API.AuthFailuresPerMinute)
 	}
-	return crewlet.Errorf(crewlet.EUNAUTHORIZED, "no valid bearer token; send Authorization: Bearer <token> (the CLI reads --token, CREWLET_TOKEN, or the local token file auth.local_token writes)")
+	return crewlet.Errorf(crewlet.EUNAUTHORIZED, "no valid bearer token; send Authorization: Bearer <token> (the CLI reads --token, $CREWLET_TOKEN, or the local token file the API mints on its own machine; `crewlet console` there prints a sign-in link for the console)")
 }
 
 // sampleDenial completes the audit row of a refusal before authentication

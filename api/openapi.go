@@ -93,7 +93,7 @@ func openAPIDocument(routes []route) map[string]any {
 			"schemas": schemas,
 			"securitySchemes": map[string]any{
 				"bearer": map[string]any{"type": "http", "scheme": "bearer",
-					"description": "a token from auth.tokens; with none configured the API takes anonymous calls on loopback"},
+					"description": "a token from auth.tokens, or the local token the API mints when none is configured (the CLI on its machine reads it; `crewlet console` prints a sign-in link); only with auth.anonymous does it take calls without one"},
 			},
 		},
 	}

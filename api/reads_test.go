@@ -98,7 +98,7 @@ func TestLargeTurnViewIsClippedAndPaged(t *testing.T) {
 func TestLargeConversationPageIsCutShort(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	org, err := config.Parse([]byte("company: { name: pageco }\nseats: [ { handle: alice, kind: human } ]\n"))
+	org, err := config.Parse([]byte("company: { name: pageco }\nauth: { anonymous: true }\nseats: [ { handle: alice, kind: human } ]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

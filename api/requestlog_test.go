@@ -39,6 +39,7 @@ func jsonLines(t *testing.T, b *testenv.Log) []map[string]any {
 func TestEveryLogLineOfARequestCarriesItsID(t *testing.T) {
 	t.Parallel()
 	org, err := config.Parse([]byte(`company: { name: logco }
+auth: { anonymous: true }
 log: { format: json, level: info }
 profiles: { local: { provider: scripted } }
 roles: { lead: { profile: local } }

@@ -31,8 +31,11 @@ var berlin = func() *time.Location {
 	return loc
 }()
 
+// testOrg is an org that opted out of tokens (auth.anonymous), so the tests
+// of what the API reads call it without one.
 func testOrg(seatCaps, companyCaps config.Budget) *config.Config {
 	return &config.Config{
+		Auth:    config.Auth{Anonymous: true},
 		Company: config.Company{Name: "acme", Timezone: "Europe/Berlin", Budget: companyCaps},
 		Roles:   map[string]config.Role{"engineer": {Charter: "builds", Profile: "local", Budget: seatCaps}},
 		Seats: []config.Seat{

@@ -125,20 +125,49 @@ func TestLocalTokenAndTLS(t *testing.T) {
 	}
 }
 
-// With no token at all the API starts, and says that any local process,
-// a seat's tools included, can act as admin.
-func TestAnonymousAPIWarns(t *testing.T) {
+// With no token configured the API mints a local token all the same: no
+// caller is admin without one. On a terminal it prints the console's
+// sign-in link with the token in the fragment; the log names the file,
+// never the token.
+func TestNoTokensConfiguredMintsALocalTokenAndPrintsTheSignInLinkOnATerminal(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	org, err := config.Parse([]byte("company: { name: open }\napi: { listen: \"127.0.0.1:0\" }\nseats: [ { handle: alice, kind: human } ]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log bytes.Buffer
-	ln, token, file, err := listenAPI(org, slog.New(slog.NewTextHandler(&log, nil)))
+	var log, terminal bytes.Buffer
+	ln, token, file, err := listenAPI(org, slog.New(slog.NewTextHandler(&log, nil)), &terminal)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ln.Close()
-	if token != "" || file != "" || !strings.Contains(log.String(), "level=WARN msg=api_anonymous") || !strings.Contains(log.String(), "a seat's own tools included") {
-		t.Fatalf("token %q, file %q, log %s; want no token and the warning", token, file, log.String())
+	data, err := os.ReadFile(file)
+	if err != nil || token == "" || strings.TrimSpace(string(data)) != token {
+		t.Fatalf("token %q, file %s holds %q (%v); want the minted token in it", token, file, data, err)
+	}
+	if strings.Contains(log.String(), "api_anonymous") || strings.Contains(log.String(), token) {
+		t.Fatalf("log %s; want no anonymous warning and no token", log.String())
+	}
+	if want := "http://127.0.0.1:0/ui/#token=" + token; !strings.Contains(terminal.String(), want) {
+		t.Fatalf("terminal got %q; want the sign-in link %s", terminal.String(), want)
+	}
+}
+
+// Opting out of every token (auth.anonymous) mints none, and warns at
+// start that any local process, a seat's own tools included, can act as
+// admin.
+func TestAnonymousOptOutWarnsAtStart(t *testing.T) {
+	org, err := config.Parse([]byte("company: { name: open }\napi: { listen: \"127.0.0.1:0\" }\nauth: { anonymous: true }\nseats: [ { handle: alice, kind: human } ]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log, terminal bytes.Buffer
+	ln, token, file, err := listenAPI(org, slog.New(slog.NewTextHandler(&log, nil)), &terminal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	if token != "" || file != "" || terminal.Len() != 0 || !strings.Contains(log.String(), "level=WARN msg=api_anonymous") || !strings.Contains(log.String(), "a seat's own tools included") {
+		t.Fatalf("token %q, file %q, terminal %q, log %s; want no token, no link and the warning", token, file, terminal.String(), log.String())
 	}
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -21,22 +24,25 @@ import (
 	"github.com/crewlet/crewlet/internal/config"
 )
 
-// The local token (auth.local_token) is a per-boot admin token in a file
-// only crewlet's user can read: the API refuses a caller that cannot read
+// The local token is a per-boot admin token in a file only crewlet's user
+// can read, minted by default when no token is configured
+// (config.Auth.MintsLocalToken): the API refuses a caller that cannot read
 // it, and the CLI on this machine reads it by itself
 // (docs/operations.md, "Authentication and authority").
 
-// listenAPI opens the API's listener, then mints the local token when
-// auth.local_token is on, returning it and its file (minted after the
-// listen, so a second process that cannot listen leaves the first one's
-// token alone); with no token configured at all it warns that any local
+// listenAPI opens the API's listener, then mints the local token unless
+// the org configures tokens or opted out (auth.anonymous), returning it and
+// its file (minted after the listen, so a second process that cannot
+// listen leaves the first one's token alone). On a terminal it prints the
+// console's sign-in link once, to the person who started it; never to the
+// log. An org that opted out is warned at every start that any local
 // process can act as admin.
-func listenAPI(org *config.Config, log *slog.Logger) (ln net.Listener, token, tokenFile string, err error) {
+func listenAPI(org *config.Config, log *slog.Logger, terminal io.Writer) (ln net.Listener, token, tokenFile string, err error) {
 	if ln, err = net.Listen("tcp", org.API.Listen); err != nil {
 		return nil, "", "", fmt.Errorf("api: listen on %s: %w", org.API.Listen, err)
 	}
 	switch {
-	case org.Auth.LocalToken:
+	case org.Auth.MintsLocalToken():
 		tokenFile, err = localTokenFile(org)
 		if err == nil {
 			token, err = mintLocalToken(tokenFile)
@@ -45,12 +51,73 @@ func listenAPI(org *config.Config, log *slog.Logger) (ln net.Listener, token, to
 			ln.Close()
 			return nil, "", "", err
 		}
-		log.Info("api_local_token", "file", tokenFile, "hint", "the CLI on this machine reads it by itself; other clients send it as a bearer token")
-	case len(org.Auth.Tokens) == 0:
-		log.Warn("api_anonymous", "warning", "auth.tokens is empty and auth.local_token is off: any process on this machine, a seat's own tools included, can call the API as admin",
-			"hint", "set auth.local_token: true (or auth.tokens) on a machine you share")
+		log.Info("api_local_token", "file", tokenFile, "hint", "the CLI on this machine reads it by itself; `crewlet console` prints the console's sign-in link; other clients send it as a bearer token")
+		if terminal != nil {
+			fmt.Fprintf(terminal, "\nconsole sign-in link (this boot's local token; keep it to yourself):\n  %s\n\n", signInLink(apiBase(org.API), token))
+		}
+	case org.Auth.Anonymous:
+		log.Warn("api_anonymous", "warning", "auth.anonymous is true: any process on this machine, a seat's own tools included, can call the API as admin",
+			"hint", "remove auth.anonymous (the API then mints a local token the CLI here reads by itself), or configure auth.tokens")
 	}
 	return ln, token, tokenFile, nil
+}
+
+// terminalOf is w when it is a terminal, else nil: a secret meant for the
+// person who started the process goes to their terminal, never into a log
+// file or journal that stderr may be.
+func terminalOf(w *os.File) io.Writer {
+	if info, err := w.Stat(); err == nil && info.Mode()&os.ModeCharDevice != 0 {
+		return w
+	}
+	return nil
+}
+
+// apiBase is the URL a client on this machine reaches the API at.
+func apiBase(a config.API) string {
+	scheme := "http"
+	if a.TLS.CertFile != "" {
+		scheme = "https"
+	}
+	host, port, err := net.SplitHostPort(a.Listen)
+	if err != nil {
+		return scheme + "://" + a.Listen
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
+// signInLink is the console's address at base with token in the URL
+// fragment, which a browser never sends to the server (so it stays out of
+// request logs and proxies); the console moves it into the tab's storage
+// and drops it from the address bar.
+func signInLink(base, token string) string {
+	return strings.TrimRight(base, "/") + "/ui/#token=" + url.QueryEscape(token)
+}
+
+// runConsole prints the console's sign-in link for the token the CLI would
+// send: --token, $CREWLET_TOKEN, or the local token of an API on this
+// machine, once the API took it (GET /me), so a link never carries a token
+// that would only show the sign-in form.
+func runConsole(ctx context.Context, args []string, stdout io.Writer) error {
+	flags := flag.NewFlagSet("console", flag.ContinueOnError)
+	base := apiFlag(flags)
+	if _, err := parseFlags(flags, args, 0, "crewlet console [--api URL] [--token T]"); err != nil {
+		return err
+	}
+	c := newAPIClient(*base)
+	if c.err != nil {
+		return c.err
+	}
+	if c.token == "" {
+		return fmt.Errorf("no token to sign in with: the API at %s has minted no local token on this machine (is it running here, with no auth.tokens?); pass --token or set CREWLET_TOKEN", c.base)
+	}
+	if err := c.call(ctx, http.MethodGet, "/me", nil, nil); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, signInLink(c.base, c.token))
+	return nil
 }
 
 // localTokenFile is where the org's API keeps its local token.

@@ -30,7 +30,11 @@ Server commands (read the org file; --config FILE, default $CREWLET_CONFIG or cr
                     runs may go and which old build's nodes may stop (docs/versioning.md)
 
 Client commands (talk to the API at --api URL, default $CREWLET_API or http://127.0.0.1:8080,
-with the bearer token --token, default $CREWLET_TOKEN; each names the route it calls):
+with the bearer token --token, default $CREWLET_TOKEN, else the local token of an API on this
+machine; each names the route it calls):
+  console                       print the console's sign-in link for that token, once the API takes
+                                it (GET /me); the token rides in the URL fragment, which the
+                                browser never sends
   seats ls                      list every seat and its status (GET /seats)
   seats show HANDLE             show one seat: org entry, database row, live state (GET /seats/{handle})
   send HANDLE TEXT [--wait D] [--from SEAT] [--conversation ID]
@@ -262,6 +266,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSchedules(ctx, rest, stdout)
 	case "versions":
 		return runVersions(ctx, rest, stdout)
+	case "console":
+		return runConsole(ctx, rest, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -303,7 +303,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		// once, each holding a Redis connection in a blocking read; more
 		// wait for a connection.
 		const maxLiveStreams = 1024
-		ln, localToken, tokenFile, err := listenAPI(d.org, log)
+		ln, localToken, tokenFile, err := listenAPI(d.org, log, terminalOf(os.Stderr))
 		if err != nil {
 			if node != nil {
 				node.Stop()

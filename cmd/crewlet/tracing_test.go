@@ -68,6 +68,7 @@ func TestOneMessageIsOneTrace(t *testing.T) {
 	t.Setenv("CREWLET_PG_URL", testenv.Database(t))
 	t.Setenv("CREWLET_TEMPORAL_ADDRESS", stack.Temporal)
 	t.Setenv("CREWLET_TEMPORAL_TASK_QUEUE", taskQueue)
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan struct{})
@@ -125,6 +126,11 @@ func TestOneMessageIsOneTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	token, err := readLocalToken(base)
+	if err != nil || token == "" {
+		t.Fatalf("the local token of the API at %s: %q, %v", base, token, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("traceparent", fmt.Sprintf("00-%s-%s-01", callerTrace, callerSpan))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

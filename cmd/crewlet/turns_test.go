@@ -44,17 +44,21 @@ func setup(t *testing.T) bundle {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	read := views.New(org, seatclient.New(nil, org), st, nil)
 	read.Now = func() time.Time { return now }
-	srv := httptest.NewServer((&api.Server{Org: org, Views: read, Store: st, Log: log}).Handler())
+	srv := httptest.NewServer((&api.Server{Org: org, Views: read, Store: st, Log: log, LocalToken: bundleToken}).Handler())
 	t.Cleanup(srv.Close)
 	return bundle{st: st, ctx: ctx, base: srv.URL, now: now}
 }
+
+// bundleToken is the admin token the bundle's API takes, as one minted by a
+// tokenless org's API.
+const bundleToken = "bundle-local-token-0123456789abcdef"
 
 // crewlet runs a client command against the bundle's API and returns its
 // output.
 func (b bundle) crewlet(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	err := run(b.ctx, append(args, "--api", b.base), &out, &errOut)
+	err := run(b.ctx, append(args, "--api", b.base, "--token", bundleToken), &out, &errOut)
 	return out.String(), err
 }
 

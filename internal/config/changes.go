@@ -62,6 +62,7 @@ var keyClasses = []keyClass{
 	{"api.insecure_http", ClassCold, "restart: the API listener is opened at start"},
 	{"auth.local_token", ClassCold, "restart: the local token is minted when the API starts"},
 	{"auth.local_token_file", ClassCold, "restart: the local token is minted when the API starts"},
+	{"auth.anonymous", ClassCold, "restart: the local token is minted, or not, when the API starts"},
 	{"metrics", ClassCold, "restart: the metrics listener and series are set up at start"},
 	{"log", ClassCold, "restart: the logger is built at start"},
 	{"mailbox.key_prefix", ClassCold, "restart: it names every Redis key crewlet writes"},

@@ -239,14 +239,26 @@ var DefaultStream = Stream{Keep: 1000, KeepFor: time.Hour, Heartbeat: 15 * time.
 // Auth says who may call the API
 // (docs/architecture.md, "Doors: the API and the Temporal frontend").
 type Auth struct {
-	// Tokens are the API's principals. None: the API takes anonymous
-	// requests, which is allowed on a loopback listen only.
+	// Tokens are the API's principals. None: the API mints a local token
+	// (MintsLocalToken) and takes only that, unless Anonymous.
 	Tokens []Token `mapstructure:"tokens"`
 	// LocalToken mints a per-boot admin token into LocalTokenFile (empty:
 	// LocalTokenPath's), a file only this user can read, which the CLI
-	// reads by itself. See door.go.
+	// reads by itself, beside the configured Tokens too. See door.go.
 	LocalToken     bool   `mapstructure:"local_token"`
 	LocalTokenFile string `mapstructure:"local_token_file"`
+	// Anonymous, with no Tokens, opts out of the local token: the API
+	// then takes every caller on this machine, a seat's own tool
+	// processes included, as admin, and warns so at every start. On a
+	// loopback listen only.
+	Anonymous bool `mapstructure:"anonymous"`
+}
+
+// MintsLocalToken reports whether the API mints a local token at start:
+// when asked to (LocalToken), and by default when no token is configured,
+// so that no caller is admin without one.
+func (a Auth) MintsLocalToken() bool {
+	return a.LocalToken || len(a.Tokens) == 0 && !a.Anonymous
 }
 
 // Token is one API principal: a bearer token, read from the environment

@@ -1801,7 +1801,7 @@ func TestOverridesListed(t *testing.T) {
 }
 
 // A listen beyond this machine needs tokens: refused without, named; a
-// loopback listen takes anonymous calls. Tokens are checked: role, an env
+// loopback listen may name none (the API then mints its local token). Tokens are checked: role, an env
 // var that is set and long enough, distinct secrets, a bound human seat, one
 // for every member.
 func TestAuthAndTheBindRule(t *testing.T) {

@@ -82,15 +82,21 @@ func checkDoor(add addFunc, c *Config) {
 	if n := a.DeniedAuditsPerMinute; n < 0 || n > 1000 {
 		add("api.denied_audits_per_minute", "%d is out of range; must be between 0 (none audited, all counted) and 1000", n)
 	}
+	switch {
+	case c.Auth.Anonymous && len(c.Auth.Tokens) > 0:
+		add("auth.anonymous", "true, but auth.tokens names %d tokens, which the API then requires; remove auth.anonymous", len(c.Auth.Tokens))
+	case c.Auth.Anonymous && c.Auth.LocalToken:
+		add("auth.anonymous", "true, but auth.local_token asks for a token; keep one of the two")
+	}
 	if f := c.Auth.LocalTokenFile; f != "" {
 		switch {
-		case !c.Auth.LocalToken:
-			add("auth.local_token_file", "%q is set but auth.local_token is false, so no token is minted; set auth.local_token: true or remove it", f)
+		case !c.Auth.MintsLocalToken():
+			add("auth.local_token_file", "%q is set but no local token is minted (auth.tokens is set without auth.local_token: true, or auth.anonymous is true); remove it", f)
 		case !filepath.IsAbs(f):
 			add("auth.local_token_file", "%q is not an absolute path; name the file from /", f)
 		}
 	}
-	if c.Auth.LocalToken {
+	if c.Auth.MintsLocalToken() {
 		for i, t := range c.Auth.Tokens {
 			if t.Name == LocalPrincipal {
 				add(fmt.Sprintf("auth.tokens[%d].name", i), "%q is the local token's principal (auth.local_token); name this token otherwise", t.Name)

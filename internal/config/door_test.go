@@ -35,8 +35,18 @@ func TestDoorKeys(t *testing.T) {
 			[]string{`api.hosts[2]: "https://x.example" is not a lowercase host name`, `api.hosts[3]: "h:80"`, `api.hosts[4]: "Upper.example"`}},
 		{"limits", "api: { auth_failures_per_minute: -1, denied_audits_per_minute: 1001 }\n",
 			[]string{"api.auth_failures_per_minute: -1 is out of range", "api.denied_audits_per_minute: 1001 is out of range"}},
-		{"local token file without the token", "auth: { local_token_file: /run/crewlet/token }\n",
-			[]string{`auth.local_token_file: "/run/crewlet/token" is set but auth.local_token is false`}},
+		{"local token file without the token", tokens[:len(tokens)-3] + ", local_token_file: /run/crewlet/token }\n",
+			[]string{`auth.local_token_file: "/run/crewlet/token" is set but no local token is minted`}},
+		{"local token file, anonymous", "auth: { anonymous: true, local_token_file: /run/crewlet/token }\n",
+			[]string{`auth.local_token_file: "/run/crewlet/token" is set but no local token is minted`}},
+		{"anonymous beside tokens", tokens[:len(tokens)-3] + ", anonymous: true }\n",
+			[]string{"auth.anonymous: true, but auth.tokens names 1 tokens"}},
+		{"anonymous beside the local token", "auth: { anonymous: true, local_token: true }\n",
+			[]string{"auth.anonymous: true, but auth.local_token asks for a token"}},
+		{"anonymous beyond loopback", "auth: { anonymous: true }\napi: { listen: \"0.0.0.0:8080\", insecure_http: true }\n",
+			[]string{"api.listen: 0.0.0.0:8080 is reachable beyond this machine but auth.tokens is empty"}},
+		{"anonymous", "auth: { anonymous: true }\n", nil},
+		{"no tokens: the local token by default", "auth: { local_token_file: /run/crewlet/token }\n", nil},
 		{"relative local token file", "auth: { local_token: true, local_token_file: token }\n",
 			[]string{`auth.local_token_file: "token" is not an absolute path`}},
 		{"a token named local", "auth: { local_token: true, tokens: [ { name: local, role: viewer, token_env: CREWLET_TEST_TOK_A } ] }\n",
@@ -51,6 +61,12 @@ func TestDoorKeys(t *testing.T) {
 				}
 				if c.name == "local token" && (!org.Auth.LocalToken || org.API.DeniedAuditsPerMinute != DefaultDeniedAuditsPerMinute || org.API.AuthFailuresPerMinute != DefaultAuthFailuresPerMinute) {
 					t.Fatalf("auth %+v, api %+v; want the local token on and the door's defaults", org.Auth, org.API)
+				}
+				switch mints := org.Auth.MintsLocalToken(); c.name {
+				case "anonymous", "no tokens: the local token by default":
+					if mints != (c.name != "anonymous") {
+						t.Fatalf("auth %+v mints a local token: %v; want it minted with no tokens unless auth.anonymous", org.Auth, mints)
+					}
 				}
 				return
 			}
@@ -67,7 +83,7 @@ func TestDoorKeys(t *testing.T) {
 // need a restart, the Host list and the limits are hot.
 func TestDoorKeyClasses(t *testing.T) {
 	for key, want := range map[string]string{
-		"api.tls.cert_file": ClassCold, "api.insecure_http": ClassCold, "auth.local_token": ClassCold, "auth.local_token_file": ClassCold,
+		"api.tls.cert_file": ClassCold, "api.insecure_http": ClassCold, "auth.local_token": ClassCold, "auth.local_token_file": ClassCold, "auth.anonymous": ClassCold,
 		"api.hosts": ClassHot, "api.auth_failures_per_minute": ClassHot, "api.denied_audits_per_minute": ClassHot,
 	} {
 		if got, _ := classify(key); got != want {

@@ -56,6 +56,7 @@ var defaults = map[string]any{
 	"api.denied_audits_per_minute": DefaultDeniedAuditsPerMinute,
 	"auth.local_token":             false,
 	"auth.local_token_file":        "",
+	"auth.anonymous":               false,
 
 	"mailbox.retire_after":     24 * time.Hour,
 	"mailbox.keep_acked":       10000,

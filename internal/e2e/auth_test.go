@@ -65,3 +65,49 @@ seats:
 	}
 	t.Logf("crewlet audit --principal vic:\n%s", out)
 }
+
+// The example org names no tokens, and still no caller is anonymous: GET
+// /me without a token is 401, with a made-up one 401; the CLI on this
+// machine works unchanged (it reads the local token), `crewlet console`
+// prints a sign-in link with the token in the fragment only, and that link
+// signs the real browser in as the local admin and leaves the address bar
+// without the token.
+func TestExampleOrgWithNoTokensTakesNoAnonymousCaller(t *testing.T) {
+	c := newCompany(t, exampleOrg)
+	c.serve()
+
+	for _, token := range []string{"", "made-up-token-0123456789abcdef"} {
+		req, err := http.NewRequest(http.MethodGet, c.api+"/me", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("GET /me with token %q: %d; want 401", token, resp.StatusCode)
+		}
+	}
+
+	if out, err := c.cli("seats", "ls"); err != nil || !strings.Contains(out, "cto") {
+		t.Fatalf("crewlet seats ls on this machine: %v\n%s", err, out)
+	}
+	out, err := c.cli("console")
+	link := strings.TrimSpace(out)
+	if err != nil || link != c.api+"/ui/#token="+c.bearer() {
+		t.Fatalf("crewlet console: %v\n%s\nwant %s/ui/#token=<the local token>", err, out, c.api)
+	}
+
+	b := newBrowser(t, c.api)
+	b.signInByLink(c.bearer())
+	if who := b.text("#who"); !strings.Contains(who, "local (admin)") {
+		t.Fatalf("the console's header says %q; want the local admin", who)
+	}
+	b.open("/ui/#/company")
+	b.waitText("main", "cto")
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,9 +42,18 @@ type browser struct {
 }
 
 // browser starts a headless Chromium whose paths are on the company's API.
+// With no token set by the test (the org names none), it signs in through
+// the sign-in link of the API's local token, as `crewlet console` prints
+// it; a test that set c.token signs in itself (signIn).
 func (c *company) browser() *browser {
 	c.t.Helper()
-	return newBrowser(c.t, c.api)
+	b := newBrowser(c.t, c.api)
+	if c.token == "" {
+		if token := c.bearer(); token != "" {
+			b.signInByLink(token)
+		}
+	}
+	return b
 }
 
 // chromiumPath is the browser the tests drive: $CREWLET_CHROMIUM, else
@@ -264,6 +274,18 @@ func (b *browser) signIn(token string) {
 	b.typeText("form.signin #token", token)
 	b.click(`form.signin button[type="submit"]`)
 	b.waitVisible("#nav a")
+}
+
+// signInByLink opens the console's sign-in link for token (the token in
+// the URL fragment) and waits until the console shows its pages, the
+// token gone from the address bar.
+func (b *browser) signInByLink(token string) {
+	b.t.Helper()
+	b.open("/ui/#token=" + url.QueryEscape(token))
+	b.waitVisible("#nav a")
+	if loc := b.location(); strings.Contains(loc, token) {
+		b.t.Fatalf("after signing in by link the address is %s; want the token gone", loc)
+	}
 }
 
 // artifactsDir is where screenshots go: $CREWLET_E2E_ARTIFACTS, else

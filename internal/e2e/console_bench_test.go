@@ -23,7 +23,7 @@ func BenchmarkConsoleCompanyPage(b *testing.B) {
 			defer c.stopAll()
 			c.serve()
 			c.waitAttached(20 * time.Minute)
-			br := newBrowser(b, c.api)
+			br := c.browser()
 			var ready, seats []float64
 			for i := range consoleLoads {
 				br.open(fmt.Sprintf("/ui/?load=%d#/company", i))

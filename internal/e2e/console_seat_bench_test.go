@@ -38,7 +38,7 @@ func BenchmarkConsoleSeatPageStream(b *testing.B) {
 	defer c.stopAll()
 	c.serve()
 	c.waitAttached(2 * time.Minute)
-	br := newBrowser(b, c.api)
+	br := c.browser()
 	br.open("/ui/#/seats/s01")
 	br.waitVisible(`main[data-ready="seat"]`)
 	br.waitJS("the live stream", `document.getElementById("live").textContent === "live"`)

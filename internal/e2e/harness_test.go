@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
@@ -500,8 +502,8 @@ func (c *company) raw(method, path string, body any) (int, []byte, error) {
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	if token := c.bearer(); token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -510,6 +512,26 @@ func (c *company) raw(method, path string, body any) (int, []byte, error) {
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, data, err
+}
+
+// bearer is the token the company's API calls carry: c.token when a test
+// set one, else the local token the API process minted (the org names no
+// tokens), read afresh each call as the CLI on this machine reads it, so a
+// restarted API's new token is the one sent.
+func (c *company) bearer() string {
+	if c.token != "" {
+		return c.token
+	}
+	u, err := url.Parse(c.api)
+	if err != nil {
+		return ""
+	}
+	path, err := config.LocalTokenPath(u.Port())
+	if err != nil {
+		return ""
+	}
+	data, _ := os.ReadFile(path)
+	return strings.TrimSpace(string(data))
 }
 
 // send posts a message and returns it as queued.

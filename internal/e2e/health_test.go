@@ -237,7 +237,7 @@ func TestSeatHealthStatesFromRealCauses(t *testing.T) {
 		return nil
 	})
 	testenv.Eventually(t, 40*time.Second, "gauge of gone seats", func() error {
-		if v, ok := series(scrape(t, c.api+"/metrics"), "crewlet_seats_health", `state="gone"`); !ok || v != 1 {
+		if v, ok := series(scrape(t, c.api+"/metrics", c.bearer()), "crewlet_seats_health", `state="gone"`); !ok || v != 1 {
 			return fmt.Errorf("crewlet_seats_health{state=\"gone\"} = %v (found %v); want 1", v, ok)
 		}
 		return nil

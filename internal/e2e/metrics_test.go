@@ -20,12 +20,21 @@ import (
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
 )
 
-// scrape reads a Prometheus text endpoint, and fails the test where the
-// client library's linter finds a problem in what it serves: the Temporal
-// SDK's series as well as crewlet's.
-func scrape(t *testing.T, url string) string {
+// scrape reads a Prometheus text endpoint, with token as its bearer when
+// set (the API's /metrics takes one; a worker's metrics listener does
+// not), and fails the test where the client library's linter finds a
+// problem in what it serves: the Temporal SDK's series as well as
+// crewlet's.
+func scrape(t *testing.T, url, token string) string {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("scrape %s: %v", url, err)
 	}
@@ -103,7 +112,7 @@ seats:
 	workers := func(name string, labels ...string) float64 {
 		total := 0.0
 		for id := range nodes {
-			v, _ := series(scrape(t, "http://"+listen[id]+"/metrics"), name, labels...)
+			v, _ := series(scrape(t, "http://"+listen[id]+"/metrics", ""), name, labels...)
 			total += v
 		}
 		return total
@@ -193,7 +202,7 @@ seats:
 		survivorID = "n2"
 	}
 	survivorURL := "http://" + listen[survivorID] + "/metrics"
-	before := scrape(t, survivorURL)
+	before := scrape(t, survivorURL, "")
 	claimedBefore, _ := series(before, "crewlet_nodes_claimed_total")
 	sentBefore, _ := series(before, "crewlet_host_lost_signals_total", `result="sent"`)
 	establishedBefore, _ := series(before, "crewlet_seat_establish_seconds_count")
@@ -212,7 +221,7 @@ seats:
 	// A seat's row names the survivor once it is placed there, a moment
 	// before the survivor's Attach hosts it: wait for both seats hosted.
 	testenv.Eventually(t, 10*time.Second, "the survivor's claim, signals and seats counted", func() error {
-		after = scrape(t, survivorURL)
+		after = scrape(t, survivorURL, "")
 		claimed, _ := series(after, "crewlet_nodes_claimed_total")
 		sent, _ := series(after, "crewlet_host_lost_signals_total", `result="sent"`)
 		hosted, _ := series(after, "crewlet_node_seats_hosted")
@@ -238,7 +247,7 @@ seats:
 	// The SDK records a workflow task once it is answered, which may be a
 	// moment after the seat it placed is hosted.
 	testenv.Eventually(t, 10*time.Second, "the SDK's and the runtime's series on the survivor", func() error {
-		text := scrape(t, survivorURL)
+		text := scrape(t, survivorURL, "")
 		for _, name := range []string{"temporal_request_total", "temporal_workflow_task_execution_latency_seconds_count", "go_goroutines"} {
 			if _, ok := series(text, name); !ok {
 				return fmt.Errorf("survivor's metrics lack %s", name)
@@ -248,7 +257,7 @@ seats:
 	})
 
 	// The API counts what it was asked and the mail it published.
-	text := scrape(t, c.api+"/metrics")
+	text := scrape(t, c.api+"/metrics", c.bearer())
 	if got, _ := series(text, "crewlet_http_requests_total", `route="POST /seats/{handle}/messages"`, `status="202"`); got != 3 {
 		t.Errorf("API's messages sent: %v; want 3", got)
 	}

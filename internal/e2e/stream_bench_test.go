@@ -95,6 +95,7 @@ func watchSeats(b *testing.B, c *company, seats []string) *seatWatchers {
 		go func() {
 			defer w.wg.Done()
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.api+"/seats/"+seat+"/stream", nil)
+			req.Header.Set("Authorization", "Bearer "+c.bearer())
 			resp, err := http.DefaultClient.Do(req)
 			opened.Done()
 			if err != nil || resp.StatusCode != http.StatusOK {

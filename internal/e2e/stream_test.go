@@ -52,8 +52,8 @@ func (c *company) tryStream(path, lastID string) (int, *sseClient, string) {
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	if token := c.bearer(); token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -400,6 +400,9 @@ func (c *company) rawStream(path, lastID, stop string) (string, string) {
 	}
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
+	}
+	if token := c.bearer(); token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

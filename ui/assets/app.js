@@ -49,7 +49,7 @@ function signIn(problem) {
   problem ? errorBox(problem) : null,
   h('label', { for: 'token' }, 'API token'),
   input,
-  h('p', { id: 'token-help', class: 'muted' }, 'The token your operator gave you (auth.tokens in the org file). It is kept in this tab only.'),
+  h('p', { id: 'token-help', class: 'muted' }, 'The token your operator gave you (auth.tokens in the org file); on the API\'s own machine, `crewlet console` prints a sign-in link. It is kept in this tab only.'),
   h('button', { type: 'submit' }, 'Sign in'));
   show(main, form);
   input.focus();
@@ -63,7 +63,7 @@ function drawChrome() {
   show(document.getElementById('nav'), pages
     .filter((p) => p.nav && allowed(p))
     .map((p) => h('a', { href: '#/' + p.href, 'data-page': p.href }, p.nav)));
-  const who = me.anonymous ? 'local operator (no tokens configured)' : me.name + ' (' + me.role + (me.seat ? ' of ' + me.seat : '') + ')';
+  const who = me.anonymous ? 'anyone on this machine (auth.anonymous)' : me.name + ' (' + me.role + (me.seat ? ' of ' + me.seat : '') + ')';
   show(document.getElementById('who'), who, ' ',
     me.anonymous ? null : h('button', { type: 'button', class: 'link', on: { click: () => { token.clear(); signIn(); } } }, 'Sign out'));
 }
@@ -114,5 +114,18 @@ async function start() {
   route();
 }
 
+// A sign-in link (`crewlet console`, or the line `crewlet serve` prints on
+// its terminal) carries the token in the URL fragment, which the browser
+// never sends to a server. It moves into this tab's storage and leaves the
+// address bar and the history at once, so the link is good for one sign-in
+// of one tab and a shared screen or bookmark does not carry it.
+function takeSignInLink() {
+  const m = location.hash.match(/^#token=([^&]+)$/);
+  if (!m) return;
+  token.set(decodeURIComponent(m[1]));
+  history.replaceState(null, '', location.pathname + location.search + '#/company');
+}
+
+takeSignInLink();
 window.addEventListener('hashchange', route);
 start();
