@@ -77,20 +77,8 @@ func TestExampleOrgWithNoTokensTakesNoAnonymousCaller(t *testing.T) {
 	c.serve()
 
 	for _, token := range []string{"", "made-up-token-0123456789abcdef"} {
-		req, err := http.NewRequest(http.MethodGet, c.api+"/me", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Fatalf("GET /me with token %q: %d; want 401", token, resp.StatusCode)
+		if status, body := getAs(t, c.api+"/me", token); status != http.StatusUnauthorized {
+			t.Fatalf("GET /me with token %q: %d %s; want 401", token, status, body)
 		}
 	}
 

@@ -534,6 +534,29 @@ func (c *company) bearer() string {
 	return strings.TrimSpace(string(data))
 }
 
+// getAs sends GET url with token as its bearer (none when empty) and
+// returns the status and body.
+func getAs(t testing.TB, url, token string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode, body
+}
+
 // send posts a message and returns it as queued.
 func (c *company) send(to, text string, opts ...func(*api.SendMessageRequest)) crewlet.Message {
 	c.t.Helper()

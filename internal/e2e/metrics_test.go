@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -27,21 +26,9 @@ import (
 // crewlet's.
 func scrape(t *testing.T, url, token string) string {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("scrape %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("scrape %s: %d %s", url, resp.StatusCode, body)
+	status, body := getAs(t, url, token)
+	if status != http.StatusOK {
+		t.Fatalf("scrape %s: %d %s", url, status, body)
 	}
 	problems, err := promlint.New(bytes.NewReader(body)).Lint()
 	if err != nil {
