@@ -50,8 +50,9 @@ const (
 )
 
 // door refuses, before routing, a request with a foreign Host header and
-// one from a source past its failed authentications; every route, the
-// public ones and unknown paths included, is behind it.
+// one without a valid token from a source past its failed
+// authentications; every route, the public ones and unknown paths
+// included, is behind it.
 func (s *Server) door(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a := s.Org.Now().API
@@ -59,7 +60,7 @@ func (s *Server) door(next http.Handler) http.Handler {
 		case !hostAllowed(r, a):
 			s.refuseAtDoor(w, r, refusedHost, crewlet.Errorf(crewlet.EFORBIDDEN,
 				"Host %s is not a name of this API; call it by a name in api.hosts, the api.listen host, localhost or a loopback address (this check stops DNS rebinding)", quoteHost(r.Host)))
-		case limited(sourceOf(r)) && s.sources.blocked(sourceOf(r), a.AuthFailuresPerMinute):
+		case limited(sourceOf(r)) && s.sources.blocked(sourceOf(r), a.AuthFailuresPerMinute) && !s.tokenValid(r):
 			w.Header().Set("Retry-After", "60")
 			s.refuseAtDoor(w, r, refusedRateLimited, crewlet.Errorf(crewlet.ERATELIMITED,
 				"more than %d failed authentications from your address in a minute (api.auth_failures_per_minute); its requests are refused until the minute passes", a.AuthFailuresPerMinute))
@@ -67,6 +68,16 @@ func (s *Server) door(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		}
 	})
+}
+
+// tokenValid reports whether the request carries a token the API takes. A
+// source past its failed authentications is still served with one: behind
+// a NAT or a proxy one address is many callers, and one of them failing
+// must not lock the others out. The lockout only refuses the guesses, and
+// no rate of guessing finds a token of 16 random bytes or more.
+func (s *Server) tokenValid(r *http.Request) bool {
+	_, ok := s.authenticate(r)
+	return ok
 }
 
 // refuseAtDoor answers a refusal before routing, counts it, and audits it
