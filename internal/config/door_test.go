@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -89,5 +91,38 @@ func TestDoorKeyClasses(t *testing.T) {
 		if got, _ := classify(key); got != want {
 			t.Errorf("%s is %s; want %s", key, got, want)
 		}
+	}
+}
+
+// Tokens copied unchanged from deploy/production/crewlet.env.example, or
+// others that are no secret, are refused by name, never shown; a random
+// token is taken.
+func TestPlaceholderTokensFromTheExampleEnvFileAreRefused(t *testing.T) {
+	example, err := os.ReadFile("../../deploy/production/crewlet.env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	placeholders := regexp.MustCompile(`(?m)^CREWLET_TOKEN_\w+=(.+)$`).FindAllStringSubmatch(string(example), -1)
+	if len(placeholders) == 0 {
+		t.Fatal("the example env file names no CREWLET_TOKEN_ variable")
+	}
+	var secrets []string
+	for _, m := range placeholders {
+		secrets = append(secrets, m[1])
+	}
+	secrets = append(secrets, "0000000000000000000000", "abababababababababab", "my-example-token-for-ops")
+	for _, secret := range secrets {
+		t.Setenv("CREWLET_TEST_TOK_P", secret)
+		_, err := Parse([]byte(minimal + "auth: { tokens: [ { name: ops, role: admin, token_env: CREWLET_TEST_TOK_P } ] }\n"))
+		if err == nil || !strings.Contains(err.Error(), "auth.tokens[0].token_env: the token in CREWLET_TEST_TOK_P is a placeholder") {
+			t.Errorf("token %q: %v; want it refused as a placeholder", secret, err)
+		}
+		if err != nil && strings.Contains(err.Error(), secret) {
+			t.Errorf("the error shows the token: %v", err)
+		}
+	}
+	t.Setenv("CREWLET_TEST_TOK_P", "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
+	if _, err := Parse([]byte(minimal + "auth: { tokens: [ { name: ops, role: admin, token_env: CREWLET_TEST_TOK_P } ] }\n")); err != nil {
+		t.Fatalf("a random token: %v", err)
 	}
 }

@@ -956,6 +956,8 @@ func checkAuth(add addFunc, c *Config) {
 			add(base+".token_env", "environment variable %s is not set or empty; export the token in it", t.TokenEnv)
 		case len(secret) < minTokenBytes:
 			add(base+".token_env", "the token in %s is %d bytes; use at least %d random bytes", t.TokenEnv, len(secret), minTokenBytes)
+		case placeholderToken(secret):
+			add(base+".token_env", "the token in %s is a placeholder, not a secret (it says change-me or example, or repeats a few characters); generate one, e.g. openssl rand -hex 32", t.TokenEnv)
 		default:
 			if j, dup := secrets[secret]; dup {
 				add(base+".token_env", "the token in %s is also auth.tokens[%d]'s; give each principal its own", t.TokenEnv, j)
@@ -976,6 +978,34 @@ func checkAuth(add addFunc, c *Config) {
 
 // minTokenBytes is the shortest token the API takes.
 const minTokenBytes = 16
+
+// placeholderWords are what a token copied from an example file says of
+// itself (deploy/production/crewlet.env.example: CHANGE-ME-admin-token-…).
+var placeholderWords = []string{"changeme", "change-me", "change_me", "replaceme", "replace-me", "placeholder", "example", "your-token", "your_token", "xxxxxxxx"}
+
+// minTokenSymbols is the fewest distinct bytes a token may have: random
+// hex of 16 bytes or more has far more, "0000…" or "abababab…" far fewer.
+const minTokenSymbols = 8
+
+// placeholderToken reports whether secret is a placeholder left in place
+// of a token: it names itself one, or repeats a few characters.
+func placeholderToken(secret string) bool {
+	lower := strings.ToLower(secret)
+	for _, w := range placeholderWords {
+		if strings.Contains(lower, w) {
+			return true
+		}
+	}
+	var seen [256]bool
+	symbols := 0
+	for i := 0; i < len(secret); i++ {
+		if !seen[secret[i]] {
+			seen[secret[i]] = true
+			symbols++
+		}
+	}
+	return symbols < minTokenSymbols
+}
 
 // LoopbackListen reports whether a listen address only takes connections
 // from this machine.
