@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -171,7 +170,7 @@ func mintLocalToken(path string) (string, error) {
 // no token file is there.
 func readLocalToken(base string) (string, error) {
 	u, err := url.Parse(base)
-	if err != nil || !loopbackHost(u.Hostname()) {
+	if err != nil || !config.LoopbackHost(u.Hostname()) {
 		return "", nil
 	}
 	port := u.Port()
@@ -190,15 +189,6 @@ func readLocalToken(base string) (string, error) {
 		return "", fmt.Errorf("read the API's local token: %w; pass --token or CREWLET_TOKEN instead", err)
 	}
 	return strings.TrimSpace(string(data)), nil
-}
-
-// loopbackHost reports whether host is this machine by name or address.
-func loopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // apiHTTPClient is the CLI's HTTP client: for an https --api, trusting the

@@ -658,8 +658,12 @@ nodes: { max_tool_calls: 10001 }`,
     - { url: 'ftp://hooks.example/x', states: [gone, sleepy] }
     - { url: 'https://hooks.example/y', headers_from: { authorization: CREWLET_TEST_UNSET_HOOK, 'bad header': X } }
     - { url: '' }
-    - { urll: 'https://hooks.example/z' }`,
+    - { urll: 'https://hooks.example/z' }
+    - { url: 'http://hooks.example/plain' }
+    - { url: 'http://127.0.0.1:9000/local' }
+    - { url: 'http://localhost:9000/local' }`,
 			want: []string{
+				`health.notify[5].url: "http://hooks.example/plain" is plain http to another machine`,
 				"health.notify[0].url: must not hold credentials; send them as a header with headers_from",
 				`health.notify[1].url: invalid URL "ftp://hooks.example/x"; want an http or https URL`,
 				`health.notify[1].states[1]: unknown state "sleepy"; valid states: gone, unproven_teardown, unplaceable, establishing_too_long, failing, dead_letters_rising, turn_overrunning, backlog, held, paused, waiting, ok`,
@@ -668,7 +672,7 @@ nodes: { max_tool_calls: 10001 }`,
 				"health.notify[3].url: required: an http or https URL",
 				`health.notify[4].urll: unknown key; did you mean "url"?`,
 			},
-			not: []string{"hunter2"},
+			not: []string{"hunter2", "health.notify[6]", "health.notify[7]"},
 		},
 		{
 			name: "maintenance below range",

@@ -55,6 +55,8 @@ func (h Health) check(add addFunc, checkDuration func(path string, val, lo, hi t
 			add(at+".url", "invalid URL; want an http or https URL, without credentials")
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 			add(at+".url", "invalid URL %q; want an http or https URL", n.URL)
+		case u.Scheme == "http" && !LoopbackHost(u.Hostname()):
+			add(at+".url", "%q is plain http to another machine: the notification and its headers would cross the network in clear text; use https (http is taken for a loopback address only)", n.URL)
 		}
 		for j, s := range n.States {
 			if !slices.Contains(states, s) {

@@ -72,7 +72,12 @@ func (n *Notifier) Start() {
 	if n == nil {
 		return
 	}
-	client := &http.Client{Timeout: 10 * time.Second}
+	// A redirect is not followed: the hook's headers (headers_from, often
+	// a bearer token) would go to wherever the redirect points. It fails
+	// the delivery, naming where it pointed.
+	client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
 	for _, h := range n.hooks {
 		n.wg.Add(1)
 		go func() {
@@ -142,9 +147,18 @@ func (n *Notifier) send(client *http.Client, h *hook, note Notification) {
 	}
 }
 
-type refusedError struct{ status int }
+type refusedError struct {
+	status int
+	// location is where a redirect pointed.
+	location string
+}
 
-func (e *refusedError) Error() string { return fmt.Sprintf("refused with HTTP %d", e.status) }
+func (e *refusedError) Error() string {
+	if e.location != "" {
+		return fmt.Sprintf("answered HTTP %d, a redirect to %s, which is not followed (it would carry the hook's headers); set the webhook's url to the final address", e.status, e.location)
+	}
+	return fmt.Sprintf("refused with HTTP %d", e.status)
+}
 
 func post(ctx context.Context, client *http.Client, h *hook, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
@@ -164,8 +178,10 @@ func post(ctx context.Context, client *http.Client, h *hook, body []byte) error 
 	switch {
 	case resp.StatusCode < 300:
 		return nil
+	case resp.StatusCode < 400:
+		return &refusedError{status: resp.StatusCode, location: crewlet.Clean(resp.Header.Get("Location"))}
 	case resp.StatusCode < 500 && resp.StatusCode != http.StatusRequestTimeout && resp.StatusCode != http.StatusTooManyRequests:
-		return &refusedError{resp.StatusCode}
+		return &refusedError{status: resp.StatusCode}
 	}
 	return fmt.Errorf("HTTP %d", resp.StatusCode)
 }

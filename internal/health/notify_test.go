@@ -109,3 +109,48 @@ func TestNotifierPostNeverBlocks(t *testing.T) {
 		t.Errorf("no drop logged past the queue's bound:\n%s", log)
 	}
 }
+
+// A webhook that answers with a redirect does not get its secret header
+// sent on: the redirect's target sees no request at all, and the failure
+// says where the redirect pointed, never the header's value.
+func TestWebhookRedirectNeverCarriesTheSecretHeaderElsewhere(t *testing.T) {
+	t.Setenv("CREWLET_TEST_HOOK", "Bearer s3cret")
+	var mu sync.Mutex
+	var elsewhere, asked int
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		elsewhere++
+	}))
+	defer target.Close()
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked++
+		mu.Unlock()
+		http.Redirect(w, r, target.URL+"/collect", http.StatusTemporaryRedirect)
+	}))
+	defer redirecting.Close()
+	log := &testenv.Log{}
+	org := &config.Config{Company: config.Company{Name: "acme"}, Health: config.Health{Notify: []config.HealthNotify{
+		{URL: redirecting.URL, HeadersFrom: map[string]string{"authorization": "CREWLET_TEST_HOOK"}},
+	}}}
+	n := NewNotifier(org, slog.New(slog.NewTextHandler(log, nil)))
+	n.Backoff = 10 * time.Millisecond
+	n.Start()
+	defer n.Stop()
+	n.Post(transition("eng", crewlet.HealthOK, crewlet.HealthGone))
+	testenv.Eventually(t, 10*time.Second, "the redirect logged as a failure", func() error {
+		if !strings.Contains(log.String(), "seat_health_notify_failed") {
+			return fmt.Errorf("no failure logged yet:\n%s", log)
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if asked != 1 || elsewhere != 0 {
+		t.Fatalf("the hook was asked %d times and the redirect's target %d; want once and never", asked, elsewhere)
+	}
+	if !strings.Contains(log.String(), "a redirect to "+target.URL+"/collect, which is not followed") || strings.Contains(log.String(), "s3cret") {
+		t.Fatalf("log:\n%s\nwant the redirect's target named and no header value", log)
+	}
+}
