@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/revisions"
 	"github.com/crewlet/crewlet/internal/wire"
 )
@@ -64,8 +65,16 @@ func (s *Server) getConfig(w http.ResponseWriter, r *http.Request) {
 	if processes == nil {
 		processes = []wire.ConfigProcess{}
 	}
+	// Values written inline that may be secrets are shown as <redacted>:
+	// an operator reads the config but is not shown what only the
+	// processes need.
+	document, redacted, err := config.RedactDocument([]byte(active.Document))
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
 	writeJSON(w, http.StatusOK, wire.ConfigState{
 		Revision: active.Revision, Digest: active.Digest, AppliedBy: active.AppliedBy, AppliedAt: active.AppliedAt,
-		Changes: active.Changes, Processes: processes, Document: active.Document,
+		Changes: active.Changes, Processes: processes, Document: string(document), Redacted: redacted,
 	})
 }

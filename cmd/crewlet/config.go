@@ -69,7 +69,7 @@ func writeChanges(w io.Writer, changes []config.Change) {
 	_ = tw.Flush()
 }
 
-func runConfigShow(ctx context.Context, args []string, stdout io.Writer) error {
+func runConfigShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("config show", flag.ContinueOnError)
 	base := apiFlag(fs)
 	document := fs.Bool("document", false, "print the active revision's org file only")
@@ -79,6 +79,15 @@ func runConfigShow(ctx context.Context, args []string, stdout io.Writer) error {
 	var state wire.ConfigState
 	if err := newAPIClient(*base).call(ctx, http.MethodGet, "/config", nil, &state); err != nil {
 		return err
+	}
+	if len(state.Redacted) > 0 {
+		// On stderr with --document, so a file it is written to holds the
+		// document only.
+		note := stdout
+		if *document {
+			note = stderr
+		}
+		fmt.Fprintf(note, "shown as %s (inline values that may be secrets; an apply still holding them is refused): %s\n", config.RedactedValue, strings.Join(state.Redacted, ", "))
 	}
 	if *document {
 		_, err := io.WriteString(stdout, state.Document)

@@ -171,7 +171,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		case "apply":
 			return runConfigApply(ctx, rest[1:], stdout)
 		case "show":
-			return runConfigShow(ctx, rest[1:], stdout)
+			return runConfigShow(ctx, rest[1:], stdout, stderr)
 		}
 		return usageError{fmt.Sprintf("unknown config command %q; use check, apply or show", rest[0])}
 	case "seats":

@@ -748,12 +748,14 @@ func checkMCP(add addFunc, base string, servers []MCPServer) {
 		for j, kv := range sc.Env {
 			// Show only the key: the value may be a secret, and so may an
 			// entry with no "=" at all.
-			k, _, ok := strings.Cut(kv, "=")
+			k, v, ok := strings.Cut(kv, "=")
 			switch {
 			case !ok:
 				add(fmt.Sprintf("%s.env[%d]", sp, j), `has no "="; want KEY=VALUE`)
 			case !envKeyRE.MatchString(k):
 				add(fmt.Sprintf("%s.env[%d]", sp, j), "invalid key %q; want KEY=VALUE with KEY matching %s", k, envKeyRE)
+			case v == RedactedValue:
+				add(fmt.Sprintf("%s.env[%d]", sp, j), "%s is %s, as GET /config shows an inline value; write the real value, or pass it from crewlet's environment with env_from", k, RedactedValue)
 			}
 		}
 	}

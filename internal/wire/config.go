@@ -43,8 +43,11 @@ type ConfigState struct {
 	AppliedAt time.Time       `json:"applied_at"`
 	Changes   []config.Change `json:"changes"`
 	Processes []ConfigProcess `json:"processes"`
-	// Document is the active org file.
+	// Document is the active org file, with the values written inline
+	// that may be secrets shown as <redacted> (config.RedactDocument).
 	Document string `json:"document"`
+	// Redacted are the paths of those values (roles.dev.mcp[0].env[1]).
+	Redacted []string `json:"redacted,omitempty"`
 }
 
 // ConfigProcess is which revision one server process runs.
