@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -20,7 +19,6 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"go.temporal.io/sdk/client"
-	"golang.org/x/time/rate"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/approvals"
@@ -77,9 +75,9 @@ type Server struct {
 	heavyReads chan struct{}
 	// tokens are the tokens of the revision the process last served.
 	tokens atomic.Pointer[tokensOf]
-	// limiters hold each principal's mutation budget.
-	limitMu  sync.Mutex
-	limiters map[string]*rate.Limiter
+	// mutations are each principal's mutation budget, refusals its
+	// budget of refused requests the audit log takes.
+	mutations, refusals perPrincipal
 	// LocalToken is the token auth.local_token minted for this boot,
 	// taken as an admin's; empty when off.
 	LocalToken string

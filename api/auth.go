@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -187,7 +188,10 @@ func (s *Server) audit(r *http.Request, rt route, p Principal, rec *statusRecord
 		e.Reason = rec.note
 	}
 	e.Reason = clipField(e.Reason)
-	if e.Principal == "" && !s.sampleDenial(r, &e) {
+	switch {
+	case e.Principal == "" && !s.sampleDenial(r, &e):
+		return
+	case e.Principal != "" && e.Outcome == wire.AuditDenied && !s.sampleRefusal(p):
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
@@ -295,19 +299,38 @@ func (s *Server) sender(r *http.Request, from string) (string, error) {
 // budget for the minute is spent. The limit is per API process.
 func (s *Server) allowMutation(principal string) bool {
 	n := s.Org.Now().API.MutationsPerMinute
-	if n <= 0 {
-		return true
+	return n <= 0 || s.mutations.allow(principal, n)
+}
+
+// sampleRefusal counts a refusal of an authenticated principal and reports
+// whether its sample in the audit log has room (api.denied_audits_per_minute
+// a minute per principal), as sampleDenial does for a source before
+// authentication: a viewer that keeps asking for what it may not costs a
+// counter, not a row each.
+func (s *Server) sampleRefusal(p Principal) bool {
+	s.Metrics.Refused(p.Role)
+	n := s.Org.Now().API.DeniedAuditsPerMinute
+	return n > 0 && s.refusals.allow(p.Name, n)
+}
+
+// perPrincipal is a per-minute budget for each principal; the principals
+// are the org's tokens, so it holds a bounded few.
+type perPrincipal struct {
+	mu     sync.Mutex
+	byName map[string]*rate.Limiter
+}
+
+// allow spends one of name's perMinute (more than 0), refilled at as many
+// a minute, and reports whether there was one.
+func (b *perPrincipal) allow(name string, perMinute int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.byName == nil {
+		b.byName = map[string]*rate.Limiter{}
 	}
-	s.limitMu.Lock()
-	defer s.limitMu.Unlock()
-	if s.limiters == nil {
-		s.limiters = map[string]*rate.Limiter{}
-	}
-	l, ok := s.limiters[principal]
-	if !ok {
-		l = rate.NewLimiter(rate.Limit(float64(n)/60), n)
-		s.limiters[principal] = l
-	}
+	l := b.byName[name]
+	perMinuteLimiter(&l, perMinute)
+	b.byName[name] = l
 	return l.Allow()
 }
 

@@ -340,3 +340,36 @@ func TestReadyzSaysNoMoreThanUnreachable(t *testing.T) {
 		t.Fatalf("log %q; want readyz_unreachable with the error and %s", log.String(), line)
 	}
 }
+
+// A viewer that keeps asking for what it may not is counted each time and
+// audited by sample: api.denied_audits_per_minute rows for it, not a row
+// per refusal, and every refusal in crewlet_api_refused_total. Another
+// principal's refusal still has its row.
+func TestARefusedViewerFloodIsSampledNotARowEach(t *testing.T) {
+	base, _, st := doorServer(t, "api: { denied_audits_per_minute: 3, mutations_per_minute: 0 }\n")
+	c := clientFrom("127.0.0.1")
+	const n = 40
+	for range n {
+		if status, body := do(t, c, http.MethodPost, base+"/seats/cto/pause", tokens["viewer"]); status != http.StatusForbidden {
+			t.Fatalf("a viewer pausing: %d %s; want 403", status, body)
+		}
+	}
+	if status, body := do(t, c, http.MethodPost, base+"/seats/cto/pause", tokens["member"]); status != http.StatusForbidden {
+		t.Fatalf("a member pausing another's seat: %d %s; want 403", status, body)
+	}
+	ctx := context.Background()
+	vic, err := st.Audit(ctx, store.AuditFilter{Principal: "vic", Outcome: wire.AuditDenied, Limit: 100})
+	if err != nil || len(vic) < 1 || len(vic) > 4 {
+		t.Fatalf("the viewer's denied rows: %d, %v; want the sample, 3 (4 if a minute's refill came)", len(vic), err)
+	}
+	bea, err := st.Audit(ctx, store.AuditFilter{Principal: "bea", Outcome: wire.AuditDenied, Limit: 10})
+	if err != nil || len(bea) != 1 {
+		t.Fatalf("the member's denied rows: %d, %v; want 1", len(bea), err)
+	}
+	_, metrics := do(t, c, http.MethodGet, base+"/metrics", tokens["viewer"])
+	for _, want := range []string{fmt.Sprintf(`crewlet_api_refused_total{role="viewer"} %d`, n), `crewlet_api_refused_total{role="member"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}

@@ -51,6 +51,7 @@ type Metrics struct {
 	ticketsEnded     *prometheus.CounterVec
 	eventsDropped    *prometheus.CounterVec
 	unauthenticated  *prometheus.CounterVec
+	refused          *prometheus.CounterVec
 }
 
 // New returns a registry with the Go runtime's and the process's series
@@ -135,6 +136,9 @@ func New() *Metrics {
 		unauthenticated: f.counterVec("crewlet_api_unauthenticated_total",
 			"API requests refused before authentication, by reason (no_token, bad_token, host: a Host header not among the API's names, rate_limited: a source past api.auth_failures_per_minute): each is counted here, only a sample is in the audit log; a rise is someone trying the door.",
 			"reason"),
+		refused: f.counterVec("crewlet_api_refused_total",
+			"API requests of an authenticated principal refused (a right it lacks, acting as someone else, over a limit), by its role: each is counted here, only a sample per principal is in the audit log (api.denied_audits_per_minute).",
+			"role"),
 	}
 }
 
@@ -338,6 +342,13 @@ func (m *Metrics) EventDropped(reason string) {
 func (m *Metrics) Unauthenticated(reason string) {
 	if m != nil {
 		m.unauthenticated.WithLabelValues(reason).Inc()
+	}
+}
+
+// Refused counts one refused request of an authenticated principal of role.
+func (m *Metrics) Refused(role string) {
+	if m != nil {
+		m.refused.WithLabelValues(role).Inc()
 	}
 }
 
