@@ -163,8 +163,14 @@ type Decider struct {
 	Name, Role, Seat string
 }
 
+// MaxGrant is the longest an approval may be remembered: a grant lets a
+// seat call a gated tool unasked, so a person looks again at least weekly.
+// The console offers up to this.
+const MaxGrant = 7 * 24 * time.Hour
+
 // Remember asks an approval to be remembered: the seat may call the tool
-// (with these arguments only, when Args) without asking until Until.
+// (with these arguments only, when Args) without asking until Until, at
+// most MaxGrant ahead.
 type Remember struct {
 	Args  bool      `json:"args,omitempty"`
 	Until time.Time `json:"until"`
@@ -195,6 +201,8 @@ func (s *Service) Decide(ctx context.Context, id string, who Decider, approve bo
 			return crewlet.Approval{}, crewlet.Errorf(crewlet.EINVALID, "remember goes with approve only; a denial is never remembered")
 		case !remember.Until.After(s.now()):
 			return crewlet.Approval{}, crewlet.Errorf(crewlet.EINVALID, "remember.until %s is not in the future; say until when the grant holds", remember.Until.Format(time.RFC3339))
+		case remember.Until.After(s.now().Add(MaxGrant)):
+			return crewlet.Approval{}, crewlet.Errorf(crewlet.EINVALID, "remember.until %s is more than %s ahead; a grant holds at most that long, so approve again when it lapses", remember.Until.Format(time.RFC3339), MaxGrant)
 		}
 		until := remember.Until.UTC()
 		d.RememberUntil, d.RememberArgs = &until, remember.Args

@@ -15,6 +15,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/approvals"
 	"github.com/crewlet/crewlet/internal/events"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
@@ -291,7 +292,14 @@ func TestApprovalDecisions(t *testing.T) {
 
 	until := time.Now().Add(time.Hour)
 	first := c.send("s01", "record invoice 8", from("olga"))
-	c.decide(c.pendingApproval("s01", "invoice 8").ID, "approve", wire.ApprovalDecision{Remember: &wire.ApprovalRemember{Args: true, Until: until}})
+	eighth := c.pendingApproval("s01", "invoice 8")
+	// A grant holds a week at most: a longer one is refused, and the
+	// approval stays pending for a decision that keeps to it.
+	forever := wire.ApprovalDecision{Remember: &wire.ApprovalRemember{Args: true, Until: time.Now().Add(approvals.MaxGrant + time.Hour)}}
+	if status, body, err := c.rawAs(approvalOlgaToken, http.MethodPost, "/approvals/"+eighth.ID+"/approve", forever); err != nil || status != http.StatusBadRequest || !strings.Contains(string(body), "a grant holds at most") {
+		t.Fatalf("approve and remember for 7 days and an hour: %d %s %v; want 400 naming the maximum", status, body, err)
+	}
+	c.decide(eighth.ID, "approve", wire.ApprovalDecision{Remember: &wire.ApprovalRemember{Args: true, Until: until}})
 	c.waitReply(first, 30*time.Second)
 	same := c.send("s01", "record invoice 8", from("olga"))
 	if reply := c.waitReply(same, 30*time.Second); reply != "recorded: written: invoice 8" {
