@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -169,5 +170,30 @@ func TestAnonymousOptOutWarnsAtStart(t *testing.T) {
 	ln.Close()
 	if token != "" || file != "" || terminal.Len() != 0 || !strings.Contains(log.String(), "level=WARN msg=api_anonymous") || !strings.Contains(log.String(), "a seat's own tools included") {
 		t.Fatalf("token %q, file %q, terminal %q, log %s; want no token, no link and the warning", token, file, terminal.String(), log.String())
+	}
+}
+
+// The metrics listener with metrics.token_env serves a scrape that brings
+// the token and refuses one without it or with another, so metrics and
+// profiles on an address beyond this machine are not anyone's.
+func TestMetricsListenerRefusesAScrapeWithoutItsToken(t *testing.T) {
+	const token = "9f86d081884c7d659a2feaa0c55ad015"
+	srv := httptest.NewServer(bearerOnly(token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "crewlet_up 1\n")
+	})))
+	defer srv.Close()
+	for bearer, want := range map[string]int{"": http.StatusUnauthorized, "wrong-" + token: http.StatusUnauthorized, token: http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("scrape with bearer %q: %d; want %d", bearer, resp.StatusCode, want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -282,7 +283,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 			mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 			mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 		}
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		metricsSrv = &http.Server{Handler: bearerOnly(d.org.Metrics.Token(), mux), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- metricsSrv.Serve(ln) }()
 		log.Info("metrics_listening", "addr", ln.Addr().String())
 	}
@@ -572,4 +573,22 @@ func temporalOptions(org *config.Config) (client.Options, error) {
 		opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, count)
 	}
 	return opts, nil
+}
+
+// bearerOnly serves h to requests that carry token as their bearer
+// (compared in constant time), and refuses the rest 401; with no token it
+// is h.
+func bearerOnly(token string, h http.Handler) http.Handler {
+	if token == "" {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="crewlet metrics"`)
+			http.Error(w, "this metrics listener takes a bearer token: send Authorization: Bearer <the token in metrics.token_env>", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

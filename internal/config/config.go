@@ -55,6 +55,10 @@ type Metrics struct {
 	Enabled bool `mapstructure:"enabled"`
 	// Listen is the address ("127.0.0.1:9464"); empty serves none.
 	Listen string `mapstructure:"listen"`
+	// TokenEnv names the environment variable holding the bearer token a
+	// scraper of Listen must send; required when Listen is reachable
+	// beyond this machine.
+	TokenEnv string `mapstructure:"token_env"`
 	// SeatLabels labels the mailbox gauges by seat; false sums them over
 	// the seats instead, for an org too large for a series per seat.
 	SeatLabels bool `mapstructure:"seat_labels"`
@@ -284,7 +288,19 @@ const (
 )
 
 // Secret is the token's value from the environment; empty when unset.
-func (t Token) Secret() string { return strings.TrimSpace(os.Getenv(t.TokenEnv)) }
+func (t Token) Secret() string { return envSecret(t.TokenEnv) }
+
+// Token is the bearer token a scraper of Listen sends; empty when
+// TokenEnv is unset.
+func (m Metrics) Token() string { return envSecret(m.TokenEnv) }
+
+// envSecret is the secret in the environment variable name, trimmed.
+func envSecret(name string) string {
+	if name == "" {
+		return ""
+	}
+	return strings.TrimSpace(os.Getenv(name))
+}
 
 // Mailbox tunes the Redis mailboxes.
 type Mailbox struct {

@@ -569,6 +569,21 @@ seats: [ { handle: alice, kind: human } ]`,
 			want: []string{`metrics.listen: "127.0.0.1:9464" is set but metrics.enabled is false, so it would serve nothing; remove one of them`},
 		},
 		{
+			name: "metrics listen beyond loopback without a token",
+			yaml: minimal + `metrics: { listen: "0.0.0.0:9464" }`,
+			want: []string{`metrics.token_env: required: metrics.listen 0.0.0.0:9464 is reachable beyond this machine`},
+		},
+		{
+			name: "metrics token unset and without a listener",
+			yaml: minimal + `metrics: { token_env: CREWLET_TEST_UNSET_METRICS }`,
+			want: []string{`metrics.token_env: set, but metrics.listen is empty`},
+		},
+		{
+			name: "metrics token not in the environment",
+			yaml: minimal + `metrics: { listen: "0.0.0.0:9464", token_env: CREWLET_TEST_UNSET_METRICS }`,
+			want: []string{`metrics.token_env: environment variable CREWLET_TEST_UNSET_METRICS is not set or empty`},
+		},
+		{
 			name: "pprof without a metrics listener",
 			yaml: minimal + `metrics: { pprof: true }`,
 			want: []string{`metrics.pprof: true, but metrics.listen is empty, so no listener serves the profiles; set metrics.listen or turn pprof off`},

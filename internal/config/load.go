@@ -75,6 +75,7 @@ var defaults = map[string]any{
 
 	"metrics.enabled":     true,
 	"metrics.listen":      "",
+	"metrics.token_env":   "",
 	"metrics.seat_labels": true,
 	"metrics.pprof":       false,
 

@@ -206,6 +206,15 @@ func (c *Config) problems() []*Problem {
 	} else if l != "" {
 		if _, port, err := net.SplitHostPort(l); err != nil || port == "" {
 			add("metrics.listen", "%q is not a host:port address, e.g. 127.0.0.1:9464; leave it empty to serve no metrics listener", l)
+		} else if c.Metrics.TokenEnv == "" && !LoopbackListen(l) {
+			add("metrics.token_env", "required: metrics.listen %s is reachable beyond this machine, and its metrics (and profiles) would be anyone's; name the variable holding the bearer token scrapers send, or listen on 127.0.0.1", l)
+		}
+	}
+	if name := c.Metrics.TokenEnv; name != "" {
+		if c.Metrics.Listen == "" {
+			add("metrics.token_env", "set, but metrics.listen is empty, so no listener takes it; remove it or set metrics.listen")
+		} else if problem := tokenProblem(name); problem != "" {
+			add("metrics.token_env", "%s", problem)
 		}
 	}
 	if c.Metrics.Pprof && c.Metrics.Listen == "" {
@@ -950,18 +959,10 @@ func checkAuth(add addFunc, c *Config) {
 		if roles := []string{RoleAdmin, RoleOperator, RoleMember, RoleViewer}; !contains(roles, t.Role) {
 			add(base+".role", "unknown role %q; roles: %s", t.Role, strings.Join(roles, ", "))
 		}
-		switch secret := t.Secret(); {
-		case t.TokenEnv == "":
-			add(base+".token_env", "required; name the environment variable holding the token")
-		case !envNameRE.MatchString(t.TokenEnv):
-			add(base+".token_env", "invalid environment variable name %q; must match %s", t.TokenEnv, EnvNamePattern)
-		case secret == "":
-			add(base+".token_env", "environment variable %s is not set or empty; export the token in it", t.TokenEnv)
-		case len(secret) < minTokenBytes:
-			add(base+".token_env", "the token in %s is %d bytes; use at least %d random bytes", t.TokenEnv, len(secret), minTokenBytes)
-		case placeholderToken(secret):
-			add(base+".token_env", "the token in %s is a placeholder, not a secret (it says change-me or example, or repeats a few characters); generate one, e.g. openssl rand -hex 32", t.TokenEnv)
-		default:
+		if problem := tokenProblem(t.TokenEnv); problem != "" {
+			add(base+".token_env", "%s", problem)
+		} else {
+			secret := t.Secret()
 			if j, dup := secrets[secret]; dup {
 				add(base+".token_env", "the token in %s is also auth.tokens[%d]'s; give each principal its own", t.TokenEnv, j)
 			}
@@ -977,6 +978,25 @@ func checkAuth(add addFunc, c *Config) {
 	if len(c.Auth.Tokens) == 0 && !LoopbackListen(c.API.Listen) {
 		add("api.listen", "%s is reachable beyond this machine but auth.tokens is empty: anyone could send as any seat; add tokens or listen on 127.0.0.1", c.API.Listen)
 	}
+}
+
+// tokenProblem says what is wrong with the bearer token in the
+// environment variable name, never showing it; "" when it will do.
+func tokenProblem(name string) string {
+	secret := envSecret(name)
+	switch {
+	case name == "":
+		return "required; name the environment variable holding the token"
+	case !envNameRE.MatchString(name):
+		return fmt.Sprintf("invalid environment variable name %q; must match %s", name, EnvNamePattern)
+	case secret == "":
+		return fmt.Sprintf("environment variable %s is not set or empty; export the token in it", name)
+	case len(secret) < minTokenBytes:
+		return fmt.Sprintf("the token in %s is %d bytes; use at least %d random bytes", name, len(secret), minTokenBytes)
+	case placeholderToken(secret):
+		return fmt.Sprintf("the token in %s is a placeholder, not a secret (it says change-me or example, or repeats a few characters); generate one, e.g. openssl rand -hex 32", name)
+	}
+	return ""
 }
 
 // minTokenBytes is the shortest token the API takes.
