@@ -91,6 +91,14 @@ func reaches(entry string, to Seat) bool {
 	return entry == to.Handle
 }
 
+// unknownSeat refuses a tool call of a seat the org this process runs does
+// not name (a process behind the active revision, a seat being removed):
+// with no role to read its authority from, it may do nothing, rather than
+// everything.
+func unknownSeat(handle string) error {
+	return forbidden("seat %s is not an agent seat of the org this process runs, so no role says what it may do: it may call no tool until this process has the org that names it (an operator can see each process's revision with crewlet config show)", handle)
+}
+
 // forbidden is a refusal of a seat's tool call; its text reaches the
 // model, so it says what the role may do and who can change it.
 func forbidden(format string, args ...any) error {
@@ -105,11 +113,15 @@ func grantList(entries []string) string {
 }
 
 // MayMessage says whether seat from's send_message may send to seat to:
-// nil, or an EFORBIDDEN error saying why not.
+// nil, or an EFORBIDDEN error saying why not. A seat the org does not name
+// may not; a target it does not name is the send's own error to report.
 func (c *Config) MayMessage(from, to string) error {
 	seat, role, ok := c.governed(from)
+	if !ok {
+		return unknownSeat(from)
+	}
 	target, known := c.Seat(to)
-	if !ok || !known {
+	if !known {
 		return nil
 	}
 	allowed := role.may().Message
@@ -158,11 +170,12 @@ func (c *Config) MaySpawn(from, role string) error {
 	return forbidden("role %s may spawn %s; ask an operator to add %s to roles.%s.may.spawn", seat.Role, what, role, seat.Role)
 }
 
-// MayCall says whether seat from may call the tool named tool.
+// MayCall says whether seat from may call the tool named tool; a seat
+// the org does not name may call none.
 func (c *Config) MayCall(from, tool string) error {
 	seat, role, ok := c.governed(from)
 	if !ok {
-		return nil
+		return unknownSeat(from)
 	}
 	globs := role.may().Tools
 	for _, g := range globs {
@@ -199,7 +212,7 @@ func (c *Config) CheckHops(hops int, chain []string) error {
 func (c *Config) TurnCaps(from string, message bool, calls, messages int) error {
 	seat, role, ok := c.governed(from)
 	if !ok {
-		return nil
+		return unknownSeat(from)
 	}
 	if limit := role.MaxToolCallsPerTurn; calls >= limit {
 		return forbidden("this turn has made its %d tool calls (roles.%s.max_tool_calls_per_turn): no more in this turn; answer with what you have",

@@ -141,8 +141,11 @@ func TestMayDecision(t *testing.T) {
 			{"eng-1", "boss", "role engineer may message only human;"},
 			{"any", "boss", ""},
 			{"any", "alice", ""},
-			{"alice", "boss", ""},    // a person: the API's rights govern
-			{"operator", "boss", ""}, // not a seat
+			// send_message is a seat's tool: who is not an agent seat
+			// of this org has no role to allow it anything.
+			{"alice", "boss", "seat alice is not an agent seat of the org this process runs"},
+			{"operator", "boss", "seat operator is not an agent seat of the org this process runs"},
+			{"ghost", "eng-1", "seat ghost is not an agent seat of the org this process runs"},
 		} {
 			check(t, r.from+" → "+r.to, c.MayMessage(r.from, r.to), r.refusal)
 		}
@@ -183,6 +186,7 @@ func TestMayDecision(t *testing.T) {
 			{"boss", "gitlab__x", "role ceo may call only tools matching"},
 			{"eng-1", "recall", "role engineer may call no tool;"},
 			{"any", "fs__write", ""},
+			{"ghost", "fs__write", "seat ghost is not an agent seat of the org this process runs, so no role says what it may do"},
 		} {
 			check(t, r.from+" calls "+r.tool, c.MayCall(r.from, r.tool), r.refusal)
 		}
@@ -202,7 +206,7 @@ func TestMayDecision(t *testing.T) {
 			{"any", true, 63, 15, ""},
 			{"any", false, 64, 0, "its 64 tool calls"},
 			{"any", true, 10, 16, "its 16 messages"},
-			{"alice", true, 1000, 1000, ""},
+			{"ghost", false, 0, 0, "seat ghost is not an agent seat of the org this process runs"},
 		} {
 			check(t, r.from, c.TurnCaps(r.from, r.message, r.calls, r.messages), r.refusal)
 		}
