@@ -126,3 +126,15 @@ func TestPlaceholderTokensFromTheExampleEnvFileAreRefused(t *testing.T) {
 		t.Fatalf("a random token: %v", err)
 	}
 }
+
+// A pool's role name leaves room for the spawned seats' suffix, so every
+// name a spawn makes is a valid seat name.
+func TestAPoolRoleTooLongForItsSpawnedNamesIsRefused(t *testing.T) {
+	long := strings.Repeat("r", maxPoolRoleName+1)
+	doc := minimal + "profiles: { local: { provider: scripted } }\nroles: { " + long + ": { charter: works, profile: local }, ok: { charter: works, profile: local } }\n" +
+		"pools: [ { role: " + long + ", max_seats: 2 }, { role: ok, max_seats: 2 } ]\n"
+	_, err := Parse([]byte(doc))
+	if err == nil || !strings.Contains(err.Error(), "pools[0].role: role \""+long+"\" is 51 characters; a pool's role has at most 50") || strings.Contains(err.Error(), "pools[1]") {
+		t.Fatalf("pools with a role of %d characters: %v; want pools[0] refused, pools[1] taken", len(long), err)
+	}
+}

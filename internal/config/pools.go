@@ -7,7 +7,7 @@ import (
 
 // SpawnPool lets a role's seats be spawned at run time
 // (docs/architecture.md, "Spawned seats"): `delegate` or POST /seats/spawn
-// naming spawn:ROLE creates an ephemeral seat ROLE-xxxx, up to MaxSeats of
+// naming spawn:ROLE creates an ephemeral seat ROLE-xxxxxxxxxxxx, up to MaxSeats of
 // them company-wide, reaped once idle for IdleReapAfter with nothing open.
 type SpawnPool struct {
 	Role string `mapstructure:"role"`
@@ -23,6 +23,15 @@ type SpawnPool struct {
 // DefaultIdleReapAfter is a pool's idle_reap_after when the file does not
 // say.
 const DefaultIdleReapAfter = time.Hour
+
+// SpawnSuffixBytes is the random part of a spawned seat's name
+// (ROLE-xxxxxxxxxxxx): names are never reused, so 48 bits keep a role from
+// running out of them over any life a company has.
+const SpawnSuffixBytes = 6
+
+// maxPoolRoleName is the longest role name a pool may have: its spawned
+// seats' names, the role's and the suffix's, must be names too.
+const maxPoolRoleName = 63 - 1 - 2*SpawnSuffixBytes
 
 // Bounds of a pool's keys.
 const (
@@ -72,6 +81,8 @@ func checkPools(add addFunc, c *Config, roles []string) {
 			add(base+".role", "role %q has no profile; a spawned seat runs turns, so its role needs one", p.Role)
 		case seen[p.Role]:
 			add(base+".role", "role %q has a pool already; one pool per role", p.Role)
+		case len(p.Role) > maxPoolRoleName:
+			add(base+".role", "role %q is %d characters; a pool's role has at most %d, so its spawned seats' names (ROLE-xxxxxxxxxxxx) stay within 63", p.Role, len(p.Role), maxPoolRoleName)
 		}
 		seen[p.Role] = true
 		if p.MaxSeats < 1 || p.MaxSeats > maxPoolSeats {

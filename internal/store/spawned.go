@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/config"
 )
 
 // SpawnedSeat is a seat spawned from its role's pool.
@@ -21,7 +22,8 @@ type SpawnedSeat struct {
 	SpawnedAt time.Time
 }
 
-// SpawnSeat creates a seat of role named ROLE-xxxx, unless max live seats
+// SpawnSeat creates a seat of role named ROLE-xxxxxxxxxxxx (48 random
+// bits, config.SpawnSuffixBytes; a reaped seat's name is not reused), unless max live seats
 // of the role exist already (ECONFLICT): one transaction holds the role's
 // lock, so spawns from any number of processes never pass max. taken says
 // whether a handle is in use otherwise (a seat of the org file).
@@ -39,7 +41,7 @@ func (s *Store) SpawnSeat(ctx context.Context, role, by string, max int, taken f
 			return crewlet.Errorf(crewlet.ECONFLICT, "the pool of role %s is full: %d of %d spawned seats live; wait for one to be reaped, or raise pools.max_seats", role, live, max)
 		}
 		for range 8 {
-			var b [2]byte
+			var b [config.SpawnSuffixBytes]byte
 			_, _ = rand.Read(b[:])
 			handle := role + "-" + hex.EncodeToString(b[:])
 			if taken(handle) {

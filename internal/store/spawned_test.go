@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"regexp"
 	"sync"
 	"testing"
 
@@ -57,5 +58,30 @@ func TestSpawnSeatNeverPassesMax(t *testing.T) {
 	live, err := stores[1].SpawnedSeats(ctx)
 	if err != nil || len(live) != max {
 		t.Fatalf("live spawned seats %d (%v); want %d", len(live), err, max)
+	}
+}
+
+// A role's spawned names never run out: each is ROLE and 48 random bits,
+// a reaped name is never handed out again, and 200 spawn-and-reap rounds
+// of one role all get a name of their own at the first tries (with 16 bits
+// a long-lived pool filled its names and then could not spawn).
+func TestSpawnedNamesDoNotRunOut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := testenv.Store(t, testenv.MigratedDatabase(t))
+	name := regexp.MustCompile(`^eng-[0-9a-f]{12}$`)
+	seen := map[string]bool{}
+	for range 200 {
+		seat, err := st.SpawnSeat(ctx, "eng", "tester", 1, func(string) bool { return false })
+		if err != nil {
+			t.Fatalf("spawn after %d: %v", len(seen), err)
+		}
+		if !name.MatchString(seat.Handle) || seen[seat.Handle] {
+			t.Fatalf("spawned %q (seen before: %v); want eng- and 12 hex digits, new", seat.Handle, seen[seat.Handle])
+		}
+		seen[seat.Handle] = true
+		if ok, err := st.ReapSeat(ctx, seat.Handle); err != nil || !ok {
+			t.Fatalf("reap %s: %v, %v", seat.Handle, ok, err)
+		}
 	}
 }
