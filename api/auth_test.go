@@ -331,3 +331,21 @@ func TestNoCredentialsWithoutTheAnonymousOptOutRefusesEveryone(t *testing.T) {
 		}
 	}
 }
+
+// A member may open tickets for its own seat's work, but a ticket to
+// spawn:ROLE spawns a seat, which is the fleet's right (POST /seats/spawn):
+// refused with 403 before anything is spawned, as that route would be.
+func TestAMemberCannotSpawnThroughATicket(t *testing.T) {
+	base, st := authServer(t)
+	status, body := call(t, http.MethodPost, base+"/tickets", tokens["member"], `{"to":"spawn:lead","task":"grow the team","from":"bob"}`)
+	if status != http.StatusForbidden || !strings.Contains(body, "spawns a seat, as POST /seats/spawn does") {
+		t.Fatalf("a member's ticket to spawn:lead: %d %s; want 403 naming the spawn right", status, body)
+	}
+	seats, err := st.SpawnedSeats(context.Background())
+	if err != nil || len(seats) != 0 {
+		t.Fatalf("spawned seats after the refusal: %v, %v; want none", seats, err)
+	}
+	if status, body := call(t, http.MethodPost, base+"/tickets", tokens["member"], `{"to":"cto","task":"a question","from":"bob"}`); status == http.StatusForbidden {
+		t.Fatalf("a member's ticket to a seat: %d %s; want it taken", status, body)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/crewlet/crewlet"
@@ -40,6 +41,21 @@ type CancelTicketRequest struct {
 // maxTicketWait bounds a POST /tickets long-poll.
 const maxTicketWait = 10 * time.Minute
 
+// spawnRefusal refuses a ticket to spawn:ROLE from a principal that POST
+// /seats/spawn, the route table's entry for spawning, would refuse: a
+// ticket that spawns a seat is a spawn, whichever route asks for it.
+func (s *Server) spawnRefusal(r *http.Request, p Principal, to string) error {
+	if !strings.HasPrefix(to, config.SpawnPrefix) {
+		return nil
+	}
+	for _, rt := range s.routes() {
+		if rt.method == http.MethodPost && rt.pattern == "/seats/spawn" && !rt.allows(p, r) {
+			return crewlet.Errorf(crewlet.EFORBIDDEN, "a ticket to %s spawns a seat, as POST /seats/spawn does: %s", to, crewlet.ErrorMessage(rt.forbidden(p)))
+		}
+	}
+	return nil
+}
+
 func (s *Server) openTicket(w http.ResponseWriter, r *http.Request) {
 	var req OpenTicketRequest
 	if err := readJSON(r, &req); err != nil {
@@ -61,6 +77,10 @@ func (s *Server) openTicket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principalOf(r)
+	if err := s.spawnRefusal(r, p, req.To); err != nil {
+		writeError(w, err)
+		return
+	}
 	if err := s.conversationRefusal(r.Context(), p, req.Conversation); err != nil {
 		s.logError(w, r, err)
 		return
