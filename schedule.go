@@ -3,6 +3,7 @@ package crewlet
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"time"
 )
 
@@ -17,7 +18,21 @@ const ScheduleSender = "schedules"
 // the completion ledger once.
 func ScheduleFireEventID(schedule string, fireTime time.Time) string {
 	sum := sha256.Sum256([]byte(schedule + "\x00" + fireTime.UTC().Format(time.RFC3339Nano)))
-	return "schedule-" + hex.EncodeToString(sum[:16])
+	return ScheduleEventPrefix + hex.EncodeToString(sum[:16])
+}
+
+// Prefixes of the event ids crewlet derives, which also name the
+// conversations they start: a schedule's fire (ScheduleFireEventID) and a
+// seat's send_message (its tool call's key).
+const (
+	ScheduleEventPrefix = "schedule-"
+	ToolEventPrefix     = "tool-"
+)
+
+// DerivedConversation reports whether id is of the shape crewlet gives the
+// conversations it starts itself, which no caller may start in its stead.
+func DerivedConversation(id string) bool {
+	return strings.HasPrefix(id, ScheduleEventPrefix) || strings.HasPrefix(id, ToolEventPrefix)
 }
 
 // ScheduleFireInput is the input of one fire of an org schedule: the

@@ -12,9 +12,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/metrics"
@@ -347,5 +349,27 @@ func TestAMemberCannotSpawnThroughATicket(t *testing.T) {
 	}
 	if status, body := call(t, http.MethodPost, base+"/tickets", tokens["member"], `{"to":"cto","task":"a question","from":"bob"}`); status == http.StatusForbidden {
 		t.Fatalf("a member's ticket to a seat: %d %s; want it taken", status, body)
+	}
+}
+
+// A member cannot start a conversation under an id of the shape crewlet
+// gives the ones it starts (a schedule's fire, a seat's message), which it
+// would then read when crewlet's conversation of that id began; an id of
+// its own, or none, is taken.
+func TestAMemberCannotPreClaimADerivedConversationID(t *testing.T) {
+	base, _ := authServer(t)
+	for _, id := range []string{crewlet.ScheduleFireEventID("standup", time.Date(2027, 1, 4, 9, 0, 0, 0, time.UTC)), "tool-0123456789abcdef"} {
+		for _, route := range []struct{ path, body string }{
+			{"/seats/bob/messages", `{"text":"hello","conversation":"` + id + `"}`},
+			{"/tickets", `{"to":"cto","task":"a question","from":"bob","conversation":"` + id + `"}`},
+		} {
+			status, body := call(t, http.MethodPost, base+route.path, tokens["member"], route.body)
+			if status != http.StatusForbidden || !strings.Contains(body, "a member cannot start one") {
+				t.Fatalf("POST %s in conversation %s as a member: %d %s; want 403", route.path, id, status, body)
+			}
+		}
+	}
+	if status, body := call(t, http.MethodPost, base+"/tickets", tokens["member"], `{"to":"cto","task":"a question","from":"bob","conversation":"bobs-own-thread"}`); status == http.StatusForbidden {
+		t.Fatalf("a member's own conversation id: %d %s; want it taken", status, body)
 	}
 }

@@ -51,7 +51,7 @@ var scopes = [...]struct{ name, member string }{
 	ScopeRoster:       {"roster", "list the seats (handle, role, kind, status), to know whom to write to"},
 	ScopeSeat:         {"seat", "read its own seat only: detail, inbox, events, live stream, turns, usage, memory; another seat's is 403"},
 	ScopeSender:       {"sender", "send mail and open tickets from its own seat; continue only a conversation its seat is in (403 otherwise)"},
-	ScopeConversation: {"conversation", "read a conversation its seat sent or received a message in, and its live stream (also one not recorded yet, which has nobody in it); another is 403"},
+	ScopeConversation: {"conversation", "read a conversation its seat sent or received a message in, and its live stream (also one not recorded yet, which has nobody in it, unless its id has the shape of those crewlet starts itself: schedule-…, tool-…); another is 403"},
 	ScopeTicket:       {"ticket", "list and read the tickets its seat opened or serves (`GET /tickets` shows only those); answer and cancel those it opened"},
 	ScopeApproval:     {"approval", "list the approvals whose policy names its seat or its seat's `role:R` (`GET /approvals` shows only those) and decide them"},
 }
@@ -121,6 +121,12 @@ func (s *Server) conversationRefusal(ctx context.Context, p Principal, id string
 	case exists && !party:
 		return crewlet.Errorf(crewlet.EFORBIDDEN, "%s is a member for seat %s, which is not in conversation %s; a member reads and writes only in its seat's conversations",
 			p.Name, p.Seat, id)
+	case !exists && crewlet.DerivedConversation(id):
+		// Started by the member, it would be the member's to read when
+		// crewlet later starts the schedule fire's or the seat's message's
+		// conversation of that id.
+		return crewlet.Errorf(crewlet.EFORBIDDEN, "conversation %s is of the shape crewlet names the conversations it starts (%s…, %s…); a member cannot start one: leave conversation empty to start a new one",
+			id, crewlet.ScheduleEventPrefix, crewlet.ToolEventPrefix)
 	}
 	return nil
 }

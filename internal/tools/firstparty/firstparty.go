@@ -222,7 +222,7 @@ func (f Tools) sendMessage(ctx context.Context, c Call) (tools.Result, error) {
 	if strings.TrimSpace(args.Text) == "" {
 		return tools.Refused("send_message needs some text"), nil
 	}
-	eventID := "tool-" + crewlet.WorkKey([]string{c.Handle, c.Key})
+	eventID := crewlet.ToolEventPrefix + crewlet.WorkKey([]string{c.Handle, c.Key})
 	msg, err := f.Delivery.Deliver(ctx, crewlet.Message{
 		EventID: eventID, Type: crewlet.MessageChat, From: c.Handle, To: args.To,
 		Conversation: eventID, Body: args.Text, SentAt: f.Now().UTC(),
