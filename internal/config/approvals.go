@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -72,7 +73,12 @@ func (p ApprovalPolicy) TimeoutDecision() string {
 }
 
 // Matches reports whether the policy gates a call of tool with args, the
-// call's arguments as the model sent them (a JSON object).
+// call's arguments as the model sent them (a JSON object). The model is
+// not to be trusted to phrase a call the policy recognises, so matching
+// fails closed: arguments that are not one JSON object, or that name a
+// when key twice in different cases, are gated; a when glob's * matches
+// across "/" and case is ignored in names and values. A call that does not
+// name a when key at all is not gated by that policy.
 func (p ApprovalPolicy) Matches(tool string, args json.RawMessage) bool {
 	named := false
 	for _, g := range p.Tools {
@@ -88,14 +94,19 @@ func (p ApprovalPolicy) Matches(tool string, args json.RawMessage) bool {
 		return true
 	}
 	var sent map[string]json.RawMessage
-	if err := json.Unmarshal(args, &sent); err != nil {
-		return false
+	if err := json.Unmarshal(args, &sent); err != nil || sent == nil {
+		return true
 	}
 	// The org file's keys arrive lowercased, so names match whatever
-	// their case.
+	// their case; a name sent twice in two cases could show the policy one
+	// value and the tool the other.
 	fields := make(map[string]json.RawMessage, len(sent))
 	for name, v := range sent {
-		fields[strings.ToLower(name)] = v
+		lower := strings.ToLower(name)
+		if _, twice := fields[lower]; twice {
+			return true
+		}
+		fields[lower] = v
 	}
 	for name, glob := range p.When {
 		raw, ok := fields[strings.ToLower(name)]
@@ -107,11 +118,54 @@ func (p ApprovalPolicy) Matches(tool string, args json.RawMessage) bool {
 		if json.Unmarshal(raw, &s) == nil {
 			value = s
 		}
-		if ok, _ := path.Match(glob, value); !ok {
+		re, err := whenGlob(glob)
+		if err != nil {
+			return true
+		}
+		if !re.MatchString(value) {
 			return false
 		}
 	}
 	return true
+}
+
+// whenGlob is a when glob as a regular expression: * any text, "/"
+// included, ? one character, [...] a class as in path.Match, \ quoting
+// the next character; case ignored.
+func whenGlob(glob string) (*regexp.Regexp, error) {
+	if _, err := path.Match(glob, ""); err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	b.WriteString(`(?is)^`)
+	for i := 0; i < len(glob); i++ {
+		switch c := glob[i]; c {
+		case '*':
+			b.WriteString(`.*`)
+		case '?':
+			b.WriteString(`.`)
+		case '\\':
+			if i+1 < len(glob) {
+				i++
+				b.WriteString(regexp.QuoteMeta(glob[i : i+1]))
+			}
+		case '[':
+			end := strings.IndexByte(glob[i+1:], ']')
+			if end < 0 {
+				return nil, path.ErrBadPattern
+			}
+			class := glob[i+1 : i+1+end]
+			if strings.HasPrefix(class, "^") {
+				class = "^" + strings.ReplaceAll(class[1:], "^", `\^`)
+			}
+			b.WriteString("[" + class + "]")
+			i += end + 1
+		default:
+			b.WriteString(regexp.QuoteMeta(glob[i : i+1]))
+		}
+	}
+	b.WriteString(`$`)
+	return regexp.Compile(b.String())
 }
 
 // Digest names the policy as it stands: an approval or a remembered grant
@@ -175,8 +229,8 @@ func checkApprovals(add func(key, format string, args ...any), base string, c *C
 			}
 		}
 		for _, k := range sortedKeys(p.When) {
-			if _, err := path.Match(p.When[k], ""); err != nil {
-				add(pb+".when."+k, "bad glob %q; use * ? and [...] as in Go's path.Match", p.When[k])
+			if _, err := whenGlob(p.When[k]); err != nil {
+				add(pb+".when."+k, "bad glob %q; use * (any text, / included) ? and [...]; case is ignored", p.When[k])
 			}
 		}
 		if len(p.Approvers) == 0 {

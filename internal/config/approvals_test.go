@@ -58,7 +58,8 @@ func TestApprovalPolicyProblems(t *testing.T) {
 // A policy matches a call by tool glob, then by each when glob on the
 // named argument (a string as it is, anything else as its JSON, names
 // whatever their case); the first matching policy of the seat's role
-// applies, with its defaults.
+// applies, with its defaults. Arguments that are not a JSON object are
+// gated by the first policy naming the tool.
 func TestApprovalPolicyMatches(t *testing.T) {
 	t.Parallel()
 	c, err := Parse([]byte(approvalsBase + `      - { tools: [ 'ledger__*' ], when: { text: 'invoice *', Urgent: 'true' }, approvers: [ olga ] }
@@ -77,7 +78,7 @@ func TestApprovalPolicyMatches(t *testing.T) {
 		{"ledger__read", `{"text": "invoice 7", "urgent": false}`, -1},
 		{"tracker__open", `{}`, 1},
 		{"diary_write", `{"text": "invoice 7", "urgent": true}`, -1},
-		{"ledger__write", `not json`, 1},
+		{"ledger__write", `not json`, 0}, // fails closed: gated by the first
 	} {
 		p, role, ok := c.ApprovalFor("s01", tt.tool, json.RawMessage(tt.args))
 		got := -1
@@ -112,5 +113,38 @@ func TestApprovalPoliciesAreHot(t *testing.T) {
 	got := Diff(mustParse(t, base), mustParse(t, strings.Replace(base, "[ x ]", "[ y ]", 1)))
 	if len(got) != 1 || got[0].Key != "roles.clerk.approvals" || got[0].Class != ClassHot {
 		t.Fatalf("Diff = %+v; want roles.clerk.approvals, hot", got)
+	}
+}
+
+// An injected model cannot phrase a gated call so that its policy's when
+// misses it: a key sent in another case, or twice in two cases, a value in
+// another case, a path below the glob's folder, arguments that are no JSON
+// object; each is gated. A call whose values the globs do not match is not.
+func TestApprovalWhenCannotBeSideStepped(t *testing.T) {
+	t.Parallel()
+	p := ApprovalPolicy{Tools: []string{"fs__write"}, When: map[string]string{"path": "/etc/*", "env": "prod-*"}, Approvers: []string{"olga"}}
+	for _, tt := range []struct {
+		args  string
+		gated bool
+	}{
+		{`{"path": "/etc/hosts", "env": "prod-eu"}`, true},
+		{`{"PATH": "/etc/hosts", "Env": "prod-eu"}`, true},
+		{`{"path": "/etc/ssh/sshd_config", "env": "prod-eu"}`, true},
+		{`{"path": "/ETC/hosts", "env": "PROD-api"}`, true},
+		{`{"path": "/etc/hosts", "env": "dev", "ENV": "prod-eu"}`, true},
+		{`["/etc/hosts", "prod-eu"]`, true},
+		{`"/etc/hosts"`, true},
+		{`null`, true},
+		{`{"path": "/home/ann/notes", "env": "prod-eu"}`, false},
+		{`{"path": "/etc/hosts", "env": "dev"}`, false},
+	} {
+		if got := p.Matches("fs__write", json.RawMessage(tt.args)); got != tt.gated {
+			t.Errorf("fs__write %s: gated %v; want %v", tt.args, got, tt.gated)
+		}
+	}
+	for glob, value := range map[string]string{`a\*b`: "a*b", "v[0-9]": "V7", "x?z": "xyz"} {
+		if !(ApprovalPolicy{Tools: []string{"t"}, When: map[string]string{"k": glob}}).Matches("t", json.RawMessage(`{"k": "`+value+`"}`)) {
+			t.Errorf("glob %q does not match %q", glob, value)
+		}
 	}
 }
