@@ -260,15 +260,25 @@ func (w *statusRecorder) detail() string {
 	return e.Detail
 }
 
+// atTheMachine reports whether p is the person at the API's machine
+// rather than a named principal: the anonymous caller of an org that opted
+// out of tokens, or the holder of the local token the API minted (no
+// configured token takes its name). Either names who acts ("by") and who
+// mail is from, as the operator of a tokenless org always could; the audit
+// log still records the principal.
+func (p Principal) atTheMachine() bool {
+	return p.Anonymous || p.Name == config.LocalPrincipal && p.Role == config.RoleAdmin && p.Seat == ""
+}
+
 // actingAs is who a request acts as when it names someone ("by", "from"):
-// an anonymous caller (auth.anonymous) is whoever it says, defaulting
+// the person at the machine (atTheMachine) is whoever it says, defaulting
 // to fallback; a principal is itself, and naming someone else is refused.
 func actingAs(r *http.Request, named, fallback string) (string, error) {
 	p := principalOf(r)
 	switch {
-	case p.Anonymous && named != "":
+	case p.atTheMachine() && named != "":
 		return named, nil
-	case p.Anonymous:
+	case p.atTheMachine():
 		return fallback, nil
 	case named == "" || named == p.Name:
 		return p.Name, nil
@@ -282,7 +292,7 @@ func actingAs(r *http.Request, named, fallback string) (string, error) {
 func (s *Server) sender(r *http.Request, from string) (string, error) {
 	p := principalOf(r)
 	switch {
-	case p.Anonymous || from == "" && p.Seat == "":
+	case p.atTheMachine() || from == "" && p.Seat == "":
 		return from, nil
 	case from == "" || from == p.Seat:
 		return p.Seat, nil

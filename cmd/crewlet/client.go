@@ -26,6 +26,9 @@ import (
 type apiClient struct {
 	base  string
 	token string
+	// local says token is the local token an API on this machine minted,
+	// read from its file: a new one after the API restarts.
+	local bool
 	http  *http.Client
 	// err is why the client could not be set up (an unreadable --ca or
 	// local token), returned by its first call.
@@ -49,10 +52,26 @@ func newAPIClient(base string) *apiClient {
 	var tokenErr, caErr error
 	if c.token == "" {
 		c.token, tokenErr = readLocalToken(c.base)
+		c.local = c.token != ""
 	}
 	c.http, caErr = apiHTTPClient(apiCA)
 	c.err = errors.Join(tokenErr, caErr)
 	return c
+}
+
+// refreshLocalToken reads the local token's file again, for a client
+// refused with the token it read before, and reports whether it holds a
+// new one: the API restarted and minted it.
+func (c *apiClient) refreshLocalToken() bool {
+	if !c.local {
+		return false
+	}
+	token, err := readLocalToken(c.base)
+	if err != nil || token == "" || token == c.token {
+		return false
+	}
+	c.token = token
+	return true
 }
 
 // apiError is an error response from the API.

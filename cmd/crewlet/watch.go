@@ -52,6 +52,8 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		switch {
 		case ctx.Err() != nil:
 			return nil
+		case errors.As(err, &ae) && ae.Status == http.StatusUnauthorized && c.refreshLocalToken():
+			// The API restarted with a new local token; go on with it.
 		case errors.As(err, &ae) && ae.Status != http.StatusServiceUnavailable:
 			return err
 		}

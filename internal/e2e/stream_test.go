@@ -305,7 +305,7 @@ seats:
 	if err := conn.(*net.TCPConn).SetReadBuffer(readBuffer); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fmt.Fprintf(conn, "GET /seats/s01/stream HTTP/1.1\r\nHost: %s\r\n\r\n", addr); err != nil {
+	if _, err := fmt.Fprintf(conn, "GET /seats/s01/stream HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", addr, c.bearer()); err != nil {
 		t.Fatal(err)
 	}
 	fast := c.openStream("/seats/s01/stream", "")
