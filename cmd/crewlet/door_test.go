@@ -126,22 +126,30 @@ func TestLocalTokenAndTLS(t *testing.T) {
 	}
 }
 
+// listenOpenOrg opens the API of an org with no tokens, and auth beside,
+// and returns what it minted and what it wrote to its log and terminal.
+func listenOpenOrg(t *testing.T, auth string) (token, file string, log, terminal *bytes.Buffer) {
+	t.Helper()
+	org, err := config.Parse([]byte("company: { name: open }\napi: { listen: \"127.0.0.1:0\" }\n" + auth + "seats: [ { handle: alice, kind: human } ]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, terminal = &bytes.Buffer{}, &bytes.Buffer{}
+	ln, token, file, err := listenAPI(org, slog.New(slog.NewTextHandler(log, nil)), terminal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	return token, file, log, terminal
+}
+
 // With no token configured the API mints a local token all the same: no
 // caller is admin without one. On a terminal it prints the console's
 // sign-in link with the token in the fragment; the log names the file,
 // never the token.
 func TestNoTokensConfiguredMintsALocalTokenAndPrintsTheSignInLinkOnATerminal(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	org, err := config.Parse([]byte("company: { name: open }\napi: { listen: \"127.0.0.1:0\" }\nseats: [ { handle: alice, kind: human } ]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log, terminal bytes.Buffer
-	ln, token, file, err := listenAPI(org, slog.New(slog.NewTextHandler(&log, nil)), &terminal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.Close()
+	token, file, log, terminal := listenOpenOrg(t, "")
 	data, err := os.ReadFile(file)
 	if err != nil || token == "" || strings.TrimSpace(string(data)) != token {
 		t.Fatalf("token %q, file %s holds %q (%v); want the minted token in it", token, file, data, err)
@@ -158,16 +166,7 @@ func TestNoTokensConfiguredMintsALocalTokenAndPrintsTheSignInLinkOnATerminal(t *
 // start that any local process, a seat's own tools included, can act as
 // admin.
 func TestAnonymousOptOutWarnsAtStart(t *testing.T) {
-	org, err := config.Parse([]byte("company: { name: open }\napi: { listen: \"127.0.0.1:0\" }\nauth: { anonymous: true }\nseats: [ { handle: alice, kind: human } ]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log, terminal bytes.Buffer
-	ln, token, file, err := listenAPI(org, slog.New(slog.NewTextHandler(&log, nil)), &terminal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.Close()
+	token, file, log, terminal := listenOpenOrg(t, "auth: { anonymous: true }\n")
 	if token != "" || file != "" || terminal.Len() != 0 || !strings.Contains(log.String(), "level=WARN msg=api_anonymous") || !strings.Contains(log.String(), "a seat's own tools included") {
 		t.Fatalf("token %q, file %q, terminal %q, log %s; want no token, no link and the warning", token, file, terminal.String(), log.String())
 	}
