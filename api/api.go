@@ -71,8 +71,10 @@ type Server struct {
 	TicketWatch *store.TicketWatch
 	// openStreams counts each principal's open live streams.
 	openStreams streamCounts
-	// heavyReads holds a slot per heavy read being served.
-	heavyReads chan struct{}
+	// heavyReads holds a slot per heavy read being served, and
+	// heavyByPrincipal counts each principal's.
+	heavyReads       chan struct{}
+	heavyByPrincipal streamCounts
 	// tokens are the tokens of the revision the process last served.
 	tokens atomic.Pointer[tokensOf]
 	// mutations are each principal's mutation budget, refusals its

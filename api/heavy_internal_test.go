@@ -1,6 +1,8 @@
 package api
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -40,7 +42,7 @@ func TestHeavyReadsPastTheCapAreRefused(t *testing.T) {
 	for i := range maxHeavyReads {
 		wg.Go(func() {
 			rec := httptest.NewRecorder()
-			h(rec, httptest.NewRequest(http.MethodGet, "/turns/a/b", nil))
+			h(rec, heavyRequestOf(fmt.Sprintf("reader-%d", i)))
 			codes[i] = rec.Code
 		})
 	}
@@ -52,7 +54,7 @@ func TestHeavyReadsPastTheCapAreRefused(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	rec := httptest.NewRecorder()
-	h(rec, httptest.NewRequest(http.MethodGet, "/turns/a/b", nil))
+	h(rec, heavyRequestOf("another"))
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" ||
 		!strings.Contains(rec.Body.String(), crewlet.ERATELIMITED) || !strings.Contains(rec.Body.String(), "large reads") {
 		t.Fatalf("read %d: %d %q Retry-After %q; want 429 saying why, with Retry-After", maxHeavyReads+1, rec.Code, rec.Body, rec.Header().Get("Retry-After"))
@@ -65,9 +67,62 @@ func TestHeavyReadsPastTheCapAreRefused(t *testing.T) {
 		}
 	}
 	rec = httptest.NewRecorder()
-	h(rec, httptest.NewRequest(http.MethodGet, "/turns/a/b", nil))
+	h(rec, heavyRequestOf("another"))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("a read once the others ended: %d; want 200", rec.Code)
+	}
+}
+
+// heavyRequestOf is a heavy read's request made by principal name.
+func heavyRequestOf(name string) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, "/turns/a/b", nil)
+	return r.WithContext(context.WithValue(r.Context(), principalKey{}, Principal{Name: name, Role: "viewer"}))
+}
+
+// One principal holds at most maxHeavyReadsPerPrincipal of the process's
+// heavy-read slots: its next large read is refused while another
+// principal's is still served, so one caller's burst cannot take every
+// slot.
+func TestOnePrincipalCannotTakeEveryHeavyReadSlot(t *testing.T) {
+	s := &Server{Log: slog.New(slog.DiscardHandler)}
+	s.heavyReads = make(chan struct{}, maxHeavyReads)
+	release := make(chan struct{})
+	h := s.heavy(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		w.WriteHeader(http.StatusOK)
+	})
+	var wg sync.WaitGroup
+	for range maxHeavyReadsPerPrincipal {
+		wg.Go(func() { h(httptest.NewRecorder(), heavyRequestOf("greedy")) })
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(s.heavyReads) < maxHeavyReadsPerPrincipal {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d reads in flight after 10 s", len(s.heavyReads), maxHeavyReadsPerPrincipal)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	rec := httptest.NewRecorder()
+	h(rec, heavyRequestOf("greedy"))
+	if rec.Code != http.StatusTooManyRequests || !strings.Contains(rec.Body.String(), "the most one principal may") {
+		t.Fatalf("the greedy principal's read %d: %d %q; want 429 naming the per-principal bound", maxHeavyReadsPerPrincipal+1, rec.Code, rec.Body)
+	}
+	other := make(chan int, 1)
+	go func() {
+		rec := httptest.NewRecorder()
+		h(rec, heavyRequestOf("patient"))
+		other <- rec.Code
+	}()
+	for len(s.heavyReads) < maxHeavyReadsPerPrincipal+1 {
+		if time.Now().After(deadline) {
+			t.Fatal("another principal's read never took a slot")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	if code := <-other; code != http.StatusOK {
+		t.Fatalf("another principal's read: %d; want 200", code)
 	}
 }
 

@@ -22,8 +22,11 @@ const (
 	// maxListText bounds a trigger's body in GET /seats/{handle}/turns; the
 	// turn view has it up to maxReadText.
 	maxListText = 4 << 10
-	// maxHeavyReads is how many heavy routes one process serves at once.
-	maxHeavyReads = 8
+	// maxHeavyReads is how many heavy routes one process serves at once,
+	// and maxHeavyReadsPerPrincipal how many of them one principal holds,
+	// so one caller's burst of large reads leaves the others room.
+	maxHeavyReads             = 8
+	maxHeavyReadsPerPrincipal = 4
 	// truncatedHeader, on a list answer, says it was cut short at the
 	// budget, and how to read the rest.
 	truncatedHeader = "X-Crewlet-Truncated"
@@ -58,10 +61,20 @@ func fit(n, budget int, size func(i int) int) int {
 	return n
 }
 
-// heavy serves h while fewer than maxHeavyReads heavy reads run in this
-// process, and refuses the one over with 429 and Retry-After.
+// heavy serves h while the caller's principal runs fewer than
+// maxHeavyReadsPerPrincipal heavy reads and the process fewer than
+// maxHeavyReads, and refuses the one over either with 429 and Retry-After.
 func (s *Server) heavy(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		name := principalOf(r).Name
+		release, ok := s.heavyByPrincipal.take(name, maxHeavyReadsPerPrincipal)
+		if !ok {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, crewlet.Errorf(crewlet.ERATELIMITED,
+				"%s is running %d large reads (turn views, turn lists, conversations) on this process at once, the most one principal may; retry after a second", name, maxHeavyReadsPerPrincipal))
+			return
+		}
+		defer release()
 		select {
 		case s.heavyReads <- struct{}{}:
 			defer func() { <-s.heavyReads }()

@@ -145,7 +145,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string) {
 	}
 }
 
-// streamCounts counts each principal's open streams on this process.
+// streamCounts counts what each principal holds open on this process: its
+// live streams (openStreams), its heavy reads in flight (heavyByPrincipal).
 type streamCounts struct {
 	mu   sync.Mutex
 	open map[string]int
