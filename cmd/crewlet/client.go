@@ -314,7 +314,7 @@ func runConversation(ctx context.Context, args []string, stdout io.Writer) error
 func runSignal(ctx context.Context, signal string, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet(signal, flag.ContinueOnError)
 	base := apiFlag(fs)
-	by := fs.String("by", "", "who is asking, recorded with the hold (default: the token's principal; $USER without a token)")
+	by := fs.String("by", "", "who is asking, recorded with the hold (default: the token's principal; $USER without a token or with the local token)")
 	var body func() any
 	synopsis := "crewlet " + signal + " HANDLE [--by NAME]"
 	switch signal {
@@ -335,9 +335,10 @@ func runSignal(ctx context.Context, signal string, args []string, stdout io.Writ
 		return err
 	}
 	c := newAPIClient(*base)
-	if *by == "" && c.token == "" {
+	if *by == "" && (c.token == "" || c.local) {
 		// A token acts as its principal, which the API refuses to see
-		// renamed; without one, $USER is the best name at hand.
+		// renamed; without one, or with the local token (its holder names
+		// who acts), $USER is the best name at hand.
 		*by = os.Getenv("USER")
 	}
 	var resp api.SignalResponse

@@ -6,12 +6,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"testing"
+
+	"github.com/crewlet/crewlet/internal/config"
 )
 
 // A pause names who asks: with a token, the token's principal (the API
-// refuses a token renamed, so the CLI sends no name); without one, $USER; a
-// --by given is sent as it is.
+// refuses a token renamed, so the CLI sends no name); without one, or with
+// the local token of the API on this machine, $USER; a --by given is sent
+// as it is.
 func TestSignalNamesWhoAsks(t *testing.T) {
 	var got map[string]any
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -25,15 +29,31 @@ func TestSignalNamesWhoAsks(t *testing.T) {
 	t.Setenv("USER", "alice")
 	for _, tc := range []struct {
 		name, token string
+		local       bool
 		args        []string
 		want        string
 	}{
-		{"no token: $USER", "", nil, "alice"},
-		{"a token: its principal", "secret", nil, ""},
-		{"--by as given", "secret", []string{"--by", "ops"}, "ops"},
+		{"no token: $USER", "", false, nil, "alice"},
+		{"the local token: $USER", "", true, nil, "alice"},
+		{"a token: its principal", "secret", false, nil, ""},
+		{"--by as given", "secret", false, []string{"--by", "ops"}, "ops"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 			t.Setenv("CREWLET_TOKEN", tc.token)
+			if tc.local {
+				u, err := url.Parse(srv.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				path, err := config.LocalTokenPath(u.Port())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := mintLocalToken(path); err != nil {
+					t.Fatal(err)
+				}
+			}
 			args := append([]string{"cto", "--api", srv.URL}, tc.args...)
 			if err := runSignal(context.Background(), "pause", args, io.Discard); err != nil {
 				t.Fatal(err)

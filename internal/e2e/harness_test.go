@@ -65,6 +65,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build crewlet:", err)
 		os.Exit(1)
 	}
+	// The local tokens the package's APIs mint, which its CLI runs and
+	// the harness read, live in a folder of the package's own (after the
+	// build, which reads Go's own config there): a process killed with -9
+	// leaves its token file, which another package's test on the same
+	// port would otherwise find.
+	if err := os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	dropNamespace()
