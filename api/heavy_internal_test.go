@@ -30,13 +30,7 @@ func TestHeavyRoutesAreTheLargeReads(t *testing.T) {
 }
 
 func TestHeavyReadsPastTheCapAreRefused(t *testing.T) {
-	s := &Server{Log: slog.New(slog.DiscardHandler)}
-	s.heavyReads = make(chan struct{}, maxHeavyReads)
-	release := make(chan struct{})
-	h := s.heavy(func(w http.ResponseWriter, r *http.Request) {
-		<-release
-		w.WriteHeader(http.StatusOK)
-	})
+	s, h, release := heldHeavyReads()
 	var wg sync.WaitGroup
 	codes := make([]int, maxHeavyReads)
 	for i := range maxHeavyReads {
@@ -46,13 +40,7 @@ func TestHeavyReadsPastTheCapAreRefused(t *testing.T) {
 			codes[i] = rec.Code
 		})
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(s.heavyReads) < maxHeavyReads {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d reads in flight after 10 s", len(s.heavyReads), maxHeavyReads)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitInFlight(t, s, maxHeavyReads)
 	rec := httptest.NewRecorder()
 	h(rec, heavyRequestOf("another"))
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" ||
@@ -73,6 +61,31 @@ func TestHeavyReadsPastTheCapAreRefused(t *testing.T) {
 	}
 }
 
+// heldHeavyReads is a server whose heavy reads, h, each hold their slot
+// until release is closed, then answer 200.
+func heldHeavyReads() (s *Server, h http.HandlerFunc, release chan struct{}) {
+	s = &Server{Log: slog.New(slog.DiscardHandler)}
+	s.heavyReads = make(chan struct{}, maxHeavyReads)
+	release = make(chan struct{})
+	h = s.heavy(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		w.WriteHeader(http.StatusOK)
+	})
+	return s, h, release
+}
+
+// waitInFlight waits, at most 10 s, until n heavy reads hold their slots.
+func waitInFlight(t *testing.T, s *Server, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(s.heavyReads) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d reads in flight after 10 s", len(s.heavyReads), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // heavyRequestOf is a heavy read's request made by principal name.
 func heavyRequestOf(name string) *http.Request {
 	r := httptest.NewRequest(http.MethodGet, "/turns/a/b", nil)
@@ -84,24 +97,12 @@ func heavyRequestOf(name string) *http.Request {
 // principal's is still served, so one caller's burst cannot take every
 // slot.
 func TestOnePrincipalCannotTakeEveryHeavyReadSlot(t *testing.T) {
-	s := &Server{Log: slog.New(slog.DiscardHandler)}
-	s.heavyReads = make(chan struct{}, maxHeavyReads)
-	release := make(chan struct{})
-	h := s.heavy(func(w http.ResponseWriter, r *http.Request) {
-		<-release
-		w.WriteHeader(http.StatusOK)
-	})
+	s, h, release := heldHeavyReads()
 	var wg sync.WaitGroup
 	for range maxHeavyReadsPerPrincipal {
 		wg.Go(func() { h(httptest.NewRecorder(), heavyRequestOf("greedy")) })
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(s.heavyReads) < maxHeavyReadsPerPrincipal {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d reads in flight after 10 s", len(s.heavyReads), maxHeavyReadsPerPrincipal)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitInFlight(t, s, maxHeavyReadsPerPrincipal)
 	rec := httptest.NewRecorder()
 	h(rec, heavyRequestOf("greedy"))
 	if rec.Code != http.StatusTooManyRequests || !strings.Contains(rec.Body.String(), "the most one principal may") {
@@ -113,12 +114,7 @@ func TestOnePrincipalCannotTakeEveryHeavyReadSlot(t *testing.T) {
 		h(rec, heavyRequestOf("patient"))
 		other <- rec.Code
 	}()
-	for len(s.heavyReads) < maxHeavyReadsPerPrincipal+1 {
-		if time.Now().After(deadline) {
-			t.Fatal("another principal's read never took a slot")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitInFlight(t, s, maxHeavyReadsPerPrincipal+1) // another principal's read took a slot
 	close(release)
 	wg.Wait()
 	if code := <-other; code != http.StatusOK {
