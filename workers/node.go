@@ -8,7 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +31,7 @@ import (
 	"github.com/crewlet/crewlet/internal/liveness"
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/reconcile"
+	"github.com/crewlet/crewlet/internal/sandbox"
 	"github.com/crewlet/crewlet/internal/schedules"
 	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/services"
@@ -160,10 +165,13 @@ func StartNode(ctx context.Context, g *services.Graph, log *slog.Logger, opts No
 		stop: make(chan struct{}),
 	}
 	n.watchdog = watchdog.New(hb, opts.Stderr, opts.Exit)
+	// What this node's own file allows an MCP server to run and read,
+	// whatever a later revision names.
+	allowed := boot.MCPAllowed()
 	n.host = &activities.Host{
 		Store: st, Incarnation: incarnation, NodeID: nodeID, Beat: hb / 3, Watchdog: n.watchdog, Log: n.log,
 		StartTools: func(ctx context.Context, handle string) (activities.ToolSession, error) {
-			return startTools(ctx, org.Now(), handle, n.log)
+			return startTools(ctx, org.Now(), allowed, handle, n.log)
 		},
 		Knows: func(handle string) bool {
 			_, ok := org.Now().AgentSeat(handle)
@@ -332,6 +340,7 @@ func StartNode(ctx context.Context, g *services.Graph, log *slog.Logger, opts No
 	}
 	n.watchTemporal(ctx, promotion, rec, duties)
 	n.startSeats(ctx, rec)
+	logConfinement(boot, n.log)
 	n.log.Info("node_started", "node_id", nodeID, "host_queue", n.HostQueue, "labels", opts.Labels, "capacity", opts.Capacity,
 		"deployment", deployment, "build_id", n.BuildID)
 	return n, nil
@@ -528,16 +537,27 @@ func (n *Node) ensureSchedule(ctx context.Context, id, workflowType string, ever
 }
 
 // startTools starts the MCP servers of a seat's role; a role with none
-// starts nothing.
-func startTools(ctx context.Context, org *config.Config, handle string, log *slog.Logger) (activities.ToolSession, error) {
+// starts nothing. A server the node's allow-list does not cover is refused
+// before anything starts, naming it.
+func startTools(ctx context.Context, org *config.Config, allowed []config.MCPAllow, handle string, log *slog.Logger) (activities.ToolSession, error) {
 	seat, _ := org.Seat(handle)
 	role := org.Roles[seat.Role]
 	if len(role.MCP) == 0 {
 		return nil, nil
 	}
+	if refused := config.MCPNotAllowed(allowed, &config.Config{Roles: map[string]config.Role{seat.Role: role}}); len(refused) > 0 {
+		return nil, crewlet.Errorf(crewlet.EINVALID, "this node does not run MCP servers its own file did not allow: %s", strings.Join(refused, "; "))
+	}
+	policy, err := sandboxPolicy(org, role, handle)
+	if err != nil {
+		return nil, err
+	}
 	servers := make([]tools.ServerConfig, len(role.MCP))
 	for i, m := range role.MCP {
 		servers[i] = tools.ServerConfig{Name: m.Name, Command: m.Command, Env: m.CommandEnv(), RunAs: m.RunAs, URL: m.URL, Headers: m.Headers()}
+		if len(m.Command) > 0 {
+			servers[i].Sandbox = policy
+		}
 	}
 	session, err := tools.Start(ctx, servers, log.With("seat", handle))
 	if session == nil {
@@ -545,4 +565,67 @@ func startTools(ctx context.Context, org *config.Config, handle string, log *slo
 		return nil, err
 	}
 	return session, err
+}
+
+// sandboxPolicy is how a seat's stdio MCP children are confined: nil for
+// a role whose sandbox.mode is none, else its workspace under the node's
+// workspace root and what its role names.
+func sandboxPolicy(org *config.Config, role config.Role, handle string) (*sandbox.Policy, error) {
+	if !role.Sandbox.Confined() {
+		return nil, nil
+	}
+	root, err := org.Nodes.WorkspaceRoot()
+	if err != nil {
+		return nil, err
+	}
+	return &sandbox.Policy{
+		Workspace: filepath.Join(root, handle),
+		Read:      role.Sandbox.Read, Write: role.Sandbox.Write,
+		NoNetwork: role.Sandbox.Network == config.NetworkNone,
+	}, nil
+}
+
+// logConfinement says, once per role with stdio MCP servers, how this node
+// confines their children: sandbox (with what it sees), run_as, both, or
+// none, and whether this kernel can do what the role asks.
+func logConfinement(org *config.Config, log *slog.Logger) {
+	for _, name := range slices.Sorted(maps.Keys(org.Roles)) {
+		role := org.Roles[name]
+		var runAs []string
+		stdio := false
+		for _, m := range role.MCP {
+			if len(m.Command) > 0 {
+				stdio = true
+				if m.RunAs != "" {
+					runAs = append(runAs, m.Name+"="+m.RunAs)
+				}
+			}
+		}
+		if !stdio {
+			continue
+		}
+		attrs := []any{"role", name}
+		if len(runAs) > 0 {
+			attrs = append(attrs, "run_as", runAs)
+		}
+		if !role.Sandbox.Confined() {
+			confinement := "none"
+			if len(runAs) > 0 {
+				confinement = "run_as"
+			}
+			log.Warn("mcp_children_confinement", append(attrs, "confinement", confinement, "chosen_by", "roles."+name+".sandbox.mode: none")...)
+			continue
+		}
+		policy, err := sandboxPolicy(org, role, "SEAT")
+		if err == nil {
+			err = sandbox.Check(*policy)
+		}
+		if err != nil {
+			log.Error("mcp_children_confinement", append(attrs, "confinement", "sandbox", "problem", err.Error(),
+				"effect", "the role's seats start no MCP server on this node")...)
+			continue
+		}
+		log.Info("mcp_children_confinement", append(attrs, "confinement", "sandbox", "mechanism", sandbox.Mechanism, "abi", sandbox.ABI(),
+			"workspace", policy.Workspace, "read", role.Sandbox.Read, "write", role.Sandbox.Write, "network", role.Sandbox.Network)...)
+	}
 }

@@ -74,6 +74,7 @@ var keyClasses = []keyClass{
 	{"roles.*.may", ClassHot, "next tool call: a call is checked against the role's may when it is made; a turn offers the tools may.tools allows when it starts"},
 	{"roles.*.max_tool_calls_per_turn", ClassHot, "next tool call: the cap is read when a call is made"},
 	{"roles.*.max_messages_per_turn", ClassHot, "next tool call: the cap is read when a call is made"},
+	{"roles.*.sandbox", ClassCold, "restart: each process confines MCP children as its own file says; an apply never loosens it"},
 	{"roles.*.mcp", ClassDeferred, "next tenure: a seat's MCP servers start when it attaches to a node"},
 	{"roles.*.placement", ClassDeferred, "next placement: a seat moves only when it is placed again (a move, a failover, a rebalance)"},
 	{"mailbox.read_batch", ClassDeferred, "next seat start: carried in a seat workflow's input"},
@@ -248,6 +249,16 @@ func KeepCold(boot, next *Config) (*Config, []string, error) {
 	kept.Log = boot.Log
 	kept.Mailbox.KeyPrefix = boot.Mailbox.KeyPrefix
 	kept.Nodes = boot.Nodes
+	kept.file = boot.file
+	kept.Roles = make(map[string]Role, len(next.Roles))
+	for name, r := range next.Roles {
+		// A role the process did not start with is confined by default.
+		r.Sandbox = Sandbox{Mode: SandboxLandlock, Network: NetworkOpen}
+		if b, ok := boot.Roles[name]; ok {
+			r.Sandbox = b.Sandbox
+		}
+		kept.Roles[name] = r
+	}
 	kept.Maintenance.Interval = boot.Maintenance.Interval
 	kept.Health.Interval = boot.Health.Interval
 	kept.Health.Notify = boot.Health.Notify

@@ -42,6 +42,9 @@ type Config struct {
 	// as one. It is no key of the file.
 	// (docs/architecture.md, "Config revisions")
 	Revision int64 `mapstructure:"-"`
+	// file is the org file this config was loaded from ("" for a
+	// document read elsewhere): kept from MCP children's view.
+	file string
 	// SpawnedVersion is the version of the spawned seats among Seats
 	// (store.SpawnedVersion); no key of the file either.
 	SpawnedVersion int64 `mapstructure:"-"`
@@ -371,6 +374,17 @@ type Nodes struct {
 	// MaxToolCalls is the most tool calls a node runs at once for the seats
 	// it hosts; more wait for a free one. 1 to 10000.
 	MaxToolCalls int `mapstructure:"max_tool_calls"`
+	// Workspaces is the directory under which each seat's sandboxed MCP
+	// children get their workspace (WorkspaceRoot); empty: the default.
+	Workspaces string `mapstructure:"workspaces"`
+	// MCPAllow is what a config apply may have this node run: the stdio
+	// commands and the environment variables (env_from, headers_from) of
+	// MCP servers (sandbox.go). Absent, it is what the node's own file
+	// names at start; cold, so an apply never widens it.
+	MCPAllow []MCPAllow `mapstructure:"mcp_allow"`
+
+	// mcpAllowSet says the file wrote mcp_allow, if only as [].
+	mcpAllowSet bool
 }
 
 // Health configures the health duty (docs/architecture.md, "Seat health"):
@@ -698,6 +712,9 @@ type Role struct {
 	// when the file does not say.
 	MaxToolCallsPerTurn int `mapstructure:"max_tool_calls_per_turn"`
 	MaxMessagesPerTurn  int `mapstructure:"max_messages_per_turn"`
+	// Sandbox is how the role's stdio MCP children are confined: in a
+	// Landlock sandbox by default (sandbox.go).
+	Sandbox Sandbox `mapstructure:"sandbox"`
 
 	// oneItem says the file wrote the pool as profile; bothForms that it
 	// wrote both profile and profiles. Problems are named by the key the

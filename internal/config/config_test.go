@@ -49,7 +49,8 @@ func TestExampleOrg(t *testing.T) {
 	if _, ok := c.Seat("nobody"); ok {
 		t.Errorf("Seat(nobody) found a seat")
 	}
-	if want := (Nodes{3 * time.Second, time.Minute, 30 * time.Second, 30 * time.Second, 4, time.Minute, 64}); c.Nodes != want {
+	if want := (Nodes{HeartbeatTimeout: 3 * time.Second, DrainTimeout: time.Minute, ReleaseWait: 30 * time.Second, RebalanceInterval: 30 * time.Second,
+		RebalanceMaxMoves: 4, ReconcileInterval: time.Minute, MaxToolCalls: 64}); !reflect.DeepEqual(c.Nodes, want) {
 		t.Errorf("nodes = %+v, want the defaults %+v", c.Nodes, want)
 	}
 	if want := (Mailbox{"crewlet", 16, 24 * time.Hour, 10000, 24 * time.Hour, 10 * time.Second, 1000, 10000, time.Hour, 10000, 600, 95}); c.Mailbox != want {
@@ -547,7 +548,7 @@ seats: [ { handle: alice, kind: human } ]`,
 			yaml: minimal + `nodes: { heartbeat_timout: 2s, beat: 1s }`,
 			want: []string{
 				`nodes.heartbeat_timout: unknown key; did you mean "heartbeat_timeout"?`,
-				`nodes.beat: unknown key; valid keys: drain_timeout, heartbeat_timeout, max_tool_calls, rebalance_interval, rebalance_max_moves, reconcile_interval, release_wait`,
+				`nodes.beat: unknown key; valid keys: drain_timeout, heartbeat_timeout, max_tool_calls, mcp_allow, rebalance_interval, rebalance_max_moves, reconcile_interval, release_wait, workspaces`,
 			},
 		},
 		{
@@ -1380,13 +1381,13 @@ func TestNodesBounds(t *testing.T) {
 		want Nodes
 	}{
 		{"lowest", `nodes: { heartbeat_timeout: 1s, drain_timeout: 1s, release_wait: 0, rebalance_interval: 1s, rebalance_max_moves: 1, reconcile_interval: 1s, max_tool_calls: 1 }`,
-			Nodes{time.Second, time.Second, 0, time.Second, 1, time.Second, 1}},
+			Nodes{HeartbeatTimeout: time.Second, DrainTimeout: time.Second, ReleaseWait: 0, RebalanceInterval: time.Second, RebalanceMaxMoves: 1, ReconcileInterval: time.Second, MaxToolCalls: 1}},
 		{"highest", `nodes: { heartbeat_timeout: 60s, drain_timeout: 1h, release_wait: 60m, rebalance_interval: 3600s, rebalance_max_moves: 100, reconcile_interval: 1h, max_tool_calls: 10000 }`,
-			Nodes{time.Minute, time.Hour, time.Hour, time.Hour, 100, time.Hour, 10000}},
+			Nodes{HeartbeatTimeout: time.Minute, DrainTimeout: time.Hour, ReleaseWait: time.Hour, RebalanceInterval: time.Hour, RebalanceMaxMoves: 100, ReconcileInterval: time.Hour, MaxToolCalls: 10000}},
 		{"empty section keeps the defaults", "nodes:\n",
-			Nodes{3 * time.Second, time.Minute, 30 * time.Second, 30 * time.Second, 4, time.Minute, 64}},
+			Nodes{HeartbeatTimeout: 3 * time.Second, DrainTimeout: time.Minute, ReleaseWait: 30 * time.Second, RebalanceInterval: 30 * time.Second, RebalanceMaxMoves: 4, ReconcileInterval: time.Minute, MaxToolCalls: 64}},
 		{"one key keeps the other defaults", `nodes: { release_wait: 5s }`,
-			Nodes{3 * time.Second, time.Minute, 5 * time.Second, 30 * time.Second, 4, time.Minute, 64}},
+			Nodes{HeartbeatTimeout: 3 * time.Second, DrainTimeout: time.Minute, ReleaseWait: 5 * time.Second, RebalanceInterval: 30 * time.Second, RebalanceMaxMoves: 4, ReconcileInterval: time.Minute, MaxToolCalls: 64}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1394,7 +1395,7 @@ func TestNodesBounds(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
-			if c.Nodes != tt.want {
+			if !reflect.DeepEqual(c.Nodes, tt.want) {
 				t.Errorf("nodes = %+v, want %+v", c.Nodes, tt.want)
 			}
 		})

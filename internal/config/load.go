@@ -86,6 +86,7 @@ var defaults = map[string]any{
 	"nodes.rebalance_max_moves": 4,
 	"nodes.reconcile_interval":  time.Minute,
 	"nodes.max_tool_calls":      64,
+	"nodes.workspaces":          "",
 
 	"maintenance.interval":               15 * time.Minute,
 	"maintenance.ledger_retention":       168 * time.Hour,
@@ -149,7 +150,7 @@ func LoadWithOverrides(path string) (*Config, []string, error) {
 		}
 		return nil, nil, fmt.Errorf("read config %s: %w", path, err)
 	}
-	c, applied, err := build(v, doc)
+	c, applied, err := build(v, doc, path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("config %s is invalid:\n%w", path, err)
 	}
@@ -166,7 +167,7 @@ func Parse(yamlBytes []byte) (*Config, error) {
 		}
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	c, _, err := build(v, yamlBytes)
+	c, _, err := build(v, yamlBytes, "")
 	return c, err
 }
 
@@ -238,8 +239,9 @@ func scalarKeys(path string, t reflect.Type, raw any) []string {
 // build binds the environment overrides, decodes the merged settings and
 // reports, in this order, unknown keys, values of the wrong type, and what
 // Validate finds. doc is the file as written, for what viper cannot keep. It
-// returns the overrides bindEnv applied.
-func build(v *viper.Viper, doc []byte) (*Config, []string, error) {
+// returns the overrides bindEnv applied. file is the org file's path, ""
+// for a document that came from elsewhere.
+func build(v *viper.Viper, doc []byte, file string) (*Config, []string, error) {
 	// Before the environment is bound, which makes every scalar key of a
 	// named profile one of AllKeys, written or not.
 	written := writtenCounts(v)
@@ -265,6 +267,7 @@ func build(v *viper.Viper, doc []byte) (*Config, []string, error) {
 	scheduleDefaults(raw, &c)
 	poolDefaults(raw, &c)
 	ruleToolArgs(doc, &c)
+	c.file = file
 
 	// A value that did not decode is already reported; what Validate would
 	// say about its zero value is noise.
@@ -423,6 +426,7 @@ func keepPartialEntries(raw map[string]any, c *Config) {
 // "max_load: 0" means none. It also puts a role's pool in both its forms
 // and compiles each profile's exhausted_pattern.
 func applyEntryDefaults(raw map[string]any, c *Config) {
+	c.Nodes.mcpAllowSet = hasKey(raw, "nodes", "mcp_allow")
 	for name, r := range c.Roles {
 		if !hasKey(raw, "roles", name, "max_rounds") {
 			r.MaxRounds = DefaultMaxRounds
@@ -434,6 +438,12 @@ func applyEntryDefaults(raw map[string]any, c *Config) {
 			r.OnBusy = crewlet.OnBusyEnqueue
 		}
 		mayDefaults(raw, name, &r)
+		if r.Sandbox.Mode == "" {
+			r.Sandbox.Mode = SandboxLandlock
+		}
+		if r.Sandbox.Network == "" {
+			r.Sandbox.Network = NetworkOpen
+		}
 		switch {
 		case r.Profile != "" && r.Profiles != nil:
 			r.bothForms = true // reported; neither form wins

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -377,6 +378,17 @@ func (c *Config) problems() []*Problem {
 	}
 
 	roles := sortedKeys(c.Roles)
+	protected := c.ProtectedPaths()
+	checkMCPAllow(add, c)
+	if w := c.Nodes.Workspaces; w != "" && !filepath.IsAbs(w) {
+		add("nodes.workspaces", "%q is not an absolute path", w)
+	} else if w != "" {
+		for _, q := range protected {
+			if within(resolved(q), resolved(w)) {
+				add("nodes.workspaces", "%s holds %s, which crewlet keeps from MCP children; choose a directory of its own", w, q)
+			}
+		}
+	}
 	for _, name := range roles {
 		r, base := c.Roles[name], "roles."+name
 		if !crewlet.ValidName(name) {
@@ -395,6 +407,7 @@ func (c *Config) problems() []*Problem {
 			checkDuration(base+".idle_nudge.after", after, minIdleNudgeAfter, maxIdleNudgeAfter)
 		}
 		checkMCP(add, base+".mcp", r.MCP)
+		checkSandbox(add, base+".sandbox", r.Sandbox, protected)
 		checkApprovals(add, base+".approvals", c, r.Approvals)
 		lbase := base + ".placement.labels"
 		for _, k := range sortedKeys(r.Placement.Labels) {

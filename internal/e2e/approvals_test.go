@@ -57,6 +57,7 @@ roles:
     profile: tooled
     mcp:
       - { name: ledger, command: [ %q ], env: [ "TESTSERVER_COUNT_FILE=%s", "TESTSERVER_PID_FILE=%s" ] }
+    sandbox: { write: [ %q, %q ] }
     approvals:
       - { tools: [ 'ledger__w*' ], when: { text: 'invoice *' }, approvers: [ olga ], timeout: 1h, on_timeout: deny }
       - { tools: [ 'ledger__write' ], when: { text: 'quick *' }, approvers: [ 'role:finance' ], timeout: 2s, on_timeout: approve }
@@ -64,7 +65,7 @@ roles:
 seats:
   - { handle: s01, role: clerk }
   - { handle: olga, kind: human, role: finance }
-`, bin, countFile, pidFile)), 0o600)
+`, bin, countFile, pidFile, filepath.Dir(countFile), filepath.Dir(pidFile))), 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}

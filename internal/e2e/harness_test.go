@@ -74,6 +74,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// And so do the seats' sandbox workspaces.
+	if err := os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	dropNamespace()
@@ -96,6 +101,9 @@ type company struct {
 	env       []string
 	api       string
 	temporal  client.Client
+	// httpClient calls the API; nil is http.DefaultClient (an API over
+	// TLS needs one that trusts its certificate).
+	httpClient *http.Client
 	// token, when set, is the bearer token of the company's API calls.
 	token string
 	mu    sync.Mutex
@@ -514,13 +522,21 @@ func (c *company) raw(method, path string, body any) (int, []byte, error) {
 	if token := c.bearer(); token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.client().Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, data, err
+}
+
+// client is the HTTP client of the company's API calls.
+func (c *company) client() *http.Client {
+	if c.httpClient != nil {
+		return c.httpClient
+	}
+	return http.DefaultClient
 }
 
 // bearer is the token the company's API calls carry: c.token when a test

@@ -164,9 +164,10 @@ roles:
     profile: slow
     mcp:
       - { name: ledger, command: [ %q ], env: [ "TESTSERVER_COUNT_FILE=%s" ] }
+    sandbox: { write: [ %q ] }
 seats:
   - { handle: s01, role: clerk }
-`, bin, filepath.Join(dir, "count")))
+`, bin, filepath.Join(dir, "count"), dir))
 }
 
 // A watcher that drops its connection mid-turn, while the seat's node is

@@ -42,9 +42,10 @@ roles:
     profile: tooled
     mcp:
       - { name: ledger, command: [ %q ], env: [ "TESTSERVER_COUNT_FILE=%s", "TESTSERVER_PID_FILE=%s" ] }
+    sandbox: { write: [ %q, %q ] }
 seats:
   - { handle: s01, role: clerk }
-`, bin, countFile, pidFile)
+`, bin, countFile, pidFile, filepath.Dir(countFile), filepath.Dir(pidFile))
 	return writeFile(t, "org.yaml", org)
 }
 

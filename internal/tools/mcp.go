@@ -23,6 +23,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/sandbox"
 	"github.com/crewlet/crewlet/internal/testhook"
 )
 
@@ -69,7 +70,10 @@ type ServerConfig struct {
 	// (or with CAP_SETUID, CAP_SETGID and CAP_KILL: stopping a child of
 	// another user needs the last).
 	RunAs string
-	URL   string
+	// Sandbox confines a stdio child (internal/sandbox); nil runs it
+	// unconfined, which only a role's explicit sandbox.mode: none asks.
+	Sandbox *sandbox.Policy
+	URL     string
 	// Headers are sent with every request to an HTTP server (an
 	// Authorization token, say); values may be secrets and are never logged.
 	Headers map[string]string
@@ -106,6 +110,9 @@ func Validate(servers []ServerConfig) error {
 		}
 		if sc.URL != "" && sc.RunAs != "" {
 			errs = append(errs, crewlet.Errorf(crewlet.EINVALID, "%s (%s): run_as applies only to a command", where, sc.Name))
+		}
+		if sc.URL != "" && sc.Sandbox != nil {
+			errs = append(errs, crewlet.Errorf(crewlet.EINVALID, "%s (%s): a sandbox applies only to a command", where, sc.Name))
 		}
 		if sc.URL == "" && len(sc.Headers) > 0 {
 			errs = append(errs, crewlet.Errorf(crewlet.EINVALID, "%s (%s): headers apply only to a url", where, sc.Name))
@@ -256,6 +263,11 @@ func (s *Session) connect(ctx context.Context, sc ServerConfig) (*server, []*mcp
 			who = &a
 		}
 		cmd.Env = childEnv(sc.Env, who)
+		if sc.Sandbox != nil {
+			if err := confine(cmd, *sc.Sandbox, who); err != nil {
+				return nil, nil, crewlet.Errorf(crewlet.EINVALID, "mcp server %s: sandbox: %v", sc.Name, err)
+			}
+		}
 		r, w, err := os.Pipe()
 		if err != nil {
 			return nil, nil, fmt.Errorf("mcp server %s: stderr pipe: %w", sc.Name, err)
@@ -429,15 +441,33 @@ func childEnv(extra []string, who *account) []string {
 	return append(env, extra...)
 }
 
-// warnRootChildren logs, for each stdio server that would run as root like
-// crewlet, that it can read crewlet's secrets: root bypasses the
-// non-dumpable guard (ProtectProcess), so only run_as keeps them apart.
+// confine makes cmd start in p's sandbox, its workspace made for the user
+// it runs as (who; nil: crewlet's own).
+func confine(cmd *exec.Cmd, p sandbox.Policy, who *account) error {
+	if err := sandbox.Check(p); err != nil {
+		return err
+	}
+	uid, gid := -1, -1
+	if who != nil {
+		uid, gid = who.ids()
+	}
+	if err := p.Prepare(uid, gid); err != nil {
+		return err
+	}
+	cmd.Env = p.Env(cmd.Env)
+	return p.Wrap(cmd)
+}
+
+// warnRootChildren logs, for each unconfined stdio server that would run as
+// root like crewlet, that it can read crewlet's secrets: root bypasses the
+// non-dumpable guard (ProtectProcess), so only the sandbox (which drops
+// every capability) or run_as keeps them apart.
 func warnRootChildren(servers []ServerConfig, log *slog.Logger) {
 	if os.Geteuid() != 0 {
 		return
 	}
 	for _, sc := range servers {
-		if len(sc.Command) > 0 && sc.RunAs == "" {
+		if len(sc.Command) > 0 && sc.RunAs == "" && sc.Sandbox == nil {
 			log.Warn("mcp_child_runs_as_root", "server", sc.Name,
 				"risk", "it can read crewlet's environment and memory (API tokens, provider keys, the database URL)",
 				"fix", "set run_as on the server (roles.ROLE.mcp[].run_as) to an unprivileged user")

@@ -144,8 +144,10 @@ func TestToolsAreNamespacedWithReadOnlyFlags(t *testing.T) {
 		"ts__fail":         false,
 		"ts__probe_parent": true,
 		"ts__read_counter": true,
+		"ts__read_files":   true,
 		"ts__slow_write":   false,
 		"ts__write":        false,
+		"ts__write_file":   false,
 	}
 	got := b.s.Tools()
 	var names []string

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/crewlet/crewlet/internal/sandbox"
 	"github.com/crewlet/crewlet/internal/testenv"
 )
 
@@ -251,5 +252,49 @@ func TestRunAsUnknownUser(t *testing.T) {
 	_, err := Start(context.Background(), []ServerConfig{{Name: "ts", Command: []string{testserverBin}, RunAs: "no-such-user-x"}}, nil)
 	if err == nil || !strings.Contains(err.Error(), `run_as "no-such-user-x": no such user`) {
 		t.Fatalf("Start as an unknown user: %v", err)
+	}
+}
+
+// TestSandboxedServerReadsItsWorkspaceAndNothingOfCrewlets starts the test
+// server confined, as a role's default sandbox does, and has it try what a
+// prompt-injected tool would: crewlet's environment and memory through
+// /proc, and a file crewlet keeps. Here crewlet (this test) may run as root,
+// which passes every check but the sandbox's.
+func TestSandboxedServerReadsItsWorkspaceAndNothingOfCrewlets(t *testing.T) {
+	secretFile := filepath.Join(t.TempDir(), "local-token")
+	if err := os.WriteFile(secretFile, []byte(probeSecret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	policy := &sandbox.Policy{Workspace: filepath.Join(t.TempDir(), "ws", "eng-1")}
+	if err := sandbox.Check(*policy); err != nil {
+		t.Fatalf("this machine must sandbox MCP children: %v", err)
+	}
+	s, err := Start(context.Background(), []ServerConfig{{Name: "ts", Command: []string{testserverBin}, Sandbox: policy}}, nil)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer s.Close()
+	secret := []byte(probeSecret)
+	for file, got := range probeParent(t, s, secret) {
+		if file != "cmdline" && file != "status" && !strings.HasPrefix(got, "error: ") {
+			t.Errorf("the sandboxed server read this process's %s: %.80q", file, got)
+		}
+	}
+	if res := call(t, s, "ts__write_file", `{"path":"kept.txt","text":"mine"}`, ""); res.IsError {
+		t.Fatalf("write in its workspace: %s", res.Text)
+	}
+	res := call(t, s, "ts__read_files", fmt.Sprintf(`{"paths":[%q, "kept.txt", %q, "/proc/self/environ"]}`, secretFile, filepath.Join(policy.Workspace, "kept.txt")), "")
+	var got map[string]string
+	if err := json.Unmarshal([]byte(res.Text), &got); err != nil {
+		t.Fatalf("read_files answered %q: %v", res.Text, err)
+	}
+	if !strings.HasPrefix(got[secretFile], "error: ") {
+		t.Errorf("the sandboxed server read a file crewlet keeps: %q", got[secretFile])
+	}
+	if got["kept.txt"] != "ok: mine" || got[filepath.Join(policy.Workspace, "kept.txt")] != "ok: mine" {
+		t.Errorf("its own workspace: %q", got)
+	}
+	if env := got["/proc/self/environ"]; !strings.Contains(env, "HOME="+policy.Workspace) {
+		t.Errorf("its HOME is not its workspace: %q", env)
 	}
 }

@@ -58,3 +58,6 @@ func lookupAccount(name string) (account, error) {
 func setAccount(cmd *exec.Cmd, a account) {
 	cmd.SysProcAttr.Credential = a.cred
 }
+
+// ids are the account's uid and primary gid.
+func (a account) ids() (int, int) { return int(a.cred.Uid), int(a.cred.Gid) }

@@ -8,7 +8,8 @@
 // through /proc (its environ, cmdline, status and maps, and len bytes of its
 // memory at addr, or at the start of its first readable mapping when addr
 // is 0) and returns a JSON object with each file's content or the
-// error that refused it.
+// error that refused it. read_files {paths} and write_file {path, text}
+// read and write files (a sandbox's view, for the tests that confine it).
 // TESTSERVER_STUBBORN=1 ignores SIGTERM and keeps running after stdin closes,
 // so a client must kill it. TESTSERVER_PID_FILE, when set, receives the
 // server's pid at start.
@@ -78,6 +79,28 @@ func probe(in probeArgs) map[string]string {
 		out["mem"] = "error: " + err.Error()
 	} else {
 		out["mem"] = "ok: " + string(buf[:n])
+	}
+	return out
+}
+
+type readArgs struct {
+	Paths []string `json:"paths" jsonschema:"the files to read"`
+}
+
+type writeFileArgs struct {
+	Path string `json:"path" jsonschema:"the file to write"`
+	Text string `json:"text" jsonschema:"what to write in it"`
+}
+
+// readFiles reads each path: "ok: CONTENT" or "error: ERR".
+func readFiles(in readArgs) map[string]string {
+	out := map[string]string{}
+	for _, p := range in.Paths {
+		if b, err := os.ReadFile(p); err != nil {
+			out[p] = "error: " + err.Error()
+		} else {
+			out[p] = "ok: " + string(b)
+		}
 	}
 	return out
 }
@@ -198,6 +221,30 @@ func main() {
 			return nil, nil, err
 		}
 		return text(string(b)), nil, nil
+	})
+
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "read_files",
+		Description: "Reads files; a path may be relative to the working directory.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in readArgs) (*mcp.CallToolResult, any, error) {
+		b, err := json.Marshal(readFiles(in))
+		if err != nil {
+			return nil, nil, err
+		}
+		return text(string(b)), nil, nil
+	})
+
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "write_file",
+		Description: "Writes a file; a path may be relative to the working directory.",
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in writeFileArgs) (*mcp.CallToolResult, any, error) {
+		if err := os.WriteFile(in.Path, []byte(in.Text), 0o600); err != nil {
+			r := text("error: " + err.Error())
+			r.IsError = true
+			return r, nil, nil
+		}
+		return text("ok"), nil, nil
 	})
 
 	if p := os.Getenv("TESTSERVER_PID_FILE"); p != "" {
