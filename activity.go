@@ -133,6 +133,13 @@ type MaintenanceOutput struct {
 	// HealthTransitionsTrimmed are seat health transitions past
 	// maintenance.event_retention.
 	HealthTransitionsTrimmed int64 `json:"health_transitions_trimmed"`
+	// Settled tickets, decided approvals and a person's read mail past
+	// their retention, and diary entries past a seat's
+	// maintenance.diary_max_per_seat.
+	TicketsTrimmed      int64 `json:"tickets_trimmed"`
+	ApprovalsTrimmed    int64 `json:"approvals_trimmed"`
+	PersonMailTrimmed   int64 `json:"person_mail_trimmed"`
+	DiaryOverCapTrimmed int64 `json:"diary_over_cap_trimmed"`
 }
 
 // ReconcileReport is what one pass of the reconcile duty did, by seat

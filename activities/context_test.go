@@ -455,6 +455,7 @@ func TestRoundOfATriggerMissingFromTheTranscriptRecordsIt(t *testing.T) {
 	e.begin(t, workKey, ref)
 	if _, err := e.store.TrimRetention(e.ctx, store.Retention{
 		Messages: time.Nanosecond, Events: time.Hour, Diary: time.Hour, Episodes: time.Hour, Counterparties: time.Hour, Nodes: time.Hour,
+		Tickets: time.Hour, Approvals: time.Hour, PersonMail: time.Hour, DiaryPerSeat: 1000,
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -84,6 +84,10 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 	rest, err := a.Store.TrimRetention(ctx, store.Retention{
 		Messages: m.MessageRetention, Events: m.EventRetention, Diary: m.DiaryRetention,
 		Episodes: m.EpisodeRetention, Counterparties: m.CounterpartyRetention, Nodes: m.NodeRetention,
+		Tickets: m.TicketRetention, Approvals: m.ApprovalRetention,
+		// A person's mail is conversation mail: kept as long as the
+		// conversations it belongs to.
+		PersonMail: m.MessageRetention, DiaryPerSeat: m.DiaryMaxPerSeat,
 	})
 	if err != nil {
 		errs = append(errs, err)
@@ -92,6 +96,8 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 	out.EventsTrimmed, out.DiaryTrimmed, out.EpisodesTrimmed = rest.Events, rest.Diary, rest.Episodes
 	out.CounterpartiesTrimmed, out.NodesTrimmed = rest.Counterparties, rest.Nodes
 	out.HealthTransitionsTrimmed = rest.HealthTransitions
+	out.TicketsTrimmed, out.ApprovalsTrimmed, out.PersonMailTrimmed = rest.Tickets, rest.Approvals, rest.PersonMail
+	out.DiaryOverCapTrimmed = rest.DiaryOverCap
 	if out.LedgerTrimmed > 0 || out.EntriesTrimmed > 0 || out.HumanEntriesArchived > 0 || out.DeadLettersArchived > 0 ||
 		turns != (store.TurnsTrimmed{}) || rest != (store.RetentionTrimmed{}) {
 		a.Log.Info("retention_trimmed", "ledger_rows", out.LedgerTrimmed, "mailbox_entries", out.EntriesTrimmed,
@@ -100,7 +106,8 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 			"tool_calls", turns.ToolCalls, "usage_counters", turns.Counters, "profile_slots", turns.Slots,
 			"messages", rest.Messages, "conversations", rest.Conversations, "conversation_summaries", rest.Summaries,
 			"seat_events", rest.Events, "diary_entries", rest.Diary, "episodes", rest.Episodes,
-			"counterparty_profiles", rest.Counterparties, "node_rows", rest.Nodes, "seat_health_transitions", rest.HealthTransitions)
+			"counterparty_profiles", rest.Counterparties, "node_rows", rest.Nodes, "seat_health_transitions", rest.HealthTransitions,
+			"tickets", rest.Tickets, "approvals", rest.Approvals, "person_mail", rest.PersonMail, "diary_entries_over_cap", rest.DiaryOverCap)
 	}
 	return out, errors.Join(errs...)
 }

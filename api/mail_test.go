@@ -18,6 +18,7 @@ import (
 	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/seatclient"
+	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/tickets"
 )
@@ -192,4 +193,62 @@ func msgBodies(msgs []crewlet.Message) []string {
 		out[i] = m.Body
 	}
 	return out
+}
+
+// A person reading their own inbox marks their mail read up to the newest
+// entry shown, so retention may delete their archived mail; an admin
+// reading another person's inbox marks nothing, and that person's mail of
+// the same age stays.
+func TestOnlyThePersonsOwnInboxReadLetsRetentionDeleteTheirMail(t *testing.T) {
+	for role, tok := range tokens {
+		t.Setenv("CREWLET_TEST_TOKEN_"+strings.ToUpper(role), tok)
+	}
+	org, err := config.Parse([]byte(authOrg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t)
+	mb, err := mailbox.Open(b.ctx, testenv.Stack(t).RedisURL, "apitest"+testenv.Suffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mb.Close() })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := withServices(&api.Server{Org: org, Store: b.st, Log: log, Mailbox: mb})
+	s.Delivery = delivery.New(org, mb, seatclient.New(nil, org), b.st, nil, log)
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+
+	sent := time.Now().Add(-48 * time.Hour)
+	for _, seat := range []string{"alice", "bob"} {
+		for i := range 2 {
+			m := crewlet.Message{StreamID: fmt.Sprintf("%d-%d", sent.UnixMilli(), i), EventID: seat + fmt.Sprint(i), Type: crewlet.MessageReply,
+				From: "cto", To: seat, Body: "old news", SentAt: sent}
+			if err := b.st.ArchivePersonMail(b.ctx, seat, []crewlet.Message{m}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, read := range []struct{ token, seat string }{{tokens["member"], "bob"}, {tokens["admin"], "alice"}} {
+		if code, body := call(t, http.MethodGet, srv.URL+"/seats/"+read.seat+"/inbox", read.token, ""); code != http.StatusOK || !strings.Contains(body, "old news") {
+			t.Fatalf("GET /seats/%s/inbox: %d %s; want 200 with the archived mail", read.seat, code, body)
+		}
+	}
+
+	hour := time.Hour
+	trimmed, err := b.st.TrimRetention(b.ctx, store.Retention{
+		Messages: hour, Events: hour, Diary: hour, Episodes: hour, Counterparties: hour, Nodes: hour,
+		Tickets: hour, Approvals: hour, PersonMail: hour, DiaryPerSeat: 1000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if trimmed.PersonMail != 2 {
+		t.Errorf("trimmed %d of the people's mail; want bob's 2, which bob read", trimmed.PersonMail)
+	}
+	for seat, want := range map[string]int{"alice": 2, "bob": 0} {
+		if kept, err := b.st.PersonMail(b.ctx, seat, "", 10); err != nil || len(kept) != want {
+			t.Errorf("%s's archived mail after trim: %d (%v); want %d", seat, len(kept), err, want)
+		}
+	}
 }

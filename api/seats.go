@@ -312,6 +312,14 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 	if len(msgs) > 0 {
 		w.Header().Set(NextBeforeHeader, msgs[0].StreamID)
 	}
+	// The person reading their own mail has read it up to the newest entry
+	// shown; anyone else reading it (an operator, an admin) has not read it
+	// for them. A mark not kept only keeps mail longer, so the read goes on.
+	if principalOf(r).Seat == seat.Handle && len(msgs) > 0 {
+		if err := s.Delivery.MarkRead(r.Context(), seat.Handle, msgs[len(msgs)-1].StreamID); err != nil {
+			s.Log.WarnContext(r.Context(), "person_mail_read_mark_failed", "seat", seat.Handle, "error", err)
+		}
+	}
 	writeJSON(w, http.StatusOK, msgs)
 }
 

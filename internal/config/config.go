@@ -480,6 +480,20 @@ type Maintenance struct {
 	// AuditRetention is how long the API's audit log keeps a row.
 	// 1h to 87600h.
 	AuditRetention time.Duration `mapstructure:"audit_retention"`
+	// TicketRetention is how long a settled ticket is kept, counted from
+	// its settling; an open one is never deleted. At least LedgerRetention,
+	// so a delegation re-run within the ledger's window finds its ticket by
+	// its key rather than opening another. 1h to 87600h.
+	TicketRetention time.Duration `mapstructure:"ticket_retention"`
+	// ApprovalRetention is how long a decided approval (with the gated
+	// call's arguments) is kept, counted from its decision; a pending one,
+	// or one whose remembered grant still holds, is never deleted. At least
+	// LedgerRetention, so a call re-run within the ledger's window finds
+	// its decision rather than asking again. 1h to 87600h.
+	ApprovalRetention time.Duration `mapstructure:"approval_retention"`
+	// DiaryMaxPerSeat is the most diary entries a seat keeps; past it the
+	// oldest go. 1 to 10000000.
+	DiaryMaxPerSeat int `mapstructure:"diary_max_per_seat"`
 }
 
 // Tickets times delegation tickets

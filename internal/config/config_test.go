@@ -720,14 +720,18 @@ nodes: { max_tool_calls: 10001 }`,
 			yaml: minimal + `maintenance: { intervl: 1m, retention: 1h, event_retenton: 1h }`,
 			want: []string{
 				`maintenance.intervl: unknown key; did you mean "interval"?`,
-				`maintenance.retention: unknown key; valid keys: audit_retention, counterparty_retention, diary_retention, episode_retention, event_retention, interval, ledger_retention, message_retention, node_retention, turn_retention`,
+				`maintenance.retention: unknown key; valid keys: approval_retention, audit_retention, counterparty_retention, diary_max_per_seat, diary_retention, episode_retention, event_retention, interval, ledger_retention, message_retention, node_retention, ticket_retention, turn_retention`,
 				`maintenance.event_retenton: unknown key; did you mean "event_retention"?`,
 			},
 		},
 		{
 			name: "retentions below range",
-			yaml: minimal + `maintenance: { message_retention: 59m, event_retention: 0, diary_retention: 30m, episode_retention: 1m, counterparty_retention: 59m59s, node_retention: 1s }`,
+			yaml: minimal + `maintenance: { message_retention: 59m, event_retention: 0, diary_retention: 30m, episode_retention: 1m, counterparty_retention: 59m59s, node_retention: 1s,
+  ticket_retention: 59m, approval_retention: 0, diary_max_per_seat: 0 }`,
 			want: []string{
+				"maintenance.ticket_retention: 59m is out of range; must be between 1h and 87600h",
+				"maintenance.approval_retention: 0s is out of range; must be between 1h and 87600h",
+				"maintenance.diary_max_per_seat: 0 is out of range; must be between 1 and 10000000",
 				"maintenance.message_retention: 59m is out of range; must be between 1h and 87600h",
 				"maintenance.event_retention: 0s is out of range; must be between 1h and 87600h",
 				"maintenance.diary_retention: 30m is out of range; must be between 1h and 87600h",
@@ -735,13 +739,18 @@ nodes: { max_tool_calls: 10001 }`,
 				"maintenance.counterparty_retention: 59m59s is out of range; must be between 1h and 87600h",
 				"maintenance.node_retention: 1s is out of range; must be between 1h and 87600h",
 			},
-			// out of range already; comparing it with turn_retention is noise
-			not: []string{"shorter than maintenance.turn_retention"},
+			// out of range already; comparing it with turn_retention or
+			// ledger_retention is noise
+			not: []string{"shorter than maintenance.turn_retention", "shorter than maintenance.ledger_retention"},
 		},
 		{
 			name: "retentions above range",
-			yaml: minimal + `maintenance: { message_retention: 87601h, event_retention: 87601h, diary_retention: 87601h, episode_retention: 87601h, counterparty_retention: 87601h, node_retention: 87601h }`,
+			yaml: minimal + `maintenance: { message_retention: 87601h, event_retention: 87601h, diary_retention: 87601h, episode_retention: 87601h, counterparty_retention: 87601h, node_retention: 87601h,
+  ticket_retention: 87601h, approval_retention: 87601h, diary_max_per_seat: 10000001 }`,
 			want: []string{
+				"maintenance.ticket_retention: 87601h is out of range; must be between 1h and 87600h",
+				"maintenance.approval_retention: 87601h is out of range; must be between 1h and 87600h",
+				"maintenance.diary_max_per_seat: 10000001 is out of range; must be between 1 and 10000000",
 				"maintenance.message_retention: 87601h is out of range; must be between 1h and 87600h",
 				"maintenance.event_retention: 87601h is out of range; must be between 1h and 87600h",
 				"maintenance.diary_retention: 87601h is out of range; must be between 1h and 87600h",
@@ -1436,13 +1445,14 @@ var defaultMaintenance = Maintenance{
 	Interval: 15 * time.Minute, LedgerRetention: 168 * time.Hour, TurnRetention: 720 * time.Hour,
 	MessageRetention: 2160 * time.Hour, EventRetention: 720 * time.Hour, DiaryRetention: 8760 * time.Hour,
 	EpisodeRetention: 2160 * time.Hour, CounterpartyRetention: 8760 * time.Hour, NodeRetention: 168 * time.Hour,
-	AuditRetention: 8760 * time.Hour,
+	AuditRetention: 8760 * time.Hour, TicketRetention: 2160 * time.Hour, ApprovalRetention: 2160 * time.Hour,
+	DiaryMaxPerSeat: 10_000,
 }
 
 func TestMaintenanceBounds(t *testing.T) {
 	t.Parallel()
-	every := func(interval, ledger, rest time.Duration) Maintenance {
-		return Maintenance{interval, ledger, rest, rest, rest, rest, rest, rest, rest, rest}
+	every := func(interval, ledger, rest time.Duration, diaryCap int) Maintenance {
+		return Maintenance{interval, ledger, rest, rest, rest, rest, rest, rest, rest, rest, rest, rest, diaryCap}
 	}
 	tests := []struct {
 		name string
@@ -1450,12 +1460,13 @@ func TestMaintenanceBounds(t *testing.T) {
 		want Maintenance
 	}{
 		{"lowest", `maintenance: { interval: 1s, ledger_retention: 60m, turn_retention: 1h, message_retention: 1h,
-  event_retention: 1h, diary_retention: 60m, episode_retention: 1h, counterparty_retention: 3600s, node_retention: 1h, audit_retention: 1h }`,
-			every(time.Second, time.Hour, time.Hour)},
+  event_retention: 1h, diary_retention: 60m, episode_retention: 1h, counterparty_retention: 3600s, node_retention: 1h, audit_retention: 1h,
+  ticket_retention: 1h, approval_retention: 60m, diary_max_per_seat: 1 }`,
+			every(time.Second, time.Hour, time.Hour, 1)},
 		{"highest", `maintenance: { interval: 1440m, ledger_retention: 8760h, turn_retention: 87600h, message_retention: 87600h,
   event_retention: 87600h, diary_retention: 87600h, episode_retention: 87600h, counterparty_retention: 87600h, node_retention: 87600h,
-  audit_retention: 87600h }`,
-			every(24*time.Hour, 8760*time.Hour, 87600*time.Hour)},
+  audit_retention: 87600h, ticket_retention: 87600h, approval_retention: 87600h, diary_max_per_seat: 10000000 }`,
+			every(24*time.Hour, 8760*time.Hour, 87600*time.Hour, 10_000_000)},
 		{"empty section keeps the defaults", "maintenance:\n", defaultMaintenance},
 		{"one key keeps the other defaults", `maintenance: { ledger_retention: 336h, node_retention: 24h }`,
 			func() Maintenance {
@@ -1652,6 +1663,26 @@ func TestTurnRetentionOutlivesTheLedger(t *testing.T) {
 	want := "maintenance.turn_retention: 168h is shorter than maintenance.ledger_retention (336h)"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Parse: %v; want %q", err, want)
+	}
+}
+
+// Settled tickets and decided approvals must outlive the completion ledger:
+// a delegation or gated call re-run within the ledger's window must find its
+// ticket or decision by its key, not open another or ask again.
+func TestTicketAndApprovalRetentionOutliveTheLedger(t *testing.T) {
+	t.Parallel()
+	_, err := Parse([]byte(minimal + `maintenance: { ledger_retention: 336h, ticket_retention: 335h, approval_retention: 168h }`))
+	for _, want := range []string{
+		"maintenance.ticket_retention: 335h is shorter than maintenance.ledger_retention (336h); a delegation re-run within the ledger's window must find its ticket",
+		"maintenance.approval_retention: 168h is shorter than maintenance.ledger_retention (336h); a gated call re-run within the ledger's window must find its decision",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse: %v; want %q", err, want)
+		}
+	}
+	// Equal is enough.
+	if _, err := Parse([]byte(minimal + `maintenance: { ledger_retention: 336h, ticket_retention: 336h, approval_retention: 336h }`)); err != nil {
+		t.Errorf("Parse with ticket and approval retention equal to the ledger's: %v", err)
 	}
 }
 

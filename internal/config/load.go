@@ -98,6 +98,9 @@ var defaults = map[string]any{
 	"maintenance.counterparty_retention": 8760 * time.Hour,
 	"maintenance.node_retention":         168 * time.Hour,
 	"maintenance.audit_retention":        8760 * time.Hour,
+	"maintenance.ticket_retention":       2160 * time.Hour,
+	"maintenance.approval_retention":     2160 * time.Hour,
+	"maintenance.diary_max_per_seat":     10_000,
 
 	"health.interval":           30 * time.Second,
 	"health.establishing_after": 2 * time.Minute,

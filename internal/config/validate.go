@@ -115,6 +115,9 @@ const (
 	// every other maintenance.*_retention key
 	minRetention = time.Hour
 	maxRetention = 87600 * time.Hour
+	// A seat's diary cut to nothing would be no diary; at least its newest.
+	minDiaryPerSeat = 1
+	maxDiaryPerSeat = 10_000_000
 )
 
 // Bounds of the nodes section.
@@ -287,8 +290,13 @@ func (c *Config) problems() []*Problem {
 		{"maintenance.counterparty_retention", c.Maintenance.CounterpartyRetention},
 		{"maintenance.node_retention", c.Maintenance.NodeRetention},
 		{"maintenance.audit_retention", c.Maintenance.AuditRetention},
+		{"maintenance.ticket_retention", c.Maintenance.TicketRetention},
+		{"maintenance.approval_retention", c.Maintenance.ApprovalRetention},
 	} {
 		checkDuration(r.path, r.val, minRetention, maxRetention)
+	}
+	if n := c.Maintenance.DiaryMaxPerSeat; n < minDiaryPerSeat || n > maxDiaryPerSeat {
+		add("maintenance.diary_max_per_seat", "%d is out of range; must be between %d and %d", n, minDiaryPerSeat, maxDiaryPerSeat)
 	}
 	checkDuration("tickets.expire_after", c.Tickets.ExpireAfter, minTicketExpiry, maxTicketExpiry)
 	checkDuration("tickets.max_wait", c.Tickets.MaxWait, time.Second, maxTicketWait)
@@ -302,6 +310,18 @@ func (c *Config) problems() []*Problem {
 		inRange(m.TurnRetention, minLedgerRetention, maxTurnRetention) && m.MessageRetention < m.TurnRetention {
 		add("maintenance.message_retention", "%s is shorter than maintenance.turn_retention (%s); a turn's conversation must outlive its turn record",
 			shortDuration(m.MessageRetention), shortDuration(m.TurnRetention))
+	}
+	for _, r := range []struct {
+		path, what string
+		val        time.Duration
+	}{
+		{"maintenance.ticket_retention", "a delegation re-run within the ledger's window must find its ticket, not open another", c.Maintenance.TicketRetention},
+		{"maintenance.approval_retention", "a gated call re-run within the ledger's window must find its decision, not ask again", c.Maintenance.ApprovalRetention},
+	} {
+		if m := c.Maintenance; inRange(r.val, minRetention, maxRetention) &&
+			inRange(m.LedgerRetention, minLedgerRetention, maxLedgerRetention) && r.val < m.LedgerRetention {
+			add(r.path, "%s is shorter than maintenance.ledger_retention (%s); %s", shortDuration(r.val), shortDuration(m.LedgerRetention), r.what)
+		}
 	}
 
 	profiles := sortedKeys(c.Profiles)

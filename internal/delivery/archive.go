@@ -39,6 +39,16 @@ func (d *Service) Inbox(ctx context.Context, handle, before string, n int) ([]cr
 	return out[max(0, len(out)-n):], nil
 }
 
+// MarkRead records that the person of a human seat has read their mail up
+// to the entry streamID, which lets retention delete what they have read
+// (store.MarkPersonMailRead). Nothing is kept where there is no archive.
+func (d *Service) MarkRead(ctx context.Context, handle, streamID string) error {
+	if d.archive == nil {
+		return nil
+	}
+	return d.archive.MarkPersonMailRead(ctx, handle, streamID)
+}
+
 // DeadLetters returns the newest n dead letters whose id is before the
 // given one (all, when before is empty), newest first: the dead-letter
 // stream's and those maintenance moved to Postgres, as one list.

@@ -100,6 +100,22 @@ func (s *Store) PersonMail(ctx context.Context, seat, before string, n int) ([]c
 	return out, nil
 }
 
+// MarkPersonMailRead raises the seat's read mark to the entry streamID: the
+// person has read their mail up to it. A mark already past it stays, so a
+// page of older mail read later lowers nothing. Retention deletes a
+// person's archived mail only at or before the mark.
+func (s *Store) MarkPersonMailRead(ctx context.Context, seat, streamID string) error {
+	ms, seq := mailbox.SplitID(streamID)
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO person_mail_read AS r (seat, ms, seq) VALUES ($1, $2, $3)
+		ON CONFLICT (seat) DO UPDATE SET ms = EXCLUDED.ms, seq = EXCLUDED.seq, read_at = now()
+		WHERE (r.ms, r.seq) < (EXCLUDED.ms, EXCLUDED.seq)`, seat, int64(ms), int64(seq))
+	if err != nil {
+		return fmt.Errorf("mark mail of %s read: %w", seat, schemaMissing(err))
+	}
+	return nil
+}
+
 // ArchiveDeadLetters keeps dead letters moved out of the dead-letter
 // stream, keyed on their ids: one kept already is left as it is.
 func (s *Store) ArchiveDeadLetters(ctx context.Context, dls []mailbox.DeadLetter) error {

@@ -20,11 +20,25 @@ type Retention struct {
 	// silent; it must exceed the heartbeat timeout, or a live node's row
 	// could go.
 	Nodes time.Duration
+	// Tickets bounds settled tickets, counted from their settling; an open
+	// one is never trimmed.
+	Tickets time.Duration
+	// Approvals bounds decided approvals, counted from their decision; a
+	// pending one, or one whose remembered grant still holds, is kept.
+	Approvals time.Duration
+	// PersonMail bounds a person's archived mail, counted from when it was
+	// sent; mail past the person's read mark is kept however old.
+	PersonMail time.Duration
+	// DiaryPerSeat is the most diary entries a seat keeps: its newest.
+	DiaryPerSeat int
 }
 
 // RetentionTrimmed counts what one TrimRetention deleted.
 type RetentionTrimmed struct {
 	Messages, Conversations, Summaries, Events, Diary, Episodes, Counterparties, Nodes int64
+	Tickets, Approvals, PersonMail                                                     int64
+	// DiaryOverCap are diary entries past their seat's DiaryPerSeat.
+	DiaryOverCap int64
 	// HealthTransitions are seat health transitions, kept as long as seat
 	// events.
 	HealthTransitions int64
@@ -34,8 +48,10 @@ type RetentionTrimmed struct {
 // retention: messages recorded before it, then conversations created before
 // it that have no message left; compaction summaries, seat events, diary
 // entries and episodes written before theirs; counterparty profiles last seen
-// before theirs; and the rows of node incarnations that stopped, or never
-// stopped but last beat, before theirs. Each table is its own statement, so
+// before theirs; the rows of node incarnations that stopped, or never
+// stopped but last beat, before theirs; tickets settled, approvals decided and
+// a person's read mail sent before theirs; and each seat's diary entries past
+// its newest DiaryPerSeat. Each table is its own statement, so
 // one that fails (reported, with the others' counts kept) leaves the rest
 // trimmed; the next pass retries it.
 func (s *Store) TrimRetention(ctx context.Context, r Retention) (RetentionTrimmed, error) {
@@ -66,6 +82,23 @@ func (s *Store) TrimRetention(ctx context.Context, r Retention) (RetentionTrimme
 		// A stopped row counts from its stop; one that never stopped from
 		// its last beat, which a live node renews every few seconds.
 		{"node rows", &out.Nodes, `DELETE FROM nodes WHERE COALESCE(stopped_at, heartbeat_at) < now() - make_interval(secs => $1)`, r.Nodes},
+		// Nothing references a ticket by key: a sub-ticket copies its
+		// parent's chain when it is opened, so it outlives its parent.
+		{"tickets", &out.Tickets, `
+			DELETE FROM tickets WHERE phase NOT IN ('pending', 'asking')
+			  AND settled_at < now() - make_interval(secs => $1)`, r.Tickets},
+		// An approval's grants go with it (ON DELETE CASCADE), so one
+		// whose approve-and-remember still holds stays until it lapses.
+		{"approvals", &out.Approvals, `
+			DELETE FROM approvals a WHERE a.status <> 'pending'
+			  AND a.decided_at < now() - make_interval(secs => $1)
+			  AND NOT EXISTS (SELECT 1 FROM approval_grants g WHERE g.approval = a.id AND g.until > now())`, r.Approvals},
+		// ms is the entry's stream time, when it was sent; nothing after
+		// the person's read mark goes, so mail never read stays.
+		{"person mail", &out.PersonMail, `
+			DELETE FROM person_mail p
+			WHERE p.ms < (extract(epoch FROM now()) - $1) * 1000
+			  AND EXISTS (SELECT 1 FROM person_mail_read r WHERE r.seat = p.seat AND (p.ms, p.seq) <= (r.ms, r.seq))`, r.PersonMail},
 	} {
 		if step.age <= 0 {
 			// A zero retention would delete everything: never what a
@@ -79,6 +112,22 @@ func (s *Store) TrimRetention(ctx context.Context, r Retention) (RetentionTrimme
 			continue
 		}
 		*step.n = tag.RowsAffected()
+	}
+	if r.DiaryPerSeat <= 0 {
+		errs = append(errs, fmt.Errorf("trim diary entries past the per-seat cap: cap %d is not positive", r.DiaryPerSeat))
+		return out, errors.Join(errs...)
+	}
+	// Each seat's newest entries by id, as the diary pages read them, walk
+	// the (seat, id DESC) index; the cap's worth are skipped and the rest go.
+	tag, err := s.pool.Exec(ctx, `
+		DELETE FROM agent_diary WHERE id IN (
+			SELECT over.id FROM (SELECT DISTINCT seat FROM agent_diary) s
+			CROSS JOIN LATERAL (
+				SELECT id FROM agent_diary d WHERE d.seat = s.seat ORDER BY id DESC OFFSET $1) over)`, r.DiaryPerSeat)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("trim diary entries past the per-seat cap: %w", schemaMissing(err)))
+	} else {
+		out.DiaryOverCap = tag.RowsAffected()
 	}
 	return out, errors.Join(errs...)
 }
