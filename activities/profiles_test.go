@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -390,6 +391,41 @@ func TestServerErrorCoolsOffAtOnceAndFailsOver(t *testing.T) {
 	_, err = e.profRound(k2, "a")
 	wantRetryable(t, "the same turn meeting the server error again", err, crewlet.ProviderServerError)
 	e.profUsable(t, map[string]string{"a": "", "a2": "", "b": ""})
+}
+
+// A model call still unanswered answerMargin before its step's deadline
+// times out as a provider that is down: the credential cools off and the
+// round fails over, with time left to say so, where Temporal cutting the
+// step off would retry it on the same profile.
+func TestUnansweredModelCallTimesOutAndFailsOver(t *testing.T) {
+	t.Parallel()
+	e := setupTurnsOrg(t, `
+company: { name: acme }
+profiles:
+  slow: { provider: scripted, delay: 1m }
+  b: { provider: scripted }
+roles:
+  clerk: { charter: keeps the ledger, profiles: [slow, b], selection: ordered }
+seats:
+  - { handle: cto, role: clerk }
+`, nil)
+	k := e.profBegin(t, "m1", "hello")
+	e.profAcquireWant(t, k, "slow")
+	ctx, cancel := context.WithTimeout(e.ctx, answerMargin+time.Second)
+	defer cancel()
+	began := time.Now()
+	_, err := e.turns.ModelRound(ctx, crewlet.ModelRoundInput{
+		Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, WorkKey: k, Round: 1, TurnID: profTurnID(k), Profile: "slow",
+	})
+	testenv.WantErrorType(t, "ModelRound on a provider that does not answer", err, crewlet.ErrorTypeProfileUnavailable)
+	if took := time.Since(began); took > answerMargin/2 {
+		t.Fatalf("ModelRound took %s; want it given up a margin before its deadline", took)
+	}
+	if h := e.profHealth(t, "slow"); h.CoolingUntil.IsZero() || !strings.Contains(h.CoolingReason, "timed out") {
+		t.Fatalf("credential slow: %+v; want cooling off for the timeout", h)
+	}
+	e.profUnanswered(t, "m1")
+	e.profAcquireWant(t, k, "b")
 }
 
 // Switching a model off holds a new turn whose pool has nothing else, with
