@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -125,6 +126,24 @@ type ProviderError struct {
 func (e *ProviderError) Error() string {
 	return fmt.Sprintf("%s: %s (HTTP %d): %s", e.Provider, e.Kind, e.Status, e.Message)
 }
+
+// Down reports whether a server error says the provider is down rather
+// than that it failed this request: it gave no HTTP response at all (a
+// refused or reset connection, a timeout), or answered 502, 503, 504 or
+// 529 (overloaded). Nothing a request holds causes that.
+func (e *ProviderError) Down() bool {
+	if e.Kind != ProviderServerError {
+		return false
+	}
+	switch e.Status {
+	case 0, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout, statusOverloaded:
+		return true
+	}
+	return false
+}
+
+// statusOverloaded is the status Anthropic answers when it is overloaded.
+const statusOverloaded = 529
 
 // Retryable reports whether trying the same call again may succeed.
 func (e *ProviderError) Retryable() bool {

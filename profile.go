@@ -27,10 +27,10 @@ const (
 // the base.
 const QuarantineMultiplierCap = 12
 
-// CoolingOff is how long a credential cools off after repeated other
-// failures, and the window in which two turns' failures count as one
-// incident. Flat on purpose: escalating it would turn a passing error storm
-// into an outage of hours.
+// CoolingOff is how long a credential cools off after a failure other than
+// a usage limit (a server error, a refused connection, a timeout), so that
+// turns fail over to the rest of their pool meanwhile. Flat on purpose:
+// escalating it would turn a passing error storm into an outage of hours.
 const CoolingOff = 60 * time.Second
 
 // ProfileQuarantine says a credential refused for a usage limit and is not
@@ -46,8 +46,8 @@ type ProfileQuarantine struct {
 	Reason  string `json:"reason"`
 }
 
-// ProfileCoolingOff says a credential failed in two turns within a minute
-// and is not used until Until.
+// ProfileCoolingOff says a credential's provider failed a turn (a server
+// error, a refused connection, a timeout) and is not used until Until.
 type ProfileCoolingOff struct {
 	Credential  string    `json:"credential"`
 	Until       time.Time `json:"until"`

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -338,11 +339,12 @@ seats:
 	e.profUsable(t, map[string]string{"q": ""})
 }
 
-// Server errors of two turns on one credential cool it off: a round on a
-// profile spending it is refused without asking the model, and the turn
-// fails over. One turn failing again and again does not; each server error
-// itself stays retryable.
-func TestServerErrorsOfTwoTurnsStartCoolingOff(t *testing.T) {
+// A server error cools the credential off at once: the round fails over
+// (ProfileUnavailable) rather than retrying the same profile, and a round
+// of another turn on a profile spending it is refused without asking the
+// model. The same turn meeting the server error again soon after is retried
+// instead: that points at the turn, which must not keep its pool cooling.
+func TestServerErrorCoolsOffAtOnceAndFailsOver(t *testing.T) {
 	t.Parallel()
 	e := setupTurnsOrg(t, profilesOrg, nil)
 	now := profClock(e)
@@ -351,24 +353,19 @@ func TestServerErrorsOfTwoTurnsStartCoolingOff(t *testing.T) {
 	k1 := e.profBegin(t, "m1", "boom one")
 	e.profAcquireWant(t, k1, "a")
 
-	for attempt := 1; attempt <= 2; attempt++ {
-		_, err := e.profRound(k1, "a")
-		wantRetryable(t, fmt.Sprintf("server error of turn 1, attempt %d", attempt), err, crewlet.ProviderServerError)
-		e.profUsable(t, map[string]string{"a": "", "a2": "", "b": ""})
-	}
-	if h := e.profHealth(t, "acct"); !h.CoolingUntil.IsZero() || h.LastFailureTurn != profTurnID(k1) || !h.LastFailure.Equal(*now) {
-		t.Fatalf("credential acct after one turn's failures: %+v; want its last failure recorded and no cooling-off", h)
-	}
-
-	k2 := e.profBegin(t, "m2", "boom two")
-	e.profAcquireWant(t, k2, "a")
-	_, err := e.profRound(k2, "a")
-	wantRetryable(t, "server error of turn 2", err, crewlet.ProviderServerError)
+	_, err := e.profRound(k1, "a")
+	testenv.WantErrorType(t, "ModelRound meeting a server error", err, crewlet.ErrorTypeProfileUnavailable)
 	h := e.profHealth(t, "acct")
 	if want := now.Add(crewlet.CoolingOff); !h.CoolingUntil.Equal(want) || h.CoolingReason != "upstream is down" || h.Attempt != 0 {
-		t.Fatalf("credential acct after two turns' failures: %+v; want cooling off until %v and no quarantine", h, want)
+		t.Fatalf("credential acct after one server error: %+v; want cooling off until %v and no quarantine", h, want)
 	}
 	e.profUsable(t, map[string]string{"a": crewlet.UnavailableCoolingOff, "a2": crewlet.UnavailableCoolingOff, "b": ""})
+	e.profUnanswered(t, "m1")
+	e.profAcquireWant(t, k1, "b")
+	if _, err := e.profRound(k1, "b"); err != nil {
+		t.Fatalf("ModelRound of turn 1 on b: %v", err)
+	}
+	e.profAnswered(t, "m1", "b", "from b")
 
 	// Turn 0 would be answered by a; its round is refused before the call.
 	_, err = e.profRound(k0, "a")
@@ -376,13 +373,59 @@ func TestServerErrorsOfTwoTurnsStartCoolingOff(t *testing.T) {
 	e.profUnanswered(t, "m0")
 	e.profAcquireWant(t, k0, "b")
 	if _, err := e.profRound(k0, "b"); err != nil {
-		t.Fatalf("ModelRound on b: %v", err)
+		t.Fatalf("ModelRound of turn 0 on b: %v", err)
 	}
 	e.profAnswered(t, "m0", "b", "from b")
 
-	// The cooling-off is flat: it ends a minute on.
+	// The cooling-off is flat: it ends a minute on. Another turn's server
+	// error cools a off again; when that turn comes back to a after the
+	// cooling-off and meets it again, it is retried on a, which stays usable.
 	*now = now.Add(crewlet.CoolingOff)
 	e.profUsable(t, map[string]string{"a": ""})
+	k2 := e.profBegin(t, "m2", "boom two")
+	e.profAcquireWant(t, k2, "a")
+	_, err = e.profRound(k2, "a")
+	testenv.WantErrorType(t, "ModelRound of another turn meeting a server error", err, crewlet.ErrorTypeProfileUnavailable)
+	*now = now.Add(crewlet.CoolingOff)
+	e.profAcquireWant(t, k2, "a")
+	_, err = e.profRound(k2, "a")
+	wantRetryable(t, "the same turn meeting the server error again", err, crewlet.ProviderServerError)
+	e.profUsable(t, map[string]string{"a": "", "a2": "", "b": ""})
+}
+
+// A model call still unanswered answerMargin before its step's deadline
+// times out as a provider that is down: the credential cools off and the
+// round fails over, with time left to say so, where Temporal cutting the
+// step off would retry it on the same profile.
+func TestUnansweredModelCallTimesOutAndFailsOver(t *testing.T) {
+	t.Parallel()
+	e := setupTurnsOrg(t, `
+company: { name: acme }
+profiles:
+  slow: { provider: scripted, delay: 1m }
+  b: { provider: scripted }
+roles:
+  clerk: { charter: keeps the ledger, profiles: [slow, b], selection: ordered }
+seats:
+  - { handle: cto, role: clerk }
+`, nil)
+	k := e.profBegin(t, "m1", "hello")
+	e.profAcquireWant(t, k, "slow")
+	ctx, cancel := context.WithTimeout(e.ctx, answerMargin+time.Second)
+	defer cancel()
+	began := time.Now()
+	_, err := e.turns.ModelRound(ctx, crewlet.ModelRoundInput{
+		Tenure: crewlet.Tenure{Handle: "cto", Epoch: e.epoch}, WorkKey: k, Round: 1, TurnID: profTurnID(k), Profile: "slow",
+	})
+	testenv.WantErrorType(t, "ModelRound on a provider that does not answer", err, crewlet.ErrorTypeProfileUnavailable)
+	if took := time.Since(began); took > answerMargin/2 {
+		t.Fatalf("ModelRound took %s; want it given up a margin before its deadline", took)
+	}
+	if h := e.profHealth(t, "slow"); h.CoolingUntil.IsZero() || !strings.Contains(h.CoolingReason, "timed out") {
+		t.Fatalf("credential slow: %+v; want cooling off for the timeout", h)
+	}
+	e.profUnanswered(t, "m1")
+	e.profAcquireWant(t, k, "b")
 }
 
 // Switching a model off holds a new turn whose pool has nothing else, with

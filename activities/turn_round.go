@@ -374,9 +374,13 @@ func decodeCatalog(raw json.RawMessage) ([]crewlet.ToolSpec, error) {
 // retry policy acts on, after telling the profile service what it says of
 // the credential. A usage limit quarantines the credential and fails the
 // round over to another profile of the turn's pool (ProfileUnavailable). A
-// server error counts toward cooling the credential off and retries, as a
-// rate limit does, after the provider's retry-after when it gave one; the
-// rest fail the round.
+// server error, a refused connection or a timeout cools the credential off
+// and fails over the same way, so the pool's other profiles answer while
+// this one is down, and with none left the turn waits, as for a usage
+// limit, rather than spending its retries on a provider that is down. One
+// turn meeting the same server error again is retried instead, as a rate
+// limit is, after the provider's retry-after when it gave one (see
+// pool.CredentialState.Failed); the rest fail the round.
 func (a *Turns) modelFailure(ctx context.Context, profile, turnID string, err error) error {
 	var pe *crewlet.ProviderError
 	if !errors.As(err, &pe) {
@@ -390,8 +394,13 @@ func (a *Turns) modelFailure(ctx context.Context, profile, turnID string, err er
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("profile %s: usage limit reached: %s", profile, pe.Message), crewlet.ErrorTypeProfileUnavailable, nil)
 	case pe.Kind == crewlet.ProviderServerError:
-		if rerr := a.profiles.Failed(ctx, profile, turnID, pe.Message); rerr != nil {
+		cooling, rerr := a.profiles.Failed(ctx, profile, turnID, pe.Message, pe.Down())
+		if rerr != nil {
 			a.log.Warn("credential_unreported", "profile", profile, "error", rerr)
+		}
+		if cooling {
+			return temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("profile %s: provider failed, cooling off: %s", profile, pe.Error()), crewlet.ErrorTypeProfileUnavailable, nil)
 		}
 	}
 	if pe.Retryable() {

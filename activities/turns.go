@@ -61,8 +61,16 @@ type Turns struct {
 	events *events.Emitter
 }
 
+// answerMargin is how much of its step's time a model call leaves unused.
+// A provider that has not answered by then has timed out: the step still
+// has time to cool its credential off and fail the round over, where
+// Temporal cutting the step off at its deadline would retry it on the same
+// profile.
+const answerMargin = 15 * time.Second
+
 // chat is one call to the profile's model, recorded. With onDelta, a model
-// that streams hands over its text as it comes.
+// that streams hands over its text as it comes. A call still unanswered
+// answerMargin before the step's deadline fails as a provider timeout.
 func (a *Turns) chat(ctx context.Context, profile string, req crewlet.ModelRequest, onDelta func(string)) (crewlet.ModelResponse, error) {
 	p := a.org.Now().Profiles[profile]
 	ctx, span := tracing.StartModelCall(ctx, p.Provider, p.Model, profile)
@@ -72,12 +80,23 @@ func (a *Turns) chat(ctx context.Context, profile string, req crewlet.ModelReque
 		return crewlet.ModelResponse{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("profile %s is no longer in the org", profile), crewlet.ErrorTypeProfileUnavailable, nil)
 	}
+	callCtx := ctx
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) > answerMargin {
+		var cancel context.CancelFunc
+		callCtx, cancel = context.WithDeadline(ctx, dl.Add(-answerMargin))
+		defer cancel()
+	}
 	var resp crewlet.ModelResponse
 	var err error
 	if sm, ok := m.(crewlet.StreamingChatModel); ok && onDelta != nil {
-		resp, err = sm.ChatStream(ctx, req, onDelta)
+		resp, err = sm.ChatStream(callCtx, req, onDelta)
 	} else {
-		resp, err = m.Chat(ctx, req)
+		resp, err = m.Chat(callCtx, req)
+	}
+	if err != nil && callCtx.Err() != nil && ctx.Err() == nil {
+		// Status 0: no answer came, which says the provider is down.
+		err = &crewlet.ProviderError{Provider: p.Provider, Kind: crewlet.ProviderServerError,
+			Message: fmt.Sprintf("timed out: no answer within %s", time.Since(began).Round(time.Second))}
 	}
 	a.metrics.ModelCall(profile, time.Since(began), err, resp.Usage.InputTokens, resp.Usage.OutputTokens)
 	tracing.EndModelCall(span, resp, err)

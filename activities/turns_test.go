@@ -345,10 +345,10 @@ seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
 }
 
 // A provider's classified failure decides the round's retry: a rate limit
-// retries after the provider's retry-after, a server error retries on the
-// policy's backoff, a bad request or an auth failure fails the round for
-// good, and an exhausted quota quarantines the credential and fails the
-// round over to another profile of the turn's pool.
+// retries after the provider's retry-after, a bad request or an auth
+// failure fails the round for good, an exhausted quota quarantines the
+// credential and a server error cools it off, and either fails the round
+// over to another profile of the turn's pool.
 func TestModelFailureDecidesTheRetry(t *testing.T) {
 	t.Parallel()
 	e := setupTurns(t, nil)
@@ -359,7 +359,7 @@ func TestModelFailureDecidesTheRetry(t *testing.T) {
 		errType    string
 	}{
 		{crewlet.ProviderRateLimited, 7 * time.Second, true, ""},
-		{crewlet.ProviderServerError, 0, true, ""},
+		{crewlet.ProviderServerError, 0, false, crewlet.ErrorTypeProfileUnavailable},
 		// A bad request will never succeed: the seat dead-letters its trigger.
 		{crewlet.ProviderBadRequest, 0, false, crewlet.ErrorTypePermanent},
 		{crewlet.ProviderAuth, 0, false, crewlet.ErrorTypeProvider},
@@ -391,7 +391,7 @@ func TestModelFailureDecidesTheRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := health["local"]; h.Attempt != 1 || h.QuarantineUntil.IsZero() || h.LastFailureTurn != "turn-1" {
-		t.Fatalf("credential local after the failures: %+v; want one quarantine and the server error recorded", h)
+	if h := health["local"]; h.Attempt != 1 || h.QuarantineUntil.IsZero() || h.LastFailureTurn != "turn-1" || h.CoolingUntil.IsZero() {
+		t.Fatalf("credential local after the failures: %+v; want one quarantine, and the server error recorded and cooling it off", h)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -23,9 +24,9 @@ import (
 // max_load holds across nodes, and the model gate reaches every node.
 
 // fakeProvider is an OpenAI-compatible chat-completions server whose
-// behaviour the test switches: it answers "answer from NAME", or refuses
-// every call with a quota error (HTTP 429 insufficient_quota). It counts
-// the calls it is in at once.
+// behaviour the test switches: it answers "answer from NAME", refuses every
+// call with a quota error (HTTP 429 insufficient_quota), or fails every call
+// with a server error status. It counts the calls it is in at once.
 type fakeProvider struct {
 	name  string
 	delay time.Duration
@@ -37,6 +38,7 @@ type fakeProvider struct {
 
 	mu          sync.Mutex
 	quota       bool
+	downStatus  int
 	inFlight    int
 	maxInFlight int
 	answered    int
@@ -57,6 +59,14 @@ func (f *fakeProvider) setQuota(on bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.quota = on
+}
+
+// setDown makes the server fail every call with status (a 5xx); 0 brings it
+// back.
+func (f *fakeProvider) setDown(status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.downStatus = status
 }
 
 func (f *fakeProvider) counts() (answered, refused, maxInFlight int) {
@@ -82,6 +92,15 @@ func (f *fakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusTooManyRequests)
 		_, _ = w.Write([]byte(`{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","code":"insufficient_quota"}}`))
+		return
+	}
+	if status := f.downStatus; status != 0 {
+		f.refused++
+		f.timeline = append(f.timeline, fmt.Sprintf("%6s %s failed (%d)", at, f.name, status))
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(`{"error":{"message":"The service is temporarily unavailable.","type":"server_error"}}`))
 		return
 	}
 	f.inFlight++
@@ -253,6 +272,131 @@ seats:
 	t.Logf("provider timeline:\n%s\n%s", strings.Join(first.timeline, "\n"), strings.Join(second.timeline, "\n"))
 	second.mu.Unlock()
 	first.mu.Unlock()
+}
+
+// A provider that is down (503 to every call) fails turns over to the
+// pool's other profile within the turn: every message is answered by the
+// working one, the down one is asked once and shown cooling off, nothing is
+// redelivered or dead-lettered. When both are down the trigger is held and
+// answered once one is back.
+func TestProviderDownFailsOverThenHoldsThenRecovers(t *testing.T) {
+	start := time.Now()
+	first := newFakeProvider(t, "first", 0, start)
+	second := newFakeProvider(t, "second", 0, start)
+	first.setDown(http.StatusServiceUnavailable)
+	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(`
+company: { name: down }
+health: { interval: 1s }
+profiles:
+  first: { provider: openai, base_url: %s, model: model-a }
+  second: { provider: openai, base_url: %s, model: model-b }
+roles:
+  worker: { charter: works, profiles: [first, second], selection: ordered }
+seats:
+  - { handle: w1, role: worker }
+  - { handle: w2, role: worker }
+`, first.url(), second.url())))
+	c.serve()
+	c.waitAttached(60 * time.Second)
+	step := func(format string, args ...any) {
+		t.Logf("%6s %s", time.Since(start).Round(100*time.Millisecond), fmt.Sprintf(format, args...))
+	}
+
+	for i, seat := range []string{"w1", "w2", "w1", "w2"} {
+		if got := c.waitReply(c.send(seat, fmt.Sprintf("while first is down %d", i)), 60*time.Second); got != "answer from second" {
+			t.Fatalf("reply %d while first is down: %q; want the second profile's", i, got)
+		}
+		step("%s answered by second", seat)
+	}
+	if _, refused, _ := first.counts(); refused != 1 {
+		t.Errorf("first was asked %d times while down; want once: its cooling-off keeps later turns off it", refused)
+	}
+	if p := c.profiles()["first"]; p.CoolingOff == nil || p.CoolingOff.SecondsLeft <= 0 || !strings.Contains(p.CoolingOff.Reason, "unavailable") {
+		t.Fatalf("GET /profiles first: %+v (cooling off %+v); want cooling off with the provider's reason", p, p.CoolingOff)
+	}
+	wantNoFailures(t, c)
+
+	// Both down: the trigger is held, read once, and answered once second
+	// is back and its cooling-off ends.
+	second.setDown(http.StatusBadGateway)
+	step("second fails too (502)")
+	held := c.send("w1", "while both are down")
+	testenv.Eventually(t, 60*time.Second, "turn held for a profile", func() error {
+		if st := c.state("w1"); st.Turn == nil || st.Turn.Progress == nil || st.Turn.Progress.Held == nil {
+			return fmt.Errorf("seat w1: turn %+v", st.Turn)
+		}
+		return nil
+	})
+	step("w1's turn held")
+	for id, n := range c.deliveries("w1") {
+		if n != 1 {
+			t.Fatalf("w1 entry %s delivered %d times; want once: a held turn reads its triggers once", id, n)
+		}
+	}
+	second.setDown(0)
+	step("second is back")
+	if got := c.waitReply(held, 120*time.Second); got != "answer from second" {
+		t.Fatalf("reply while both were down: %q; want the second profile's once it is back", got)
+	}
+	step("held message answered by second")
+	wantNoFailures(t, c)
+	first.mu.Lock()
+	second.mu.Lock()
+	t.Logf("provider timeline:\n%s\n%s", strings.Join(first.timeline, "\n"), strings.Join(second.timeline, "\n"))
+	second.mu.Unlock()
+	first.mu.Unlock()
+}
+
+// A profile whose provider refuses the connection (a closed loopback port)
+// fails turns over to the pool's other profile at the first refusal: every
+// message is answered, none dead-lettered.
+func TestRefusedConnectionFailsOver(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	alive := newFakeProvider(t, "alive", 0, time.Now())
+	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(`
+company: { name: refused }
+profiles:
+  closed: { provider: openai, base_url: http://%s/v1, model: model-a }
+  alive: { provider: openai, base_url: %s, model: model-b }
+roles:
+  worker: { charter: works, profiles: [closed, alive], selection: ordered }
+seats:
+  - { handle: w1, role: worker }
+  - { handle: w2, role: worker }
+`, closed, alive.url())))
+	c.serve()
+	c.waitAttached(60 * time.Second)
+	// One at a time: the first turn alone meets the refusal, and fails
+	// over by itself, not because a second turn's failure joined it.
+	for i, seat := range []string{"w1", "w2", "w1"} {
+		if got := c.waitReply(c.send(seat, fmt.Sprintf("message %d", i)), 60*time.Second); got != "answer from alive" {
+			t.Fatalf("reply %d: %q; want the reachable profile's", i, got)
+		}
+	}
+	if p := c.profiles()["closed"]; p.CoolingOff == nil || !strings.Contains(p.CoolingOff.Reason, "refused") {
+		t.Fatalf("GET /profiles closed: %+v (cooling off %+v); want cooling off for the refused connection", p, p.CoolingOff)
+	}
+	wantNoFailures(t, c)
+}
+
+// wantNoFailures wants no dead letter and no failed turn on any seat of c.
+func wantNoFailures(t *testing.T, c *company) {
+	t.Helper()
+	if dl := c.deadLetters(); len(dl) != 0 {
+		t.Fatalf("dead letters: %+v; want none", dl)
+	}
+	for _, seat := range []string{"w1", "w2"} {
+		if st := c.state(seat); st.Counters.Failures != 0 || st.LastError != "" {
+			t.Fatalf("seat %s: %d failed turns, last error %q; want none: a failover happens inside the turn", seat, st.Counters.Failures, st.LastError)
+		}
+	}
 }
 
 // deadLetters returns GET /deadletters.

@@ -123,7 +123,7 @@ func New() *Metrics {
 			"Credentials quarantined by profile: the provider said the account's usage limit is reached; its profiles take no turn until the quarantine ends.",
 			"profile"),
 		coolingOffs: f.counterVec("crewlet_credential_cooling_offs_total",
-			"Credentials cooled off by profile: two turns failed on it with server errors within a minute.",
+			"Credentials cooled off by profile: its provider failed a turn with a server error, a refused connection or a timeout.",
 			"profile"),
 		ticketsOpened: f.counter("crewlet_tickets_opened_total",
 			"Tickets opened: delegation between seats, and from people."),

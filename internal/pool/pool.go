@@ -109,27 +109,32 @@ func (s CredentialState) Exhausted(now time.Time, base time.Duration, reason str
 	return s
 }
 
-// Failed applies a non-exhaustion failure (server error, timeout) of turn at
-// now. The credential cools off for crewlet.CoolingOff when another turn
-// failed on it within crewlet.CoolingOff before: two turns failing together
-// point at the credential or its backend, while one turn failing again and
-// again more likely points at the turn itself, which its own retries handle.
+// Failed applies a failure other than a usage limit (a server error, a
+// timeout) of turn at now, and cools the credential off at once for
+// crewlet.CoolingOff: the turn fails over to another profile of its pool
+// rather than trying this one again and again while the others sit idle.
+//
+// down says the provider gave no answer at all or said it is unavailable
+// (crewlet.ProviderError.Down): nothing in a request causes that, so it
+// always cools the credential off. Any other server error (a 500, a stream
+// broken off) may be the request's own doing, so it does not when the same
+// turn was the last to fail on the credential within 2×crewlet.CoolingOff
+// (the cooling-off and the wait it caused, with room): that is one turn
+// meeting the same error again after it failed over and came back, which
+// points at the turn, and its own retries, bounded, handle it. Without
+// that guard one such request would cool every profile of its pool off
+// in turn, for as long as it is retried, and hold every other turn with it.
+//
 // The cooling-off is flat, never escalated (see crewlet.CoolingOff), and a
-// later one lasts the same.
-//
-// The window is taken both ways around the recorded failure, so that reports
-// arriving slightly out of order from different workers still pair up, while
-// one recorded long before (or, with a skewed clock, long after) does not.
-//
-// Failed leaves the quarantine fields alone, as Exhausted leaves the cooling
-// fields: the two states are independent and a credential can be in both.
-func (s CredentialState) Failed(now time.Time, turn, reason string) CredentialState {
-	if !s.LastFailure.IsZero() && s.LastFailureTurn != turn {
-		d := now.Sub(s.LastFailure)
-		if d >= -crewlet.CoolingOff && d <= crewlet.CoolingOff {
-			s.CoolingUntil = now.Add(crewlet.CoolingOff)
-			s.CoolingReason = reason
-		}
+// later one lasts the same. Failed leaves the quarantine fields alone, as
+// Exhausted leaves the cooling fields: the two states are independent and a
+// credential can be in both.
+func (s CredentialState) Failed(now time.Time, turn, reason string, down bool) CredentialState {
+	d := now.Sub(s.LastFailure)
+	repeat := !s.LastFailure.IsZero() && s.LastFailureTurn == turn && d >= -2*crewlet.CoolingOff && d <= 2*crewlet.CoolingOff
+	if down || !repeat {
+		s.CoolingUntil = now.Add(crewlet.CoolingOff)
+		s.CoolingReason = reason
 	}
 	s.LastFailure = now
 	s.LastFailureTurn = turn

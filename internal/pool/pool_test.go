@@ -153,55 +153,54 @@ func TestFailed(t *testing.T) {
 	type failure struct {
 		after time.Duration // since t0
 		turn  string
+		down  bool
 	}
+	// coolFrom is when the cooling-off the failures leave began: it ends
+	// crewlet.CoolingOff later.
 	tests := []struct {
-		name      string
-		failures  []failure
-		wantUntil time.Time // zero: never cooled
+		name     string
+		failures []failure
+		coolFrom time.Duration // since t0
 	}{
-		{"single failure", []failure{{0, "t1"}}, time.Time{}},
-		{"one turn failing repeatedly", []failure{{0, "t1"}, {time.Second, "t1"}, {2 * time.Second, "t1"}, {10 * time.Second, "t1"}, {11 * time.Second, "t1"}}, time.Time{}},
-		{"two turns 1s apart", []failure{{0, "t1"}, {time.Second, "t2"}}, t0.Add(time.Second + crewlet.CoolingOff)},
-		{"two turns exactly 60s apart", []failure{{0, "t1"}, {60 * time.Second, "t2"}}, t0.Add(60*time.Second + crewlet.CoolingOff)},
-		{"two turns 61s apart", []failure{{0, "t1"}, {61 * time.Second, "t2"}}, time.Time{}},
-		{"same turn then another within 60s of the last", []failure{{0, "t1"}, {50 * time.Second, "t1"}, {100 * time.Second, "t2"}}, t0.Add(100*time.Second + crewlet.CoolingOff)},
-		{"slightly out of order", []failure{{10 * time.Second, "t1"}, {5 * time.Second, "t2"}}, t0.Add(5*time.Second + crewlet.CoolingOff)},
-		{"far out of order", []failure{{10 * time.Minute, "t1"}, {0, "t2"}}, time.Time{}},
+		{"a first server error cools off at once", []failure{{0, "t1", false}}, 0},
+		{"a first down cools off at once", []failure{{0, "t1", true}}, 0},
+		{"the same turn failing again within 2 cooling-offs does not cool again", []failure{{0, "t1", false}, {70 * time.Second, "t1", false}}, 0},
+		{"the same turn failing again past 2 cooling-offs cools again", []failure{{0, "t1", false}, {121 * time.Second, "t1", false}}, 121 * time.Second},
+		{"the same turn finding the provider down again cools again", []failure{{0, "t1", true}, {70 * time.Second, "t1", true}}, 70 * time.Second},
+		{"the same turn's server error after its down does not cool again", []failure{{0, "t1", true}, {70 * time.Second, "t1", false}}, 0},
+		{"another turn's server error cools again", []failure{{0, "t1", false}, {70 * time.Second, "t2", false}}, 70 * time.Second},
+		{"another turn between makes it no repeat", []failure{{0, "t1", false}, {10 * time.Second, "t2", false}, {70 * time.Second, "t1", false}}, 70 * time.Second},
+		{"out of order by a clock skew is still a repeat", []failure{{10 * time.Second, "t1", false}, {5 * time.Second, "t1", false}}, 10 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var s CredentialState
 			for _, f := range tt.failures {
-				s = s.Failed(t0.Add(f.after), f.turn, "boom "+f.turn)
+				s = s.Failed(t0.Add(f.after), f.turn, "boom "+f.turn, f.down)
 			}
-			if !s.CoolingUntil.Equal(tt.wantUntil) {
-				t.Errorf("CoolingUntil = %v, want %v", s.CoolingUntil, tt.wantUntil)
+			if want := t0.Add(tt.coolFrom + crewlet.CoolingOff); !s.CoolingUntil.Equal(want) {
+				t.Errorf("CoolingUntil = %v, want %v", s.CoolingUntil, want)
 			}
 			last := tt.failures[len(tt.failures)-1]
 			if !s.LastFailure.Equal(t0.Add(last.after)) || s.LastFailureTurn != last.turn {
 				t.Errorf("last failure = %v %q, want %v %q", s.LastFailure, s.LastFailureTurn, t0.Add(last.after), last.turn)
 			}
-			if !tt.wantUntil.IsZero() && s.CoolingReason != "boom "+last.turn {
-				t.Errorf("CoolingReason = %q, want %q", s.CoolingReason, "boom "+last.turn)
-			}
 		})
 	}
 
-	t.Run("second cooling later is again 60s", func(t *testing.T) {
+	t.Run("a later cooling is again 60s", func(t *testing.T) {
 		var s CredentialState
-		s = s.Failed(t0, "t1", "e1")
-		s = s.Failed(t0.Add(time.Second), "t2", "e2")
-		if got, want := s.CoolingUntil.Sub(t0.Add(time.Second)), crewlet.CoolingOff; got != want {
-			t.Fatalf("first cooling lasts %v, want %v", got, want)
+		s = s.Failed(t0, "t1", "e1", false)
+		if got, want := s.CoolingUntil.Sub(t0), crewlet.CoolingOff; got != want || s.CoolingReason != "e1" {
+			t.Fatalf("first cooling lasts %v for %q, want %v for %q", got, s.CoolingReason, want, "e1")
 		}
 		later := t0.Add(time.Hour)
-		s = s.Failed(later, "t3", "e3")
-		s = s.Failed(later.Add(2*time.Second), "t4", "e4")
-		if got, want := s.CoolingUntil.Sub(later.Add(2*time.Second)), crewlet.CoolingOff; got != want {
+		s = s.Failed(later, "t2", "e2", true)
+		if got, want := s.CoolingUntil.Sub(later), crewlet.CoolingOff; got != want {
 			t.Errorf("second cooling lasts %v, want %v (flat, not escalated)", got, want)
 		}
-		if s.CoolingReason != "e4" {
-			t.Errorf("CoolingReason = %q, want %q", s.CoolingReason, "e4")
+		if s.CoolingReason != "e2" {
+			t.Errorf("CoolingReason = %q, want %q", s.CoolingReason, "e2")
 		}
 	})
 }
@@ -211,7 +210,7 @@ func TestStatesIndependent(t *testing.T) {
 	base := 10 * time.Minute
 	t.Run("Failed leaves the quarantine alone", func(t *testing.T) {
 		q := CredentialState{}.Exhausted(t0, base, "limit")
-		got := q.Failed(t0.Add(time.Second), "t1", "e1").Failed(t0.Add(2*time.Second), "t2", "e2")
+		got := q.Failed(t0.Add(time.Second), "t1", "e1", false)
 		if got.Attempt != q.Attempt || !got.QuarantineUntil.Equal(q.QuarantineUntil) || got.QuarantineReason != q.QuarantineReason {
 			t.Errorf("quarantine after Failed = %d %v %q, want %d %v %q",
 				got.Attempt, got.QuarantineUntil, got.QuarantineReason, q.Attempt, q.QuarantineUntil, q.QuarantineReason)
@@ -222,7 +221,7 @@ func TestStatesIndependent(t *testing.T) {
 		}
 	})
 	t.Run("Exhausted leaves the cooling alone", func(t *testing.T) {
-		c := CredentialState{}.Failed(t0, "t1", "e1").Failed(t0.Add(time.Second), "t2", "e2")
+		c := CredentialState{}.Failed(t0, "t1", "e1", true)
 		got := c.Exhausted(t0.Add(2*time.Second), base, "limit")
 		if !got.CoolingUntil.Equal(c.CoolingUntil) || got.CoolingReason != c.CoolingReason ||
 			!got.LastFailure.Equal(c.LastFailure) || got.LastFailureTurn != c.LastFailureTurn {

@@ -235,22 +235,24 @@ func (p *Service) Exhausted(ctx context.Context, profile, reason string) error {
 }
 
 // Failed records a failure other than a usage limit (a server error, a
-// timeout) of a turn on a profile's credential: two turns failing within a
-// minute cool it off.
-func (p *Service) Failed(ctx context.Context, profile, turnID, reason string) error {
+// refused connection, a timeout) of a turn on a profile's credential, which
+// cools it off (pool.CredentialState.Failed says when it does not); down
+// says the provider gave no answer or said it is unavailable. cooling says
+// whether the credential is cooling off now: the turn then fails over.
+func (p *Service) Failed(ctx context.Context, profile, turnID, reason string, down bool) (cooling bool, err error) {
 	cred := p.org.Now().Profiles[profile].Credential
 	now := p.Now()
 	before, after, err := p.store.ReportCredential(ctx, cred, func(s pool.CredentialState) pool.CredentialState {
-		return s.Failed(now, turnID, reason)
+		return s.Failed(now, turnID, reason, down)
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !before.Cooling(now) && after.Cooling(now) {
 		p.metrics.CooledOff(profile)
 		p.log.WarnContext(ctx, "credential_cooling_off", "credential", cred, "profile", profile, "until", after.CoolingUntil, "reason", reason)
 	}
-	return nil
+	return after.Cooling(now), nil
 }
 
 // Answered records which model a profile's provider said answered. A
