@@ -426,6 +426,7 @@ func (c *Config) problems() []*Problem {
 		add("stream.max_per_principal", "%d is out of range; must be between 1 and 1000", n)
 	}
 
+	checkDuration("stream.write_timeout", c.Stream.WriteTimeout, time.Second, 5*time.Minute)
 	checkAuth(add, c)
 	checkDoor(add, c)
 	if n := c.API.MutationsPerMinute; n < 0 || n > 100000 {
