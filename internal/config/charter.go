@@ -41,7 +41,11 @@ func checkCharter(add func(key, format string, args ...any), c *Config, name str
 			}
 			add(key, "names the tool %q, which the role does not have: no MCP server %q in roles.%s.mcp (%s); add the server there or change the charter", ref.name, ref.server, name, have)
 		case ref.tool != "" && !slices.ContainsFunc(mayTools, func(g string) bool { ok, _ := path.Match(g, ref.name); return ok }):
-			add(key, "names the tool %q, which roles.%s.may.tools (%s) does not let the role's seats call; allow it there or change the charter", ref.name, name, strings.Join(mayTools, ", "))
+			allowed := "none"
+			if len(mayTools) > 0 {
+				allowed = strings.Join(mayTools, ", ")
+			}
+			add(key, "names the tool %q, which roles.%s.may.tools (%s) does not let the role's seats call; allow it there or change the charter", ref.name, name, allowed)
 		}
 	}
 }

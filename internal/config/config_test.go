@@ -229,6 +229,14 @@ func TestProblems(t *testing.T) {
 		not  []string // substrings that must not appear
 	}{
 		{
+			name: "stream write timeout out of range",
+			yaml: minimal + `stream: { write_timeout: 500ms, heartbeat: 6m }`,
+			want: []string{
+				"stream.write_timeout: 500ms is out of range; must be between 1s and 5m",
+				"stream.heartbeat: 6m is out of range",
+			},
+		},
+		{
 			name: "budgets negative or not numbers",
 			yaml: `company: { name: acme, budget: { tokens_per_day: -1, tokens_per_week: -2, tokens_per_month: lots } }
 seats: [ { handle: alice, kind: human } ]
