@@ -212,7 +212,7 @@ func TestPlaceSeatAttachesInPlaceOnlyOnTheNodeItChose(t *testing.T) {
 	org, err := config.Parse([]byte(`
 company: { name: acme }
 profiles: { local: { provider: scripted } }
-roles: { clerk: { profile: local } }
+roles: { clerk: { charter: works as clerk, profile: local } }
 seats: [ { handle: cto, role: clerk }, { handle: cfo, role: clerk }, { handle: ceo, role: clerk } ]
 `))
 	if err != nil {
@@ -275,7 +275,7 @@ func TestSeatsPlacedTogetherKeepFairShares(t *testing.T) {
 	t.Parallel()
 	e := setupZombie(t)
 	var yaml strings.Builder
-	yaml.WriteString("company: { name: acme }\nprofiles: { local: { provider: scripted } }\nroles: { clerk: { profile: local } }\nseats:\n")
+	yaml.WriteString("company: { name: acme }\nprofiles: { local: { provider: scripted } }\nroles: { clerk: { charter: works as clerk, profile: local } }\nseats:\n")
 	var handles []string
 	for i := range 40 {
 		h := fmt.Sprintf("s%02d", i)

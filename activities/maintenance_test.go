@@ -29,7 +29,7 @@ func TestMaintenanceTrimsEachKindAtItsConfiguredHorizon(t *testing.T) {
 company: { name: acme }
 maintenance: { event_retention: 2h }
 profiles: { local: { provider: scripted } }
-roles: { clerk: { profile: local } }
+roles: { clerk: { charter: works as clerk, profile: local } }
 seats: [ { handle: cto, role: clerk } ]
 `)
 	if err := mb.Ensure(ctx, "cto"); err != nil {
@@ -83,7 +83,7 @@ func TestMaintenanceArchivesHumanMailboxesAndDeadLetters(t *testing.T) {
 company: { name: acme }
 mailbox: { human_keep: 2, dead_letter_keep: 1 }
 profiles: { local: { provider: scripted } }
-roles: { clerk: { profile: local } }
+roles: { clerk: { charter: works as clerk, profile: local } }
 seats: [ { handle: cto, role: clerk }, { handle: eng, role: clerk }, { handle: alice, kind: human } ]
 `)
 	for _, seat := range org.Handles() {
@@ -172,7 +172,7 @@ func TestTwoThousandRepliesToAPersonAreAllReadable(t *testing.T) {
 company: { name: acme }
 mailbox: { human_keep: 1000, max_unread: 500 }
 profiles: { local: { provider: scripted } }
-roles: { clerk: { profile: local } }
+roles: { clerk: { charter: works as clerk, profile: local } }
 seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
 `)
 	for _, seat := range org.Handles() {
@@ -246,7 +246,7 @@ func TestRetirementDeadLettersUnreadMail(t *testing.T) {
 company: { name: acme }
 mailbox: { retire_after: 1s }
 profiles: { local: { provider: scripted } }
-roles: { clerk: { profile: local } }
+roles: { clerk: { charter: works as clerk, profile: local } }
 seats: [ { handle: cto, role: clerk } ]
 `)
 	for _, h := range []string{"cto", "gone"} {
@@ -361,7 +361,7 @@ func TestMaintenanceSweepWaitsForNodesToAgreeOnTheOrg(t *testing.T) {
 company: { name: acme }
 nodes: { heartbeat_timeout: 60s }
 profiles: { local: { provider: scripted } }
-roles: { clerk: { profile: local } }
+roles: { clerk: { charter: works as clerk, profile: local } }
 seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
 `)
 	m := newMaintenance(t, st, mb, org)
@@ -432,7 +432,7 @@ func TestReplyToAPersonRedisRefusesIsKeptInPostgres(t *testing.T) {
 	ctx, _, st, mb, org := setupMaintenance(t, `
 company: { name: acme }
 profiles: { local: { provider: scripted } }
-roles: { clerk: { profile: local } }
+roles: { clerk: { charter: works as clerk, profile: local } }
 seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
 `)
 	dl := archiveDelivery(t, st, mb, org)

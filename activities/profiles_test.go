@@ -316,7 +316,7 @@ profiles:
     rules:
       - { match: '^over', fail: 'you are over your plan limit' }
 roles:
-  clerk: { profiles: [p, q], selection: ordered }
+  clerk: { charter: works as clerk, profiles: [p, q], selection: ordered }
 seats:
   - { handle: cto, role: clerk }
 `, nil)
@@ -485,7 +485,7 @@ profiles:
   a: { provider: scripted, max_load: 1 }
   b: { provider: scripted, max_load: 0 }
 roles:
-  clerk: { profiles: [a, b], selection: ordered }
+  clerk: { charter: works as clerk, profiles: [a, b], selection: ordered }
 seats:
   - { handle: cto, role: clerk }
 `, nil)

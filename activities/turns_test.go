@@ -323,7 +323,7 @@ func TestSendMessageOverQuotaIsRefusedToTheModel(t *testing.T) {
 company: { name: acme, timezone: Europe/Berlin }
 mailbox: { sender_per_minute: 2 }
 profiles: { local: { provider: scripted } }
-roles: { clerk: { profile: local } }
+roles: { clerk: { charter: works as clerk, profile: local } }
 seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
 `
 	e := setupTurnsOrg(t, orgYAML, nil)

@@ -35,7 +35,7 @@ auth:
     - { name: alice-bot, role: operator, token_env: CREWLET_TEST_TOKEN_ALICE, seat: alice }
     - { name: bea, role: member, token_env: CREWLET_TEST_TOKEN_MEMBER, seat: bob }
 profiles: { local: { provider: scripted } }
-roles: { lead: { profile: local } }
+roles: { lead: { charter: works as lead, profile: local } }
 seats:
   - { handle: cto, role: lead }
   - { handle: alice, kind: human }

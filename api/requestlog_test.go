@@ -42,7 +42,7 @@ func TestEveryLogLineOfARequestCarriesItsID(t *testing.T) {
 auth: { anonymous: true }
 log: { format: json, level: info }
 profiles: { local: { provider: scripted } }
-roles: { lead: { profile: local } }
+roles: { lead: { charter: works as lead, profile: local } }
 seats: [ { handle: cto, role: lead } ]
 `))
 	if err != nil {

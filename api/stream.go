@@ -3,12 +3,15 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/events"
 	"github.com/crewlet/crewlet/internal/mailbox"
 )
@@ -58,8 +61,9 @@ func (s *Server) eventsStream(handle, conversation string) string {
 }
 
 // stream serves one Redis event stream as Server-Sent Events, until the
-// client goes: each event as it is written (flushed one by one), a
-// keepalive comment when nothing came for stream.heartbeat. It starts
+// client goes or stops reading for stream.write_timeout: each event as it
+// is written (flushed one by one), a keepalive comment when nothing came
+// for stream.heartbeat. It starts
 // after the Last-Event-ID header (or ?last_event_id), else at the newest
 // event, so a client that reconnects with the last id it saw misses
 // nothing and gets nothing twice.
@@ -98,22 +102,43 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string) {
 		}
 		after = tail
 	}
-	// A stream outlives the server's write and read timeouts, which are
-	// for requests that end.
+	// A stream outlives the server's read timeout and its write timeout,
+	// which are for requests that end; each write gets a deadline of its
+	// own instead (send).
 	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{})
 	_ = rc.SetReadDeadline(time.Time{})
+	writeTimeout := settings.WriteTimeout
+	if writeTimeout <= 0 {
+		writeTimeout = config.DefaultStream.WriteTimeout
+	}
+	// send writes one event or comment and flushes it. A client that has
+	// stopped reading fills the connection's buffers until a write blocks;
+	// past the deadline the write fails and the stream ends, so it frees
+	// its place instead of holding it for as long as the client is stalled.
+	send := func(format string, args ...any) bool {
+		if err := rc.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
+			return false
+		}
+		_, err := fmt.Fprintf(w, format, args...)
+		if err == nil {
+			err = rc.Flush()
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			s.Log.WarnContext(ctx, "stream_dropped", "reason", "write_timeout", "stream", key, "principal", p.Name, "write_timeout", writeTimeout)
+		}
+		return err == nil
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	if _, err := fmt.Fprintf(w, "retry: %d\n\n", streamRetry.Milliseconds()); err != nil || rc.Flush() != nil {
+	if !send("retry: %d\n\n", streamRetry.Milliseconds()) {
 		return
 	}
 	heartbeat := settings.Heartbeat
 	if heartbeat <= 0 {
-		heartbeat = 15 * time.Second
+		heartbeat = config.DefaultStream.Heartbeat
 	}
 	for ctx.Err() == nil {
 		evs, err := s.Events.Read(ctx, key, after, heartbeat)
@@ -124,7 +149,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string) {
 			return // the client reconnects with the last id it got
 		}
 		if len(evs) == 0 {
-			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil || rc.Flush() != nil {
+			if !send(": keepalive\n\n") {
 				return
 			}
 			continue
@@ -138,7 +163,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string) {
 			if err != nil {
 				continue
 			}
-			if _, err := fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", ev.ID, ev.Kind, data); err != nil || rc.Flush() != nil {
+			if !send("id: %s\nevent: %s\ndata: %s\n\n", ev.ID, ev.Kind, data) {
 				return
 			}
 		}

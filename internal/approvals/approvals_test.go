@@ -18,7 +18,7 @@ seats:
   - { handle: olga, kind: human, role: finance }
   - { handle: pia, kind: human }
 profiles: { p: { provider: scripted } }
-roles: { clerk: { profile: p }, finance: { profile: p } }
+roles: { clerk: { charter: works as clerk, profile: p }, finance: { charter: works as finance, profile: p } }
 `))
 	if err != nil {
 		t.Fatal(err)

@@ -14,8 +14,9 @@ seats:
   - { handle: admin, kind: human }
 profiles: { p: { provider: scripted } }
 roles:
-  finance: { profile: p }
+  finance: { charter: works as finance, profile: p }
   clerk:
+    charter: works as clerk
     profile: p
     approvals:
 `

@@ -238,10 +238,18 @@ type Stream struct {
 	// MaxPerPrincipal bounds the streams one principal holds open on one
 	// API process; past it a new one is refused (429). 1 to 1000.
 	MaxPerPrincipal int `mapstructure:"max_per_principal"`
+	// WriteTimeout is how long one write of an event or keepalive to a
+	// stream may block on a client that does not read before the stream
+	// is ended and its place freed. 1s to 5m.
+	WriteTimeout time.Duration `mapstructure:"write_timeout"`
 }
 
 // DefaultStream is the stream block's defaults.
-var DefaultStream = Stream{Keep: 1000, KeepFor: time.Hour, Heartbeat: 15 * time.Second, MaxPerPrincipal: 8}
+//
+// WriteTimeout is twice the heartbeat: a client reading at all drains a
+// keepalive or an event within that, one whose kernel buffers stay full that
+// long has stopped.
+var DefaultStream = Stream{Keep: 1000, KeepFor: time.Hour, Heartbeat: 15 * time.Second, MaxPerPrincipal: 8, WriteTimeout: 30 * time.Second}
 
 // Auth says who may call the API
 // (docs/architecture.md, "Doors: the API and the Temporal frontend").

@@ -133,8 +133,8 @@ profiles:
     provider: openai
     api_key_env: CREWLET_TEST_UNSET_KEY
 roles:
-  cto: { profile: local, max_rounds: 0, mcp: [ { name: fs, comand: [x] } ], placement: { labels: { zone: "eu west" } } }
-  engineer: { profil: local, placement: { lables: { tools: git } } }
+  cto: { charter: works as cto, profile: local, max_rounds: 0, mcp: [ { name: fs, comand: [x] } ], placement: { labels: { zone: "eu west" } } }
+  engineer: { charter: works as engineer, profil: local, placement: { lables: { tools: git } } }
   support: { profile: gtp, charter: "help" }
 seats:
   - { handle: cto, role: cto }
@@ -230,11 +230,19 @@ func TestProblems(t *testing.T) {
 		not  []string // substrings that must not appear
 	}{
 		{
+			name: "stream write timeout out of range",
+			yaml: minimal + `stream: { write_timeout: 500ms, heartbeat: 6m }`,
+			want: []string{
+				"stream.write_timeout: 500ms is out of range; must be between 1s and 5m",
+				"stream.heartbeat: 6m is out of range",
+			},
+		},
+		{
 			name: "budgets negative or not numbers",
 			yaml: `company: { name: acme, budget: { tokens_per_day: -1, tokens_per_week: -2, tokens_per_month: lots } }
 seats: [ { handle: alice, kind: human } ]
 profiles: { p: { provider: scripted } }
-roles: { r: { profile: p, budget: { tokens_per_month: -3, tokens_per_hour: 5 } } }`,
+roles: { r: { charter: works as r, profile: p, budget: { tokens_per_month: -3, tokens_per_hour: 5 } } }`,
 			want: []string{
 				"company.budget.tokens_per_day: -1 is negative; must be 0 (no cap) or more",
 				"company.budget.tokens_per_week: -2 is negative; must be 0 (no cap) or more",
@@ -263,7 +271,7 @@ roles: { r: { profile: p, budget: { tokens_per_month: -3, tokens_per_hour: 5 } }
 		{
 			name: "max rounds out of range",
 			yaml: minimal + `profiles: { p: { provider: scripted } }
-roles: { low: { profile: p, max_rounds: 0 }, high: { profile: p, max_rounds: 257 }, neg: { profile: p, max_rounds: -1 }, ok: { profile: p, max_rounds: 256 } }`,
+roles: { low: { charter: works as low, profile: p, max_rounds: 0 }, high: { charter: works as high, profile: p, max_rounds: 257 }, neg: { charter: works as neg, profile: p, max_rounds: -1 }, ok: { charter: works as ok, profile: p, max_rounds: 256 } }`,
 			want: []string{
 				"roles.low.max_rounds: 0 is out of range; must be between 1 and 256",
 				"roles.high.max_rounds: 257 is out of range; must be between 1 and 256",
@@ -276,11 +284,11 @@ roles: { low: { profile: p, max_rounds: 0 }, high: { profile: p, max_rounds: 257
 			yaml: minimal + `profiles: { p: { provider: scripted } }
 nodes: { reconcile_interval: 2h }
 roles:
-  long: { profile: p, idle_nudge: { after: 721h } }
-  neg: { profile: p, idle_nudge: { after: -1m } }
-  typo: { profile: p, idle_nudge: { afer: 1h } }
-  ok: { profile: p, idle_nudge: { after: 1s } }
-  off: { profile: p, idle_nudge: { after: 0 } }`,
+  long: { charter: works as long, profile: p, idle_nudge: { after: 721h } }
+  neg: { charter: works as neg, profile: p, idle_nudge: { after: -1m } }
+  typo: { charter: works as typo, profile: p, idle_nudge: { afer: 1h } }
+  ok: { charter: works as ok, profile: p, idle_nudge: { after: 1s } }
+  off: { charter: works as off, profile: p, idle_nudge: { after: 0 } }`,
 			want: []string{
 				"nodes.reconcile_interval: 2h is out of range; must be between 1s and 1h",
 				"roles.long.idle_nudge.after: 721h is out of range; must be between 1s and 720h",
@@ -294,6 +302,7 @@ roles:
 			yaml: minimal + `profiles: { p: { provider: scripted } }
 roles:
   r:
+    charter: works as r
     profile: p
     mcp:
       - { name: fs, command: [mcp-fs, --root, /srv] }
@@ -445,7 +454,7 @@ seats: [ { handle: operator, kind: human }, { handle: tickets, kind: human } ]`,
 			name: "agent role required",
 			yaml: `
 company: { name: acme }
-roles: { support: { profile: p } }
+roles: { support: { charter: works as support, profile: p } }
 profiles: { p: { provider: scripted } }
 seats: [ { handle: s1 } ]
 `,
@@ -464,7 +473,7 @@ seats: [ { handle: s1 } ]
 		{
 			name: "bad duration string",
 			yaml: minimal + `profiles: { p: { provider: scripted, delay: "2 sec" } }
-roles: { r: { profile: p } }`,
+roles: { r: { charter: works as r, profile: p } }`,
 			want: []string{`profiles.p.delay: invalid duration "2 sec"`},
 			// the profile did not decode whole, but it exists: the role naming
 			// it must not be told otherwise.
@@ -492,7 +501,7 @@ seats: [ { handle: alice, kind: human } ]`,
 		{
 			name: "invalid profile and role names",
 			yaml: minimal + `profiles: { "-p": { provider: scripted } }
-roles: { "r x": { profile: "-p" } }`,
+roles: { "r x": { charter: works as r-x, profile: "-p" } }`,
 			want: []string{`profiles.-p: invalid profile name "-p"`, `roles.r x: invalid role name "r x"`},
 		},
 		{
@@ -781,7 +790,7 @@ nodes: { max_tool_calls: 10001 }`,
 		{
 			name: "placement unknown key",
 			yaml: minimal + `profiles: { p: { provider: scripted } }
-roles: { r: { profile: p, placement: { label: { tools: git } } } }`,
+roles: { r: { charter: works as r, profile: p, placement: { label: { tools: git } } } }`,
 			want: []string{`roles.r.placement.label: unknown key; did you mean "labels"?`},
 		},
 		{
@@ -789,6 +798,7 @@ roles: { r: { profile: p, placement: { label: { tools: git } } } }`,
 			yaml: minimal + `profiles: { p: { provider: scripted } }
 roles:
   r:
+    charter: works as r
     profile: p
     placement:
       labels:
@@ -810,20 +820,20 @@ roles:
 		{
 			name: "label with no value",
 			yaml: minimal + `profiles: { p: { provider: scripted } }
-roles: { r: { profile: p, placement: { labels: { tools: } } } }`,
+roles: { r: { charter: works as r, profile: p, placement: { labels: { tools: } } } }`,
 			want: []string{`roles.r.placement.labels.tools: empty label value; label values must match`},
 		},
 		{
 			name: "label key with a dot",
 			yaml: minimal + `profiles: { p: { provider: scripted } }
-roles: { r: { profile: p, placement: { labels: { topology.zone: eu } } } }`,
+roles: { r: { charter: works as r, profile: p, placement: { labels: { topology.zone: eu } } } }`,
 			want: []string{`roles.r.placement.labels.topology: want a string, got a mapping; a label key must not contain "."`},
 		},
 		{
 			name: "labels not a mapping",
 			yaml: `company: { name: acme }
 profiles: { p: { provider: scripted } }
-roles: { r: { profile: p, placement: { labels: [git] } } }
+roles: { r: { charter: works as r, profile: p, placement: { labels: [git] } } }
 seats: [ { handle: a, role: r } ]`,
 			want: []string{`roles.r.placement.labels`},
 			// the role did not decode whole, but it exists.
@@ -901,12 +911,12 @@ seats: [ { handle: a, role: r } ]`,
 			name: "pool profiles unknown, duplicate, empty",
 			yaml: minimal + `profiles: { gpt: { provider: scripted }, local: { provider: scripted } }
 roles:
-  typo: { profiles: [local, gtp] }
-  far: { profiles: [zzzzzz] }
-  dup: { profiles: [gpt, local, gpt] }
-  blank: { profiles: [gpt, ""] }
-  emptylist: { profiles: [] }
-  one: { profile: gtp }`,
+  typo: { charter: works as typo, profiles: [local, gtp] }
+  far: { charter: works as far, profiles: [zzzzzz] }
+  dup: { charter: works as dup, profiles: [gpt, local, gpt] }
+  blank: { charter: works as blank, profiles: [gpt, ""] }
+  emptylist: { charter: works as emptylist, profiles: [] }
+  one: { charter: works as one, profile: gtp }`,
 			want: []string{
 				`roles.typo.profiles[1]: unknown profile "gtp"; known profiles: gpt, local; did you mean "gpt"?`,
 				`roles.far.profiles[0]: unknown profile "zzzzzz"; known profiles: gpt, local`,
@@ -922,9 +932,9 @@ roles:
 			name: "profile and profiles both",
 			yaml: minimal + `profiles: { a: { provider: scripted }, b: { provider: scripted } }
 roles:
-  same: { profile: a, profiles: [a, b] }
-  other: { profile: b, profiles: [a] }
-  emptylist: { profile: a, profiles: [] }`,
+  same: { charter: works as same, profile: a, profiles: [a, b] }
+  other: { charter: works as other, profile: b, profiles: [a] }
+  emptylist: { charter: works as emptylist, profile: a, profiles: [] }`,
 			want: []string{
 				"roles.same: has both profile and profiles; use one: profile is the one-item form of profiles",
 				"roles.other: has both profile and profiles; use one: profile is the one-item form of profiles",
@@ -940,7 +950,7 @@ roles: { r: { charter: x } }`,
 		{
 			name: "selection unknown",
 			yaml: minimal + `profiles: { a: { provider: scripted } }
-roles: { r: { profiles: [a], selection: cheapest }, s: { profile: a, selection: Ordered } }`,
+roles: { r: { charter: works as r, profiles: [a], selection: cheapest }, s: { charter: works as s, profile: a, selection: Ordered } }`,
 			want: []string{
 				`roles.r.selection: unknown selection "cheapest"; must be one of: weighted, ordered`,
 				`roles.s.selection: unknown selection "Ordered"; must be one of: weighted, ordered`,
@@ -949,7 +959,7 @@ roles: { r: { profiles: [a], selection: cheapest }, s: { profile: a, selection: 
 		{
 			name: "on_busy unknown",
 			yaml: minimal + `profiles: { a: { provider: scripted } }
-roles: { r: { profile: a, on_busy: drop }, s: { profile: a, on_busy: "" }, t: { profile: a, on_busy: interrupt } }`,
+roles: { r: { charter: works as r, profile: a, on_busy: drop }, s: { charter: works as s, profile: a, on_busy: "" }, t: { charter: works as t, profile: a, on_busy: interrupt } }`,
 			want: []string{
 				`roles.r.on_busy: "drop" is not a busy policy; use one of enqueue, reject, interrupt`,
 			},
@@ -961,11 +971,11 @@ roles: { r: { profile: a, on_busy: drop }, s: { profile: a, on_busy: "" }, t: { 
   b: { provider: scripted, weight: 0 }
   c: { provider: scripted }
 roles:
-  zero: { profiles: [a, b] }
-  alone: { profile: a, selection: weighted }
-  mixed: { profiles: [a, c] }
-  ordered: { profiles: [a, b], selection: ordered }
-  unknown: { profiles: [a, x] }`,
+  zero: { charter: works as zero, profiles: [a, b] }
+  alone: { charter: works as alone, profile: a, selection: weighted }
+  mixed: { charter: works as mixed, profiles: [a, c] }
+  ordered: { charter: works as ordered, profiles: [a, b], selection: ordered }
+  unknown: { charter: works as unknown, profiles: [a, x] }`,
 			want: []string{
 				"roles.zero.profiles: every profile of the pool has weight 0, and weighted selection never picks a profile of weight 0; give one a weight above 0, or set selection: ordered to take the pool in order",
 				"roles.alone.profile: every profile of the pool has weight 0",
@@ -1026,7 +1036,7 @@ profiles: { local: { provider: scripted } }`,
 			yaml: minimal + `quarantine: { bse: 1m }
 models: { alow: [m] }
 profiles: { p: { provider: scripted, wieght: 2, max_laod: 3, credentail: c, exhausted_patern: x } }
-roles: { r: { proflies: [p], selecton: ordered } }`,
+roles: { r: { charter: works as r, proflies: [p], selecton: ordered } }`,
 			want: []string{
 				`quarantine.bse: unknown key; did you mean "base"?`,
 				`models.alow: unknown key; did you mean "allow"?`,
@@ -1150,13 +1160,14 @@ profiles:
       - { match: '^boom', fail: 'always fails' }
 roles:
   engineer:
+    charter: works as engineer
     profile: gpt
     max_rounds: 32
     budget: { tokens_per_day: 2000000, tokens_per_week: 9000000 }
     mcp:
       - { name: tracker, url: "http://127.0.0.1:9000/mcp" }
       - { name: fs, command: [ "mcp-fs", "--root", "/srv/work" ], env: [ "LOG_LEVEL=debug", "MODE=a=b" ] }
-  plain: { profile: local, reflect: true }
+  plain: { charter: works as plain, profile: local, reflect: true }
 seats:
   - { handle: cto, role: engineer }
   - { handle: bot, role: plain }
@@ -1274,7 +1285,7 @@ func TestSeatKindDefault(t *testing.T) {
 	c, err := Parse([]byte(`
 company: { name: acme }
 profiles: { p: { provider: scripted, delay: 250ms } }
-roles: { r: { profile: p } }
+roles: { r: { charter: works as r, profile: p } }
 seats: [ { handle: a, role: r } ]
 `))
 	if err != nil {
@@ -1496,11 +1507,11 @@ const placed = `
 company: { name: acme }
 profiles: { p: { provider: scripted } }
 roles:
-  builder:  { profile: p, placement: { labels: { tools: git, zone: EU } } }
-  reviewer: { profile: p, placement: { labels: { zone: EU, tools: git } } }
-  trainer:  { profile: p, placement: { labels: { GPU: "True", flag: true } } }
-  writer:   { profile: p }
-  empty:    { profile: p, placement: { labels: {} } }
+  builder:  { charter: works as builder, profile: p, placement: { labels: { tools: git, zone: EU } } }
+  reviewer: { charter: works as reviewer, profile: p, placement: { labels: { zone: EU, tools: git } } }
+  trainer:  { charter: works as trainer, profile: p, placement: { labels: { GPU: "True", flag: true } } }
+  writer:   { charter: works as writer, profile: p }
+  empty:    { charter: works as empty, profile: p, placement: { labels: {} } }
 seats:
   - { handle: w1, role: writer }
   - { handle: b1, role: builder }
@@ -1946,6 +1957,7 @@ func TestMCPURLCredentialsRefused(t *testing.T) {
 	_, err := Parse([]byte(minimal + `profiles: { p: { provider: scripted } }
 roles:
   r:
+    charter: works as r
     profile: p
     mcp:
       - { name: ok, url: "https://h.example/mcp" }
@@ -1983,10 +1995,10 @@ profiles:
   paid2: { provider: openai, model: gpt-4o, base_url: "http://127.0.0.1:8000/v1", credential: openai-main }
   local: { provider: scripted }
 roles:
-  one: { profile: paid }
-  listed: { profiles: [paid] }
-  spread: { profiles: [paid2, paid, box] }
-  cheap: { profiles: [box, paid], selection: ordered }
+  one: { charter: works as one, profile: paid }
+  listed: { charter: works as listed, profiles: [paid] }
+  spread: { charter: works as spread, profiles: [paid2, paid, box] }
+  cheap: { charter: works as cheap, profiles: [box, paid], selection: ordered }
 seats: [ { handle: alice, kind: human } ]
 `
 

@@ -116,6 +116,7 @@ var defaults = map[string]any{
 	"stream.keep_for":          DefaultStream.KeepFor,
 	"stream.heartbeat":         DefaultStream.Heartbeat,
 	"stream.max_per_principal": DefaultStream.MaxPerPrincipal,
+	"stream.write_timeout":     DefaultStream.WriteTimeout,
 
 	"tickets.expire_after": 24 * time.Hour,
 	"tickets.max_wait":     time.Hour,

@@ -11,15 +11,17 @@ const mayOrg = `company: { name: acme }
 profiles: { p: { provider: scripted } }
 roles:
   ceo:
+    charter: works as ceo
     profile: p
     may: { message: [ cto, 'role:engineer' ], delegate: [ 'role:engineer' ], spawn: [ engineer ], tools: [ send_message, 'github__*' ] }
   engineer:
+    charter: works as engineer
     profile: p
     may: { message: [ human ], delegate: [], tools: [] }
     max_tool_calls_per_turn: 3
     max_messages_per_turn: 1
-  free: { profile: p }
-  cto: { profile: p, may: { message: [ '*' ], spawn: [ '*' ] } }
+  free: { charter: works as free, profile: p }
+  cto: { charter: works as cto, profile: p, may: { message: [ '*' ], spawn: [ '*' ] } }
 seats:
   - { handle: boss, role: ceo }
   - { handle: cto, role: cto }
@@ -41,11 +43,12 @@ profiles: { p: { provider: scripted } }
 tickets: { max_hops: 33 }
 roles:
   ceo:
+    charter: works as ceo
     profile: p
     may: { message: [ nobdy, 'role:ghost', '*', human, alice, human ], delegate: [ 'role:', eng ], spawn: [ enginer, '*' ], tools: [ 'github__[', '' ] }
     max_tool_calls_per_turn: -1
     max_messages_per_turn: 1001
-  engineer: { profile: p, may: { sing: [ x ] } }
+  engineer: { charter: works as engineer, profile: p, may: { sing: [ x ] } }
 seats:
   - { handle: nobody, role: ceo }
   - { handle: eng-1, role: engineer }

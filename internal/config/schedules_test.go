@@ -10,7 +10,7 @@ const scheduleOrg = `
 company: { name: acme, timezone: Europe/Berlin }
 maintenance: { ledger_retention: 24h }
 profiles: { p: { provider: scripted } }
-roles: { eng: { profile: p }, lonely: { profile: p } }
+roles: { eng: { charter: works as eng, profile: p }, lonely: { profile: p } }
 seats:
   - { handle: cto, role: eng }
   - { handle: alice, kind: human }

@@ -414,6 +414,7 @@ func (c *Config) problems() []*Problem {
 		if !crewlet.ValidName(name) {
 			add(base, "invalid role name %q; names must be %s", name, crewlet.NamePattern)
 		}
+		checkCharter(add, c, name, r)
 		checkPool(add, base, r, c.Profiles, profiles)
 		if n := r.MaxRounds; n < minMaxRounds || n > maxMaxRounds {
 			add(base+".max_rounds", "%d is out of range; must be between %d and %d", n, minMaxRounds, maxMaxRounds)
@@ -458,6 +459,7 @@ func (c *Config) problems() []*Problem {
 	if n := c.Stream.MaxPerPrincipal; n < 1 || n > 1000 {
 		add("stream.max_per_principal", "%d is out of range; must be between 1 and 1000", n)
 	}
+	checkDuration("stream.write_timeout", c.Stream.WriteTimeout, time.Second, 5*time.Minute)
 
 	checkAuth(add, c)
 	checkDoor(add, c)

@@ -83,6 +83,7 @@ profiles:
         reply: 'count: {{index .Results 0}}'
 roles:
   clerk:
+    charter: works as clerk
     profile: local
     mcp: [ { name: ledger, command: [ %q ] } ]
 seats:

@@ -284,31 +284,10 @@ var longReply = strings.Repeat("lorem ipsum dolor sit amet ", 4000)
 // same order.
 func TestSlowWatcherDoesNotSlowTheTurn(t *testing.T) {
 	const messages = 24
-	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(`company: { name: slowco }
-profiles:
-  long: { provider: scripted, rules: [ { match: '^talk', reply: '%s' } ] }
-roles:
-  talker: { charter: talks at length, profile: long }
-seats:
-  - { handle: s01, role: talker }
-`, longReply)))
+	c := newCompany(t, talkerOrg(t))
 	c.serve()
 
-	addr := strings.TrimPrefix(c.api, "http://")
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	// Small, but above the loopback MSS: a receive buffer below it never
-	// reopens its window once full.
-	const readBuffer = 256 << 10
-	if err := conn.(*net.TCPConn).SetReadBuffer(readBuffer); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fmt.Fprintf(conn, "GET /seats/s01/stream HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", addr, c.bearer()); err != nil {
-		t.Fatal(err)
-	}
+	conn := c.stalledStream("/seats/s01/stream")
 	fast := c.openStream("/seats/s01/stream", "")
 	// The stalled stream is open once the server counts it: a second
 	// fast one sees the same events from the same point on.
@@ -350,6 +329,84 @@ seats:
 		if late[i].ID != got[i].ID {
 			t.Fatalf("event %d: the stalled watcher got %s, the fast one %s", i, late[i].ID, got[i].ID)
 		}
+	}
+}
+
+// talkerOrg is an org of one seat, s01, whose every turn ("talk ...")
+// answers longReply.
+func talkerOrg(t *testing.T) string {
+	return writeFile(t, "org.yaml", fmt.Sprintf(`company: { name: slowco }
+profiles:
+  long: { provider: scripted, rules: [ { match: '^talk', reply: '%s' } ] }
+roles:
+  talker: { charter: talks at length, profile: long }
+seats:
+  - { handle: s01, role: talker }
+`, longReply))
+}
+
+// readBuffer is a stalled stream's receive buffer: small, but above the
+// loopback MSS, since a receive buffer below it never reopens its window
+// once full.
+const readBuffer = 256 << 10
+
+// stalledStream opens GET path as a live stream on a connection that reads
+// nothing until the test reads it, with a receive buffer of readBuffer.
+func (c *company) stalledStream(path string) net.Conn {
+	c.t.Helper()
+	addr := strings.TrimPrefix(c.api, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { conn.Close() })
+	if err := conn.(*net.TCPConn).SetReadBuffer(readBuffer); err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", path, addr, c.bearer()); err != nil {
+		c.t.Fatal(err)
+	}
+	return conn
+}
+
+// A client that opens a stream and stops reading cannot hold its place
+// for good: once its buffers are full, a write blocked past
+// stream.write_timeout ends the stream, and the principal, whose one place
+// the stalled stream held, opens a stream again.
+func TestStalledStreamReaderIsDroppedAndFreesItsSlot(t *testing.T) {
+	const messages = 24
+	c := newCompany(t, talkerOrg(t))
+	c.setenv("CREWLET_STREAM_MAX_PER_PRINCIPAL=1", "CREWLET_STREAM_WRITE_TIMEOUT=1s")
+	p := c.serve()
+
+	c.stalledStream("/seats/s01/stream")
+	testenv.Eventually(t, 10*time.Second, "the stalled stream holding the principal's one place", func() error {
+		status, s, body := c.tryStream("/seats/s01/stream", "")
+		if status == http.StatusOK {
+			s.close()
+			return fmt.Errorf("a second stream was let in: the stalled one is not counted yet")
+		}
+		if status != http.StatusTooManyRequests {
+			return fmt.Errorf("a second stream: %d %s; want 429", status, body)
+		}
+		return nil
+	})
+	// More bytes of events than the stalled connection's buffers hold
+	// (TestSlowWatcherDoesNotSlowTheTurn counts them), so a write to it
+	// blocks.
+	for i := range messages {
+		c.send("s01", fmt.Sprintf("talk %d", i))
+	}
+	testenv.Eventually(t, 3*time.Minute, "a stream again once the stalled one was dropped", func() error {
+		status, s, body := c.tryStream("/seats/s01/stream", "")
+		if status != http.StatusOK {
+			return fmt.Errorf("%d %s", status, body)
+		}
+		s.close()
+		return nil
+	})
+	if log := p.out.String(); !strings.Contains(log, "stream_dropped") || !strings.Contains(log, "write_timeout") {
+		t.Errorf("the drop is not logged (stream_dropped reason=write_timeout):\n%s", log)
 	}
 }
 

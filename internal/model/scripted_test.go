@@ -38,7 +38,7 @@ profiles:
         reply: 'Hello {{.From}}, {{.Handle}} ({{.Role}}) here in {{.Conversation}}.'
       - match: '(?i)what number'
         reply: 'heard: {{range .History}}{{if eq .Role "user"}}{{.Text}}|{{end}}{{end}} said: {{range .History}}{{if eq .Role "assistant"}}{{.Text}}|{{end}}{{end}} ({{len .History}})'
-roles: { r: { profile: local } }
+roles: { r: { charter: works as r, profile: local } }
 seats: [ { handle: cto, role: r } ]
 `
 

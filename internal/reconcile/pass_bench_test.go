@@ -14,7 +14,7 @@ import (
 func BenchmarkPrepare10kSeats(b *testing.B) {
 	const n = 10000
 	var org strings.Builder
-	org.WriteString("company: { name: acme }\nprofiles: { local: { provider: scripted } }\nroles: { clerk: { profile: local } }\nseats:\n")
+	org.WriteString("company: { name: acme }\nprofiles: { local: { provider: scripted } }\nroles: { clerk: { charter: works as clerk, profile: local } }\nseats:\n")
 	for i := range n {
 		fmt.Fprintf(&org, "  - { handle: s%05d, role: clerk }\n", i)
 	}

@@ -87,7 +87,7 @@ func TestPassThatCannotListWorkflowsJudgesNothing(t *testing.T) {
 	b := setup(t, `
 company: { name: acme }
 profiles: { local: { provider: scripted } }
-roles: { clerk: { profile: local, idle_nudge: { after: 1s } } }
+roles: { clerk: { charter: works as clerk, profile: local, idle_nudge: { after: 1s } } }
 seats: [ { handle: cto, role: clerk }, { handle: alice, kind: human } ]
 `)
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
@@ -123,8 +123,8 @@ func TestIdleNudgeOncePerQuietPeriod(t *testing.T) {
 company: { name: acme }
 profiles: { local: { provider: scripted } }
 roles:
-  lead: { profile: local, idle_nudge: { after: 1h } }
-  worker: { profile: local }
+  lead: { charter: works as lead, profile: local, idle_nudge: { after: 1h } }
+  worker: { charter: works as worker, profile: local }
 seats:
   - { handle: lead, role: lead }
   - { handle: busy, role: lead }
@@ -240,7 +240,7 @@ company: { name: acme }
 temporal: { task_queue: %s }
 nodes: { heartbeat_timeout: 60s }
 profiles: { local: { provider: scripted } }
-roles: { clerk: { profile: local } }
+roles: { clerk: { charter: works as clerk, profile: local } }
 seats: [ { handle: %s, role: clerk }, { handle: %s, role: clerk } ]
 `, ours, mine, theirs))
 	tc, err := client.Dial(client.Options{HostPort: testenv.Stack(t).Temporal, Logger: tlog.NewStructuredLogger(discard)})

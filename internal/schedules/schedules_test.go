@@ -23,7 +23,7 @@ func org(t *testing.T, taskQueue, schedulesYAML string) *config.Config {
 company: { name: acme, timezone: Europe/Berlin }
 temporal: { task_queue: %s }
 profiles: { p: { provider: scripted } }
-roles: { eng: { profile: p } }
+roles: { eng: { charter: works as eng, profile: p } }
 seats: [ { handle: cto, role: eng } ]
 schedules:
 %s`, taskQueue, schedulesYAML)))

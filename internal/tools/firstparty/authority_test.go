@@ -77,7 +77,7 @@ func TestSeatAuthorityDefaultsAreDocumented(t *testing.T) {
 			t.Errorf("docs/operations.md's configuration keys lack %q", row)
 		}
 	}
-	org, err := config.Parse([]byte("company: { name: acme }\nprofiles: { p: { provider: scripted } }\nroles: { r: { profile: p } }\nseats: [ { handle: a, role: r }, { handle: b, role: r }, { handle: alice, kind: human } ]\n"))
+	org, err := config.Parse([]byte("company: { name: acme }\nprofiles: { p: { provider: scripted } }\nroles: { r: { charter: works as r, profile: p } }\nseats: [ { handle: a, role: r }, { handle: b, role: r }, { handle: alice, kind: human } ]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
