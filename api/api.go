@@ -83,6 +83,9 @@ type Server struct {
 	// LocalToken is the token auth.local_token minted for this boot,
 	// taken as an admin's; empty when off.
 	LocalToken string
+	// MCPAllowed is the process's nodes.mcp_allow (config.MCPAllowed of the
+	// file it started with): POST /config refuses a revision beyond it.
+	MCPAllowed []config.MCPAllow
 	// sources are what the door remembers of each caller's address.
 	sources sourceTable
 }

@@ -32,7 +32,7 @@ func (s *Server) applyConfig(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	report, err := revisions.Apply(r.Context(), s.Store, revisions.ApplyRequest{
-		Document: []byte(req.Document), By: principalOf(r).Name, Restart: req.Restart,
+		Document: []byte(req.Document), By: principalOf(r).Name, Restart: req.Restart, Allowed: s.mcpAllowed(),
 	})
 	if err != nil {
 		s.logError(w, r, err)
@@ -45,6 +45,15 @@ func (s *Server) applyConfig(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, report)
+}
+
+// mcpAllowed is what an apply through this API may have MCP servers run
+// and read: MCPAllowed of the file the process started with, else nothing.
+func (s *Server) mcpAllowed() []config.MCPAllow {
+	if s.MCPAllowed == nil {
+		return []config.MCPAllow{}
+	}
+	return s.MCPAllowed
 }
 
 func (s *Server) getConfig(w http.ResponseWriter, r *http.Request) {

@@ -323,7 +323,8 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		h := &api.Server{Org: g.Org, Seats: g.Seats, Views: g.Views, Delivery: g.Delivery, Store: g.Store, Tickets: g.Tickets, TicketWatch: ticketWatch, Profiles: g.Profiles,
 			Mailbox: g.Mailbox, Temporal: g.Temporal, Log: log, Metrics: g.Metrics, Tracing: d.tracing, Follow: d.follower.Refresh, Spawn: g.Spawn,
 			Approvals: g.Approvals,
-			Events:    events.NewReader(d.mailbox.Redis(), d.org.Mailbox.KeyPrefix, maxLiveStreams), LocalToken: localToken}
+			Events:    events.NewReader(d.mailbox.Redis(), d.org.Mailbox.KeyPrefix, maxLiveStreams), LocalToken: localToken,
+			MCPAllowed: d.org.MCPAllowed()}
 		// WriteTimeout outlasts the longest request, a POST /tickets
 		// long-poll (10 minutes).
 		srv = &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,

@@ -36,6 +36,12 @@ type ApplyRequest struct {
 	// Restart says the operator will restart the processes, which an apply
 	// that changes a cold key needs.
 	Restart bool
+	// Allowed, when not nil, is the applying process's nodes.mcp_allow
+	// (config.MCPAllowed of the file it started with): a revision naming an
+	// MCP command, or a variable for a server, beyond it is refused. The
+	// process's own file being applied (at start, or watched) is not
+	// bounded: it is the list.
+	Allowed []config.MCPAllow
 }
 
 // Apply validates a document and stores it as the next revision. An
@@ -47,6 +53,13 @@ func Apply(ctx context.Context, st *store.Store, req ApplyRequest) (wire.ConfigR
 	next, err := config.Parse(req.Document)
 	if err != nil {
 		return wire.ConfigReport{}, crewlet.Errorf(crewlet.EINVALID, "the org file is invalid; nothing was applied:\n%s", strings.TrimPrefix(err.Error(), "config: "))
+	}
+	if req.Allowed != nil {
+		if refused := config.MCPNotAllowed(req.Allowed, next); len(refused) > 0 {
+			return wire.ConfigReport{}, crewlet.Errorf(crewlet.EINVALID,
+				"refused: the revision has MCP servers run or read what the nodes' own files do not allow; nothing was applied:\n%s\nadd them to nodes.mcp_allow in each node's file (or name the servers there) and restart the processes",
+				strings.Join(refused, "\n"))
+		}
 	}
 	digest := Digest(req.Document)
 	active, ok, err := st.ActiveConfig(ctx)

