@@ -314,7 +314,7 @@ func TestSlowWatcherDoesNotSlowTheTurn(t *testing.T) {
 	t.Logf("%d events, %d bytes, went to the fast watcher while the stalled one read nothing", len(got), bytes)
 
 	// Now the stalled watcher reads: everything, in order, from the start.
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	resp, err := http.ReadResponse(conn, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,7 @@ const readBuffer = 256 << 10
 
 // stalledStream opens GET path as a live stream on a connection that reads
 // nothing until the test reads it, with a receive buffer of readBuffer.
-func (c *company) stalledStream(path string) net.Conn {
+func (c *company) stalledStream(path string) *bufio.Reader {
 	c.t.Helper()
 	addr := strings.TrimPrefix(c.api, "http://")
 	conn, err := net.Dial("tcp", addr)
@@ -366,7 +366,15 @@ func (c *company) stalledStream(path string) net.Conn {
 	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", path, addr, c.bearer()); err != nil {
 		c.t.Fatal(err)
 	}
-	return conn
+	// The status, peeked, so that the stream is known to hold its place
+	// before the caller goes on; what the reader takes is one small
+	// buffer's worth, and the caller reads the response from it.
+	r := bufio.NewReaderSize(conn, 64)
+	status, err := r.Peek(len("HTTP/1.1 200"))
+	if err != nil || string(status) != "HTTP/1.1 200" {
+		c.t.Fatalf("the stalled stream was not let in: %q %v", status, err)
+	}
+	return r
 }
 
 // A client that opens a stream and stops reading cannot hold its place
