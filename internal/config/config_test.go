@@ -2266,3 +2266,17 @@ func TestDeploymentName(t *testing.T) {
 		}
 	}
 }
+
+// Attack: a health webhook in plain http beyond this machine hands its
+// secret headers, and every seat's state, to whoever is on the path. Only
+// loopback may be plain.
+func TestAPlainHTTPWebhookBeyondLoopbackIsRefused(t *testing.T) {
+	t.Parallel()
+	_, err := Parse([]byte(minimal + "health:\n  notify:\n    - { url: 'http://hooks.example/plain' }\n    - { url: 'http://127.0.0.1:9000/local' }\n"))
+	if err == nil || !strings.Contains(err.Error(), `health.notify[0].url: "http://hooks.example/plain" is plain http to another machine`) {
+		t.Fatalf("plain http to another machine: %v; want refused naming the key", err)
+	}
+	if strings.Contains(err.Error(), "health.notify[1]") {
+		t.Errorf("plain http to loopback refused: %v", err)
+	}
+}

@@ -264,3 +264,27 @@ func TestMayIsHot(t *testing.T) {
 		}
 	}
 }
+
+// Attack: a seat the process's org does not name (one removed since, or a
+// made-up handle a forged activity names) would be held by no role's may,
+// and so allowed everything. It is refused everything instead: every tool
+// call first (delegate and spawn go through the delegate tool, and
+// MayDelegate and MaySpawn let people, who no may holds, through), then
+// each message and the turn's caps.
+func TestASeatTheOrgDoesNotNameIsRefusedNotAllowed(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte(mayOrg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, err := range map[string]error{
+		"message":            c.MayMessage("ghost", "eng-1"),
+		"the delegate tool":  c.MayCall("ghost", "delegate"),
+		"an MCP server tool": c.MayCall("ghost", "fs__write"),
+		"caps":               c.TurnCaps("ghost", false, 0, 0),
+	} {
+		if crewlet.ErrorCode(err) != crewlet.EFORBIDDEN || !strings.Contains(crewlet.ErrorMessage(err), "seat ghost is not an agent seat of the org this process runs") {
+			t.Errorf("%s of an unknown seat: %v; want forbidden, naming it", what, err)
+		}
+	}
+}
