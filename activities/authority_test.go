@@ -277,3 +277,33 @@ func TestOfferedToolsFollowMay(t *testing.T) {
 		t.Fatalf("an engineer (may.tools default *) is offered %s; want the whole catalog", same)
 	}
 }
+
+// A seat answers only a ticket it delegated, by the rule the API's answer
+// follows (authority.TicketActor): cto answering a question on eng-1's
+// ticket is refused like any call its authority refuses: the question
+// stays unanswered, the model reads why, and the audit log holds a denied
+// row naming the ticket.
+func TestSeatAnswersOnlyTicketsItDelegated(t *testing.T) {
+	e := setupTicketTurns(t)
+	ticket, _, err := e.store.CreateTicket(e.ctx, "k-eng", crewlet.Ticket{From: "eng-1", To: "eng-2", Task: "fix it", Conversation: "c-eng"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := e.store.AskTicket(e.ctx, ticket.ID, "which one?", "w:1:0", ""); err != nil || !ok {
+		t.Fatalf("ask on %s: %v, %v", ticket.ID, ok, err)
+	}
+	workKey := "k1"
+	e.begin(t, workKey, e.publish(t, "m1", "help eng-2"))
+	out, text := e.callFirstParty(t, workKey, "m1", 1, firstparty.Answer, `{"ticket":"`+ticket.ID+`","text":"the blue one"}`)
+	want := "answer refused: seat:cto may not answer ticket " + ticket.ID + ": only its delegator (eng-1) may, or an admin"
+	if !out.IsError || text != want {
+		t.Fatalf("answer on eng-1's ticket: %+v %q; want an error result %q", out, text, want)
+	}
+	if got, err := e.store.Ticket(e.ctx, ticket.ID); err != nil || got.Phase != crewlet.TicketAsking || got.Answer != "" {
+		t.Fatalf("the ticket after cto's answer: %+v, %v; want it still asking, unanswered", got, err)
+	}
+	rows := e.deniedRows(t, "cto")
+	if len(rows) != 1 || rows[0].Action != "tool answer" || rows[0].Target != "ticket="+ticket.ID || rows[0].Reason != want {
+		t.Fatalf("denied audit rows of seat:cto = %+v; want one for tool answer on ticket=%s", rows, ticket.ID)
+	}
+}

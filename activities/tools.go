@@ -8,6 +8,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/approvals"
+	"github.com/crewlet/crewlet/internal/authority"
 	"github.com/crewlet/crewlet/internal/events"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testhook"
@@ -116,7 +117,7 @@ func (a *Turns) authorize(ctx context.Context, in crewlet.ToolCallInput, pc pend
 	name := pc.call.Name
 	c := firstparty.Call{Handle: in.Handle, Name: name, Key: callKey(pc.thread, in.Round, in.Call.Call)}
 	var target, reason string
-	if err := org.MayCall(in.Handle, name); err != nil {
+	if err := authority.Check(org, authority.CallTool, authority.Request{Seat: in.Handle, Target: name}); err != nil {
 		reason = fmt.Sprintf("%s refused: %s", name, crewlet.ErrorMessage(err))
 	} else {
 		err := a.store.AdmitToolCall(ctx, store.ToolCallAdmission{

@@ -14,6 +14,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/approvals"
+	"github.com/crewlet/crewlet/internal/authority"
 	"github.com/crewlet/crewlet/internal/budget"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/delivery"
@@ -295,7 +296,9 @@ func (a *Turns) offered(handle string, raw json.RawMessage) (json.RawMessage, er
 		return nil, err
 	}
 	org := a.org.Now()
-	kept := slices.DeleteFunc(slices.Clone(catalog), func(t crewlet.ToolSpec) bool { return org.MayCall(handle, t.Name) != nil })
+	kept := slices.DeleteFunc(slices.Clone(catalog), func(t crewlet.ToolSpec) bool {
+		return authority.Check(org, authority.CallTool, authority.Request{Seat: handle, Target: t.Name}) != nil
+	})
 	if len(kept) == len(catalog) {
 		return raw, nil
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/approvals"
+	"github.com/crewlet/crewlet/internal/authority"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/events"
@@ -93,20 +94,19 @@ type Server struct {
 // maxBody bounds a request body; mail and signals are small.
 const maxBody = 1 << 20
 
-// route is one API route, the right it needs and the scope it acts on: the
-// one table of who may do what, for REST and the CLI (which calls REST)
-// alike. docs/operations.md lists it, and a test holds the two together. The same table describes
-// the route in the OpenAPI document (GET /openapi.json): what it is for,
-// its query parameters, the body it takes and the answer it gives.
+// route is one API route and the action it takes, whose rule in the
+// authority table (internal/authority, the one table of who may do what
+// for REST, the CLI, which calls REST, and the seat tools) gives the right
+// it needs and the scope it acts on. docs/operations.md lists the routes,
+// and a test holds the two together. The same table describes the route
+// in the OpenAPI document (GET /openapi.json): what it is for, its query
+// parameters, the body it takes and the answer it gives.
 type route struct {
 	method, pattern string
-	right           Right
-	// scope is what the route acts on, which decides what a member may
-	// (rights.go); every route that needs a token names one.
-	scope   Scope
-	handler http.HandlerFunc
-	summary string
-	query   []param
+	action          authority.Action
+	handler         http.HandlerFunc
+	summary         string
+	query           []param
 	// body is the request body's type (a zero value), nil for none, and
 	// needs the fields of it the route refuses to go without.
 	body  any
@@ -128,75 +128,75 @@ func (s *Server) routes() []route {
 	get, post := http.MethodGet, http.MethodPost
 	accepted := []int{http.StatusAccepted}
 	return []route{
-		{method: get, pattern: "/healthz", right: Public, handler: s.healthz,
+		{method: get, pattern: "/healthz", action: authority.Probe, handler: s.healthz,
 			summary: "the process is up", answer: map[string]string{}},
-		{method: get, pattern: "/readyz", right: Public, handler: s.readyz,
+		{method: get, pattern: "/readyz", action: authority.Probe, handler: s.readyz,
 			summary: "Temporal, Postgres and Redis each ok or unreachable (503 when one is unreachable); why is in the log under the request id", answer: readiness{},
 			statuses: []int{http.StatusOK, http.StatusServiceUnavailable}},
-		{method: get, pattern: "/openapi.json", right: Public, handler: s.openAPI,
+		{method: get, pattern: "/openapi.json", action: authority.Probe, handler: s.openAPI,
 			summary: "this document", answer: map[string]any{}},
-		{method: get, pattern: "/metrics", right: Read, scope: ScopeFleet, handler: s.metrics,
+		{method: get, pattern: "/metrics", action: authority.ReadFleet, handler: s.metrics,
 			summary: "the process's metrics in Prometheus text format (docs/operations.md lists them)", answer: "",
 			contentType: "text/plain"},
-		{method: get, pattern: "/me", right: Read, scope: ScopeRoster, handler: s.me,
+		{method: get, pattern: "/me", action: authority.ReadRoster, handler: s.me,
 			summary: "who the token is, and what it may read and do", answer: Me{}},
-		{method: get, pattern: "/seats", right: Read, scope: ScopeRoster, handler: s.listSeats,
+		{method: get, pattern: "/seats", action: authority.ReadRoster, handler: s.listSeats,
 			summary: "every seat of the org with its status, health, epoch and node, the turn it runs and the mail waiting for it", answer: []SeatSummary{}},
-		{method: get, pattern: "/seats/{handle}", right: Read, scope: ScopeSeat, handler: s.getSeat,
+		{method: get, pattern: "/seats/{handle}", action: authority.ReadSeat, handler: s.getSeat,
 			summary: "one seat: its config, tenure, live state and open tickets", answer: SeatDetail{}},
-		{method: post, pattern: "/seats/{handle}/messages", right: Operate, scope: ScopeSender, handler: s.sendMessage,
+		{method: post, pattern: "/seats/{handle}/messages", action: authority.SendMail, handler: s.sendMessage,
 			summary: "send the seat a message; it is answered in its conversation", body: SendMessageRequest{}, needs: []string{"text"},
 			answer: crewlet.Message{}, statuses: accepted},
-		{method: get, pattern: "/seats/{handle}/inbox", right: Read, scope: ScopeSeat, handler: s.inbox,
+		{method: get, pattern: "/seats/{handle}/inbox", action: authority.ReadSeat, handler: s.inbox,
 			summary: "the newest entries of the seat's mailbox, oldest first, Redis and its Postgres archive as one list",
 			query:   []param{limitQuery(20, maxLimit), beforeQuery("the page before the entry with this stream_id (the first of a page)")}, answer: []crewlet.Message{}, heavy: true},
-		{method: get, pattern: "/seats/{handle}/events", right: Read, scope: ScopeSeat, handler: s.seatEvents,
+		{method: get, pattern: "/seats/{handle}/events", action: authority.ReadSeat, handler: s.seatEvents,
 			summary: "the seat's recorded events, newest first", query: []param{limitQuery(100, maxLimit)}, answer: []wire.SeatEvent{}},
-		{method: get, pattern: "/seats/{handle}/stream", right: Read, scope: ScopeSeat, handler: s.seatStream,
+		{method: get, pattern: "/seats/{handle}/stream", action: authority.ReadSeat, handler: s.seatStream,
 			summary: "the seat's live events as Server-Sent Events (id, event, data JSON), from after Last-Event-ID or from now; a keepalive comment when idle. 429 past stream.max_per_principal open streams",
 			query:   []param{{LastEventQuery, "string", "the id to resume after, when the Last-Event-ID header cannot be sent"}},
 			answer:  events.Event{}, contentType: "text/event-stream"},
-		{method: post, pattern: "/seats/{handle}/pause", right: Operate, scope: ScopeFleet, handler: s.pauseSeat,
+		{method: post, pattern: "/seats/{handle}/pause", action: authority.SteerFleet, handler: s.pauseSeat,
 			summary: "pause the seat (signal pause)", body: crewlet.PauseRequest{}, answer: SignalResponse{}, statuses: accepted,
 			conflict: "the seat is paused already"},
-		{method: post, pattern: "/seats/{handle}/resume", right: Operate, scope: ScopeFleet, handler: s.resumeSeat,
+		{method: post, pattern: "/seats/{handle}/resume", action: authority.SteerFleet, handler: s.resumeSeat,
 			summary: "resume a paused seat (signal resume)", body: crewlet.ResumeRequest{}, answer: SignalResponse{}, statuses: accepted,
 			conflict: "the seat is neither paused nor drained"},
-		{method: post, pattern: "/seats/{handle}/drain", right: Operate, scope: ScopeFleet, handler: s.drainSeat,
+		{method: post, pattern: "/seats/{handle}/drain", action: authority.SteerFleet, handler: s.drainSeat,
 			summary: "drain the seat: finish its turn, take no more mail (signal drain)", body: crewlet.DrainRequest{},
 			answer: SignalResponse{}, statuses: accepted, conflict: "the seat is draining or drained already"},
-		{method: get, pattern: "/usage", right: Read, scope: ScopeFleet, handler: s.companyUsage,
+		{method: get, pattern: "/usage", action: authority.ReadFleet, handler: s.companyUsage,
 			summary: "the company's token usage against company.budget, per window", answer: crewlet.CompanyUsage{}},
-		{method: get, pattern: "/seats/{handle}/usage", right: Read, scope: ScopeSeat, handler: s.seatUsage,
+		{method: get, pattern: "/seats/{handle}/usage", action: authority.ReadSeat, handler: s.seatUsage,
 			summary: "the seat's token usage against its budgets", answer: crewlet.SeatUsage{}},
-		{method: get, pattern: "/seats/{handle}/turns", right: Read, scope: ScopeSeat, handler: s.seatTurns,
+		{method: get, pattern: "/seats/{handle}/turns", action: authority.ReadSeat, handler: s.seatTurns,
 			summary: "the seat's recent turns, newest first; each trigger's body clipped at 4 KiB, and the list cut short at 4 MiB (header " + truncatedHeader + ")",
 			query:   []param{limitQuery(20, wire.MaxTurns)}, answer: []wire.TurnRow{}, heavy: true},
-		{method: get, pattern: "/seats/{handle}/memory", right: Read, scope: ScopeSeat, handler: s.seatMemory,
+		{method: get, pattern: "/seats/{handle}/memory", action: authority.ReadSeat, handler: s.seatMemory,
 			summary: "the seat's diary, episodes and counterparties",
 			query: []param{
 				{"kind", "string", "one list: diary, episodes or counterparties; all three when unset"},
 				{"before", "string", "the next page of the list kind names, from a previous page's next"},
 				limitQuery(20, wire.MaxMemoryPage),
 			}, answer: MemoryView{}},
-		{method: get, pattern: "/turns/{handle}/{work_key}", right: Read, scope: ScopeSeat, handler: s.getTurn,
+		{method: get, pattern: "/turns/{handle}/{work_key}", action: authority.ReadSeat, handler: s.getTurn,
 			summary: "one turn: its triggers, rounds, tool calls and outcome; a message's content clipped at 256 KiB, and the messages cut short at 4 MiB with next, the from of the rest",
 			query:   []param{{"from", "integer", "the index of the first message to answer, a previous answer's next"}},
 			answer:  wire.TurnView{}, heavy: true},
-		{method: get, pattern: "/conversations/{id}", right: Read, scope: ScopeConversation, handler: s.getConversation,
+		{method: get, pattern: "/conversations/{id}", action: authority.ReadConversation, handler: s.getConversation,
 			summary: "a conversation's messages, oldest first, and its summaries; a body clipped at 256 KiB, and a page cut short at 4 MiB (next says where to go on)",
 			query: []param{
 				{"after", "integer", "the seq to go on after, a previous page's next"},
 				limitQuery(conversationPage, maxConversationPage),
 			}, answer: Conversation{}, heavy: true},
-		{method: get, pattern: "/conversations/{id}/stream", right: Read, scope: ScopeConversation, handler: s.conversationStream,
+		{method: get, pattern: "/conversations/{id}/stream", action: authority.ReadConversation, handler: s.conversationStream,
 			summary: "a conversation's live events as Server-Sent Events, resumable like a seat's (the ids are the conversation stream's own)",
 			query:   []param{{LastEventQuery, "string", "the id to resume after, when the Last-Event-ID header cannot be sent"}},
 			answer:  events.Event{}, contentType: "text/event-stream"},
-		{method: post, pattern: "/tickets", right: Operate, scope: ScopeTicket, handler: s.openTicket,
+		{method: post, pattern: "/tickets", action: authority.OpenTicket, handler: s.openTicket,
 			summary: "open a ticket to a seat or role; with wait, answer once it ended (200) or the wait passed (202)",
 			body:    OpenTicketRequest{}, needs: []string{"to", "task"}, answer: crewlet.Ticket{}, statuses: []int{http.StatusAccepted, http.StatusOK}},
-		{method: get, pattern: "/tickets", right: Read, scope: ScopeTicket, handler: s.listTickets,
+		{method: get, pattern: "/tickets", action: authority.ReadTicket, handler: s.listTickets,
 			summary: "tickets, newest first; a full page names the next one in " + NextBeforeHeader,
 			query: []param{
 				{"before", "string", "the tickets after this one, the last of the page you have (" + NextBeforeHeader + ")"},
@@ -206,74 +206,74 @@ func (s *Server) routes() []route {
 				{"open", "boolean", "only open tickets"},
 				limitQuery(50, maxLimit),
 			}, answer: []crewlet.Ticket{}},
-		{method: get, pattern: "/tickets/{id}", right: Read, scope: ScopeTicket, handler: s.getTicket,
+		{method: get, pattern: "/tickets/{id}", action: authority.ReadTicket, handler: s.getTicket,
 			summary: "one ticket", answer: crewlet.Ticket{}},
-		{method: post, pattern: "/tickets/{id}/answer", right: Operate, scope: ScopeTicket, handler: s.answerTicket,
+		{method: post, pattern: "/tickets/{id}/answer", action: authority.AnswerTicket, handler: s.answerTicket,
 			summary: "answer the question a ticket asks", body: AnswerTicketRequest{}, needs: []string{"text"}, answer: crewlet.Ticket{},
 			conflict: "the ticket asks nothing now, or has ended"},
-		{method: post, pattern: "/tickets/{id}/cancel", right: Operate, scope: ScopeTicket, handler: s.cancelTicket,
+		{method: post, pattern: "/tickets/{id}/cancel", action: authority.CancelTicket, handler: s.cancelTicket,
 			summary: "cancel an open ticket", body: CancelTicketRequest{}, answer: crewlet.Ticket{},
 			conflict: "the ticket has ended"},
-		{method: get, pattern: "/approvals", right: Read, scope: ScopeApproval, handler: s.listApprovals,
+		{method: get, pattern: "/approvals", action: authority.ReadApprovals, handler: s.listApprovals,
 			summary: "approvals of gated tool calls, newest first: pending ones unless status says otherwise",
 			query: []param{
 				{"status", "string", "pending (the default), approved, denied, superseded or all"},
 				{"seat", "string", "only this seat's calls"},
 				limitQuery(50, wire.MaxApprovals),
 			}, answer: []crewlet.Approval{}},
-		{method: post, pattern: "/approvals/{id}/approve", right: Read, scope: ScopeApproval, handler: s.approveApproval,
+		{method: post, pattern: "/approvals/{id}/approve", action: authority.DecideApproval, handler: s.approveApproval,
 			summary: "approve a gated tool call; with remember, the seat may call the tool (these arguments only, with args) without asking until then. Only a principal the policy names, or an admin (403 otherwise)",
 			body:    wire.ApprovalDecision{}, answer: crewlet.Approval{}, conflict: "the approval was decided already"},
-		{method: post, pattern: "/approvals/{id}/deny", right: Read, scope: ScopeApproval, handler: s.denyApproval,
+		{method: post, pattern: "/approvals/{id}/deny", action: authority.DecideApproval, handler: s.denyApproval,
 			summary: "deny a gated tool call; the model receives \"denied by WHO: REASON\" as its result. Only a principal the policy names, or an admin (403 otherwise)",
 			body:    wire.ApprovalDecision{}, needs: []string{"reason"}, answer: crewlet.Approval{}, conflict: "the approval was decided already"},
-		{method: get, pattern: "/nodes", right: Read, scope: ScopeFleet, handler: s.listNodes,
+		{method: get, pattern: "/nodes", action: authority.ReadFleet, handler: s.listNodes,
 			summary: "the worker nodes, live ones or (all=true) every incarnation kept",
 			query:   []param{{"all", "boolean", "also the incarnations that stopped"}}, answer: NodesView{}},
-		{method: post, pattern: "/nodes/{id}/drain", right: Operate, scope: ScopeFleet, handler: s.drainNode,
+		{method: post, pattern: "/nodes/{id}/drain", action: authority.SteerFleet, handler: s.drainNode,
 			summary: "drain a node: its seats move, then it exits", answer: DrainNodeResponse{}, statuses: accepted,
 			conflict: "the node is draining already"},
-		{method: get, pattern: "/profiles", right: Read, scope: ScopeFleet, handler: s.listProfiles,
+		{method: get, pattern: "/profiles", action: authority.ReadFleet, handler: s.listProfiles,
 			summary: "model profiles with their load, health and switches", answer: ProfilesView{}},
-		{method: post, pattern: "/models/{id}/disable", right: Operate, scope: ScopeFleet, handler: s.disableModel,
+		{method: post, pattern: "/models/{id}/disable", action: authority.SteerFleet, handler: s.disableModel,
 			summary: "switch a model off fleet-wide (a slash in the id is sent as %2F)", body: ModelSwitchRequest{},
 			answer: crewlet.ModelSwitch{}},
-		{method: post, pattern: "/models/{id}/enable", right: Operate, scope: ScopeFleet, handler: s.enableModel,
+		{method: post, pattern: "/models/{id}/enable", action: authority.SteerFleet, handler: s.enableModel,
 			summary: "switch a model back on", body: ModelSwitchRequest{}, answer: crewlet.ModelSwitch{}},
-		{method: get, pattern: "/deadletters", right: Read, scope: ScopeFleet, handler: s.listDeadLetters,
+		{method: get, pattern: "/deadletters", action: authority.ReadFleet, handler: s.listDeadLetters,
 			summary: "dead letters, newest first, Redis and its Postgres archive as one list, at most 4 MiB (" + NextBeforeHeader + " gives the next page)",
 			query:   []param{limitQuery(100, maxLimit), beforeQuery("the dead letters older than this id")}, answer: []mailbox.DeadLetter{}, heavy: true},
-		{method: post, pattern: "/deadletters/{id}/requeue", right: Operate, scope: ScopeFleet, handler: s.requeueDeadLetter,
+		{method: post, pattern: "/deadletters/{id}/requeue", action: authority.SteerFleet, handler: s.requeueDeadLetter,
 			summary: "deliver a dead letter to its seat again", answer: mailbox.DeadLetter{}, statuses: accepted},
-		{method: get, pattern: "/schedules", right: Read, scope: ScopeFleet, handler: s.listSchedules,
+		{method: get, pattern: "/schedules", action: authority.ReadFleet, handler: s.listSchedules,
 			summary: "the org's schedules: spec, target, paused, fires, skipped for overlap, next fires", answer: []wire.Schedule{}},
-		{method: get, pattern: "/schedules/{name}", right: Read, scope: ScopeFleet, handler: s.getSchedule,
+		{method: get, pattern: "/schedules/{name}", action: authority.ReadFleet, handler: s.getSchedule,
 			summary: "one schedule with its fire history: recent and running fires, and the fires recorded (seat, answered, skips before)",
 			query:   []param{limitQuery(20, wire.MaxScheduleFires)}, answer: wire.ScheduleDetail{}},
-		{method: post, pattern: "/schedules/{name}/trigger", right: Operate, scope: ScopeFleet, handler: s.triggerSchedule,
+		{method: post, pattern: "/schedules/{name}/trigger", action: authority.SteerFleet, handler: s.triggerSchedule,
 			summary: "fire the schedule now, under its overlap policy", answer: wire.ScheduleAction{}, statuses: accepted},
-		{method: post, pattern: "/schedules/{name}/pause", right: Operate, scope: ScopeFleet, handler: s.pauseSchedule,
+		{method: post, pattern: "/schedules/{name}/pause", action: authority.SteerFleet, handler: s.pauseSchedule,
 			summary: "stop the schedule firing; the note says who and why", body: wire.ScheduleNote{}, answer: wire.ScheduleAction{}},
-		{method: post, pattern: "/schedules/{name}/unpause", right: Operate, scope: ScopeFleet, handler: s.unpauseSchedule,
+		{method: post, pattern: "/schedules/{name}/unpause", action: authority.SteerFleet, handler: s.unpauseSchedule,
 			summary: "let a paused schedule fire again", body: wire.ScheduleNote{}, answer: wire.ScheduleAction{}},
-		{method: post, pattern: "/schedules/{name}/backfill", right: Operate, scope: ScopeFleet, handler: s.backfillSchedule,
+		{method: post, pattern: "/schedules/{name}/backfill", action: authority.SteerFleet, handler: s.backfillSchedule,
 			summary: "run the fires due between from and to (within maintenance.ledger_retention), one after another; a fire that ran already is not answered again",
 			body:    wire.ScheduleBackfill{}, needs: []string{"from", "to"}, answer: wire.ScheduleAction{}, statuses: accepted},
-		{method: post, pattern: "/seats/spawn", right: Operate, scope: ScopeFleet, handler: s.spawnSeat,
+		{method: post, pattern: "/seats/spawn", action: authority.Spawn, handler: s.spawnSeat,
 			summary: "spawn a seat of a role from its pool (pools:); it answers mail at once and is reaped once idle with nothing open. 404 a role with no pool, 409 the pool is full",
 			body:    wire.SpawnRequest{}, needs: []string{"role"}, answer: wire.SpawnedSeat{}, statuses: []int{http.StatusCreated},
 			conflict: "the role's pool has max_seats spawned seats live"},
-		{method: get, pattern: "/pools", right: Read, scope: ScopeFleet, handler: s.listPools,
+		{method: get, pattern: "/pools", action: authority.ReadFleet, handler: s.listPools,
 			summary: "each role's spawn pool: max seats, live, free, reclaimable (idle past idle_reap_after with nothing open), and the live seats",
 			answer:  []wire.PoolView{}},
-		{method: get, pattern: "/config", right: Operate, scope: ScopeFleet, handler: s.getConfig,
+		{method: get, pattern: "/config", action: authority.SteerFleet, handler: s.getConfig,
 			summary: "the active config revision (who applied it, when, what changed, its document) and which revision each process runs",
 			answer:  wire.ConfigState{}},
-		{method: post, pattern: "/config", right: Administer, scope: ScopeFleet, handler: s.applyConfig,
+		{method: post, pattern: "/config", action: authority.AdministerFleet, handler: s.applyConfig,
 			summary: "apply an org file as the next config revision; every process takes it within a beat. Refused whole when invalid (400), or when it changes a cold key without restart (409)",
 			body:    wire.ConfigApplyRequest{}, needs: []string{"document"}, answer: wire.ConfigReport{},
 			conflict: "the file changes a key that needs a restart and restart is not set, or another apply came in between"},
-		{method: get, pattern: "/audit", right: Administer, scope: ScopeFleet, handler: s.listAudit,
+		{method: get, pattern: "/audit", action: authority.AdministerFleet, handler: s.listAudit,
 			summary: "the audit log, newest first",
 			query: []param{
 				{"principal", "string", "only this principal's actions"},
@@ -297,8 +297,11 @@ func (s *Server) Handler() http.Handler {
 	})
 	s.heavyReads = make(chan struct{}, maxHeavyReads)
 	for _, rt := range s.routes() {
-		if rt.right != Public && rt.scope == scopeUnset {
-			panic(fmt.Sprintf("route %s %s names no scope: decide what a member may do with it", rt.method, rt.pattern))
+		switch rule := authority.Of(rt.action); {
+		case rule.Right == authority.Nobody:
+			panic(fmt.Sprintf("route %s %s names %q, which only a seat's own tools take: name the action the route takes", rt.method, rt.pattern, rule.Name))
+		case rule.Right != authority.Public && rule.Scope == authority.ScopeNone:
+			panic(fmt.Sprintf("route %s %s names no action with a scope: decide what a member may do with it", rt.method, rt.pattern))
 		}
 		if rt.heavy {
 			rt.handler = s.heavy(rt.handler)

@@ -17,34 +17,17 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/authority"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
-// Right is what a route needs of its caller
-// (docs/architecture.md, "Doors: the API and the Temporal frontend").
-type Right int
-
-// Rights, each including the ones before it: a viewer reads, an operator
-// also steers seats and mail, an admin may do everything.
-const (
-	// Public routes take anyone: health and readiness probes.
-	Public Right = iota
-	Read
-	Operate
-	Administer
-)
-
-func (r Right) String() string {
-	return [...]string{"public", "read", "operate", "admin"}[r]
-}
-
 // rightsOf is what each company-wide role may do; a member's rights are
 // scoped to its seat (rights.go).
-var rightsOf = map[string]Right{
-	config.RoleViewer:   Read,
-	config.RoleOperator: Operate,
-	config.RoleAdmin:    Administer,
+var rightsOf = map[string]authority.Right{
+	config.RoleViewer:   authority.Read,
+	config.RoleOperator: authority.Operate,
+	config.RoleAdmin:    authority.Administer,
 }
 
 // Principal is who calls the API: a token's name and role, or, when the
@@ -133,7 +116,7 @@ func (s *Server) authenticate(r *http.Request) (Principal, bool) {
 // every mutation and every refusal.
 func (s *Server) guard(rt route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if rt.right == Public {
+		if rt.rule().Right == authority.Public {
 			rt.handler(w, r)
 			return
 		}
@@ -363,10 +346,11 @@ type Me struct {
 
 func (s *Server) me(w http.ResponseWriter, r *http.Request) {
 	p := principalOf(r)
-	may := func(right Right) bool { return route{right: right, scope: ScopeFleet}.allows(p, r) }
+	may := func(a authority.Action) bool { return route{action: a}.allows(p, r) }
 	right := rightsOf[p.Role]
 	if p.Role == config.RoleMember {
-		right = Operate
+		right = authority.Operate
 	}
-	writeJSON(w, http.StatusOK, Me{Principal: p, Right: right.String(), Fleet: may(Read), Steer: may(Operate), Admin: may(Administer)})
+	writeJSON(w, http.StatusOK, Me{Principal: p, Right: right.String(),
+		Fleet: may(authority.ReadFleet), Steer: may(authority.SteerFleet), Admin: may(authority.AdministerFleet)})
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/crewlet/crewlet/internal/authority"
 )
 
 // param is a route's query parameter, for the OpenAPI document.
@@ -42,8 +44,8 @@ func openAPIDocument(routes []route) map[string]any {
 			"summary":     rt.summary,
 			"responses":   responsesOf(rt, schemas),
 		}
-		if rt.right != Public {
-			op["description"] = "Needs the right to " + rt.right.String() + " (scope " + rt.scope.String() + "; what a member may: " + rt.scope.Member() + ")."
+		if rule := rt.rule(); rule.Right != authority.Public {
+			op["description"] = "Action: " + rule.Name + ". Needs the right to " + rule.Right.String() + " (scope " + rule.Scope.String() + "; what a member may: " + rule.Scope.Member() + ")."
 			op["security"] = []any{map[string]any{"bearer": []any{}}}
 		} else {
 			op["security"] = []any{}
@@ -149,7 +151,7 @@ func responsesOf(rt route, schemas map[string]any) map[string]any {
 	if rt.conflict != "" {
 		out["409"] = errorResponse(rt.conflict)
 	}
-	if rt.right == Public {
+	if rt.rule().Right == authority.Public {
 		return out
 	}
 	out["401"] = errorResponse("no valid bearer token")

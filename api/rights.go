@@ -8,71 +8,34 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/authority"
 	"github.com/crewlet/crewlet/internal/config"
 )
 
 // Who may do what (docs/operations.md, "Authentication and authority"):
 // viewer, operator and admin hold their right company-wide, a member holds
 // operate over its own seat's part of the company and nothing else. A
-// route's right says how much it needs, its scope what it acts on; the
-// door decides what the path tells (a seat by {handle}, the fleet), and the
-// handler what needs the record (a conversation's parties, a ticket's
-// delegator, an approval's policy) with the functions here.
+// route's action's right (internal/authority) says how much it needs, its
+// scope what it acts on; the door decides what the path tells (a seat by
+// {handle}, the fleet), and the handler what needs the record (a
+// conversation's parties, a ticket's delegator, an approval's policy) with
+// the functions here.
 
-// Scope is what a route acts on, which decides what a member may do with
-// it.
-type Scope int
-
-// Scopes. The zero value is no decision: Handler refuses to serve a route
-// that needs a token and has none.
-const (
-	scopeUnset Scope = iota
-	// ScopeFleet is the whole company: nodes, models, dead letters,
-	// schedules, spawning, config, metrics, and steering any seat.
-	ScopeFleet
-	// ScopeRoster is the list of seats: names, roles, status.
-	ScopeRoster
-	// ScopeSeat is the seat {handle}: its detail, mail, events, turns,
-	// usage, memory and live stream.
-	ScopeSeat
-	// ScopeSender sends mail or a ticket from a seat to another.
-	ScopeSender
-	// ScopeConversation is the conversation {id}.
-	ScopeConversation
-	// ScopeTicket is a ticket, or the list of them.
-	ScopeTicket
-	// ScopeApproval is an approval, or the list of them.
-	ScopeApproval
-)
-
-var scopes = [...]struct{ name, member string }{
-	scopeUnset:        {"-", "-"},
-	ScopeFleet:        {"fleet", "nothing: nodes, models, dead letters, schedules, pools, spawn, config, metrics, and pausing, resuming or draining any seat need a viewer's, operator's or admin's right"},
-	ScopeRoster:       {"roster", "list the seats (handle, role, kind, status), to know whom to write to"},
-	ScopeSeat:         {"seat", "read its own seat only: detail, inbox, events, live stream, turns, usage, memory; another seat's is 403"},
-	ScopeSender:       {"sender", "send mail and open tickets from its own seat; continue only a conversation its seat is in (403 otherwise)"},
-	ScopeConversation: {"conversation", "read a conversation its seat sent or received a message in, and its live stream (also one not recorded yet, which has nobody in it, unless its id has the shape of those crewlet starts itself: schedule-…, tool-…); another is 403"},
-	ScopeTicket:       {"ticket", "list and read the tickets its seat opened or serves (`GET /tickets` shows only those); answer and cancel those it opened"},
-	ScopeApproval:     {"approval", "list the approvals whose policy names its seat or its seat's `role:R` (`GET /approvals` shows only those) and decide them"},
-}
-
-func (s Scope) String() string { return scopes[s].name }
-
-// Member is what a member may do on a route of this scope, word for word
-// as docs/operations.md's table of scopes says (a test holds the two).
-func (s Scope) Member() string { return scopes[s].member }
+// rule is the route's row of the authority table.
+func (rt route) rule() authority.Rule { return authority.Of(rt.action) }
 
 // allows reports whether p's role lets it through the door of rt: a
 // viewer, operator or admin by its right; a member by the route's scope,
 // up to operate, and on a seat's route only its own seat.
 func (rt route) allows(p Principal, r *http.Request) bool {
+	rule := rt.rule()
 	if p.Role != config.RoleMember {
-		return rightsOf[p.Role] >= rt.right
+		return rightsOf[p.Role] >= rule.Right
 	}
 	switch {
-	case rt.right > Operate || rt.scope == ScopeFleet:
+	case rule.Right > authority.Operate || rule.Scope == authority.ScopeFleet:
 		return false
-	case rt.scope == ScopeSeat:
+	case rule.Scope == authority.ScopeSeat:
 		return chi.URLParam(r, "handle") == p.Seat
 	}
 	return true
@@ -80,15 +43,16 @@ func (rt route) allows(p Principal, r *http.Request) bool {
 
 // forbidden is why allows refused p.
 func (rt route) forbidden(p Principal) error {
+	right := rt.rule().Right
 	if p.Role != config.RoleMember {
-		return crewlet.Errorf(crewlet.EFORBIDDEN, "role %s may not %s: %s %s needs the right to %s", p.Role, rt.right, rt.method, rt.pattern, rt.right)
+		return crewlet.Errorf(crewlet.EFORBIDDEN, "role %s may not %s: %s %s needs the right to %s", p.Role, right, rt.method, rt.pattern, right)
 	}
-	if rt.scope == ScopeSeat {
+	if rt.rule().Scope == authority.ScopeSeat {
 		return crewlet.Errorf(crewlet.EFORBIDDEN, "%s is a member for seat %s: %s %s of another seat needs the right to %s company-wide (a viewer's or operator's token)",
-			p.Name, p.Seat, rt.method, rt.pattern, rt.right)
+			p.Name, p.Seat, rt.method, rt.pattern, right)
 	}
 	return crewlet.Errorf(crewlet.EFORBIDDEN, "role member acts for its own seat only: %s %s acts on the whole company and needs the right to %s company-wide",
-		rt.method, rt.pattern, rt.right)
+		rt.method, rt.pattern, right)
 }
 
 // MayReadTranscript reports whether p may read the words of the seat's
@@ -100,7 +64,7 @@ func MayReadTranscript(p Principal, seat string) bool {
 	if p.Role == config.RoleMember {
 		return seat == p.Seat
 	}
-	return p.Anonymous || rightsOf[p.Role] >= Read
+	return p.Anonymous || rightsOf[p.Role] >= authority.Read
 }
 
 // conversationRefusal is why p may not read or write in conversation id:
@@ -140,23 +104,15 @@ func ticketRefusal(p Principal, t crewlet.Ticket) error {
 	return crewlet.Errorf(crewlet.EFORBIDDEN, "%s is a member for seat %s: ticket %s is between %s and %s", p.Name, p.Seat, t.ID, t.From, t.To)
 }
 
-// ticketActorOf is who answers or cancels ticket t for p: its delegator (the
-// principal bound to the seat that opened it, or the principal that opened
-// it), or an admin, whose override the audit row says; anyone else is
-// refused. The actor is the principal's seat when it has one.
+// ticketActorOf is who answers or cancels ticket t for p, by the one rule
+// the seat tools' answer follows too (authority.TicketActor); an admin's
+// override is said on the audit row.
 func ticketActorOf(w http.ResponseWriter, p Principal, t crewlet.Ticket, verb string) (string, error) {
-	who := p.Name
-	if p.Seat != "" {
-		who = p.Seat
-	}
-	switch {
-	case p.Seat != "" && p.Seat == t.From, t.OpenedBy != "" && t.OpenedBy == p.Name:
-		return who, nil
-	case p.Role == config.RoleAdmin:
+	who, override, err := authority.TicketActor(authority.Actor{Name: p.Name, Role: p.Role, Seat: p.Seat}, t, verb)
+	if override {
 		noteAudit(w, fmt.Sprintf("admin override: %s %ss ticket %s, which %s delegated", p.Name, verb, t.ID, t.From))
-		return who, nil
 	}
-	return "", crewlet.Errorf(crewlet.EFORBIDDEN, "%s may not %s ticket %s: only its delegator (%s) may, or an admin", p.Name, verb, t.ID, t.From)
+	return who, err
 }
 
 // approverNames are the names an approval policy may know a member by:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/authority"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tickets"
@@ -41,15 +42,15 @@ type CancelTicketRequest struct {
 // maxTicketWait bounds a POST /tickets long-poll.
 const maxTicketWait = 10 * time.Minute
 
-// spawnRefusal refuses a ticket to spawn:ROLE from a principal that POST
-// /seats/spawn, the route table's entry for spawning, would refuse: a
-// ticket that spawns a seat is a spawn, whichever route asks for it.
+// spawnRefusal refuses a ticket to spawn:ROLE from a principal that the
+// route taking authority.Spawn (POST /seats/spawn) would refuse: a ticket
+// that spawns a seat is a spawn, whichever route asks for it.
 func (s *Server) spawnRefusal(r *http.Request, p Principal, to string) error {
 	if !strings.HasPrefix(to, config.SpawnPrefix) {
 		return nil
 	}
 	for _, rt := range s.routes() {
-		if rt.method == http.MethodPost && rt.pattern == "/seats/spawn" && !rt.allows(p, r) {
+		if rt.action == authority.Spawn && !rt.allows(p, r) {
 			return crewlet.Errorf(crewlet.EFORBIDDEN, "a ticket to %s spawns a seat, as POST /seats/spawn does: %s", to, crewlet.ErrorMessage(rt.forbidden(p)))
 		}
 	}

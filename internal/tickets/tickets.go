@@ -20,6 +20,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/approvals"
+	"github.com/crewlet/crewlet/internal/authority"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/metrics"
@@ -206,9 +207,13 @@ type reach struct {
 	chain []string
 }
 
-func (r reach) seat(handle string) error { return r.org.MayDelegate(r.from, handle, r.chain) }
+func (r reach) seat(handle string) error {
+	return authority.Check(r.org, authority.OpenTicket, authority.Request{Seat: r.from, Target: handle, Chain: r.chain})
+}
 
-func (r reach) spawn(role string) error { return r.org.MaySpawn(r.from, role) }
+func (r reach) spawn(role string) error {
+	return authority.Check(r.org, authority.Spawn, authority.Request{Seat: r.from, Target: role})
+}
 
 // Route resolves a target as a ticket's is routed, for a schedule's fire:
 // a seat that runs turns, "role:NAME" to the agent seat of that role

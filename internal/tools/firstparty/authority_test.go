@@ -3,11 +3,11 @@ package firstparty
 import (
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/crewlet/crewlet/internal/authority"
 	"github.com/crewlet/crewlet/internal/config"
 )
 
@@ -20,26 +20,29 @@ func operationsDoc(t *testing.T) string {
 	return string(docs)
 }
 
-// Every first-party tool has its row in docs/operations.md's table of what
-// a seat's tools may do, and the table names no tool that does not exist.
-// Each row's "held by" names what the code holds the tool to: may.tools and
-// the tool-call cap for every tool (the ToolCall activity asks both before
-// any call), the message cap for exactly the tools that count as messages,
-// may.message for send_message, may.delegate and may.spawn for delegate.
+// Every first-party tool is the seat tool of an action in the authority
+// table (which docs/operations.md shows), and the table names no
+// first-party tool that does not exist. What the table says holds each
+// tool is what the code holds it to: may.tools and the tool-call cap for
+// every tool (the ToolCall activity asks both before any call), the
+// message cap for exactly the tools that count as messages, may.message
+// for send_message, may.delegate and may.spawn for delegate.
 func TestSeatToolsAreInTheAuthorityTable(t *testing.T) {
 	t.Parallel()
-	documented := map[string]string{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| ((?:send|write|read|open|ask|answer|list)\\b[^|]*)\\| ([^|]*) \\|$").FindAllStringSubmatch(operationsDoc(t), -1) {
-		documented[m[1]] = m[3]
+	heldBy := map[string][]string{}
+	for _, a := range authority.Actions() {
+		r := authority.Of(a)
+		if r.Tool != "" && a != authority.CallTool {
+			heldBy[r.Tool] = append(heldBy[r.Tool], r.ToolHeldBy()...)
+		}
 	}
 	for _, tool := range Specs() {
-		heldBy, ok := documented[tool.Name]
+		keys, ok := heldBy[tool.Name]
 		if !ok {
-			t.Errorf("tool %s has no row in docs/operations.md's table of what a seat's tools may do", tool.Name)
+			t.Errorf("tool %s is the seat tool of no action in internal/authority's table", tool.Name)
 			continue
 		}
-		delete(documented, tool.Name)
-		keys := strings.Split(strings.ReplaceAll(heldBy, "`", ""), ", ")
+		delete(heldBy, tool.Name)
 		want := []string{"may.tools", "max_tool_calls_per_turn"}
 		if slices.Contains(Messages, tool.Name) {
 			want = append(want, "max_messages_per_turn")
@@ -51,13 +54,17 @@ func TestSeatToolsAreInTheAuthorityTable(t *testing.T) {
 			want = append(want, "may.delegate", "may.spawn")
 		}
 		slices.Sort(keys)
+		keys = slices.Compact(keys)
 		slices.Sort(want)
 		if !slices.Equal(keys, want) {
-			t.Errorf("docs say %s is held by %v; the code holds it by %v", tool.Name, keys, want)
+			t.Errorf("the authority table says %s is held by %v; the code holds it by %v", tool.Name, keys, want)
 		}
 	}
-	for name := range documented {
-		t.Errorf("docs/operations.md lists a seat tool %s that does not exist", name)
+	for name := range heldBy {
+		t.Errorf("the authority table names a seat tool %s that does not exist", name)
+	}
+	if want := []string{SendMessage, Delegate}; !slices.Equal(Messages, want) {
+		t.Errorf("the tools that count as messages are %v; want %v", Messages, want)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/authority"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/store"
@@ -102,8 +103,9 @@ func Has(name string) bool {
 }
 
 // Messages are the tools whose calls count toward a turn's
-// roles.R.max_messages_per_turn: those that reach another seat.
-var Messages = []string{SendMessage, Delegate}
+// roles.R.max_messages_per_turn: those that reach another seat, as the
+// authority table says.
+var Messages = authority.MessageTools()
 
 // Keyed reports whether a tool is a first-party write keyed on the call's
 // idempotency key.
@@ -216,7 +218,7 @@ func (f Tools) sendMessage(ctx context.Context, c Call) (tools.Result, error) {
 	if args.To == c.Handle {
 		return tools.Refused("send_message cannot send to yourself"), nil
 	}
-	if err := org.MayMessage(c.Handle, args.To); err != nil {
+	if err := authority.Check(org, authority.SendMail, authority.Request{Seat: c.Handle, Target: args.To}); err != nil {
 		return f.Refuse(ctx, c, "to="+args.To, fmt.Sprintf("send_message to %s refused: %s", args.To, crewlet.ErrorMessage(err))), nil
 	}
 	if strings.TrimSpace(args.Text) == "" {
@@ -393,8 +395,9 @@ func (f Tools) answer(ctx context.Context, c Call) (tools.Result, *crewlet.Ticke
 		return tools.Refused(crewlet.ErrorMessage(err)), nil, nil
 	case err != nil:
 		return tools.Result{}, nil, err
-	case ticket.From != c.Handle:
-		return tools.Refused(fmt.Sprintf("ticket %s is %s's, not yours: only its delegator answers its questions", ticket.ID, ticket.From)), nil, nil
+	}
+	if _, _, err := authority.TicketActor(authority.Actor{Name: SeatPrincipal(c.Handle), Seat: c.Handle}, ticket, "answer"); err != nil {
+		return f.Refuse(ctx, c, "ticket="+ticket.ID, fmt.Sprintf("answer refused: %s", crewlet.ErrorMessage(err))), nil, nil
 	}
 	if ticket.Phase == crewlet.TicketAsking || ticket.Answer != args.Text {
 		// Answering again with the same text (a re-run) is a no-op.
