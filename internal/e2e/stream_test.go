@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -460,7 +461,11 @@ func TestStreamsPerPrincipalAreBounded(t *testing.T) {
 // the first event of kind stop, and returns it and that event's id.
 func (c *company) rawStream(path, lastID, stop string) (string, string) {
 	c.t.Helper()
-	req, err := http.NewRequest(http.MethodGet, c.api+path, nil)
+	// Bounded, so that a stream that never says stop fails the test with
+	// what it did say, rather than hanging the package.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.api+path, nil)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -494,7 +499,7 @@ func (c *company) rawStream(path, lastID, stop string) (string, string) {
 			return b.String(), id
 		}
 	}
-	c.t.Fatalf("the stream ended before %s: %s", stop, b.String())
+	c.t.Fatalf("the stream ended before %s (%v): %s", stop, sc.Err(), b.String())
 	return "", ""
 }
 
