@@ -158,24 +158,8 @@ func TestQuotaOutageFailsOverThenHoldsThenRecovers(t *testing.T) {
 	start := time.Now()
 	first := newFakeProvider(t, "first", 200*time.Millisecond, start)
 	second := newFakeProvider(t, "second", 200*time.Millisecond, start)
-	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(`
-company: { name: outage }
-quarantine: { base: 10s }
-health: { interval: 1s }
-profiles:
-  first: { provider: openai, base_url: %s, model: model-a }
-  second: { provider: openai, base_url: %s, model: model-b }
-roles:
-  worker: { charter: works, profiles: [first, second], selection: ordered }
-seats:
-  - { handle: w1, role: worker }
-  - { handle: w2, role: worker }
-`, first.url(), second.url())))
-	c.serve()
-	c.waitAttached(60 * time.Second)
-	step := func(format string, args ...any) {
-		t.Logf("%6s %s", time.Since(start).Round(100*time.Millisecond), fmt.Sprintf(format, args...))
-	}
+	c := pooledCompany(t, "outage", first.url(), second.url(), "quarantine: { base: 10s }\nhealth: { interval: 1s }")
+	step := stepLog(t, start)
 
 	// Both answer: ordered selection takes the first.
 	if got := c.waitReply(c.send("w1", "before"), 60*time.Second); got != "answer from first" {
@@ -284,23 +268,8 @@ func TestProviderDownFailsOverThenHoldsThenRecovers(t *testing.T) {
 	first := newFakeProvider(t, "first", 0, start)
 	second := newFakeProvider(t, "second", 0, start)
 	first.setDown(http.StatusServiceUnavailable)
-	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(`
-company: { name: down }
-health: { interval: 1s }
-profiles:
-  first: { provider: openai, base_url: %s, model: model-a }
-  second: { provider: openai, base_url: %s, model: model-b }
-roles:
-  worker: { charter: works, profiles: [first, second], selection: ordered }
-seats:
-  - { handle: w1, role: worker }
-  - { handle: w2, role: worker }
-`, first.url(), second.url())))
-	c.serve()
-	c.waitAttached(60 * time.Second)
-	step := func(format string, args ...any) {
-		t.Logf("%6s %s", time.Since(start).Round(100*time.Millisecond), fmt.Sprintf(format, args...))
-	}
+	c := pooledCompany(t, "down", first.url(), second.url(), "health: { interval: 1s }")
+	step := stepLog(t, start)
 
 	for i, seat := range []string{"w1", "w2", "w1", "w2"} {
 		if got := c.waitReply(c.send(seat, fmt.Sprintf("while first is down %d", i)), 60*time.Second); got != "answer from second" {
@@ -360,19 +329,7 @@ func TestRefusedConnectionFailsOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	alive := newFakeProvider(t, "alive", 0, time.Now())
-	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(`
-company: { name: refused }
-profiles:
-  closed: { provider: openai, base_url: http://%s/v1, model: model-a }
-  alive: { provider: openai, base_url: %s, model: model-b }
-roles:
-  worker: { charter: works, profiles: [closed, alive], selection: ordered }
-seats:
-  - { handle: w1, role: worker }
-  - { handle: w2, role: worker }
-`, closed, alive.url())))
-	c.serve()
-	c.waitAttached(60 * time.Second)
+	c := pooledCompany(t, "refused", "http://"+closed+"/v1", alive.url(), "")
 	// One at a time: the first turn alone meets the refusal, and fails
 	// over by itself, not because a second turn's failure joined it.
 	for i, seat := range []string{"w1", "w2", "w1"} {
@@ -380,10 +337,39 @@ seats:
 			t.Fatalf("reply %d: %q; want the reachable profile's", i, got)
 		}
 	}
-	if p := c.profiles()["closed"]; p.CoolingOff == nil || !strings.Contains(p.CoolingOff.Reason, "refused") {
-		t.Fatalf("GET /profiles closed: %+v (cooling off %+v); want cooling off for the refused connection", p, p.CoolingOff)
+	if p := c.profiles()["first"]; p.CoolingOff == nil || !strings.Contains(p.CoolingOff.Reason, "refused") {
+		t.Fatalf("GET /profiles first (the closed port): %+v (cooling off %+v); want cooling off for the refused connection", p, p.CoolingOff)
 	}
 	wantNoFailures(t, c)
+}
+
+// pooledCompany serves an org whose role pools two openai profiles, first
+// and second at the given base URLs, taken in that order, on seats w1 and
+// w2; extra is more of the org's top-level YAML.
+func pooledCompany(t *testing.T, name, firstURL, secondURL, extra string) *company {
+	t.Helper()
+	c := newCompany(t, writeFile(t, "org.yaml", fmt.Sprintf(`
+company: { name: %s }
+%s
+profiles:
+  first: { provider: openai, base_url: %s, model: model-a }
+  second: { provider: openai, base_url: %s, model: model-b }
+roles:
+  worker: { charter: works, profiles: [first, second], selection: ordered }
+seats:
+  - { handle: w1, role: worker }
+  - { handle: w2, role: worker }
+`, name, extra, firstURL, secondURL)))
+	c.serve()
+	c.waitAttached(60 * time.Second)
+	return c
+}
+
+// stepLog logs a test's steps with the time since start.
+func stepLog(t *testing.T, start time.Time) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		t.Logf("%6s %s", time.Since(start).Round(100*time.Millisecond), fmt.Sprintf(format, args...))
+	}
 }
 
 // wantNoFailures wants no dead letter and no failed turn on any seat of c.

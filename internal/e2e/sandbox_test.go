@@ -1,17 +1,10 @@
 package e2e
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,46 +14,9 @@ import (
 	"time"
 
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/testenv/testcert"
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
 )
-
-// selfSignedPair writes a certificate for 127.0.0.1 and its key into dir
-// and returns their paths and a pool trusting the certificate.
-func selfSignedPair(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "crewlet e2e"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "api.crt"), filepath.Join(dir, "api.key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, pool
-}
 
 // A seat's stdio MCP server runs in the default sandbox, with no sandbox
 // key in its role. Told by the model to read what a prompt-injected tool
@@ -68,8 +24,10 @@ func selfSignedPair(t *testing.T, dir string) (certFile, keyFile string, pool *x
 // worker's environment), it reads none of them; a file it writes in its
 // workspace reads back, and lies in the seat's workspace on disk.
 func TestMCPChildInTheDefaultSandboxReadsNoneOfCrewletsSecrets(t *testing.T) {
-	dir := t.TempDir()
-	certFile, keyFile, pool := selfSignedPair(t, dir)
+	cert := testcert.New(t)
+	certFile, keyFile := cert.Files(t)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(cert.PEM)
 	orgFile := writeFile(t, "org.yaml", fmt.Sprintf(`company: { name: boxco }
 api: { tls: { cert_file: %q, key_file: %q } }
 profiles:
