@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -182,7 +183,8 @@ func (s *Server) mcpServer(r *http.Request, router http.Handler) *mcp.Server {
 				s.askTool(router, crewlet.RolePrefix+role))
 		}
 	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "list_seats", Description: "The company's seats: handle, role, kind, status, and the ask_ tool of each agent seat (GET /seats)."},
+	mcp.AddTool(srv, &mcp.Tool{Name: "list_seats", Description: "The company's seats: handle, role, kind, status, and the ask_ tool of each agent seat (GET /seats).",
+		OutputSchema: seatsSchema},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, MCPSeats, error) {
 			var seats []SeatSummary
 			if err := s.callRoute(ctx, router, req.Extra, http.MethodGet, "/seats", nil, &seats); err != nil {
@@ -219,6 +221,18 @@ func (s *Server) mcpServer(r *http.Request, router http.Handler) *mcp.Server {
 		Description: "a conversation's first page of messages, oldest first, and its summaries (GET /conversations/{id}; next says where GET /conversations/{id}?after= goes on)"}, s.readResource(router))
 	return srv
 }
+
+// seatsSchema is list_seats' output schema. Inferred, a slice is "null or
+// array", which a client mapping schemas onto one type each (Gemini's
+// function declarations) refuses; the list is never null.
+var seatsSchema = func() *jsonschema.Schema {
+	s, err := jsonschema.For[MCPSeats](nil)
+	if err != nil {
+		panic(fmt.Sprintf("list_seats' output schema: %v", err))
+	}
+	s.Properties["seats"].Types, s.Properties["seats"].Type = nil, "array"
+	return s
+}()
 
 // askTool asks to (a seat, or role:R): it opens the ticket by POST
 // /tickets and waits for it to end, up to the call's wait. A call the
