@@ -137,7 +137,8 @@ func (c mcpCompany) openTo(t *testing.T, handle string) crewlet.Ticket {
 // /mcp is behind the door and the guard like any route, and each tool is
 // the route it names, for the principal that calls it: a viewer is not
 // offered ask_ tools, a member reads only its own seat's tickets and seat,
-// and an ask is POST /tickets, audited as one. (list_seats and a seat's
+// a session is its opener's alone, and an ask is POST /tickets, audited as
+// one. (list_seats and a seat's
 // resource read Temporal: the e2e test reads them.)
 func TestMCPToolsAreTheirRoutesForTheCaller(t *testing.T) {
 	c := newMCPCompany(t)
@@ -154,6 +155,11 @@ func TestMCPToolsAreTheirRoutesForTheCaller(t *testing.T) {
 	}
 	if got, want := toolNames(t, operator), []string{"ask_cto", "ask_role_lead", "list_seats", "ticket_status"}; !slices.Equal(got, want) {
 		t.Errorf("an operator's tools: %v; want %v", got, want)
+	}
+
+	if code, body := call(t, http.MethodPost, c.base+"/mcp", tokens["viewer"], `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`,
+		"Mcp-Session-Id", operator.ID(), "Accept", "application/json, text/event-stream", "Mcp-Protocol-Version", "2025-06-18"); code != http.StatusForbidden {
+		t.Errorf("a viewer's request in the operator's session: %d %s; want 403", code, body)
 	}
 
 	res, err := operator.CallTool(c.b.ctx, &mcp.CallToolParams{Name: "ask_cto", Arguments: map[string]any{"text": "what is up", "wait": "1s"}})
