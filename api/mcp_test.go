@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -17,12 +16,8 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
-	"github.com/crewlet/crewlet/internal/config"
-	"github.com/crewlet/crewlet/internal/delivery"
-	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
-	"github.com/crewlet/crewlet/internal/tickets"
 )
 
 // mcpCompany is authOrg's API with what tickets need (Redis, the ticket
@@ -36,27 +31,11 @@ type mcpCompany struct {
 
 func newMCPCompany(t *testing.T) mcpCompany {
 	t.Helper()
-	for role, tok := range tokens {
-		t.Setenv("CREWLET_TEST_TOKEN_"+strings.ToUpper(role), tok)
-	}
-	org, err := config.Parse([]byte(authOrg))
-	if err != nil {
+	s, b := authMailServer(t)
+	if err := s.Mailbox.Ensure(b.ctx, "cto"); err != nil {
 		t.Fatal(err)
 	}
-	b := setup(t)
-	mb, err := mailbox.Open(b.ctx, testenv.Stack(t).RedisURL, "apitest"+testenv.Suffix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = mb.Close() })
-	if err := mb.Ensure(b.ctx, "cto"); err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s := withServices(&api.Server{Org: org, Store: b.st, Log: log, Mailbox: mb})
-	s.Delivery = delivery.New(org, mb, s.Seats, b.st, nil, log)
-	s.Tickets = tickets.New(org, b.st, s.Delivery, s.Seats, nil, nil, log)
-	watch := b.st.WatchTickets(log)
+	watch := b.st.WatchTickets(s.Log)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go watch.Run(ctx)
