@@ -89,6 +89,8 @@ type Server struct {
 	MCPAllowed []config.MCPAllow
 	// sources are what the door remembers of each caller's address.
 	sources sourceTable
+	// mcp serves /mcp (mcp.go).
+	mcp http.Handler
 }
 
 // maxBody bounds a request body; mail and signals are small.
@@ -122,10 +124,16 @@ type route struct {
 	// heavy marks a large read: its answer is held to readBudget bytes, and
 	// at most maxHeavyReads run at once (429 past that).
 	heavy bool
+	// session marks a route that carries a session of calls (MCP), each a
+	// route of its own called in-process: the guard authenticates it and
+	// checks its action, and leaves the mutation budget and the audit row
+	// of each call to the route the call is (and opening a session's budget
+	// to the handler).
+	session bool
 }
 
 func (s *Server) routes() []route {
-	get, post := http.MethodGet, http.MethodPost
+	get, post, del := http.MethodGet, http.MethodPost, http.MethodDelete
 	accepted := []int{http.StatusAccepted}
 	return []route{
 		{method: get, pattern: "/healthz", action: authority.Probe, handler: s.healthz,
@@ -282,6 +290,14 @@ func (s *Server) routes() []route {
 				{"before", "integer", "rows older than this audit row id"},
 				limitQuery(50, maxLimit),
 			}, answer: []wire.AuditEntry{}},
+		{method: post, pattern: mcpPath, action: authority.ConnectMCP, handler: s.serveMCP, session: true,
+			summary: "MCP over streamable HTTP: a JSON-RPC message in, its answer as JSON or an event stream (202 for a notification). Tools ask_<handle>, ask_role_<role>, list_seats, ticket_status; resources crewlet://seats/{handle}, crewlet://conversations/{id}. Each tool call and read is the route it names (POST /tickets, GET /tickets/{id}, GET /seats, GET /seats/{handle}, GET /conversations/{id}), called with the caller's token: its rights, mutation budget and audit row are that route's",
+			answer:  map[string]any{}, contentType: "text/event-stream", statuses: []int{http.StatusOK, http.StatusAccepted}},
+		{method: get, pattern: mcpPath, action: authority.ConnectMCP, handler: s.serveMCP, session: true,
+			summary: "the MCP session's stream of messages the server sends unasked, as Server-Sent Events (header Mcp-Session-Id)",
+			answer:  map[string]any{}, contentType: "text/event-stream"},
+		{method: del, pattern: mcpPath, action: authority.ConnectMCP, handler: s.serveMCP, session: true,
+			summary: "end the MCP session named by header Mcp-Session-Id", answer: "", statuses: []int{http.StatusNoContent}},
 	}
 }
 
@@ -296,6 +312,7 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Detail: fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)})
 	})
 	s.heavyReads = make(chan struct{}, maxHeavyReads)
+	s.mcp = s.newMCPHandler(r)
 	for _, rt := range s.routes() {
 		switch rule := authority.Of(rt.action); {
 		case rule.Right == authority.Nobody:

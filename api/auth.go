@@ -113,7 +113,8 @@ func (s *Server) authenticate(r *http.Request) (Principal, bool) {
 // guard wraps a route's handler with what every route needs: the caller's
 // principal (401 without one), the route's right (403 when the
 // role lacks it), JSON bodies only on mutations (415), and an audit row for
-// every mutation and every refusal.
+// every mutation and every refusal; a session route's calls spend the
+// budget and write the rows of the routes they call.
 func (s *Server) guard(rt route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if rt.rule().Right == authority.Public {
@@ -135,7 +136,7 @@ func (s *Server) guard(rt route) http.HandlerFunc {
 			refused = crewlet.Errorf(crewlet.EFORBIDDEN, "requests from origin %q are not allowed; list it in api.allowed_origins", crewlet.Clean(r.Header.Get("Origin")))
 		case r.Method != http.MethodGet && r.ContentLength != 0 && !jsonContent(r):
 			refused = crewlet.Errorf(crewlet.EUNSUPPORTED, "send the body as Content-Type: application/json")
-		case r.Method != http.MethodGet && !s.allowMutation(p.Name):
+		case r.Method != http.MethodGet && !rt.session && !s.allowMutation(p.Name):
 			refused = crewlet.Errorf(crewlet.ERATELIMITED, "%s sent more than %d mutations in a minute (api.mutations_per_minute); slow down", p.Name, s.Org.Now().API.MutationsPerMinute)
 		}
 		setPrincipal(r, p)
@@ -145,7 +146,7 @@ func (s *Server) guard(rt route) http.HandlerFunc {
 		} else {
 			rt.handler(rec, r)
 		}
-		if r.Method != http.MethodGet || refused != nil {
+		if r.Method != http.MethodGet && !rt.session || refused != nil {
 			s.audit(r, rt, p, rec, refused)
 		}
 	}

@@ -200,22 +200,7 @@ func msgBodies(msgs []crewlet.Message) []string {
 // reading another person's inbox marks nothing, and that person's mail of
 // the same age stays.
 func TestOnlyThePersonsOwnInboxReadLetsRetentionDeleteTheirMail(t *testing.T) {
-	for role, tok := range tokens {
-		t.Setenv("CREWLET_TEST_TOKEN_"+strings.ToUpper(role), tok)
-	}
-	org, err := config.Parse([]byte(authOrg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := setup(t)
-	mb, err := mailbox.Open(b.ctx, testenv.Stack(t).RedisURL, "apitest"+testenv.Suffix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = mb.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s := withServices(&api.Server{Org: org, Store: b.st, Log: log, Mailbox: mb})
-	s.Delivery = delivery.New(org, mb, seatclient.New(nil, org), b.st, nil, log)
+	s, b := authMailServer(t)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 
@@ -251,4 +236,29 @@ func TestOnlyThePersonsOwnInboxReadLetsRetentionDeleteTheirMail(t *testing.T) {
 			t.Errorf("%s's archived mail after trim: %d (%v); want %d", seat, len(kept), err, want)
 		}
 	}
+}
+
+// authMailServer is authOrg's API with a mailbox of its own, and delivery
+// and tickets over it: what a test of mail or tickets needs. Nothing
+// serves it yet.
+func authMailServer(t *testing.T) (*api.Server, bundle) {
+	t.Helper()
+	for role, tok := range tokens {
+		t.Setenv("CREWLET_TEST_TOKEN_"+strings.ToUpper(role), tok)
+	}
+	org, err := config.Parse([]byte(authOrg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t)
+	mb, err := mailbox.Open(b.ctx, testenv.Stack(t).RedisURL, "apitest"+testenv.Suffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mb.Close() })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := withServices(&api.Server{Org: org, Store: b.st, Log: log, Mailbox: mb})
+	s.Delivery = delivery.New(org, mb, s.Seats, b.st, nil, log)
+	s.Tickets = tickets.New(org, b.st, s.Delivery, s.Seats, nil, nil, log)
+	return s, b
 }

@@ -158,6 +158,8 @@ func responsesOf(rt route, schemas map[string]any) map[string]any {
 	out["403"] = errorResponse("the token's role lacks the right, a member's scope leaves the seat, conversation, ticket or approval out, or the request acts as someone else")
 	if rt.method != http.MethodGet {
 		out["415"] = errorResponse("the body is not application/json")
+	}
+	if rt.method == http.MethodPost {
 		out["429"] = errorResponse("the principal sent more than api.mutations_per_minute")
 	}
 	if rt.heavy {

@@ -63,14 +63,10 @@ func (s *Server) openTicket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	var wait time.Duration
-	if req.Wait != "" {
-		d, err := time.ParseDuration(req.Wait)
-		if err != nil || d < 0 || d > maxTicketWait {
-			writeError(w, crewlet.Errorf(crewlet.EINVALID, "wait must be a duration from 0s to %s such as \"5m\", got %q", maxTicketWait, req.Wait))
-			return
-		}
-		wait = d
+	wait, err := ticketWait(req.Wait)
+	if err != nil {
+		writeError(w, err)
+		return
 	}
 	from, err := s.sender(r, req.From)
 	if err != nil {
@@ -104,6 +100,19 @@ func (s *Server) openTicket(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusOK
 	}
 	writeJSON(w, status, ticket)
+}
+
+// ticketWait is how long a caller asked to wait for a ticket to end
+// ("5m"; empty is not at all), or why it cannot.
+func ticketWait(wait string) (time.Duration, error) {
+	if wait == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(wait)
+	if err != nil || d < 0 || d > maxTicketWait {
+		return 0, crewlet.Errorf(crewlet.EINVALID, "wait must be a duration from 0s to %s such as \"5m\", got %q", maxTicketWait, wait)
+	}
+	return d, nil
 }
 
 // awaitTicket waits until the ticket ended or wait passed, and returns it as

@@ -64,7 +64,7 @@ const (
 var scopes = [...]struct{ name, member string }{
 	ScopeNone:         {"-", "-"},
 	ScopeFleet:        {"fleet", "nothing: nodes, models, dead letters, schedules, pools, spawn, config, metrics, and pausing, resuming or draining any seat need a viewer's, operator's or admin's right"},
-	ScopeRoster:       {"roster", "list the seats (handle, role, kind, status), to know whom to write to"},
+	ScopeRoster:       {"roster", "list the seats (handle, role, kind, status), to know whom to write to; and connect to `/mcp`, whose every tool and resource is then held to the action of the route it calls, as that route is"},
 	ScopeSeat:         {"seat", "read its own seat only: detail, inbox, events, live stream, turns, usage, memory; another seat's is 403"},
 	ScopeSender:       {"sender", "send mail and open tickets from its own seat; continue only a conversation its seat is in (403 otherwise)"},
 	ScopeConversation: {"conversation", "read a conversation its seat sent or received a message in, and its live stream (also one not recorded yet, which has nobody in it, unless its id has the shape of those crewlet starts itself: schedule-…, tool-…); another is 403"},
@@ -104,6 +104,9 @@ const (
 	ReadFleet
 	SteerFleet
 	AdministerFleet
+	// ConnectMCP carries an MCP session (/mcp): each tool call or resource
+	// read in it is a route's own action (api/mcp.go).
+	ConnectMCP
 )
 
 // Rule is one row of the table.
@@ -182,6 +185,7 @@ var table = [...]Rule{
 	ReadFleet:       {Name: "read the fleet", Right: Read, Scope: ScopeFleet},
 	SteerFleet:      {Name: "steer the fleet", Right: Operate, Scope: ScopeFleet},
 	AdministerFleet: {Name: "administer", Right: Administer, Scope: ScopeFleet},
+	ConnectMCP:      {Name: "connect over MCP", Right: Read, Scope: ScopeRoster},
 }
 
 // Actions are every action of the table, in its order.

@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/testenv"
+)
+
+// mcpOrg has a seat that answers at once and one that takes minutes.
+const mcpOrg = `company: { name: mcpco }
+profiles:
+  quick: { provider: scripted, rules: [ { match: '^what is (.*)', reply: 'It is {{index .Groups 1}}' } ] }
+  slow: { provider: scripted, delay: 2m, rules: [ { match: '^what is (.*)', reply: 'It is {{index .Groups 1}}, at last' } ] }
+roles:
+  quick: { charter: answers at once, profile: quick }
+  slow: { charter: takes its time, profile: slow }
+seats:
+  - { handle: s01, role: quick }
+  - { handle: s02, role: slow }
+`
+
+// interopScript is an MCP client written by nobody here: the official
+// TypeScript SDK's, as its README connects one over streamable HTTP.
+const interopScript = `import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+const [url, token] = process.argv.slice(2);
+const transport = new StreamableHTTPClientTransport(new URL(url), {
+  requestInit: { headers: { Authorization: "Bearer " + token } },
+});
+const client = new Client({ name: "crewlet-interop", version: "1.0.0" });
+await client.connect(transport);
+const { tools } = await client.listTools();
+console.log("tools: " + tools.map((t) => t.name).sort().join(" "));
+const asked = await client.callTool({ name: "ask_s01", arguments: { text: "what is the answer" } });
+console.log("ask_s01: " + asked.content.map((c) => c.text).join(""));
+const seats = await client.callTool({ name: "list_seats", arguments: {} });
+console.log("list_seats: " + seats.structuredContent.seats.map((s) => s.handle + "=" + s.tool).join(" "));
+const seat = await client.readResource({ uri: "crewlet://seats/s01" });
+console.log("seat s01: " + JSON.parse(seat.contents[0].text).seat.Handle);
+const conv = await client.readResource({ uri: "crewlet://conversations/" + asked.structuredContent.conversation });
+console.log("conversation: " + JSON.parse(conv.contents[0].text).messages.map((m) => m.body).join(" | "));
+const abort = new AbortController();
+const slow = client.callTool({ name: "ask_s02", arguments: { text: "what is slow" } }, undefined, { signal: abort.signal });
+setTimeout(() => abort.abort("changed my mind"), 2000);
+try {
+  await slow;
+  console.log("ask_s02: answered");
+} catch (e) {
+  console.log("ask_s02: " + (abort.signal.aborted ? "cancelled" : "failed: " + e));
+}
+// The cancel is a notification in flight: closing now could abort its
+// POST. The test ends stdin once it has seen the ticket cancelled.
+process.stdin.resume();
+await new Promise((resolve) => process.stdin.on("end", resolve));
+await client.close();
+`
+
+// A client nobody here wrote, the official TypeScript SDK's installed from
+// npm, lists the tools, asks a seat and gets its reply, lists the seats,
+// reads a seat and the ask's conversation, and cancels a second ask, whose
+// ticket is then cancelled: one ticket per call.
+func TestMCPInteropWithTheTypeScriptSDK(t *testing.T) {
+	node, errNode := exec.LookPath("node")
+	npm, errNpm := exec.LookPath("npm")
+	if errNode != nil || errNpm != nil {
+		t.Skipf("node and npm are needed to run the MCP TypeScript SDK's client (node: %v, npm: %v); install Node.js 20 or later", errNode, errNpm)
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	install := exec.CommandContext(ctx, npm, "install", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error", "@modelcontextprotocol/sdk@1")
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("npm install @modelcontextprotocol/sdk@1: %v\n%s", err, out)
+	}
+	script := filepath.Join(dir, "interop.mjs")
+	if err := os.WriteFile(script, []byte(interopScript), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	c := newCompany(t, writeFile(t, "org.yaml", mcpOrg))
+	c.serve()
+	client := exec.CommandContext(ctx, node, script, c.api+"/mcp", c.bearer())
+	out := &testenv.Log{}
+	client.Stdout, client.Stderr = out, out
+	stdin, err := client.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- client.Wait() }()
+	testenv.Eventually(t, time.Minute, "the client's cancel of ask_s02", func() error {
+		select {
+		case err := <-exited:
+			t.Fatalf("the client exited early (%v):\n%s", err, out)
+		default:
+		}
+		if !strings.Contains(out.String(), "ask_s02: ") {
+			return fmt.Errorf("output so far:\n%s", out)
+		}
+		return nil
+	})
+	var s02 []crewlet.Ticket
+	testenv.Eventually(t, 20*time.Second, "the cancelled call's ticket cancelled", func() error {
+		if err := c.call(http.MethodGet, "/tickets?to=s02", nil, &s02); err != nil {
+			return err
+		}
+		if len(s02) != 1 || s02[0].Phase != crewlet.TicketCancelled || !strings.Contains(s02[0].Reason, "the MCP client cancelled its call") {
+			return fmt.Errorf("tickets to s02: %+v; want one, cancelled because the client cancelled its call", s02)
+		}
+		return nil
+	})
+	_ = stdin.Close()
+	if err := <-exited; err != nil {
+		t.Fatalf("the client failed: %v\n%s", err, out)
+	}
+	t.Logf("the TypeScript SDK's client:\n%s", out)
+	for _, want := range []string{
+		"tools: ask_role_quick ask_role_slow ask_s01 ask_s02 list_seats ticket_status\n",
+		"ask_s01: It is the answer\n",
+		"list_seats: s01=ask_s01 s02=ask_s02\n",
+		"seat s01: s01\n",
+		"conversation: what is the answer | It is the answer\n",
+		"ask_s02: cancelled\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the client's output lacks %q", want)
+		}
+	}
+	var s01 []crewlet.Ticket
+	if err := c.call(http.MethodGet, "/tickets?to=s01", nil, &s01); err != nil {
+		t.Fatal(err)
+	}
+	if len(s01) != 1 || s01[0].Phase != crewlet.TicketDone || s01[0].Reply != "It is the answer" {
+		t.Errorf("tickets to s01: %+v; want one, done with the reply the client got", s01)
+	}
+	var all []crewlet.Ticket
+	if err := c.call(http.MethodGet, "/tickets", nil, &all); err != nil || len(all) != 2 {
+		t.Errorf("tickets: %d (%v); want two, one per call", len(all), err)
+	}
+}
