@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crewlet/crewlet"
+)
+
+// a2aSDK is the A2A client the interop test drives: the reference
+// JavaScript SDK, at the version whose wire (A2A 1.0) crewlet was checked
+// against.
+const a2aSDK = "@a2a-js/sdk@1.3.0"
+
+// a2aOrg: engineers that fix what they are asked to.
+const a2aOrg = `company: { name: delegco }
+profiles:
+  eng:
+    provider: scripted
+    rules:
+      - { match: '^please fix (.*)', reply: 'Fixed {{index .Groups 1}}' }
+roles:
+  engineer: { charter: fixes what it is given, profile: eng }
+seats:
+  - { handle: eng-1, role: engineer }
+  - { handle: eng-2, role: engineer }
+  - { handle: eng-3, role: engineer }
+`
+
+// A client nobody here wrote (@a2a-js/sdk, installed from npm) finds a
+// seat by its agent card and sends it a task that comes back completed
+// with the seat's reply; streams one to its end; cancels one; and, its
+// stream dropped, subscribes again, gets the task as it stands, and reads
+// on to the reply. Each task is exactly one ticket.
+func TestA2AClientFromNPM(t *testing.T) {
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed: this test runs %s's client under Node.js 20 or later; install Node.js to run it", tool, a2aSDK)
+		}
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	install := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--prefix", dir, a2aSDK)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("npm install %s: %v\n%s", a2aSDK, err, out)
+	}
+	script, err := os.ReadFile(filepath.Join("testdata", "a2a_client.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Node finds the SDK from the script's own folder.
+	scriptPath := filepath.Join(dir, "client.mjs")
+	if err := os.WriteFile(scriptPath, script, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	c := newCompany(t, writeFile(t, "org.yaml", a2aOrg))
+	c.serve()
+	// eng-3 holds the task the client cancels, eng-1 the one whose stream
+	// it drops (until the client resumes eng-1).
+	for _, seat := range []string{"eng-1", "eng-3"} {
+		if err := c.call(http.MethodPost, "/seats/"+seat+"/pause", crewlet.PauseRequest{Reason: "holds a task of the A2A client", By: "tester"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := len(c.tickets("limit=200"))
+
+	node := exec.CommandContext(ctx, "node", scriptPath)
+	node.Env = append(os.Environ(), "A2A_API="+c.api, "A2A_TOKEN="+c.bearer())
+	out, err := node.CombinedOutput()
+	transcript := string(out)
+	t.Logf("client transcript:\n%s", transcript)
+	if err != nil {
+		t.Fatalf("the client failed: %v", err)
+	}
+
+	want := []string{
+		`(?m)^card eng-2 at delegco streaming=true$`,
+		`(?m)^send (t-\w+) TASK_STATE_COMPLETED Fixed the login$`,
+		`(?m)^get (t-\w+) TASK_STATE_COMPLETED Fixed the login$`,
+		`(?m)^stream task (t-\w+) TASK_STATE_(WORKING|COMPLETED)`,
+		`(?m)^stream (artifact (t-\w+) reply|task (t-\w+) TASK_STATE_COMPLETED) Fixed the stream$`,
+		`(?m)^held (t-\w+) TASK_STATE_WORKING$`,
+		`(?m)^cancel (t-\w+) TASK_STATE_CANCELED$`,
+		`(?m)^cancel again: TaskNotCancelableError$`,
+		`(?m)^before-drop task (t-\w+) TASK_STATE_WORKING$`,
+		`(?m)^resubscribed task (t-\w+) TASK_STATE_WORKING$`,
+		`(?m)^resume eng-1 202$`,
+		`(?m)^resubscribed artifact (t-\w+) reply Fixed the dropped one$`,
+		`(?m)^resubscribed status (t-\w+) TASK_STATE_COMPLETED Fixed the dropped one$`,
+		`(?m)^get unknown: TaskNotFoundError$`,
+		`(?m)^done$`,
+	}
+	for _, w := range want {
+		if !regexp.MustCompile(w).MatchString(transcript) {
+			t.Errorf("the transcript has no line matching %s", w)
+		}
+	}
+	if strings.Contains(transcript, "stream status") && !regexp.MustCompile(`(?m)^stream status (t-\w+) TASK_STATE_COMPLETED Fixed the stream$`).MatchString(transcript) {
+		t.Errorf("the stream's status updates end without the completed one")
+	}
+
+	// One ticket per task: four tasks, four tickets, each as the client
+	// saw it end.
+	ids := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^(?:send|stream task|held|before-drop task) (t-\w+)`).FindAllStringSubmatch(transcript, -1) {
+		ids[m[1]] = true
+	}
+	all := c.tickets("limit=200")
+	if len(ids) != 4 || len(all)-before != 4 {
+		t.Fatalf("the client made %d tasks and the company %d tickets; want 4 and 4, one ticket per task", len(ids), len(all)-before)
+	}
+	phases := map[crewlet.TicketPhase]int{}
+	for _, tk := range all {
+		if ids[tk.ID] {
+			phases[tk.Phase]++
+		}
+	}
+	if phases[crewlet.TicketDone] != 3 || phases[crewlet.TicketCancelled] != 1 {
+		t.Fatalf("the tasks' tickets end %v; want 3 done and 1 cancelled", phases)
+	}
+}
