@@ -138,14 +138,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string) {
 // once, not when the read it left behind returns; release frees it too.
 func (s *Server) holdStream(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
 	p, max := principalOf(r), s.Org.Now().Stream.MaxPerPrincipal
-	release, ok = s.openStreams.take(p.Name, max)
+	free, ok := s.openStreams.take(p.Name, max)
 	if !ok {
 		writeError(w, crewlet.Errorf(crewlet.ERATELIMITED, "%s has %d live streams open on this API process, the most stream.max_per_principal allows; close one (or wait for a dropped one to be noticed) and try again",
 			p.Name, max))
 		return nil, false
 	}
-	stop := context.AfterFunc(r.Context(), release)
-	return func() { stop(); release() }, true
+	stop := context.AfterFunc(r.Context(), free)
+	return func() { stop(); free() }, true
 }
 
 // sseWriter writes one Server-Sent Events response: a live stream, an A2A

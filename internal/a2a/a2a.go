@@ -1,9 +1,10 @@
 // Package a2a is the Agent2Agent protocol (A2A 1.0, JSON-RPC binding) as
-// crewlet speaks it (docs/operations.md, "Talk to crewlet from other
-// agents"): the wire types, and the pure rules that show a ticket as an A2A
-// task, its changes and its serving turn's live events as stream updates,
-// and a crewlet error as a JSON-RPC error. An A2A task is a ticket: its id
-// is the ticket's, its context the ticket's conversation.
+// crewlet speaks it
+// (docs/operations.md, "Talk to crewlet from other agents"):
+// the wire types, and the pure rules that show a ticket as an A2A task,
+// its changes and its serving turn's live events as stream updates, and a
+// crewlet error as a JSON-RPC error. An A2A task is a ticket: its id is the
+// ticket's, its context the ticket's conversation.
 package a2a
 
 import (

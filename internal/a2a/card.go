@@ -82,7 +82,7 @@ func card(name, description, endpoint string, skills []AgentSkill) AgentCard {
 		SupportedInterfaces: []AgentInterface{{URL: endpoint, ProtocolBinding: BindingJSONRPC, ProtocolVersion: ProtocolVersion}},
 		Capabilities:        AgentCapabilities{Streaming: true, PushNotifications: false},
 		SecuritySchemes: map[string]SecurityScheme{bearerScheme: {HTTPAuth: &HTTPAuthSecurityScheme{Scheme: "Bearer",
-			Description: "a crewlet API token (auth.tokens in the org file), with the right to open tickets: the same token as for POST /tickets"}}},
+			Description: "a crewlet API token (an auth.tokens entry, or the local token the API mints), with the right to open tickets: the same token as for POST /tickets"}}},
 		SecurityRequirements: []SecurityRequirement{{Schemes: map[string]StringList{bearerScheme: {List: []string{}}}}},
 		DefaultInputModes:    []string{"text/plain"},
 		DefaultOutputModes:   []string{"text/plain"},
