@@ -19,26 +19,36 @@ import (
 // against.
 const a2aSDK = "@a2a-js/sdk@1.3.0"
 
-// a2aOrg: engineers that fix what they are asked to.
+// a2aOrg: engineers that fix what they are asked to, and a reviewer that
+// asks which part to review first.
 const a2aOrg = `company: { name: delegco }
 profiles:
   eng:
     provider: scripted
     rules:
       - { match: '^please fix (.*)', reply: 'Fixed {{index .Groups 1}}' }
+  asks:
+    provider: scripted
+    rules:
+      - match: '^please review (.*)'
+        tools: [ { name: ask, args: { question: 'which part of {{index .Groups 1}}?' } } ]
+        reply: 'Reviewed. {{.Last}}'
 roles:
   engineer: { charter: fixes what it is given, profile: eng }
+  reviewer: { charter: reviews what it is given, profile: asks }
 seats:
   - { handle: eng-1, role: engineer }
   - { handle: eng-2, role: engineer }
   - { handle: eng-3, role: engineer }
+  - { handle: rev-1, role: reviewer }
 `
 
 // A client nobody here wrote (@a2a-js/sdk, installed from npm) finds a
 // seat by its agent card and sends it a task that comes back completed
-// with the seat's reply; streams one to its end; cancels one; and, its
-// stream dropped, subscribes again, gets the task as it stands, and reads
-// on to the reply. Each task is exactly one ticket.
+// with the seat's reply; streams one to its end; cancels one; its stream
+// dropped, subscribes again, gets the task as it stands, and reads on to
+// the reply; and answers the question of a task that asks, which then
+// completes. Each task is exactly one ticket.
 func TestA2AClientFromNPM(t *testing.T) {
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -73,7 +83,11 @@ func TestA2AClientFromNPM(t *testing.T) {
 	}
 	before := len(c.tickets("limit=200"))
 
-	node := exec.CommandContext(ctx, "node", scriptPath)
+	// The client's steps take seconds; one that waits for an event that
+	// never comes fails the test in two minutes.
+	clientCtx, cancelClient := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancelClient()
+	node := exec.CommandContext(clientCtx, "node", scriptPath)
 	node.Env = append(os.Environ(), "A2A_API="+c.api, "A2A_TOKEN="+c.bearer())
 	out, err := node.CombinedOutput()
 	transcript := string(out)
@@ -96,6 +110,8 @@ func TestA2AClientFromNPM(t *testing.T) {
 		`(?m)^resume eng-1 202$`,
 		`(?m)^resubscribed artifact (t-\w+) reply Fixed the dropped one$`,
 		`(?m)^resubscribed status (t-\w+) TASK_STATE_COMPLETED Fixed the dropped one$`,
+		`(?m)^asked (t-\w+) TASK_STATE_INPUT_REQUIRED which part of the API\?$`,
+		`(?ms)^answered (t-\w+) TASK_STATE_COMPLETED Reviewed\. .*?the auth part$`,
 		`(?m)^get unknown: TaskNotFoundError$`,
 		`(?m)^done$`,
 	}
@@ -108,15 +124,15 @@ func TestA2AClientFromNPM(t *testing.T) {
 		t.Errorf("the stream's status updates end without the completed one")
 	}
 
-	// One ticket per task: four tasks, four tickets, each as the client
+	// One ticket per task: five tasks, five tickets, each as the client
 	// saw it end.
 	ids := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^(?:send|stream task|held|before-drop task) (t-\w+)`).FindAllStringSubmatch(transcript, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^(?:send|stream task|held|before-drop task|asked|answered) (t-\w+)`).FindAllStringSubmatch(transcript, -1) {
 		ids[m[1]] = true
 	}
 	all := c.tickets("limit=200")
-	if len(ids) != 4 || len(all)-before != 4 {
-		t.Fatalf("the client made %d tasks and the company %d tickets; want 4 and 4, one ticket per task", len(ids), len(all)-before)
+	if len(ids) != 5 || len(all)-before != 5 {
+		t.Fatalf("the client made %d tasks and the company %d tickets; want 5 and 5, one ticket per task", len(ids), len(all)-before)
 	}
 	phases := map[crewlet.TicketPhase]int{}
 	for _, tk := range all {
@@ -124,7 +140,7 @@ func TestA2AClientFromNPM(t *testing.T) {
 			phases[tk.Phase]++
 		}
 	}
-	if phases[crewlet.TicketDone] != 3 || phases[crewlet.TicketCancelled] != 1 {
-		t.Fatalf("the tasks' tickets end %v; want 3 done and 1 cancelled", phases)
+	if phases[crewlet.TicketDone] != 4 || phases[crewlet.TicketCancelled] != 1 {
+		t.Fatalf("the tasks' tickets end %v; want 4 done and 1 cancelled", phases)
 	}
 }

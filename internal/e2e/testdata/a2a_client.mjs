@@ -95,6 +95,14 @@ for await (const ev of eng1.resubscribeTask({ id: dropped })) {
     console.log(`resume eng-1 ${res.status}`);
   }
 }
+// rev-1 asks a question: the task is input-required until the client's
+// message on it answers, and then completes.
+const rev1 = await clientOf(`${api}/a2a/seats/rev-1/`);
+const asked = await rev1.sendMessage({ message: message('please review the API') });
+console.log(`asked ${asked.id} ${stateOf(asked.status)} ${textOf(asked.status?.message?.parts)}`);
+const answered = await rev1.sendMessage({ message: { ...message('the auth part'), taskId: asked.id, contextId: asked.contextId } });
+console.log(`answered ${answered.id} ${stateOf(answered.status)} ${textOf(answered.artifacts?.[0]?.parts)}`);
+
 try {
   await eng1.getTask({ id: 't-000000000000' });
 } catch (e) {
