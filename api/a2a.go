@@ -341,15 +341,21 @@ func (s *Server) a2aAnswer(c *rpcCall, id, text string) (crewlet.Ticket, error) 
 	return s.Tickets.Answer(c.r.Context(), id, text, by)
 }
 
-func (s *Server) a2aGet(c *rpcCall) error {
-	if err := c.may(authority.ReadTicket); err != nil {
-		return err
+// namedTask is the ticket of the task that GetTask, CancelTask or
+// SubscribeToTask names, when the principal may take action and read it.
+func (s *Server) namedTask(c *rpcCall, action authority.Action) (crewlet.Ticket, error) {
+	if err := c.may(action); err != nil {
+		return crewlet.Ticket{}, err
 	}
 	var params a2a.TaskRequest
 	if err := c.params(&params); err != nil {
-		return err
+		return crewlet.Ticket{}, err
 	}
-	ticket, err := s.a2aTicket(c, params.ID)
+	return s.a2aTicket(c, params.ID)
+}
+
+func (s *Server) a2aGet(c *rpcCall) error {
+	ticket, err := s.namedTask(c, authority.ReadTicket)
 	if err != nil {
 		return err
 	}
@@ -359,14 +365,7 @@ func (s *Server) a2aGet(c *rpcCall) error {
 
 // a2aCancel cancels the task's ticket, as POST /tickets/{id}/cancel does.
 func (s *Server) a2aCancel(c *rpcCall) error {
-	if err := c.may(authority.CancelTicket); err != nil {
-		return err
-	}
-	var params a2a.TaskRequest
-	if err := c.params(&params); err != nil {
-		return err
-	}
-	ticket, err := s.a2aTicket(c, params.ID)
+	ticket, err := s.namedTask(c, authority.CancelTicket)
 	if err != nil {
 		return err
 	}
@@ -390,14 +389,7 @@ func (s *Server) a2aCancel(c *rpcCall) error {
 }
 
 func (s *Server) a2aSubscribe(c *rpcCall) error {
-	if err := c.may(authority.ReadTicket); err != nil {
-		return err
-	}
-	var params a2a.TaskRequest
-	if err := c.params(&params); err != nil {
-		return err
-	}
-	ticket, err := s.a2aTicket(c, params.ID)
+	ticket, err := s.namedTask(c, authority.ReadTicket)
 	if err != nil {
 		return err
 	}

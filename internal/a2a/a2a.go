@@ -148,26 +148,18 @@ const (
 
 // Message is one message of a task.
 type Message struct {
-	MessageID        string         `json:"messageId"`
-	ContextID        string         `json:"contextId,omitempty"`
-	TaskID           string         `json:"taskId,omitempty"`
-	Role             string         `json:"role"`
-	Parts            []Part         `json:"parts"`
-	Metadata         map[string]any `json:"metadata,omitempty"`
-	Extensions       []string       `json:"extensions,omitempty"`
-	ReferenceTaskIDs []string       `json:"referenceTaskIds,omitempty"`
+	MessageID string `json:"messageId"`
+	ContextID string `json:"contextId,omitempty"`
+	TaskID    string `json:"taskId,omitempty"`
+	Role      string `json:"role"`
+	Parts     []Part `json:"parts"`
 }
 
-// Part is a message's or an artifact's part: text, raw bytes, a URL or
-// data. crewlet takes and gives text.
+// Part is a message's or an artifact's part. A2A's may be text, raw
+// bytes, a URL or data; crewlet takes and gives text, so a part without
+// text is one it refuses.
 type Part struct {
-	Text      *string        `json:"text,omitempty"`
-	Raw       string         `json:"raw,omitempty"`
-	URL       string         `json:"url,omitempty"`
-	Data      any            `json:"data,omitempty"`
-	Metadata  map[string]any `json:"metadata,omitempty"`
-	Filename  string         `json:"filename,omitempty"`
-	MediaType string         `json:"mediaType,omitempty"`
+	Text *string `json:"text,omitempty"`
 }
 
 // TextPart is a part of text.
@@ -215,7 +207,6 @@ type SendMessageResponse struct {
 
 // Task states.
 const (
-	StateSubmitted     = "TASK_STATE_SUBMITTED"
 	StateWorking       = "TASK_STATE_WORKING"
 	StateCompleted     = "TASK_STATE_COMPLETED"
 	StateFailed        = "TASK_STATE_FAILED"

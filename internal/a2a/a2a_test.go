@@ -120,7 +120,8 @@ func TestAMessageIsText(t *testing.T) {
 	if e != nil || got != "one\n\ntwo" {
 		t.Fatalf("Text = %q, %v", got, e)
 	}
-	if _, e := a2a.Text(a2a.Message{Parts: []a2a.Part{a2a.TextPart("one"), {URL: "https://x"}}}); e == nil || e.Code != a2a.CodeContentTypeNotSupported {
+	// A URL part: {"url": "https://x"}.
+	if _, e := a2a.Text(a2a.Message{Parts: []a2a.Part{a2a.TextPart("one"), {}}}); e == nil || e.Code != a2a.CodeContentTypeNotSupported {
 		t.Fatalf("a URL part: %v; want content type not supported", e)
 	}
 	if _, e := a2a.Text(a2a.Message{}); e == nil || e.Code != a2a.CodeInvalidParams {
