@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/a2a"
 )
 
 // a2aSDK is the A2A client the interop test drives: the reference
@@ -124,15 +126,29 @@ func TestA2AClientFromNPM(t *testing.T) {
 		t.Errorf("the stream's status updates end without the completed one")
 	}
 
-	// One ticket per task: five tasks, five tickets, each as the client
+	// The company's endpoint, called as docs/operations.md's curl calls a
+	// seat's, with the seat named in metadata.to.
+	status, body, err := c.raw(http.MethodPost, "/a2a", `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+		"params": {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "please fix the company"}]}, "metadata": {"to": "eng-2"}}}`)
+	var sent struct {
+		Result struct{ Task a2a.Task } `json:"result"`
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &sent)
+	}
+	if task := sent.Result.Task; err != nil || status != http.StatusOK || task.Status.State != a2a.StateCompleted || len(task.Artifacts) != 1 || *task.Artifacts[0].Parts[0].Text != "Fixed the company" {
+		t.Fatalf("SendMessage to the company for eng-2: %d %s %v; want it completed with eng-2's reply", status, body, err)
+	}
+
+	// One ticket per task: six tasks, six tickets, each as the client
 	// saw it end.
-	ids := map[string]bool{}
+	ids := map[string]bool{sent.Result.Task.ID: true}
 	for _, m := range regexp.MustCompile(`(?m)^(?:send|stream task|held|before-drop task|asked|answered) (t-\w+)`).FindAllStringSubmatch(transcript, -1) {
 		ids[m[1]] = true
 	}
 	all := c.tickets("limit=200")
-	if len(ids) != 5 || len(all)-before != 5 {
-		t.Fatalf("the client made %d tasks and the company %d tickets; want 5 and 5, one ticket per task", len(ids), len(all)-before)
+	if len(ids) != 6 || len(all)-before != 6 {
+		t.Fatalf("the clients made %d tasks and the company %d tickets; want 6 and 6, one ticket per task", len(ids), len(all)-before)
 	}
 	phases := map[crewlet.TicketPhase]int{}
 	for _, tk := range all {
@@ -140,7 +156,7 @@ func TestA2AClientFromNPM(t *testing.T) {
 			phases[tk.Phase]++
 		}
 	}
-	if phases[crewlet.TicketDone] != 4 || phases[crewlet.TicketCancelled] != 1 {
-		t.Fatalf("the tasks' tickets end %v; want 4 done and 1 cancelled", phases)
+	if phases[crewlet.TicketDone] != 5 || phases[crewlet.TicketCancelled] != 1 {
+		t.Fatalf("the tasks' tickets end %v; want 5 done and 1 cancelled", phases)
 	}
 }
