@@ -135,7 +135,7 @@ type route struct {
 func (s *Server) routes() []route {
 	get, post, del := http.MethodGet, http.MethodPost, http.MethodDelete
 	accepted := []int{http.StatusAccepted}
-	return []route{
+	return append([]route{
 		{method: get, pattern: "/healthz", action: authority.Probe, handler: s.healthz,
 			summary: "the process is up", answer: map[string]string{}},
 		{method: get, pattern: "/readyz", action: authority.Probe, handler: s.readyz,
@@ -298,7 +298,7 @@ func (s *Server) routes() []route {
 			answer:  map[string]any{}, contentType: "text/event-stream"},
 		{method: del, pattern: mcpPath, action: authority.ConnectMCP, handler: s.serveMCP, session: true,
 			summary: "end the MCP session named by header Mcp-Session-Id", answer: "", statuses: []int{http.StatusNoContent}},
-	}
+	}, s.a2aRoutes()...)
 }
 
 // Handler returns the API's router.
@@ -390,22 +390,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // unknown fields, duplicate keys, trailing data and malformed JSON are
 // EINVALID, a body over maxBody ETOOLARGE.
 func readJSON(r *http.Request, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		return crewlet.Errorf(crewlet.ETOOLARGE, "request body is over %d bytes", maxBody)
-	case err != nil:
-		return crewlet.Errorf(crewlet.EINVALID, "request body could not be read: %v", err)
-	case len(bytes.TrimSpace(body)) == 0:
-		return nil
-	}
-	if !utf8.Valid(body) {
-		// The JSON decoder would quietly turn the bad bytes into U+FFFD.
-		return crewlet.Errorf(crewlet.EINVALID, "request body is not valid UTF-8; send UTF-8 JSON")
-	}
-	if key, dup := duplicateKey(body); dup {
-		return crewlet.Errorf(crewlet.EINVALID, "request body names %q twice; name each field once", key)
+	body, err := readBody(r)
+	if err != nil || len(body) == 0 {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -416,6 +403,30 @@ func readJSON(r *http.Request, v any) error {
 		return crewlet.Errorf(crewlet.EINVALID, "request body has data after the JSON object")
 	}
 	return nil
+}
+
+// readBody reads a request's JSON body as the door takes it: at most
+// maxBody bytes (ETOOLARGE past it), valid UTF-8, no object naming a key
+// twice (EINVALID); empty when it is only white space.
+func readBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, crewlet.Errorf(crewlet.ETOOLARGE, "request body is over %d bytes", maxBody)
+	case err != nil:
+		return nil, crewlet.Errorf(crewlet.EINVALID, "request body could not be read: %v", err)
+	case len(bytes.TrimSpace(body)) == 0:
+		return nil, nil
+	}
+	if !utf8.Valid(body) {
+		// The JSON decoder would quietly turn the bad bytes into U+FFFD.
+		return nil, crewlet.Errorf(crewlet.EINVALID, "request body is not valid UTF-8; send UTF-8 JSON")
+	}
+	if key, dup := duplicateKey(body); dup {
+		return nil, crewlet.Errorf(crewlet.EINVALID, "request body names %q twice; name each field once", key)
+	}
+	return body, nil
 }
 
 // duplicateKey reports the first key an object in the JSON document names

@@ -163,6 +163,8 @@ func (s *Server) audit(r *http.Request, rt route, p Principal, rec *statusRecord
 	switch {
 	case refused != nil:
 		e.Outcome, e.Reason = wire.AuditDenied, crewlet.ErrorMessage(refused)
+	case rec.outcome != "":
+		e.Outcome, e.Reason = rec.outcome, rec.note
 	case rec.status == http.StatusUnauthorized || rec.status == http.StatusForbidden:
 		// Refused by the handler: acting as someone else.
 		e.Outcome, e.Reason = wire.AuditDenied, rec.detail()
@@ -216,8 +218,9 @@ type statusRecorder struct {
 	status  int
 	errBody []byte
 	// note is what the handler says of an allowed action for its audit
-	// row (noteAudit).
-	note string
+	// row (noteAudit), or, with outcome, of one that failed or was refused
+	// inside an answer whose status does not say so (noteOutcome).
+	note, outcome string
 }
 
 func (w *statusRecorder) WriteHeader(status int) {

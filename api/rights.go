@@ -132,3 +132,12 @@ func noteAudit(w http.ResponseWriter, note string) {
 		rec.note = note
 	}
 }
+
+// noteOutcome says on the audit row that the action failed or was refused
+// (outcome) and why, for an answer whose HTTP status does not say so: a
+// JSON-RPC error answered with 200.
+func noteOutcome(w http.ResponseWriter, outcome, reason string) {
+	if rec, ok := w.(*statusRecorder); ok {
+		rec.outcome, rec.note = outcome, reason
+	}
+}

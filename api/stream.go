@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"sync"
@@ -80,19 +81,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string) {
 		writeError(w, crewlet.Errorf(crewlet.EINVALID, "Last-Event-ID %q is not an event id; send the id: of the last event you received (like 1700000000000-0)", crewlet.OneLine(after, 64)))
 		return
 	}
-	settings := s.Org.Now().Stream
-	p := principalOf(r)
-	release, ok := s.openStreams.take(p.Name, settings.MaxPerPrincipal)
+	release, ok := s.holdStream(w, r)
 	if !ok {
-		writeError(w, crewlet.Errorf(crewlet.ERATELIMITED, "%s has %d live streams open on this API process, the most stream.max_per_principal allows; close one (or wait for a dropped one to be noticed) and try again",
-			p.Name, settings.MaxPerPrincipal))
 		return
 	}
 	defer release()
 	ctx := r.Context()
-	// A client gone frees its place at once, not when the read it left
-	// behind returns.
-	defer context.AfterFunc(ctx, release)()
+	p := principalOf(r)
 	if after == "" {
 		tail, err := s.Events.Tail(ctx, key)
 		if err != nil {
@@ -102,44 +97,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string) {
 		}
 		after = tail
 	}
-	// A stream outlives the server's read timeout and its write timeout,
-	// which are for requests that end; each write gets a deadline of its
-	// own instead (send).
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{})
-	writeTimeout := settings.WriteTimeout
-	if writeTimeout <= 0 {
-		writeTimeout = config.DefaultStream.WriteTimeout
-	}
-	// send writes one event or comment and flushes it. A client that has
-	// stopped reading fills the connection's buffers until a write blocks;
-	// past the deadline the write fails and the stream ends, so it frees
-	// its place instead of holding it for as long as the client is stalled.
-	send := func(format string, args ...any) bool {
-		if err := rc.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
-			return false
-		}
-		_, err := fmt.Fprintf(w, format, args...)
-		if err == nil {
-			err = rc.Flush()
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			s.Log.WarnContext(ctx, "stream_dropped", "reason", "write_timeout", "stream", key, "principal", p.Name, "write_timeout", writeTimeout)
-		}
-		return err == nil
-	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	if !send("retry: %d\n\n", streamRetry.Milliseconds()) {
+	sse, ok := s.startSSE(w, r, key)
+	if !ok {
 		return
 	}
-	heartbeat := settings.Heartbeat
-	if heartbeat <= 0 {
-		heartbeat = config.DefaultStream.Heartbeat
-	}
+	send, heartbeat := sse.send, sse.heartbeat
 	for ctx.Err() == nil {
 		evs, err := s.Events.Read(ctx, key, after, heartbeat)
 		if err != nil {
@@ -168,6 +130,79 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string) {
 			}
 		}
 	}
+}
+
+// holdStream counts one more live stream of the request's principal on
+// this process, or writes 429 and false when it holds
+// stream.max_per_principal already. A client gone frees its place at
+// once, not when the read it left behind returns; release frees it too.
+func (s *Server) holdStream(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	p, max := principalOf(r), s.Org.Now().Stream.MaxPerPrincipal
+	free, ok := s.openStreams.take(p.Name, max)
+	if !ok {
+		writeError(w, crewlet.Errorf(crewlet.ERATELIMITED, "%s has %d live streams open on this API process, the most stream.max_per_principal allows; close one (or wait for a dropped one to be noticed) and try again",
+			p.Name, max))
+		return nil, false
+	}
+	stop := context.AfterFunc(r.Context(), free)
+	return func() { stop(); free() }, true
+}
+
+// sseWriter writes one Server-Sent Events response: a live stream, an A2A
+// task's stream.
+type sseWriter struct {
+	ctx context.Context
+	log *slog.Logger
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	// what names the stream in the log; principal who reads it.
+	what, principal string
+	writeTimeout    time.Duration
+	// heartbeat is how long the stream may be silent before a keepalive
+	// comment (stream.heartbeat).
+	heartbeat time.Duration
+}
+
+// startSSE answers the request with an event stream, the reconnect delay
+// its first line; false when the client is gone already.
+func (s *Server) startSSE(w http.ResponseWriter, r *http.Request, what string) (*sseWriter, bool) {
+	settings := s.Org.Now().Stream
+	sse := &sseWriter{ctx: r.Context(), log: s.Log, w: w, rc: http.NewResponseController(w), what: what, principal: principalOf(r).Name,
+		writeTimeout: settings.WriteTimeout, heartbeat: settings.Heartbeat}
+	if sse.writeTimeout <= 0 {
+		sse.writeTimeout = config.DefaultStream.WriteTimeout
+	}
+	if sse.heartbeat <= 0 {
+		sse.heartbeat = config.DefaultStream.Heartbeat
+	}
+	// A stream outlives the server's read timeout and its write timeout,
+	// which are for requests that end; each write gets a deadline of its
+	// own instead (send).
+	_ = sse.rc.SetReadDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return sse, sse.send("retry: %d\n\n", streamRetry.Milliseconds())
+}
+
+// send writes one event or comment and flushes it. A client that has
+// stopped reading fills the connection's buffers until a write blocks;
+// past the deadline the write fails and the stream ends, so it frees its
+// place instead of holding it for as long as the client is stalled.
+func (e *sseWriter) send(format string, args ...any) bool {
+	if err := e.rc.SetWriteDeadline(time.Now().Add(e.writeTimeout)); err != nil {
+		return false
+	}
+	_, err := fmt.Fprintf(e.w, format, args...)
+	if err == nil {
+		err = e.rc.Flush()
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		e.log.WarnContext(e.ctx, "stream_dropped", "reason", "write_timeout", "stream", e.what, "principal", e.principal, "write_timeout", e.writeTimeout)
+	}
+	return err == nil
 }
 
 // streamCounts counts what each principal holds open on this process: its

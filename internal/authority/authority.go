@@ -97,6 +97,7 @@ const (
 	AnswerTicket
 	CancelTicket
 	ReadTicket
+	SpeakA2A
 	ReadConversation
 	ReadApprovals
 	DecideApproval
@@ -175,6 +176,11 @@ var table = [...]Rule{
 	CancelTicket: {Name: "cancel a ticket", Right: Operate, Scope: ScopeTicket},
 	ReadTicket: {Name: "read tickets", Right: Read, Scope: ScopeTicket,
 		Tool: "tickets", ToolMay: "list its own open tickets, both ways"},
+	// The JSON-RPC endpoint takes several actions; the door lets in a
+	// token that may read tickets, and each method then needs its REST
+	// twin's action: SendMessage opening a ticket OpenTicket's, answering
+	// one AnswerTicket's, CancelTask CancelTicket's.
+	SpeakA2A:         {Name: "speak A2A (each method then as its REST twin)", Right: Read, Scope: ScopeTicket},
 	ReadConversation: {Name: "read a conversation", Right: Read, Scope: ScopeConversation},
 	ReadApprovals:    {Name: "read approvals", Right: Read, Scope: ScopeApproval},
 	DecideApproval:   {Name: "decide an approval", Right: Read, Scope: ScopeApproval},

@@ -114,8 +114,10 @@ func (w *TicketWatch) listen(ctx context.Context) (listened bool, err error) {
 	}
 }
 
-func (w *TicketWatch) subscribe(id string) (<-chan struct{}, func()) {
-	// One slot: wakes that come while the waiter reads coalesce.
+// Subscribe wakes the channel it returns each time ticket id changes
+// phase, until stop is called; wakes that come while the reader reads
+// coalesce. A wake is not the data: read the ticket after subscribing.
+func (w *TicketWatch) Subscribe(id string) (woken <-chan struct{}, stop func()) {
 	ch := make(chan struct{}, 1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -161,7 +163,13 @@ func poke(ch chan struct{}) {
 // Await returns the ticket once it has ended, or as it stands when ctx
 // ends first (then with no error: the wait ran out, the ticket did not).
 func (w *TicketWatch) Await(ctx context.Context, ticket crewlet.Ticket) (crewlet.Ticket, error) {
-	woken, stop := w.subscribe(ticket.ID)
+	return w.AwaitUntil(ctx, ticket, func(t crewlet.Ticket) bool { return !t.Phase.Open() })
+}
+
+// AwaitUntil returns the ticket once until holds of it, or as it stands
+// when ctx ends first.
+func (w *TicketWatch) AwaitUntil(ctx context.Context, ticket crewlet.Ticket, until func(crewlet.Ticket) bool) (crewlet.Ticket, error) {
+	woken, stop := w.Subscribe(ticket.ID)
 	defer stop()
 	for {
 		// Read after subscribing: a change between the caller's read and
@@ -171,7 +179,7 @@ func (w *TicketWatch) Await(ctx context.Context, ticket crewlet.Ticket) (crewlet
 			return ticket, err
 		}
 		ticket = t
-		if !ticket.Phase.Open() {
+		if until(ticket) {
 			return ticket, nil
 		}
 		select {
