@@ -45,6 +45,27 @@ seats:
   - { handle: rev-1, role: reviewer }
 `
 
+// npmPackage installs pkg (name@version) from npm into a folder of the
+// test's and returns it, for a Node.js client nobody here wrote; a script
+// written there finds the package. Without node or npm the test is
+// skipped, saying what to install.
+func npmPackage(t *testing.T, pkg string) string {
+	t.Helper()
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed: this test runs %s's client under Node.js 20 or later; install Node.js to run it", tool, pkg)
+		}
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	install := exec.CommandContext(ctx, "npm", "install", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error", pkg)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("npm install %s: %v\n%s", pkg, err, out)
+	}
+	return dir
+}
+
 // A client nobody here wrote (@a2a-js/sdk, installed from npm) finds a
 // seat by its agent card and sends it a task that comes back completed
 // with the seat's reply; streams one to its end; cancels one; its stream
@@ -52,18 +73,7 @@ seats:
 // the reply; and answers the question of a task that asks, which then
 // completes. Each task is exactly one ticket.
 func TestA2AClientFromNPM(t *testing.T) {
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed: this test runs %s's client under Node.js 20 or later; install Node.js to run it", tool, a2aSDK)
-		}
-	}
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	install := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--prefix", dir, a2aSDK)
-	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("npm install %s: %v\n%s", a2aSDK, err, out)
-	}
+	dir := npmPackage(t, a2aSDK)
 	script, err := os.ReadFile(filepath.Join("testdata", "a2a_client.mjs"))
 	if err != nil {
 		t.Fatal(err)

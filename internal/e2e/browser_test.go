@@ -185,6 +185,15 @@ func inPage[T any](b *browser, what string, a chromedp.Action[T]) T {
 	ctx, cancel := context.WithTimeout(b.ctx, browserTimeout)
 	defer cancel()
 	v, err := chromedp.Run(ctx, a)
+	// The console re-renders parts of a page as live events come: an
+	// element found, then replaced before the action reached it, is found
+	// again, as a person would click the button now on the screen.
+	for range 4 {
+		if err == nil || !strings.Contains(err.Error(), "Could not find node with given id") {
+			break
+		}
+		v, err = chromedp.Run(ctx, a)
+	}
 	if errs := b.takeErrors(); len(errs) > 0 {
 		b.t.Fatalf("%s: the page reported errors:\n%s", what, strings.Join(errs, "\n"))
 	}

@@ -70,18 +70,9 @@ await client.close();
 // reads a seat and the ask's conversation, and cancels a second ask, whose
 // ticket is then cancelled: one ticket per call.
 func TestMCPInteropWithTheTypeScriptSDK(t *testing.T) {
-	node, errNode := exec.LookPath("node")
-	npm, errNpm := exec.LookPath("npm")
-	if errNode != nil || errNpm != nil {
-		t.Skipf("node and npm are needed to run the MCP TypeScript SDK's client (node: %v, npm: %v); install Node.js 20 or later", errNode, errNpm)
-	}
-	dir := t.TempDir()
+	dir := npmPackage(t, "@modelcontextprotocol/sdk@1")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	install := exec.CommandContext(ctx, npm, "install", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error", "@modelcontextprotocol/sdk@1")
-	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("npm install @modelcontextprotocol/sdk@1: %v\n%s", err, out)
-	}
 	script := filepath.Join(dir, "interop.mjs")
 	if err := os.WriteFile(script, []byte(interopScript), 0o600); err != nil {
 		t.Fatal(err)
@@ -89,7 +80,7 @@ func TestMCPInteropWithTheTypeScriptSDK(t *testing.T) {
 
 	c := newCompany(t, writeFile(t, "org.yaml", mcpOrg))
 	c.serve()
-	client := exec.CommandContext(ctx, node, script, c.api+"/mcp", c.bearer())
+	client := exec.CommandContext(ctx, "node", script, c.api+"/mcp", c.bearer())
 	out := &testenv.Log{}
 	client.Stdout, client.Stderr = out, out
 	stdin, err := client.StdinPipe()
