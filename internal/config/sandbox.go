@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -64,13 +65,7 @@ func (c *Config) MCPAllowed() []MCPAllow {
 			case len(m.Command) > 0:
 				out = append(out, MCPAllow{Command: m.Command, Env: m.EnvFrom})
 			case len(m.HeadersFrom) > 0:
-				out = append(out, MCPAllow{URL: m.URL, Env: slices.Sorted(func(yield func(string) bool) {
-					for _, v := range m.HeadersFrom {
-						if !yield(v) {
-							return
-						}
-					}
-				})})
+				out = append(out, MCPAllow{URL: m.URL, Env: slices.Sorted(maps.Values(m.HeadersFrom))})
 			}
 		}
 	}
