@@ -30,7 +30,10 @@ type Approval struct {
 	// Conversation is the one the call was made in ('' for an approval
 	// recorded before it was kept).
 	Conversation string `json:"conversation,omitempty"`
-	Tool         string `json:"tool"`
+	// Ticket is the ticket the asking turn serves, if it serves one: its
+	// A2A task waits for this decision.
+	Ticket string `json:"ticket,omitempty"`
+	Tool   string `json:"tool"`
 	// Args are the call's arguments as the model sent them.
 	Args     string `json:"args"`
 	ArgsHash string `json:"args_hash"`

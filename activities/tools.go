@@ -54,7 +54,7 @@ func (a *Turns) ToolCall(ctx context.Context, in crewlet.ToolCallInput) (out cre
 	if refused, err := a.authorize(ctx, in, pc, &out); refused || err != nil {
 		return out, err
 	}
-	if gated, err := a.gate(ctx, in, thread, conv, call, &out); gated || err != nil {
+	if gated, err := a.gate(ctx, in, thread, trigger, call, &out); gated || err != nil {
 		return out, err
 	}
 	a.emitTool(events.ToolStarted, in, conv, call, events.Data{Args: call.Args})
@@ -145,13 +145,20 @@ func (a *Turns) authorize(ctx context.Context, in crewlet.ToolCallInput, pc pend
 // approval policy names and no grant covers waits for its decision
 // (out.Approval), and a denied one gets the denial as its result. gated
 // says the call is not to run now.
-func (a *Turns) gate(ctx context.Context, in crewlet.ToolCallInput, thread, conversation string, call crewlet.ToolCall, out *crewlet.ToolCallOutput) (gated bool, err error) {
+func (a *Turns) gate(ctx context.Context, in crewlet.ToolCallInput, thread string, trigger crewlet.Message, call crewlet.ToolCall, out *crewlet.ToolCallOutput) (gated bool, err error) {
 	if a.approvals == nil {
 		return false, nil
 	}
+	conversation := trigger.Conversation
+	// The turn serves a ticket when a ticket's request started it; a
+	// notice or a question names a ticket the seat delegated.
+	var serving string
+	if trigger.Type == crewlet.MessageTicket {
+		serving = trigger.Ticket
+	}
 	v, err := a.approvals.Gate(ctx, approvals.Call{
 		Tenure: in.Tenure, TurnID: crewlet.TurnWorkflowID(in.Handle, in.WorkKey), CallKey: callKey(thread, in.Round, in.Call.Call),
-		Conversation: conversation, Tool: call.Name, Args: call.Args,
+		Conversation: conversation, Ticket: serving, Tool: call.Name, Args: call.Args,
 	})
 	if err == nil && v.Approval.ID != "" {
 		a.emitApproval(in, conversation, call, v.Approval)

@@ -9,9 +9,11 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/a2a"
+	"github.com/crewlet/crewlet/internal/approvals"
 	"github.com/crewlet/crewlet/internal/authority"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/events"
+	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tickets"
 	"github.com/crewlet/crewlet/internal/wire"
 )
@@ -235,7 +237,7 @@ func (s *Server) a2aSend(c *rpcCall, to string) error {
 	var after string
 	var err error
 	if params.Message.TaskID != "" {
-		ticket, err = s.a2aAnswer(c, params.Message.TaskID, text)
+		ticket, err = s.a2aReply(c, params.Message.TaskID, text)
 	} else {
 		ticket, after, err = s.a2aOpen(c, to, params, text, stream)
 	}
@@ -246,16 +248,50 @@ func (s *Server) a2aSend(c *rpcCall, to string) error {
 	if stream {
 		return s.a2aStream(c, ticket, after)
 	}
-	if !params.Configuration.ReturnImmediately && !a2a.Final(ticket) && s.TicketWatch != nil {
+	if !params.Configuration.ReturnImmediately && s.TicketWatch != nil {
 		ctx, cancel := context.WithTimeout(c.r.Context(), maxTicketWait)
 		defer cancel()
-		if ticket, err = s.TicketWatch.AwaitUntil(ctx, ticket, a2a.Final); err != nil {
+		if ticket, err = s.TicketWatch.AwaitUntil(ctx, ticket, func(t crewlet.Ticket) bool {
+			_, final, err := s.a2aTask(ctx, t)
+			return final || err != nil
+		}); err != nil {
 			return err
 		}
 	}
-	task := a2a.TaskOf(ticket)
+	task, _, err := s.a2aTask(c.r.Context(), ticket)
+	if err != nil {
+		return err
+	}
 	c.result(a2a.SendMessageResponse{Task: &task})
 	return nil
+}
+
+// a2aTask is ticket t's task, and whether a stream or a wait of it ends
+// there: it ended, or it needs input, the answer to the seat's question
+// or an approver's decision on the call the turn serving it waits to make.
+func (s *Server) a2aTask(ctx context.Context, t crewlet.Ticket) (a2a.Task, bool, error) {
+	task := a2a.TaskOf(t)
+	if a2a.Final(t) {
+		return task, true, nil
+	}
+	a, err := s.waitingApproval(ctx, t)
+	if a != nil {
+		a2a.AwaitingApproval(&task, t, *a)
+	}
+	return task, a != nil, err
+}
+
+// waitingApproval is the pending approval the turn serving open ticket t
+// waits on, if one does.
+func (s *Server) waitingApproval(ctx context.Context, t crewlet.Ticket) (*crewlet.Approval, error) {
+	if t.Phase != crewlet.TicketPending {
+		return nil, nil
+	}
+	list, err := s.Store.Approvals(ctx, store.ApprovalFilter{Ticket: t.ID, Status: crewlet.ApprovalPending, Limit: 1})
+	if err != nil || len(list) == 0 {
+		return nil, err
+	}
+	return &list[0], nil
 }
 
 // a2aOpen opens the ticket a message asks for, as POST /tickets does,
@@ -320,25 +356,51 @@ func (s *Server) a2aTicket(c *rpcCall, id string) (crewlet.Ticket, error) {
 	return ticket, err
 }
 
-// a2aAnswer answers the question of the input-required task id, as POST
-// /tickets/{id}/answer does.
-func (s *Server) a2aAnswer(c *rpcCall, id, text string) (crewlet.Ticket, error) {
-	if err := c.may(authority.AnswerTicket); err != nil {
-		return crewlet.Ticket{}, err
-	}
+// a2aReply is the client's message on the input-required task id: the
+// answer to the seat's question, as POST /tickets/{id}/answer takes it,
+// or an approver's decision on the approval the task waits for, as POST
+// /approvals/{id}/approve or /deny takes it.
+func (s *Server) a2aReply(c *rpcCall, id, text string) (crewlet.Ticket, error) {
 	ticket, err := s.a2aTicket(c, id)
 	if err != nil {
+		return ticket, err
+	}
+	waiting, err := s.waitingApproval(c.r.Context(), ticket)
+	switch {
+	case err != nil:
+		return ticket, err
+	case waiting != nil:
+		return ticket, s.a2aDecide(c, *waiting, text)
+	case ticket.Phase != crewlet.TicketAsking:
+		return ticket, a2a.Errorf(a2a.CodeUnsupportedOperation, "task %s is %s, not %s: it takes a message only while it asks a question or waits for an approval; for more work send a message without taskId (the same contextId keeps the conversation)",
+			ticket.ID, a2a.StateOf(ticket.Phase), a2a.StateInputRequired)
+	}
+	if err := c.may(authority.AnswerTicket); err != nil {
 		return ticket, err
 	}
 	by, err := ticketActorOf(c.w, principalOf(c.r), ticket, "answer")
 	if err != nil {
 		return ticket, err
 	}
-	if ticket.Phase != crewlet.TicketAsking {
-		return ticket, a2a.Errorf(a2a.CodeUnsupportedOperation, "task %s is %s, not %s: it takes a message only while it asks a question; for more work send a message without taskId (the same contextId keeps the conversation)",
-			ticket.ID, a2a.StateOf(ticket.Phase), a2a.StateInputRequired)
-	}
 	return s.Tickets.Answer(c.r.Context(), id, text, by)
+}
+
+// a2aDecide decides approval a as the client's message says, when the
+// client is one its policy names.
+func (s *Server) a2aDecide(c *rpcCall, a crewlet.Approval, text string) error {
+	if err := c.may(authority.DecideApproval); err != nil {
+		return err
+	}
+	approve, reason, e := a2a.ApprovalDecision(a, text)
+	if e != nil {
+		return e
+	}
+	if err := crewlet.CheckText("reason", reason, crewlet.MaxReasonBytes); err != nil {
+		return err
+	}
+	p := principalOf(c.r)
+	_, err := s.Approvals.Decide(c.r.Context(), a.ID, approvals.Decider{Name: p.Name, Role: p.Role, Seat: p.Seat}, approve, reason, nil)
+	return err
 }
 
 // namedTask is the ticket of the task that GetTask, CancelTask or
@@ -359,7 +421,11 @@ func (s *Server) a2aGet(c *rpcCall) error {
 	if err != nil {
 		return err
 	}
-	c.result(a2a.TaskOf(ticket))
+	task, _, err := s.a2aTask(c.r.Context(), ticket)
+	if err != nil {
+		return err
+	}
+	c.result(task)
 	return nil
 }
 
@@ -429,8 +495,11 @@ func (s *Server) a2aStream(c *rpcCall, ticket crewlet.Ticket, after string) erro
 		data, err := json.Marshal(a2a.Response{JSONRPC: "2.0", ID: c.id(), Result: ev})
 		return err == nil && sse.send("data: %s\n\n", data)
 	}
-	task := a2a.TaskOf(ticket)
-	if !emit(a2a.StreamResponse{Task: &task}) || a2a.Final(ticket) {
+	task, final, err := s.a2aTask(ctx, ticket)
+	if err != nil {
+		return err
+	}
+	if !emit(a2a.StreamResponse{Task: &task}) || final {
 		return nil
 	}
 	transcript := MayReadTranscript(principalOf(r), ticket.To)
@@ -455,12 +524,23 @@ func (s *Server) a2aStream(c *rpcCall, ticket crewlet.Ticket, after string) erro
 				}
 			}
 		case <-woken:
+			// A wake is a change of the ticket's phase, or of an approval
+			// the turn serving it asked.
 			now, err := s.Store.Ticket(ctx, ticket.ID)
+			var waiting *crewlet.Approval
+			if err == nil {
+				waiting, err = s.waitingApproval(ctx, now)
+			}
 			if err != nil {
 				if ctx.Err() == nil {
 					s.Log.WarnContext(ctx, "a2a_stream_unreadable", "ticket", ticket.ID, "error", err)
 				}
 				return nil // the client subscribes again
+			}
+			if waiting != nil {
+				emit(a2a.StreamResponse{StatusUpdate: &a2a.TaskStatusUpdateEvent{TaskID: now.ID, ContextID: now.Conversation,
+					Status: a2a.ApprovalStatus(now, *waiting), Metadata: map[string]any{"approval": waiting.ID}}})
+				return nil
 			}
 			if now.Phase == ticket.Phase && now.UpdatedAt.Equal(ticket.UpdatedAt) {
 				continue

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/events"
@@ -309,6 +310,52 @@ func StatusOf(t crewlet.Ticket) TaskStatus {
 	return st
 }
 
+// The words an approver's message on a task waiting for approval starts
+// with: approve it, or deny it saying why (the model is told why).
+const (
+	ApproveWord = "approve"
+	DenyWord    = "deny"
+)
+
+// ApprovalStatus is the status of open ticket t while the turn serving it
+// waits for approval a: input is required, an approver's decision, which
+// one of those a's policy names gives with a message on the task
+// (ApprovalDecision reads it) or as /approvals does.
+func ApprovalStatus(t crewlet.Ticket, a crewlet.Approval) TaskStatus {
+	text := fmt.Sprintf("%s waits for approval %s of %s by %s. An approver answers with a message on this task: %q, or %q; or with POST /approvals/%s/approve or /deny.",
+		t.To, a.ID, a.Tool, strings.Join(a.Approvers, ", "), ApproveWord, DenyWord+": REASON", a.ID)
+	return TaskStatus{State: StateInputRequired, Message: agentMessage(t, "approval-"+a.ID, text), Timestamp: a.CreatedAt.UTC().Format(time.RFC3339Nano)}
+}
+
+// AwaitingApproval makes task, ticket t's, the task waiting for approval
+// a: input-required, naming the approval in its metadata.
+func AwaitingApproval(task *Task, t crewlet.Ticket, a crewlet.Approval) {
+	task.Status = ApprovalStatus(t, a)
+	task.Metadata["approval"] = a.ID
+}
+
+// ApprovalDecision reads an approver's message on a task waiting for
+// approval a: its first word, "approve" or "deny", then what it says after
+// (a ':' between them is left out) as the reason, which a denial needs.
+func ApprovalDecision(a crewlet.Approval, text string) (approve bool, reason string, e *Error) {
+	text = strings.TrimSpace(text)
+	end := strings.IndexFunc(text, func(r rune) bool { return !unicode.IsLetter(r) })
+	if end < 0 {
+		end = len(text)
+	}
+	word := strings.ToLower(text[:end])
+	reason = strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(text[end:]), ":.!"))
+	switch {
+	case word == ApproveWord:
+		return true, reason, nil
+	case word == DenyWord && reason != "":
+		return false, reason, nil
+	case word == DenyWord:
+		return false, "", Errorf(CodeInvalidParams, "a denial of approval %s needs a reason, which the model is told: send %q", a.ID, DenyWord+": REASON")
+	}
+	return false, "", Errorf(CodeInvalidParams, "the task waits for approval %s of %s: send %q or %q", a.ID, a.Tool, ApproveWord, DenyWord+": REASON")
+}
+
 // TaskOf is ticket t as an A2A task: its task and answer the user's
 // history, its reply the artifact.
 func TaskOf(t crewlet.Ticket) Task {
@@ -358,8 +405,6 @@ func LiveUpdate(t crewlet.Ticket, ev events.Event, transcript bool) (StreamRespo
 		}
 	case events.ToolFinished:
 		text = ev.Data.Tool + " " + ev.Data.Outcome
-	case events.ApprovalWaiting:
-		text = t.To + " waits for approval " + ev.Data.Approval + " of " + ev.Data.Tool + " by " + strings.Join(ev.Data.Approvers, ", ")
 	case events.TicketOpened:
 		text = t.To + " delegated to " + ev.Data.To
 	default:

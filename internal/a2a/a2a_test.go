@@ -239,3 +239,41 @@ func TestCardsNameTheirSeatsAndRoles(t *testing.T) {
 		t.Fatalf("company skills = %v; want each agent seat, then each role", ids)
 	}
 }
+
+// An approver's message on a task waiting for approval is read by its
+// first word: approve (a note after it is the reason) or deny with the
+// reason the model is told; anything else is sent back saying what to
+// send.
+func TestAnApproversMessageIsADecision(t *testing.T) {
+	t.Parallel()
+	ap := crewlet.Approval{ID: "ap-1", Tool: "ledger__write"}
+	for _, c := range []struct {
+		text    string
+		approve bool
+		reason  string
+		code    int
+	}{
+		{"approve", true, "", 0},
+		{"  Approve. ", true, "", 0},
+		{"approve: checked the invoice", true, "checked the invoice", 0},
+		{"deny: over budget", false, "over budget", 0},
+		{"DENY over budget", false, "over budget", 0},
+		{"deny", false, "", a2a.CodeInvalidParams},
+		{"deny:  ", false, "", a2a.CodeInvalidParams},
+		{"yes", false, "", a2a.CodeInvalidParams},
+		{"approved", false, "", a2a.CodeInvalidParams},
+		{"", false, "", a2a.CodeInvalidParams},
+	} {
+		approve, reason, e := a2a.ApprovalDecision(ap, c.text)
+		switch {
+		case c.code != 0 && (e == nil || e.Code != c.code || !strings.Contains(e.Message, "ap-1")):
+			t.Errorf("%q: %v; want error %d naming the approval", c.text, e, c.code)
+		case c.code == 0 && (e != nil || approve != c.approve || reason != c.reason):
+			t.Errorf("%q = %v %q %v; want %v %q", c.text, approve, reason, e, c.approve, c.reason)
+		}
+	}
+	st := a2a.ApprovalStatus(crewlet.Ticket{ID: "t-1", To: "s01"}, crewlet.Approval{ID: "ap-1", Tool: "ledger__write", Approvers: []string{"olga", "role:finance"}})
+	if st.State != a2a.StateInputRequired || text(st.Message.Parts[0]) != `s01 waits for approval ap-1 of ledger__write by olga, role:finance. An approver answers with a message on this task: "approve", or "deny: REASON"; or with POST /approvals/ap-1/approve or /deny.` {
+		t.Fatalf("the status of a task waiting for approval: %+v %q", st, text(st.Message.Parts[0]))
+	}
+}

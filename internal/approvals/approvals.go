@@ -50,8 +50,10 @@ type Call struct {
 	// Conversation is the one the call was made in, for the people who
 	// decide to read.
 	Conversation string
-	Tool         string
-	Args         json.RawMessage
+	// Ticket is the ticket the turn serves, if it serves one.
+	Ticket string
+	Tool   string
+	Args   json.RawMessage
 }
 
 // Verdict is what the gate says of a call. With neither Wait nor Denied
@@ -89,7 +91,7 @@ func (s *Service) Gate(ctx context.Context, c Call) (Verdict, error) {
 	}
 	a, created, err := s.Store.CreateApproval(ctx, crewlet.Approval{
 		ID: ApprovalID(c.Handle, c.TurnID, c.CallKey, argsHash, digest), Handle: c.Handle, TurnID: c.TurnID,
-		CallKey: c.CallKey, Conversation: c.Conversation, Tool: c.Tool, Args: string(c.Args), ArgsHash: argsHash, Role: role, Policy: digest,
+		CallKey: c.CallKey, Conversation: c.Conversation, Ticket: c.Ticket, Tool: c.Tool, Args: string(c.Args), ArgsHash: argsHash, Role: role, Policy: digest,
 		Approvers: policy.Approvers, OnTimeout: policy.TimeoutDecision(), Epoch: c.Epoch, Until: now.Add(policy.Wait()),
 	})
 	if err != nil {

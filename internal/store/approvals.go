@@ -12,13 +12,13 @@ import (
 )
 
 const approvalColumns = `id, handle, turn_id, call_key, tool, args, args_hash, role, policy, approvers, on_timeout, epoch,
-	status, decided_by, reason, remember_until, remember_args, created_at, until, decided_at, conversation`
+	status, decided_by, reason, remember_until, remember_args, created_at, until, decided_at, conversation, ticket`
 
 func scanApproval(r pgx.Row) (crewlet.Approval, error) {
 	var a crewlet.Approval
 	err := r.Scan(&a.ID, &a.Handle, &a.TurnID, &a.CallKey, &a.Tool, &a.Args, &a.ArgsHash, &a.Role, &a.Policy, &a.Approvers,
 		&a.OnTimeout, &a.Epoch, &a.Status, &a.DecidedBy, &a.Reason, &a.RememberUntil, &a.RememberArgs, &a.CreatedAt,
-		&a.Until, &a.DecidedAt, &a.Conversation)
+		&a.Until, &a.DecidedAt, &a.Conversation, &a.Ticket)
 	return a, err
 }
 
@@ -29,11 +29,11 @@ func scanApproval(r pgx.Row) (crewlet.Approval, error) {
 func (s *Store) CreateApproval(ctx context.Context, a crewlet.Approval) (stored crewlet.Approval, created bool, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		stored, err = scanApproval(tx.QueryRow(ctx, `
-			INSERT INTO approvals (id, handle, turn_id, call_key, tool, args, args_hash, role, policy, approvers, on_timeout, epoch, until, conversation)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+			INSERT INTO approvals (id, handle, turn_id, call_key, tool, args, args_hash, role, policy, approvers, on_timeout, epoch, until, conversation, ticket)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 			ON CONFLICT (id) DO NOTHING
 			RETURNING `+approvalColumns,
-			a.ID, a.Handle, a.TurnID, a.CallKey, a.Tool, a.Args, a.ArgsHash, a.Role, a.Policy, a.Approvers, a.OnTimeout, a.Epoch, a.Until, a.Conversation))
+			a.ID, a.Handle, a.TurnID, a.CallKey, a.Tool, a.Args, a.ArgsHash, a.Role, a.Policy, a.Approvers, a.OnTimeout, a.Epoch, a.Until, a.Conversation, a.Ticket))
 		if errors.Is(err, pgx.ErrNoRows) {
 			stored, err = scanApproval(tx.QueryRow(ctx, `SELECT `+approvalColumns+` FROM approvals WHERE id = $1`, a.ID))
 			return err
@@ -155,6 +155,8 @@ func (s *Store) Granted(ctx context.Context, handle, tool, argsHash, policy stri
 // everything.
 type ApprovalFilter struct {
 	Handle, TurnID, Status string
+	// Ticket keeps the approvals asked by turns serving that ticket.
+	Ticket string
 	// Approvers keeps the approvals whose policy names one of them.
 	Approvers []string
 	Limit     int
@@ -167,8 +169,8 @@ func (s *Store) Approvals(ctx context.Context, f ApprovalFilter) ([]crewlet.Appr
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+approvalColumns+` FROM approvals
 		WHERE ($1 = '' OR handle = $1) AND ($2 = '' OR turn_id = $2) AND ($3 = '' OR status = $3)
-		  AND ($5::text[] IS NULL OR approvers && $5::text[])
-		ORDER BY created_at DESC, id LIMIT $4`, f.Handle, f.TurnID, f.Status, f.Limit, f.Approvers)
+		  AND ($5::text[] IS NULL OR approvers && $5::text[]) AND ($6 = '' OR ticket = $6)
+		ORDER BY created_at DESC, id LIMIT $4`, f.Handle, f.TurnID, f.Status, f.Limit, f.Approvers, f.Ticket)
 	if err != nil {
 		return nil, fmt.Errorf("list approvals: %w", schemaMissing(err))
 	}
