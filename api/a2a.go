@@ -201,6 +201,10 @@ func (s *Server) serveA2A(w http.ResponseWriter, r *http.Request, to string) {
 		c.fail(e)
 		return
 	}
+	if p := principalOf(r); a2a.Mutates(c.req.Method) && !s.allowMutation(p.Name) {
+		c.fail(s.pastMutations(p.Name))
+		return
+	}
 	switch c.req.Method {
 	case a2a.MethodSendMessage, a2a.MethodSendStreamingMessage:
 		err = s.a2aSend(c, to)
@@ -606,15 +610,15 @@ func (s *Server) a2aRoutes() []route {
 	return []route{
 		{method: get, pattern: a2a.CardPath, action: authority.ReadRoster, handler: s.companyCard,
 			summary: "the company's A2A agent card: a skill per agent seat and role:R, each with a card of its own", answer: a2a.AgentCard{}},
-		{method: post, pattern: a2aPath, action: authority.SpeakA2A, handler: s.companyA2A,
+		{method: post, pattern: a2aPath, action: authority.SpeakA2A, handler: s.companyA2A, rpc: true,
 			summary: rpc + "; a message names its seat or role:R in the request's metadata \"to\"", body: a2a.Request{}, answer: a2a.Response{}},
 		{method: get, pattern: a2aSeatsPath + "{handle}" + a2a.CardPath, action: authority.ReadRoster, handler: s.seatCard,
 			summary: "an agent seat's A2A agent card: its role's charter as its skill", answer: a2a.AgentCard{}},
-		{method: post, pattern: a2aSeatsPath + "{handle}", action: authority.SpeakA2A, handler: s.seatA2A,
+		{method: post, pattern: a2aSeatsPath + "{handle}", action: authority.SpeakA2A, handler: s.seatA2A, rpc: true,
 			summary: rpc + "; a message opens a ticket to the seat", body: a2a.Request{}, answer: a2a.Response{}},
 		{method: get, pattern: a2aRolesPath + "{role}" + a2a.CardPath, action: authority.ReadRoster, handler: s.roleCard,
 			summary: "role:R's A2A agent card", answer: a2a.AgentCard{}},
-		{method: post, pattern: a2aRolesPath + "{role}", action: authority.SpeakA2A, handler: s.roleA2A,
+		{method: post, pattern: a2aRolesPath + "{role}", action: authority.SpeakA2A, handler: s.roleA2A, rpc: true,
 			summary: rpc + "; a message opens a ticket to the role's least busy seat", body: a2a.Request{}, answer: a2a.Response{}},
 	}
 }

@@ -184,3 +184,26 @@ func TestA2ACards(t *testing.T) {
 		t.Errorf("the company's card without a token: %d; want 401", status)
 	}
 }
+
+// A2A's requests are all POSTs, but only those that change something
+// spend api.mutations_per_minute: reading a task costs what GET
+// /tickets/{id} does, and a send past the budget is refused with 429.
+func TestA2AReadsSpendNoMutations(t *testing.T) {
+	base, st := authServerWith(t, "api: { mutations_per_minute: 2 }\n")
+	ticket := openTicket(t, st, "k-read", crewlet.Ticket{From: crewlet.ExternalSender, To: "cto", Task: "fix it", Conversation: "c-read", OpenedBy: "otto"})
+	for i := range 5 {
+		status, ans := rpc(t, base, "/a2a/seats/cto", tokens["operator"], a2a.MethodGetTask, `{"id":"`+ticket.ID+`"}`)
+		if task := taskOf(t, ans); status != http.StatusOK || task.ID != ticket.ID {
+			t.Fatalf("GetTask %d: %d %+v; want the task", i+1, status, task)
+		}
+	}
+	for i := range 3 {
+		status, ans := rpc(t, base, "/a2a/seats/cto", tokens["operator"], a2a.MethodCancelTask, `{"id":"t-000000000000"}`)
+		if limited := status == http.StatusTooManyRequests; limited != (i >= 2) {
+			t.Fatalf("CancelTask %d: %d %+v; want 429 from the 3rd on", i+1, status, ans.Error)
+		}
+		if i >= 2 {
+			wantError(t, "CancelTask past the budget", status, ans, http.StatusTooManyRequests, a2a.CodeRefused)
+		}
+	}
+}

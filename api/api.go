@@ -130,6 +130,11 @@ type route struct {
 	// of each call to the route the call is (and opening a session's budget
 	// to the handler).
 	session bool
+	// rpc marks a JSON-RPC endpoint (A2A), whose requests are all POSTs:
+	// the handler spends the principal's mutation budget once it has read
+	// the method, for a method that changes something, so reading a task
+	// costs what GET /tickets/{id} does.
+	rpc bool
 }
 
 func (s *Server) routes() []route {

@@ -136,8 +136,8 @@ func (s *Server) guard(rt route) http.HandlerFunc {
 			refused = crewlet.Errorf(crewlet.EFORBIDDEN, "requests from origin %q are not allowed; list it in api.allowed_origins", crewlet.Clean(r.Header.Get("Origin")))
 		case r.Method != http.MethodGet && r.ContentLength != 0 && !jsonContent(r):
 			refused = crewlet.Errorf(crewlet.EUNSUPPORTED, "send the body as Content-Type: application/json")
-		case r.Method != http.MethodGet && !rt.session && !s.allowMutation(p.Name):
-			refused = crewlet.Errorf(crewlet.ERATELIMITED, "%s sent more than %d mutations in a minute (api.mutations_per_minute); slow down", p.Name, s.Org.Now().API.MutationsPerMinute)
+		case r.Method != http.MethodGet && !rt.session && !rt.rpc && !s.allowMutation(p.Name):
+			refused = s.pastMutations(p.Name)
 		}
 		setPrincipal(r, p)
 		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
@@ -297,6 +297,12 @@ func (s *Server) sender(r *http.Request, from string) (string, error) {
 func (s *Server) allowMutation(principal string) bool {
 	n := s.Org.Now().API.MutationsPerMinute
 	return n <= 0 || s.mutations.allow(principal, n)
+}
+
+// pastMutations is the refusal of a principal whose mutations of the
+// minute are spent.
+func (s *Server) pastMutations(principal string) error {
+	return crewlet.Errorf(crewlet.ERATELIMITED, "%s sent more than %d mutations in a minute (api.mutations_per_minute); slow down", principal, s.Org.Now().API.MutationsPerMinute)
 }
 
 // sampleRefusal counts a refusal of an authenticated principal and reports

@@ -52,10 +52,16 @@ var tokens = map[string]string{
 
 func authServer(t *testing.T) (string, *store.Store) {
 	t.Helper()
+	return authServerWith(t, "")
+}
+
+// authServerWith is authServer with more of the org file (top-level keys).
+func authServerWith(t *testing.T, extra string) (string, *store.Store) {
+	t.Helper()
 	for role, tok := range tokens {
 		t.Setenv("CREWLET_TEST_TOKEN_"+strings.ToUpper(role), tok)
 	}
-	org, err := config.Parse([]byte(authOrg))
+	org, err := config.Parse([]byte(authOrg + extra))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,28 +272,18 @@ func TestIdentityIsThePrincipal(t *testing.T) {
 // 429 and audited; another principal's budget is its own; reads are not
 // counted.
 func TestMutationsAreRateLimitedPerPrincipal(t *testing.T) {
-	for role, tok := range tokens {
-		t.Setenv("CREWLET_TEST_TOKEN_"+strings.ToUpper(role), tok)
-	}
-	org, err := config.Parse([]byte(authOrg + "api: { mutations_per_minute: 3 }\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := setup(t)
-	log := slog.New(slog.DiscardHandler)
-	srv := httptest.NewServer(withServices(&api.Server{Org: org, Store: b.st, Log: log}).Handler())
-	defer srv.Close()
+	base, st := authServerWith(t, "api: { mutations_per_minute: 3 }\n")
 	for i := range 5 {
-		call(t, "GET", srv.URL+"/seats", tokens["operator"], "")
-		status, body := call(t, "POST", srv.URL+"/tickets/t-000000000000/cancel", tokens["operator"], "{}")
+		call(t, "GET", base+"/seats", tokens["operator"], "")
+		status, body := call(t, "POST", base+"/tickets/t-000000000000/cancel", tokens["operator"], "{}")
 		if limited := status == http.StatusTooManyRequests; limited != (i >= 3) {
 			t.Fatalf("mutation %d: %d %s; want 429 from the 4th on", i+1, status, body)
 		}
 	}
-	if status, _ := call(t, "POST", srv.URL+"/tickets/t-000000000000/cancel", tokens["admin"], "{}"); status == http.StatusTooManyRequests {
+	if status, _ := call(t, "POST", base+"/tickets/t-000000000000/cancel", tokens["admin"], "{}"); status == http.StatusTooManyRequests {
 		t.Fatalf("another principal was limited by the operator's mutations")
 	}
-	rows, err := b.st.Audit(b.ctx, store.AuditFilter{Principal: "otto", Outcome: wire.AuditDenied, Limit: 10})
+	rows, err := st.Audit(t.Context(), store.AuditFilter{Principal: "otto", Outcome: wire.AuditDenied, Limit: 10})
 	if err != nil || len(rows) != 2 || rows[0].Status != http.StatusTooManyRequests {
 		t.Fatalf("audit of the refusals: %+v, %v; want two 429 denials", rows, err)
 	}

@@ -36,6 +36,17 @@ const (
 	MethodSubscribeToTask      = "SubscribeToTask"
 )
 
+// Mutates reports whether method changes something (a task opened,
+// answered or cancelled), so that it spends the caller's mutation budget
+// as its /tickets twin does; reads and unknown methods spend none.
+func Mutates(method string) bool {
+	switch method {
+	case MethodSendMessage, MethodSendStreamingMessage, MethodCancelTask:
+		return true
+	}
+	return false
+}
+
 // unsupported are the methods of A2A 1.0 not served, each with the error
 // that says so; legacy the A2A 0.3 names of the methods served, answered
 // with the name to use.
