@@ -189,6 +189,12 @@ type ModelRoundOutput struct {
 	// not fit the context budget, or the model answered nothing twice); the
 	// sender was told, and the turn is recorded failed.
 	Failed string `json:"failed,omitempty"`
+	// Ended, when set, says the thread stopped without an answer because
+	// the ticket it serves ended meanwhile (cancelled, expired, failed):
+	// no failure of the turn, which is recorded stopped when every thread
+	// ended so. By is the ticket, Reason what became of it. Failed says
+	// the same for a turn of a build that does not read Ended.
+	Ended *StopTurnRequest `json:"ended,omitempty"`
 }
 
 // ToolCallInput is one tool call of a round.

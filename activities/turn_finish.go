@@ -223,19 +223,20 @@ func (a *Turns) closeTickets(ctx context.Context, turn wire.TurnRow, replies map
 		if !isThread || trigger.Type != crewlet.MessageTicket {
 			continue
 		}
+		// The event says how the ticket stands: one cancelled while the
+		// turn ran stays cancelled.
+		var ticket crewlet.Ticket
 		var err error
-		phase := crewlet.TicketDone
 		if answered[i] {
-			_, _, err = a.tickets.Settle(ctx, trigger.Ticket, text)
+			ticket, _, err = a.tickets.Settle(ctx, trigger.Ticket, text)
 		} else {
-			phase = crewlet.TicketFailed
-			_, _, err = a.tickets.End(ctx, trigger.Ticket, phase, "the turn serving it ended without an answer: "+text)
+			ticket, _, err = a.tickets.End(ctx, trigger.Ticket, crewlet.TicketFailed, "the turn serving it ended without an answer: "+text)
 		}
 		if err != nil {
 			return fmt.Errorf("close ticket %s: %w", trigger.Ticket, err)
 		}
 		a.emit(turn.Seat, turn.WorkKey, trigger.Conversation, events.TicketSettled, events.TicketSettled+"|"+trigger.Ticket,
-			events.Data{Ticket: trigger.Ticket, Phase: string(phase)})
+			events.Data{Ticket: trigger.Ticket, Phase: string(ticket.Phase)})
 	}
 	return nil
 }

@@ -60,6 +60,20 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 	if m, ok := findKey(msgs, refusedKey); ok {
 		return crewlet.ModelRoundOutput{Failed: m.Message.Content}, nil
 	}
+	if m, ok := findKey(msgs, endedKey); ok {
+		return ticketEndedOutput(trigger, m.Message.Content), nil
+	}
+	if ended, err := a.servedTicketEnded(ctx, trigger); err != nil || ended != "" {
+		if err != nil {
+			return out, err
+		}
+		stored, err := a.store.AppendTurnMessage(ctx, in.Handle, key, wire.TurnMessage{Key: endedKey, Message: crewlet.ChatMessage{Role: "note", Content: ended}})
+		if err != nil {
+			return out, err
+		}
+		a.log.Info("thread_ticket_ended", "seat", in.Handle, "work_key", key, "ticket", trigger.Ticket, "round", in.Round)
+		return ticketEndedOutput(trigger, stored.Message.Content), nil
+	}
 	if msgs, err = a.settleCalls(ctx, in.Handle, key, in.Round-1, msgs, catalog); err != nil {
 		return out, err
 	}
@@ -177,6 +191,34 @@ func (a *Turns) refuse(ctx context.Context, handle, key, note string) (crewlet.M
 		return crewlet.ModelRoundOutput{}, err
 	}
 	return a.refused(handle, key, stored), nil
+}
+
+// servedTicketEnded says why a thread that serves a ticket stops at this
+// round boundary: the ticket was cancelled (or expired, or failed)
+// meanwhile, so nobody takes its reply and the work would be wasted. ""
+// when the thread serves no ticket, or one still open.
+func (a *Turns) servedTicketEnded(ctx context.Context, trigger crewlet.Message) (string, error) {
+	if trigger.Type != crewlet.MessageTicket || trigger.Ticket == "" {
+		return "", nil
+	}
+	t, err := a.store.Ticket(ctx, trigger.Ticket)
+	switch {
+	case crewlet.ErrorCode(err) == crewlet.ENOTFOUND:
+		return "", nil
+	case err != nil || t.Phase.Open():
+		return "", err
+	}
+	note := fmt.Sprintf("the ticket it served is %s", t.Phase)
+	if t.Reason != "" {
+		note += " (" + t.Reason + ")"
+	}
+	return note + ", so nobody takes its reply", nil
+}
+
+// ticketEndedOutput is the round's answer for a thread stopped because the
+// ticket that triggered it ended.
+func ticketEndedOutput(trigger crewlet.Message, note string) crewlet.ModelRoundOutput {
+	return crewlet.ModelRoundOutput{Failed: note, Ended: &crewlet.StopTurnRequest{By: trigger.Ticket, Reason: note}}
 }
 
 // refusal is the note that refuses a thread.

@@ -180,6 +180,9 @@ const (
 	noteKey = "note"
 	// refusedKey is the note of a thread a round ended without an answer.
 	refusedKey = "refused"
+	// endedKey is the note of a thread stopped because the ticket it
+	// serves ended.
+	endedKey = "ticket-ended"
 )
 
 func roundKey(round int) string { return fmt.Sprintf("r%d", round) }

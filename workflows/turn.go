@@ -53,6 +53,9 @@ type turn struct {
 	// refused says why threads ended without an answer; their senders
 	// were told, and the turn is recorded failed.
 	refused []string
+	// ended are the stops of threads whose ticket ended meanwhile; when
+	// every thread ended so, the turn is recorded stopped.
+	ended []crewlet.StopTurnRequest
 	// progress answers the state query.
 	progress crewlet.TurnProgress
 	// describe shows the turn's progress in its seat's current details;
@@ -183,6 +186,12 @@ func (t *turn) run(ctx workflow.Context) (crewlet.TurnOutput, error) {
 	if t.out.Status == crewlet.TurnInterrupted {
 		return t.out, nil
 	}
+	if t.out.Status == crewlet.TurnDone && len(t.refused) == 0 && len(t.ended) == begin.Threads && begin.Threads > 0 {
+		// Nothing is left that anyone waits for: the turn stops, as a
+		// person's stop would, by the ticket.
+		t.stop = &t.ended[0]
+		t.stopped()
+	}
 	if t.out.Status == crewlet.TurnDone && len(t.refused) > 0 {
 		t.out.Status = crewlet.TurnFailed
 		t.out.Note = strings.Join(t.refused, "; ")
@@ -243,6 +252,10 @@ func (t *turn) converse(ctx workflow.Context, thread, maxRounds int) error {
 		if t.stop != nil && t.profile == "" {
 			// Stopped while it waited for a profile.
 			t.stopped()
+			return nil
+		}
+		if answer.Ended != nil {
+			t.ended = append(t.ended, *answer.Ended)
 			return nil
 		}
 		if answer.Failed != "" {

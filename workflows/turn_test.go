@@ -43,6 +43,8 @@ type fakeTurnWorld struct {
 	approvals []crewlet.EndApprovalInput
 	// refused ends these threads' first round without an answer.
 	refused map[int]string
+	// ended ends these threads' first round: the ticket each serves ended.
+	ended map[int]string
 	// reflect is the role's reflect; reflectErr fails the reflection.
 	reflect    bool
 	reflectErr error
@@ -84,6 +86,9 @@ func (w *fakeTurnWorld) ModelRound(_ context.Context, in crewlet.ModelRoundInput
 	w.logf("model t%d r%d %s", in.Thread, in.Round, in.Profile)
 	if note, ok := w.refused[in.Thread]; ok {
 		return crewlet.ModelRoundOutput{Failed: note}, nil
+	}
+	if ticket, ok := w.ended[in.Thread]; ok {
+		return crewlet.ModelRoundOutput{Failed: "cancelled", Ended: &crewlet.StopTurnRequest{By: ticket, Reason: "the ticket it served is cancelled"}}, nil
 	}
 	if in.Thread == 0 && in.Round <= len(w.rounds) {
 		r := w.rounds[in.Round-1]
@@ -452,6 +457,31 @@ func TestTurnWithARefusedThreadIsRecordedFailed(t *testing.T) {
 	eq(t, "status", out.Status, crewlet.TurnFailed)
 	eq(t, "note", out.Note, "No answer was produced")
 	eq(t, "steps", h.world.log, []string{"begin", "acquire p1", "model t0 r1 p1", "model t1 r1 p1", "finish failed rounds=2", "release"})
+}
+
+// A thread whose ticket ended meanwhile stops without an answer, and that
+// is no failure: the turn whose every thread ended so is recorded stopped
+// by the ticket; one with another thread answered is done.
+func TestTurnWhoseTicketsEndedIsRecordedStopped(t *testing.T) {
+	t.Parallel()
+	h := newTurnHarness(t)
+	h.world.ended = map[int]string{0: "t-1"}
+	out, err := h.run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "status", out.Status, crewlet.TurnStopped)
+	eq(t, "note", out.Note, "Turn stopped by t-1: the ticket it served is cancelled")
+	eq(t, "steps", h.world.log, []string{"begin", "acquire p1", "model t0 r1 p1", "finish stopped rounds=1", "release"})
+
+	h = newTurnHarness(t)
+	h.world.threads = 2
+	h.world.ended = map[int]string{1: "t-2"}
+	if out, err = h.run(); err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "status", out.Status, crewlet.TurnDone)
+	eq(t, "steps", h.world.log, []string{"begin", "acquire p1", "model t0 r1 p1", "model t1 r1 p1", "finish done rounds=2", "release"})
 }
 
 // With the role's reflect on, a turn that answered asks for its reflection

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/crewlet/crewlet/internal/a2a"
 	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/tools/toolstest"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // a2aCall calls an A2A JSON-RPC method at path (a seat's, a role's or the
@@ -199,5 +201,80 @@ func TestA2ATaskWaitingForAnApprovalNeedsAnApproversInput(t *testing.T) {
 	}
 	if n := len(toolstest.Writes(t, countFile)); n != 1 {
 		t.Fatalf("the write ran %d times; want once", n)
+	}
+}
+
+// cancelOrg: a researcher whose every model call takes 3 s and whose turn
+// takes two rounds: a recall, then the reply.
+const cancelOrg = `company: { name: cancelco }
+profiles:
+  slow:
+    provider: scripted
+    delay: 3s
+    rules:
+      - match: '^research (.*)'
+        tools: [ { name: recall, args: { query: '{{index .Groups 1}}' } } ]
+        reply: 'Found nothing on {{index .Groups 1}}'
+roles:
+  researcher: { charter: researches what it is given, profile: slow }
+seats:
+  - { handle: res-1, role: researcher }
+`
+
+// A task cancelled while its seat's turn runs stops that turn at its next
+// round boundary: the round that was running finishes, the next one never
+// calls the model, and the turn is recorded stopped by the ticket, with a
+// note saying why, and no error of its seat; the task stays canceled.
+func TestA2ACancelStopsTheServingTurnAtItsNextRound(t *testing.T) {
+	c := newCompany(t, writeFile(t, "org.yaml", cancelOrg))
+	c.serve()
+	c.waitAttached(60 * time.Second)
+
+	const endpoint = "/a2a/seats/res-1"
+	var sent a2a.SendMessageResponse
+	if err := c.a2aCall(endpoint, a2a.MethodSendMessage, a2a.SendMessageRequest{
+		Message: a2aText("", "research the moon"), Configuration: a2a.SendMessageConfiguration{ReturnImmediately: true},
+	}, &sent); err != nil || sent.Task == nil {
+		t.Fatalf("SendMessage: %v (%+v)", err, sent)
+	}
+	var turns []wire.TurnRow
+	testenv.Eventually(t, 30*time.Second, "res-1's turn started", func() error {
+		if err := c.call(http.MethodGet, "/seats/res-1/turns?limit=1", nil, &turns); err != nil {
+			return err
+		}
+		if len(turns) != 1 {
+			return fmt.Errorf("no turn yet")
+		}
+		return nil
+	})
+	var cancelled a2a.Task
+	if err := c.a2aCall(endpoint, a2a.MethodCancelTask, a2a.TaskRequest{ID: sent.Task.ID}, &cancelled); err != nil || cancelled.Status.State != a2a.StateCanceled {
+		t.Fatalf("CancelTask: %v %+v", err, cancelled.Status)
+	}
+
+	var view wire.TurnView
+	testenv.Eventually(t, 60*time.Second, "res-1's turn ended", func() error {
+		if err := c.call(http.MethodGet, "/turns/res-1/"+url.PathEscape(turns[0].WorkKey), nil, &view); err != nil {
+			return err
+		}
+		if view.Turn.FinishedAt == nil {
+			return fmt.Errorf("turn still runs (%d receipts)", len(view.Receipts))
+		}
+		return nil
+	})
+	t.Logf("turn %s: status %s, %d model calls, note %q", view.Turn.TurnID, view.Turn.Status, len(view.Receipts), view.Turn.Note)
+	if len(view.Receipts) > 1 {
+		t.Fatalf("the turn made %d model calls after its task was cancelled in round 1; want it stopped at round 2's boundary", len(view.Receipts))
+	}
+	if view.Turn.Status != string(crewlet.TurnStopped) || view.Turn.StoppedBy != sent.Task.ID || !strings.Contains(view.Turn.Note, "the ticket it served is cancelled") {
+		t.Fatalf("the turn ended %s by %q, note %q; want it stopped by its ticket, saying it was cancelled", view.Turn.Status, view.Turn.StoppedBy, view.Turn.Note)
+	}
+	// A cancelled task is no failure of its seat.
+	if st := c.state("res-1"); st.LastError != "" {
+		t.Fatalf("res-1's last error is %q; want none", st.LastError)
+	}
+	var got a2a.Task
+	if err := c.a2aCall(endpoint, a2a.MethodGetTask, a2a.TaskRequest{ID: sent.Task.ID}, &got); err != nil || got.Status.State != a2a.StateCanceled || len(got.Artifacts) != 0 {
+		t.Fatalf("GetTask after the turn ended: %v %+v; want it canceled, without a reply", err, got)
 	}
 }
