@@ -26,7 +26,6 @@ import (
 // written: it checks the token, the authentication and the signature, and
 // drops a notification whose event id it has had.
 type webhook struct {
-	t        *testing.T
 	mu       sync.Mutex
 	seen     map[string]bool
 	states   []string // of each notification kept, in arrival order
@@ -77,7 +76,7 @@ func TestA2APushWebhookGetsEachStateOnceAcrossAnAPIRestart(t *testing.T) {
 	if err := os.WriteFile(scriptPath, script, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	hook := &webhook{t: t, seen: map[string]bool{}}
+	hook := &webhook{seen: map[string]bool{}}
 	receiver := httptest.NewServer(hook)
 	t.Cleanup(receiver.Close)
 

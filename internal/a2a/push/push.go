@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/crewlet/crewlet"
 )
@@ -27,6 +28,8 @@ const (
 	MaxURLBytes       = 2048
 	// MaxSecretBytes bounds a token and authentication credentials.
 	MaxSecretBytes = 4096
+	// lookupTimeout bounds resolving a webhook's host when it is set.
+	lookupTimeout = 5 * time.Second
 )
 
 // The headers of a notification besides Content-Type and Authorization.
@@ -69,9 +72,9 @@ func randomBytes(n int) []byte {
 	return b
 }
 
-// internal is the kind of internal address ip is, with its article ("a
+// internalKind is the kind of internal address ip is, with its article ("a
 // private"); "" for a public one.
-func internal(ip netip.Addr) string {
+func internalKind(ip netip.Addr) string {
 	ip = ip.Unmap()
 	switch {
 	case ip.IsLoopback():
@@ -137,13 +140,15 @@ func CheckURL(ctx context.Context, raw string, allow []string) error {
 	}
 	host := u.Hostname()
 	var ips []netip.Addr
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
 	if ip, err := netip.ParseAddr(host); err == nil {
 		ips = []netip.Addr{ip}
 	} else if ips, err = net.DefaultResolver.LookupNetIP(ctx, "ip", host); err != nil {
 		return crewlet.Errorf(crewlet.EINVALID, "url's host %q does not resolve; send a webhook URL whose host this server can reach", host)
 	}
 	for _, ip := range ips {
-		if kind := internal(ip); kind != "" {
+		if kind := internalKind(ip); kind != "" {
 			return crewlet.Errorf(crewlet.EINVALID, "url's host %q is %s, %s address: crewlet posts notifications to public addresses only, so that a webhook cannot reach its own network; use a public URL, or ask the operator to list a prefix of it in a2a.push.allow", host, ip, kind)
 		}
 	}
@@ -162,7 +167,7 @@ func checkDial(address string) error {
 	if err != nil {
 		return fmt.Errorf("dial %s: %w: not an address", address, errInternal)
 	}
-	if kind := internal(ap.Addr()); kind != "" {
+	if kind := internalKind(ap.Addr()); kind != "" {
 		return fmt.Errorf("dial %s: %w: %s address, not in a2a.push.allow", address, errInternal, kind)
 	}
 	return nil
