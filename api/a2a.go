@@ -214,6 +214,14 @@ func (s *Server) serveA2A(w http.ResponseWriter, r *http.Request, to string) {
 		err = s.a2aCancel(c)
 	case a2a.MethodSubscribeToTask:
 		err = s.a2aSubscribe(c)
+	case a2a.MethodCreatePushConfig:
+		err = s.a2aCreatePushConfig(c)
+	case a2a.MethodGetPushConfig:
+		err = s.a2aGetPushConfig(c)
+	case a2a.MethodListPushConfigs:
+		err = s.a2aListPushConfigs(c)
+	case a2a.MethodDeletePushConfig:
+		err = s.a2aDeletePushConfig(c)
 	}
 	if err != nil {
 		c.fail(err)
@@ -237,6 +245,20 @@ func (s *Server) a2aSend(c *rpcCall, to string) error {
 		return e
 	}
 	stream := c.req.Method == a2a.MethodSendStreamingMessage
+	// The message's webhook is checked before its task is opened or
+	// answered: a refused one changes nothing.
+	var webhook *store.PushConfig
+	if pc := params.Configuration.PushConfig; pc != nil {
+		if pc.ID == "" {
+			// A message sent again sets its config again, not a second one.
+			pc.ID = params.Message.MessageID
+		}
+		checked, err := s.checkPushConfig(c, params.Message.TaskID, *pc)
+		if err != nil {
+			return err
+		}
+		webhook = &checked
+	}
 	var ticket crewlet.Ticket
 	var after string
 	var err error
@@ -247,6 +269,11 @@ func (s *Server) a2aSend(c *rpcCall, to string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if webhook != nil {
+		if _, err := s.putPushConfig(c, ticket, *webhook, ticket.Phase); err != nil {
+			return err
+		}
 	}
 	noteAudit(c.w, "A2A "+c.req.Method+": ticket "+ticket.ID)
 	if stream {
@@ -606,7 +633,7 @@ func (s *Server) liveEvents(ctx context.Context, conversation, after string) <-c
 // a2aRoutes are the A2A routes of the route table.
 func (s *Server) a2aRoutes() []route {
 	get, post := http.MethodGet, http.MethodPost
-	rpc := "an A2A 1.0 JSON-RPC request (SendMessage, SendStreamingMessage, GetTask, CancelTask, SubscribeToTask); each method needs what its /tickets twin needs. A stream answers text/event-stream"
+	rpc := "an A2A 1.0 JSON-RPC request (SendMessage, SendStreamingMessage, GetTask, CancelTask, SubscribeToTask, and Create, Get, List and Delete TaskPushNotificationConfig(s)); each method needs what its /tickets twin needs, a push config method what GetTask needs. A stream answers text/event-stream"
 	return []route{
 		{method: get, pattern: a2a.CardPath, action: authority.ReadRoster, handler: s.companyCard,
 			summary: "the company's A2A agent card: a skill per agent seat and role:R, each with a card of its own", answer: a2a.AgentCard{}},

@@ -136,7 +136,7 @@ func TestA2ABadRequests(t *testing.T) {
 		{"no id", `{"jsonrpc":"2.0","method":"GetTask","params":{"id":"t-1"}}`, a2a.CodeInvalidRequest},
 		{"an unknown method", `{"jsonrpc":"2.0","id":1,"method":"DoIt"}`, a2a.CodeMethodNotFound},
 		{"an A2A 0.3 method", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}`, a2a.CodeVersionNotSupported},
-		{"push notifications", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{}}`, a2a.CodePushNotSupported},
+		{"an A2A 0.3 push method", `{"jsonrpc":"2.0","id":1,"method":"tasks/pushNotificationConfig/set","params":{}}`, a2a.CodeVersionNotSupported},
 		{"no params", `{"jsonrpc":"2.0","id":1,"method":"GetTask"}`, a2a.CodeInvalidParams},
 		{"a bad task id", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"../x"}}`, a2a.CodeInvalidParams},
 		{"no message", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}`, a2a.CodeInvalidParams},

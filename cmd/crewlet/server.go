@@ -21,6 +21,7 @@ import (
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/a2a/push"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/events"
 	"github.com/crewlet/crewlet/internal/logging"
@@ -320,6 +321,9 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		d.metrics.WatchCompany(g.Views.Company, d.org.Metrics.SeatLabels, log)
 		ticketWatch := d.store.WatchTickets(log)
 		go ticketWatch.Run(ctx)
+		// Every API process posts the A2A push notifications owed, so any
+		// one that is up delivers them.
+		go push.NewDispatcher(d.store, func() []string { return g.Org.Now().A2A.Push.Allow }, log, time.Second).Run(ctx)
 		h := &api.Server{Org: g.Org, Seats: g.Seats, Views: g.Views, Delivery: g.Delivery, Store: g.Store, Tickets: g.Tickets, TicketWatch: ticketWatch, Profiles: g.Profiles,
 			Mailbox: g.Mailbox, Temporal: g.Temporal, Log: log, Metrics: g.Metrics, Tracing: d.tracing, Follow: d.follower.Refresh, Spawn: g.Spawn,
 			Approvals: g.Approvals,

@@ -10,6 +10,7 @@ package a2a
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -34,14 +35,26 @@ const (
 	MethodGetTask              = "GetTask"
 	MethodCancelTask           = "CancelTask"
 	MethodSubscribeToTask      = "SubscribeToTask"
+
+	MethodCreatePushConfig = "CreateTaskPushNotificationConfig"
+	MethodGetPushConfig    = "GetTaskPushNotificationConfig"
+	MethodListPushConfigs  = "ListTaskPushNotificationConfigs"
+	MethodDeletePushConfig = "DeleteTaskPushNotificationConfig"
 )
 
+// methods are the methods served, in the order errors list them.
+var methods = []string{
+	MethodSendMessage, MethodSendStreamingMessage, MethodGetTask, MethodCancelTask, MethodSubscribeToTask,
+	MethodCreatePushConfig, MethodGetPushConfig, MethodListPushConfigs, MethodDeletePushConfig,
+}
+
 // Mutates reports whether method changes something (a task opened,
-// answered or cancelled), so that it spends the caller's mutation budget
-// as its /tickets twin does; reads and unknown methods spend none.
+// answered or cancelled, a webhook set or deleted), so that it spends the
+// caller's mutation budget as its /tickets twin does; reads and unknown
+// methods spend none.
 func Mutates(method string) bool {
 	switch method {
-	case MethodSendMessage, MethodSendStreamingMessage, MethodCancelTask:
+	case MethodSendMessage, MethodSendStreamingMessage, MethodCancelTask, MethodCreatePushConfig, MethodDeletePushConfig:
 		return true
 	}
 	return false
@@ -52,19 +65,21 @@ func Mutates(method string) bool {
 // with the name to use.
 var (
 	unsupported = map[string]int{
-		"CreateTaskPushNotificationConfig": CodePushNotSupported,
-		"GetTaskPushNotificationConfig":    CodePushNotSupported,
-		"ListTaskPushNotificationConfigs":  CodePushNotSupported,
-		"DeleteTaskPushNotificationConfig": CodePushNotSupported,
-		"ListTasks":                        CodeUnsupportedOperation,
-		"GetExtendedAgentCard":             CodeExtendedCardNotConfigured,
+		"ListTasks":            CodeUnsupportedOperation,
+		"GetExtendedAgentCard": CodeExtendedCardNotConfigured,
 	}
 	legacy = map[string]string{
-		"message/send":      MethodSendMessage,
-		"message/stream":    MethodSendStreamingMessage,
-		"tasks/get":         MethodGetTask,
-		"tasks/cancel":      MethodCancelTask,
-		"tasks/resubscribe": MethodSubscribeToTask,
+		"message/send":                        MethodSendMessage,
+		"message/stream":                      MethodSendStreamingMessage,
+		"tasks/get":                           MethodGetTask,
+		"tasks/cancel":                        MethodCancelTask,
+		"tasks/resubscribe":                   MethodSubscribeToTask,
+		"tasks/pushNotificationConfig/set":    MethodCreatePushConfig,
+		"tasks/pushNotificationConfig/get":    MethodGetPushConfig,
+		"tasks/pushNotificationConfig/list":   MethodListPushConfigs,
+		"tasks/pushNotificationConfig/delete": MethodDeletePushConfig,
+		// the gRPC binding's name of the JSON-RPC method's
+		"ListTaskPushNotificationConfig": MethodListPushConfigs,
 	}
 )
 
@@ -77,7 +92,6 @@ const (
 	CodeInternal                  = -32603
 	CodeTaskNotFound              = -32001
 	CodeTaskNotCancelable         = -32002
-	CodePushNotSupported          = -32003
 	CodeUnsupportedOperation      = -32004
 	CodeContentTypeNotSupported   = -32005
 	CodeExtendedCardNotConfigured = -32007
@@ -128,19 +142,17 @@ func (r Request) Check() *Error {
 	case r.ID[0] != '"' && (r.ID[0] < '0' || r.ID[0] > '9') && r.ID[0] != '-':
 		return Errorf(CodeInvalidRequest, "id must be a string or a number")
 	}
-	switch r.Method {
-	case MethodSendMessage, MethodSendStreamingMessage, MethodGetTask, MethodCancelTask, MethodSubscribeToTask:
+	if slices.Contains(methods, r.Method) {
 		return nil
 	}
+	served := strings.Join(methods, ", ")
 	if code, ok := unsupported[r.Method]; ok {
-		return Errorf(code, "%s is not served: crewlet's A2A serves %s, %s, %s, %s and %s; push notifications are not built yet",
-			r.Method, MethodSendMessage, MethodSendStreamingMessage, MethodGetTask, MethodCancelTask, MethodSubscribeToTask)
+		return Errorf(code, "%s is not served: crewlet's A2A serves %s", r.Method, served)
 	}
 	if now, ok := legacy[r.Method]; ok {
-		return Errorf(CodeVersionNotSupported, "%s is A2A 0.3; this server speaks A2A %s: call %s", r.Method, ProtocolVersion, now)
+		return Errorf(CodeVersionNotSupported, "%s is not an A2A %s JSON-RPC method: call %s", r.Method, ProtocolVersion, now)
 	}
-	return Errorf(CodeMethodNotFound, "no method %q; A2A %s methods served: %s, %s, %s, %s, %s", crewlet.OneLine(r.Method, 64), ProtocolVersion,
-		MethodSendMessage, MethodSendStreamingMessage, MethodGetTask, MethodCancelTask, MethodSubscribeToTask)
+	return Errorf(CodeMethodNotFound, "no method %q; A2A %s methods served: %s", crewlet.OneLine(r.Method, 64), ProtocolVersion, served)
 }
 
 // CheckVersion refuses a client that names a version other than 1.x in
@@ -205,6 +217,49 @@ type SendMessageConfiguration struct {
 	// ReturnImmediately answers with the task as it stands; otherwise
 	// SendMessage waits (bounded) until it ends or asks for input.
 	ReturnImmediately bool `json:"returnImmediately"`
+	// PushConfig, when set, is a webhook for the message's task, as
+	// CreateTaskPushNotificationConfig would set.
+	PushConfig *PushConfig `json:"taskPushNotificationConfig"`
+}
+
+// PushConfig is a task's webhook (A2A's TaskPushNotificationConfig): the
+// params and result of CreateTaskPushNotificationConfig.
+type PushConfig struct {
+	// ID names it among its task's; the server picks one when empty.
+	ID     string `json:"id,omitempty"`
+	TaskID string `json:"taskId"`
+	URL    string `json:"url"`
+	// Token is sent with each notification; the server picks one when
+	// empty, and shows it only in the answer to the call that set it.
+	Token          string          `json:"token,omitempty"`
+	Authentication *Authentication `json:"authentication,omitempty"`
+}
+
+// Authentication is how a notification authenticates to its webhook: an
+// Authorization header of Scheme and Credentials (the credentials are
+// never shown back).
+type Authentication struct {
+	Scheme      string `json:"scheme"`
+	Credentials string `json:"credentials,omitempty"`
+}
+
+// PushConfigRequest is the params of GetTaskPushNotificationConfig and
+// DeleteTaskPushNotificationConfig.
+type PushConfigRequest struct {
+	TaskID string `json:"taskId"`
+	ID     string `json:"id"`
+}
+
+// ListPushConfigsRequest is the params of ListTaskPushNotificationConfigs.
+// A task has few configs, so one page holds them all: pageSize and
+// pageToken are taken and let be.
+type ListPushConfigsRequest struct {
+	TaskID string `json:"taskId"`
+}
+
+// ListPushConfigsResponse is ListTaskPushNotificationConfigs's result.
+type ListPushConfigsResponse struct {
+	Configs []PushConfig `json:"configs"`
 }
 
 // TaskRequest is the params of GetTask, CancelTask and SubscribeToTask.

@@ -143,7 +143,11 @@ func TestRequestsAreChecked(t *testing.T) {
 		{a2a.Request{JSONRPC: "2.0", Method: a2a.MethodGetTask}, a2a.CodeInvalidRequest},
 		{a2a.Request{JSONRPC: "2.0", ID: json.RawMessage(`{}`), Method: a2a.MethodGetTask}, a2a.CodeInvalidRequest},
 		{a2a.Request{JSONRPC: "2.0", ID: json.RawMessage(`1`), Method: "Nope"}, a2a.CodeMethodNotFound},
-		{a2a.Request{JSONRPC: "2.0", ID: json.RawMessage(`1`), Method: "CreateTaskPushNotificationConfig"}, a2a.CodePushNotSupported},
+		{a2a.Request{JSONRPC: "2.0", ID: json.RawMessage(`1`), Method: "CreateTaskPushNotificationConfig"}, 0},
+		{a2a.Request{JSONRPC: "2.0", ID: json.RawMessage(`1`), Method: "ListTaskPushNotificationConfigs"}, 0},
+		{a2a.Request{JSONRPC: "2.0", ID: json.RawMessage(`1`), Method: "ListTaskPushNotificationConfig"}, a2a.CodeVersionNotSupported},
+		{a2a.Request{JSONRPC: "2.0", ID: json.RawMessage(`1`), Method: "tasks/pushNotificationConfig/set"}, a2a.CodeVersionNotSupported},
+		{a2a.Request{JSONRPC: "2.0", ID: json.RawMessage(`1`), Method: "ListTasks"}, a2a.CodeUnsupportedOperation},
 		{a2a.Request{JSONRPC: "2.0", ID: json.RawMessage(`1`), Method: "message/send"}, a2a.CodeVersionNotSupported},
 	} {
 		e := c.req.Check()
@@ -224,7 +228,7 @@ func TestCardsNameTheirSeatsAndRoles(t *testing.T) {
 	if len(card.SupportedInterfaces) != 1 || card.SupportedInterfaces[0] != (a2a.AgentInterface{URL: "https://api/a2a/seats/eng-1", ProtocolBinding: "JSONRPC", ProtocolVersion: "1.0"}) {
 		t.Fatalf("interfaces = %+v", card.SupportedInterfaces)
 	}
-	if !card.Capabilities.Streaming || card.Capabilities.PushNotifications || card.SecuritySchemes["bearer"].HTTPAuth.Scheme != "Bearer" {
+	if !card.Capabilities.Streaming || !card.Capabilities.PushNotifications || card.SecuritySchemes["bearer"].HTTPAuth.Scheme != "Bearer" {
 		t.Fatalf("capabilities %+v, schemes %+v", card.Capabilities, card.SecuritySchemes)
 	}
 	if len(card.Skills) != 1 || card.Skills[0].Description != "fixes what it is given" || strings.Join(card.Skills[0].Tags, ",") != "role:engineer,tools:fs" {

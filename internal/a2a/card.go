@@ -74,13 +74,13 @@ const bearerScheme = "bearer"
 // crewlet's binary carries no release version.
 const CardVersion = "1"
 
-// card is the frame every card shares: text in and out, streaming, no
-// push notifications (not built), crewlet's bearer tokens.
+// card is the frame every card shares: text in and out, streaming, push
+// notifications, crewlet's bearer tokens.
 func card(name, description, endpoint string, skills []AgentSkill) AgentCard {
 	return AgentCard{
 		Name: name, Description: description, Version: CardVersion,
 		SupportedInterfaces: []AgentInterface{{URL: endpoint, ProtocolBinding: BindingJSONRPC, ProtocolVersion: ProtocolVersion}},
-		Capabilities:        AgentCapabilities{Streaming: true, PushNotifications: false},
+		Capabilities:        AgentCapabilities{Streaming: true, PushNotifications: true},
 		SecuritySchemes: map[string]SecurityScheme{bearerScheme: {HTTPAuth: &HTTPAuthSecurityScheme{Scheme: "Bearer",
 			Description: "a crewlet API token (an auth.tokens entry, or the local token the API mints), with the right to open tickets: the same token as for POST /tickets"}}},
 		SecurityRequirements: []SecurityRequirement{{Schemes: map[string]StringList{bearerScheme: {List: []string{}}}}},

@@ -37,6 +37,7 @@ type Config struct {
 	Log         Log                `mapstructure:"log"`
 	Metrics     Metrics            `mapstructure:"metrics"`
 	Stream      Stream             `mapstructure:"stream"`
+	A2A         A2A                `mapstructure:"a2a"`
 
 	// Revision is the config revision this is; 0 for a file never stored
 	// as one. It is no key of the file.

@@ -1011,6 +1011,18 @@ profiles: { local: { provider: scripted } }`,
 			not: []string{"models.allow[0]:", "models.allow[5]:", "profiles.local"},
 		},
 		{
+			name: "a2a.push.allow entries",
+			yaml: minimal + `a2a: { push: { allow: ["http://127.0.0.1:9000/hooks/", "", "ftp://hooks", "https://u:p@hooks.internal/", "http://127.0.0.1:9000/hooks/", "https://hooks.internal/?a=1"] } }`,
+			want: []string{
+				`a2a.push.allow[1]: empty; write a URL prefix a webhook may start with, e.g. "http://127.0.0.1:9000/hooks/"`,
+				`a2a.push.allow[2]: "ftp://hooks" is not a URL prefix; write an http or https URL with a host`,
+				`a2a.push.allow[3]: must not hold credentials`,
+				`a2a.push.allow[4]: duplicate entry "http://127.0.0.1:9000/hooks/" (also a2a.push.allow[0])`,
+				`a2a.push.allow[5]: "https://hooks.internal/?a=1" is not a URL prefix`,
+			},
+			not: []string{"a2a.push.allow[0]:"},
+		},
+		{
 			name: "models.allow not a list",
 			yaml: minimal + `models: { allow: { gpt: 1 } }`,
 			want: []string{"models.allow"},

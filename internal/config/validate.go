@@ -272,6 +272,7 @@ func (c *Config) problems() []*Problem {
 	}
 	checkDuration("maintenance.interval", c.Maintenance.Interval, minMaintenanceInterval, maxMaintenanceInterval)
 	c.Health.check(add, checkDuration)
+	c.A2A.check(add)
 	c.Mailbox.checkQuotas(add)
 	checkDuration("maintenance.ledger_retention", c.Maintenance.LedgerRetention, minLedgerRetention, maxLedgerRetention)
 	checkDuration("maintenance.turn_retention", c.Maintenance.TurnRetention, minLedgerRetention, maxTurnRetention)
