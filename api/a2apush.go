@@ -105,12 +105,20 @@ func (s *Server) a2aCreatePushConfig(c *rpcCall) error {
 	return nil
 }
 
-func (s *Server) a2aGetPushConfig(c *rpcCall) error {
+// namedPushConfig is the params of GetTaskPushNotificationConfig and
+// DeleteTaskPushNotificationConfig, and the task they name, when the
+// principal may read it.
+func (s *Server) namedPushConfig(c *rpcCall) (a2a.PushConfigRequest, crewlet.Ticket, error) {
 	var params a2a.PushConfigRequest
 	if err := c.params(&params); err != nil {
-		return err
+		return params, crewlet.Ticket{}, err
 	}
 	ticket, err := s.pushTask(c, params.TaskID)
+	return params, ticket, err
+}
+
+func (s *Server) a2aGetPushConfig(c *rpcCall) error {
+	params, ticket, err := s.namedPushConfig(c)
 	if err != nil {
 		return err
 	}
@@ -144,11 +152,7 @@ func (s *Server) a2aListPushConfigs(c *rpcCall) error {
 }
 
 func (s *Server) a2aDeletePushConfig(c *rpcCall) error {
-	var params a2a.PushConfigRequest
-	if err := c.params(&params); err != nil {
-		return err
-	}
-	ticket, err := s.pushTask(c, params.TaskID)
+	params, ticket, err := s.namedPushConfig(c)
 	if err != nil {
 		return err
 	}
