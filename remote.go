@@ -26,6 +26,9 @@ type RemoteTicketInput struct {
 	// each answer); Asked the remote's questions put to the delegator.
 	Sent  int `json:"sent,omitempty"`
 	Asked int `json:"asked,omitempty"`
+	// Answered is the last question answered (RemoteState.Question): a
+	// remote still showing it has not taken the answer yet.
+	Answered string `json:"answered,omitempty"`
 }
 
 // RemoteSendInput sends message Seq on the ticket's remote task: the
@@ -47,6 +50,9 @@ type RemoteAwaitInput struct {
 	Ticket string `json:"ticket"`
 	Task   string `json:"task"`
 	Stream bool   `json:"stream,omitempty"`
+	// Answered is the question last answered: the task showing it still
+	// has not moved.
+	Answered string `json:"answered,omitempty"`
 }
 
 // RemoteState is where a ticket's remote task stands.
@@ -58,6 +64,9 @@ type RemoteState struct {
 	// Text is what the remote said: its artifacts' text once completed,
 	// its status message otherwise (the question, why it failed).
 	Text string `json:"text,omitempty"`
+	// Since is when the remote says the task took its state; with Text it
+	// tells a question the remote asks again from one already answered.
+	Since string `json:"since,omitempty"`
 	// TicketEnded says the ticket ended on crewlet's side (cancelled,
 	// expired): the remote task is cancelled and nothing more is sent.
 	TicketEnded bool `json:"ticket_ended,omitempty"`
@@ -95,3 +104,19 @@ type RemoteCancelInput struct {
 	Ticket string `json:"ticket"`
 	Task   string `json:"task"`
 }
+
+// Question names the question a remote task in an input-required state
+// asks: its text at its time.
+func (s RemoteState) Question() string { return s.Text + "\n" + s.Since }
+
+// Asks reports whether the remote task asks a question not yet answered:
+// it waits for input, and not on the question answered.
+func (s RemoteState) Asks(answered string) bool {
+	return (s.State == RemoteInputRequired || s.State == RemoteAuthRequired) && s.Question() != answered
+}
+
+// The A2A task states in which a remote task waits for its client.
+const (
+	RemoteInputRequired = "TASK_STATE_INPUT_REQUIRED"
+	RemoteAuthRequired  = "TASK_STATE_AUTH_REQUIRED"
+)

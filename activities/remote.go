@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -98,7 +99,7 @@ func remoteMessageID(ticket string, seq int) string {
 }
 
 func stateOf(t a2a.Task) crewlet.RemoteState {
-	return crewlet.RemoteState{Task: t.ID, Context: t.ContextID, State: t.Status.State, Text: a2a.TextOf(t)}
+	return crewlet.RemoteState{Task: t.ID, Context: t.ContextID, State: t.Status.State, Text: a2a.TextOf(t), Since: t.Status.Timestamp}
 }
 
 // RemoteSend sends message Seq on the ticket's remote task and records the
@@ -159,8 +160,10 @@ func (a *Remote) RemoteAwait(ctx context.Context, in crewlet.RemoteAwaitInput) (
 		}
 		return stateOf(task), nil
 	}
+	// The task moved when it ended or asks a question not yet answered.
+	moved := func(st crewlet.RemoteState) bool { return a2a.Ended(st.State) || st.Asks(in.Answered) }
 	st, err := get()
-	if err != nil || !in.Stream || !c.Streaming || a2a.Ended(st.State) || a2a.Waits(st.State) {
+	if err != nil || !in.Stream || !c.Streaming || moved(st) {
 		return st, err
 	}
 	streamFor, beat := a.StreamFor, a.Beat
@@ -192,12 +195,10 @@ func (a *Remote) RemoteAwait(ctx context.Context, in crewlet.RemoteAwaitInput) (
 			}
 		}
 	}()
-	moved := false
 	serr := c.Subscribe(sctx, in.Task, func(ev a2a.StreamResponse) bool {
 		activity.RecordHeartbeat(ctx)
-		state := a2a.StateOfUpdate(ev)
-		moved = a2a.Ended(state) || a2a.Waits(state)
-		return !moved
+		status, ok := a2a.StatusOfUpdate(ev)
+		return !ok || !moved(crewlet.RemoteState{State: status.State, Text: a2a.StatusText(status), Since: status.Timestamp})
 	})
 	stop()
 	select {
@@ -221,7 +222,9 @@ func (a *Remote) RemoteAwait(ctx context.Context, in crewlet.RemoteAwaitInput) (
 func (a *Remote) RemoteAsk(ctx context.Context, in crewlet.RemoteAskInput) (crewlet.RemoteAnswer, error) {
 	question := in.Question
 	if len(question) > crewlet.MaxMessageBytes {
-		question = question[:crewlet.MaxMessageBytes]
+		// A remote's question longer than a ticket takes is cut, not
+		// refused: the delegator can still answer what it reads.
+		question = strings.ToValidUTF8(question[:crewlet.MaxMessageBytes], "")
 	}
 	t, mine, err := a.Tickets.Ask(ctx, in.Ticket, question, in.Key, activity.GetInfo(ctx).WorkflowExecution.ID)
 	if err != nil {

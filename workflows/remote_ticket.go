@@ -14,12 +14,10 @@ import (
 // The A2A task states RemoteTicket acts on (internal/a2a names them; the
 // workflows never import it).
 const (
-	remoteCompleted     = "TASK_STATE_COMPLETED"
-	remoteFailed        = "TASK_STATE_FAILED"
-	remoteCanceled      = "TASK_STATE_CANCELED"
-	remoteRejected      = "TASK_STATE_REJECTED"
-	remoteInputRequired = "TASK_STATE_INPUT_REQUIRED"
-	remoteAuthRequired  = "TASK_STATE_AUTH_REQUIRED"
+	remoteCompleted = "TASK_STATE_COMPLETED"
+	remoteFailed    = "TASK_STATE_FAILED"
+	remoteCanceled  = "TASK_STATE_CANCELED"
+	remoteRejected  = "TASK_STATE_REJECTED"
 )
 
 // How RemoteTicket waits on its remote task: a stream of at most
@@ -109,7 +107,8 @@ func (r *remoteRun) run(ctx workflow.Context) error {
 				reason += ": " + st.Text
 			}
 			return r.end(ctx, crewlet.RemoteEndInput{Ticket: r.in.Ticket, Reason: reason})
-		case remoteInputRequired, remoteAuthRequired:
+		}
+		if st.Asks(r.in.Answered) {
 			answer, ended, err := r.ask(ctx, st.Text)
 			if err != nil {
 				return err
@@ -117,6 +116,9 @@ func (r *remoteRun) run(ctx workflow.Context) error {
 			if ended {
 				return r.cancel(ctx)
 			}
+			// Until the remote takes the answer it may show the
+			// question still: that is no new one.
+			r.in.Answered = st.Question()
 			if err := r.send(ctx, answer, &st); err != nil {
 				return r.fail(ctx, err)
 			}
@@ -135,7 +137,7 @@ func (r *remoteRun) run(ctx workflow.Context) error {
 			}
 			gap = min(2*gap, RemotePollMax)
 		}
-		in := crewlet.RemoteAwaitInput{Ticket: r.in.Ticket, Task: st.Task, Stream: stream}
+		in := crewlet.RemoteAwaitInput{Ticket: r.in.Ticket, Task: st.Task, Stream: stream, Answered: r.in.Answered}
 		if err := workflow.ExecuteActivity(r.awaitCtx(ctx), crewlet.ActivityRemoteAwait, in).Get(ctx, &st); err != nil {
 			return r.fail(ctx, err)
 		}

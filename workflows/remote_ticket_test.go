@@ -60,6 +60,9 @@ func (w *remoteWorld) await(_ context.Context, in crewlet.RemoteAwaitInput) (cre
 
 func (w *remoteWorld) ask(_ context.Context, in crewlet.RemoteAskInput) (crewlet.RemoteAnswer, error) {
 	w.asks = append(w.asks, in)
+	if len(w.asks) > 10 {
+		return crewlet.RemoteAnswer{}, temporal.NewNonRetryableApplicationError("asked again and again", "test", nil)
+	}
 	a := w.answers[0]
 	if len(w.answers) > 1 {
 		w.answers = w.answers[1:]
@@ -155,10 +158,16 @@ func TestRemoteTicketFailsWithTheRemotesMessageWhenTheRemoteTaskFails(t *testing
 
 func TestRemoteTicketAsksTheDelegatorAndSendsTheAnswerOnTheSameRemoteTask(t *testing.T) {
 	t.Parallel()
+	question := crewlet.RemoteState{Task: "rt-1", Context: "rc-1", State: "TASK_STATE_INPUT_REQUIRED", Text: "which branch?", Since: "09:00"}
 	w := &remoteWorld{
-		states: []crewlet.RemoteState{
-			{Task: "rt-1", Context: "rc-1", State: "TASK_STATE_INPUT_REQUIRED", Text: "which branch?"},
-			{Task: "rt-1", Context: "rc-1", State: "TASK_STATE_COMPLETED", Text: "merged main"},
+		// The remote shows the question answered until it takes the
+		// answer: the send's answer and the first look still say it.
+		states: []crewlet.RemoteState{question, question, {Task: "rt-1", Context: "rc-1", State: "TASK_STATE_COMPLETED", Text: "merged main"}},
+		sendState: func(in crewlet.RemoteSendInput) crewlet.RemoteState {
+			if in.Seq == 0 {
+				return working("")
+			}
+			return question
 		},
 		// Asked, still asking at the first signal, answered at the second.
 		answers: []crewlet.RemoteAnswer{{}, {}, {Answered: true, Answer: "main"}},
@@ -171,7 +180,10 @@ func TestRemoteTicketAsksTheDelegatorAndSendsTheAnswerOnTheSameRemoteTask(t *tes
 		}
 	})
 	if len(w.asks) != 3 || w.asks[0].Question != "which branch?" || w.asks[0].Key != w.asks[2].Key {
-		t.Fatalf("asks %+v; want the remote's question put once under one key and looked at after each signal", w.asks)
+		t.Fatalf("asks %+v; want the remote's question put once under one key and looked at after each signal, and not again while the remote still shows it", w.asks)
+	}
+	if a := w.awaits[len(w.awaits)-1]; a.Answered != question.Question() {
+		t.Fatalf("the wait after the answer was %+v; want it told which question was answered", a)
 	}
 	if len(w.sends) != 2 {
 		t.Fatalf("sends %+v; want the task, then the answer", w.sends)

@@ -33,10 +33,6 @@ func Ended(state string) bool {
 	return false
 }
 
-// Waits reports whether a remote task in state waits for its client: it
-// asks for input, or for credentials (which crewlet answers as input).
-func Waits(state string) bool { return state == StateInputRequired || state == StateAuthRequired }
-
 // RemoteError is what a call to a remote agent failed with, in words that
 // name no secret. Refused says asking again will not help (the card has
 // no JSON-RPC interface, the token is refused, the remote says the call
@@ -291,16 +287,30 @@ func (c *Client) Subscribe(ctx context.Context, id string, each func(StreamRespo
 	return nil
 }
 
-// StateOfUpdate is the task state an update of a stream says, "" when it
-// says none (an artifact).
-func StateOfUpdate(ev StreamResponse) string {
+// StatusOfUpdate is the task status an update of a stream carries; ok is
+// false for one that carries none (an artifact).
+func StatusOfUpdate(ev StreamResponse) (TaskStatus, bool) {
 	switch {
 	case ev.Task != nil:
-		return ev.Task.Status.State
+		return ev.Task.Status, true
 	case ev.StatusUpdate != nil:
-		return ev.StatusUpdate.Status.State
+		return ev.StatusUpdate.Status, true
 	}
-	return ""
+	return TaskStatus{}, false
+}
+
+// StatusText is the text of a status's message.
+func StatusText(st TaskStatus) string {
+	if st.Message == nil {
+		return ""
+	}
+	var texts []string
+	for _, p := range st.Message.Parts {
+		if p.Text != nil {
+			texts = append(texts, *p.Text)
+		}
+	}
+	return strings.Join(texts, "\n\n")
 }
 
 // TextOf is what a remote task says: its artifacts' text once completed,
@@ -316,12 +326,8 @@ func TextOf(t Task) string {
 			}
 		}
 	}
-	if len(texts) == 0 && t.Status.Message != nil {
-		for _, p := range t.Status.Message.Parts {
-			if p.Text != nil {
-				texts = append(texts, *p.Text)
-			}
-		}
+	if len(texts) == 0 {
+		return StatusText(t.Status)
 	}
 	return strings.Join(texts, "\n\n")
 }
