@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/testenv"
 )
 
@@ -194,5 +196,41 @@ func TestRemoteAgentQuestionIsAnsweredByTheDelegator(t *testing.T) {
 	}
 	if strings.Contains(agent.out.String(), "refused ") {
 		t.Fatalf("the agent refused a request of crewlet's: the token must reach it on every call")
+	}
+}
+
+// A ticket to a remote agent cancelled on crewlet's side cancels the
+// remote task: the agent is told, once, and the delegating turn hears the
+// ticket ended.
+func TestRemoteAgentTaskIsCancelledWithItsTicket(t *testing.T) {
+	agent := startRemoteAgent(t)
+	c := newRemoteAgentCompany(t, agent)
+	c.serve()
+
+	ask := c.send("cto", "get a review of the cache layer", inConversation("remote-cancel-"+testenv.Suffix()))
+	tk := c.openTicketFrom("cto")
+	agent.waitLine(`^rpc SubscribeToTask$`, 60*time.Second)
+	testenv.Eventually(t, 30*time.Second, "the ticket naming its remote task", func() error {
+		if err := c.call(http.MethodGet, "/tickets/"+tk.ID, nil, &tk); err != nil {
+			return err
+		}
+		if tk.RemoteTask == "" {
+			return fmt.Errorf("no remote task yet")
+		}
+		return nil
+	})
+	if err := c.call(http.MethodPost, "/tickets/"+tk.ID+"/cancel", api.CancelTicketRequest{Reason: "not needed any more", By: "tester"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	agent.waitLine(`^cancel `+regexp.QuoteMeta(tk.RemoteTask)+`$`, 60*time.Second)
+	reply := c.waitReply(ask, time.Minute)
+	if !strings.Contains(reply, "cancelled") {
+		t.Fatalf("cto's reply %q; want it to say the ticket was cancelled", reply)
+	}
+	if n := strings.Count(agent.out.String(), "rpc CancelTask"); n != 1 {
+		t.Fatalf("the agent was asked to cancel %d times; want once", n)
+	}
+	if ms := agent.messages(); len(ms) != 1 {
+		t.Fatalf("the agent was given messages %q; want only the task", ms)
 	}
 }
