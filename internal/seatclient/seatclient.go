@@ -1,5 +1,5 @@
-// Package seatclient is the one door to the seat, turn and notes workflows
-// from outside them. It starts and wakes seats (building their input), sends
+// Package seatclient is the one door to the seat, turn and notes workflows,
+// and to the workflows serving tickets to remote agents, from outside them. It starts and wakes seats (building their input), sends
 // every signal, each payload checked by the same Validate the receiving
 // workflow runs, asks seats and turns for their state, lists the seats
 // Temporal runs, and refuses a seat workflow that belongs to another
