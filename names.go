@@ -32,6 +32,12 @@ const (
 	// (docs/architecture.md, "Schedules"): it delivers the schedule's
 	// message and stays open until the message is answered.
 	WorkflowScheduleFire = "ScheduleFire"
+	// WorkflowRemoteTicket serves one ticket to a remote A2A agent
+	// (a2a:NAME; docs/operations.md, "Delegate to a remote agent"): it
+	// sends the task, waits durably for the remote task's end, relays its
+	// questions to the delegator and its answers back, and settles the
+	// ticket once.
+	WorkflowRemoteTicket = "RemoteTicket"
 )
 
 // Activity names. Workflows refer to activities by these names so that the
@@ -98,6 +104,16 @@ const (
 	// ScheduleFire, on the shared queue.
 	ActivityDeliverFire = "DeliverFire"
 	ActivityAwaitFire   = "AwaitFire"
+
+	// The steps of RemoteTicket, on the shared queue: send a message on
+	// the remote task, wait (bounded) for it to move, put its question to
+	// the delegator and read the answer, end the ticket as the remote task
+	// ended, and cancel the remote task of a ticket that ended here.
+	ActivityRemoteSend   = "RemoteSend"
+	ActivityRemoteAwait  = "RemoteAwait"
+	ActivityRemoteAsk    = "RemoteAsk"
+	ActivityRemoteEnd    = "RemoteEnd"
+	ActivityRemoteCancel = "RemoteCancel"
 )
 
 // Signal and query names. Operators use the seat's directly with
@@ -232,4 +248,12 @@ const (
 	// worker's log (workers' public-errors interceptor): the error names
 	// the log line by its error id.
 	ErrorTypeInternal = "internal"
+	// ErrorTypeRemoteRefused is a remote A2A agent that will not take the
+	// ticket's task however often it is asked (its card has no JSON-RPC
+	// interface, it refuses crewlet's token, no agents: entry names it);
+	// ErrorTypeRemoteUnreachable one that could not be reached now, tried
+	// again a bounded number of times. Their messages say which and what
+	// to do, and end the ticket failed.
+	ErrorTypeRemoteRefused     = "remote_refused"
+	ErrorTypeRemoteUnreachable = "remote_unreachable"
 )

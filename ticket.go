@@ -94,6 +94,10 @@ type Ticket struct {
 	AnsweredBy string `json:"answered_by,omitempty"`
 	// RequestEvent is the event id of the request in the target's mailbox.
 	RequestEvent string `json:"request_event"`
+	// RemoteTask and RemoteContext are the remote agent's task and context
+	// serving a ticket to a2a:NAME, once its task was sent.
+	RemoteTask    string `json:"remote_task,omitempty"`
+	RemoteContext string `json:"remote_context,omitempty"`
 	// Waiter is the delegator's turn waiting for the ticket to settle or
 	// ask; AskWaiter the serving turn waiting for an answer; AskKey the
 	// call that asked.

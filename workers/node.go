@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -240,6 +241,7 @@ func StartNode(ctx context.Context, g *services.Graph, log *slog.Logger, opts No
 			Skipped: func(ctx context.Context, name string) (int64, error) {
 				return schedules.Skipped(ctx, tc, org.Now(), name)
 			}},
+		Remote: &activities.Remote{Org: org, Store: st, Tickets: tk, Allowed: allowed, HTTP: &http.Client{}, Log: n.log},
 		Health: &activities.Health{Monitor: &health.Monitor{
 			Org: org, Store: st, Mailbox: mb, Seats: seats, Tickets: tk, Notifier: n.notifier, LiveWithin: hb, Log: n.log,
 		}},

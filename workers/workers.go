@@ -23,6 +23,7 @@ type Deps struct {
 	Host        *activities.Host
 	Turns       *activities.Turns
 	Schedules   *activities.Schedules
+	Remote      *activities.Remote
 }
 
 // RegisterShared registers what runs on the shared task queue: the workflows
@@ -54,6 +55,11 @@ func RegisterShared(r worker.Registry, d Deps) {
 		crewlet.ActivityReleaseProfile: d.Turns.ReleaseProfile,
 		crewlet.ActivityDeliverFire:    d.Schedules.DeliverFire,
 		crewlet.ActivityAwaitFire:      d.Schedules.AwaitFire,
+		crewlet.ActivityRemoteSend:     d.Remote.RemoteSend,
+		crewlet.ActivityRemoteAwait:    d.Remote.RemoteAwait,
+		crewlet.ActivityRemoteAsk:      d.Remote.RemoteAsk,
+		crewlet.ActivityRemoteEnd:      d.Remote.RemoteEnd,
+		crewlet.ActivityRemoteCancel:   d.Remote.RemoteCancel,
 	})
 }
 
@@ -70,8 +76,9 @@ func RegisterShared(r worker.Registry, d Deps) {
 // child of the old shape is pinned the same way. Every other workflow
 // moves to the deployment's current build at its next workflow task
 // (auto-upgrade), so a change to its commands needs a GetVersion guard. A
-// person's notes run as long as a seat does; the duties and schedule fires
-// are short and start on the current build like everything else.
+// person's notes run as long as a seat does, and a ticket to a remote
+// agent as long as its remote task; the duties and schedule fires are
+// short and start on the current build like everything else.
 func RegisterWorkflows(r worker.WorkflowRegistry) {
 	for _, w := range []struct {
 		fn       any
@@ -86,6 +93,7 @@ func RegisterWorkflows(r worker.WorkflowRegistry) {
 		{workflows.Turn, crewlet.WorkflowTurn, workflow.VersioningBehaviorPinned},
 		{workflows.PersonNotes, crewlet.WorkflowPersonNotes, workflow.VersioningBehaviorAutoUpgrade},
 		{workflows.ScheduleFire, crewlet.WorkflowScheduleFire, workflow.VersioningBehaviorAutoUpgrade},
+		{workflows.RemoteTicket, crewlet.WorkflowRemoteTicket, workflow.VersioningBehaviorAutoUpgrade},
 	} {
 		r.RegisterWorkflowWithOptions(w.fn, workflow.RegisterOptions{Name: w.name, VersioningBehavior: w.behavior})
 	}

@@ -130,6 +130,14 @@ var corpus = map[string]string{
 	"schedule_fire_killed_history.json": "a ScheduleFire started by hand for a fire time, e2e " +
 		"TestScheduleFireSurvivesANodeKill: its wait's worker is killed mid-turn and the wait's " +
 		"second attempt, on another node, sees the answer",
+	"remote_ticket_killed_history.json": "a RemoteTicket, e2e " +
+		"TestRemoteAgentAnswerReachesTheDelegatorOnceAcrossAKilledNode: RemoteSend, the streaming " +
+		"RemoteAwait's worker killed with kill -9 (its heartbeat times out, the second attempt on " +
+		"the next node finds the task completed), RemoteEnd settles the ticket",
+	"remote_ticket_asked_history.json": "a RemoteTicket, e2e TestRemoteAgentQuestionIsAnsweredByTheDelegator: " +
+		"the remote task goes input-required, RemoteAsk, a recheck timer cancelled by the ticket " +
+		"signal of the delegator's answer, RemoteAsk reads it, RemoteSend of the answer on the same " +
+		"task, RemoteAwait finds it completed, RemoteEnd",
 }
 
 func TestReplaysRecordedHistories(t *testing.T) {

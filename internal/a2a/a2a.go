@@ -267,9 +267,11 @@ type TaskRequest struct {
 	ID string `json:"id"`
 }
 
-// SendMessageResponse is SendMessage's result.
+// SendMessageResponse is SendMessage's result: crewlet answers with the
+// task; a remote agent may answer with a message instead.
 type SendMessageResponse struct {
-	Task *Task `json:"task,omitempty"`
+	Task    *Task    `json:"task,omitempty"`
+	Message *Message `json:"message,omitempty"`
 }
 
 // Task states.

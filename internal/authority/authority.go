@@ -93,6 +93,7 @@ const (
 	SendMail
 	OpenTicket
 	Spawn
+	DelegateRemote
 	Ask
 	AnswerTicket
 	CancelTicket
@@ -169,6 +170,10 @@ var table = [...]Rule{
 		Tool: "delegate", ToolMay: "open a ticket to `spawn:R`, a seat spawned from R's pool, when `may.spawn` names R",
 		HeldBy: []string{"may.spawn"}, Message: true,
 		seat: func(org *config.Config, r Request) error { return org.MaySpawn(r.Seat, r.Target) }},
+	DelegateRemote: {Name: "delegate to a remote agent", Right: Nobody,
+		Tool: "delegate", ToolMay: "open a ticket to `a2a:NAME`, a remote A2A agent of `agents`, when `may.delegate` names `a2a:NAME` itself (`*` does not)",
+		HeldBy: []string{"may.delegate"}, Message: true,
+		seat: func(org *config.Config, r Request) error { return org.MayDelegateRemote(r.Seat, r.Target) }},
 	Ask: {Name: "ask on a ticket", Right: Nobody,
 		Tool: "ask", ToolMay: "ask a question on the ticket its turn serves, and on no other"},
 	AnswerTicket: {Name: "answer a ticket", Right: Operate, Scope: ScopeTicket,

@@ -34,6 +34,7 @@ type Config struct {
 	Seats       []Seat             `mapstructure:"seats"`
 	Schedules   []Schedule         `mapstructure:"schedules"`
 	Pools       []SpawnPool        `mapstructure:"pools"`
+	Agents      []Agent            `mapstructure:"agents"`
 	Log         Log                `mapstructure:"log"`
 	Metrics     Metrics            `mapstructure:"metrics"`
 	Stream      Stream             `mapstructure:"stream"`

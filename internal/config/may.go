@@ -152,6 +152,20 @@ func (c *Config) MayDelegate(from, to string, chain []string) error {
 	return forbidden("role %s may delegate to %s; ask an operator to widen roles.%s.may.delegate", seat.Role, grantList(allowed), seat.Role)
 }
 
+// MayDelegateRemote says whether seat from's delegate may open a ticket
+// for the remote agent a2a:NAME: only when its role's may.delegate names
+// a2a:NAME itself (* is any seat of the org, not an agent outside it).
+func (c *Config) MayDelegateRemote(from, to string) error {
+	seat, role, ok := c.governed(from)
+	if !ok {
+		return unknownSeat(from)
+	}
+	if slices.Contains(role.may().Delegate, to) {
+		return nil
+	}
+	return forbidden("role %s may not delegate to the remote agent %s; ask an operator to add %s to roles.%s.may.delegate", seat.Role, to, to, seat.Role)
+}
+
 // MaySpawn says whether seat from's delegate to spawn:ROLE may spawn a
 // seat from role's pool.
 func (c *Config) MaySpawn(from, role string) error {
@@ -257,8 +271,8 @@ func checkAuthority(add func(key, format string, args ...any), c *Config) {
 		if n := r.MaxMessagesPerTurn; n < 0 || n > maxMessagesPerTurn {
 			add(base+".max_messages_per_turn", "%d is out of range; must be between 0 (none) and %d", n, maxMessagesPerTurn)
 		}
-		checkReach(add, base+".may.message", c, roles, r.May.Message)
-		checkReach(add, base+".may.delegate", c, roles, r.May.Delegate)
+		checkReach(add, base+".may.message", c, roles, r.May.Message, false)
+		checkReach(add, base+".may.delegate", c, roles, r.May.Delegate, true)
 		for i, s := range r.May.Spawn {
 			if s != MayAnyone && !slices.Contains(roles, s) {
 				add(fmt.Sprintf("%s.may.spawn[%d]", base, i), "unknown role %q; name a role (%s) or *%s", s, list(roles), didYouMean(s, roles))
@@ -272,8 +286,9 @@ func checkAuthority(add func(key, format string, args ...any), c *Config) {
 	}
 }
 
-// checkReach adds the problems of a message or delegate list.
-func checkReach(add func(key, format string, args ...any), key string, c *Config, roles []string, entries []string) {
+// checkReach adds the problems of a message or delegate list; remote
+// says the list may name a remote agent (a2a:NAME), as delegate's may.
+func checkReach(add func(key, format string, args ...any), key string, c *Config, roles []string, entries []string, remote bool) {
 	var handles []string
 	for _, s := range c.Seats {
 		handles = append(handles, s.Handle)
@@ -284,6 +299,15 @@ func checkReach(add func(key, format string, args ...any), key string, c *Config
 		if role, ok := strings.CutPrefix(e, crewlet.RolePrefix); ok {
 			if !slices.Contains(roles, role) {
 				add(k, "unknown role %q in %q; known roles: %s%s", role, e, list(roles), didYouMean(role, roles))
+			}
+			continue
+		}
+		if name, ok := strings.CutPrefix(e, A2APrefix); ok {
+			switch _, _, known := c.RemoteAgent(e); {
+			case !remote:
+				add(k, "%q is a remote agent: only may.delegate may name one, since only delegate reaches it", e)
+			case !known:
+				add(k, "unknown remote agent %q in %q; name one of agents (%s)%s", name, e, list(c.AgentNames()), didYouMean(name, c.AgentNames()))
 			}
 			continue
 		}

@@ -51,7 +51,8 @@ type MCPAllow struct {
 
 // MCPAllowed is the node's allow-list: nodes.mcp_allow as the file wrote
 // it, or, where it did not, every MCP server the file names with the
-// variables it reads. An apply checked against the list of the process it
+// variables it reads, and every remote agent's card_url with its
+// token_env (a url entry covers both). An apply checked against the list of the process it
 // reaches can run nothing, and read no variable, that process's own file
 // did not name.
 func (c *Config) MCPAllowed() []MCPAllow {
@@ -69,15 +70,27 @@ func (c *Config) MCPAllowed() []MCPAllow {
 			}
 		}
 	}
+	for _, a := range c.Agents {
+		if a.TokenEnv != "" {
+			out = append(out, MCPAllow{URL: a.CardURL, Env: []string{a.TokenEnv}})
+		}
+	}
 	return out
 }
 
 // MCPNotAllowed lists the MCP servers of next that allow does not cover,
 // one line each naming the key and the command or variable: the commands
 // next would run and the variables it would read that the node was not
-// started allowing.
+// started allowing. A remote agent's token_env is a url's variable like
+// headers_from's: sent only to the card_url the node allows it for, so an
+// apply cannot point a token at another host.
 func MCPNotAllowed(allow []MCPAllow, next *Config) []string {
 	var out []string
+	for i, a := range next.Agents {
+		if a.TokenEnv != "" && !anyAllowsEnv(urlEntries(allow, a.CardURL), a.TokenEnv) {
+			out = append(out, fmt.Sprintf("agents[%d].token_env %s is not allowed for card_url %s by this node's nodes.mcp_allow", i, a.TokenEnv, a.CardURL))
+		}
+	}
 	for _, name := range sortedKeys(next.Roles) {
 		for i, m := range next.Roles[name].MCP {
 			at := fmt.Sprintf("roles.%s.mcp[%d]", name, i)

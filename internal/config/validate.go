@@ -450,6 +450,7 @@ func (c *Config) problems() []*Problem {
 		}
 	}
 
+	checkAgents(add, c)
 	checkAuthority(add, c)
 
 	if n := c.Stream.Keep; n < 100 || n > 1000000 {

@@ -45,11 +45,12 @@ seats:
   - { handle: rev-1, role: reviewer }
 `
 
-// npmPackage installs pkg (name@version) from npm into a folder of the
-// test's and returns it, for a Node.js client nobody here wrote; a script
-// written there finds the package. Without node or npm the test is
+// npmPackage installs pkg (name@version), and the packages it needs
+// beside it (a peer dependency), from npm into a folder of the test's and
+// returns it, for a Node.js client or server nobody here wrote; a script
+// written there finds the packages. Without node or npm the test is
 // skipped, saying what to install.
-func npmPackage(t *testing.T, pkg string) string {
+func npmPackage(t *testing.T, pkg string, with ...string) string {
 	t.Helper()
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -59,7 +60,7 @@ func npmPackage(t *testing.T, pkg string) string {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	install := exec.CommandContext(ctx, "npm", "install", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error", pkg)
+	install := exec.CommandContext(ctx, "npm", append([]string{"install", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error", pkg}, with...)...)
 	if out, err := install.CombinedOutput(); err != nil {
 		t.Fatalf("npm install %s: %v\n%s", pkg, err, out)
 	}

@@ -1,5 +1,5 @@
-// Package seatclient is the one door to the seat, turn and notes workflows
-// from outside them. It starts and wakes seats (building their input), sends
+// Package seatclient is the one door to the seat, turn and notes workflows,
+// and to the workflows serving tickets to remote agents, from outside them. It starts and wakes seats (building their input), sends
 // every signal, each payload checked by the same Validate the receiving
 // workflow runs, asks seats and turns for their state, lists the seats
 // Temporal runs, and refuses a seat workflow that belongs to another
@@ -270,8 +270,14 @@ func (c *Client) HostLost(ctx context.Context, handle string, req crewlet.HostLo
 }
 
 // TicketChanged tells the turn turnID, waiting on a ticket, that it
-// changed. A turn that is gone fails with an error Gone recognises.
+// changed. A turn that is gone fails with an error Gone recognises. The
+// waiter may be a RemoteTicket workflow instead, waiting for the answer to
+// its remote agent's question: it gets the signal itself.
 func (c *Client) TicketChanged(ctx context.Context, turnID, ticketID string) error {
+	if crewlet.IsRemoteTicketWorkflowID(turnID) {
+		sig := crewlet.TicketSignal{Ticket: ticketID}
+		return c.signal(ctx, turnID, crewlet.SignalTicket, sig, sig.Validate)
+	}
 	return c.nudge(ctx, crewlet.TurnNudge{Turn: turnID, Ticket: ticketID}, crewlet.SignalTicket, crewlet.TicketSignal{Ticket: ticketID})
 }
 
@@ -351,6 +357,24 @@ func (c *Client) signal(ctx context.Context, workflowID, name string, arg any, c
 	}
 	if err := c.temporal.SignalWorkflow(ctx, workflowID, "", name, arg); err != nil {
 		return fmt.Errorf("signal %s to %s: %w", name, workflowID, err)
+	}
+	return nil
+}
+
+// StartRemoteTicket starts the RemoteTicket workflow serving a ticket to
+// a remote agent, unless it runs or ran: one per ticket, however often
+// the ticket is opened again.
+func (c *Client) StartRemoteTicket(ctx context.Context, ticketID string) error {
+	id := crewlet.RemoteTicketWorkflowID(ticketID)
+	_, err := c.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: id, TaskQueue: c.org.Now().Temporal.TaskQueue,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+	}, crewlet.WorkflowRemoteTicket, crewlet.RemoteTicketInput{Ticket: ticketID})
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if err != nil && !errors.As(err, &started) {
+		return fmt.Errorf("start %s: %w", id, err)
 	}
 	return nil
 }

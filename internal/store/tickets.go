@@ -15,13 +15,13 @@ import (
 
 const ticketColumns = `id, from_handle, from_seat, to_handle, routed_from, task, conversation, phase, question, asked_at,
 	answer, reply, reason, request_event, created_at, updated_at, settled_at, waiter, ask_waiter, ask_key, hops, chain,
-	opened_by, answered_by`
+	opened_by, answered_by, remote_task, remote_context`
 
 func scanTicket(r pgx.Row) (crewlet.Ticket, error) {
 	var t crewlet.Ticket
 	err := r.Scan(&t.ID, &t.From, &t.FromSeat, &t.To, &t.RoutedFrom, &t.Task, &t.Conversation, &t.Phase, &t.Question,
 		&t.AskedAt, &t.Answer, &t.Reply, &t.Reason, &t.RequestEvent, &t.CreatedAt, &t.UpdatedAt, &t.SettledAt,
-		&t.Waiter, &t.AskWaiter, &t.AskKey, &t.Hops, &t.Chain, &t.OpenedBy, &t.AnsweredBy)
+		&t.Waiter, &t.AskWaiter, &t.AskKey, &t.Hops, &t.Chain, &t.OpenedBy, &t.AnsweredBy, &t.RemoteTask, &t.RemoteContext)
 	return t, err
 }
 
@@ -218,6 +218,14 @@ func (s *Store) updateTicket(ctx context.Context, what, id, sql string, args ...
 		return crewlet.Ticket{}, false, fmt.Errorf("%s ticket %s: %w", what, id, schemaMissing(err))
 	}
 	return t, true, nil
+}
+
+// SetRemoteTask records the remote task and context serving a ticket to
+// a remote agent; the first recorded stays.
+func (s *Store) SetRemoteTask(ctx context.Context, id, task, contextID string) (crewlet.Ticket, error) {
+	t, _, err := s.updateTicket(ctx, "record the remote task of", id, `
+		UPDATE tickets SET remote_task = $2, remote_context = $3, updated_at = now() WHERE id = $1 AND remote_task = ''`, task, contextID)
+	return t, err
 }
 
 // WaitTicket makes a turn the waiter of a pending ticket: it is signalled

@@ -76,7 +76,8 @@ type OpenRequest struct {
 const maxTaskBytes = crewlet.MaxMessageBytes
 
 // Open validates a ticket request, routes it, records the ticket pending and
-// puts its request in the target's mailbox. A seat's ticket is held to its
+// puts its request in the target's mailbox, or, for a remote agent
+// (a2a:NAME), starts the workflow that serves it there. A seat's ticket is held to its
 // role's may.delegate and may.spawn; every ticket to tickets.max_hops and
 // to its chain: a seat already on the chain is never its target. What
 // authority refuses is EFORBIDDEN, saying why.
@@ -105,6 +106,14 @@ func (t *Service) Open(ctx context.Context, req OpenRequest) (crewlet.Ticket, er
 	}
 	if err != nil {
 		return crewlet.Ticket{}, err
+	}
+	if strings.HasPrefix(ticket.To, config.A2APrefix) {
+		// Started again on a repeat: the workflow id is the ticket's, so a
+		// ticket whose first start was lost is served once.
+		if err := t.seats.StartRemoteTicket(ctx, ticket.ID); err != nil {
+			return crewlet.Ticket{}, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "ticket %s to %s is open but its remote task could not be started; Temporal is unreachable: try again", ticket.ID, ticket.To)
+		}
+		return ticket, nil
 	}
 	// Published again on a repeat: the event id is the ticket's, so a
 	// request whose first publish was lost arrives once.
@@ -211,6 +220,16 @@ func (r reach) seat(handle string) error {
 	return authority.Check(r.org, authority.OpenTicket, authority.Request{Seat: r.from, Target: handle, Chain: r.chain})
 }
 
+// remote says whether the delegator may open a ticket to the remote agent
+// to (a2a:NAME): only an agent seat may, as its role's may.delegate names
+// it, since only a seat's turn can hear the remote agent's questions.
+func (r reach) remote(to string) error {
+	if _, ok := r.org.AgentSeat(r.from); !ok {
+		return crewlet.Errorf(crewlet.EFORBIDDEN, "a ticket to %s is opened by an agent seat's delegate tool, whose role's may.delegate names it; %s is not an agent seat", to, r.from)
+	}
+	return authority.Check(r.org, authority.DelegateRemote, authority.Request{Seat: r.from, Target: to})
+}
+
 func (r reach) spawn(role string) error {
 	return authority.Check(r.org, authority.Spawn, authority.Request{Seat: r.from, Target: role})
 }
@@ -225,8 +244,9 @@ func (t *Service) Route(ctx context.Context, to string) (string, error) {
 
 // route resolves a target: a seat that runs turns, "role:NAME" to the
 // agent seat of that role, other than the delegator and those reach
-// refuses, serving the fewest open tickets (ties by handle), or
-// "spawn:ROLE" to a seat spawned for it.
+// refuses, serving the fewest open tickets (ties by handle),
+// "spawn:ROLE" to a seat spawned for it, or "a2a:NAME" to the remote
+// agent as it is named.
 func (t *Service) route(ctx context.Context, to, from string, may reach) (handle, routedFrom string, err error) {
 	if role, spawn := strings.CutPrefix(to, config.SpawnPrefix); spawn {
 		if t.spawn == nil {
@@ -237,6 +257,16 @@ func (t *Service) route(ctx context.Context, to, from string, may reach) (handle
 		}
 		seat, err := t.spawn(ctx, role, from)
 		return seat.Handle, to, err
+	}
+	if _, remote, known := may.org.RemoteAgent(to); remote {
+		if !known {
+			names := "none"
+			if known := may.org.AgentNames(); len(known) > 0 {
+				names = strings.Join(known, ", ")
+			}
+			return "", "", crewlet.Errorf(crewlet.ENOTFOUND, "no remote agent %q; the org's agents (agents:) are: %s", to, names)
+		}
+		return to, "", may.remote(to)
 	}
 	role, byRole := strings.CutPrefix(to, crewlet.RolePrefix)
 	if !byRole {

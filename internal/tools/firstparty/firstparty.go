@@ -60,11 +60,11 @@ func Specs() []crewlet.ToolSpec {
 		},
 		{
 			Name: Delegate,
-			Description: "Hand a task to another seat as a ticket. `to` is a seat handle, role:NAME (its least busy seat) or spawn:NAME (a new seat). " +
+			Description: "Hand a task to another seat as a ticket. `to` is a seat handle, role:NAME (its least busy seat), spawn:NAME (a new seat) or a2a:NAME (a remote agent your role may delegate to). " +
 				"With wait: true this call returns when the ticket is done, fails or the seat asks you a question (then answer it with answer). " +
 				"With wait: false it returns the ticket id at once, and a notice starts a new turn when the ticket ends. " +
 				"When a task comes to you as a ticket, your final answer is its reply.",
-			Schema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string","description":"a seat, role:NAME or spawn:NAME"},"task":{"type":"string","description":"what to do, with everything needed to do it"},"wait":{"type":"boolean","description":"wait for the reply (default false)"}},"required":["to","task"]}`),
+			Schema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string","description":"a seat, role:NAME, spawn:NAME or a2a:NAME"},"task":{"type":"string","description":"what to do, with everything needed to do it"},"wait":{"type":"boolean","description":"wait for the reply (default false)"}},"required":["to","task"]}`),
 		},
 		{
 			Name: Ask,
@@ -273,7 +273,7 @@ func (f Tools) delegate(ctx context.Context, c Call) (tools.Result, *crewlet.Tic
 		Wait bool   `json:"wait"`
 	}
 	if err := json.Unmarshal(c.Args, &args); err != nil {
-		return tools.Refused(`delegate needs {"to": "<seat handle, role:NAME or spawn:NAME>", "task": "...", "wait": true|false}`), nil, nil
+		return tools.Refused(`delegate needs {"to": "<seat handle, role:NAME, spawn:NAME or a2a:NAME>", "task": "...", "wait": true|false}`), nil, nil
 	}
 	req := tickets.OpenRequest{
 		Key: "tool:" + c.Handle + ":" + c.Key, From: c.Handle, To: args.To, Task: args.Task, Conversation: c.Trigger.Conversation,
