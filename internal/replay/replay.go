@@ -1,6 +1,6 @@
 // Package replay re-runs a recorded turn against a changed charter, profile,
-// model or config revision without touching the world (docs/architecture.md,
-// "Replay"): each round's context is laid out again by the assembly function
+// model or config revision without touching the world
+// (docs/architecture.md, "Replay"): each round's context is laid out again by the assembly function
 // the turn used, from what was recorded when it ran; the model is called
 // anew; and each tool call is answered from the recorded result of a
 // matching call of the turn, never run. What it writes is its own charge to
