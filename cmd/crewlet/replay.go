@@ -66,7 +66,7 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 // replayed answers side by side and each side's rounds with their tool
 // calls, and the totals.
 func printReplay(w io.Writer, r replay.Report) {
-	fmt.Fprintf(w, "%s  replayed on revision %d%s\n", r.Turn, r.Revision, changeLine(r.Change))
+	fmt.Fprintf(w, "%s  replayed%s (config revision %d)\n", r.Turn, changeLine(r.Change), r.Revision)
 	for i, th := range r.Threads {
 		same := "differs"
 		if th.Same {
@@ -120,6 +120,9 @@ func changeLine(c replay.Change) string {
 	}
 	if c.Model != "" {
 		parts = append(parts, "model "+c.Model)
+	}
+	if c.Revision != 0 {
+		parts = append(parts, fmt.Sprintf("revision %d's org", c.Revision))
 	}
 	if len(parts) == 0 {
 		return ", nothing changed"

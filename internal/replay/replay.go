@@ -480,6 +480,9 @@ func (r *run) round(ctx context.Context, trigger crewlet.Message, key string, ro
 		c.ID, c.Name = crewlet.Clean(c.ID), crewlet.Clean(c.Name)
 	}
 	rd.Answer = answer.Content
+	if answer, err = r.Store.AsStored(ctx, answer); err != nil {
+		return rd, nil, err
+	}
 	return rd, &answer, nil
 }
 

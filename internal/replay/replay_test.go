@@ -171,7 +171,7 @@ func TestReplayWithAnotherProfileDivergesOnNewArguments(t *testing.T) {
 	}
 	th := r.Threads[0]
 	call := th.Rounds[0].Calls[0]
-	if call.Outcome != Diverged || call.Result != NoRecordText || string(call.Args) != `{"text":"INV-invoice 7"}` {
+	if call.Outcome != Diverged || call.Result != NoRecordText || string(call.Args) != `{"text": "INV-invoice 7"}` {
 		t.Fatalf("call %+v; want diverged with the stated no-record answer", call)
 	}
 	if th.Same || th.Replayed != "recorded: "+NoRecordText || r.Diverged != 1 || r.Matched != 0 {

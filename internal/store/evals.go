@@ -58,3 +58,15 @@ func (s *Store) ConfigRevisionNumbered(ctx context.Context, n int64) (ConfigRevi
 	}
 	return rev, err
 }
+
+// AsStored returns m as a turn message reads back from Postgres (jsonb
+// orders an object's keys and spaces it its own way), writing nothing: a
+// replay's later rounds must send the tool calls as the recorded turn's
+// later rounds read them.
+func (s *Store) AsStored(ctx context.Context, m crewlet.ChatMessage) (crewlet.ChatMessage, error) {
+	var out crewlet.ChatMessage
+	if err := s.pool.QueryRow(ctx, `SELECT $1::jsonb`, m).Scan(&out); err != nil {
+		return crewlet.ChatMessage{}, fmt.Errorf("read a message as stored: %w", err)
+	}
+	return out, nil
+}
