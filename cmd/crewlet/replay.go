@@ -19,8 +19,8 @@ import (
 const replaySynopsis = "crewlet replay TURN-ID [--charter FILE] [--profile P] [--model M] [--revision N] [--json] [--api URL]"
 
 // runReplay re-runs a recorded turn with a changed setting and prints the
-// recorded and the replayed turn side by side (docs/operations.md, "Try a
-// change before it runs").
+// recorded and the replayed turn side by side
+// (docs/operations.md, "Try a change before it runs").
 func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	base := apiFlag(fs)
