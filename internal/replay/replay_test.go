@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +62,7 @@ func setup(t *testing.T, doc string) bundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	return bundle{engine: &Engine{Store: st, Org: c}, store: st, db: db, org: c}
+	return bundle{engine: &Engine{Store: st, Org: c, Log: slog.New(slog.DiscardHandler)}, store: st, db: db, org: c}
 }
 
 // record writes a finished two-round turn of s01 as the turn's steps write
@@ -224,5 +225,65 @@ func TestReplayRefusals(t *testing.T) {
 		if _, err := b.engine.Replay(context.Background(), tt.id, "tester", tt.change); crewlet.ErrorCode(err) != tt.code {
 			t.Errorf("replay %s %+v: %v; want %s", tt.id, tt.change, err, tt.code)
 		}
+	}
+}
+
+// A call an approval policy gated shows the recorded decision beside its
+// recorded result.
+func TestReplayShowsTheRecordedApprovalDecision(t *testing.T) {
+	b := setup(t, org)
+	ctx := context.Background()
+	turn := b.record(t, "record invoice 7")
+	callKey := crewlet.ThreadKey(turn.Mail[0].EventID) + ":1:0"
+	a, _, err := b.store.CreateApproval(ctx, crewlet.Approval{ID: "ap-1", Handle: "s01", TurnID: turn.TurnID, CallKey: callKey, Tool: "ledger__write",
+		Args: `{"text":"invoice 7"}`, ArgsHash: approvals.ArgsHash(json.RawMessage(`{"text":"invoice 7"}`)), Role: "clerk", Policy: "p",
+		Approvers: []string{"olga"}, OnTimeout: "deny", Until: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.store.DecideApproval(ctx, a.ID, store.Decision{Status: crewlet.ApprovalApproved, By: "olga", Reason: "checked"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.engine.Replay(ctx, turn.TurnID, "tester", Change{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := r.Threads[0].Rounds[0].Calls[0]
+	if call.Outcome != Matched || call.Approval != "approved by olga: checked" || call.Result != "written: invoice 7" {
+		t.Fatalf("call %+v; want matched, with the recorded decision and result", call)
+	}
+	if rec := r.Threads[0].RecordedRounds[0].Calls[0]; rec.Approval != call.Approval {
+		t.Errorf("recorded call %+v; want the same decision", rec)
+	}
+}
+
+// A round's context is read as it stood when the round ran: a compaction
+// summary made after the turn is left out, as the turn had no summary.
+func TestContextIsCutAtTheRound(t *testing.T) {
+	b := setup(t, org)
+	ctx := context.Background()
+	first := b.record(t, "record invoice 6")
+	second := b.record(t, "record invoice 7")
+	trigger := second.Mail[0]
+	key := crewlet.ThreadKey(trigger.EventID)
+	receipts, err := b.store.TurnRounds(ctx, "s01", key)
+	if err != nil || len(receipts) == 0 {
+		t.Fatalf("receipts %v, %v", receipts, err)
+	}
+	var seq int64
+	if err := b.db.QueryRow(ctx, `SELECT seq FROM messages WHERE id = $1`, first.Mail[0].EventID).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.SaveSummary(ctx, wire.Summary{Seat: "s01", Conversation: "c1", Profile: "tooled",
+		ConversationSummary: crewlet.ConversationSummary{ThroughID: first.Mail[0].EventID, ThroughSeq: seq, Covered: 1, Text: "made later"}}); err != nil {
+		t.Fatal(err)
+	}
+	now, err := b.store.ThreadContext(ctx, "s01", "c1", trigger.EventID, key, turnrules.TriggerText)
+	if err != nil || now.Summary == nil {
+		t.Fatalf("context now: %+v, %v; want the summary made later", now, err)
+	}
+	then, err := b.store.ThreadContextAsOf(ctx, "s01", "c1", trigger.EventID, key, turnrules.TriggerText, receipts[0].RecordedAt)
+	if err != nil || then.Summary != nil || len(then.Earlier) != 1 || len(then.Earlier[0].Messages) != 4 {
+		t.Fatalf("context as of round 1: %+v, %v; want no summary and the first turn's exchange whole", then, err)
 	}
 }
