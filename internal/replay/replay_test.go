@@ -287,3 +287,18 @@ func TestContextIsCutAtTheRound(t *testing.T) {
 		t.Fatalf("context as of round 1: %+v, %v; want no summary and the first turn's exchange whole", then, err)
 	}
 }
+
+// The maintenance duty deletes the charges no budget window counts any
+// more, and keeps the month's.
+func TestOldEvalChargesAreTrimmed(t *testing.T) {
+	b := setup(t, org)
+	ctx := context.Background()
+	for _, at := range []time.Time{time.Now().Add(-40 * 24 * time.Hour), time.Now().Add(-30 * 24 * time.Hour)} {
+		if err := b.store.ChargeEval(ctx, store.EvalCharge{TurnID: "turn/s01/k", Principal: "p", Profile: "tooled", InputTokens: 5, RecordedAt: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := b.store.TrimEvalUsage(ctx); err != nil || n != 1 {
+		t.Fatalf("trimmed %d, %v; want the 40-day-old charge only", n, err)
+	}
+}

@@ -31,6 +31,20 @@ func (s *Store) ChargeEval(ctx context.Context, c EvalCharge) error {
 	return nil
 }
 
+// evalUsageKept is how long a replay's charge is kept: past the longest
+// budget window (a month) wherever the company's clock is.
+const evalUsageKept = 33 * 24 * time.Hour
+
+// TrimEvalUsage deletes the replays' charges no budget window counts any
+// more.
+func (s *Store) TrimEvalUsage(ctx context.Context) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM eval_usage WHERE recorded_at < now() - make_interval(secs => $1)`, evalUsageKept.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("trim eval usage: %w", schemaMissing(err))
+	}
+	return tag.RowsAffected(), nil
+}
+
 // EvalUsage returns the day, week and month windows of evals.budget that
 // contain now on loc, each with the tokens replays spent in it and its
 // cap; their scope is crewlet.ScopeEvals.
