@@ -201,7 +201,7 @@ func (s *Server) routes() []route {
 			query:   []param{{"from", "integer", "the index of the first message to answer, a previous answer's next"}},
 			answer:  wire.TurnView{}, heavy: true},
 		{method: post, pattern: "/turns/{handle}/{work_key}/replay", action: authority.ReplayTurn, handler: s.replayTurn,
-			summary: "re-run a finished turn with a changed charter, profile, model or config revision: each round's context as it stood, the model called anew, every tool call answered from the recorded call of the same tool and arguments or marked diverged and never run; charged to evals.budget (429 once spent), nothing written of the seat's",
+			summary: "re-run a finished turn with a changed charter, profile, model or config revision: each round's context as it stood, the model called anew, every tool call answered from the recorded call of the same tool and arguments or marked diverged and never run; charged to evals.budget (429 once spent), nothing written of the seat's; each tool result clipped at 4 KiB",
 			body:    replay.Change{}, answer: replay.Report{},
 			conflict: "the turn is still running"},
 		{method: get, pattern: "/conversations/{id}", action: authority.ReadConversation, handler: s.getConversation,

@@ -138,5 +138,22 @@ func (s *Server) replayTurn(w http.ResponseWriter, r *http.Request) {
 		s.logError(w, r, err)
 		return
 	}
+	// The tool results are the recorded turn's, read whole with
+	// GET /turns/{handle}/{work_key}; the report shows where each came from.
+	for i := range report.Threads {
+		th := &report.Threads[i]
+		for j := range th.Rounds {
+			clipResults(th.Rounds[j].Calls)
+		}
+		for j := range th.RecordedRounds {
+			clipResults(th.RecordedRounds[j].Calls)
+		}
+	}
 	writeJSON(w, http.StatusOK, report)
+}
+
+func clipResults(calls []replay.Call) {
+	for i := range calls {
+		calls[i].Result = clip(calls[i].Result, maxListText)
+	}
 }

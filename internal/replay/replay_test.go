@@ -302,3 +302,17 @@ func TestOldEvalChargesAreTrimmed(t *testing.T) {
 		t.Fatalf("trimmed %d, %v; want the 40-day-old charge only", n, err)
 	}
 }
+
+// A replay makes no more rounds than the role's max_rounds allows.
+func TestReplayStopsAtMaxRounds(t *testing.T) {
+	b := setup(t, strings.Replace(org, "max_rounds: 4", "max_rounds: 1", 1))
+	turn := b.record(t, "record invoice 7")
+	r, err := b.engine.Replay(context.Background(), turn.TurnID, "tester", Change{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := r.Threads[0]
+	if len(th.Rounds) != 1 || th.Same || !strings.Contains(th.Stopped, "max_rounds") {
+		t.Fatalf("%d rounds, same %v, stopped %q; want one round, stopped at max_rounds", len(th.Rounds), th.Same, th.Stopped)
+	}
+}
