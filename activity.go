@@ -113,6 +113,9 @@ type MaintenanceOutput struct {
 	TurnsTrimmed         int64 `json:"turns_trimmed"`
 	TicketsExpired       int   `json:"tickets_expired"`
 	AuditTrimmed         int64 `json:"audit_trimmed"`
+	// EvalUsageTrimmed are replays' charges older than any eval budget
+	// window.
+	EvalUsageTrimmed int64 `json:"eval_usage_trimmed"`
 	// Rows deleted by the retention of each other kind of record.
 	MessagesTrimmed       int64 `json:"messages_trimmed"`
 	ConversationsTrimmed  int64 `json:"conversations_trimmed"`

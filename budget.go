@@ -10,10 +10,12 @@ const (
 	WindowMonth = "month"
 )
 
-// Budget scopes: a seat's own counters, and the company's.
+// Budget scopes: a seat's own counters, the company's, and the one replays
+// and evals spend (evals.budget), apart from both.
 const (
 	ScopeSeat    = "seat"
 	ScopeCompany = "company"
+	ScopeEvals   = "evals"
 )
 
 // BudgetCaps are token caps per window; 0 means no cap.

@@ -47,6 +47,9 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 	if out.AuditTrimmed, err = a.Store.TrimAudit(ctx, a.Org.Now().Maintenance.AuditRetention); err != nil {
 		errs = append(errs, err)
 	}
+	if out.EvalUsageTrimmed, err = a.Store.TrimEvalUsage(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	if out.LedgerTrimmed, err = a.Store.TrimLedger(ctx, a.Org.Now().Maintenance.LedgerRetention); err != nil {
 		errs = append(errs, err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/profiles"
+	"github.com/crewlet/crewlet/internal/replay"
 	"github.com/crewlet/crewlet/internal/seatclient"
 	"github.com/crewlet/crewlet/internal/spawn"
 	"github.com/crewlet/crewlet/internal/store"
@@ -67,6 +68,9 @@ type Server struct {
 	Approvals *approvals.Service
 	// Events reads the live event streams; nil serves none (503).
 	Events *events.Reader
+	// Replay re-runs recorded turns (POST /turns/{handle}/{work_key}/replay);
+	// nil serves none (503).
+	Replay *replay.Engine
 	// TicketWatch wakes POST /tickets long-polls when their ticket
 	// changes; nil refuses wait.
 	TicketWatch *store.TicketWatch
@@ -196,6 +200,10 @@ func (s *Server) routes() []route {
 			summary: "one turn: its triggers, rounds, tool calls and outcome; a message's content clipped at 256 KiB, and the messages cut short at 4 MiB with next, the from of the rest",
 			query:   []param{{"from", "integer", "the index of the first message to answer, a previous answer's next"}},
 			answer:  wire.TurnView{}, heavy: true},
+		{method: post, pattern: "/turns/{handle}/{work_key}/replay", action: authority.ReplayTurn, handler: s.replayTurn,
+			summary: "re-run a finished turn with a changed charter, profile, model or config revision: each round's context as it stood, the model called anew, every tool call answered from the recorded call of the same tool and arguments or marked diverged and never run; charged to evals.budget (429 once spent), nothing written of the seat's; each tool result clipped at 4 KiB",
+			body:    replay.Change{}, answer: replay.Report{},
+			conflict: "the turn is still running"},
 		{method: get, pattern: "/conversations/{id}", action: authority.ReadConversation, handler: s.getConversation,
 			summary: "a conversation's messages, oldest first, and its summaries; a body clipped at 256 KiB, and a page cut short at 4 MiB (next says where to go on)",
 			query: []param{

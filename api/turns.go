@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/replay"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/wire"
 )
@@ -99,4 +100,60 @@ func fitTurnView(view wire.TurnView, from int) wire.TurnView {
 		view.Next = from + n
 	}
 	return view
+}
+
+// replayTurn re-runs a recorded turn with a changed setting
+// (docs/architecture.md, "Replay"). It runs here, in the API process: its
+// model calls are stateless, it takes no profile slot a seat's turn would
+// wait for, and no MCP child lives here, so no tool can run.
+func (s *Server) replayTurn(w http.ResponseWriter, r *http.Request) {
+	handle, ok := pathID(w, r, "handle")
+	if !ok {
+		return
+	}
+	workKey, ok := pathID(w, r, "work_key")
+	if !ok {
+		return
+	}
+	p := principalOf(r)
+	if !MayReadTranscript(p, handle) {
+		writeError(w, crewlet.Errorf(crewlet.EFORBIDDEN, "%s may not read %s's transcript, which a replay shows", p.Name, handle))
+		return
+	}
+	if s.Replay == nil {
+		writeError(w, crewlet.Errorf(crewlet.EUNAVAILABLE, "this process replays no turns; ask an API process started by crewlet serve or crewlet api"))
+		return
+	}
+	var change replay.Change
+	if err := readJSON(r, &change); err != nil {
+		writeError(w, err)
+		return
+	}
+	if change.Revision < 0 {
+		writeError(w, crewlet.Errorf(crewlet.EINVALID, "revision %d is not a config revision; `crewlet config show` names the active one", change.Revision))
+		return
+	}
+	report, err := s.Replay.Replay(r.Context(), crewlet.TurnWorkflowID(handle, workKey), p.Name, change)
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	// The tool results are the recorded turn's, read whole with
+	// GET /turns/{handle}/{work_key}; the report shows where each came from.
+	for i := range report.Threads {
+		th := &report.Threads[i]
+		for j := range th.Rounds {
+			clipResults(th.Rounds[j].Calls)
+		}
+		for j := range th.RecordedRounds {
+			clipResults(th.RecordedRounds[j].Calls)
+		}
+	}
+	writeJSON(w, http.StatusOK, report)
+}
+
+func clipResults(calls []replay.Call) {
+	for i := range calls {
+		calls[i].Result = clip(calls[i].Result, maxListText)
+	}
 }

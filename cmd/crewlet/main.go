@@ -61,6 +61,12 @@ machine; each names the route it calls):
                                 (GET /seats/{handle}/memory)
   turn show TURN-ID             a turn's model transcript per thread and its charter receipts
                                 (GET /turns/{handle}/{work_key})
+  replay TURN-ID [--charter FILE] [--profile P] [--model M] [--revision N] [--json]
+                                run a finished turn again with a changed charter, profile, model or
+                                config revision: its recorded and replayed answers side by side, each
+                                tool call answered from the record (matched) or never run (diverged);
+                                writes nothing of the seat's, charged to evals.budget
+                                (POST /turns/{handle}/{work_key}/replay)
   ask TARGET TASK [--wait D] [--from SEAT] [--conversation ID]
                                 open a ticket to a seat or role:NAME and print its reply;
                                 --wait 0 returns once it is open (POST /tickets)
@@ -200,6 +206,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return usageError{"usage: crewlet turn show TURN-ID"}
 		}
 		return runTurnShow(ctx, rest[1:], stdout)
+	case "replay":
+		return runReplay(ctx, rest, stdout)
 	case "deadletters":
 		if len(rest) == 0 {
 			return usageError{"usage: crewlet deadletters ls | deadletters requeue ID"}

@@ -28,6 +28,7 @@ import (
 	"github.com/crewlet/crewlet/internal/mailbox"
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/reconcile"
+	"github.com/crewlet/crewlet/internal/replay"
 	"github.com/crewlet/crewlet/internal/revisions"
 	"github.com/crewlet/crewlet/internal/schedules"
 	"github.com/crewlet/crewlet/internal/services"
@@ -326,8 +327,8 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 		go push.NewDispatcher(d.store, func() []string { return g.Org.Now().A2A.Push.Allow }, log, time.Second).Run(ctx)
 		h := &api.Server{Org: g.Org, Seats: g.Seats, Views: g.Views, Delivery: g.Delivery, Store: g.Store, Tickets: g.Tickets, TicketWatch: ticketWatch, Profiles: g.Profiles,
 			Mailbox: g.Mailbox, Temporal: g.Temporal, Log: log, Metrics: g.Metrics, Tracing: d.tracing, Follow: d.follower.Refresh, Spawn: g.Spawn,
-			Approvals: g.Approvals,
-			Events:    events.NewReader(d.mailbox.Redis(), d.org.Mailbox.KeyPrefix, maxLiveStreams), LocalToken: localToken,
+			Approvals: g.Approvals, Replay: &replay.Engine{Store: g.Store, Org: g.Org, Log: log},
+			Events: events.NewReader(d.mailbox.Redis(), d.org.Mailbox.KeyPrefix, maxLiveStreams), LocalToken: localToken,
 			MCPAllowed: d.org.MCPAllowed()}
 		// WriteTimeout outlasts the longest request, a POST /tickets
 		// long-poll (10 minutes).

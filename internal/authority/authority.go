@@ -109,6 +109,10 @@ const (
 	// ConnectMCP carries an MCP session (/mcp): each tool call or resource
 	// read in it is a route's own action (api/mcp.go).
 	ConnectMCP
+	// ReplayTurn re-runs a recorded turn of the seat with a changed setting:
+	// it spends the eval budget and shows the seat's transcript, so it
+	// needs the right to operate and to read the seat.
+	ReplayTurn
 )
 
 // Rule is one row of the table.
@@ -197,6 +201,7 @@ var table = [...]Rule{
 	SteerFleet:      {Name: "steer the fleet", Right: Operate, Scope: ScopeFleet},
 	AdministerFleet: {Name: "administer", Right: Administer, Scope: ScopeFleet},
 	ConnectMCP:      {Name: "connect over MCP", Right: Read, Scope: ScopeRoster},
+	ReplayTurn:      {Name: "replay a turn", Right: Operate, Scope: ScopeSeat},
 }
 
 // Actions are every action of the table, in its order.

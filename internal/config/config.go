@@ -39,6 +39,7 @@ type Config struct {
 	Metrics     Metrics            `mapstructure:"metrics"`
 	Stream      Stream             `mapstructure:"stream"`
 	A2A         A2A                `mapstructure:"a2a"`
+	Evals       Evals              `mapstructure:"evals"`
 
 	// Revision is the config revision this is; 0 for a file never stored
 	// as one. It is no key of the file.
@@ -123,6 +124,18 @@ type Budget struct {
 func (b Budget) Caps() crewlet.BudgetCaps {
 	return crewlet.BudgetCaps{TokensPerDay: b.TokensPerDay, TokensPerWeek: b.TokensPerWeek, TokensPerMonth: b.TokensPerMonth}
 }
+
+// Evals is what replays of recorded turns may spend
+// (docs/architecture.md, "Replay").
+type Evals struct {
+	// Budget caps the tokens replays spend, on the company's clock, apart
+	// from every seat's and the company's budget.
+	Budget Budget `mapstructure:"budget"`
+}
+
+// DefaultEvalTokensPerDay is evals.budget.tokens_per_day unless set: a
+// replay left running by mistake stops at a day's ordinary spend.
+const DefaultEvalTokensPerDay = 1_000_000
 
 // Location returns the company's time zone; UTC when it does not load,
 // which a validated config rules out.

@@ -128,6 +128,10 @@ var defaults = map[string]any{
 	"company.budget.tokens_per_day":   0,
 	"company.budget.tokens_per_week":  0,
 	"company.budget.tokens_per_month": 0,
+
+	"evals.budget.tokens_per_day":   DefaultEvalTokensPerDay,
+	"evals.budget.tokens_per_week":  0,
+	"evals.budget.tokens_per_month": 0,
 }
 
 // Load reads the YAML org file at path, applies defaults and CREWLET_*

@@ -192,6 +192,7 @@ func (c *Config) problems() []*Problem {
 		}
 	}
 	checkBudget(add, "company.budget", c.Company.Budget)
+	checkBudget(add, "evals.budget", c.Evals.Budget)
 	for _, r := range []struct{ path, val string }{
 		{"temporal.address", c.Temporal.Address},
 		{"temporal.namespace", c.Temporal.Namespace},

@@ -347,3 +347,14 @@ func (f *Follower) take(ctx context.Context) (config.Revision, error) {
 	}
 	return runnable(active, f.Boot)
 }
+
+// At is revision n as a process that started with boot would run it: what
+// a replay against an earlier revision runs on. ENOTFOUND when no revision
+// has that number.
+func At(ctx context.Context, st *store.Store, n int64, boot *config.Config) (config.Revision, error) {
+	rev, err := st.ConfigRevisionNumbered(ctx, n)
+	if err != nil {
+		return config.Revision{}, err
+	}
+	return runnable(rev, boot)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -36,7 +37,20 @@ type ThreadContext struct {
 // thread the context is for, whose rounds calibrate TokensPerByte with
 // Earlier's. All of it is one transaction.
 func (s *Store) ThreadContext(ctx context.Context, seat, conversation, triggerID, threadKey string, userText func(crewlet.Message) string) (ThreadContext, error) {
+	return s.ThreadContextAsOf(ctx, seat, conversation, triggerID, threadKey, userText, time.Time{})
+}
+
+// ThreadContextAsOf is ThreadContext as it read at asOf (the zero time:
+// now): summaries made, turn messages written and rounds recorded at asOf
+// or later
+// are left out, so a replay reads what the turn it replays read. The
+// transcript before the trigger needs no cut: its place bounds it.
+func (s *Store) ThreadContextAsOf(ctx context.Context, seat, conversation, triggerID, threadKey string, userText func(crewlet.Message) string, asOf time.Time) (ThreadContext, error) {
 	var out ThreadContext
+	var cut *time.Time
+	if !asOf.IsZero() {
+		cut = &asOf
+	}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
 		var until int64
 		err := tx.QueryRow(ctx, `SELECT seq FROM messages WHERE id = $1`, triggerID).Scan(&until)
@@ -50,8 +64,8 @@ func (s *Store) ThreadContext(ctx context.Context, seat, conversation, triggerID
 		var sum crewlet.ConversationSummary
 		err = tx.QueryRow(ctx, `
 			SELECT through_id, through_seq, covered, summary FROM conversation_summaries
-			WHERE seat = $1 AND conversation = $2 AND through_seq < $3
-			ORDER BY through_seq DESC LIMIT 1`, seat, conversation, until).
+			WHERE seat = $1 AND conversation = $2 AND through_seq < $3 AND ($4::timestamptz IS NULL OR created_at < $4)
+			ORDER BY through_seq DESC LIMIT 1`, seat, conversation, until, cut).
 			Scan(&sum.ThroughID, &sum.ThroughSeq, &sum.Covered, &sum.Text)
 		switch {
 		case err == nil:
@@ -83,7 +97,7 @@ func (s *Store) ThreadContext(ctx context.Context, seat, conversation, triggerID
 		for _, m := range msgs {
 			keys = append(keys, crewlet.ThreadKey(m.msg.EventID))
 		}
-		threads, err := threadMessages(ctx, tx, seat, keys)
+		threads, err := threadMessages(ctx, tx, seat, keys, cut)
 		if err != nil {
 			return err
 		}
@@ -93,7 +107,7 @@ func (s *Store) ThreadContext(ctx context.Context, seat, conversation, triggerID
 				unthreaded = append(unthreaded, m.msg.EventID)
 			}
 		}
-		answers, err := transcriptAnswers(ctx, tx, seat, conversation, unthreaded)
+		answers, err := transcriptAnswers(ctx, tx, seat, conversation, unthreaded, cut)
 		if err != nil {
 			return err
 		}
@@ -118,7 +132,7 @@ func (s *Store) ThreadContext(ctx context.Context, seat, conversation, triggerID
 		for _, x := range out.Earlier {
 			calibrated = append(calibrated, crewlet.ThreadKey(x.MessageID))
 		}
-		out.TokensPerByte, err = tokensPerByte(ctx, tx, seat, calibrated)
+		out.TokensPerByte, err = tokensPerByte(ctx, tx, seat, calibrated, cut)
 		return err
 	})
 	if err != nil {
@@ -129,15 +143,15 @@ func (s *Store) ThreadContext(ctx context.Context, seat, conversation, triggerID
 
 // transcriptAnswers returns the seat's recorded replies to the given
 // messages of a conversation, by the message they answer.
-func transcriptAnswers(ctx context.Context, q pgx.Tx, seat, conversation string, ids []string) (map[string]string, error) {
+func transcriptAnswers(ctx context.Context, q pgx.Tx, seat, conversation string, ids []string, cut *time.Time) (map[string]string, error) {
 	out := map[string]string{}
 	if len(ids) == 0 {
 		return out, nil
 	}
 	rows, err := q.Query(ctx, `
 		SELECT in_reply_to, body FROM messages
-		WHERE conversation_id = $1 AND sender = $2 AND type = $3 AND in_reply_to = ANY($4) ORDER BY seq`,
-		conversation, seat, crewlet.MessageReply, ids)
+		WHERE conversation_id = $1 AND sender = $2 AND type = $3 AND in_reply_to = ANY($4) AND ($5::timestamptz IS NULL OR sent_at < $5) ORDER BY seq`,
+		conversation, seat, crewlet.MessageReply, ids, cut)
 	if err != nil {
 		return nil, err
 	}
@@ -154,13 +168,14 @@ func transcriptAnswers(ctx context.Context, q pgx.Tx, seat, conversation string,
 
 // threadMessages returns the messages of the seat's threads with the given
 // keys, each in the order it was written.
-func threadMessages(ctx context.Context, q pgx.Tx, seat string, keys []string) (map[string][]crewlet.ChatMessage, error) {
+func threadMessages(ctx context.Context, q pgx.Tx, seat string, keys []string, cut *time.Time) (map[string][]crewlet.ChatMessage, error) {
 	out := map[string][]crewlet.ChatMessage{}
 	if len(keys) == 0 {
 		return out, nil
 	}
 	rows, err := q.Query(ctx, `
-		SELECT work_key, message FROM turn_messages WHERE seat = $1 AND work_key = ANY($2) ORDER BY seq`, seat, keys)
+		SELECT work_key, message FROM turn_messages WHERE seat = $1 AND work_key = ANY($2) AND ($3::timestamptz IS NULL OR created_at < $3)
+		ORDER BY seq`, seat, keys, cut)
 	if err != nil {
 		return nil, err
 	}
@@ -178,12 +193,12 @@ func threadMessages(ctx context.Context, q pgx.Tx, seat string, keys []string) (
 
 // tokensPerByte is ThreadContext's TokensPerByte over the rounds of the
 // given threads.
-func tokensPerByte(ctx context.Context, q pgx.Tx, seat string, threadKeys []string) (float64, error) {
+func tokensPerByte(ctx context.Context, q pgx.Tx, seat string, threadKeys []string, cut *time.Time) (float64, error) {
 	var tokens, bytes int64
 	err := q.QueryRow(ctx, `
 		SELECT input_tokens, context_bytes FROM turn_rounds
-		WHERE seat = $1 AND work_key = ANY($2) AND context_bytes > 0 AND input_tokens > 0
-		ORDER BY recorded_at DESC, round DESC LIMIT 1`, seat, threadKeys).Scan(&tokens, &bytes)
+		WHERE seat = $1 AND work_key = ANY($2) AND context_bytes > 0 AND input_tokens > 0 AND ($3::timestamptz IS NULL OR recorded_at < $3)
+		ORDER BY recorded_at DESC, round DESC LIMIT 1`, seat, threadKeys, cut).Scan(&tokens, &bytes)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}

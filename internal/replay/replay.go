@@ -1,0 +1,602 @@
+// Package replay re-runs a recorded turn against a changed charter, profile,
+// model or config revision without touching the world
+// (docs/architecture.md, "Replay"): each round's context is laid out again by the assembly function
+// the turn used, from what was recorded when it ran; the model is called
+// anew; and each tool call is answered from the recorded result of a
+// matching call of the turn, never run. What it writes is its own charge to
+// evals.budget, nothing of the seat's.
+package replay
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/approvals"
+	"github.com/crewlet/crewlet/internal/budget"
+	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/model"
+	"github.com/crewlet/crewlet/internal/revisions"
+	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tools/firstparty"
+	"github.com/crewlet/crewlet/internal/turnrules"
+	"github.com/crewlet/crewlet/internal/wire"
+)
+
+// Change is what a replay runs differently from the recorded turn; the zero
+// value changes nothing.
+type Change struct {
+	// Charter replaces the role's charter in the system prompt.
+	Charter string `json:"charter,omitempty"`
+	// Profile runs every round on this profile instead of the recorded
+	// round's.
+	Profile string `json:"profile,omitempty"`
+	// Model replaces the model of the profile each round runs on.
+	Model string `json:"model,omitempty"`
+	// Revision runs on that config revision's org instead of the active
+	// one: its roles, charters, profiles and max_rounds.
+	Revision int64 `json:"revision,omitempty"`
+	// LiveReadOnly would run a read-only MCP tool for real; not built.
+	LiveReadOnly bool `json:"live_read_only,omitempty"`
+}
+
+// Outcomes of a replayed tool call.
+const (
+	// Matched: answered from the recorded result of the same call (same
+	// tool, same argument hash) of the recorded turn.
+	Matched = "matched"
+	// Diverged: no recorded call matches; it was not run, and the model
+	// was told so (NoRecordText).
+	Diverged = "diverged"
+)
+
+// NoRecordText is the tool result a diverged call gets.
+const NoRecordText = "No recorded result: this is a replay of a recorded turn, and the recorded turn made no call of this tool with these arguments, so it was not run."
+
+// NotPriced is the cost a report gives until prices are kept (issue 39).
+const NotPriced = "not priced yet"
+
+// Report is a replay side by side with the turn it replays.
+type Report struct {
+	Turn string `json:"turn"`
+	Seat string `json:"seat"`
+	Role string `json:"role"`
+	// Change is what the replay changed.
+	Change Change `json:"change"`
+	// Revision is the config revision the replay ran on.
+	Revision int64    `json:"revision"`
+	Threads  []Thread `json:"threads"`
+	// Recorded is what the recorded turn's rounds spent (their receipts),
+	// Replayed what the replay's did, charged to evals.budget.
+	Recorded Tokens `json:"recorded_tokens"`
+	Replayed Tokens `json:"replayed_tokens"`
+	Matched  int    `json:"matched"`
+	Diverged int    `json:"diverged"`
+	// Cost is NotPriced.
+	Cost string `json:"cost"`
+	// NotReconstructed names what of the recorded context the replay could
+	// not lay out as the turn had it.
+	NotReconstructed []string `json:"not_reconstructed,omitempty"`
+	// TookMS is how long the replay ran.
+	TookMS int64 `json:"took_ms"`
+}
+
+// Thread is one trigger of the turn: its recorded and replayed answers.
+type Thread struct {
+	// Trigger is the event id of the message the thread answers.
+	Trigger  string `json:"trigger"`
+	Recorded string `json:"recorded_answer"`
+	Replayed string `json:"replayed_answer"`
+	// Same says the two answers are byte for byte equal.
+	Same bool `json:"same"`
+	// Stopped says why the replay ended without an answer, if it did.
+	Stopped string  `json:"stopped,omitempty"`
+	Rounds  []Round `json:"rounds"`
+	// RecordedRounds are the recorded rounds' receipts.
+	RecordedRounds []RecordedRound `json:"recorded_rounds"`
+}
+
+// Round is one replayed model call.
+type Round struct {
+	Round   int    `json:"round"`
+	Profile string `json:"profile"`
+	Answer  string `json:"answer"`
+	Calls   []Call `json:"calls,omitempty"`
+	Tokens  Tokens `json:"tokens"`
+	// SystemAsRecorded says the system prompt sent hashes as the recorded
+	// round's did (false also when that round was not recorded).
+	SystemAsRecorded bool `json:"system_as_recorded"`
+}
+
+// RecordedRound is one recorded model call: its answer and receipt.
+type RecordedRound struct {
+	Round   int    `json:"round"`
+	Profile string `json:"profile"`
+	Answer  string `json:"answer"`
+	Calls   []Call `json:"calls,omitempty"`
+	Tokens  Tokens `json:"tokens"`
+}
+
+// Call is one tool call a model asked for.
+type Call struct {
+	Name string          `json:"name"`
+	Args json.RawMessage `json:"args"`
+	// Outcome is Matched or Diverged in a replayed round; empty in a
+	// recorded one.
+	Outcome string `json:"outcome,omitempty"`
+	// Recorded is the idempotency key of the recorded call that answered
+	// it ({work_key}:{round}:{call}).
+	Recorded string `json:"recorded,omitempty"`
+	// Approval is the recorded decision on the call, when a policy gated
+	// it: approved, denied or timed out, and by whom.
+	Approval string `json:"approval,omitempty"`
+	Result   string `json:"result"`
+	IsError  bool   `json:"is_error,omitempty"`
+}
+
+// Tokens are a model call's or a turn's input and output tokens.
+type Tokens struct {
+	Input  int64 `json:"input"`
+	Output int64 `json:"output"`
+}
+
+func (t *Tokens) add(u crewlet.Usage) {
+	t.Input += u.InputTokens
+	t.Output += u.OutputTokens
+}
+
+// Engine replays recorded turns. It reads the store and writes only
+// evals.budget's charges; it holds no seat's profile slot and contacts no
+// tool.
+type Engine struct {
+	Store *store.Store
+	Org   config.Source
+	// Model builds a profile's model; nil builds it as turns do, with no
+	// test probe.
+	Model func(name string, p config.Profile) (crewlet.ChatModel, error)
+	// Now is the clock the eval budget is charged on; nil is time.Now.
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+// Replay re-runs the turn turnID ("turn/{handle}/{work_key}") with change,
+// charging principal's model calls to evals.budget.
+func (e *Engine) Replay(ctx context.Context, turnID, principal string, change Change) (Report, error) {
+	began := time.Now()
+	if change.LiveReadOnly {
+		return Report{}, crewlet.Errorf(crewlet.EINVALID, "live_read_only is not built yet: a replay runs no tool, and answers each call from the record or says it has none; leave it out")
+	}
+	handle, workKey, ok := crewlet.ParseTurnID(turnID)
+	if !ok {
+		return Report{}, crewlet.Errorf(crewlet.EINVALID, "turn id %q is not turn/{handle}/{work_key}; `crewlet seats turns HANDLE` lists them", turnID)
+	}
+	turn, err := e.Store.Turn(ctx, handle, workKey)
+	if err != nil {
+		return Report{}, err
+	}
+	if turn.FinishedAt == nil {
+		return Report{}, crewlet.Errorf(crewlet.ECONFLICT, "turn %s is still running; replay it once it finished", turn.TurnID)
+	}
+	r, err := e.setUp(ctx, turn, change)
+	if err != nil {
+		return Report{}, err
+	}
+	r.principal = principal
+	report := Report{Turn: turn.TurnID, Seat: handle, Role: r.seat.Role, Change: change, Revision: r.org.Revision, Cost: NotPriced}
+	gated, err := e.Store.Approvals(ctx, store.ApprovalFilter{Handle: handle, TurnID: turn.TurnID, Limit: wire.MaxApprovals})
+	if err != nil {
+		return Report{}, err
+	}
+	r.decisions = map[string]string{}
+	for _, a := range gated {
+		r.decisions[a.CallKey] = decision(a)
+	}
+	for i := range turn.Threads {
+		th, err := r.thread(ctx, i)
+		if err != nil {
+			return Report{}, err
+		}
+		report.Threads = append(report.Threads, th)
+		for _, rr := range th.RecordedRounds {
+			report.Recorded.Input += rr.Tokens.Input
+			report.Recorded.Output += rr.Tokens.Output
+		}
+		for _, rd := range th.Rounds {
+			report.Replayed.Input += rd.Tokens.Input
+			report.Replayed.Output += rd.Tokens.Output
+			for _, c := range rd.Calls {
+				if c.Outcome == Matched {
+					report.Matched++
+				} else {
+					report.Diverged++
+				}
+			}
+		}
+	}
+	report.NotReconstructed = r.gaps
+	report.TookMS = time.Since(began).Milliseconds()
+	e.log().Info("turn_replayed", "turn", turn.TurnID, "by", principal, "revision", r.org.Revision,
+		"rounds", r.rounds, "matched", report.Matched, "diverged", report.Diverged, "input_tokens", report.Replayed.Input, "output_tokens", report.Replayed.Output)
+	return report, nil
+}
+
+// run is one replay under way.
+type run struct {
+	*Engine
+	turn      wire.TurnRow
+	org       *config.Config
+	seat      config.Seat
+	role      config.Role
+	system    string
+	catalog   []crewlet.ToolSpec
+	change    Change
+	principal string
+	// decisions are the recorded approval decisions by call key.
+	decisions map[string]string
+	models    map[string]crewlet.ChatModel
+	// rounds counts the replay's model calls, held to role.MaxRounds.
+	rounds int
+	gaps   []string
+}
+
+// setUp picks the org the replay runs on and the seat's role in it, with the
+// change's charter.
+func (e *Engine) setUp(ctx context.Context, turn wire.TurnRow, change Change) (*run, error) {
+	org := e.Org.Now()
+	if change.Revision != 0 {
+		rev, err := revisions.At(ctx, e.Store, change.Revision, org)
+		if crewlet.ErrorCode(err) == crewlet.ENOTFOUND {
+			return nil, err
+		}
+		if err != nil {
+			return nil, crewlet.Errorf(crewlet.EINVALID, "revision %d cannot be run by this process: %s", change.Revision, crewlet.ErrorMessage(err))
+		}
+		org = rev.Org
+	}
+	seat, ok := org.Seat(turn.Seat)
+	role, hasRole := org.Roles[seat.Role]
+	if !ok || !hasRole || len(role.Pool()) == 0 {
+		return nil, crewlet.Errorf(crewlet.EINVALID, "seat %s has no agent role with a profile in revision %d of the org; replay against a revision that has it (--revision)", turn.Seat, org.Revision)
+	}
+	if change.Charter != "" {
+		role.Charter = change.Charter
+	}
+	if change.Profile != "" {
+		if _, ok := org.Profiles[change.Profile]; !ok {
+			return nil, crewlet.Errorf(crewlet.EINVALID, "profile %q is not in revision %d of the org; `crewlet profiles` lists them", change.Profile, org.Revision)
+		}
+	}
+	catalog := firstparty.Specs()
+	if len(turn.Tools) > 0 {
+		catalog = nil
+		if err := json.Unmarshal(turn.Tools, &catalog); err != nil {
+			return nil, fmt.Errorf("decode tool catalog of %s: %w", turn.TurnID, err)
+		}
+	}
+	return &run{
+		Engine: e, turn: turn, org: org, seat: seat, role: role, change: change, catalog: catalog,
+		system: turnrules.SystemPrompt(turn.Seat, seat.Role, role.Charter, org.Company.Name),
+		models: map[string]crewlet.ChatModel{},
+	}, nil
+}
+
+// recordedCall is a tool call of the recorded turn and the result it got.
+type recordedCall struct {
+	key, name, argsHash string
+	result              crewlet.ChatMessage
+	used                bool
+}
+
+// thread replays one thread of the turn.
+func (r *run) thread(ctx context.Context, index int) (Thread, error) {
+	trigger := r.turn.Mail[r.turn.Threads[index]]
+	key := crewlet.ThreadKey(trigger.EventID)
+	msgs, err := r.Store.TurnMessages(ctx, r.turn.Seat, key, 0)
+	if err != nil {
+		return Thread{}, err
+	}
+	receipts, err := r.Store.TurnRounds(ctx, r.turn.Seat, key)
+	if err != nil {
+		return Thread{}, err
+	}
+	out := Thread{Trigger: trigger.EventID, RecordedRounds: []RecordedRound{}, Rounds: []Round{}}
+	recorded, calls := r.recorded(key, msgs, receipts)
+	out.RecordedRounds = recorded
+	all := make([]crewlet.ChatMessage, len(msgs))
+	for i, m := range msgs {
+		all[i] = m.Message
+	}
+	out.Recorded, _ = turnrules.AnswerOf(all)
+
+	// The thread as it stood before its first round: the trigger's text
+	// and any exchange an interruption joined to it.
+	var current []crewlet.ChatMessage
+	for _, m := range msgs {
+		if m.Round > 0 {
+			break
+		}
+		if m.Message.Role == "user" {
+			current = append(current, m.Message)
+		}
+	}
+	for round := 1; ; round++ {
+		if r.rounds >= r.role.MaxRounds {
+			out.Stopped = fmt.Sprintf("stopped after %d rounds, the most the role allows in one turn (max_rounds)", r.role.MaxRounds)
+			break
+		}
+		receipt, hasReceipt := receiptOf(receipts, round)
+		rd, answer, err := r.round(ctx, trigger, key, round, receipt, hasReceipt, current)
+		if err != nil {
+			return Thread{}, err
+		}
+		r.rounds++
+		if answer == nil {
+			out.Stopped = rd.Answer
+			out.Rounds = append(out.Rounds, rd)
+			break
+		}
+		current = append(current, *answer)
+		for i, c := range answer.ToolCalls {
+			call := answerCall(calls, c)
+			if call.Outcome == Matched {
+				call.Approval = r.decisions[call.Recorded]
+			}
+			rd.Calls = append(rd.Calls, call)
+			current = append(current, crewlet.ChatMessage{Role: "tool", ToolCallID: answer.ToolCalls[i].ID, Content: call.Result, IsError: call.IsError})
+		}
+		out.Rounds = append(out.Rounds, rd)
+		if len(answer.ToolCalls) == 0 {
+			out.Replayed = answer.Content
+			break
+		}
+	}
+	out.Same = out.Stopped == "" && out.Replayed == out.Recorded
+	return out, nil
+}
+
+// recorded reads a thread's recorded rounds and the tool calls they made,
+// each with its result: what the replay answers calls from.
+func (r *run) recorded(key string, msgs []wire.TurnMessage, receipts []wire.RoundRow) ([]RecordedRound, []*recordedCall) {
+	results := map[string]crewlet.ChatMessage{}
+	for _, m := range msgs {
+		if m.Message.Role == "tool" {
+			results[m.Key] = m.Message
+		}
+	}
+	var rounds []RecordedRound
+	var calls []*recordedCall
+	for _, m := range msgs {
+		if m.Round == 0 || m.Key != fmt.Sprintf("r%d", m.Round) {
+			continue
+		}
+		rr := RecordedRound{Round: m.Round, Answer: m.Message.Content}
+		if receipt, ok := receiptOf(receipts, m.Round); ok {
+			rr.Profile, rr.Tokens = receipt.Profile, Tokens{Input: receipt.InputTokens, Output: receipt.OutputTokens}
+		}
+		for i, c := range m.Message.ToolCalls {
+			res, ok := results[fmt.Sprintf("r%dc%d", m.Round, i)]
+			callKey := fmt.Sprintf("%s:%d:%d", key, m.Round, i)
+			rr.Calls = append(rr.Calls, Call{Name: c.Name, Args: c.Args, Recorded: callKey, Approval: r.decisions[callKey], Result: res.Content, IsError: res.IsError})
+			if ok {
+				// A call that left no result (its outcome unknown, its
+				// turn stopped mid-wait) answers nothing.
+				calls = append(calls, &recordedCall{key: callKey, name: c.Name, argsHash: approvals.ArgsHash(c.Args), result: res})
+			}
+		}
+		rounds = append(rounds, rr)
+	}
+	if rounds == nil {
+		rounds = []RecordedRound{}
+	}
+	return rounds, calls
+}
+
+// answerCall answers a replayed call from the first unused recorded call
+// of the same tool with the same argument hash, or says it has no record.
+func answerCall(calls []*recordedCall, c crewlet.ToolCall) Call {
+	hash := approvals.ArgsHash(c.Args)
+	for _, rc := range calls {
+		if rc.used || rc.name != c.Name || rc.argsHash != hash {
+			continue
+		}
+		rc.used = true
+		return Call{Name: c.Name, Args: c.Args, Outcome: Matched, Recorded: rc.key, Result: rc.result.Content, IsError: rc.result.IsError}
+	}
+	return Call{Name: c.Name, Args: c.Args, Outcome: Diverged, Result: NoRecordText, IsError: true}
+}
+
+// round makes one replayed model call: the context laid out as the
+// recorded round had it, then the model asked. A nil answer ends the
+// thread, with why in the round's Answer.
+func (r *run) round(ctx context.Context, trigger crewlet.Message, key string, round int, receipt wire.RoundRow, hasReceipt bool, current []crewlet.ChatMessage) (Round, *crewlet.ChatMessage, error) {
+	name := r.change.Profile
+	if name == "" {
+		name = r.turn.Profile
+		if hasReceipt {
+			name = receipt.Profile
+		}
+		if _, ok := r.org.Profiles[name]; !ok {
+			// The recorded profile is gone from this revision: the
+			// role's first, as a turn beginning now would pick.
+			name = r.role.Pool()[0]
+		}
+	}
+	profile := r.org.Profiles[name]
+	if r.change.Model != "" {
+		profile.Model = r.change.Model
+	}
+	rd := Round{Round: round, Profile: name, SystemAsRecorded: hasReceipt && sha(r.system) == receipt.SystemSHA256}
+	// The round read its context just before its answer was recorded; a
+	// round the recorded turn did not make reads it as the turn ended.
+	asOf := r.turn.FinishedAt.Add(time.Microsecond)
+	if hasReceipt {
+		asOf = receipt.RecordedAt
+	}
+	plan, err := r.assemble(ctx, trigger, key, profile, current, asOf)
+	if err != nil {
+		return rd, nil, err
+	}
+	if plan.Oversize {
+		rd.Answer = fmt.Sprintf("not sent: at about %d tokens the trigger does not fit profile %s's context budget of %d tokens", plan.Tokens, name, profile.InputBudget())
+		return rd, nil, nil
+	}
+	if err := r.withinBudget(ctx); err != nil {
+		return rd, nil, err
+	}
+	m, err := r.model(name, profile)
+	if err != nil {
+		return rd, nil, err
+	}
+	resp, err := m.Chat(ctx, crewlet.ModelRequest{
+		Seat: r.turn.Seat, Role: r.seat.Role, Trigger: &trigger, System: r.system, Messages: plan.Messages,
+		Tools: r.catalog, MaxTokens: profile.MaxTokens,
+	})
+	if err != nil {
+		return rd, nil, crewlet.Errorf(crewlet.EUNAVAILABLE, "round %d of the replay: profile %s did not answer: %s", round, name, crewlet.ErrorMessage(err))
+	}
+	rd.Tokens.add(resp.Usage)
+	if err := r.Store.ChargeEval(ctx, store.EvalCharge{TurnID: r.turn.TurnID, Principal: r.principal, Profile: name,
+		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, RecordedAt: r.now()}); err != nil {
+		return rd, nil, err
+	}
+	if resp.Text == "" && len(resp.ToolCalls) == 0 {
+		rd.Answer = "the model answered nothing"
+		return rd, nil, nil
+	}
+	// Stored as a turn stores it (activities.ModelRound), so an unchanged
+	// replay compares byte for byte.
+	answer := crewlet.ChatMessage{Role: "assistant", Content: crewlet.Clean(resp.Text), ToolCalls: resp.ToolCalls}
+	for i := range answer.ToolCalls {
+		c := &answer.ToolCalls[i]
+		if c.ID == "" {
+			c.ID = fmt.Sprintf("call_%d_%d", round, i)
+		}
+		c.ID, c.Name = crewlet.Clean(c.ID), crewlet.Clean(c.Name)
+	}
+	rd.Answer = answer.Content
+	if answer, err = r.Store.AsStored(ctx, answer); err != nil {
+		return rd, nil, err
+	}
+	return rd, &answer, nil
+}
+
+// assemble lays out a round's request with crewlet.AssembleContext, from the
+// conversation as it stood at asOf. A compaction the layout asks for is
+// answered with the summary the turn made, when one was stored; the replay
+// makes none.
+func (r *run) assemble(ctx context.Context, trigger crewlet.Message, key string, profile config.Profile, current []crewlet.ChatMessage, asOf time.Time) (crewlet.ContextPlan, error) {
+	tc, err := r.Store.ThreadContextAsOf(ctx, r.turn.Seat, trigger.Conversation, trigger.EventID, key, turnrules.TriggerText, asOf)
+	switch {
+	case crewlet.ErrorCode(err) == crewlet.ENOTFOUND:
+		r.gap("the conversation before the trigger: the trigger is not in the transcript (trimmed by message_retention, or recorded by an older build), so the replay sends the thread alone")
+	case err != nil:
+		return crewlet.ContextPlan{}, err
+	}
+	in := crewlet.ContextInput{
+		System: r.system, Tools: r.catalog, Summary: tc.Summary, Earlier: tc.Earlier,
+		Budget: profile.InputBudget(), TokensPerByte: tc.TokensPerByte, MayCompact: true, Current: current,
+	}
+	plan := crewlet.AssembleContext(in)
+	if plan.Compact == 0 {
+		return plan, nil
+	}
+	last := in.Earlier[plan.Compact-1]
+	in.MayCompact = false
+	switch summary, err := r.Store.SummaryThrough(ctx, r.turn.Seat, trigger.Conversation, last.MessageID); {
+	case err == nil:
+		in.Earlier, in.Summary = in.Earlier[plan.Compact:], &summary.ConversationSummary
+	case crewlet.ErrorCode(err) == crewlet.ENOTFOUND:
+		r.gap("a compaction summary the changed setting asks for: none was recorded for those exchanges, and a replay makes none, so older tool results are clipped instead")
+	default:
+		return crewlet.ContextPlan{}, err
+	}
+	return crewlet.AssembleContext(in), nil
+}
+
+// withinBudget refuses a model call once evals.budget is spent.
+func (r *run) withinBudget(ctx context.Context) error {
+	org := r.Org.Now()
+	windows, err := r.Store.EvalUsage(ctx, org.Evals.Budget.Caps(), r.now(), org.Location())
+	if err != nil {
+		return err
+	}
+	if hold := budget.Check(windows); hold != nil {
+		return crewlet.Errorf(crewlet.ERATELIMITED, "the eval budget is spent: %d of evals.budget.tokens_per_%s's %d tokens used; replays run again after %s, or raise the cap",
+			hold.Used, hold.Window, hold.Cap, hold.ResetsAt.In(org.Location()).Format(time.RFC3339))
+	}
+	return nil
+}
+
+// model is the profile's model, built once per replay: a changed model
+// name makes it another than the seat's turns use.
+func (r *run) model(name string, p config.Profile) (crewlet.ChatModel, error) {
+	if m, ok := r.models[name]; ok {
+		return m, nil
+	}
+	build := r.Model
+	if build == nil {
+		build = func(name string, p config.Profile) (crewlet.ChatModel, error) { return model.New(name, p, nil) }
+	}
+	m, err := build(name, p)
+	if err != nil {
+		return nil, crewlet.Errorf(crewlet.EINVALID, "profile %s cannot be built with model %q: %v", name, p.Model, err)
+	}
+	r.models[name] = m
+	return m, nil
+}
+
+func (r *run) gap(what string) {
+	for _, g := range r.gaps {
+		if g == what {
+			return
+		}
+	}
+	r.gaps = append(r.gaps, what)
+}
+
+func (e *Engine) now() time.Time {
+	if e.Now == nil {
+		return time.Now()
+	}
+	return e.Now()
+}
+
+func (e *Engine) log() *slog.Logger {
+	if e.Log == nil {
+		return slog.Default()
+	}
+	return e.Log
+}
+
+func receiptOf(receipts []wire.RoundRow, round int) (wire.RoundRow, bool) {
+	for _, r := range receipts {
+		if r.Round == round {
+			return r, true
+		}
+	}
+	return wire.RoundRow{}, false
+}
+
+// decision is an approval's recorded decision in a line.
+func decision(a crewlet.Approval) string {
+	if a.DecidedBy == "" {
+		return a.Status
+	}
+	s := a.Status + " by " + a.DecidedBy
+	if a.Reason != "" {
+		s += ": " + a.Reason
+	}
+	return strings.TrimSpace(s)
+}
+
+// sha is the hex sha-256 a round's receipt keeps of its system prompt.
+func sha(system string) string {
+	sum := sha256.Sum256([]byte(system))
+	return hex.EncodeToString(sum[:])
+}
