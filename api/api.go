@@ -210,6 +210,7 @@ func (s *Server) routes() []route {
 				{"before", "string", "the tickets after this one, the last of the page you have (" + NextBeforeHeader + ")"},
 				{"from", "string", "only tickets this seat delegated"},
 				{"to", "string", "only tickets this seat serves"},
+				{"opened_by", "string", "only tickets this API principal opened (a token's name)"},
 				{"phase", "string", "only tickets in this phase"},
 				{"open", "boolean", "only open tickets"},
 				limitQuery(50, maxLimit),

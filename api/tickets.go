@@ -133,7 +133,7 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	f := store.TicketFilter{From: q.Get("from"), To: q.Get("to"), Phase: crewlet.TicketPhase(q.Get("phase")), Before: q.Get("before"), Limit: limit}
+	f := store.TicketFilter{From: q.Get("from"), To: q.Get("to"), OpenedBy: q.Get("opened_by"), Phase: crewlet.TicketPhase(q.Get("phase")), Before: q.Get("before"), Limit: limit}
 	if p := principalOf(r); p.Role == config.RoleMember {
 		f.Party = p.Seat
 	}
@@ -145,7 +145,7 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request) {
 		writeError(w, crewlet.Errorf(crewlet.EINVALID, "open must be true or false, got %q", v))
 		return
 	}
-	if err := crewlet.CheckText("before", f.Before, crewlet.MaxNameBytes); err != nil {
+	if err := errors.Join(crewlet.CheckText("before", f.Before, crewlet.MaxNameBytes), crewlet.CheckText("opened_by", f.OpenedBy, crewlet.MaxNameBytes)); err != nil {
 		writeError(w, err)
 		return
 	}
