@@ -115,11 +115,15 @@ func ticketWait(wait string) (time.Duration, error) {
 	return d, nil
 }
 
+// errNoTicketWatch refuses a wait on a ticket in a process that has no
+// ticket watch.
+var errNoTicketWatch = crewlet.Errorf(crewlet.EUNAVAILABLE, "this process does not wait on tickets; open the ticket without wait and read it with GET /tickets/{id}")
+
 // awaitTicket waits until the ticket ended or wait passed, and returns it as
 // it stands then.
 func (s *Server) awaitTicket(ctx context.Context, ticket crewlet.Ticket, wait time.Duration) (crewlet.Ticket, error) {
 	if s.TicketWatch == nil {
-		return ticket, crewlet.Errorf(crewlet.EUNAVAILABLE, "this process does not wait on tickets; open the ticket without wait and read it with GET /tickets/{id}")
+		return ticket, errNoTicketWatch
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
