@@ -292,7 +292,7 @@ func (s *Server) routes() []route {
 				limitQuery(50, maxLimit),
 			}, answer: []wire.AuditEntry{}},
 		{method: post, pattern: mcpPath, action: authority.ConnectMCP, handler: s.serveMCP, session: true,
-			summary: "MCP over streamable HTTP: a JSON-RPC message in, its answer as JSON or an event stream (202 for a notification). Tools ask_<handle>, ask_role_<role>, list_seats, ticket_status; resources crewlet://seats/{handle}, crewlet://conversations/{id}. Each tool call and read is the route it names (POST /tickets, GET /tickets/{id}, GET /seats, GET /seats/{handle}, GET /conversations/{id}), called with the caller's token: its rights, mutation budget and audit row are that route's",
+			summary: "MCP over streamable HTTP: a JSON-RPC message in, its answer as JSON or an event stream (202 for a notification). Tools ask_<handle>, ask_role_<role>, list_seats, ticket_status; resources crewlet://seats/{handle}, crewlet://conversations/{id}. Each tool call and read is the route it names (POST /tickets, GET /tickets/{id}, GET /seats, GET /seats/{handle}, GET /conversations/{id}), called with the caller's token: its rights, mutation budget and audit row are that route's. An ask_ call with params.task is an MCP task, its ticket (tasks/get, tasks/result, tasks/cancel, tasks/list), and a seat's question goes to a client that takes elicitations",
 			answer:  map[string]any{}, contentType: "text/event-stream", statuses: []int{http.StatusOK, http.StatusAccepted}},
 		{method: get, pattern: mcpPath, action: authority.ConnectMCP, handler: s.serveMCP, session: true,
 			summary: "the MCP session's stream of messages the server sends unasked, as Server-Sent Events (header Mcp-Session-Id)",
