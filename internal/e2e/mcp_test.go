@@ -21,17 +21,26 @@ import (
 // protocol 2025-11-25) crewlet was checked against.
 const mcpSDK = "@modelcontextprotocol/sdk@1.32.2"
 
-// mcpOrg has a seat that answers at once and one that takes minutes.
+// mcpOrg has a seat that answers at once, one that takes minutes, and a
+// reviewer that asks which part to review first.
 const mcpOrg = `company: { name: mcpco }
 profiles:
   quick: { provider: scripted, rules: [ { match: '^what is (.*)', reply: 'It is {{index .Groups 1}}' } ] }
   slow: { provider: scripted, delay: 2m, rules: [ { match: '^what is (.*)', reply: 'It is {{index .Groups 1}}, at last' } ] }
+  asks:
+    provider: scripted
+    rules:
+      - match: '^please review (.*)'
+        tools: [ { name: ask, args: { question: 'which part of {{index .Groups 1}}?' } } ]
+        reply: 'Reviewed. {{.Last}}'
 roles:
   quick: { charter: answers at once, profile: quick }
   slow: { charter: takes its time, profile: slow }
+  reviewer: { charter: reviews what it is given, profile: asks }
 seats:
   - { handle: s01, role: quick }
   - { handle: s02, role: slow }
+  - { handle: r01, role: reviewer }
 `
 
 // interopScript is an MCP client written by nobody here: the official
@@ -125,9 +134,9 @@ func TestMCPInteropWithTheTypeScriptSDK(t *testing.T) {
 	}
 	t.Logf("the TypeScript SDK's client:\n%s", out)
 	for _, want := range []string{
-		"tools: ask_role_quick ask_role_slow ask_s01 ask_s02 list_seats ticket_status\n",
+		"tools: ask_r01 ask_role_quick ask_role_reviewer ask_role_slow ask_s01 ask_s02 list_seats ticket_status\n",
 		"ask_s01: It is the answer\n",
-		"list_seats: s01=ask_s01 s02=ask_s02\n",
+		"list_seats: s01=ask_s01 s02=ask_s02 r01=ask_r01\n",
 		"seat s01: s01\n",
 		"conversation: what is the answer | It is the answer\n",
 		"ask_s02: cancelled\n",
@@ -149,28 +158,6 @@ func TestMCPInteropWithTheTypeScriptSDK(t *testing.T) {
 	}
 }
 
-// mcpTaskOrg: a seat that answers at once, one that takes minutes, and a
-// reviewer that asks which part to review first.
-const mcpTaskOrg = `company: { name: mcpco }
-profiles:
-  quick: { provider: scripted, rules: [ { match: '^what is (.*)', reply: 'It is {{index .Groups 1}}' } ] }
-  slow: { provider: scripted, delay: 2m, rules: [ { match: '^what is (.*)', reply: 'It is {{index .Groups 1}}, at last' } ] }
-  asks:
-    provider: scripted
-    rules:
-      - match: '^please review (.*)'
-        tools: [ { name: ask, args: { question: 'which part of {{index .Groups 1}}?' } } ]
-        reply: 'Reviewed. {{.Last}}'
-roles:
-  quick: { charter: answers at once, profile: quick }
-  slow: { charter: takes its time, profile: slow }
-  reviewer: { charter: reviews what it is given, profile: asks }
-seats:
-  - { handle: s01, role: quick }
-  - { handle: s02, role: slow }
-  - { handle: r01, role: reviewer }
-`
-
 // The TypeScript SDK's client of MCP tasks (client.experimental.tasks,
 // installed from npm) calls ask_ tools as tasks: one it polls to its
 // reply; one whose seat asks a question, which goes input_required and
@@ -179,17 +166,8 @@ seats:
 // cancels, once. An unknown task id is a protocol error, and tasks/list
 // lists the three. Each task is exactly one ticket.
 func TestMCPTasksWithTheTypeScriptSDK(t *testing.T) {
-	dir := npmPackage(t, mcpSDK)
-	script, err := os.ReadFile(filepath.Join("testdata", "mcp_tasks_client.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Node finds the SDK from the script's own folder.
-	scriptPath := filepath.Join(dir, "client.mjs")
-	if err := os.WriteFile(scriptPath, script, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := newCompany(t, writeFile(t, "org.yaml", mcpTaskOrg))
+	scriptPath := npmScript(t, mcpSDK, "mcp_tasks_client.mjs")
+	c := newCompany(t, writeFile(t, "org.yaml", mcpOrg))
 	c.serve()
 
 	// The client's steps take seconds; one that waits for what never
