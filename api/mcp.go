@@ -36,6 +36,9 @@ import (
 //	list_seats                     GET /seats
 //	crewlet://seats/{handle}       GET /seats/{handle}
 //	crewlet://conversations/{id}   GET /conversations/{id}
+//
+// An ask_ call can also run as an MCP task, which is its ticket, and a
+// seat's question reaches a client as an elicitation (mcp_tasks.go).
 
 const (
 	mcpPath = "/mcp"
