@@ -18,7 +18,6 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/auth"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crewlet/crewlet"
@@ -37,6 +36,9 @@ import (
 //	list_seats                     GET /seats
 //	crewlet://seats/{handle}       GET /seats/{handle}
 //	crewlet://conversations/{id}   GET /conversations/{id}
+//
+// An ask_ call can also run as an MCP task, which is its ticket, and a
+// seat's question reaches a client as an elicitation (mcp_tasks.go).
 
 const (
 	mcpPath = "/mcp"
@@ -96,6 +98,7 @@ func (s *Server) newMCPHandler(router http.Handler) http.Handler {
 		return &auth.TokenInfo{UserID: principalOf(r).Name}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sessions)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		markTaskCall(r)
 		if principalOf(r).Anonymous {
 			// An org without tokens: everyone is the one anonymous caller.
 			sessions.ServeHTTP(w, r)
@@ -165,6 +168,8 @@ type MCPSeat struct {
 // the session opened; a seat added since needs a new session.
 func (s *Server) mcpServer(r *http.Request, router http.Handler) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "crewlet", Title: s.Org.Now().Company.Name, Version: "1"}, &mcp.ServerOptions{Logger: s.Log})
+	srv.AddReceivingMiddleware(s.mcpTasks)
+	s.addTaskMethods(srv, router, principalOf(r).Name)
 	org := s.Org.Now()
 	if (route{action: authority.OpenTicket}).allows(principalOf(r), r) {
 		var roles []string
@@ -235,8 +240,10 @@ var seatsSchema = func() *jsonschema.Schema {
 }()
 
 // askTool asks to (a seat, or role:R): it opens the ticket by POST
-// /tickets and waits for it to end, up to the call's wait. A call the
-// client cancels (notifications/cancelled) cancels its ticket by POST
+// /tickets and follows it to its end, up to the call's wait, putting the
+// seat's questions to a client that takes elicitations (followTicket).
+// Called as a task (mcpTasks), it returns once the ticket is open. A call
+// the client cancels (notifications/cancelled) cancels its ticket by POST
 // /tickets/{id}/cancel; a call whose connection dropped leaves the ticket
 // be, to read with ticket_status.
 func (s *Server) askTool(router http.Handler, to string) mcp.ToolHandlerFor[AskInput, TicketState] {
@@ -252,7 +259,11 @@ func (s *Server) askTool(router http.Handler, to string) mcp.ToolHandlerFor[AskI
 			OpenTicketRequest{To: to, Task: in.Text, Conversation: in.Conversation}, &ticket); err != nil {
 			return nil, TicketState{}, err
 		}
-		if ticket, err = s.awaitTicket(ctx, ticket, wait); err != nil {
+		if task, ok := ctx.Value(taskCallKey{}).(*crewlet.Ticket); ok {
+			*task = ticket
+			return ticketResult(ticket)
+		}
+		if ticket, err = s.followTicket(ctx, req.Session, router, req.Extra, ticket, time.Now().Add(wait), nil); err != nil {
 			return nil, TicketState{}, s.mcpError(ctx, err)
 		}
 		// The SDK cancels a call's context with no cause of its own for a
@@ -311,11 +322,7 @@ func (s *Server) readResource(router http.Handler) mcp.ResourceHandler {
 			if errors.As(err, &refused) && refused.status == http.StatusNotFound {
 				return nil, mcp.ResourceNotFoundError(uri)
 			}
-			code := int64(jsonrpc.CodeInvalidParams)
-			if errors.As(err, &refused) && refused.status >= 500 {
-				code = jsonrpc.CodeInternalError
-			}
-			return nil, &jsonrpc.Error{Code: code, Message: err.Error()}
+			return nil, rpcErrorOf(err)
 		}
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(body)}}}, nil
 	}

@@ -57,7 +57,24 @@ func (tok bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // connect opens an MCP session with the official Go SDK's client.
 func (c mcpCompany) connect(t *testing.T, token string) *mcp.ClientSession {
 	t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: "crewlet-test", Version: "1"}, nil)
+	return c.connectWith(t, token, nil)
+}
+
+// connectWith opens an MCP session with the Go SDK's client made with
+// opts, which may send the task methods.
+func (c mcpCompany) connectWith(t *testing.T, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "crewlet-test", Version: "1"}, opts)
+	for _, err := range []error{
+		mcp.AddSendingCustomMethod[*taskParams, *taskAnswer](client, "tasks/get"),
+		mcp.AddSendingCustomMethod[*taskParams, *mcp.CallToolResult](client, "tasks/result"),
+		mcp.AddSendingCustomMethod[*taskParams, *taskAnswer](client, "tasks/cancel"),
+		mcp.AddSendingCustomMethod[*listTasksParams, *taskListAnswer](client, "tasks/list"),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	cs, err := client.Connect(c.b.ctx, &mcp.StreamableClientTransport{Endpoint: c.base + "/mcp", HTTPClient: &http.Client{Transport: bearer(token)}}, nil)
 	if err != nil {
 		t.Fatalf("connect to /mcp: %v", err)

@@ -115,11 +115,15 @@ func ticketWait(wait string) (time.Duration, error) {
 	return d, nil
 }
 
+// errNoTicketWatch refuses a wait on a ticket in a process that has no
+// ticket watch.
+var errNoTicketWatch = crewlet.Errorf(crewlet.EUNAVAILABLE, "this process does not wait on tickets; open the ticket without wait and read it with GET /tickets/{id}")
+
 // awaitTicket waits until the ticket ended or wait passed, and returns it as
 // it stands then.
 func (s *Server) awaitTicket(ctx context.Context, ticket crewlet.Ticket, wait time.Duration) (crewlet.Ticket, error) {
 	if s.TicketWatch == nil {
-		return ticket, crewlet.Errorf(crewlet.EUNAVAILABLE, "this process does not wait on tickets; open the ticket without wait and read it with GET /tickets/{id}")
+		return ticket, errNoTicketWatch
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -133,7 +137,7 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	f := store.TicketFilter{From: q.Get("from"), To: q.Get("to"), Phase: crewlet.TicketPhase(q.Get("phase")), Before: q.Get("before"), Limit: limit}
+	f := store.TicketFilter{From: q.Get("from"), To: q.Get("to"), OpenedBy: q.Get("opened_by"), Phase: crewlet.TicketPhase(q.Get("phase")), Before: q.Get("before"), Limit: limit}
 	if p := principalOf(r); p.Role == config.RoleMember {
 		f.Party = p.Seat
 	}
@@ -145,7 +149,7 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request) {
 		writeError(w, crewlet.Errorf(crewlet.EINVALID, "open must be true or false, got %q", v))
 		return
 	}
-	if err := crewlet.CheckText("before", f.Before, crewlet.MaxNameBytes); err != nil {
+	if err := errors.Join(crewlet.CheckText("before", f.Before, crewlet.MaxNameBytes), crewlet.CheckText("opened_by", f.OpenedBy, crewlet.MaxNameBytes)); err != nil {
 		writeError(w, err)
 		return
 	}

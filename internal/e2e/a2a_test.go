@@ -67,6 +67,23 @@ func npmPackage(t *testing.T, pkg string, with ...string) string {
 	return dir
 }
 
+// npmScript installs pkg as npmPackage does and writes the script
+// testdata/name beside it, where Node finds the package, and returns the
+// script's path.
+func npmScript(t *testing.T, pkg, name string) string {
+	t.Helper()
+	dir := npmPackage(t, pkg)
+	script, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, script, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // A client nobody here wrote (@a2a-js/sdk, installed from npm) finds a
 // seat by its agent card and sends it a task that comes back completed
 // with the seat's reply; streams one to its end; cancels one; its stream
@@ -74,16 +91,7 @@ func npmPackage(t *testing.T, pkg string, with ...string) string {
 // the reply; and answers the question of a task that asks, which then
 // completes. Each task is exactly one ticket.
 func TestA2AClientFromNPM(t *testing.T) {
-	dir := npmPackage(t, a2aSDK)
-	script, err := os.ReadFile(filepath.Join("testdata", "a2a_client.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Node finds the SDK from the script's own folder.
-	scriptPath := filepath.Join(dir, "client.mjs")
-	if err := os.WriteFile(scriptPath, script, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	scriptPath := npmScript(t, a2aSDK, "a2a_client.mjs")
 
 	c := newCompany(t, writeFile(t, "org.yaml", a2aOrg))
 	c.serve()

@@ -75,7 +75,9 @@ type TicketFilter struct {
 	From, To string
 	// Party keeps the tickets the seat opened or serves.
 	Party string
-	Phase crewlet.TicketPhase
+	// OpenedBy keeps the tickets this API principal opened.
+	OpenedBy string
+	Phase    crewlet.TicketPhase
 	// Open keeps pending and asking tickets only.
 	Open bool
 	// Before keeps the tickets listed after this one (a ticket id: the
@@ -95,7 +97,8 @@ func (s *Store) Tickets(ctx context.Context, f TicketFilter) ([]crewlet.Ticket, 
 		  AND (NOT $4 OR phase IN ('pending', 'asking')) AND ($6 = '' OR from_handle = $6 OR to_handle = $6)
 		  AND ($7 = '' OR EXISTS (SELECT 1 FROM tickets b WHERE b.id = $7
 		      AND (tickets.created_at < b.created_at OR (tickets.created_at = b.created_at AND tickets.id > b.id))))
-		ORDER BY created_at DESC, id LIMIT $5`, f.From, f.To, string(f.Phase), f.Open, f.Limit, f.Party, f.Before)
+		  AND ($8 = '' OR opened_by = $8)
+		ORDER BY created_at DESC, id LIMIT $5`, f.From, f.To, string(f.Phase), f.Open, f.Limit, f.Party, f.Before, f.OpenedBy)
 	if err != nil {
 		return nil, fmt.Errorf("list tickets: %w", schemaMissing(err))
 	}
