@@ -94,12 +94,23 @@ const (
 )
 
 // taskOf is ticket t as an MCP task.
-func (s *Server) taskOf(t crewlet.Ticket) MCPTask {
+func (s *Server) taskOf(ctx context.Context, t crewlet.Ticket) MCPTask {
 	task := MCPTask{TaskID: t.ID, CreatedAt: t.CreatedAt.UTC().Format(time.RFC3339Nano), LastUpdatedAt: t.UpdatedAt.UTC().Format(time.RFC3339Nano),
 		TTL: s.Org.Now().Maintenance.TicketRetention.Milliseconds(), PollInterval: mcpTaskPoll.Milliseconds()}
 	switch t.Phase {
 	case crewlet.TicketPending:
 		task.Status = TaskWorking
+		// A turn waiting for an approval needs an approver's input; the
+		// task says whose and how (the approval is decided at /approvals,
+		// not through this client).
+		waiting, err := s.waitingApproval(ctx, t)
+		if err != nil {
+			s.Log.WarnContext(ctx, "mcp_task_approval_unreadable", "ticket", t.ID, "error", err)
+		}
+		if waiting != nil {
+			task.Status, task.StatusMessage = TaskInputRequired, fmt.Sprintf("%s waits for approval %s of %s by %s; an approver decides it with POST /approvals/%s/approve or /deny",
+				t.To, waiting.ID, waiting.Tool, strings.Join(waiting.Approvers, ", "), waiting.ID)
+		}
 	case crewlet.TicketAsking:
 		task.Status, task.StatusMessage = TaskInputRequired, fmt.Sprintf("%s asks: %s", t.To, t.Question)
 	case crewlet.TicketDone:
@@ -242,7 +253,7 @@ func (s *Server) createTask(ctx context.Context, next mcp.MethodHandler, method 
 		}
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
 	}
-	return &createTaskResult{Task: s.taskOf(opened), ResultBase: mcp.ResultBase{Meta: mcp.Meta{
+	return &createTaskResult{Task: s.taskOf(ctx, opened), ResultBase: mcp.ResultBase{Meta: mcp.Meta{
 		"io.modelcontextprotocol/model-immediate-response": fmt.Sprintf("ticket %s to %s is open; its reply comes as the task's result", opened.ID, opened.To),
 	}}}, nil
 }
@@ -297,7 +308,7 @@ func (s *Server) addTaskMethods(srv *mcp.Server, router http.Handler, owner stri
 		if err != nil {
 			return nil, err
 		}
-		return &taskResult{MCPTask: s.taskOf(ticket)}, nil
+		return &taskResult{MCPTask: s.taskOf(ctx, ticket)}, nil
 	}))
 	must(mcp.AddReceivingCustomMethod(srv, methodTasksResult, func(ctx context.Context, ss *mcp.ServerSession, p *taskParams) (*mcp.CallToolResult, error) {
 		ticket, err := s.ownTicket(ctx, router, owner, p)
@@ -310,7 +321,7 @@ func (s *Server) addTaskMethods(srv *mcp.Server, router http.Handler, owner stri
 		}
 		if ticket.Phase.Open() {
 			return nil, &jsonrpc.Error{Code: codeRequestTimeout, Message: fmt.Sprintf("task %s is still %s after %s; call tasks/result again for its result, or poll tasks/get",
-				ticket.ID, s.taskOf(ticket).Status, mcpResultWait)}
+				ticket.ID, s.taskOf(ctx, ticket).Status, mcpResultWait)}
 		}
 		// As the ask_ tool answers it, where the SDK adds the structured
 		// content a typed tool returns.
@@ -324,13 +335,13 @@ func (s *Server) addTaskMethods(srv *mcp.Server, router http.Handler, owner stri
 			return nil, err
 		}
 		if !ticket.Phase.Open() {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("task %s is %s already; only a working or input_required task can be cancelled", ticket.ID, s.taskOf(ticket).Status)}
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("task %s is %s already; only a working or input_required task can be cancelled", ticket.ID, s.taskOf(ctx, ticket).Status)}
 		}
 		if err := s.callRoute(ctx, router, extraOf(ctx), http.MethodPost, "/tickets/"+ticket.ID+"/cancel",
 			CancelTicketRequest{Reason: "the MCP client cancelled its task"}, &ticket); err != nil {
 			return nil, rpcErrorOf(err)
 		}
-		return &taskResult{MCPTask: s.taskOf(ticket)}, nil
+		return &taskResult{MCPTask: s.taskOf(ctx, ticket)}, nil
 	}))
 	must(mcp.AddReceivingCustomMethod(srv, methodTasksList, func(ctx context.Context, _ *mcp.ServerSession, p *listTasksParams) (*taskList, error) {
 		q := url.Values{"opened_by": {owner}, "limit": {strconv.Itoa(mcpTaskPage)}}
@@ -348,7 +359,7 @@ func (s *Server) addTaskMethods(srv *mcp.Server, router http.Handler, owner stri
 		}
 		out := &taskList{Tasks: []MCPTask{}}
 		for _, t := range tickets {
-			out.Tasks = append(out.Tasks, s.taskOf(t))
+			out.Tasks = append(out.Tasks, s.taskOf(ctx, t))
 		}
 		if len(tickets) == mcpTaskPage {
 			out.NextCursor = tickets[len(tickets)-1].ID

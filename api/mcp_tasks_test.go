@@ -171,6 +171,23 @@ func TestMCPAskAsATaskIsItsTicket(t *testing.T) {
 	if err != nil || got.Status != api.TaskWorking || got.TaskID != ticket.ID {
 		t.Fatalf("tasks/get: %+v %v; want working", got, err)
 	}
+	// While the turn serving it waits for an approval, the task needs an
+	// approver's input; once decided, it works again.
+	waiting := crewlet.Approval{ID: "ap-mcp", Handle: "cto", TurnID: "turn/cto/k", CallKey: "t:1:0", Ticket: ticket.ID, Tool: "ledger__write",
+		Args: `{}`, ArgsHash: "h", Role: "lead", Policy: "p", Approvers: []string{"olga"}, OnTimeout: "deny", Epoch: 1, Until: time.Now().Add(time.Hour)}
+	if _, _, err := c.b.st.CreateApproval(c.b.ctx, waiting); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := taskCall[*taskAnswer](t, cs, "tasks/get", task.TaskID); err != nil || got.Status != api.TaskInputRequired ||
+		got.StatusMessage != "cto waits for approval ap-mcp of ledger__write by olga; an approver decides it with POST /approvals/ap-mcp/approve or /deny" {
+		t.Fatalf("tasks/get while an approval waits: %+v %v; want input_required naming it", got, err)
+	}
+	if _, _, err := c.b.st.DecideApproval(c.b.ctx, waiting.ID, store.Decision{Status: crewlet.ApprovalApproved, By: "olga"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := taskCall[*taskAnswer](t, cs, "tasks/get", task.TaskID); err != nil || got.Status != api.TaskWorking {
+		t.Fatalf("tasks/get once the approval was decided: %+v %v; want working", got, err)
+	}
 	type called struct {
 		res *mcp.CallToolResult
 		err error
