@@ -383,3 +383,11 @@ func (s *Store) FinishEvalRun(ctx context.Context, run, status string) error {
 	}
 	return nil
 }
+
+// DeleteEvalRun deletes a run and its results.
+func (s *Store) DeleteEvalRun(ctx context.Context, id string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM eval_runs WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("delete eval run %s: %w", id, schemaMissing(err))
+	}
+	return nil
+}
