@@ -38,10 +38,11 @@ const evalProfiles = `  slow:
       - match: '(?s)Answer: '
         reply: 'FAIL: it does not say what was written'`
 
-// newEvalCompany is newReplayCompany with evalProfiles, and its node.
-func newEvalCompany(t testing.TB) (*company, *proc) {
+// newEvalCompany is newReplayCompany with evalProfiles, and its node;
+// top are more top-level keys of the org file.
+func newEvalCompany(t testing.TB, top ...string) (*company, *proc) {
 	dir := t.TempDir()
-	c := newCompany(t, replayOrg(t, filepath.Join(dir, "count"), filepath.Join(dir, "pid"), evalProfiles))
+	c := newCompany(t, replayOrg(t, filepath.Join(dir, "count"), filepath.Join(dir, "pid"), append([]string{evalProfiles}, top...)...))
 	c.setenv("CREWLET_E2E_TOKEN_OPERATOR="+replayOperatorToken, "CREWLET_E2E_TOKEN_VIEWER="+replayViewerToken)
 	c.token = replayOperatorToken
 	c.apiServer()
@@ -201,5 +202,50 @@ func TestEvalRequestsRefusedWithWhatWasWrong(t *testing.T) {
 	}
 	if status, body, _ := c.rawAs(replayViewerToken, http.MethodGet, "/evals/datasets/one", nil); status != http.StatusOK || !strings.Contains(string(body), turn.TurnID) {
 		t.Errorf("a viewer's read of the dataset: %d %s; want 200 with its turn", status, body)
+	}
+}
+
+// An eval run stops once evals.budget is spent: the turn its budget check
+// refused is marked refused with what its replay spent charged, no turn
+// starts after it, the rest are refused, and the run ends
+// budget_exhausted.
+func TestEvalRunStopsWhenTheBudgetIsSpent(t *testing.T) {
+	const turns = 6
+	// A replay of one of these turns spends about 3,300 tokens: two turns
+	// fit under the cap, the third does not.
+	c, _ := newEvalCompany(t, "evals:\n  budget:\n    tokens_per_day: 8000")
+	c.recordTurns(turns)
+	if err := c.call(http.MethodPost, "/evals/datasets", wire.DatasetRequest{Name: "few",
+		DatasetSelector: wire.DatasetSelector{Seat: "s01", Since: time.Now().Add(-time.Hour)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var run wire.EvalRun
+	if err := c.call(http.MethodPost, "/evals/runs", api.EvalRunRequest{Dataset: "few", Concurrency: 1}, &run); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 60*time.Second, "the run ended", func() error {
+		if err := c.call(http.MethodGet, "/evals/runs/"+run.ID, nil, &run); err != nil {
+			return err
+		}
+		if run.Status == wire.EvalRunning {
+			return fmt.Errorf("%d scored", run.Totals.Scored)
+		}
+		return nil
+	})
+	if run.Status != wire.EvalBudgetExhausted || run.Totals.Scored == 0 || run.Totals.Refused == 0 || run.Totals.Scored+run.Totals.Refused != turns {
+		t.Fatalf("status %s, totals %+v; want budget_exhausted, some turns scored and the rest refused", run.Status, run.Totals)
+	}
+	for i, res := range run.Results {
+		want := wire.EvalTurnScored
+		if i >= run.Totals.Scored {
+			want = wire.EvalTurnRefused
+		}
+		if res.Status != want || (want == wire.EvalTurnRefused && !strings.Contains(res.Error, "eval budget")) {
+			t.Errorf("turn %d: %s %q; want %s, saying the eval budget was spent", i, res.Status, res.Error, want)
+		}
+	}
+	charged := c.count("SELECT COALESCE(sum(input_tokens + output_tokens), 0) FROM eval_usage WHERE run = $1", run.ID)
+	if charged <= 8000 || charged != run.Totals.InputTokens+run.Totals.OutputTokens {
+		t.Errorf("charged %d tokens, totals %+v; want past the cap (the refused turn's rounds before the refusal charged) and equal to the totals", charged, run.Totals)
 	}
 }
