@@ -14,6 +14,7 @@ import (
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/evals"
 	"github.com/crewlet/crewlet/internal/replay"
+	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/wire"
 )
@@ -202,6 +203,10 @@ func TestEvalRequestsRefusedWithWhatWasWrong(t *testing.T) {
 	}
 	if status, body, _ := c.rawAs(replayViewerToken, http.MethodGet, "/evals/datasets/one", nil); status != http.StatusOK || !strings.Contains(string(body), turn.TurnID) {
 		t.Errorf("a viewer's read of the dataset: %d %s; want 200 with its turn", status, body)
+	}
+	rows, err := c.store().Audit(context.Background(), store.AuditFilter{Principal: "opal", Action: "POST /evals/datasets", Limit: 20})
+	if err != nil || len(rows) != 10 {
+		t.Errorf("audit of the operator's dataset requests: %d rows, %v; want 10, the refused ones too", len(rows), err)
 	}
 }
 
