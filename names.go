@@ -38,6 +38,10 @@ const (
 	// questions to the delegator and its answers back, and settles the
 	// ticket once.
 	WorkflowRemoteTicket = "RemoteTicket"
+	// WorkflowEvalRun replays every turn of an eval dataset with one
+	// change, a bounded number at once, and scores each replay
+	// (docs/architecture.md, "Replay").
+	WorkflowEvalRun = "EvalRun"
 )
 
 // Activity names. Workflows refer to activities by these names so that the
@@ -114,6 +118,12 @@ const (
 	ActivityRemoteAsk    = "RemoteAsk"
 	ActivityRemoteEnd    = "RemoteEnd"
 	ActivityRemoteCancel = "RemoteCancel"
+
+	// The steps of EvalRun, on the shared queue: read the turns still to
+	// replay, replay and score one turn, end the run.
+	ActivityEvalPlan   = "EvalPlan"
+	ActivityEvalTurn   = "EvalTurn"
+	ActivityEvalFinish = "EvalFinish"
 )
 
 // Signal and query names. Operators use the seat's directly with

@@ -23,7 +23,7 @@ func TestHeavyRoutesAreTheLargeReads(t *testing.T) {
 			got = append(got, rt.method+" "+rt.pattern)
 		}
 	}
-	want := "GET /seats/{handle}/inbox GET /seats/{handle}/turns GET /turns/{handle}/{work_key} GET /conversations/{id} GET /deadletters"
+	want := "GET /seats/{handle}/inbox GET /seats/{handle}/turns GET /turns/{handle}/{work_key} GET /evals/runs/{run} GET /conversations/{id} GET /deadletters"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("heavy routes %q; want %q", got, want)
 	}

@@ -27,11 +27,13 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/activities"
 	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/evals"
 	"github.com/crewlet/crewlet/internal/fanout"
 	"github.com/crewlet/crewlet/internal/health"
 	"github.com/crewlet/crewlet/internal/liveness"
 	"github.com/crewlet/crewlet/internal/metrics"
 	"github.com/crewlet/crewlet/internal/reconcile"
+	"github.com/crewlet/crewlet/internal/replay"
 	"github.com/crewlet/crewlet/internal/sandbox"
 	"github.com/crewlet/crewlet/internal/schedules"
 	"github.com/crewlet/crewlet/internal/seatclient"
@@ -242,6 +244,8 @@ func StartNode(ctx context.Context, g *services.Graph, log *slog.Logger, opts No
 				return schedules.Skipped(ctx, tc, org.Now(), name)
 			}},
 		Remote: &activities.Remote{Org: org, Store: st, Tickets: tk, Allowed: allowed, HTTP: &http.Client{}, Log: n.log},
+		Evals: &activities.Evals{Store: st, Engine: &replay.Engine{Store: st, Org: org, Log: n.log},
+			Grader: evals.Grader{Org: org}, Log: n.log},
 		Health: &activities.Health{Monitor: &health.Monitor{
 			Org: org, Store: st, Mailbox: mb, Seats: seats, Tickets: tk, Notifier: n.notifier, LiveWithin: hb, Log: n.log,
 		}},

@@ -24,6 +24,7 @@ type Deps struct {
 	Turns       *activities.Turns
 	Schedules   *activities.Schedules
 	Remote      *activities.Remote
+	Evals       *activities.Evals
 }
 
 // RegisterShared registers what runs on the shared task queue: the workflows
@@ -60,6 +61,9 @@ func RegisterShared(r worker.Registry, d Deps) {
 		crewlet.ActivityRemoteAsk:      d.Remote.RemoteAsk,
 		crewlet.ActivityRemoteEnd:      d.Remote.RemoteEnd,
 		crewlet.ActivityRemoteCancel:   d.Remote.RemoteCancel,
+		crewlet.ActivityEvalPlan:       d.Evals.EvalPlan,
+		crewlet.ActivityEvalTurn:       d.Evals.EvalTurn,
+		crewlet.ActivityEvalFinish:     d.Evals.EvalFinish,
 	})
 }
 
@@ -77,7 +81,7 @@ func RegisterShared(r worker.Registry, d Deps) {
 // moves to the deployment's current build at its next workflow task
 // (auto-upgrade), so a change to its commands needs a GetVersion guard. A
 // person's notes run as long as a seat does, and a ticket to a remote
-// agent as long as its remote task; the duties and schedule fires are
+// agent as long as its remote task, an eval run as long as its replays; the duties and schedule fires are
 // short and start on the current build like everything else.
 func RegisterWorkflows(r worker.WorkflowRegistry) {
 	for _, w := range []struct {
@@ -94,6 +98,7 @@ func RegisterWorkflows(r worker.WorkflowRegistry) {
 		{workflows.PersonNotes, crewlet.WorkflowPersonNotes, workflow.VersioningBehaviorAutoUpgrade},
 		{workflows.ScheduleFire, crewlet.WorkflowScheduleFire, workflow.VersioningBehaviorAutoUpgrade},
 		{workflows.RemoteTicket, crewlet.WorkflowRemoteTicket, workflow.VersioningBehaviorAutoUpgrade},
+		{workflows.EvalRun, crewlet.WorkflowEvalRun, workflow.VersioningBehaviorAutoUpgrade},
 	} {
 		r.RegisterWorkflowWithOptions(w.fn, workflow.RegisterOptions{Name: w.name, VersioningBehavior: w.behavior})
 	}

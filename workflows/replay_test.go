@@ -134,6 +134,10 @@ var corpus = map[string]string{
 		"TestRemoteAgentAnswerReachesTheDelegatorOnceAcrossAKilledNode: RemoteSend, the streaming " +
 		"RemoteAwait's worker killed with kill -9 (its heartbeat times out, the second attempt on " +
 		"the next node finds the task completed), RemoteEnd settles the ticket",
+	"eval_run_killed_history.json.gz": "an EvalRun, e2e TestEvalRunSurvivesAKilledNodeAndChargesOnce: " +
+		"EvalPlan, 50 EvalTurn activities 8 at once, the node running some killed with kill -9 (their " +
+		"heartbeats time out and their retries on the other node score them), EvalFinish done " +
+		"(gzipped: 278 events)",
 	"remote_ticket_asked_history.json": "a RemoteTicket, e2e TestRemoteAgentQuestionIsAnsweredByTheDelegator: " +
 		"the remote task goes input-required, RemoteAsk, a recheck timer cancelled by the ticket " +
 		"signal of the delegator's answer, RemoteAsk reads it, RemoteSend of the answer on the same " +

@@ -67,6 +67,22 @@ machine; each names the route it calls):
                                 tool call answered from the record (matched) or never run (diverged);
                                 writes nothing of the seat's, charged to evals.budget
                                 (POST /turns/{handle}/{work_key}/replay)
+  eval dataset create NAME (--seat H | --role R) --since T [--until T] [--limit N] | --turn ID... | --turns FILE
+                                freeze finished turns as a dataset: a seat's or role's in a window,
+                                or by id; at most 1000 (POST /evals/datasets)
+  eval dataset list | show NAME | delete NAME
+                                the datasets; one's turn ids; delete one
+                                (GET /evals/datasets, GET /evals/datasets/{name}, DELETE /evals/datasets/{name})
+  eval run DATASET [--charter FILE] [--profile P] [--model M] [--revision N]
+                   [--check KIND[:ARG]]... [--checks FILE] [--concurrency K]
+                                replay every turn of the dataset with the change, K at once (8),
+                                as one durable workflow, and score each with the checks: contains:TEXT,
+                                regex:PATTERN, json_schema:FILE, same_tools, judge:PROFILE:RUBRIC;
+                                charged to evals.budget (POST /evals/runs)
+  eval runs                     the eval runs with their totals (GET /evals/runs)
+  eval show RUN [--turn ID] [--json]
+                                a run's report: per turn the checks and the recorded and replayed
+                                answers; pass rate, tokens, divergences (GET /evals/runs/{run})
   ask TARGET TASK [--wait D] [--from SEAT] [--conversation ID]
                                 open a ticket to a seat or role:NAME and print its reply;
                                 --wait 0 returns once it is open (POST /tickets)
@@ -208,6 +224,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runTurnShow(ctx, rest[1:], stdout)
 	case "replay":
 		return runReplay(ctx, rest, stdout)
+	case "eval":
+		return runEval(ctx, rest, stdout)
 	case "deadletters":
 		if len(rest) == 0 {
 			return usageError{"usage: crewlet deadletters ls | deadletters requeue ID"}

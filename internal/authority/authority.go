@@ -113,6 +113,11 @@ const (
 	// it spends the eval budget and shows the seat's transcript, so it
 	// needs the right to operate and to read the seat.
 	ReplayTurn
+	// ReadEvals reads eval datasets and runs: they show turns of any seat.
+	ReadEvals
+	// RunEvals creates and deletes datasets and starts eval runs, which
+	// spend the eval budget.
+	RunEvals
 )
 
 // Rule is one row of the table.
@@ -202,6 +207,8 @@ var table = [...]Rule{
 	AdministerFleet: {Name: "administer", Right: Administer, Scope: ScopeFleet},
 	ConnectMCP:      {Name: "connect over MCP", Right: Read, Scope: ScopeRoster},
 	ReplayTurn:      {Name: "replay a turn", Right: Operate, Scope: ScopeSeat},
+	ReadEvals:       {Name: "read evals", Right: Read, Scope: ScopeFleet},
+	RunEvals:        {Name: "run evals", Right: Operate, Scope: ScopeFleet},
 }
 
 // Actions are every action of the table, in its order.

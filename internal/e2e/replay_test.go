@@ -25,8 +25,9 @@ import (
 // replayOrg is toolsOrg's clerk with a three-round rule (write, read the
 // counter, answer) and two more profiles to replay it on: terse answers
 // in other words from the same calls, other writes other arguments. Its
-// tokens are an operator's and a viewer's.
-func replayOrg(t testing.TB, countFile, pidFile string) string {
+// tokens are an operator's and a viewer's. extra are more profiles, in
+// YAML indented under profiles.
+func replayOrg(t testing.TB, countFile, pidFile string, extra ...string) string {
 	t.Helper()
 	bin := toolstest.BuildT(t)
 	rules := func(args, reply string) string {
@@ -50,6 +51,7 @@ profiles:
     provider: scripted%s
   other:
     provider: scripted%s
+%s
 roles:
   clerk:
     charter: keeps the ledger
@@ -62,7 +64,7 @@ seats:
 `, rules("{{index .Groups 1}}", "recorded: {{index .Results 0}}, count {{.Last}}"),
 		rules("{{index .Groups 1}}", "done ({{.Last}} so far)"),
 		rules("INV-{{index .Groups 1}}", "recorded: {{index .Results 0}}, count {{.Last}}"),
-		bin, countFile, pidFile, filepath.Dir(countFile), filepath.Dir(pidFile))
+		strings.Join(extra, "\n"), bin, countFile, pidFile, filepath.Dir(countFile), filepath.Dir(pidFile))
 	return writeFile(t, "org.yaml", org)
 }
 

@@ -162,7 +162,11 @@ type Engine struct {
 	Model func(name string, p config.Profile) (crewlet.ChatModel, error)
 	// Now is the clock the eval budget is charged on; nil is time.Now.
 	Now func() time.Time
-	Log *slog.Logger
+	// Charge records a model call's charge to evals.budget; nil records
+	// it at once (store.ChargeEval). An eval run collects a turn's charges
+	// to record them with its result, in one transaction.
+	Charge func(context.Context, store.EvalCharge) error
+	Log    *slog.Logger
 }
 
 // Replay re-runs the turn turnID ("turn/{handle}/{work_key}") with change,
@@ -461,7 +465,11 @@ func (r *run) round(ctx context.Context, trigger crewlet.Message, key string, ro
 		return rd, nil, crewlet.Errorf(crewlet.EUNAVAILABLE, "round %d of the replay: profile %s did not answer: %s", round, name, crewlet.ErrorMessage(err))
 	}
 	rd.Tokens.add(resp.Usage)
-	if err := r.Store.ChargeEval(ctx, store.EvalCharge{TurnID: r.turn.TurnID, Principal: r.principal, Profile: name,
+	charge := r.Charge
+	if charge == nil {
+		charge = r.Store.ChargeEval
+	}
+	if err := charge(ctx, store.EvalCharge{TurnID: r.turn.TurnID, Principal: r.principal, Profile: name,
 		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, RecordedAt: r.now()}); err != nil {
 		return rd, nil, err
 	}
