@@ -6,6 +6,7 @@
 
 import { getPage, get } from '../lib/api.js';
 import { h, show, link, section, table, badge, when, errorBox } from '../lib/dom.js';
+import { action } from '../lib/lists.js';
 
 export default async function evals(main, params, ctx) {
   const id = params[0];
@@ -74,7 +75,7 @@ async function detail(main, id, ctx) {
       section('Turns',
         truncated ? h('p', { class: 'muted' }, 'Shown: ', truncated, '.') : null,
         (run.results || []).length
-          ? h('ol', { id: 'eval-turns', class: 'eval-turns' }, run.results.map(turn))
+          ? h('ol', { id: 'eval-turns', class: 'eval-turns' }, run.results.map((r) => turn(id, r)))
           : h('p', { class: 'muted' }, 'No turn in this run.')));
   } catch (err) {
     show(el, errorBox(err));
@@ -83,17 +84,40 @@ async function detail(main, id, ctx) {
   return null;
 }
 
-// turn is one turn's result: its verdict and checks, and its two answers
-// side by side.
-function turn(r) {
+// turn is one turn's result of run id: its verdict and checks, its two
+// answers side by side, and, when some tool calls diverged, a button that
+// reads the turn's whole replay report and lists them.
+function turn(id, r) {
   const verdict = r.status !== 'scored' ? status(r.status) : r.passed ? badge('pass', 'ok') : badge('fail', 'bad');
   return h('li', { class: 'eval-turn', 'data-turn': r.turn },
     h('div', { class: 'head' }, h('strong', {}, r.turn), ' ', verdict,
-      ' ', h('span', { class: 'muted' }, r.input_tokens + '/' + r.output_tokens + ' tokens · ', r.diverged + ' tool calls diverged')),
+      ' ', h('span', { class: 'muted' }, r.input_tokens + '/' + r.output_tokens + ' tokens · ', r.diverged + (r.diverged === 1 ? ' tool call' : ' tool calls') + ' diverged')),
     r.error ? h('p', { class: 'error' }, r.error) : null,
     (r.checks || []).length ? h('ul', { class: 'checks' }, r.checks.map((c) => h('li', { 'data-check': c.check },
       c.check, ' ', c.pass ? badge('ok', 'ok') : badge('FAIL', 'bad'), c.reason ? [' ', h('span', { class: 'muted' }, c.reason)] : null))) : null,
     h('div', { class: 'answers' },
       h('div', { class: 'recorded' }, h('h3', {}, 'Recorded'), h('pre', {}, r.recorded_answer)),
-      h('div', { class: 'replayed' }, h('h3', {}, 'Replayed'), h('pre', {}, r.replayed_answer))));
+      h('div', { class: 'replayed' }, h('h3', {}, 'Replayed'), h('pre', {}, r.replayed_answer))),
+    r.diverged ? divergedCalls(id, r.turn) : null);
+}
+
+// divergedCalls is a button that lists the turn's replayed tool calls no
+// recorded call matched: they were not run, and the model was told so.
+function divergedCalls(id, turnID) {
+  const listEl = h('ul', { class: 'diverged' });
+  const button = action('Show the diverged calls', async () => {
+    const run = await get('/evals/runs/' + encodeURIComponent(id) + '?turn=' + encodeURIComponent(turnID));
+    const calls = [];
+    for (const res of run.results || []) {
+      for (const th of (res.report && res.report.threads) || []) {
+        for (const round of th.rounds || []) {
+          for (const c of round.calls || []) {
+            if (c.outcome === 'diverged') calls.push(h('li', {}, 'round ' + round.round + ': ', h('code', { class: 'args' }, c.name, ' ', JSON.stringify(c.args))));
+          }
+        }
+      }
+    }
+    show(listEl, calls.length ? calls : h('li', { class: 'muted' }, 'The report names no diverged call.'));
+  }, { class: 'secondary', 'data-action': 'diverged' });
+  return h('div', {}, button, listEl);
 }
