@@ -4,7 +4,7 @@
 // that diverged, and the run's totals. Answers are model output, shown as
 // text.
 
-import { getPage, get } from '../lib/api.js';
+import { get, getSaying } from '../lib/api.js';
 import { h, show, link, section, table, badge, when, errorBox } from '../lib/dom.js';
 import { action } from '../lib/lists.js';
 
@@ -53,7 +53,7 @@ async function detail(main, id, ctx) {
   try {
     // The API answers as many turns as fit one answer and says so in a
     // header when it leaves some out.
-    const { items: run, next: truncated } = await getPage('/evals/runs/' + encodeURIComponent(id), 'X-Crewlet-Truncated');
+    const { data: run, said: truncated } = await getSaying('/evals/runs/' + encodeURIComponent(id), 'X-Crewlet-Truncated');
     if (!ctx.isCurrent()) return null;
     const t = run.totals;
     show(el,
