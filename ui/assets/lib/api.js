@@ -37,8 +37,15 @@ export async function api(method, path, body) {
 // (X-Next-Before): the page's entries, and the cursor of the next page, or
 // '' when this page is the last.
 export async function getPage(path, header) {
+  const { data, said } = await getSaying(path, header || 'X-Next-Before');
+  return { items: data || [], next: said };
+}
+
+// getSaying reads path and what the answer's header says ('' when it has
+// none), such as X-Crewlet-Truncated on a read cut at its size limit.
+export async function getSaying(path, header) {
   const { data, res } = await request('GET', path);
-  return { items: data || [], next: res.headers.get(header || 'X-Next-Before') || '' };
+  return { data, said: res.headers.get(header) || '' };
 }
 
 async function request(method, path, body) {
