@@ -2,10 +2,15 @@ package replay
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/approvals"
+	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
@@ -86,5 +91,60 @@ func TestPolicyWhatIfRefusesABadOrgAndAnUnknownDataset(t *testing.T) {
 	_, err = WhatIfPolicy(ctx, b.store, PolicyRequest{Org: org})
 	if crewlet.ErrorCode(err) != crewlet.EINVALID {
 		t.Fatalf("no turns: %v; want EINVALID", err)
+	}
+}
+
+// A call gated when it ran shows its recorded decision, and the org without
+// the rule counts it no longer gated; one with the rule, gated as before.
+func TestPolicyWhatIfCountsACallNoLongerGated(t *testing.T) {
+	b := setup(t, org)
+	ctx := context.Background()
+	turn := b.record(t, "record invoice 7")
+	args := json.RawMessage(`{"text":"invoice 7"}`)
+	a, _, err := b.store.CreateApproval(ctx, crewlet.Approval{ID: "ap-1", Handle: "s01", TurnID: turn.TurnID, CallKey: crewlet.ThreadKey(turn.Mail[0].EventID) + ":1:0",
+		Tool: "ledger__write", Args: string(args), ArgsHash: approvals.ArgsHash(args), Role: "clerk", Policy: "p",
+		Approvers: []string{"olga"}, OnTimeout: "deny", Until: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.store.DecideApproval(ctx, a.ID, store.Decision{Status: crewlet.ApprovalApproved, By: "olga", Reason: "checked"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := WhatIfPolicy(ctx, b.store, PolicyRequest{Org: org, Turns: []string{turn.TurnID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := r.Turns[0].Calls[0]; c.Now != Allowed || !c.WasGated || c.Decision != "approved by olga: checked" || r.Totals != (PolicyTotals{Calls: 1, NoLongerGated: 1}) {
+		t.Fatalf("call %+v, totals %+v; want it allowed now, gated and approved when it ran, no longer gated", c, r.Totals)
+	}
+	r, err = WhatIfPolicy(ctx, b.store, PolicyRequest{Org: candidate(", approvals: [ { tools: [ 'ledger__*' ], approvers: [ olga ] } ]"), Turns: []string{turn.TurnID}})
+	if err != nil || r.Totals != (PolicyTotals{Calls: 1, Gated: 1}) {
+		t.Fatalf("totals %+v, %v; want the call gated as it was", r.Totals, err)
+	}
+}
+
+// send_message and delegate are held to whom the role may reach, after
+// may.tools and the approval policies, as a turn holds them.
+func TestPolicyWhatIfHoldsMessagesAndDelegationsToTheirTarget(t *testing.T) {
+	c, err := config.Parse([]byte(candidate(", may: { message: [ olga ], delegate: [ s02 ], spawn: [] }") + "  - { handle: s02, role: clerk }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, args, want string
+	}{
+		{"send_message", `{"to":"olga","text":"hi"}`, Allowed},
+		{"send_message", `{"to":"s02","text":"hi"}`, Refused},
+		{"delegate", `{"to":"s02","task":"t"}`, Allowed},
+		{"delegate", `{"to":"role:clerk","task":"t"}`, Allowed},
+		{"delegate", `{"to":"spawn:clerk","task":"t"}`, Refused},
+		{"delegate", `{"to":"a2a:review","task":"t"}`, Refused},
+		{"ledger__write", `{"to":"nobody"}`, Allowed},
+	} {
+		pc := PolicyCall{Name: tc.name, Args: json.RawMessage(tc.args)}
+		hold(c, "s01", &pc)
+		if pc.Now != tc.want || (tc.want == Refused) != strings.HasPrefix(pc.Reason, tc.name+" refused: ") {
+			t.Errorf("%s %s: %s (%q); want %s", tc.name, tc.args, pc.Now, pc.Reason, tc.want)
+		}
 	}
 }
