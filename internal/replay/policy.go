@@ -3,7 +3,6 @@ package replay
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 
 	"github.com/crewlet/crewlet"
@@ -254,7 +253,7 @@ func reach(org *config.Config, handle, name string, args json.RawMessage) error 
 			}
 		}
 		if last == nil {
-			return errors.New("no agent seat has role " + role)
+			return crewlet.Errorf(crewlet.EFORBIDDEN, "no agent seat has role %s; delegate to a seat or a role that has one", role)
 		}
 		return last
 	}

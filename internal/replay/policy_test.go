@@ -138,6 +138,7 @@ func TestPolicyWhatIfHoldsMessagesAndDelegationsToTheirTarget(t *testing.T) {
 		{"delegate", `{"to":"s02","task":"t"}`, Allowed},
 		{"delegate", `{"to":"role:clerk","task":"t"}`, Allowed},
 		{"delegate", `{"to":"spawn:clerk","task":"t"}`, Refused},
+		{"delegate", `{"to":"role:ghost","task":"t"}`, Refused},
 		{"delegate", `{"to":"a2a:review","task":"t"}`, Refused},
 		{"ledger__write", `{"to":"nobody"}`, Allowed},
 	} {
