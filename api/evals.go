@@ -210,3 +210,28 @@ func (s *Server) getEvalRun(w http.ResponseWriter, r *http.Request) {
 	run.Results = run.Results[:n]
 	writeJSON(w, http.StatusOK, run)
 }
+
+// policyWhatIf holds the recorded tool calls of a dataset's or listed turns
+// to a candidate org's approvals and may: no model is called, nothing is
+// written. The totals count every call; the turns are cut short at
+// readBudget bytes.
+func (s *Server) policyWhatIf(w http.ResponseWriter, r *http.Request) {
+	var req replay.PolicyRequest
+	if err := readJSON(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	report, err := replay.WhatIfPolicy(r.Context(), s.Store, req)
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	head := report
+	head.Turns = nil
+	n := fit(len(report.Turns), readBudget-jsonSize(head), func(i int) int { return jsonSize(report.Turns[i]) })
+	if n < len(report.Turns) {
+		w.Header().Set(truncatedHeader, fmt.Sprintf("%d of %d turns, at the %d-byte limit of one answer; the totals count them all; ask for fewer turns", n, len(report.Turns), readBudget))
+	}
+	report.Turns = report.Turns[:n]
+	writeJSON(w, http.StatusOK, report)
+}

@@ -67,6 +67,10 @@ machine; each names the route it calls):
                                 tool call answered from the record (matched) or never run (diverged);
                                 writes nothing of the seat's, charged to evals.budget
                                 (POST /turns/{handle}/{work_key}/replay)
+  replay --policy FILE (--dataset NAME | TURN-ID...) [--json]
+                                hold the recorded tool calls to a candidate org file: each one's
+                                approval gate and may now (allowed, gated, refused) beside what
+                                it met when it ran; no model called, nothing written (POST /evals/policy)
   eval dataset create NAME (--seat H | --role R) --since T [--until T] [--limit N] | --turn ID... | --turns FILE
                                 freeze finished turns as a dataset: a seat's or role's in a window,
                                 or by id; at most 1000 (POST /evals/datasets)
@@ -301,6 +305,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return usageError{fmt.Sprintf("unknown command %q", cmd)}
 }
 
+// anyPositional lets parseFlags take any number of positional arguments,
+// for a command that counts them itself.
+const anyPositional = -1
+
 // parseFlags parses fs from args with flags allowed anywhere, before or after
 // the positional arguments, and checks the positional count.
 func parseFlags(fs *flag.FlagSet, args []string, positional int, synopsis string) ([]string, error) {
@@ -317,7 +325,7 @@ func parseFlags(fs *flag.FlagSet, args []string, positional int, synopsis string
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
-	if len(pos) != positional {
+	if positional != anyPositional && len(pos) != positional {
 		return nil, usageError{"usage: " + synopsis}
 	}
 	return pos, nil

@@ -16,7 +16,10 @@ import (
 	"github.com/crewlet/crewlet/internal/replay"
 )
 
-const replaySynopsis = "crewlet replay TURN-ID [--charter FILE] [--profile P] [--model M] [--revision N] [--json] [--api URL]"
+const (
+	replaySynopsis = "crewlet replay TURN-ID [--charter FILE] [--profile P] [--model M] [--revision N] [--json] [--api URL]"
+	policySynopsis = "crewlet replay --policy FILE (--dataset NAME | TURN-ID...) [--json] [--api URL]"
+)
 
 // runReplay re-runs a recorded turn with a changed setting and prints the
 // recorded and the replayed turn side by side
@@ -28,10 +31,24 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	profile := fs.String("profile", "", "run every round on this profile of the org")
 	modelName := fs.String("model", "", "replace the model of the profile each round runs on")
 	revision := fs.Int64("revision", 0, "run on this config revision's org (`crewlet config show` names the active one)")
+	policyFile := fs.String("policy", "", "hold the recorded tool calls to this candidate org file's approvals and may, calling no model")
+	dataset := fs.String("dataset", "", "with --policy: the dataset whose turns to hold to it")
 	asJSON := fs.Bool("json", false, "print the report as its JSON")
-	pos, err := parseFlags(fs, args, 1, replaySynopsis)
+	pos, err := parseFlags(fs, args, anyPositional, replaySynopsis)
 	if err != nil {
 		return err
+	}
+	if *policyFile != "" {
+		if *charterFile != "" || *profile != "" || *modelName != "" || *revision != 0 {
+			return usageError{"--policy holds recorded calls to a candidate org and replays nothing: leave out --charter, --profile, --model and --revision; usage: " + policySynopsis}
+		}
+		if (*dataset == "") == (len(pos) == 0) {
+			return usageError{"give --dataset NAME or turn ids, one of the two; usage: " + policySynopsis}
+		}
+		return runPolicyWhatIf(ctx, *base, *policyFile, *dataset, pos, *asJSON, stdout)
+	}
+	if *dataset != "" || len(pos) != 1 {
+		return usageError{"usage: " + replaySynopsis + "\n   or: " + policySynopsis}
 	}
 	handle, workKey, ok := crewlet.ParseTurnID(pos[0])
 	if !ok {
@@ -147,4 +164,65 @@ func roundLine(answer string, calls []replay.Call) string {
 		parts = append(parts, s)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// runPolicyWhatIf sends the candidate org file with the turns to hold to
+// it, and prints each recorded tool call's fate under it beside what
+// happened when it ran (docs/operations.md, "Try a change before it runs").
+func runPolicyWhatIf(ctx context.Context, base, file, dataset string, turns []string, asJSON bool, stdout io.Writer) error {
+	text, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("read --policy: %w", err)
+	}
+	var report replay.PolicyReport
+	req := replay.PolicyRequest{Org: string(text), Dataset: dataset, Turns: turns}
+	if err := newAPIClient(base).call(ctx, http.MethodPost, "/evals/policy", req, &report); err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	printPolicy(stdout, report)
+	return nil
+}
+
+// printPolicy writes a row per recorded tool call, what it met when it ran
+// and what it would meet now, then the totals.
+func printPolicy(w io.Writer, r replay.PolicyReport) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TURN\tCALL\tWHEN IT RAN\tUNDER THE CANDIDATE")
+	for _, t := range r.Turns {
+		for _, c := range t.Calls {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Turn, c.Name+" "+crewlet.OneLine(string(c.Args), 40), ranLine(c), nowLine(c))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return
+	}
+	n := r.Totals
+	fmt.Fprintf(w, "\ntool calls: %d; gated %d (%d newly), refused %d (%d newly); no longer gated %d, no longer refused %d\n",
+		n.Calls, n.Gated, n.NewlyGated, n.Refused, n.NewlyRefused, n.NoLongerGated, n.NoLongerRefused)
+}
+
+func ranLine(c replay.PolicyCall) string {
+	switch {
+	case c.WasGated:
+		return "gated: " + c.Decision
+	case c.WasRefused:
+		return "refused"
+	}
+	return "ran"
+}
+
+func nowLine(c replay.PolicyCall) string {
+	switch c.Now {
+	case replay.Gated:
+		p := c.Policy
+		return fmt.Sprintf("gated: roles.%s approvals %s, approvers %s, timeout %s", p.Role, strings.Join(p.Tools, ","), strings.Join(p.Approvers, ","), p.Timeout)
+	case replay.Refused:
+		return crewlet.OneLine(c.Reason, 100)
+	}
+	return c.Now
 }

@@ -116,7 +116,8 @@ const (
 	// ReadEvals reads eval datasets and runs: they show turns of any seat.
 	ReadEvals
 	// RunEvals creates and deletes datasets and starts eval runs, which
-	// spend the eval budget.
+	// spend the eval budget, and runs the policy what-if, which shows any
+	// seat's recorded tool calls.
 	RunEvals
 )
 
