@@ -337,9 +337,7 @@ func runEvalShow(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(run)
+		return printJSON(stdout, run)
 	}
 	printEvalRun(stdout, run)
 	return nil

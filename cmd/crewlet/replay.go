@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -71,9 +70,7 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(report)
+		return printJSON(stdout, report)
 	}
 	printReplay(stdout, report)
 	return nil
@@ -180,9 +177,7 @@ func runPolicyWhatIf(ctx context.Context, base, file, dataset string, turns []st
 		return err
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(report)
+		return printJSON(stdout, report)
 	}
 	printPolicy(stdout, report)
 	return nil
