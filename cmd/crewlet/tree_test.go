@@ -2,8 +2,8 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
