@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/replay"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/wire"
@@ -140,6 +141,23 @@ func TestReadCommandsPrintTheAPIsJSON(t *testing.T) {
 			}
 		})
 	}
+	// The policy what-if computes its report by POST, calling no model and
+	// writing nothing: the same request answers the same.
+	t.Run("replay --policy", func(t *testing.T) {
+		var out bytes.Buffer
+		args := []string{"replay", "--policy", org, "--dataset", "picked", "-o", "json", "--api", a.base, "--token", jsonToken}
+		if err := run(ctx, args, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		var got any
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+			t.Fatalf("-o json printed what is not JSON (%v):\n%s", err, out.String())
+		}
+		want := a.post(t, "/evals/policy", replay.PolicyRequest{Org: doc, Dataset: "picked"})
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("-o json printed:\n%s\nPOST /evals/policy answers:\n%s", out.String(), mustJSON(want))
+		}
+	})
 	// A read added to the tree is held to its route here too.
 	for _, cmd := range commands(t) {
 		if cmd.Flags().Lookup("output") != nil && !covered[cmd.CommandPath()] && !jsonNotByGET[cmd.CommandPath()] {
@@ -149,8 +167,9 @@ func TestReadCommandsPrintTheAPIsJSON(t *testing.T) {
 }
 
 // jsonNotByGET are the reads with -o json that no GET answers: a replay's
-// report is what a POST computes by running a model, printed as it came;
-// watch prints each event of a stream as one line of JSON.
+// report is what a POST computes, by running a model (its --policy form,
+// which runs none, is held to POST /evals/policy above); watch prints each
+// event of a stream as one line of JSON.
 var jsonNotByGET = map[string]bool{"crewlet replay": true, "crewlet watch": true}
 
 // commandWords is how many of args name the command, before its
@@ -173,9 +192,27 @@ type jsonAPI struct {
 // get is the JSON the API answers to GET path.
 func (a jsonAPI) get(t *testing.T, path string) any {
 	t.Helper()
-	req, err := http.NewRequestWithContext(a.ctx, http.MethodGet, a.base+path, nil)
+	return a.answer(t, http.MethodGet, path, nil)
+}
+
+// post is the JSON the API answers to POST path with body.
+func (a jsonAPI) post(t *testing.T, path string, body any) any {
+	t.Helper()
+	b, err := json.Marshal(body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return a.answer(t, http.MethodPost, path, bytes.NewReader(b))
+}
+
+func (a jsonAPI) answer(t *testing.T, method, path string, body io.Reader) any {
+	t.Helper()
+	req, err := http.NewRequestWithContext(a.ctx, method, a.base+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Authorization", "Bearer "+jsonToken)
 	resp, err := http.DefaultClient.Do(req)
@@ -185,7 +222,7 @@ func (a jsonAPI) get(t *testing.T, path string) any {
 	defer resp.Body.Close()
 	var v any
 	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: HTTP %d, %v", path, resp.StatusCode, err)
+		t.Fatalf("%s %s: HTTP %d, %v", method, path, resp.StatusCode, err)
 	}
 	return v
 }

@@ -104,9 +104,15 @@ func (c *cli) client() *apiClient { return newAPIClient(c.api, c.token, c.ca) }
 //
 //	func (c *cli) poolsCmd() *cobra.Command {
 //		return readCommand(c, &cobra.Command{
-//			Use: "pools", Short: "each role's spawn pool (GET /pools)", Example: "  crewlet pools", Args: noArgs,
-//		}, func([]string) (string, error) { return "/pools", nil }, printPools)
+//			Use: "pools", Short: "each role's spawn pool: max, live, free, reclaimable, its seats (GET /pools)",
+//			Example: "  crewlet pools", Args: noArgs,
+//		}, fixedPath("/pools"), printPools)
 //	}
+//
+// with printPools(io.Writer, []wire.PoolView) error the table. A flag
+// that shapes the route is a variable the path function reads (see
+// ticketsLsCmd); a route that takes an argument has Args: exactArgs(1)
+// and builds its path from args[0] (see seatsShowCmd).
 //
 // A read that pages (conversation, inbox --all, turn show) builds its own
 // RunE and takes -o with outputFlag, printing the merged answer with
