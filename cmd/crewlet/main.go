@@ -164,6 +164,21 @@ machine); each names the route it calls.`,
 	root.AddCommand(server...)
 	root.AddCommand(cfg)
 	root.AddCommand(client...)
+	// cobra adds help and completion as it runs; added now, they are in the
+	// tree a test walks, with examples as every command has.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	for _, cmd := range root.Commands() {
+		switch cmd.Name() {
+		case "help":
+			cmd.Example = "  crewlet help seats memory"
+		case "completion":
+			cmd.Example = "  crewlet completion bash > ~/.local/share/bash-completion/completions/crewlet\n  crewlet completion zsh > \"${fpath[1]}/_crewlet\"\n  crewlet completion fish > ~/.config/fish/completions/crewlet.fish"
+			for _, shell := range cmd.Commands() {
+				shell.Example = "  crewlet completion " + shell.Name()
+			}
+		}
+	}
 	return root
 }
 
