@@ -232,16 +232,22 @@ func groupRun(cmd *cobra.Command, args []string) error {
 	return usageError{msg: msg + use, command: cmd.CommandPath()}
 }
 
-// noArgs, exactArgs and minArgs check a command's positional arguments and
+// noArgs and exactArgs check a command's positional arguments and
 // answer a wrong count with a usage error.
 var noArgs = exactArgs(0)
 
 func exactArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != n {
-			return usageErrorf(cmd, "%s takes %d argument(s), got %d", cmd.CommandPath(), n, len(args))
+		switch {
+		case len(args) == n:
+			return nil
+		case n == 0:
+			return usageErrorf(cmd, "%s takes no argument; got %q", cmd.CommandPath(), args)
 		}
-		return nil
+		// The words after the name in Use name the arguments: HANDLE TEXT.
+		names := strings.Fields(cmd.Use)[1:]
+		names = names[:min(n, len(names))]
+		return usageErrorf(cmd, "%s takes %s; got %d argument(s) %q", cmd.CommandPath(), strings.Join(names, " "), len(args), args)
 	}
 }
 

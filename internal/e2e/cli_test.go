@@ -110,7 +110,7 @@ func TestCLIHelpAndErrorsByExitCode(t *testing.T) {
 		stdout, stderr string
 	}{
 		{[]string{"seats", "ls", "--help"}, 0, "GET /seats", ""},
-		{[]string{"seats", "show"}, 2, "", "usage: crewlet seats show HANDLE [flags]\nrun `crewlet seats show --help`"},
+		{[]string{"seats", "show"}, 2, "", "takes HANDLE; got 0 argument(s) []; usage: crewlet seats show HANDLE [flags]\nrun `crewlet seats show --help`"},
 		{[]string{"seats", "ls", "--api", "http://127.0.0.1:1"}, 1, "", "cannot reach the crewlet API at http://127.0.0.1:1"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
