@@ -109,6 +109,7 @@ func TestReadCommandsPrintTheAPIsJSON(t *testing.T) {
 		{[]string{"audit", "--limit", "3"}, "/audit?limit=3"},
 		{[]string{"deadletters", "ls"}, "/deadletters"},
 		{[]string{"profiles"}, "/profiles"},
+		{[]string{"prices", "show", "gpt-4o-mini", "--input-tokens", "2000"}, "/prices?cached_tokens=0&input_tokens=2000&model=gpt-4o-mini&output_tokens=1000"},
 		{[]string{"pools"}, "/pools"},
 		{[]string{"nodes", "ls", "--all"}, "/nodes?all=true"},
 		{[]string{"schedules", "ls"}, "/schedules"},

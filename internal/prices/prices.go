@@ -67,6 +67,35 @@ func (r Rates) MarshalJSON() ([]byte, error) {
 	return json.Marshal(out)
 }
 
+// UnmarshalJSON reads the rates as MarshalJSON writes them.
+func (r *Rates) UnmarshalJSON(b []byte) error {
+	var in struct {
+		Input     json.Number  `json:"input_mtok"`
+		Output    json.Number  `json:"output_mtok"`
+		CacheRead *json.Number `json:"cache_read_mtok"`
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	var err error
+	*r = Rates{}
+	if in.Input != "" {
+		if r.Input, err = nanoOf(in.Input); err != nil {
+			return err
+		}
+	}
+	if in.Output != "" {
+		if r.Output, err = nanoOf(in.Output); err != nil {
+			return err
+		}
+	}
+	if in.CacheRead != nil {
+		r.HasCacheRead = true
+		r.CacheRead, err = nanoOf(*in.CacheRead)
+	}
+	return err
+}
+
 // Quote is the price of one call, or why there is none.
 type Quote struct {
 	// Model is the model asked about; Matched is the table's id (or the org

@@ -1,6 +1,7 @@
 package prices
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 )
@@ -106,5 +107,20 @@ func TestEveryTableEntryReads(t *testing.T) {
 	// The snapshot lists 1,285 models; a few price only requests or audio.
 	if priced < 1200 {
 		t.Errorf("only %d models of the snapshot read a token price", priced)
+	}
+}
+
+// Rates read back as they are written, so a client of GET /prices decodes
+// what the server quoted.
+func TestRatesJSONRoundTrip(t *testing.T) {
+	for _, r := range []Rates{{Input: 3_000_000_000, Output: 15_000_000_000, CacheRead: 300_000_000, HasCacheRead: true}, {Input: 135_000_000, Output: 550_000_000}} {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Rates
+		if err := json.Unmarshal(b, &back); err != nil || back != r {
+			t.Errorf("%s read back as %+v (%v); want %+v", b, back, err, r)
+		}
 	}
 }
