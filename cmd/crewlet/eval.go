@@ -25,7 +25,7 @@ import (
 
 const (
 	datasetCreateSynopsis = "crewlet eval dataset create NAME (--seat H | --role R) --since T [--until T] [--limit N] | NAME --turn ID... | NAME --turns FILE"
-	evalRunSynopsis       = "crewlet eval run DATASET [--charter FILE] [--profile P] [--model M] [--revision N] [--check KIND[:ARG]]... [--checks FILE] [--concurrency K]"
+	evalRunSynopsis       = "crewlet eval run DATASET [--charter FILE] [--profile P] [--model M] [--revision N] [--live-read-only] [--check KIND[:ARG]]... [--checks FILE] [--concurrency K]"
 	evalShowSynopsis      = "crewlet eval show RUN [--turn ID] [--json]"
 )
 
@@ -201,6 +201,7 @@ func runEvalRun(ctx context.Context, args []string, stdout io.Writer) error {
 	profile := fs.String("profile", "", "run every round on this profile of the org")
 	modelName := fs.String("model", "", "replace the model of the profile each round runs on")
 	revision := fs.Int64("revision", 0, "run on this config revision's org")
+	liveReadOnly := fs.Bool("live-read-only", false, "run a new call to an MCP tool its server marks read-only for real instead of answering it 'no recorded result'; writes and crewlet's own tools never run")
 	var checkFlags repeated
 	fs.Var(&checkFlags, "check", "a check: contains:TEXT, regex:PATTERN, json_schema:FILE, same_tools or judge:PROFILE:RUBRIC; repeat it")
 	checksFile := fs.String("checks", "", "a YAML file of checks: a list of {kind, name, text, pattern, schema, profile, rubric}")
@@ -214,7 +215,7 @@ func runEvalRun(ctx context.Context, args []string, stdout io.Writer) error {
 		Change      replay.Change `json:"change"`
 		Checks      []evals.Check `json:"checks,omitempty"`
 		Concurrency int           `json:"concurrency,omitempty"`
-	}{Dataset: pos[0], Change: replay.Change{Profile: *profile, Model: *modelName, Revision: *revision}, Concurrency: *concurrency}
+	}{Dataset: pos[0], Change: replay.Change{Profile: *profile, Model: *modelName, Revision: *revision, LiveReadOnly: *liveReadOnly}, Concurrency: *concurrency}
 	if *charterFile != "" {
 		text, err := os.ReadFile(*charterFile)
 		if err != nil {

@@ -16,7 +16,7 @@ import (
 )
 
 const (
-	replaySynopsis = "crewlet replay TURN-ID [--charter FILE] [--profile P] [--model M] [--revision N] [--json] [--api URL]"
+	replaySynopsis = "crewlet replay TURN-ID [--charter FILE] [--profile P] [--model M] [--revision N] [--live-read-only] [--json] [--api URL]"
 	policySynopsis = "crewlet replay --policy FILE (--dataset NAME | TURN-ID...) [--json] [--api URL]"
 )
 
@@ -30,6 +30,7 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	profile := fs.String("profile", "", "run every round on this profile of the org")
 	modelName := fs.String("model", "", "replace the model of the profile each round runs on")
 	revision := fs.Int64("revision", 0, "run on this config revision's org (`crewlet config show` names the active one)")
+	liveReadOnly := fs.Bool("live-read-only", false, "run a new call to an MCP tool its server marks read-only for real, on a worker node, instead of answering it 'no recorded result'; writes and crewlet's own tools never run")
 	policyFile := fs.String("policy", "", "hold the recorded tool calls to this candidate org file's approvals and may, calling no model")
 	dataset := fs.String("dataset", "", "with --policy: the dataset whose turns to hold to it")
 	asJSON := fs.Bool("json", false, "print the report as its JSON")
@@ -38,8 +39,8 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if *policyFile != "" {
-		if *charterFile != "" || *profile != "" || *modelName != "" || *revision != 0 {
-			return usageError{"--policy holds recorded calls to a candidate org and replays nothing: leave out --charter, --profile, --model and --revision; usage: " + policySynopsis}
+		if *charterFile != "" || *profile != "" || *modelName != "" || *revision != 0 || *liveReadOnly {
+			return usageError{"--policy holds recorded calls to a candidate org and replays nothing: leave out --charter, --profile, --model, --revision and --live-read-only; usage: " + policySynopsis}
 		}
 		if (*dataset == "") == (len(pos) == 0) {
 			return usageError{"give --dataset NAME or turn ids, one of the two; usage: " + policySynopsis}
@@ -53,7 +54,7 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	if !ok {
 		return usageError{fmt.Sprintf("turn id %q is not turn/HANDLE/WORK_KEY; `crewlet seats turns HANDLE` lists them", pos[0])}
 	}
-	change := replay.Change{Profile: *profile, Model: *modelName, Revision: *revision}
+	change := replay.Change{Profile: *profile, Model: *modelName, Revision: *revision, LiveReadOnly: *liveReadOnly}
 	if *charterFile != "" {
 		text, err := os.ReadFile(*charterFile)
 		if err != nil {
@@ -114,7 +115,11 @@ func printReplay(w io.Writer, r replay.Report) {
 			return
 		}
 	}
-	fmt.Fprintf(w, "\ntool calls: %d matched, %d diverged (never run)\n", r.Matched, r.Diverged)
+	fmt.Fprintf(w, "\ntool calls: %d matched, %d diverged (never run)", r.Matched, r.Diverged)
+	if r.Change.LiveReadOnly {
+		fmt.Fprintf(w, ", %d live (read-only, run for real)", r.Live)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "tokens in/out: recorded %d/%d, replayed %d/%d (charged to evals.budget)\n",
 		r.Recorded.Input, r.Recorded.Output, r.Replayed.Input, r.Replayed.Output)
 	fmt.Fprintf(w, "cost: %s\n", r.Cost)
@@ -137,6 +142,9 @@ func changeLine(c replay.Change) string {
 	}
 	if c.Revision != 0 {
 		parts = append(parts, fmt.Sprintf("revision %d's org", c.Revision))
+	}
+	if c.LiveReadOnly {
+		parts = append(parts, "read-only tools run live")
 	}
 	if len(parts) == 0 {
 		return ", nothing changed"
