@@ -302,7 +302,8 @@ func TestReplayAnswersFromTheRecordAndTouchesNothing(t *testing.T) {
 // server gets exactly that call and the model its real result, while the
 // new write in the same round stays diverged and never reaches the server.
 // The seat's rows, tokens, mail and events are as they were. The CLI's
-// --live-read-only and an eval run with live_read_only do the same.
+// --live-read-only and an eval run with live_read_only do the same, and a
+// refusal on the node is answered as the API's own.
 func TestLiveReplayRunsTheNewReadOnlyCallOnAWorker(t *testing.T) {
 	c, countFile, _ := newReplayCompany(t)
 	_, turn := c.recordedTurn("record invoice 7")
@@ -322,6 +323,11 @@ func TestLiveReplayRunsTheNewReadOnlyCallOnAWorker(t *testing.T) {
 	got := toolstest.Calls(t, log)[recorded:]
 	if len(got) != 1 || got[0].Tool != "lookup" || string(got[0].Args) != `{"text":"INV-invoice 7"}` {
 		t.Fatalf("the MCP server got %+v in the replay; want exactly the lookup of INV-invoice 7", got)
+	}
+
+	// A refusal on the worker node comes back as the API's own would.
+	if status, body, _ := c.rawAs(replayOperatorToken, http.MethodPost, "/turns/s01/nope/replay", replay.Change{LiveReadOnly: true}); status != http.StatusNotFound || !strings.Contains(string(body), "nope") {
+		t.Errorf("a live replay of an unknown turn: %d %s; want 404 naming it", status, body)
 	}
 
 	out, err := c.cli("replay", turn.TurnID, "--profile", "looker", "--live-read-only", "--token", replayOperatorToken)

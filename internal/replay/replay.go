@@ -480,10 +480,11 @@ func answerCall(calls []*recordedCall, c crewlet.ToolCall) Call {
 
 // runLive runs a diverged call for real when it is to an MCP tool that both
 // the catalog the model was offered and the server running it now mark
-// read-only; any other call stays diverged, and the crewlet's own tools
-// (delegate, ask, mail, memory...) never run. The servers start at the
-// first such call, as the seat's tenure starts them; key is the call's
-// idempotency key, one no seat's call has. Nothing of the seat is written.
+// read-only; any other call stays diverged. crewlet's own tools (delegate,
+// ask, mail, memory, recall...) are ruled out first, so such a call never
+// runs and starts no server. The servers start at the first eligible call,
+// as the seat's tenure starts them; key is the call's idempotency key, one
+// no seat's call has. Nothing of the seat is written.
 func (r *run) runLive(ctx context.Context, call Call, key string) (Call, error) {
 	if firstparty.Has(call.Name) || !crewlet.ReadOnlyTool(r.catalog, call.Name) {
 		return call, nil
