@@ -84,8 +84,12 @@ const (
 
 // Usage is the tokens a model call consumed.
 type Usage struct {
+	// InputTokens counts every prompt token, cached ones included.
 	InputTokens  int64 `json:"input_tokens"`
 	OutputTokens int64 `json:"output_tokens"`
+	// CachedTokens is the part of InputTokens the provider read from its
+	// prompt cache, which costs less.
+	CachedTokens int64 `json:"cached_tokens,omitempty"`
 }
 
 // ModelResponse is a model's answer: text, tool calls, or both.

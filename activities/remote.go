@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -35,6 +36,44 @@ type Remote struct {
 	// heartbeats and looks at the ticket. Zero: the defaults.
 	StreamFor, Beat time.Duration
 	Log             *slog.Logger
+
+	// cards holds each agent's card as last read, for cardTTL: a wait that
+	// polls every few seconds reads the card once, not once a poll.
+	cards sync.Map // cardKey -> cachedCard
+}
+
+// cardTTL is how long a card read stays in use; a call that fails drops it
+// at once, so an agent that moved its interface is found on the retry.
+const cardTTL = 5 * time.Minute
+
+type cardKey struct{ url, token string }
+
+type cachedCard struct {
+	client *a2a.Client
+	read   time.Time
+}
+
+// remoteAgent is a ticket's remote agent, dialed.
+type remoteAgent struct {
+	name   string
+	client *a2a.Client
+	key    cardKey
+	// cached is true when the card was read by an earlier call.
+	cached bool
+}
+
+// failed is a call to the agent that failed, as the workflow takes it; its
+// card is read again on the next call.
+func (a *Remote) failed(r remoteAgent, err error) error {
+	a.cards.Delete(r.key)
+	var re *a2a.RemoteError
+	if r.cached && errors.As(err, &re) && re.Refused {
+		// Refused at an interface read from an older card: the agent may
+		// have moved it, so the retry reads the card before giving up.
+		return temporal.NewApplicationError(fmt.Sprintf("the remote agent %s%s: %s (its card is read again)", config.A2APrefix, r.name, re.Msg),
+			crewlet.ErrorTypeRemoteUnreachable)
+	}
+	return remoteError(r.name, err)
 }
 
 // remoteCallTimeout bounds one call of a remote agent that is no stream.
@@ -57,35 +96,40 @@ func remoteError(agent string, err error) error {
 
 // dial reads the ticket and returns a client of its remote agent, as the
 // org names it and this node allows it.
-func (a *Remote) dial(ctx context.Context, id string) (crewlet.Ticket, *a2a.Client, string, error) {
+func (a *Remote) dial(ctx context.Context, id string) (crewlet.Ticket, remoteAgent, error) {
 	t, err := a.Store.Ticket(ctx, id)
 	if err != nil {
-		return t, nil, "", err
+		return t, remoteAgent{}, err
 	}
 	agent, _, known := a.Org.Now().RemoteAgent(t.To)
 	if !known {
-		return t, nil, "", temporal.NewNonRetryableApplicationError(
+		return t, remoteAgent{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("no agents: entry names %s any more; add it back to the org file to serve this ticket", t.To), crewlet.ErrorTypeRemoteRefused, nil)
 	}
 	token := ""
 	if agent.TokenEnv != "" {
 		if refused := config.MCPNotAllowed(a.Allowed, &config.Config{Agents: []config.Agent{agent}}); len(refused) > 0 {
-			return t, nil, "", temporal.NewNonRetryableApplicationError(
+			return t, remoteAgent{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("%s's token_env %s is not allowed for card_url %s on this node (its own file or nodes.mcp_allow must name them together); ask an operator to add {url: %s, env: [%s]} to nodes.mcp_allow",
 					t.To, agent.TokenEnv, agent.CardURL, agent.CardURL, agent.TokenEnv), crewlet.ErrorTypeRemoteRefused, nil)
 		}
 		if token = os.Getenv(agent.TokenEnv); token == "" {
-			return t, nil, "", temporal.NewNonRetryableApplicationError(
+			return t, remoteAgent{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("%s's token_env %s is not set on this node; export the token there", t.To, agent.TokenEnv), crewlet.ErrorTypeRemoteRefused, nil)
 		}
+	}
+	key := cardKey{agent.CardURL, token}
+	if hit, ok := a.cards.Load(key); ok && time.Since(hit.(cachedCard).read) < cardTTL {
+		return t, remoteAgent{agent.Name, hit.(cachedCard).client, key, true}, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, remoteCallTimeout)
 	defer cancel()
 	c, err := a2a.Dial(cctx, a.HTTP, agent.CardURL, token)
 	if err != nil {
-		return t, nil, "", remoteError(agent.Name, err)
+		return t, remoteAgent{}, remoteError(agent.Name, err)
 	}
-	return t, c, agent.Name, nil
+	a.cards.Store(key, cachedCard{c, time.Now()})
+	return t, remoteAgent{agent.Name, c, key, false}, nil
 }
 
 // remoteMessageID is the id of message seq on a ticket's remote task:
@@ -106,7 +150,7 @@ func stateOf(t a2a.Task) crewlet.RemoteState {
 // task the first message made. A first message whose task is recorded
 // already (a retry after the remote answered) is not sent again.
 func (a *Remote) RemoteSend(ctx context.Context, in crewlet.RemoteSendInput) (crewlet.RemoteState, error) {
-	t, c, agent, err := a.dial(ctx, in.Ticket)
+	t, r, err := a.dial(ctx, in.Ticket)
 	if err != nil {
 		return crewlet.RemoteState{}, err
 	}
@@ -116,9 +160,9 @@ func (a *Remote) RemoteSend(ctx context.Context, in crewlet.RemoteSendInput) (cr
 	cctx, cancel := context.WithTimeout(ctx, remoteCallTimeout)
 	defer cancel()
 	if in.Seq == 0 && t.RemoteTask != "" {
-		task, err := c.GetTask(cctx, t.RemoteTask)
+		task, err := r.client.GetTask(cctx, t.RemoteTask)
 		if err != nil {
-			return crewlet.RemoteState{}, remoteError(agent, err)
+			return crewlet.RemoteState{}, a.failed(r, err)
 		}
 		return stateOf(task), nil
 	}
@@ -126,15 +170,15 @@ func (a *Remote) RemoteSend(ctx context.Context, in crewlet.RemoteSendInput) (cr
 	if in.Seq > 0 {
 		m.TaskID, m.ContextID, m.Parts = in.Task, in.Context, []a2a.Part{a2a.TextPart(in.Answer)}
 	}
-	task, err := c.SendMessage(cctx, m)
+	task, err := r.client.SendMessage(cctx, m)
 	if err != nil {
-		return crewlet.RemoteState{}, remoteError(agent, err)
+		return crewlet.RemoteState{}, a.failed(r, err)
 	}
 	if in.Seq == 0 && task.ID != "" {
 		if _, err := a.Store.SetRemoteTask(ctx, t.ID, task.ID, task.ContextID); err != nil {
 			return crewlet.RemoteState{}, err
 		}
-		a.Log.InfoContext(ctx, "remote_task_started", "ticket", t.ID, "agent", agent, "task", task.ID)
+		a.Log.InfoContext(ctx, "remote_task_started", "ticket", t.ID, "agent", r.name, "task", task.ID)
 	}
 	return stateOf(task), nil
 }
@@ -144,7 +188,7 @@ func (a *Remote) RemoteSend(ctx context.Context, in crewlet.RemoteSendInput) (cr
 // stream until the task moves or StreamFor passes. It heartbeats as it
 // waits and stops early when the ticket ended on crewlet's side.
 func (a *Remote) RemoteAwait(ctx context.Context, in crewlet.RemoteAwaitInput) (crewlet.RemoteState, error) {
-	t, c, agent, err := a.dial(ctx, in.Ticket)
+	t, r, err := a.dial(ctx, in.Ticket)
 	if err != nil {
 		return crewlet.RemoteState{}, err
 	}
@@ -154,16 +198,16 @@ func (a *Remote) RemoteAwait(ctx context.Context, in crewlet.RemoteAwaitInput) (
 	get := func() (crewlet.RemoteState, error) {
 		cctx, cancel := context.WithTimeout(ctx, remoteCallTimeout)
 		defer cancel()
-		task, err := c.GetTask(cctx, in.Task)
+		task, err := r.client.GetTask(cctx, in.Task)
 		if err != nil {
-			return crewlet.RemoteState{}, remoteError(agent, err)
+			return crewlet.RemoteState{}, a.failed(r, err)
 		}
 		return stateOf(task), nil
 	}
 	// The task moved when it ended or asks a question not yet answered.
 	moved := func(st crewlet.RemoteState) bool { return a2a.Ended(st.State) || st.Asks(in.Answered) }
 	st, err := get()
-	if err != nil || !in.Stream || !c.Streaming || moved(st) {
+	if err != nil || !in.Stream || !r.client.Streaming || moved(st) {
 		return st, err
 	}
 	streamFor, beat := a.StreamFor, a.Beat
@@ -195,7 +239,7 @@ func (a *Remote) RemoteAwait(ctx context.Context, in crewlet.RemoteAwaitInput) (
 			}
 		}
 	}()
-	serr := c.Subscribe(sctx, in.Task, func(ev a2a.StreamResponse) bool {
+	serr := r.client.Subscribe(sctx, in.Task, func(ev a2a.StreamResponse) bool {
 		activity.RecordHeartbeat(ctx)
 		status, ok := a2a.StatusOfUpdate(ev)
 		return !ok || !moved(crewlet.RemoteState{State: status.State, Text: a2a.StatusText(status), Since: status.Timestamp})
@@ -208,7 +252,7 @@ func (a *Remote) RemoteAwait(ctx context.Context, in crewlet.RemoteAwaitInput) (
 	}
 	if serr != nil && ctx.Err() == nil {
 		// The stream is a shortcut; the workflow polls when it fails.
-		a.Log.WarnContext(ctx, "remote_stream_failed", "ticket", in.Ticket, "agent", agent, "error", serr)
+		a.Log.WarnContext(ctx, "remote_stream_failed", "ticket", in.Ticket, "agent", r.name, "error", serr)
 	}
 	if ctx.Err() != nil {
 		return crewlet.RemoteState{}, ctx.Err()
@@ -257,20 +301,20 @@ func (a *Remote) RemoteEnd(ctx context.Context, in crewlet.RemoteEndInput) error
 // RemoteCancel cancels the remote task of a ticket that ended on
 // crewlet's side. A task the remote will not cancel (it ended) is done.
 func (a *Remote) RemoteCancel(ctx context.Context, in crewlet.RemoteCancelInput) error {
-	_, c, agent, err := a.dial(ctx, in.Ticket)
+	_, r, err := a.dial(ctx, in.Ticket)
 	if err != nil {
 		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, remoteCallTimeout)
 	defer cancel()
-	if _, err := c.CancelTask(cctx, in.Task); err != nil {
+	if _, err := r.client.CancelTask(cctx, in.Task); err != nil {
 		var re *a2a.RemoteError
 		if errors.As(err, &re) && re.Refused {
-			a.Log.InfoContext(ctx, "remote_task_not_cancelled", "ticket", in.Ticket, "agent", agent, "reason", re.Msg)
+			a.Log.InfoContext(ctx, "remote_task_not_cancelled", "ticket", in.Ticket, "agent", r.name, "reason", re.Msg)
 			return nil
 		}
-		return remoteError(agent, err)
+		return a.failed(r, err)
 	}
-	a.Log.InfoContext(ctx, "remote_task_cancelled", "ticket", in.Ticket, "agent", agent, "task", in.Task)
+	a.Log.InfoContext(ctx, "remote_task_cancelled", "ticket", in.Ticket, "agent", r.name, "task", in.Task)
 	return nil
 }

@@ -18,6 +18,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/config"
+	"github.com/crewlet/crewlet/internal/prices"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testhook"
 	"github.com/crewlet/crewlet/internal/tools/firstparty"
@@ -122,6 +124,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		}
 		usage.InputTokens += resp.Usage.InputTokens
 		usage.OutputTokens += resp.Usage.OutputTokens
+		usage.CachedTokens += resp.Usage.CachedTokens
 	}
 	a.profiles.Answered(ctx, name, resp.Model)
 	empty := resp.Text == "" && len(resp.ToolCalls) == 0
@@ -140,7 +143,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		answer = wire.TurnMessage{Key: roundKey(in.Round), Round: in.Round, Message: m}
 	}
 	stored, err := a.recordRound(ctx, wire.RoundRow{Seat: in.Handle, WorkKey: key, Round: in.Round, Profile: name,
-		InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens, ContextBytes: plan.Bytes, AnsweredModel: resp.Model}, system, &answer)
+		InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens, CachedTokens: usage.CachedTokens, ContextBytes: plan.Bytes, AnsweredModel: resp.Model}, system, &answer)
 	if err != nil {
 		return out, err
 	}
@@ -238,8 +241,36 @@ func (a *Turns) refused(handle, key string, stored wire.TurnMessage) crewlet.Mod
 func (a *Turns) recordRound(ctx context.Context, r wire.RoundRow, system string, answer *wire.TurnMessage) (wire.TurnMessage, error) {
 	sum := sha256.Sum256([]byte(system))
 	r.SystemSHA256, r.SystemBytes, r.RecordedAt = hex.EncodeToString(sum[:]), len(system), a.Now()
-	_, stored, err := a.store.RecordRoundAnswer(ctx, r, a.org.Now().Location(), answer)
+	org := a.org.Now()
+	a.price(org, &r)
+	charged, stored, err := a.store.RecordRoundAnswer(ctx, r, org.Location(), answer)
+	if err == nil && charged {
+		seat := r.Seat
+		if !org.Metrics.SeatLabels {
+			seat = ""
+		}
+		a.metrics.Spend(seat, r.Role, r.Model, r.NanoUSD, r.Priced, r.InputTokens+r.OutputTokens)
+	}
 	return stored, err
+}
+
+// price fills in the round's money receipt at the org's prices now: the
+// amount is frozen in the row, so a later price never reprices it. A
+// table that does not read (it is embedded, so a broken build) leaves the
+// round unpriced rather than failing the turn.
+func (a *Turns) price(org *config.Config, r *wire.RoundRow) {
+	p := org.Profiles[r.Profile]
+	r.Model = p.PricedModel(r.AnsweredModel)
+	if seat, ok := org.Seat(r.Seat); ok {
+		r.Role = seat.Role
+	}
+	table, err := org.PriceTable()
+	if err != nil {
+		a.log.Error("price_table_unreadable", "error", err)
+		return
+	}
+	q := table.Quote(r.Model, p.BaseURL, r.RecordedAt, prices.Usage{Input: r.InputTokens, Output: r.OutputTokens, Cached: r.CachedTokens})
+	r.Priced, r.PriceVersion, r.NanoUSD = q.Priced, q.Version, q.NanoUSD
 }
 
 // assemble reads a thread's conversation from Postgres and lays out the
@@ -340,7 +371,7 @@ func (a *Turns) compact(ctx context.Context, handle, profileName, turnID, conver
 	a.profiles.Answered(ctx, summarizer, resp.Model)
 	if _, err := a.recordRound(ctx, wire.RoundRow{Seat: handle, WorkKey: "compact:" + crewlet.WorkKey([]string{conversation, last.MessageID}),
 		Round: 1, Profile: summarizer, InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens,
-		AnsweredModel: resp.Model}, crewlet.CompactionSystem, nil); err != nil {
+		CachedTokens: resp.Usage.CachedTokens, AnsweredModel: resp.Model}, crewlet.CompactionSystem, nil); err != nil {
 		a.log.Warn("usage_unrecorded", "seat", handle, "what", "compaction", "error", err)
 	}
 	crashPoint(testhook.AfterCompaction, handle)

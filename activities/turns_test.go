@@ -56,11 +56,19 @@ func setupTurns(t *testing.T, startTools func(context.Context, string) (ToolSess
 // setupTurnsOrg is setupTurns on another org file; it must have a seat cto.
 func setupTurnsOrg(t testing.TB, orgYAML string, startTools func(context.Context, string) (ToolSession, error)) *turnEnv {
 	t.Helper()
-	e := &turnEnv{zombieEnv: setupZombie(t)}
 	org, err := config.Parse([]byte(orgYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return setupTurnsSource(t, org, startTools)
+}
+
+// setupTurnsSource is setupTurnsOrg following an org source, which a test
+// may change as a config apply does.
+func setupTurnsSource(t testing.TB, org config.Source, startTools func(context.Context, string) (ToolSession, error)) *turnEnv {
+	t.Helper()
+	e := &turnEnv{zombieEnv: setupZombie(t)}
+	var err error
 	e.seat(t, "cto")
 	e.host = newHost(e.zombieEnv, "n1:aaaa")
 	e.host.StartTools = startTools

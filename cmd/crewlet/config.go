@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,25 +10,41 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
-func runConfigApply(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("config apply", flag.ContinueOnError)
-	base := apiFlag(fs)
-	restart := fs.Bool("restart", false, "the file changes keys that need a restart, and every process will be restarted")
-	pos, err := parseFlags(fs, args, 1, "crewlet config apply FILE [--restart] [--api URL]")
-	if err != nil {
-		return err
+func (c *cli) configCmd() *cobra.Command {
+	return group("config", "the org file: check one, apply one as the next revision, show the active one",
+		c.configCheckCmd(), c.configApplyCmd(), c.configShowCmd())
+}
+
+func (c *cli) configApplyCmd() *cobra.Command {
+	var restart bool
+	cmd := &cobra.Command{
+		Use:     "apply FILE",
+		Short:   "apply an org file as the next config revision and list each changed key as hot, deferred or cold (admin; POST /config)",
+		Example: "  crewlet config apply crewlet.yaml\n  crewlet config apply crewlet.yaml --restart",
+		Args:    exactArgs(1),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			return c.configApply(cmd.Context(), pos, restart)
+		},
 	}
+	cmd.Flags().BoolVar(&restart, "restart", false, "the file changes keys that need a restart, and every process will be restarted")
+	return cmd
+}
+
+func (c *cli) configApply(ctx context.Context, pos []string, restart bool) error {
+	stdout := c.stdout
 	doc, err := os.ReadFile(pos[0])
 	if err != nil {
 		return fmt.Errorf("read %s: %w", pos[0], err)
 	}
 	var report wire.ConfigReport
-	req := wire.ConfigApplyRequest{Document: string(doc), Restart: *restart}
-	if err := newAPIClient(*base).call(ctx, http.MethodPost, "/config", req, &report); err != nil {
+	req := wire.ConfigApplyRequest{Document: string(doc), Restart: restart}
+	if err := c.client().call(ctx, http.MethodPost, "/config", req, &report); err != nil {
 		return err
 	}
 	if report.Unchanged {
@@ -69,27 +84,29 @@ func writeChanges(w io.Writer, changes []config.Change) {
 	_ = tw.Flush()
 }
 
-func runConfigShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("config show", flag.ContinueOnError)
-	base := apiFlag(fs)
-	document := fs.Bool("document", false, "print the active revision's org file only")
-	if _, err := parseFlags(fs, args, 0, "crewlet config show [--document] [--api URL]"); err != nil {
-		return err
-	}
-	var state wire.ConfigState
-	if err := newAPIClient(*base).call(ctx, http.MethodGet, "/config", nil, &state); err != nil {
-		return err
-	}
+func (c *cli) configShowCmd() *cobra.Command {
+	var document bool
+	cmd := readCommand(c, &cobra.Command{
+		Use:     "show",
+		Short:   "the active revision, who applied it, when, and which revision each process runs (GET /config)",
+		Example: "  crewlet config show\n  crewlet config show --document > active.yaml\n  crewlet config show -o json | jq .revision",
+		Args:    noArgs,
+	}, fixedPath("/config"), func(w io.Writer, state wire.ConfigState) error { return c.printConfigState(w, state, document) })
+	cmd.Flags().BoolVar(&document, "document", false, "print the active revision's org file only")
+	return cmd
+}
+
+func (c *cli) printConfigState(stdout io.Writer, state wire.ConfigState, document bool) error {
 	if len(state.Redacted) > 0 {
 		// On stderr with --document, so a file it is written to holds the
 		// document only.
 		note := stdout
-		if *document {
-			note = stderr
+		if document {
+			note = c.stderr
 		}
 		fmt.Fprintf(note, "shown as %s (inline values that may be secrets; an apply still holding them is refused): %s\n", config.RedactedValue, strings.Join(state.Redacted, ", "))
 	}
-	if *document {
+	if document {
 		_, err := io.WriteString(stdout, state.Document)
 		return err
 	}

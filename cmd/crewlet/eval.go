@@ -3,9 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/crewlet/crewlet"
@@ -23,95 +22,69 @@ import (
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
-const (
-	datasetCreateSynopsis = "crewlet eval dataset create NAME (--seat H | --role R) --since T [--until T] [--limit N] | NAME --turn ID... | NAME --turns FILE"
-	evalRunSynopsis       = "crewlet eval run DATASET [--charter FILE] [--profile P] [--model M] [--revision N] [--live-read-only] [--check KIND[:ARG]]... [--checks FILE] [--concurrency K]"
-	evalShowSynopsis      = "crewlet eval show RUN [--turn ID] [--json]"
-)
-
-// runEval is `crewlet eval`: datasets of recorded turns, and runs that
+// evalCmd is `crewlet eval`: datasets of recorded turns, and runs that
 // replay a dataset with a change and score it
 // (docs/operations.md, "Try a change before it runs").
-func runEval(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 {
-		return usageError{"usage: crewlet eval dataset create|list|show|delete, eval run, eval runs, eval show RUN"}
-	}
-	switch args[0] {
-	case "dataset":
-		if len(args) < 2 {
-			return usageError{"usage: crewlet eval dataset create|list|show|delete"}
-		}
-		switch args[1] {
-		case "create":
-			return runDatasetCreate(ctx, args[2:], stdout)
-		case "list", "ls":
-			return runDatasetList(ctx, args[2:], stdout)
-		case "show":
-			return runDatasetShow(ctx, args[2:], stdout)
-		case "delete":
-			return runDatasetDelete(ctx, args[2:], stdout)
-		}
-		return usageError{fmt.Sprintf("unknown eval dataset command %q; use create, list, show or delete", args[1])}
-	case "run":
-		return runEvalRun(ctx, args[1:], stdout)
-	case "runs":
-		return runEvalRuns(ctx, args[1:], stdout)
-	case "show":
-		return runEvalShow(ctx, args[1:], stdout)
-	}
-	return usageError{fmt.Sprintf("unknown eval command %q; use dataset, run, runs or show", args[0])}
+func (c *cli) evalCmd() *cobra.Command {
+	dataset := group("dataset", "datasets of finished turns: create, list, show, delete",
+		c.datasetCreateCmd(), c.datasetListCmd(), c.datasetShowCmd(), c.datasetDeleteCmd())
+	return group("eval", "replay datasets of finished turns with a change and score them",
+		dataset, c.evalRunCmd(), c.evalRunsCmd(), c.evalShowCmd())
 }
 
-// repeated is a flag given any number of times.
-type repeated []string
-
-func (r *repeated) String() string     { return strings.Join(*r, ",") }
-func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
-
-func runDatasetCreate(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("eval dataset create", flag.ContinueOnError)
-	base := apiFlag(fs)
-	seat := fs.String("seat", "", "the finished turns of this seat")
-	role := fs.String("role", "", "the finished turns of this role's seats")
-	since := fs.String("since", "", "turns started at or after this time (RFC 3339, or a duration ago: 24h)")
-	until := fs.String("until", "", "turns started before this time (RFC 3339, or a duration ago); now when unset")
-	limit := fs.Int("limit", 0, "keep the newest N turns of the window (at most 1000)")
-	var turns repeated
-	fs.Var(&turns, "turn", "a turn id (turn/HANDLE/WORK_KEY); repeat it")
-	turnsFile := fs.String("turns", "", "a file of turn ids, one a line")
-	pos, err := parseFlags(fs, args, 1, datasetCreateSynopsis)
-	if err != nil {
-		return err
-	}
-	req := wire.DatasetRequest{Name: pos[0], DatasetSelector: wire.DatasetSelector{Seat: *seat, Role: *role, Limit: *limit, Turns: turns}}
-	if *since != "" {
-		if req.Since, err = timeAgo(*since); err != nil {
-			return usageError{"--since: " + err.Error()}
-		}
-	}
-	if *until != "" {
-		if req.Until, err = timeAgo(*until); err != nil {
-			return usageError{"--until: " + err.Error()}
-		}
-	}
-	if *turnsFile != "" {
-		b, err := os.ReadFile(*turnsFile)
-		if err != nil {
-			return fmt.Errorf("read --turns: %w", err)
-		}
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		for sc.Scan() {
-			if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
-				req.Turns = append(req.Turns, line)
+func (c *cli) datasetCreateCmd() *cobra.Command {
+	var seat, role, since, until, turnsFile string
+	var limit int
+	var turns []string
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "freeze finished turns as a dataset: a seat's or role's in a window, or by id; at most 1000 (POST /evals/datasets)",
+		Example: "  crewlet eval dataset create last-week --seat cto --since 168h\n" +
+			"  crewlet eval dataset create picked --turn turn/cto/ev-1 --turn turn/cto/ev-2\n" +
+			"  crewlet eval dataset create from-file --turns turns.txt",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			var err error
+			req := wire.DatasetRequest{Name: pos[0], DatasetSelector: wire.DatasetSelector{Seat: seat, Role: role, Limit: limit, Turns: turns}}
+			if since != "" {
+				if req.Since, err = timeAgo(since); err != nil {
+					return usageErrorf(cmd, "--since: %v", err)
+				}
 			}
-		}
+			if until != "" {
+				if req.Until, err = timeAgo(until); err != nil {
+					return usageErrorf(cmd, "--until: %v", err)
+				}
+			}
+			if turnsFile != "" {
+				b, err := os.ReadFile(turnsFile)
+				if err != nil {
+					return fmt.Errorf("read --turns: %w", err)
+				}
+				sc := bufio.NewScanner(bytes.NewReader(b))
+				for sc.Scan() {
+					if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
+						req.Turns = append(req.Turns, line)
+					}
+				}
+			}
+			var d wire.Dataset
+			if err := c.client().call(cmd.Context(), http.MethodPost, "/evals/datasets", req, &d); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stdout, "dataset %s: %d turns\n", d.Name, d.Size)
+			return nil
+		},
 	}
-	var d wire.Dataset
-	if err := newAPIClient(*base).call(ctx, http.MethodPost, "/evals/datasets", req, &d); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "dataset %s: %d turns\n", d.Name, d.Size)
-	return nil
+	f := cmd.Flags()
+	f.StringVar(&seat, "seat", "", "the finished turns of this seat")
+	f.StringVar(&role, "role", "", "the finished turns of this role's seats")
+	f.StringVar(&since, "since", "", "turns started at or after this time (RFC 3339, or a duration ago: 24h)")
+	f.StringVar(&until, "until", "", "turns started before this time (RFC 3339, or a duration ago); now when unset")
+	f.IntVar(&limit, "limit", 0, "keep the newest N turns of the window (at most 1000)")
+	f.StringArrayVar(&turns, "turn", nil, "a turn id (turn/HANDLE/WORK_KEY); repeat it")
+	f.StringVar(&turnsFile, "turns", "", "a file of turn ids, one a line")
+	return cmd
 }
 
 // timeAgo reads a time as RFC 3339 or as a duration before now.
@@ -126,17 +99,15 @@ func timeAgo(s string) (time.Time, error) {
 	return t, nil
 }
 
-func runDatasetList(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("eval dataset list", flag.ContinueOnError)
-	base := apiFlag(fs)
-	if _, err := parseFlags(fs, args, 0, "crewlet eval dataset list"); err != nil {
-		return err
-	}
-	var ds []wire.Dataset
-	if err := newAPIClient(*base).call(ctx, http.MethodGet, "/evals/datasets", nil, &ds); err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+func (c *cli) datasetListCmd() *cobra.Command {
+	return readCommand(c, &cobra.Command{
+		Use: "list", Aliases: []string{"ls"}, Short: "the datasets (GET /evals/datasets)",
+		Example: "  crewlet eval dataset list", Args: noArgs,
+	}, fixedPath("/evals/datasets"), printDatasets)
+}
+
+func printDatasets(w io.Writer, ds []wire.Dataset) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tTURNS\tCHOSEN BY\tCREATED BY\tCREATED")
 	for _, d := range ds {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", d.Name, d.Size, selectorLine(d.Selector), d.CreatedBy, d.CreatedAt.Format(time.RFC3339))
@@ -162,91 +133,106 @@ func selectorLine(s wire.DatasetSelector) string {
 	return line
 }
 
-func runDatasetShow(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("eval dataset show", flag.ContinueOnError)
-	base := apiFlag(fs)
-	pos, err := parseFlags(fs, args, 1, "crewlet eval dataset show NAME")
-	if err != nil {
-		return err
-	}
-	var d wire.Dataset
-	if err := newAPIClient(*base).call(ctx, http.MethodGet, "/evals/datasets/"+url.PathEscape(pos[0]), nil, &d); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "dataset %s: %d turns, %s; created by %s at %s\n", d.Name, d.Size, selectorLine(d.Selector), d.CreatedBy, d.CreatedAt.Format(time.RFC3339))
+func datasetPath(args []string) (string, error) {
+	return "/evals/datasets/" + url.PathEscape(args[0]), nil
+}
+
+func (c *cli) datasetShowCmd() *cobra.Command {
+	return readCommand(c, &cobra.Command{
+		Use: "show NAME", Short: "one dataset's turn ids (GET /evals/datasets/{name})",
+		Example: "  crewlet eval dataset show last-week", Args: exactArgs(1),
+	}, datasetPath, printDataset)
+}
+
+func printDataset(w io.Writer, d wire.Dataset) error {
+	fmt.Fprintf(w, "dataset %s: %d turns, %s; created by %s at %s\n", d.Name, d.Size, selectorLine(d.Selector), d.CreatedBy, d.CreatedAt.Format(time.RFC3339))
 	for _, t := range d.Turns {
-		fmt.Fprintln(stdout, t)
+		fmt.Fprintln(w, t)
 	}
 	return nil
 }
 
-func runDatasetDelete(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("eval dataset delete", flag.ContinueOnError)
-	base := apiFlag(fs)
-	pos, err := parseFlags(fs, args, 1, "crewlet eval dataset delete NAME")
-	if err != nil {
-		return err
+func (c *cli) datasetDeleteCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "delete NAME", Short: "delete a dataset (DELETE /evals/datasets/{name})",
+		Example: "  crewlet eval dataset delete last-week", Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			path, _ := datasetPath(pos)
+			if err := c.client().call(cmd.Context(), http.MethodDelete, path, nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stdout, "dataset %s deleted\n", pos[0])
+			return nil
+		},
 	}
-	if err := newAPIClient(*base).call(ctx, http.MethodDelete, "/evals/datasets/"+url.PathEscape(pos[0]), nil, nil); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "dataset %s deleted\n", pos[0])
-	return nil
 }
 
-func runEvalRun(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("eval run", flag.ContinueOnError)
-	base := apiFlag(fs)
-	charterFile := fs.String("charter", "", "a file whose text replaces the role's charter")
-	profile := fs.String("profile", "", "run every round on this profile of the org")
-	modelName := fs.String("model", "", "replace the model of the profile each round runs on")
-	revision := fs.Int64("revision", 0, "run on this config revision's org")
-	liveReadOnly := fs.Bool("live-read-only", false, "run a new call to an MCP tool its server marks read-only for real instead of answering it 'no recorded result'; writes and crewlet's own tools never run")
-	var checkFlags repeated
-	fs.Var(&checkFlags, "check", "a check: contains:TEXT, regex:PATTERN, json_schema:FILE, same_tools or judge:PROFILE:RUBRIC; repeat it")
-	checksFile := fs.String("checks", "", "a YAML file of checks: a list of {kind, name, text, pattern, schema, profile, rubric}")
-	concurrency := fs.Int("concurrency", 0, "replays at once (default 8, at most 32)")
-	pos, err := parseFlags(fs, args, 1, evalRunSynopsis)
-	if err != nil {
-		return err
+func (c *cli) evalRunCmd() *cobra.Command {
+	var charterFile, profile, modelName, checksFile string
+	var revision int64
+	var liveReadOnly bool
+	var concurrency int
+	var checkFlags []string
+	cmd := &cobra.Command{
+		Use: "run DATASET",
+		Short: "replay every turn of the dataset with the change, K at once, as one durable workflow, and score each with the checks; " +
+			"charged to evals.budget (POST /evals/runs)",
+		Long: `Replay every turn of the dataset with the change, --concurrency at once (8), as one durable
+workflow, and score each with the checks: contains:TEXT, regex:PATTERN, json_schema:FILE,
+same_tools, judge:PROFILE:RUBRIC; charged to evals.budget (POST /evals/runs).`,
+		Example: "  crewlet eval run last-week --charter new-charter.md --check same_tools --check contains:invoice\n" +
+			"  crewlet eval run last-week --profile fast --checks checks.yaml --concurrency 4",
+		Args: exactArgs(1),
 	}
-	req := struct {
-		Dataset     string        `json:"dataset"`
-		Change      replay.Change `json:"change"`
-		Checks      []evals.Check `json:"checks,omitempty"`
-		Concurrency int           `json:"concurrency,omitempty"`
-	}{Dataset: pos[0], Change: replay.Change{Profile: *profile, Model: *modelName, Revision: *revision, LiveReadOnly: *liveReadOnly}, Concurrency: *concurrency}
-	if *charterFile != "" {
-		text, err := os.ReadFile(*charterFile)
-		if err != nil {
-			return fmt.Errorf("read --charter: %w", err)
+	f := cmd.Flags()
+	f.StringVar(&charterFile, "charter", "", "a file whose text replaces the role's charter")
+	f.StringVar(&profile, "profile", "", "run every round on this profile of the org")
+	f.StringVar(&modelName, "model", "", "replace the model of the profile each round runs on")
+	f.Int64Var(&revision, "revision", 0, "run on this config revision's org")
+	f.BoolVar(&liveReadOnly, "live-read-only", false, "run a new call to an MCP tool its server marks read-only for real instead of answering it 'no recorded result'; writes and crewlet's own tools never run")
+	f.StringArrayVar(&checkFlags, "check", nil, "a check: contains:TEXT, regex:PATTERN, json_schema:FILE, same_tools or judge:PROFILE:RUBRIC; repeat it")
+	f.StringVar(&checksFile, "checks", "", "a YAML file of checks: a list of {kind, name, text, pattern, schema, profile, rubric}")
+	f.IntVar(&concurrency, "concurrency", 0, "replays at once (default 8, at most 32)")
+	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		req := struct {
+			Dataset     string        `json:"dataset"`
+			Change      replay.Change `json:"change"`
+			Checks      []evals.Check `json:"checks,omitempty"`
+			Concurrency int           `json:"concurrency,omitempty"`
+		}{Dataset: pos[0], Change: replay.Change{Profile: profile, Model: modelName, Revision: revision, LiveReadOnly: liveReadOnly}, Concurrency: concurrency}
+		if charterFile != "" {
+			text, err := os.ReadFile(charterFile)
+			if err != nil {
+				return fmt.Errorf("read --charter: %w", err)
+			}
+			if strings.TrimSpace(string(text)) == "" {
+				return fmt.Errorf("--charter %s is blank; write the charter to try in it", charterFile)
+			}
+			req.Change.Charter = string(text)
 		}
-		if strings.TrimSpace(string(text)) == "" {
-			return fmt.Errorf("--charter %s is blank; write the charter to try in it", *charterFile)
+		for _, f := range checkFlags {
+			c, err := parseCheck(f)
+			if err != nil {
+				return usageErrorf(cmd, "--check %s: %v", f, err)
+			}
+			req.Checks = append(req.Checks, c)
 		}
-		req.Change.Charter = string(text)
-	}
-	for _, f := range checkFlags {
-		c, err := parseCheck(f)
-		if err != nil {
-			return usageError{"--check " + f + ": " + err.Error()}
+		if checksFile != "" {
+			cs, err := readChecks(checksFile)
+			if err != nil {
+				return err
+			}
+			req.Checks = append(req.Checks, cs...)
 		}
-		req.Checks = append(req.Checks, c)
-	}
-	if *checksFile != "" {
-		cs, err := readChecks(*checksFile)
-		if err != nil {
+		var run wire.EvalRun
+		if err := c.client().call(cmd.Context(), http.MethodPost, "/evals/runs", req, &run); err != nil {
 			return err
 		}
-		req.Checks = append(req.Checks, cs...)
+		fmt.Fprintf(c.stdout, "eval run %s started: %d turns of %s, %d at once; `crewlet eval show %s` reports it\n",
+			run.ID, run.Totals.Turns, run.Dataset, run.Concurrency, run.ID)
+		return nil
 	}
-	var run wire.EvalRun
-	if err := newAPIClient(*base).call(ctx, http.MethodPost, "/evals/runs", req, &run); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "eval run %s started: %d turns of %s, %d at once; `crewlet eval show %s` reports it\n",
-		run.ID, run.Totals.Turns, run.Dataset, run.Concurrency, run.ID)
-	return nil
+	return cmd
 }
 
 // parseCheck reads a --check: KIND or KIND:ARG (judge:PROFILE:RUBRIC).
@@ -301,17 +287,15 @@ func readChecks(file string) ([]evals.Check, error) {
 	return out, nil
 }
 
-func runEvalRuns(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("eval runs", flag.ContinueOnError)
-	base := apiFlag(fs)
-	if _, err := parseFlags(fs, args, 0, "crewlet eval runs"); err != nil {
-		return err
-	}
-	var runs []wire.EvalRun
-	if err := newAPIClient(*base).call(ctx, http.MethodGet, "/evals/runs", nil, &runs); err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+func (c *cli) evalRunsCmd() *cobra.Command {
+	return readCommand(c, &cobra.Command{
+		Use: "runs", Short: "the eval runs with their totals (GET /evals/runs)",
+		Example: "  crewlet eval runs", Args: noArgs,
+	}, fixedPath("/evals/runs"), printEvalRuns)
+}
+
+func printEvalRuns(w io.Writer, runs []wire.EvalRun) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tDATASET\tSTATUS\tSCORED\tPASS RATE\tTOKENS IN/OUT\tBY\tSTARTED")
 	for _, r := range runs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%.0f%%\t%d/%d\t%s\t%s\n", r.ID, r.Dataset, r.Status, r.Totals.Scored, r.Totals.Turns,
@@ -320,28 +304,21 @@ func runEvalRuns(ctx context.Context, args []string, stdout io.Writer) error {
 	return tw.Flush()
 }
 
-func runEvalShow(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("eval show", flag.ContinueOnError)
-	base := apiFlag(fs)
-	turn := fs.String("turn", "", "one turn, with its whole replay report")
-	asJSON := fs.Bool("json", false, "print the report as its JSON")
-	pos, err := parseFlags(fs, args, 1, evalShowSynopsis)
-	if err != nil {
-		return err
-	}
-	path := "/evals/runs/" + url.PathEscape(pos[0])
-	if *turn != "" {
-		path += "?turn=" + url.QueryEscape(*turn)
-	}
-	var run wire.EvalRun
-	if err := newAPIClient(*base).call(ctx, http.MethodGet, path, nil, &run); err != nil {
-		return err
-	}
-	if *asJSON {
-		return printJSON(stdout, run)
-	}
-	printEvalRun(stdout, run)
-	return nil
+func (c *cli) evalShowCmd() *cobra.Command {
+	var turn string
+	cmd := readCommand(c, &cobra.Command{
+		Use: "show RUN", Short: "a run's report: per turn the checks and the recorded and replayed answers; pass rate, tokens, divergences (GET /evals/runs/{run})",
+		Example: "  crewlet eval show ev-0123\n  crewlet eval show ev-0123 --turn turn/cto/ev-1 -o json", Args: exactArgs(1),
+	}, func(args []string) (string, error) {
+		path := "/evals/runs/" + url.PathEscape(args[0])
+		if turn != "" {
+			path += "?turn=" + url.QueryEscape(turn)
+		}
+		return path, nil
+	}, func(w io.Writer, run wire.EvalRun) error { printEvalRun(w, run); return nil })
+	cmd.Flags().StringVar(&turn, "turn", "", "one turn, with its whole replay report")
+	jsonAliasFlag(cmd)
+	return cmd
 }
 
 // printEvalRun writes a run's header, a line per turn (its status, each

@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -19,6 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/crewlet/crewlet/internal/config"
 )
@@ -99,23 +100,31 @@ func signInLink(base, token string) string {
 // send: --token, $CREWLET_TOKEN, or the local token of an API on this
 // machine, once the API took it (GET /me), so a link never carries a token
 // that would only show the sign-in form.
-func runConsole(ctx context.Context, args []string, stdout io.Writer) error {
-	flags := flag.NewFlagSet("console", flag.ContinueOnError)
-	base := apiFlag(flags)
-	if _, err := parseFlags(flags, args, 0, "crewlet console [--api URL] [--token T]"); err != nil {
+func (c *cli) consoleCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "console",
+		Short: "print the console's sign-in link for the token, once the API takes it (GET /me); " +
+			"the token rides in the URL fragment, which the browser never sends",
+		Example: "  crewlet console\n  crewlet console --api https://crewlet.example.com --token \"$CREWLET_TOKEN\"",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return c.console(cmd.Context())
+		},
+	}
+}
+
+func (c *cli) console(ctx context.Context) error {
+	client := c.client()
+	if client.err != nil {
+		return client.err
+	}
+	if client.token == "" {
+		return fmt.Errorf("no token to sign in with: the API at %s has minted no local token on this machine (is it running here, with no auth.tokens?); pass --token or set CREWLET_TOKEN", client.base)
+	}
+	if err := client.call(ctx, http.MethodGet, "/me", nil, nil); err != nil {
 		return err
 	}
-	c := newAPIClient(*base)
-	if c.err != nil {
-		return c.err
-	}
-	if c.token == "" {
-		return fmt.Errorf("no token to sign in with: the API at %s has minted no local token on this machine (is it running here, with no auth.tokens?); pass --token or set CREWLET_TOKEN", c.base)
-	}
-	if err := c.call(ctx, http.MethodGet, "/me", nil, nil); err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, signInLink(c.base, c.token))
+	fmt.Fprintln(c.stdout, signInLink(client.base, client.token))
 	return nil
 }
 

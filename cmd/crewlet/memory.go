@@ -1,43 +1,47 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
-const memorySynopsis = "crewlet seats memory HANDLE [--kind diary|episodes|counterparties] [--limit N] [--before CURSOR] [--api URL]"
+func (c *cli) seatMemoryCmd() *cobra.Command {
+	var kind, before string
+	var limit int
+	cmd := readCommand(c, &cobra.Command{
+		Use:   "memory HANDLE",
+		Short: "a seat's diary, episodes and counterparties, newest first; --kind pages one list (GET /seats/{handle}/memory)",
+		Example: "  crewlet seats memory cto\n" +
+			"  crewlet seats memory cto --kind diary --limit 5 --before 42",
+		Args: exactArgs(1),
+	}, func(args []string) (string, error) {
+		q := url.Values{"limit": {fmt.Sprint(limit)}}
+		if kind != "" {
+			q.Set("kind", kind)
+		}
+		if before != "" {
+			q.Set("before", before)
+		}
+		return seatPath(args[0], "/memory") + "?" + q.Encode(), nil
+	}, func(w io.Writer, v api.MemoryView) error { return printMemory(w, v, limit) })
+	cmd.Flags().StringVar(&kind, "kind", "", "show one list, diary, episodes or counterparties, and page it with --before")
+	cmd.Flags().IntVar(&limit, "limit", 20, fmt.Sprintf("how many of the newest items per list (1 to %d)", wire.MaxMemoryPage))
+	cmd.Flags().StringVar(&before, "before", "", "the page after this cursor (the --before a previous page printed); needs --kind")
+	return cmd
+}
 
-func runSeatMemory(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("seats memory", flag.ContinueOnError)
-	base := apiFlag(fs)
-	kind := fs.String("kind", "", "show one list, diary, episodes or counterparties, and page it with --before")
-	limit := fs.Int("limit", 20, fmt.Sprintf("how many of the newest items per list (1 to %d)", wire.MaxMemoryPage))
-	before := fs.String("before", "", "the page after this cursor (the --before a previous page printed); needs --kind")
-	pos, err := parseFlags(fs, args, 1, memorySynopsis)
-	if err != nil {
-		return err
-	}
-	q := url.Values{"limit": {fmt.Sprint(*limit)}}
-	if *kind != "" {
-		q.Set("kind", *kind)
-	}
-	if *before != "" {
-		q.Set("before", *before)
-	}
-	var v api.MemoryView
-	if err := newAPIClient(*base).call(ctx, http.MethodGet, seatPath(pos[0], "/memory")+"?"+q.Encode(), nil, &v); err != nil {
-		return err
-	}
+// printMemory writes each list of a seat's memory, and how to read the
+// page after it; limit is the --limit the page was read with.
+func printMemory(stdout io.Writer, v api.MemoryView, limit int) error {
 	var lists []memoryList
 	if p := v.Diary; p != nil {
 		lists = append(lists, memoryList{"DIARY", api.MemoryDiary, len(p.Items), p.Next, func(tw io.Writer) {
@@ -64,8 +68,8 @@ func runSeatMemory(ctx context.Context, args []string, stdout io.Writer) error {
 		}})
 	}
 	limitArg := ""
-	if *limit != 20 {
-		limitArg = fmt.Sprintf(" --limit %d", *limit)
+	if limit != 20 {
+		limitArg = fmt.Sprintf(" --limit %d", limit)
 	}
 	for i, l := range lists {
 		if i > 0 {

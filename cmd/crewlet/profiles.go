@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,23 +8,23 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 )
 
-// runProfiles prints every profile: its load, free slots, and whether a
+// profilesCmd prints every profile: its load, free slots, and whether a
 // quarantine, a cooling-off or the model gate keeps it from taking turns.
-func runProfiles(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("profiles", flag.ContinueOnError)
-	base := apiFlag(fs)
-	if _, err := parseFlags(fs, args, 0, "crewlet profiles [--api URL]"); err != nil {
-		return err
-	}
-	var view api.ProfilesView
-	if err := newAPIClient(*base).call(ctx, http.MethodGet, "/profiles", nil, &view); err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+func (c *cli) profilesCmd() *cobra.Command {
+	return readCommand(c, &cobra.Command{
+		Use: "profiles", Short: "model profiles: load, free slots, quarantine, cooling-off, model gate (GET /profiles)",
+		Example: "  crewlet profiles\n  crewlet profiles -o json | jq '.profiles[].name'", Args: noArgs,
+	}, fixedPath("/profiles"), printProfiles)
+}
+
+func printProfiles(w io.Writer, view api.ProfilesView) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROFILE\tPROVIDER\tMODEL\tCREDENTIAL\tWEIGHT\tMAX_LOAD\tLIVE\tFREE\tSTATE")
 	for _, p := range view.Profiles {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", p.Name, p.Provider, dash(p.Model), p.Credential, p.Weight,
@@ -64,25 +62,37 @@ func profileState(p crewlet.ProfileStatus) string {
 	return strings.Join(parts, "; ")
 }
 
-// runModelSwitch switches a model off or back on for the whole fleet.
-func runModelSwitch(ctx context.Context, action string, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("models "+action, flag.ContinueOnError)
-	base := apiFlag(fs)
-	reason := fs.String("reason", "", "why (recorded with the switch)")
-	by := fs.String("by", "", "who is asking; defaults to the token's principal")
-	pos, err := parseFlags(fs, args, 1, "crewlet models "+action+" MODEL [--reason TEXT] [--by NAME]")
-	if err != nil {
-		return err
+func (c *cli) modelsCmd() *cobra.Command {
+	return group("models", "switch a model off or on fleet-wide", c.modelSwitchCmd("disable"), c.modelSwitchCmd("enable"))
+}
+
+// modelSwitchCmd switches a model off or back on for the whole fleet.
+func (c *cli) modelSwitchCmd(action string) *cobra.Command {
+	var reason, by string
+	cmd := &cobra.Command{
+		Use:     action + " MODEL",
+		Short:   "switch a model off fleet-wide: its profiles take no new turn (POST /models/{id}/disable)",
+		Example: "  crewlet models disable gpt-4o --reason \"provider incident\"",
+		Args:    exactArgs(1),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			var sw crewlet.ModelSwitch
+			path := "/models/" + url.PathEscape(pos[0]) + "/" + action
+			if err := c.client().call(cmd.Context(), http.MethodPost, path, api.ModelSwitchRequest{Reason: reason, By: by}, &sw); err != nil {
+				return err
+			}
+			state := "enabled"
+			if sw.Disabled {
+				state = "disabled; its profiles take no new turn and turns on them fail over"
+			}
+			fmt.Fprintf(c.stdout, "model %s %s (by %s)\n", sw.Model, state, sw.By)
+			return nil
+		},
 	}
-	var sw crewlet.ModelSwitch
-	path := "/models/" + url.PathEscape(pos[0]) + "/" + action
-	if err := newAPIClient(*base).call(ctx, http.MethodPost, path, api.ModelSwitchRequest{Reason: *reason, By: *by}, &sw); err != nil {
-		return err
+	if action == "enable" {
+		cmd.Short = "switch it back on; turns waiting for it run (POST /models/{id}/enable)"
+		cmd.Example = "  crewlet models enable gpt-4o"
 	}
-	state := "enabled"
-	if sw.Disabled {
-		state = "disabled; its profiles take no new turn and turns on them fail over"
-	}
-	fmt.Fprintf(stdout, "model %s %s (by %s)\n", sw.Model, state, sw.By)
-	return nil
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the switch)")
+	cmd.Flags().StringVar(&by, "by", "", "who is asking; defaults to the token's principal")
+	return cmd
 }

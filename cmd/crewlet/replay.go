@@ -1,80 +1,103 @@
 package main
 
 import (
-	"context"
-	"flag"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/spf13/cobra"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/replay"
 )
 
-const (
-	replaySynopsis = "crewlet replay TURN-ID [--charter FILE] [--profile P] [--model M] [--revision N] [--live-read-only] [--json] [--api URL]"
-	policySynopsis = "crewlet replay --policy FILE (--dataset NAME | TURN-ID...) [--json] [--api URL]"
-)
-
-// runReplay re-runs a recorded turn with a changed setting and prints the
-// recorded and the replayed turn side by side
+// replayCmd re-runs a recorded turn with a changed setting and prints the
+// recorded and the replayed turn side by side, or with --policy holds
+// recorded tool calls to a candidate org file
 // (docs/operations.md, "Try a change before it runs").
-func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	base := apiFlag(fs)
-	charterFile := fs.String("charter", "", "a file whose text replaces the role's charter")
-	profile := fs.String("profile", "", "run every round on this profile of the org")
-	modelName := fs.String("model", "", "replace the model of the profile each round runs on")
-	revision := fs.Int64("revision", 0, "run on this config revision's org (`crewlet config show` names the active one)")
-	liveReadOnly := fs.Bool("live-read-only", false, "run a new call to an MCP tool its server marks read-only for real, on a worker node, instead of answering it 'no recorded result'; writes and crewlet's own tools never run")
-	policyFile := fs.String("policy", "", "hold the recorded tool calls to this candidate org file's approvals and may, calling no model")
-	dataset := fs.String("dataset", "", "with --policy: the dataset whose turns to hold to it")
-	asJSON := fs.Bool("json", false, "print the report as its JSON")
-	pos, err := parseFlags(fs, args, anyPositional, replaySynopsis)
-	if err != nil {
-		return err
+func (c *cli) replayCmd() *cobra.Command {
+	var charterFile, profile, modelName, policyFile, dataset string
+	var revision int64
+	var liveReadOnly bool
+	cmd := &cobra.Command{
+		Use: "replay TURN-ID | replay --policy FILE (--dataset NAME | TURN-ID...)",
+		Short: "run a finished turn again with a changed charter, profile, model or config revision (POST /turns/{handle}/{work_key}/replay); " +
+			"with --policy, hold recorded tool calls to a candidate org file (POST /evals/policy)",
+		Long: `Run a finished turn again with a changed charter, profile, model or config revision: its
+recorded and replayed answers side by side, each tool call answered from the record (matched)
+or never run (diverged); with --live-read-only, a new call to an MCP tool its server marks
+read-only runs for real on a worker node (live); writes nothing of the seat's, charged to
+evals.budget (POST /turns/{handle}/{work_key}/replay).
+
+With --policy FILE, hold the recorded tool calls of a dataset's turns or of the turns named to a
+candidate org file: each one's approval gate and may now (allowed, gated, refused) beside what
+it met when it ran; no model called, nothing written (POST /evals/policy).`,
+		Example: "  crewlet replay turn/cto/ev-0123 --charter new-charter.md\n" +
+			"  crewlet replay turn/cto/ev-0123 --profile fast -o json\n" +
+			"  crewlet replay --policy candidate.yaml --dataset last-week",
+		Args: cobra.ArbitraryArgs,
 	}
-	if *policyFile != "" {
-		if *charterFile != "" || *profile != "" || *modelName != "" || *revision != 0 || *liveReadOnly {
-			return usageError{"--policy holds recorded calls to a candidate org and replays nothing: leave out --charter, --profile, --model, --revision and --live-read-only; usage: " + policySynopsis}
-		}
-		if (*dataset == "") == (len(pos) == 0) {
-			return usageError{"give --dataset NAME or turn ids, one of the two; usage: " + policySynopsis}
-		}
-		return runPolicyWhatIf(ctx, *base, *policyFile, *dataset, pos, *asJSON, stdout)
-	}
-	if *dataset != "" || len(pos) != 1 {
-		return usageError{"usage: " + replaySynopsis + "\n   or: " + policySynopsis}
-	}
-	handle, workKey, ok := crewlet.ParseTurnID(pos[0])
-	if !ok {
-		return usageError{fmt.Sprintf("turn id %q is not turn/HANDLE/WORK_KEY; `crewlet seats turns HANDLE` lists them", pos[0])}
-	}
-	change := replay.Change{Profile: *profile, Model: *modelName, Revision: *revision, LiveReadOnly: *liveReadOnly}
-	if *charterFile != "" {
-		text, err := os.ReadFile(*charterFile)
+	out := outputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		asJSON, err := out.json(cmd)
 		if err != nil {
-			return fmt.Errorf("read --charter: %w", err)
+			return err
 		}
-		if strings.TrimSpace(string(text)) == "" {
-			return fmt.Errorf("--charter %s is blank; write the charter to try in it", *charterFile)
+		if policyFile != "" {
+			if charterFile != "" || profile != "" || modelName != "" || revision != 0 || liveReadOnly {
+				return usageErrorf(cmd, "--policy holds recorded calls to a candidate org and replays nothing: leave out --charter, --profile, --model, --revision and --live-read-only")
+			}
+			if (dataset == "") == (len(pos) == 0) {
+				return usageErrorf(cmd, "give --dataset NAME or turn ids, one of the two")
+			}
+			return c.policyWhatIf(cmd, policyFile, dataset, pos, asJSON)
 		}
-		change.Charter = string(text)
+		if dataset != "" || len(pos) != 1 {
+			return usageErrorf(cmd, "replay takes one TURN-ID, or --policy FILE with --dataset or turn ids")
+		}
+		path, err := turnPath(cmd, pos[0])
+		if err != nil {
+			return err
+		}
+		change := replay.Change{Profile: profile, Model: modelName, Revision: revision, LiveReadOnly: liveReadOnly}
+		if charterFile != "" {
+			text, err := os.ReadFile(charterFile)
+			if err != nil {
+				return fmt.Errorf("read --charter: %w", err)
+			}
+			if strings.TrimSpace(string(text)) == "" {
+				return fmt.Errorf("--charter %s is blank; write the charter to try in it", charterFile)
+			}
+			change.Charter = string(text)
+		}
+		raw, err := c.client().do(cmd.Context(), http.MethodPost, path+"/replay", change)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return printRawJSON(c.stdout, raw)
+		}
+		var report replay.Report
+		if err := json.Unmarshal(raw, &report); err != nil {
+			return fmt.Errorf("decode API response from %s/replay: %w", path, err)
+		}
+		printReplay(c.stdout, report)
+		return nil
 	}
-	var report replay.Report
-	path := "/turns/" + url.PathEscape(handle) + "/" + url.PathEscape(workKey) + "/replay"
-	if err := newAPIClient(*base).call(ctx, http.MethodPost, path, change, &report); err != nil {
-		return err
-	}
-	if *asJSON {
-		return printJSON(stdout, report)
-	}
-	printReplay(stdout, report)
-	return nil
+	f := cmd.Flags()
+	f.StringVar(&charterFile, "charter", "", "a file whose text replaces the role's charter")
+	f.StringVar(&profile, "profile", "", "run every round on this profile of the org")
+	f.StringVar(&modelName, "model", "", "replace the model of the profile each round runs on")
+	f.Int64Var(&revision, "revision", 0, "run on this config revision's org (`crewlet config show` names the active one)")
+	f.BoolVar(&liveReadOnly, "live-read-only", false, "run a new call to an MCP tool its server marks read-only for real, on a worker node, instead of answering it 'no recorded result'; writes and crewlet's own tools never run")
+	f.StringVar(&policyFile, "policy", "", "hold the recorded tool calls to this candidate org file's approvals and may, calling no model")
+	f.StringVar(&dataset, "dataset", "", "with --policy: the dataset whose turns to hold to it")
+	jsonAliasFlag(cmd)
+	return cmd
 }
 
 // printReplay writes a replay's header, then per thread the recorded and
@@ -171,23 +194,27 @@ func roundLine(answer string, calls []replay.Call) string {
 	return strings.Join(parts, "; ")
 }
 
-// runPolicyWhatIf sends the candidate org file with the turns to hold to
-// it, and prints each recorded tool call's fate under it beside what
-// happened when it ran (docs/operations.md, "Try a change before it runs").
-func runPolicyWhatIf(ctx context.Context, base, file, dataset string, turns []string, asJSON bool, stdout io.Writer) error {
+// policyWhatIf sends the candidate org file with the turns to hold to it,
+// and prints each recorded tool call's fate under it beside what happened
+// when it ran (docs/operations.md, "Try a change before it runs").
+func (c *cli) policyWhatIf(cmd *cobra.Command, file, dataset string, turns []string, asJSON bool) error {
 	text, err := os.ReadFile(file)
 	if err != nil {
 		return fmt.Errorf("read --policy: %w", err)
 	}
-	var report replay.PolicyReport
 	req := replay.PolicyRequest{Org: string(text), Dataset: dataset, Turns: turns}
-	if err := newAPIClient(base).call(ctx, http.MethodPost, "/evals/policy", req, &report); err != nil {
+	raw, err := c.client().do(cmd.Context(), http.MethodPost, "/evals/policy", req)
+	if err != nil {
 		return err
 	}
 	if asJSON {
-		return printJSON(stdout, report)
+		return printRawJSON(c.stdout, raw)
 	}
-	printPolicy(stdout, report)
+	var report replay.PolicyReport
+	if err := json.Unmarshal(raw, &report); err != nil {
+		return fmt.Errorf("decode API response from /evals/policy: %w", err)
+	}
+	printPolicy(c.stdout, report)
 	return nil
 }
 

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,28 +9,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
-const schedulesUsage = "usage: crewlet schedules ls | show NAME | trigger NAME | pause NAME | unpause NAME | backfill NAME --from T --to T"
-
-func runSchedules(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 {
-		return usageError{schedulesUsage}
-	}
-	switch args[0] {
-	case "ls":
-		return runSchedulesList(ctx, args[1:], stdout)
-	case "show":
-		return runScheduleShow(ctx, args[1:], stdout)
-	case "trigger":
-		return runScheduleTrigger(ctx, args[1:], stdout)
-	case "pause", "unpause":
-		return runSchedulePause(ctx, args[0], args[1:], stdout)
-	case "backfill":
-		return runScheduleBackfill(ctx, args[1:], stdout)
-	}
-	return usageError{fmt.Sprintf("unknown schedules command %q; use ls, show, trigger, pause, unpause or backfill", args[0])}
+func (c *cli) schedulesCmd() *cobra.Command {
+	return group("schedules", "the org's schedules: list, show, trigger, pause, unpause, backfill",
+		c.schedulesLsCmd(), c.scheduleShowCmd(), c.scheduleTriggerCmd(), c.schedulePauseCmd("pause"), c.schedulePauseCmd("unpause"), c.scheduleBackfillCmd())
 }
 
 func schedulePath(name string, rest ...string) string {
@@ -57,16 +41,14 @@ func nextFire(s wire.Schedule) string {
 // shownNextFires is how many of the next fires `schedules show` prints.
 const shownNextFires = 3
 
-func runSchedulesList(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("schedules ls", flag.ContinueOnError)
-	base := apiFlag(fs)
-	if _, err := parseFlags(fs, args, 0, "crewlet schedules ls [--api URL]"); err != nil {
-		return err
-	}
-	var list []wire.Schedule
-	if err := newAPIClient(*base).call(ctx, http.MethodGet, "/schedules", nil, &list); err != nil {
-		return err
-	}
+func (c *cli) schedulesLsCmd() *cobra.Command {
+	return readCommand(c, &cobra.Command{
+		Use: "ls", Short: "the org's schedules: when, target, overlap, paused, fires, skipped, next fire (GET /schedules)",
+		Example: "  crewlet schedules ls", Args: noArgs,
+	}, fixedPath("/schedules"), printSchedules)
+}
+
+func printSchedules(stdout io.Writer, list []wire.Schedule) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tWHEN\tZONE\tTO\tOVERLAP\tPAUSED\tFIRES\tSKIPPED\tNEXT")
 	for _, s := range list {
@@ -83,18 +65,19 @@ func runSchedulesList(ctx context.Context, args []string, stdout io.Writer) erro
 	return nil
 }
 
-func runScheduleShow(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("schedules show", flag.ContinueOnError)
-	base := apiFlag(fs)
-	limit := fs.Int("limit", 20, "the most recorded fires to list")
-	pos, err := parseFlags(fs, args, 1, "crewlet schedules show NAME [--limit N] [--api URL]")
-	if err != nil {
-		return err
-	}
-	var d wire.ScheduleDetail
-	if err := newAPIClient(*base).call(ctx, http.MethodGet, fmt.Sprintf("%s?limit=%d", schedulePath(pos[0]), *limit), nil, &d); err != nil {
-		return err
-	}
+func (c *cli) scheduleShowCmd() *cobra.Command {
+	var limit int
+	cmd := readCommand(c, &cobra.Command{
+		Use: "show NAME", Short: "one schedule and its fire history: recent, running and recorded fires, skips (GET /schedules/{name})",
+		Example: "  crewlet schedules show nightly-report --limit 5", Args: exactArgs(1),
+	}, func(args []string) (string, error) {
+		return fmt.Sprintf("%s?limit=%d", schedulePath(args[0]), limit), nil
+	}, printSchedule)
+	cmd.Flags().IntVar(&limit, "limit", 20, "the most recorded fires to list")
+	return cmd
+}
+
+func printSchedule(stdout io.Writer, d wire.ScheduleDetail) error {
 	fmt.Fprintf(stdout, "schedule %s (%s)\n  when:     %s (%s)", d.Name, d.ID, scheduleWhen(d.Schedule), d.Timezone)
 	if d.Jitter != "" {
 		fmt.Fprintf(stdout, ", jitter %s", d.Jitter)
@@ -133,58 +116,65 @@ func runScheduleShow(ctx context.Context, args []string, stdout io.Writer) error
 	return nil
 }
 
-func runScheduleTrigger(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("schedules trigger", flag.ContinueOnError)
-	base := apiFlag(fs)
-	pos, err := parseFlags(fs, args, 1, "crewlet schedules trigger NAME [--api URL]")
-	if err != nil {
-		return err
+func (c *cli) scheduleTriggerCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "trigger NAME", Short: "fire a schedule now (POST /schedules/{name}/trigger)",
+		Example: "  crewlet schedules trigger nightly-report", Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			var out wire.ScheduleAction
+			if err := c.client().call(cmd.Context(), http.MethodPost, schedulePath(pos[0], "/trigger"), nil, &out); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stdout, "schedule %s fires now (under its overlap policy)\n", out.Name)
+			return nil
+		},
 	}
-	var out wire.ScheduleAction
-	if err := newAPIClient(*base).call(ctx, http.MethodPost, schedulePath(pos[0], "/trigger"), nil, &out); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "schedule %s fires now (under its overlap policy)\n", out.Name)
-	return nil
 }
 
-func runSchedulePause(ctx context.Context, verb string, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("schedules "+verb, flag.ContinueOnError)
-	base := apiFlag(fs)
-	reason := fs.String("reason", "", "why, recorded in the schedule's note")
-	pos, err := parseFlags(fs, args, 1, "crewlet schedules "+verb+" NAME [--reason TEXT] [--api URL]")
-	if err != nil {
-		return err
+func (c *cli) schedulePauseCmd(verb string) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use: verb + " NAME", Short: "stop a schedule's fires (POST /schedules/{name}/pause)",
+		Example: "  crewlet schedules pause nightly-report --reason \"holiday\"", Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			var out wire.ScheduleAction
+			if err := c.client().call(cmd.Context(), http.MethodPost, schedulePath(pos[0], "/"+verb), wire.ScheduleNote{Reason: reason}, &out); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stdout, "schedule %s %s\n", out.Name, out.Action)
+			return nil
+		},
 	}
-	var out wire.ScheduleAction
-	if err := newAPIClient(*base).call(ctx, http.MethodPost, schedulePath(pos[0], "/"+verb), wire.ScheduleNote{Reason: *reason}, &out); err != nil {
-		return err
+	if verb == "unpause" {
+		cmd.Short, cmd.Example = "restart a schedule's fires (POST /schedules/{name}/unpause)", "  crewlet schedules unpause nightly-report"
 	}
-	fmt.Fprintf(stdout, "schedule %s %s\n", out.Name, out.Action)
-	return nil
+	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the schedule's note")
+	return cmd
 }
 
-func runScheduleBackfill(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("schedules backfill", flag.ContinueOnError)
-	base := apiFlag(fs)
-	from := fs.String("from", "", "the range's start, RFC 3339 (2026-01-02T09:00:00Z)")
-	to := fs.String("to", "", "the range's end, RFC 3339; not in the future")
-	synopsis := "crewlet schedules backfill NAME --from T --to T [--api URL]"
-	pos, err := parseFlags(fs, args, 1, synopsis)
-	if err != nil {
-		return err
+func (c *cli) scheduleBackfillCmd() *cobra.Command {
+	var from, to string
+	cmd := &cobra.Command{
+		Use: "backfill NAME", Short: "run the fires due in a past range, each answered once (POST /schedules/{name}/backfill)",
+		Example: "  crewlet schedules backfill nightly-report --from 2026-01-02T00:00:00Z --to 2026-01-05T00:00:00Z", Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			var body wire.ScheduleBackfill
+			var err error
+			if body.From, err = time.Parse(time.RFC3339, from); err != nil {
+				return usageErrorf(cmd, "--from %q is not an RFC 3339 time", from)
+			}
+			if body.To, err = time.Parse(time.RFC3339, to); err != nil {
+				return usageErrorf(cmd, "--to %q is not an RFC 3339 time", to)
+			}
+			var out wire.ScheduleAction
+			if err := c.client().call(cmd.Context(), http.MethodPost, schedulePath(pos[0], "/backfill"), body, &out); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stdout, "schedule %s: the fires due from %s to %s run now, one after another\n", out.Name, body.From.Format(time.RFC3339), body.To.Format(time.RFC3339))
+			return nil
+		},
 	}
-	var body wire.ScheduleBackfill
-	if body.From, err = time.Parse(time.RFC3339, *from); err != nil {
-		return usageError{fmt.Sprintf("--from %q is not an RFC 3339 time; usage: %s", *from, synopsis)}
-	}
-	if body.To, err = time.Parse(time.RFC3339, *to); err != nil {
-		return usageError{fmt.Sprintf("--to %q is not an RFC 3339 time; usage: %s", *to, synopsis)}
-	}
-	var out wire.ScheduleAction
-	if err := newAPIClient(*base).call(ctx, http.MethodPost, schedulePath(pos[0], "/backfill"), body, &out); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "schedule %s: the fires due from %s to %s run now, one after another\n", out.Name, body.From.Format(time.RFC3339), body.To.Format(time.RFC3339))
-	return nil
+	cmd.Flags().StringVar(&from, "from", "", "the range's start, RFC 3339 (2026-01-02T09:00:00Z)")
+	cmd.Flags().StringVar(&to, "to", "", "the range's end, RFC 3339; not in the future")
+	return cmd
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
@@ -55,10 +55,6 @@ func (r serverRole) String() string {
 		return "worker"
 	}
 	return "serve"
-}
-
-func configFlag(fs *flag.FlagSet) *string {
-	return fs.String("config", envOr("CREWLET_CONFIG", "crewlet.yaml"), "org file")
 }
 
 // tracingFromEnv builds a server process's tracing; a test puts an
@@ -224,22 +220,49 @@ func openDatabase(ctx context.Context, org *config.Config, url string) (*store.S
 	return st, report, nil
 }
 
-func runServer(ctx context.Context, args []string, stderr io.Writer, role serverRole) error {
+// serverCmd is `crewlet serve`, `worker` or `api`: the process of role.
+func (c *cli) serverCmd(role serverRole) *cobra.Command {
+	var flags serverFlags
+	cmd := &cobra.Command{
+		Use:     role.String(),
+		Args:    noArgs,
+		Example: "  crewlet " + role.String() + " --config crewlet.yaml",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runServer(cmd.Context(), c.config, flags, c.stderr, role)
+		},
+	}
+	switch role {
+	case roleWorker:
+		cmd.Short = "run a worker node: it hosts seats and runs their turns"
+		cmd.Example += "\n  crewlet worker --node-id n1 --labels tools=git --capacity 50"
+	case roleAPI:
+		cmd.Short = "run the REST API and the console"
+	default:
+		cmd.Short = "run the API and a worker node in one process; --watch applies the org file as a new config revision whenever it changes"
+		cmd.Example += " --watch"
+	}
+	f := cmd.Flags()
+	f.StringVar(&flags.nodeID, "node-id", envOr("CREWLET_NODE_ID", ""), "stable node id (default $CREWLET_NODE_ID, else the host name)")
+	f.StringVar(&flags.labels, "labels", envOr("CREWLET_NODE_LABELS", ""), "node labels KEY=VALUE,... matched by role placement (default $CREWLET_NODE_LABELS)")
+	f.IntVar(&flags.capacity, "capacity", 0, "most seats this node hosts (0: no limit)")
+	f.BoolVar(&flags.watch, "watch", false, "apply the org file as a new config revision whenever it changes")
+	return cmd
+}
+
+// serverFlags are the flags of serve, worker and api.
+type serverFlags struct {
+	nodeID, labels string
+	capacity       int
+	watch          bool
+}
+
+func runServer(ctx context.Context, cfgPath string, flags serverFlags, stderr io.Writer, role serverRole) error {
 	// Before anything reads a secret: a process of crewlet's user (an MCP
 	// child) may not read its environment or memory through /proc.
 	if err := tools.ProtectProcess(); err != nil {
 		return err
 	}
-	fs := flag.NewFlagSet("server", flag.ContinueOnError)
-	cfgPath := configFlag(fs)
-	nodeID := fs.String("node-id", envOr("CREWLET_NODE_ID", ""), "stable node id (default: host name)")
-	labels := fs.String("labels", envOr("CREWLET_NODE_LABELS", ""), "node labels KEY=VALUE,... matched by role placement")
-	capacity := fs.Int("capacity", 0, "most seats this node hosts (0: no limit)")
-	watch := fs.Bool("watch", false, "apply the org file as a new config revision whenever it changes")
-	if _, err := parseFlags(fs, args, 0, "crewlet serve|worker|api [--config FILE] [--watch] [--node-id ID] [--labels K=V,...] [--capacity N]"); err != nil {
-		return err
-	}
-	d, err := connect(ctx, *cfgPath, role.String(), stderr)
+	d, err := connect(ctx, cfgPath, role.String(), stderr)
 	if err != nil {
 		return err
 	}
@@ -251,7 +274,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 	svcLog := log
 	var incarnation, nodeName string
 	if role&roleWorker != 0 {
-		incarnation, nodeName = workers.Incarnation(*nodeID)
+		incarnation, nodeName = workers.Incarnation(flags.nodeID)
 		svcLog = log.With("node", incarnation)
 	}
 	g := d.services(svcLog)
@@ -291,7 +314,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 	}
 	var node *workers.Node
 	if role&roleWorker != 0 {
-		opts, err := nodeOptions(*nodeID, *labels, *capacity, stderr)
+		opts, err := nodeOptions(flags.nodeID, flags.labels, flags.capacity, stderr)
 		if err != nil {
 			return err
 		}
@@ -373,8 +396,8 @@ func runServer(ctx context.Context, args []string, stderr io.Writer, role server
 	followCtx, stopFollowing := context.WithCancel(context.Background())
 	defer stopFollowing()
 	go d.follower.Run(followCtx, d.org.Nodes.HeartbeatTimeout/3)
-	if *watch {
-		go watchFile(followCtx, *cfgPath, d, d.org.Nodes.HeartbeatTimeout/3)
+	if flags.watch {
+		go watchFile(followCtx, cfgPath, d, d.org.Nodes.HeartbeatTimeout/3)
 	}
 
 	var drainRequested <-chan struct{}
@@ -486,10 +509,10 @@ func shutdownBound(org *config.Config) time.Duration {
 func nodeOptions(nodeID, labels string, capacity int, stderr io.Writer) (workers.NodeOptions, error) {
 	opts := workers.NodeOptions{NodeID: nodeID, Capacity: capacity, Labels: map[string]string{}, Stderr: stderr, Exit: os.Exit}
 	if nodeID != "" && !crewlet.ValidName(nodeID) {
-		return opts, usageError{fmt.Sprintf("--node-id %q: %s", nodeID, crewlet.NamePattern)}
+		return opts, usageError{msg: fmt.Sprintf("--node-id %q: %s", nodeID, crewlet.NamePattern)}
 	}
 	if capacity < 0 {
-		return opts, usageError{fmt.Sprintf("--capacity %d: must be 0 (no limit) or more", capacity)}
+		return opts, usageError{msg: fmt.Sprintf("--capacity %d: must be 0 (no limit) or more", capacity)}
 	}
 	for _, kv := range strings.Split(labels, ",") {
 		if strings.TrimSpace(kv) == "" {
@@ -498,7 +521,7 @@ func nodeOptions(nodeID, labels string, capacity int, stderr io.Writer) (workers
 		k, v, ok := strings.Cut(kv, "=")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if !ok || !config.ValidLabel(k) || !config.ValidLabel(v) {
-			return opts, usageError{fmt.Sprintf("--labels: %q is not KEY=VALUE with both matching %s", kv, config.LabelPattern)}
+			return opts, usageError{msg: fmt.Sprintf("--labels: %q is not KEY=VALUE with both matching %s", kv, config.LabelPattern)}
 		}
 		opts.Labels[strings.ToLower(k)] = v
 	}
@@ -507,13 +530,16 @@ func nodeOptions(nodeID, labels string, capacity int, stderr io.Writer) (workers
 	return opts, nil
 }
 
-func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	cfgPath := configFlag(fs)
-	if _, err := parseFlags(fs, args, 0, "crewlet migrate [--config FILE]"); err != nil {
-		return err
+func (c *cli) migrateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "migrate", Short: "apply database migrations and exit",
+		Example: "  crewlet migrate --config crewlet.yaml", Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runMigrate(cmd.Context(), c.config, c.stdout) },
 	}
-	org, err := config.Load(*cfgPath)
+}
+
+func runMigrate(ctx context.Context, cfgPath string, stdout io.Writer) error {
+	org, err := config.Load(cfgPath)
 	if err != nil {
 		return err
 	}
@@ -540,12 +566,15 @@ func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func runConfigCheck(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("config check", flag.ContinueOnError)
-	pos, err := parseFlags(fs, args, 1, "crewlet config check FILE")
-	if err != nil {
-		return err
+func (c *cli) configCheckCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "check FILE", Short: "validate an org file; lists every problem",
+		Example: "  crewlet config check crewlet.yaml", Args: exactArgs(1),
+		RunE: func(_ *cobra.Command, pos []string) error { return runConfigCheck(pos, c.stdout) },
 	}
+}
+
+func runConfigCheck(pos []string, stdout io.Writer) error {
 	org, overrides, err := config.LoadWithOverrides(pos[0])
 	if err != nil {
 		return err

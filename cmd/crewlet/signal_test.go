@@ -54,8 +54,8 @@ func TestSignalNamesWhoAsks(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			args := append([]string{"cto", "--api", srv.URL}, tc.args...)
-			if err := runSignal(context.Background(), "pause", args, io.Discard); err != nil {
+			args := append([]string{"pause", "cto", "--api", srv.URL}, tc.args...)
+			if err := run(context.Background(), args, io.Discard, io.Discard); err != nil {
 				t.Fatal(err)
 			}
 			if by, _ := got["by"].(string); by != tc.want {

@@ -1,45 +1,43 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
-// runSeatSpawn is `crewlet seats spawn ROLE` (POST /seats/spawn).
-func runSeatSpawn(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("seats spawn", flag.ContinueOnError)
-	base := apiFlag(fs)
-	pos, err := parseFlags(fs, args, 1, "crewlet seats spawn ROLE [--api URL]")
-	if err != nil {
-		return err
+func (c *cli) seatSpawnCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "spawn ROLE",
+		Short:   "spawn a seat of ROLE from its pool; print its handle (POST /seats/spawn)",
+		Example: "  crewlet seats spawn engineer",
+		Args:    exactArgs(1),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			var seat wire.SpawnedSeat
+			if err := c.client().call(cmd.Context(), http.MethodPost, "/seats/spawn", wire.SpawnRequest{Role: pos[0]}, &seat); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stdout, "spawned %s (role %s); it is reaped once idle with nothing open\n", seat.Handle, seat.Role)
+			return nil
+		},
 	}
-	var seat wire.SpawnedSeat
-	if err := newAPIClient(*base).call(ctx, http.MethodPost, "/seats/spawn", wire.SpawnRequest{Role: pos[0]}, &seat); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "spawned %s (role %s); it is reaped once idle with nothing open\n", seat.Handle, seat.Role)
-	return nil
 }
 
-// runPools is `crewlet pools` (GET /pools).
-func runPools(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("pools", flag.ContinueOnError)
-	base := apiFlag(fs)
-	if _, err := parseFlags(fs, args, 0, "crewlet pools [--api URL]"); err != nil {
-		return err
-	}
-	var pools []wire.PoolView
-	if err := newAPIClient(*base).call(ctx, http.MethodGet, "/pools", nil, &pools); err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+func (c *cli) poolsCmd() *cobra.Command {
+	return readCommand(c, &cobra.Command{
+		Use: "pools", Short: "each role's spawn pool: max, live, free, reclaimable, its seats (GET /pools)",
+		Example: "  crewlet pools", Args: noArgs,
+	}, fixedPath("/pools"), printPools)
+}
+
+func printPools(w io.Writer, pools []wire.PoolView) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROLE\tMAX\tLIVE\tFREE\tRECLAIMABLE\tREAP AFTER\tSEATS")
 	for _, p := range pools {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", p.Role, p.MaxSeats, p.Live, p.Free, p.Reclaimable, p.IdleReapAfter, dash(strings.Join(p.Seats, ", ")))

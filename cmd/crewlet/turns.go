@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,22 +11,23 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
-func runSeatUsage(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("seats usage", flag.ContinueOnError)
-	base := apiFlag(fs)
-	pos, err := parseFlags(fs, args, 1, "crewlet seats usage HANDLE [--api URL]")
-	if err != nil {
-		return err
-	}
-	var u crewlet.SeatUsage
-	if err := newAPIClient(*base).call(ctx, http.MethodGet, seatPath(pos[0], "/usage"), nil, &u); err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+func (c *cli) seatUsageCmd() *cobra.Command {
+	return readCommand(c, &cobra.Command{
+		Use:     "usage HANDLE",
+		Short:   "tokens used and caps per day/week/month, seat and company; the hold if any (GET /seats/{handle}/usage)",
+		Example: "  crewlet seats usage cto\n  crewlet seats usage cto -o json | jq .hold",
+		Args:    exactArgs(1),
+	}, func(args []string) (string, error) { return seatPath(args[0], "/usage"), nil }, printSeatUsage)
+}
+
+func printSeatUsage(w io.Writer, u crewlet.SeatUsage) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCOPE\tWINDOW\tUSED\tCAP\tRESETS AT")
 	for _, w := range u.Windows {
 		limit := "-"
@@ -41,28 +40,30 @@ func runSeatUsage(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if h := u.Hold; h != nil {
-		fmt.Fprintf(stdout, "held: the %s %s cap of %d tokens is reached (%d used); turns wait until %s (%s)\n",
+		fmt.Fprintf(w, "held: the %s %s cap of %d tokens is reached (%d used); turns wait until %s (%s)\n",
 			h.Scope, h.Window, h.Cap, h.Used, h.ResetsAt.Format(time.RFC3339), u.Timezone)
 	} else {
-		fmt.Fprintf(stdout, "not held; windows run on %s\n", u.Timezone)
+		fmt.Fprintf(w, "not held; windows run on %s\n", u.Timezone)
 	}
 	return nil
 }
 
-func runSeatTurns(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("seats turns", flag.ContinueOnError)
-	base := apiFlag(fs)
-	limit := fs.Int("limit", 20, fmt.Sprintf("how many of the newest turns to show (1 to %d)", wire.MaxTurns))
-	pos, err := parseFlags(fs, args, 1, "crewlet seats turns HANDLE [--limit N] [--api URL]")
-	if err != nil {
-		return err
-	}
-	var turns []wire.TurnRow
-	path := seatPath(pos[0], "/turns") + fmt.Sprintf("?limit=%d", *limit)
-	if err := newAPIClient(*base).call(ctx, http.MethodGet, path, nil, &turns); err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+func (c *cli) seatTurnsCmd() *cobra.Command {
+	var limit int
+	cmd := readCommand(c, &cobra.Command{
+		Use:     "turns HANDLE",
+		Short:   "a seat's newest turns: id, status, rounds, start, note (GET /seats/{handle}/turns)",
+		Example: "  crewlet seats turns cto --limit 5",
+		Args:    exactArgs(1),
+	}, func(args []string) (string, error) {
+		return seatPath(args[0], "/turns") + fmt.Sprintf("?limit=%d", limit), nil
+	}, printTurnRows)
+	cmd.Flags().IntVar(&limit, "limit", 20, fmt.Sprintf("how many of the newest turns to show (1 to %d)", wire.MaxTurns))
+	return cmd
+}
+
+func printTurnRows(w io.Writer, turns []wire.TurnRow) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tROUNDS\tSTARTED\tNOTE")
 	for _, t := range turns {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.TurnID, t.Status, t.Rounds, t.StartedAt.Format(time.RFC3339), dash(crewlet.OneLine(t.Note, 0)))
@@ -70,34 +71,58 @@ func runSeatTurns(ctx context.Context, args []string, stdout io.Writer) error {
 	return tw.Flush()
 }
 
-func runTurnShow(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("turn show", flag.ContinueOnError)
-	base := apiFlag(fs)
-	pos, err := parseFlags(fs, args, 1, "crewlet turn show TURN-ID [--api URL]")
-	if err != nil {
-		return err
-	}
-	handle, workKey, ok := crewlet.ParseTurnID(pos[0])
+func (c *cli) turnCmd() *cobra.Command {
+	return group("turn", "one turn of a seat", c.turnShowCmd())
+}
+
+// turnPath is a turn's route from its id, turn/HANDLE/WORK_KEY.
+func turnPath(cmd *cobra.Command, id string) (string, error) {
+	handle, workKey, ok := crewlet.ParseTurnID(id)
 	if !ok {
-		return usageError{fmt.Sprintf("turn id %q is not turn/HANDLE/WORK_KEY; `crewlet seats turns HANDLE` lists them", pos[0])}
+		return "", usageErrorf(cmd, "turn id %q is not turn/HANDLE/WORK_KEY; `crewlet seats turns HANDLE` lists them", id)
 	}
-	var v wire.TurnView
-	path := "/turns/" + url.PathEscape(handle) + "/" + url.PathEscape(workKey)
-	client := newAPIClient(*base)
-	if err := client.call(ctx, http.MethodGet, path, nil, &v); err != nil {
-		return err
+	return "/turns/" + url.PathEscape(handle) + "/" + url.PathEscape(workKey), nil
+}
+
+func (c *cli) turnShowCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "show TURN-ID",
+		Short:   "a turn's model transcript per thread and its charter receipts (GET /turns/{handle}/{work_key})",
+		Example: "  crewlet turn show turn/cto/ev-0123\n  crewlet turn show turn/cto/ev-0123 -o json | jq '.messages | length'",
+		Args:    exactArgs(1),
 	}
-	// A large turn comes in pages of messages (docs/operations.md, "Large reads").
-	for next := v.Next; next != 0; {
-		var page wire.TurnView
-		if err := client.call(ctx, http.MethodGet, path+"?from="+strconv.Itoa(next), nil, &page); err != nil {
+	out := outputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		asJSON, err := out.json(cmd)
+		if err != nil {
 			return err
 		}
-		v.Messages = append(v.Messages, page.Messages...)
-		next = page.Next
+		path, err := turnPath(cmd, pos[0])
+		if err != nil {
+			return err
+		}
+		var v wire.TurnView
+		client := c.client()
+		if err := client.call(cmd.Context(), http.MethodGet, path, nil, &v); err != nil {
+			return err
+		}
+		// A large turn comes in pages of messages (docs/operations.md, "Large reads").
+		for next := v.Next; next != 0; {
+			var page wire.TurnView
+			if err := client.call(cmd.Context(), http.MethodGet, path+"?from="+strconv.Itoa(next), nil, &page); err != nil {
+				return err
+			}
+			v.Messages = append(v.Messages, page.Messages...)
+			next = page.Next
+		}
+		v.Next = 0
+		if asJSON {
+			return printJSON(c.stdout, v)
+		}
+		printTurn(c.stdout, v)
+		return nil
 	}
-	printTurn(stdout, v)
-	return nil
+	return cmd
 }
 
 // printTurn writes a turn's header, each thread's transcript and the

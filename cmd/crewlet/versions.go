@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -35,13 +35,19 @@ type versionCount struct {
 // the deployment's running runs are on each version, and for every shim in
 // workflows.Shims how many runs it still serves: what decides whether the
 // code kept for older runs (marked COMPAT) may be deleted.
-func runVersions(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("versions", flag.ContinueOnError)
-	cfgPath := configFlag(fs)
-	if _, err := parseFlags(fs, args, 0, "crewlet versions [--config FILE]"); err != nil {
-		return err
+func (c *cli) versionsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "versions",
+		Short: "count the running seats and turns on each version of each workflow change and on each worker build, " +
+			"and say which code kept for older runs may go and which old build's nodes may stop (docs/versioning.md)",
+		Example: "  crewlet versions --config crewlet.yaml",
+		Args:    noArgs,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runVersions(cmd.Context(), c.config, c.stdout) },
 	}
-	org, err := config.Load(*cfgPath)
+}
+
+func runVersions(ctx context.Context, cfgPath string, stdout io.Writer) error {
+	org, err := config.Load(cfgPath)
 	if err != nil {
 		return err
 	}

@@ -5,13 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/crewlet/crewlet/internal/events"
 )
@@ -20,61 +21,65 @@ import (
 // stream.
 const watchReconnect = time.Second
 
-// runWatch prints a seat's or a conversation's live events as they come,
+// watchCmd prints a seat's or a conversation's live events as they come,
 // one line each, and reconnects a dropped stream from the last event it
 // printed, until Ctrl-C.
-func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
-	base := apiFlag(fs)
-	conversation := fs.String("conversation", "", "watch this conversation instead of a seat")
-	after := fs.String("after", "", "start after this event id (from an earlier watch) instead of now")
-	asJSON := fs.Bool("json", false, "print each event as its JSON")
-	positional := 1
-	if hasFlag(args, "conversation") {
-		positional = 0
+func (c *cli) watchCmd() *cobra.Command {
+	var conversation, after string
+	cmd := &cobra.Command{
+		Use: "watch HANDLE | watch --conversation ID",
+		Short: "print a seat's or a conversation's live events as they come, one line each; reconnects from the last one on a dropped connection, " +
+			"Ctrl-C stops (GET /seats/{handle}/stream, GET /conversations/{id}/stream)",
+		Example: "  crewlet watch cto\n  crewlet watch --conversation conv-1234 -o json",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if conversation != "" {
+				return exactArgs(0)(cmd, args)
+			}
+			return exactArgs(1)(cmd, args)
+		},
 	}
-	pos, err := parseFlags(fs, args, positional, "crewlet watch HANDLE | --conversation ID [--after ID] [--json] [--api URL]")
-	if err != nil {
-		return err
-	}
-	path := "/conversations/" + url.PathEscape(*conversation) + "/stream"
-	if len(pos) == 1 {
-		path = seatPath(pos[0], "/stream")
-	}
-	c := newAPIClient(*base)
-	c.http.Timeout = 0 // a stream has no end to time out on
-	last := *after
-	for {
-		err := c.watch(ctx, path, &last, func(ev events.Event) {
-			printEvent(stdout, ev, *asJSON)
-		})
-		var ae *apiError
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case errors.As(err, &ae) && ae.Status == http.StatusUnauthorized && c.refreshLocalToken():
-			// The API restarted with a new local token; go on with it.
-		case errors.As(err, &ae) && ae.Status != http.StatusServiceUnavailable:
+	out := outputFlag(cmd)
+	jsonAliasFlag(cmd)
+	cmd.Flags().StringVar(&conversation, "conversation", "", "watch this conversation instead of a seat")
+	cmd.Flags().StringVar(&after, "after", "", "start after this event id (from an earlier watch) instead of now")
+	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		asJSON, err := out.json(cmd)
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "crewlet: stream dropped (%v); reconnecting after %s\n", err, last)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(watchReconnect):
+		ctx := cmd.Context()
+		path := "/conversations/" + url.PathEscape(conversation) + "/stream"
+		if len(pos) == 1 {
+			path = seatPath(pos[0], "/stream")
+		}
+		client := c.client()
+		if client.err != nil {
+			return client.err
+		}
+		client.http.Timeout = 0 // a stream has no end to time out on
+		last := after
+		for {
+			err := client.watch(ctx, path, &last, func(ev events.Event) {
+				printEvent(c.stdout, ev, asJSON)
+			})
+			var ae *apiError
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case errors.As(err, &ae) && ae.Status == http.StatusUnauthorized && client.refreshLocalToken():
+				// The API restarted with a new local token; go on with it.
+			case errors.As(err, &ae) && ae.Status != http.StatusServiceUnavailable:
+				return err
+			}
+			fmt.Fprintf(c.stderr, "crewlet: stream dropped (%v); reconnecting after %s\n", err, last)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(watchReconnect):
+			}
 		}
 	}
-}
-
-// hasFlag reports whether args set the flag name.
-func hasFlag(args []string, name string) bool {
-	for _, a := range args {
-		a = strings.TrimLeft(a, "-")
-		if a == name || strings.HasPrefix(a, name+"=") {
-			return true
-		}
-	}
-	return false
+	return cmd
 }
 
 // watch reads one connection of a stream, from after *last, calling each

@@ -35,6 +35,7 @@ type Config struct {
 	Schedules   []Schedule         `mapstructure:"schedules"`
 	Pools       []SpawnPool        `mapstructure:"pools"`
 	Agents      []Agent            `mapstructure:"agents"`
+	Prices      []Price            `mapstructure:"prices"`
 	Log         Log                `mapstructure:"log"`
 	Metrics     Metrics            `mapstructure:"metrics"`
 	Stream      Stream             `mapstructure:"stream"`
@@ -569,7 +570,8 @@ type Profile struct {
 
 	// BaseURL, Model, APIKeyEnv and MaxTokens configure the openai and
 	// anthropic providers. BaseURL is filled in at load with the provider's
-	// public endpoint when empty.
+	// public endpoint when empty. A scripted profile may name a Model too:
+	// the name its calls are priced as (prices:).
 	BaseURL string `mapstructure:"base_url"`
 	Model   string `mapstructure:"model"`
 	// APIKeyEnv names the environment variable holding the API key; the

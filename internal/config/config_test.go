@@ -418,7 +418,6 @@ seats: [ { handle: operator, kind: human }, { handle: tickets, kind: human } ]`,
 			yaml: minimal + `profiles: { s: { provider: scripted, base_url: "http://h/v1", model: m, api_key_env: KEY, max_tokens: 10 } }`,
 			want: []string{
 				"profiles.s.base_url: provider scripted takes no base_url; it applies to providers anthropic and openai",
-				"profiles.s.model: provider scripted takes no model",
 				"profiles.s.api_key_env: provider scripted takes no api_key_env",
 				"profiles.s.max_tokens: provider scripted takes no max_tokens",
 			},

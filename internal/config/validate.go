@@ -339,12 +339,13 @@ func (c *Config) problems() []*Problem {
 		case !contains(providers, p.Provider):
 			add(base+".provider", "unsupported provider %q; supported providers: %s", p.Provider, strings.Join(providers, ", "))
 		case p.Provider == ProviderScripted:
+			// A scripted profile may name a model: the name its calls are
+			// priced as (prices:), since it calls no provider.
 			for _, k := range []struct {
 				key string
 				set bool
 			}{
 				{"base_url", p.BaseURL != ""},
-				{"model", p.Model != ""},
 				{"api_key_env", p.APIKeyEnv != ""},
 				{"max_tokens", p.MaxTokens != 0},
 			} {
@@ -453,6 +454,7 @@ func (c *Config) problems() []*Problem {
 	}
 
 	checkAgents(add, c)
+	checkPrices(add, c)
 	checkAuthority(add, c)
 
 	if n := c.Stream.Keep; n < 100 || n > 1000000 {

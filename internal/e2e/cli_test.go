@@ -99,3 +99,36 @@ func TestServeRefusesToStartHalfConfigured(t *testing.T) {
 		}
 	})
 }
+
+// The binary answers --help on stdout with exit 0, and a command line it
+// cannot run on stderr with exit 2 and that command's usage line; a
+// failure past the command line is exit 1, on stderr too.
+func TestCLIHelpAndErrorsByExitCode(t *testing.T) {
+	for _, tc := range []struct {
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{[]string{"seats", "ls", "--help"}, 0, "GET /seats", ""},
+		{[]string{"seats", "show"}, 2, "", "takes HANDLE; got 0 argument(s) []; usage: crewlet seats show HANDLE [flags]\nrun `crewlet seats show --help`"},
+		{[]string{"seats", "ls", "--api", "http://127.0.0.1:1"}, 1, "", "cannot reach the crewlet API at http://127.0.0.1:1"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			cmd := exec.Command(binary, tc.args...)
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			code := 0
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				code = exit.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.code || !strings.Contains(stdout.String(), tc.stdout) || !strings.Contains(stderr.String(), tc.stderr) ||
+				(tc.stdout == "") != (stdout.Len() == 0) || (tc.stderr == "") != (stderr.Len() == 0) {
+				t.Fatalf("exit %d; want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, stdout.String(), stderr.String())
+			}
+		})
+	}
+}

@@ -35,6 +35,8 @@ type Metrics struct {
 	internalErrors   *prometheus.CounterVec
 	modelCalls       *prometheus.HistogramVec
 	modelTokens      *prometheus.CounterVec
+	spend            *prometheus.CounterVec
+	unpricedTokens   *prometheus.CounterVec
 	nodesClaimed     prometheus.Counter
 	hostLostSignals  *prometheus.CounterVec
 	selfFences       prometheus.Counter
@@ -93,6 +95,12 @@ func New() *Metrics {
 		modelCalls: f.histogramVec("crewlet_model_call_seconds",
 			"Model call duration by profile and outcome (ok, error): a provider slowing down or failing shows here first.",
 			[]float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}, "profile", "outcome"),
+		spend: f.counterVec("crewlet_spend_usd_total",
+			"Money spent on model calls in dollars, by seat (empty unless metrics.seat_labels), role and model, at the price each call's receipt froze: what the money budgets count down.",
+			"seat", "role", "model"),
+		unpricedTokens: f.counterVec("crewlet_unpriced_tokens_total",
+			"Tokens of model calls no price was found for, by seat (empty unless metrics.seat_labels), role and model: add the model to prices: in the org file, or a money budget cannot count them.",
+			"seat", "role", "model"),
 		modelTokens: f.counterVec("crewlet_model_tokens_total",
 			"Tokens spent by profile and direction (input, output): what a subscription's limit or a budget hold is counting down.",
 			"profile", "direction"),
@@ -267,6 +275,19 @@ func (m *Metrics) ModelCall(profile string, took time.Duration, err error, input
 	m.modelCalls.WithLabelValues(profile, outcome).Observe(took.Seconds())
 	m.modelTokens.WithLabelValues(profile, "input").Add(float64(inputTokens))
 	m.modelTokens.WithLabelValues(profile, "output").Add(float64(outputTokens))
+}
+
+// Spend records one model call's money receipt, once, when it is first
+// written; an unpriced call counts its tokens instead.
+func (m *Metrics) Spend(seat, role, model string, nanoUSD int64, priced bool, tokens int64) {
+	if m == nil {
+		return
+	}
+	if !priced {
+		m.unpricedTokens.WithLabelValues(seat, role, model).Add(float64(tokens))
+		return
+	}
+	m.spend.WithLabelValues(seat, role, model).Add(float64(nanoUSD) / 1e9)
 }
 
 // NodeClaimed records a dead peer claimed by this node's detector.

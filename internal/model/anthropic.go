@@ -238,6 +238,7 @@ func anthropicResponse(out *anthropic.Message) crewlet.ModelResponse {
 	resp.Usage = crewlet.Usage{
 		InputTokens:  u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens,
 		OutputTokens: u.OutputTokens,
+		CachedTokens: u.CacheReadInputTokens,
 	}
 	return resp
 }

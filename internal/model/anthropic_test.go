@@ -78,8 +78,8 @@ func TestAnthropicText(t *testing.T) {
 	if resp.Text != "Hello, board." || len(resp.ToolCalls) != 0 {
 		t.Errorf("response = %+v, want text %q", resp, "Hello, board.")
 	}
-	if resp.Usage != (crewlet.Usage{InputTokens: 123, OutputTokens: 5}) {
-		t.Errorf("usage = %+v, want {123 5}: cached prompt tokens count as input", resp.Usage)
+	if resp.Usage != (crewlet.Usage{InputTokens: 123, OutputTokens: 5, CachedTokens: 100}) {
+		t.Errorf("usage = %+v, want {123 5 100}: cached prompt tokens count as input, the cache reads as cached too", resp.Usage)
 	}
 
 	r := f.only(t)

@@ -237,6 +237,7 @@ func (o *OpenAI) response(out *openai.ChatCompletion) (crewlet.ModelResponse, er
 		Usage: crewlet.Usage{
 			InputTokens:  out.Usage.PromptTokens,
 			OutputTokens: out.Usage.CompletionTokens,
+			CachedTokens: out.Usage.PromptTokensDetails.CachedTokens,
 		},
 	}
 	if resp.Text == "" {

@@ -199,7 +199,7 @@ func TestOpenAIToolRoundTrip(t *testing.T) {
 	toolCall := `{"id":"chatcmpl-2","object":"chat.completion","created":1,"model":"test-model",
 		"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,
 		"tool_calls":[{"id":"call_7","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]}}],
-		"usage":{"prompt_tokens":40,"completion_tokens":9,"total_tokens":49}}`
+		"usage":{"prompt_tokens":40,"completion_tokens":9,"total_tokens":49,"prompt_tokens_details":{"cached_tokens":32}}}`
 	f := newFakeProvider(t,
 		reply{status: 200, body: toolCall},
 		reply{status: 200, body: oaiText("It is 3°C in Oslo.", 60, 8)},
@@ -223,8 +223,8 @@ func TestOpenAIToolRoundTrip(t *testing.T) {
 	if call.ID != "call_7" || call.Name != "get_weather" || string(call.Args) != `{"city":"Oslo"}` {
 		t.Errorf("tool call = {%s %s %s}, want {call_7 get_weather {\"city\":\"Oslo\"}}", call.ID, call.Name, call.Args)
 	}
-	if first.Usage != (crewlet.Usage{InputTokens: 40, OutputTokens: 9}) {
-		t.Errorf("usage = %+v, want {40 9}", first.Usage)
+	if first.Usage != (crewlet.Usage{InputTokens: 40, OutputTokens: 9, CachedTokens: 32}) {
+		t.Errorf("usage = %+v, want {40 9 32}: the cached prompt tokens are input and cached", first.Usage)
 	}
 
 	req.Messages = append(req.Messages,

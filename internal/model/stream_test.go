@@ -404,8 +404,8 @@ func TestAnthropicStream(t *testing.T) {
 	if !reflect.DeepEqual(resp, whole) {
 		t.Errorf("streamed response = %+v\nwhole response    = %+v\nwant them equal", resp, whole)
 	}
-	if resp.Usage != (crewlet.Usage{InputTokens: 123, OutputTokens: 5}) {
-		t.Errorf("usage = %+v, want {123 5}: input and cached tokens from message_start, output from message_delta", resp.Usage)
+	if resp.Usage != (crewlet.Usage{InputTokens: 123, OutputTokens: 5, CachedTokens: 100}) {
+		t.Errorf("usage = %+v, want {123 5 100}: input and cached tokens from message_start, output from message_delta", resp.Usage)
 	}
 
 	var body struct {

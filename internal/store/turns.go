@@ -460,23 +460,38 @@ func (s *Store) RecordRoundAnswer(ctx context.Context, r wire.RoundRow, loc *tim
 		}
 	}
 	var b pgx.Batch
-	// One statement: the round's insert, and the charge only when the
-	// insert recorded the round.
+	// One statement: the round's insert, and the charge (tokens, money, and
+	// the day's spend) only when the insert recorded the round.
+	unpriced := int64(0)
+	if !r.Priced {
+		unpriced = tokens
+	}
 	b.Queue(`
 		WITH round AS (
-			INSERT INTO turn_rounds (seat, work_key, round, profile, system_sha256, system_bytes, input_tokens, output_tokens, context_bytes, answered_model, recorded_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			INSERT INTO turn_rounds (seat, work_key, round, profile, system_sha256, system_bytes, input_tokens, output_tokens, context_bytes, answered_model, recorded_at,
+				cached_tokens, model, price_version, nano_usd, priced)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $16, $17, $18, $19, $20)
 			ON CONFLICT (seat, work_key, round) DO NOTHING
 			RETURNING 1
 		), charge AS (
-			INSERT INTO usage_counters AS u (scope, window_name, window_start, tokens)
-			SELECT s, w, t, $15::bigint FROM unnest($12::text[], $13::text[], $14::timestamptz[]) AS c (s, w, t)
-			WHERE $15::bigint > 0 AND EXISTS (SELECT 1 FROM round)
-			ON CONFLICT (scope, window_name, window_start) DO UPDATE SET tokens = u.tokens + EXCLUDED.tokens
+			INSERT INTO usage_counters AS u (scope, window_name, window_start, tokens, nano_usd, unpriced_tokens)
+			SELECT s, w, t, $15::bigint, $19::bigint, $21::bigint FROM unnest($12::text[], $13::text[], $14::timestamptz[]) AS c (s, w, t)
+			WHERE ($15::bigint > 0 OR $19::bigint > 0) AND EXISTS (SELECT 1 FROM round)
+			ON CONFLICT (scope, window_name, window_start) DO UPDATE
+			SET tokens = u.tokens + EXCLUDED.tokens, nano_usd = u.nano_usd + EXCLUDED.nano_usd, unpriced_tokens = u.unpriced_tokens + EXCLUDED.unpriced_tokens
+		), spend AS (
+			INSERT INTO spend_daily AS d (day, seat, role, model, profile, rounds, input_tokens, output_tokens, cached_tokens, unpriced_tokens, nano_usd)
+			SELECT $22::date, $1, $23, $17, $4, 1, $7, $8, $16, $21, $19 WHERE EXISTS (SELECT 1 FROM round)
+			ON CONFLICT (day, seat, role, model, profile) DO UPDATE
+			SET rounds = d.rounds + 1, input_tokens = d.input_tokens + EXCLUDED.input_tokens, output_tokens = d.output_tokens + EXCLUDED.output_tokens,
+				cached_tokens = d.cached_tokens + EXCLUDED.cached_tokens, unpriced_tokens = d.unpriced_tokens + EXCLUDED.unpriced_tokens,
+				nano_usd = d.nano_usd + EXCLUDED.nano_usd
 		)
 		SELECT EXISTS (SELECT 1 FROM round)`,
 		r.Seat, r.WorkKey, r.Round, r.Profile, r.SystemSHA256, r.SystemBytes, r.InputTokens, r.OutputTokens, r.ContextBytes, r.AnsweredModel, r.RecordedAt,
-		scopes, windows, starts, tokens).QueryRow(func(row pgx.Row) error { return row.Scan(&charged) })
+		scopes, windows, starts, tokens,
+		r.CachedTokens, r.Model, r.PriceVersion, r.NanoUSD, r.Priced, unpriced,
+		r.RecordedAt.In(loc).Format(time.DateOnly), r.Role).QueryRow(func(row pgx.Row) error { return row.Scan(&charged) })
 	appended := false
 	if answer != nil {
 		msg, err := json.Marshal(answer.Message)
@@ -517,12 +532,14 @@ func (s *Store) TurnRounds(ctx context.Context, seat, workKey string) ([]wire.Ro
 }
 
 const turnRoundsSQL = `
-	SELECT seat, work_key, round, profile, system_sha256, system_bytes, input_tokens, output_tokens, context_bytes, answered_model, recorded_at
+	SELECT seat, work_key, round, profile, system_sha256, system_bytes, input_tokens, output_tokens, context_bytes, answered_model, recorded_at,
+		cached_tokens, model, price_version, nano_usd, priced
 	FROM turn_rounds WHERE seat = $1 AND work_key = $2 ORDER BY round`
 
 func scanRound(r pgx.CollectableRow) (wire.RoundRow, error) {
 	var x wire.RoundRow
-	err := r.Scan(&x.Seat, &x.WorkKey, &x.Round, &x.Profile, &x.SystemSHA256, &x.SystemBytes, &x.InputTokens, &x.OutputTokens, &x.ContextBytes, &x.AnsweredModel, &x.RecordedAt)
+	err := r.Scan(&x.Seat, &x.WorkKey, &x.Round, &x.Profile, &x.SystemSHA256, &x.SystemBytes, &x.InputTokens, &x.OutputTokens, &x.ContextBytes, &x.AnsweredModel, &x.RecordedAt,
+		&x.CachedTokens, &x.Model, &x.PriceVersion, &x.NanoUSD, &x.Priced)
 	return x, err
 }
 
@@ -606,7 +623,7 @@ const notLiveThread = `
 
 // TurnsTrimmed counts what one TrimTurns deleted.
 type TurnsTrimmed struct {
-	Turns, Messages, Rounds, ToolCalls, Counters int64
+	Turns, Messages, Rounds, ToolCalls, Counters, Spend int64
 	// Slots are profile slots whose lease ran out: their turn vanished
 	// without giving them back, and they count no more.
 	Slots int64
@@ -634,6 +651,7 @@ func (s *Store) TrimTurns(ctx context.Context, age time.Duration) (TurnsTrimmed,
 			{&out.Rounds, `DELETE FROM turn_rounds r WHERE recorded_at < now() - make_interval(secs => $1)` + notLiveThread, age},
 			{&out.ToolCalls, `DELETE FROM tool_calls r WHERE started_at < now() - make_interval(secs => $1)` + notLiveThread, age},
 			{&out.Counters, `DELETE FROM usage_counters WHERE window_start < now() - make_interval(secs => $1)`, usageRetention},
+			{&out.Spend, `DELETE FROM spend_daily WHERE day < (now() - make_interval(secs => $1))::date`, usageRetention},
 			{&out.Slots, `DELETE FROM profile_slots WHERE expires_at < now() - make_interval(secs => $1)`, 0},
 		} {
 			tag, err := tx.Exec(ctx, step.sql, step.age.Seconds())

@@ -113,6 +113,21 @@ type RoundRow struct {
 	// did not say.
 	AnsweredModel string    `json:"answered_model,omitempty"`
 	RecordedAt    time.Time `json:"recorded_at"`
+
+	// The round's money receipt, frozen when it is written: CachedTokens
+	// is the part of InputTokens read from the provider's prompt cache,
+	// Model the model it was priced as, PriceVersion the price table's
+	// version (or "org:..." for the org file's price) and NanoUSD the
+	// amount in nano-dollars. Priced is false when no price was found: its
+	// tokens count as unpriced, never as free.
+	CachedTokens int64  `json:"cached_tokens"`
+	Model        string `json:"model,omitempty"`
+	PriceVersion string `json:"price_version,omitempty"`
+	NanoUSD      int64  `json:"nano_usd"`
+	Priced       bool   `json:"priced"`
+	// Role is the seat's role when the round ran, for the spend by role;
+	// it is not kept on the round.
+	Role string `json:"-"`
 }
 
 // MaxTurns is the most turns one GET /seats/{handle}/turns lists.
