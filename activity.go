@@ -116,6 +116,9 @@ type MaintenanceOutput struct {
 	// EvalUsageTrimmed are replays' charges older than any eval budget
 	// window.
 	EvalUsageTrimmed int64 `json:"eval_usage_trimmed"`
+	// EvalRunsTrimmed are eval runs, with their results, finished longer
+	// ago than evals.retention.
+	EvalRunsTrimmed int64 `json:"eval_runs_trimmed"`
 	// Rows deleted by the retention of each other kind of record.
 	MessagesTrimmed       int64 `json:"messages_trimmed"`
 	ConversationsTrimmed  int64 `json:"conversations_trimmed"`

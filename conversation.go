@@ -197,6 +197,16 @@ func ClipText(s string, keep int) string {
 	return fmt.Sprintf("%s\n[clipped: %d of %d bytes cut to keep the conversation within the context budget]", kept, len(s)-len(kept), len(s))
 }
 
+// Clip is s cut to at most most bytes, at a rune boundary, with a marker
+// saying how much was left out: how an answer of the API clips a text.
+func Clip(s string, most int) string {
+	if len(s) <= most {
+		return s
+	}
+	kept := RunePrefix(s, most)
+	return kept + fmt.Sprintf("\n…[clipped by crewlet: %d of %d bytes left out; one text of this answer holds at most %d]", len(s)-len(kept), len(s), most)
+}
+
 // RunePrefix is the longest prefix of s of at most n bytes that does not
 // split a rune: the one way every clip in crewlet cuts text.
 func RunePrefix(s string, n int) string {

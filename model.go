@@ -40,6 +40,18 @@ type ToolSpec struct {
 	ReadOnly bool `json:"read_only,omitempty"`
 }
 
+// ReadOnlyTool reports whether the catalog offers the tool named name as
+// read-only: the one test of whether a call may be retried in a turn, or
+// run live in a replay.
+func ReadOnlyTool(catalog []ToolSpec, name string) bool {
+	for _, t := range catalog {
+		if t.Name == name {
+			return t.ReadOnly
+		}
+	}
+	return false
+}
+
 // ModelRequest is one model call: the system prompt, the conversation so far
 // and the tools on offer.
 type ModelRequest struct {

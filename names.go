@@ -42,6 +42,10 @@ const (
 	// change, a bounded number at once, and scores each replay
 	// (docs/architecture.md, "Replay").
 	WorkflowEvalRun = "EvalRun"
+	// WorkflowReplayTurn runs one replay that may call read-only MCP tools
+	// for real (live_read_only) on a worker node, where MCP servers may
+	// run (docs/architecture.md, "Replay").
+	WorkflowReplayTurn = "ReplayTurn"
 )
 
 // Activity names. Workflows refer to activities by these names so that the
@@ -124,6 +128,8 @@ const (
 	ActivityEvalPlan   = "EvalPlan"
 	ActivityEvalTurn   = "EvalTurn"
 	ActivityEvalFinish = "EvalFinish"
+	// ReplayTurn's one step, on the shared queue: the replay.
+	ActivityReplayTurn = "ReplayTurn"
 )
 
 // Signal and query names. Operators use the seat's directly with

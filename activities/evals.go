@@ -3,11 +3,10 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
-
-	"go.temporal.io/sdk/activity"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/evals"
@@ -62,24 +61,9 @@ func (a *Evals) EvalTurn(ctx context.Context, in crewlet.EvalTurnInput) (crewlet
 	if err := json.Unmarshal(setup.Checks, &checks); err != nil {
 		return crewlet.EvalTurnOutput{}, fmt.Errorf("decode checks of %s: %w", in.Run, err)
 	}
-	beat := a.Beat
-	if beat == 0 {
-		beat = evalBeat
-	}
-	bctx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() {
-		tick := time.NewTicker(beat)
-		defer tick.Stop()
-		for {
-			select {
-			case <-bctx.Done():
-				return
-			case <-tick.C:
-				activity.RecordHeartbeat(ctx)
-			}
-		}
-	}()
+	stop := make(chan struct{})
+	defer close(stop)
+	go heartbeatWhile(ctx, a.beat(), stop)
 
 	var charges []store.EvalCharge
 	engine := *a.Engine
@@ -129,6 +113,37 @@ func (a *Evals) EvalTurn(ctx context.Context, in crewlet.EvalTurnInput) (crewlet
 	return crewlet.EvalTurnOutput{Status: out.Status}, nil
 }
 
+// ReplayTurn runs one replay the API handed to a worker node because it
+// may run read-only MCP tools live (workflows.ReplayTurn). A refusal of
+// the replay engine is its answer, not a failure; the report's tool
+// results are clipped at in.ClipAt, to keep it within what Temporal
+// carries.
+func (a *Evals) ReplayTurn(ctx context.Context, in crewlet.ReplayTurnInput) (crewlet.ReplayTurnOutput, error) {
+	var change replay.Change
+	if err := json.Unmarshal(in.Change, &change); err != nil {
+		return crewlet.ReplayTurnOutput{}, fmt.Errorf("decode change of the replay of %s: %w", in.Turn, err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go heartbeatWhile(ctx, a.beat(), stop)
+	report, err := a.Engine.Replay(ctx, in.Turn, in.Principal, change)
+	var domain *crewlet.Error
+	if errors.As(err, &domain) {
+		return crewlet.ReplayTurnOutput{ErrorCode: crewlet.ErrorCode(err), Error: crewlet.ErrorMessage(err)}, nil
+	}
+	if err != nil {
+		return crewlet.ReplayTurnOutput{}, err
+	}
+	if in.ClipAt > 0 {
+		report.ClipResults(in.ClipAt)
+	}
+	raw, err := json.Marshal(report)
+	if err != nil {
+		return crewlet.ReplayTurnOutput{}, fmt.Errorf("encode the report of %s: %w", in.Turn, err)
+	}
+	return crewlet.ReplayTurnOutput{Report: raw}, nil
+}
+
 // EvalFinish ends the run.
 func (a *Evals) EvalFinish(ctx context.Context, in crewlet.EvalFinishInput) error {
 	if err := a.Store.FinishEvalRun(ctx, in.Run, in.Status); err != nil {
@@ -136,6 +151,13 @@ func (a *Evals) EvalFinish(ctx context.Context, in crewlet.EvalFinishInput) erro
 	}
 	a.log().Info("eval_run_finished", "run", in.Run, "status", in.Status)
 	return nil
+}
+
+func (a *Evals) beat() time.Duration {
+	if a.Beat == 0 {
+		return evalBeat
+	}
+	return a.Beat
 }
 
 func (a *Evals) log() *slog.Logger {

@@ -50,6 +50,9 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 	if out.EvalUsageTrimmed, err = a.Store.TrimEvalUsage(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	if out.EvalRunsTrimmed, err = a.Store.TrimEvalRuns(ctx, a.Org.Now().Evals.Retention); err != nil {
+		errs = append(errs, err)
+	}
 	if out.LedgerTrimmed, err = a.Store.TrimLedger(ctx, a.Org.Now().Maintenance.LedgerRetention); err != nil {
 		errs = append(errs, err)
 	}
@@ -101,7 +104,7 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 	out.HealthTransitionsTrimmed = rest.HealthTransitions
 	out.TicketsTrimmed, out.ApprovalsTrimmed, out.PersonMailTrimmed = rest.Tickets, rest.Approvals, rest.PersonMail
 	out.DiaryOverCapTrimmed = rest.DiaryOverCap
-	if out.LedgerTrimmed > 0 || out.EntriesTrimmed > 0 || out.HumanEntriesArchived > 0 || out.DeadLettersArchived > 0 ||
+	if out.LedgerTrimmed > 0 || out.EntriesTrimmed > 0 || out.HumanEntriesArchived > 0 || out.DeadLettersArchived > 0 || out.EvalRunsTrimmed > 0 ||
 		turns != (store.TurnsTrimmed{}) || rest != (store.RetentionTrimmed{}) {
 		a.Log.Info("retention_trimmed", "ledger_rows", out.LedgerTrimmed, "mailbox_entries", out.EntriesTrimmed,
 			"human_mailbox_entries_archived", out.HumanEntriesArchived, "dead_letters_archived", out.DeadLettersArchived,
@@ -110,7 +113,8 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 			"messages", rest.Messages, "conversations", rest.Conversations, "conversation_summaries", rest.Summaries,
 			"seat_events", rest.Events, "diary_entries", rest.Diary, "episodes", rest.Episodes,
 			"counterparty_profiles", rest.Counterparties, "node_rows", rest.Nodes, "seat_health_transitions", rest.HealthTransitions,
-			"tickets", rest.Tickets, "approvals", rest.Approvals, "person_mail", rest.PersonMail, "diary_entries_over_cap", rest.DiaryOverCap)
+			"tickets", rest.Tickets, "approvals", rest.Approvals, "person_mail", rest.PersonMail, "diary_entries_over_cap", rest.DiaryOverCap,
+			"eval_runs", out.EvalRunsTrimmed)
 	}
 	return out, errors.Join(errs...)
 }

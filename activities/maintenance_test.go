@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
 	"github.com/crewlet/crewlet/internal/tickets"
+	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // The maintenance duty trims each kind of record at the horizon its config
@@ -70,6 +72,79 @@ seats: [ { handle: cto, role: clerk } ]
 	}
 	if mem, err := st.Memory(ctx, "cto"); err != nil || mem.Diary != 2 {
 		t.Fatalf("diary = %+v, %v; want both entries", mem, err)
+	}
+}
+
+// The maintenance duty deletes an eval run that finished longer ago than
+// evals.retention, with its results; a run finished since, a run still
+// running however old, and the dataset stay.
+func TestMaintenanceTrimsEvalRunsPastEvalsRetention(t *testing.T) {
+	t.Parallel()
+	ctx, url, st, mb, org := setupMaintenance(t, `
+company: { name: acme }
+evals: { retention: 2h }
+profiles: { local: { provider: scripted } }
+roles: { clerk: { charter: works as clerk, profile: local } }
+seats: [ { handle: cto, role: clerk } ]
+`)
+	if err := mb.Ensure(ctx, "cto"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateDataset(ctx, wire.Dataset{Name: "d", CreatedBy: "opal", Turns: []string{"turn/cto/k1", "turn/cto/k2"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"old", "new", "stuck"} {
+		if _, err := st.CreateEvalRun(ctx, wire.EvalRun{ID: id, Dataset: "d", Change: json.RawMessage(`{}`), Checks: json.RawMessage(`[]`), Concurrency: 1, Principal: "opal"}); err != nil {
+			t.Fatal(err)
+		}
+		if id != "stuck" {
+			if err := st.FinishEvalRun(ctx, id, wire.EvalDone); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE eval_runs SET created_at = now() - interval '5 hours',
+		finished_at = CASE WHEN id = 'old' THEN now() - interval '3 hours' END WHERE id IN ('old', 'stuck')`); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := newMaintenance(t, st, mb, org).Maintenance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.EvalRunsTrimmed != 1 {
+		t.Errorf("trimmed %d eval runs; want 1, the one finished 3h ago", out.EvalRunsTrimmed)
+	}
+	left := map[string]int64{}
+	rows, err := conn.Query(ctx, `SELECT r.id, count(e.turn_id) FROM eval_runs r LEFT JOIN eval_results e ON e.run = r.id GROUP BY r.id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		var n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			t.Fatal(err)
+		}
+		left[id] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var orphans int64
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM eval_results WHERE run = 'old'`).Scan(&orphans); err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 2 || left["new"] != 2 || left["stuck"] != 2 || orphans != 0 {
+		t.Errorf("runs left with their results %v, %d results of the old run; want new and stuck with 2 each, none of old", left, orphans)
+	}
+	if _, err := st.Dataset(ctx, "d"); err != nil {
+		t.Errorf("dataset d after the pass: %v; want it kept", err)
 	}
 }
 

@@ -391,7 +391,7 @@ func (a *Turns) settleCalls(ctx context.Context, handle, key string, round int, 
 			continue
 		}
 		text := outcomeUnknown
-		if readOnly(catalog, call.Name) {
+		if crewlet.ReadOnlyTool(catalog, call.Name) {
 			text = "This read-only call failed after retries; you may try it again."
 		}
 		m, err := a.store.AppendTurnMessage(ctx, handle, key, wire.TurnMessage{
@@ -409,18 +409,9 @@ func (a *Turns) settleCalls(ctx context.Context, handle, key string, round int, 
 func roundOutput(m crewlet.ChatMessage, catalog []crewlet.ToolSpec, tokens int64) crewlet.ModelRoundOutput {
 	out := crewlet.ModelRoundOutput{Tokens: tokens}
 	for i, c := range m.ToolCalls {
-		out.Calls = append(out.Calls, crewlet.ToolCallRef{Call: i, Name: c.Name, ReadOnly: readOnly(catalog, c.Name)})
+		out.Calls = append(out.Calls, crewlet.ToolCallRef{Call: i, Name: c.Name, ReadOnly: crewlet.ReadOnlyTool(catalog, c.Name)})
 	}
 	return out
-}
-
-func readOnly(catalog []crewlet.ToolSpec, name string) bool {
-	for _, t := range catalog {
-		if t.Name == name {
-			return t.ReadOnly
-		}
-	}
-	return false
 }
 
 func findKey(msgs []wire.TurnMessage, key string) (wire.TurnMessage, bool) {

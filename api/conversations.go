@@ -63,7 +63,7 @@ func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) {
 		summaries = []wire.Summary{}
 	}
 	for i := range msgs {
-		msgs[i].Body = clip(msgs[i].Body, maxReadText)
+		msgs[i].Body = crewlet.Clip(msgs[i].Body, maxReadText)
 	}
 	// A page ends at limit messages or at the byte budget, whichever
 	// comes first; next reads on either way.

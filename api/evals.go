@@ -144,8 +144,6 @@ func checkRunRequest(req *EvalRunRequest, profiles map[string]config.Profile) er
 		return crewlet.Errorf(crewlet.EINVALID, "concurrency %d is out of range: 1 to %d (0 is %d)", req.Concurrency, wire.MaxEvalConcurrency, wire.DefaultEvalConcurrency)
 	case req.Change.Revision < 0:
 		return crewlet.Errorf(crewlet.EINVALID, "revision %d is not a config revision; `crewlet config show` names the active one", req.Change.Revision)
-	case req.Change.LiveReadOnly:
-		return crewlet.Errorf(crewlet.EINVALID, "live_read_only is not built yet: a replay runs no tool; leave it out")
 	}
 	if p := req.Change.Profile; p != "" && req.Change.Revision == 0 {
 		if _, ok := profiles[p]; !ok {
@@ -199,7 +197,7 @@ func (s *Server) getEvalRun(w http.ResponseWriter, r *http.Request) {
 	for i := range run.Results {
 		res := &run.Results[i]
 		res.Report = nil
-		res.Recorded, res.Replayed = clip(res.Recorded, maxListText), clip(res.Replayed, maxListText)
+		res.Recorded, res.Replayed = crewlet.Clip(res.Recorded, maxListText), crewlet.Clip(res.Replayed, maxListText)
 	}
 	head := run
 	head.Results = nil

@@ -134,8 +134,8 @@ func TestClip(t *testing.T) {
 		// Never half a rune: "é" is two bytes.
 		{"aaaaaaaaaé", 10, "aaaaaaaaa\n…[clipped by crewlet: 2 of 11"},
 	} {
-		if got := clip(tc.in, tc.most); !strings.HasPrefix(got, tc.want) {
-			t.Errorf("clip(%q, %d) = %q; want it to begin %q", tc.in, tc.most, got, tc.want)
+		if got := crewlet.Clip(tc.in, tc.most); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("crewlet.Clip(%q, %d) = %q; want it to begin %q", tc.in, tc.most, got, tc.want)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 
@@ -31,16 +30,6 @@ const (
 	// budget, and how to read the rest.
 	truncatedHeader = "X-Crewlet-Truncated"
 )
-
-// clip is s cut to at most most bytes, at a rune boundary, with a marker
-// saying how much was left out.
-func clip(s string, most int) string {
-	if len(s) <= most {
-		return s
-	}
-	kept := crewlet.RunePrefix(s, most)
-	return kept + fmt.Sprintf("\n…[clipped by crewlet: %d of %d bytes left out; one text of this answer holds at most %d]", len(s)-len(kept), len(s), most)
-}
 
 // jsonSize is v's size in JSON.
 func jsonSize(v any) int {

@@ -1,8 +1,15 @@
 package api
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/replay"
@@ -49,7 +56,7 @@ func (s *Server) seatTurns(w http.ResponseWriter, r *http.Request) {
 	}
 	for i := range turns {
 		for j := range turns[i].Mail {
-			turns[i].Mail[j].Body = clip(turns[i].Mail[j].Body, maxListText)
+			turns[i].Mail[j].Body = crewlet.Clip(turns[i].Mail[j].Body, maxListText)
 		}
 	}
 	if n := fit(len(turns), readBudget, func(i int) int { return jsonSize(turns[i]) }); n < len(turns) {
@@ -92,7 +99,7 @@ func fitTurnView(view wire.TurnView, from int) wire.TurnView {
 	msgs := view.Messages[from:]
 	view.Messages = nil
 	for i := range msgs {
-		msgs[i].Message.Content = clip(msgs[i].Message.Content, maxReadText)
+		msgs[i].Message.Content = crewlet.Clip(msgs[i].Message.Content, maxReadText)
 	}
 	n := fit(len(msgs), readBudget-jsonSize(view), func(i int) int { return jsonSize(msgs[i]) })
 	view.Messages = msgs[:n]
@@ -105,7 +112,9 @@ func fitTurnView(view wire.TurnView, from int) wire.TurnView {
 // replayTurn re-runs a recorded turn with a changed setting
 // (docs/architecture.md, "Replay"). It runs here, in the API process: its
 // model calls are stateless, it takes no profile slot a seat's turn would
-// wait for, and no MCP child lives here, so no tool can run.
+// wait for, and no MCP child lives here, so no tool can run. A replay with
+// live_read_only may run read-only MCP tools, which live on worker nodes:
+// it is handed to one (liveReplay).
 func (s *Server) replayTurn(w http.ResponseWriter, r *http.Request) {
 	handle, ok := pathID(w, r, "handle")
 	if !ok {
@@ -133,27 +142,54 @@ func (s *Server) replayTurn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, crewlet.Errorf(crewlet.EINVALID, "revision %d is not a config revision; `crewlet config show` names the active one", change.Revision))
 		return
 	}
-	report, err := s.Replay.Replay(r.Context(), crewlet.TurnWorkflowID(handle, workKey), p.Name, change)
+	turnID := crewlet.TurnWorkflowID(handle, workKey)
+	var report replay.Report
+	var err error
+	if change.LiveReadOnly {
+		report, err = s.liveReplay(r.Context(), turnID, p.Name, change)
+	} else {
+		report, err = s.Replay.Replay(r.Context(), turnID, p.Name, change)
+		// The tool results are the recorded turn's, read whole with
+		// GET /turns/{handle}/{work_key}; the report shows where each
+		// came from.
+		report.ClipResults(maxListText)
+	}
 	if err != nil {
 		s.logError(w, r, err)
 		return
 	}
-	// The tool results are the recorded turn's, read whole with
-	// GET /turns/{handle}/{work_key}; the report shows where each came from.
-	for i := range report.Threads {
-		th := &report.Threads[i]
-		for j := range th.Rounds {
-			clipResults(th.Rounds[j].Calls)
-		}
-		for j := range th.RecordedRounds {
-			clipResults(th.RecordedRounds[j].Calls)
-		}
-	}
 	writeJSON(w, http.StatusOK, report)
 }
 
-func clipResults(calls []replay.Call) {
-	for i := range calls {
-		calls[i].Result = clip(calls[i].Result, maxListText)
+// liveReplay runs a replay with live_read_only as a ReplayTurn workflow on
+// a worker node, where the seat's MCP servers may start as its tenure
+// starts them, and waits for its report, its tool results clipped there.
+func (s *Server) liveReplay(ctx context.Context, turnID, principal string, change replay.Change) (replay.Report, error) {
+	raw, err := json.Marshal(change)
+	if err != nil {
+		return replay.Report{}, fmt.Errorf("encode change: %w", err)
 	}
+	run, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: crewlet.ReplayTurnWorkflowID(turnID, uuid.NewString()), TaskQueue: s.Org.Now().Temporal.TaskQueue,
+	}, crewlet.WorkflowReplayTurn, crewlet.ReplayTurnInput{Turn: turnID, Principal: principal, Change: raw, ClipAt: maxListText})
+	if err != nil {
+		return replay.Report{}, crewlet.Wrapf(crewlet.EUNAVAILABLE, err, "the replay of %s cannot start on a worker node: Temporal is unreachable; try again", turnID)
+	}
+	var out crewlet.ReplayTurnOutput
+	err = run.Get(ctx, &out)
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &timeout) {
+		return replay.Report{}, crewlet.Errorf(crewlet.EUNAVAILABLE, "no worker node finished the replay of %s in time (workflow %s): `crewlet nodes` shows whether one runs; try again", turnID, run.GetID())
+	}
+	if err != nil {
+		return replay.Report{}, fmt.Errorf("replay %s on a worker node (workflow %s): %w", turnID, run.GetID(), err)
+	}
+	if out.ErrorCode != "" {
+		return replay.Report{}, crewlet.Errorf(out.ErrorCode, "%s", out.Error)
+	}
+	var report replay.Report
+	if err := json.Unmarshal(out.Report, &report); err != nil {
+		return replay.Report{}, fmt.Errorf("decode the report of %s: %w", run.GetID(), err)
+	}
+	return report, nil
 }

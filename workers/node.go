@@ -244,7 +244,14 @@ func StartNode(ctx context.Context, g *services.Graph, log *slog.Logger, opts No
 				return schedules.Skipped(ctx, tc, org.Now(), name)
 			}},
 		Remote: &activities.Remote{Org: org, Store: st, Tickets: tk, Allowed: allowed, HTTP: &http.Client{}, Log: n.log},
-		Evals: &activities.Evals{Store: st, Engine: &replay.Engine{Store: st, Org: org, Log: n.log},
+		Evals: &activities.Evals{Store: st, Engine: &replay.Engine{Store: st, Org: org, Log: n.log,
+			StartTools: func(ctx context.Context, handle string) (replay.LiveTools, error) {
+				session, err := startTools(ctx, org.Now(), allowed, handle, n.log)
+				if session == nil {
+					return nil, err
+				}
+				return session, err
+			}},
 			Grader: evals.Grader{Org: org}, Log: n.log},
 		Health: &activities.Health{Monitor: &health.Monitor{
 			Org: org, Store: st, Mailbox: mb, Seats: seats, Tickets: tk, Notifier: n.notifier, LiveWithin: hb, Log: n.log,

@@ -64,6 +64,7 @@ func RegisterShared(r worker.Registry, d Deps) {
 		crewlet.ActivityEvalPlan:       d.Evals.EvalPlan,
 		crewlet.ActivityEvalTurn:       d.Evals.EvalTurn,
 		crewlet.ActivityEvalFinish:     d.Evals.EvalFinish,
+		crewlet.ActivityReplayTurn:     d.Evals.ReplayTurn,
 	})
 }
 
@@ -81,7 +82,7 @@ func RegisterShared(r worker.Registry, d Deps) {
 // moves to the deployment's current build at its next workflow task
 // (auto-upgrade), so a change to its commands needs a GetVersion guard. A
 // person's notes run as long as a seat does, and a ticket to a remote
-// agent as long as its remote task, an eval run as long as its replays; the duties and schedule fires are
+// agent as long as its remote task, an eval run as long as its replays; the duties, schedule fires and live replays are
 // short and start on the current build like everything else.
 func RegisterWorkflows(r worker.WorkflowRegistry) {
 	for _, w := range []struct {
@@ -99,6 +100,7 @@ func RegisterWorkflows(r worker.WorkflowRegistry) {
 		{workflows.ScheduleFire, crewlet.WorkflowScheduleFire, workflow.VersioningBehaviorAutoUpgrade},
 		{workflows.RemoteTicket, crewlet.WorkflowRemoteTicket, workflow.VersioningBehaviorAutoUpgrade},
 		{workflows.EvalRun, crewlet.WorkflowEvalRun, workflow.VersioningBehaviorAutoUpgrade},
+		{workflows.ReplayTurn, crewlet.WorkflowReplayTurn, workflow.VersioningBehaviorAutoUpgrade},
 	} {
 		r.RegisterWorkflowWithOptions(w.fn, workflow.RegisterOptions{Name: w.name, VersioningBehavior: w.behavior})
 	}

@@ -138,6 +138,9 @@ var corpus = map[string]string{
 		"EvalPlan, 50 EvalTurn activities 8 at once, the node running some killed with kill -9 (their " +
 		"heartbeats time out and their retries on the other node score them), EvalFinish done " +
 		"(gzipped: 278 events)",
+	"replay_turn_history.json": "a ReplayTurn, e2e TestLiveReplayRunsTheNewReadOnlyCallOnAWorker: the API's " +
+		"replay with live_read_only, its one ReplayTurn activity on a worker node (a lookup run live, a " +
+		"write diverged) and the report returned",
 	"remote_ticket_asked_history.json": "a RemoteTicket, e2e TestRemoteAgentQuestionIsAnsweredByTheDelegator: " +
 		"the remote task goes input-required, RemoteAsk, a recheck timer cancelled by the ticket " +
 		"signal of the delegator's answer, RemoteAsk reads it, RemoteSend of the answer on the same " +

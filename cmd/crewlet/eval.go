@@ -170,6 +170,7 @@ func (c *cli) datasetDeleteCmd() *cobra.Command {
 func (c *cli) evalRunCmd() *cobra.Command {
 	var charterFile, profile, modelName, checksFile string
 	var revision int64
+	var liveReadOnly bool
 	var concurrency int
 	var checkFlags []string
 	cmd := &cobra.Command{
@@ -188,6 +189,7 @@ same_tools, judge:PROFILE:RUBRIC; charged to evals.budget (POST /evals/runs).`,
 	f.StringVar(&profile, "profile", "", "run every round on this profile of the org")
 	f.StringVar(&modelName, "model", "", "replace the model of the profile each round runs on")
 	f.Int64Var(&revision, "revision", 0, "run on this config revision's org")
+	f.BoolVar(&liveReadOnly, "live-read-only", false, "run a new call to an MCP tool its server marks read-only for real instead of answering it 'no recorded result'; writes and crewlet's own tools never run")
 	f.StringArrayVar(&checkFlags, "check", nil, "a check: contains:TEXT, regex:PATTERN, json_schema:FILE, same_tools or judge:PROFILE:RUBRIC; repeat it")
 	f.StringVar(&checksFile, "checks", "", "a YAML file of checks: a list of {kind, name, text, pattern, schema, profile, rubric}")
 	f.IntVar(&concurrency, "concurrency", 0, "replays at once (default 8, at most 32)")
@@ -197,7 +199,7 @@ same_tools, judge:PROFILE:RUBRIC; charged to evals.budget (POST /evals/runs).`,
 			Change      replay.Change `json:"change"`
 			Checks      []evals.Check `json:"checks,omitempty"`
 			Concurrency int           `json:"concurrency,omitempty"`
-		}{Dataset: pos[0], Change: replay.Change{Profile: profile, Model: modelName, Revision: revision}, Concurrency: concurrency}
+		}{Dataset: pos[0], Change: replay.Change{Profile: profile, Model: modelName, Revision: revision, LiveReadOnly: liveReadOnly}, Concurrency: concurrency}
 		if charterFile != "" {
 			text, err := os.ReadFile(charterFile)
 			if err != nil {

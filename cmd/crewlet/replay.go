@@ -22,14 +22,16 @@ import (
 func (c *cli) replayCmd() *cobra.Command {
 	var charterFile, profile, modelName, policyFile, dataset string
 	var revision int64
+	var liveReadOnly bool
 	cmd := &cobra.Command{
 		Use: "replay TURN-ID | replay --policy FILE (--dataset NAME | TURN-ID...)",
 		Short: "run a finished turn again with a changed charter, profile, model or config revision (POST /turns/{handle}/{work_key}/replay); " +
 			"with --policy, hold recorded tool calls to a candidate org file (POST /evals/policy)",
 		Long: `Run a finished turn again with a changed charter, profile, model or config revision: its
 recorded and replayed answers side by side, each tool call answered from the record (matched)
-or never run (diverged); writes nothing of the seat's, charged to evals.budget
-(POST /turns/{handle}/{work_key}/replay).
+or never run (diverged); with --live-read-only, a new call to an MCP tool its server marks
+read-only runs for real on a worker node (live); writes nothing of the seat's, charged to
+evals.budget (POST /turns/{handle}/{work_key}/replay).
 
 With --policy FILE, hold the recorded tool calls of a dataset's turns or of the turns named to a
 candidate org file: each one's approval gate and may now (allowed, gated, refused) beside what
@@ -46,8 +48,8 @@ it met when it ran; no model called, nothing written (POST /evals/policy).`,
 			return err
 		}
 		if policyFile != "" {
-			if charterFile != "" || profile != "" || modelName != "" || revision != 0 {
-				return usageErrorf(cmd, "--policy holds recorded calls to a candidate org and replays nothing: leave out --charter, --profile, --model and --revision")
+			if charterFile != "" || profile != "" || modelName != "" || revision != 0 || liveReadOnly {
+				return usageErrorf(cmd, "--policy holds recorded calls to a candidate org and replays nothing: leave out --charter, --profile, --model, --revision and --live-read-only")
 			}
 			if (dataset == "") == (len(pos) == 0) {
 				return usageErrorf(cmd, "give --dataset NAME or turn ids, one of the two")
@@ -61,7 +63,7 @@ it met when it ran; no model called, nothing written (POST /evals/policy).`,
 		if err != nil {
 			return err
 		}
-		change := replay.Change{Profile: profile, Model: modelName, Revision: revision}
+		change := replay.Change{Profile: profile, Model: modelName, Revision: revision, LiveReadOnly: liveReadOnly}
 		if charterFile != "" {
 			text, err := os.ReadFile(charterFile)
 			if err != nil {
@@ -91,6 +93,7 @@ it met when it ran; no model called, nothing written (POST /evals/policy).`,
 	f.StringVar(&profile, "profile", "", "run every round on this profile of the org")
 	f.StringVar(&modelName, "model", "", "replace the model of the profile each round runs on")
 	f.Int64Var(&revision, "revision", 0, "run on this config revision's org (`crewlet config show` names the active one)")
+	f.BoolVar(&liveReadOnly, "live-read-only", false, "run a new call to an MCP tool its server marks read-only for real, on a worker node, instead of answering it 'no recorded result'; writes and crewlet's own tools never run")
 	f.StringVar(&policyFile, "policy", "", "hold the recorded tool calls to this candidate org file's approvals and may, calling no model")
 	f.StringVar(&dataset, "dataset", "", "with --policy: the dataset whose turns to hold to it")
 	jsonAliasFlag(cmd)
@@ -135,7 +138,11 @@ func printReplay(w io.Writer, r replay.Report) {
 			return
 		}
 	}
-	fmt.Fprintf(w, "\ntool calls: %d matched, %d diverged (never run)\n", r.Matched, r.Diverged)
+	fmt.Fprintf(w, "\ntool calls: %d matched, %d diverged (never run)", r.Matched, r.Diverged)
+	if r.Change.LiveReadOnly {
+		fmt.Fprintf(w, ", %d live (read-only, run for real)", r.Live)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "tokens in/out: recorded %d/%d, replayed %d/%d (charged to evals.budget)\n",
 		r.Recorded.Input, r.Recorded.Output, r.Replayed.Input, r.Replayed.Output)
 	fmt.Fprintf(w, "cost: %s\n", r.Cost)
@@ -158,6 +165,9 @@ func changeLine(c replay.Change) string {
 	}
 	if c.Revision != 0 {
 		parts = append(parts, fmt.Sprintf("revision %d's org", c.Revision))
+	}
+	if c.LiveReadOnly {
+		parts = append(parts, "read-only tools run live")
 	}
 	if len(parts) == 0 {
 		return ", nothing changed"

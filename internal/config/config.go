@@ -132,6 +132,9 @@ type Evals struct {
 	// Budget caps the tokens replays spend, on the company's clock, apart
 	// from every seat's and the company's budget.
 	Budget Budget `mapstructure:"budget"`
+	// Retention is how long a finished eval run and its results are kept;
+	// datasets stay until deleted. 1h to 87600h.
+	Retention time.Duration `mapstructure:"retention"`
 }
 
 // DefaultEvalTokensPerDay is evals.budget.tokens_per_day unless set: a

@@ -2291,3 +2291,21 @@ func TestAPlainHTTPWebhookBeyondLoopbackIsRefused(t *testing.T) {
 		t.Errorf("plain http to loopback refused: %v", err)
 	}
 }
+
+// evals.retention keeps eval runs 90 days unless set, and is held to the
+// bounds of every retention.
+func TestEvalsRetention(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte(minimal))
+	if err != nil || c.Evals.Retention != 2160*time.Hour {
+		t.Fatalf("default evals.retention = %v, %v; want 2160h", c.Evals.Retention, err)
+	}
+	if c, err := Parse([]byte(minimal + "evals: { retention: 24h }\n")); err != nil || c.Evals.Retention != 24*time.Hour {
+		t.Fatalf("evals.retention: 24h = %v, %v; want 24h", c.Evals.Retention, err)
+	}
+	for _, v := range []string{"30m", "87601h"} {
+		if _, err := Parse([]byte(minimal + "evals: { retention: " + v + " }\n")); err == nil || !strings.Contains(err.Error(), "evals.retention") {
+			t.Errorf("evals.retention: %s: %v; want it refused naming evals.retention", v, err)
+		}
+	}
+}

@@ -132,6 +132,7 @@ var defaults = map[string]any{
 	"evals.budget.tokens_per_day":   DefaultEvalTokensPerDay,
 	"evals.budget.tokens_per_week":  0,
 	"evals.budget.tokens_per_month": 0,
+	"evals.retention":               2160 * time.Hour,
 }
 
 // Load reads the YAML org file at path, applies defaults and CREWLET_*

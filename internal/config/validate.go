@@ -294,6 +294,7 @@ func (c *Config) problems() []*Problem {
 		{"maintenance.audit_retention", c.Maintenance.AuditRetention},
 		{"maintenance.ticket_retention", c.Maintenance.TicketRetention},
 		{"maintenance.approval_retention", c.Maintenance.ApprovalRetention},
+		{"evals.retention", c.Evals.Retention},
 	} {
 		checkDuration(r.path, r.val, minRetention, maxRetention)
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/api"
+	"github.com/crewlet/crewlet/internal/evals"
 	"github.com/crewlet/crewlet/internal/events"
 	"github.com/crewlet/crewlet/internal/replay"
 	"github.com/crewlet/crewlet/internal/store"
@@ -23,10 +25,13 @@ import (
 )
 
 // replayOrg is toolsOrg's clerk with a three-round rule (write, read the
-// counter, answer) and two more profiles to replay it on: terse answers
-// in other words from the same calls, other writes other arguments. Its
-// tokens are an operator's and a viewer's. extra are more profiles, in
-// YAML indented under profiles.
+// counter, answer) and three more profiles to replay it on: terse answers
+// in other words from the same calls, other writes other arguments, looker
+// asks the read-only ledger__lookup and a write with other arguments and
+// answers with both results. Its MCP server logs every call it gets in the
+// file calls beside countFile (callsFile). Its tokens are an operator's
+// and a viewer's. extra are more profiles, in YAML indented under
+// profiles.
 func replayOrg(t testing.TB, countFile, pidFile string, extra ...string) string {
 	t.Helper()
 	bin := toolstest.BuildT(t)
@@ -51,21 +56,34 @@ profiles:
     provider: scripted%s
   other:
     provider: scripted%s
+  looker:
+    provider: scripted
+    rules:
+      - match: '^record (.*)'
+        tools:
+          - { name: ledger__lookup, args: { text: 'INV-{{index .Groups 1}}' } }
+          - { name: ledger__write, args: { text: 'INV-{{index .Groups 1}}' } }
+        reply: '{{index .Results 0}} | {{index .Results 1}}'
 %s
 roles:
   clerk:
     charter: keeps the ledger
     profile: tooled
     mcp:
-      - { name: ledger, command: [ %q ], env: [ "TESTSERVER_COUNT_FILE=%s", "TESTSERVER_PID_FILE=%s" ] }
+      - { name: ledger, command: [ %q ], env: [ "TESTSERVER_COUNT_FILE=%s", "TESTSERVER_PID_FILE=%s", "TESTSERVER_CALLS_FILE=%s" ] }
     sandbox: { write: [ %q, %q ] }
 seats:
   - { handle: s01, role: clerk }
 `, rules("{{index .Groups 1}}", "recorded: {{index .Results 0}}, count {{.Last}}"),
 		rules("{{index .Groups 1}}", "done ({{.Last}} so far)"),
 		rules("INV-{{index .Groups 1}}", "recorded: {{index .Results 0}}, count {{.Last}}"),
-		strings.Join(extra, "\n"), bin, countFile, pidFile, filepath.Dir(countFile), filepath.Dir(pidFile))
+		strings.Join(extra, "\n"), bin, countFile, pidFile, callsFile(countFile), filepath.Dir(countFile), filepath.Dir(pidFile))
 	return writeFile(t, "org.yaml", org)
+}
+
+// callsFile is where replayOrg's MCP server logs the calls it gets.
+func callsFile(countFile string) string {
+	return filepath.Join(filepath.Dir(countFile), "calls")
 }
 
 const (
@@ -220,6 +238,10 @@ func TestReplayAnswersFromTheRecordAndTouchesNothing(t *testing.T) {
 	if writes != 1 {
 		t.Fatalf("the MCP server counted %d writes of the recorded turn; want 1", writes)
 	}
+	calls := len(toolstest.Calls(t, callsFile(countFile)))
+	if calls != 2 {
+		t.Fatalf("the MCP server got %d calls of the recorded turn; want 2 (write, read_counter)", calls)
+	}
 	before := c.world()
 
 	same := c.replay(turn, replay.Change{})
@@ -244,6 +266,11 @@ func TestReplayAnswersFromTheRecordAndTouchesNothing(t *testing.T) {
 	if call.Outcome != replay.Diverged || call.Result != replay.NoRecordText || other.Threads[0].Same {
 		t.Fatalf("replay on other: first call %+v, answer %q; want the write diverged and told there is no record", call, other.Threads[0].Replayed)
 	}
+	// A new read-only call without live_read_only diverges like a write.
+	looker := c.replay(turn, replay.Change{Profile: "looker"})
+	if looker.Diverged != 2 || looker.Live != 0 {
+		t.Fatalf("replay on looker: %d diverged, %d live; want the lookup and the write diverged", looker.Diverged, looker.Live)
+	}
 
 	out, err := c.cli("replay", turn.TurnID, "--profile", "terse", "--charter", writeFile(t, "charter.txt", "keeps the books"), "--token", replayOperatorToken)
 	if err != nil || !strings.Contains(out, "differs") || !strings.Contains(out, "2 matched, 0 diverged") || !strings.Contains(out, "system prompt changed") {
@@ -258,11 +285,83 @@ func TestReplayAnswersFromTheRecordAndTouchesNothing(t *testing.T) {
 	if n := len(toolstest.Writes(t, countFile)); n != writes {
 		t.Errorf("the MCP server counted %d writes after the replays, %d before; want none more", n, writes)
 	}
+	if n := len(toolstest.Calls(t, callsFile(countFile))); n != calls {
+		t.Errorf("the MCP server got %d calls after the replays, %d before; want none more", n, calls)
+	}
 	if got := readPID(t, pidFile); got != child {
 		t.Errorf("the MCP child's pid file says %d after the replays, %d before; want no process started", got, child)
 	}
 	rows, err := c.store().Audit(context.Background(), store.AuditFilter{Principal: "opal", Action: "POST /turns/{handle}/{work_key}/replay", Limit: 10})
-	if err != nil || len(rows) != 4 {
-		t.Errorf("audit of the operator's replays: %d rows, %v; want 4", len(rows), err)
+	if err != nil || len(rows) != 5 {
+		t.Errorf("audit of the operator's replays: %d rows, %v; want 5", len(rows), err)
 	}
+}
+
+// With live_read_only, a replay whose model looks the invoice up in a new
+// way runs that read-only call for real on the worker node: the MCP
+// server gets exactly that call and the model its real result, while the
+// new write in the same round stays diverged and never reaches the server.
+// The seat's rows, tokens, mail and events are as they were. The CLI's
+// --live-read-only and an eval run with live_read_only do the same, and a
+// refusal on the node is answered as the API's own.
+func TestLiveReplayRunsTheNewReadOnlyCallOnAWorker(t *testing.T) {
+	c, countFile, _ := newReplayCompany(t)
+	_, turn := c.recordedTurn("record invoice 7")
+	log := callsFile(countFile)
+	recorded := len(toolstest.Calls(t, log))
+	before := c.world()
+
+	r := c.replay(turn, replay.Change{Profile: "looker", LiveReadOnly: true})
+	const found = "found: INV-invoice 7 among 1 writes"
+	calls := r.Threads[0].Rounds[0].Calls
+	if len(calls) != 2 || calls[0].Outcome != replay.Live || calls[0].Result != found || calls[1].Outcome != replay.Diverged || calls[1].Result != replay.NoRecordText {
+		t.Fatalf("round 1's calls %+v; want ledger__lookup live with %q, ledger__write diverged", calls, found)
+	}
+	if want := found + " | " + replay.NoRecordText; r.Threads[0].Replayed != want || r.Live != 1 || r.Diverged != 1 {
+		t.Fatalf("replayed %q, %d live, %d diverged; want %q from the real result, 1 live, 1 diverged", r.Threads[0].Replayed, r.Live, r.Diverged, want)
+	}
+	got := toolstest.Calls(t, log)[recorded:]
+	if len(got) != 1 || got[0].Tool != "lookup" || string(got[0].Args) != `{"text":"INV-invoice 7"}` {
+		t.Fatalf("the MCP server got %+v in the replay; want exactly the lookup of INV-invoice 7", got)
+	}
+
+	// A refusal on the worker node comes back as the API's own would.
+	if status, body, _ := c.rawAs(replayOperatorToken, http.MethodPost, "/turns/s01/nope/replay", replay.Change{LiveReadOnly: true}); status != http.StatusNotFound || !strings.Contains(string(body), "nope") {
+		t.Errorf("a live replay of an unknown turn: %d %s; want 404 naming it", status, body)
+	}
+
+	out, err := c.cli("replay", turn.TurnID, "--profile", "looker", "--live-read-only", "--token", replayOperatorToken)
+	if err != nil || !strings.Contains(out, "0 matched, 1 diverged (never run), 1 live") {
+		t.Fatalf("crewlet replay --live-read-only: %v\n%s", err, out)
+	}
+
+	if err := c.call(http.MethodPost, "/evals/datasets", wire.DatasetRequest{Name: "one",
+		DatasetSelector: wire.DatasetSelector{Turns: []string{turn.TurnID}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var run wire.EvalRun
+	if err := c.call(http.MethodPost, "/evals/runs", api.EvalRunRequest{Dataset: "one", Change: replay.Change{Profile: "looker", LiveReadOnly: true},
+		Checks: []evals.Check{{Kind: evals.Contains, Text: found}}}, &run); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 60*time.Second, "the eval run done", func() error {
+		if err := c.call(http.MethodGet, "/evals/runs/"+run.ID, nil, &run); err != nil {
+			return err
+		}
+		if run.Status != wire.EvalDone {
+			return fmt.Errorf("status %s", run.Status)
+		}
+		return nil
+	})
+	if run.Totals.Passed != 1 {
+		t.Errorf("eval run totals %+v; want its one turn passed, its answer holding the lookup's real result", run.Totals)
+	}
+	got = toolstest.Calls(t, log)[recorded:]
+	if len(got) != 3 || slices.ContainsFunc(got, func(c toolstest.Call) bool { return c.Tool != "lookup" }) {
+		t.Errorf("the MCP server got %+v from the replay, the CLI's and the eval run's; want three lookups and nothing else", got)
+	}
+	if n := len(toolstest.Writes(t, countFile)); n != 1 {
+		t.Errorf("the MCP server counted %d writes; want the recorded turn's one", n)
+	}
+	sameWorld(t, before, c.world())
 }

@@ -3,8 +3,9 @@
 // (docs/architecture.md, "Replay"): each round's context is laid out again by the assembly function
 // the turn used, from what was recorded when it ran; the model is called
 // anew; and each tool call is answered from the recorded result of a
-// matching call of the turn, never run. What it writes is its own charge to
-// evals.budget, nothing of the seat's.
+// matching call of the turn, never run (but for a read-only MCP call with
+// Change.LiveReadOnly, run for real on a worker node). What it writes is its
+// own charge to evals.budget, nothing of the seat's.
 package replay
 
 import (
@@ -24,6 +25,7 @@ import (
 	"github.com/crewlet/crewlet/internal/model"
 	"github.com/crewlet/crewlet/internal/revisions"
 	"github.com/crewlet/crewlet/internal/store"
+	"github.com/crewlet/crewlet/internal/tools"
 	"github.com/crewlet/crewlet/internal/tools/firstparty"
 	"github.com/crewlet/crewlet/internal/turnrules"
 	"github.com/crewlet/crewlet/internal/wire"
@@ -42,7 +44,9 @@ type Change struct {
 	// Revision runs on that config revision's org instead of the active
 	// one: its roles, charters, profiles and max_rounds.
 	Revision int64 `json:"revision,omitempty"`
-	// LiveReadOnly would run a read-only MCP tool for real; not built.
+	// LiveReadOnly runs a call that matches no recorded call for real
+	// when it is to an MCP tool its server marks read-only (readOnlyHint):
+	// its result answers the model. Any other such call stays diverged.
 	LiveReadOnly bool `json:"live_read_only,omitempty"`
 }
 
@@ -54,10 +58,17 @@ const (
 	// Diverged: no recorded call matches; it was not run, and the model
 	// was told so (NoRecordText).
 	Diverged = "diverged"
+	// Live: no recorded call matches, and the call, to an MCP tool its
+	// server marks read-only, was run for real (Change.LiveReadOnly).
+	Live = "live"
 )
 
 // NoRecordText is the tool result a diverged call gets.
 const NoRecordText = "No recorded result: this is a replay of a recorded turn, and the recorded turn made no call of this tool with these arguments, so it was not run."
+
+// LiveFailedText is the tool result of a live call that failed after it
+// was sent, as a turn's read-only call that failed is told.
+const LiveFailedText = "This read-only call failed; you may try it again."
 
 // NotPriced is the cost a report gives until prices are kept (issue 39).
 const NotPriced = "not priced yet"
@@ -78,6 +89,8 @@ type Report struct {
 	Replayed Tokens `json:"replayed_tokens"`
 	Matched  int    `json:"matched"`
 	Diverged int    `json:"diverged"`
+	// Live counts the calls run for real (Change.LiveReadOnly).
+	Live int `json:"live,omitempty"`
 	// Cost is NotPriced.
 	Cost string `json:"cost"`
 	// NotReconstructed names what of the recorded context the replay could
@@ -127,7 +140,7 @@ type RecordedRound struct {
 type Call struct {
 	Name string          `json:"name"`
 	Args json.RawMessage `json:"args"`
-	// Outcome is Matched or Diverged in a replayed round; empty in a
+	// Outcome is Matched, Diverged or Live in a replayed round; empty in a
 	// recorded one.
 	Outcome string `json:"outcome,omitempty"`
 	// Recorded is the idempotency key of the recorded call that answered
@@ -138,6 +151,26 @@ type Call struct {
 	Approval string `json:"approval,omitempty"`
 	Result   string `json:"result"`
 	IsError  bool   `json:"is_error,omitempty"`
+}
+
+// ClipResults clips the result of every tool call of the report at most
+// bytes (crewlet.Clip): the recorded results are read whole with the turn.
+func (r *Report) ClipResults(most int) {
+	for i := range r.Threads {
+		th := &r.Threads[i]
+		for j := range th.Rounds {
+			clipCalls(th.Rounds[j].Calls, most)
+		}
+		for j := range th.RecordedRounds {
+			clipCalls(th.RecordedRounds[j].Calls, most)
+		}
+	}
+}
+
+func clipCalls(calls []Call, most int) {
+	for i := range calls {
+		calls[i].Result = crewlet.Clip(calls[i].Result, most)
+	}
 }
 
 // Tokens are a model call's or a turn's input and output tokens.
@@ -153,7 +186,7 @@ func (t *Tokens) add(u crewlet.Usage) {
 
 // Engine replays recorded turns. It reads the store and writes only
 // evals.budget's charges; it holds no seat's profile slot and contacts no
-// tool.
+// tool but the read-only MCP tools a live replay runs.
 type Engine struct {
 	Store *store.Store
 	Org   config.Source
@@ -166,15 +199,27 @@ type Engine struct {
 	// it at once (store.ChargeEval). An eval run collects a turn's charges
 	// to record them with its result, in one transaction.
 	Charge func(context.Context, store.EvalCharge) error
-	Log    *slog.Logger
+	// StartTools starts a seat's MCP servers for a live replay
+	// (Change.LiveReadOnly) as its tenure starts them on this node; a nil
+	// session means the seat's role has none. nil where no MCP server may
+	// run (the API process): such an engine refuses live_read_only.
+	StartTools func(ctx context.Context, handle string) (LiveTools, error)
+	Log        *slog.Logger
+}
+
+// LiveTools are the MCP servers a live replay started (tools.Session).
+type LiveTools interface {
+	Tools() []tools.Tool
+	Call(ctx context.Context, name string, args json.RawMessage, idempotencyKey string) (tools.Result, error)
+	Close() error
 }
 
 // Replay re-runs the turn turnID ("turn/{handle}/{work_key}") with change,
 // charging principal's model calls to evals.budget.
-func (e *Engine) Replay(ctx context.Context, turnID, principal string, change Change) (Report, error) {
+func (e *Engine) Replay(ctx context.Context, turnID, principal string, change Change) (_ Report, err error) {
 	began := time.Now()
-	if change.LiveReadOnly {
-		return Report{}, crewlet.Errorf(crewlet.EINVALID, "live_read_only is not built yet: a replay runs no tool, and answers each call from the record or says it has none; leave it out")
+	if change.LiveReadOnly && e.StartTools == nil {
+		return Report{}, crewlet.Errorf(crewlet.EUNAVAILABLE, "this process runs no MCP server, so it cannot replay with live_read_only; a worker node does: ask the API, which hands such a replay to one")
 	}
 	handle, workKey, ok := crewlet.ParseTurnID(turnID)
 	if !ok {
@@ -192,6 +237,11 @@ func (e *Engine) Replay(ctx context.Context, turnID, principal string, change Ch
 		return Report{}, err
 	}
 	r.principal = principal
+	defer func() {
+		if cerr := r.closeTools(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
 	report := Report{Turn: turn.TurnID, Seat: handle, Role: r.seat.Role, Change: change, Revision: r.org.Revision, Cost: NotPriced}
 	gated, err := e.Store.Approvals(ctx, store.ApprovalFilter{Handle: handle, TurnID: turn.TurnID, Limit: wire.MaxApprovals})
 	if err != nil {
@@ -215,9 +265,12 @@ func (e *Engine) Replay(ctx context.Context, turnID, principal string, change Ch
 			report.Replayed.Input += rd.Tokens.Input
 			report.Replayed.Output += rd.Tokens.Output
 			for _, c := range rd.Calls {
-				if c.Outcome == Matched {
+				switch c.Outcome {
+				case Matched:
 					report.Matched++
-				} else {
+				case Live:
+					report.Live++
+				default:
 					report.Diverged++
 				}
 			}
@@ -226,7 +279,7 @@ func (e *Engine) Replay(ctx context.Context, turnID, principal string, change Ch
 	report.NotReconstructed = r.gaps
 	report.TookMS = time.Since(began).Milliseconds()
 	e.log().Info("turn_replayed", "turn", turn.TurnID, "by", principal, "revision", r.org.Revision,
-		"rounds", r.rounds, "matched", report.Matched, "diverged", report.Diverged, "input_tokens", report.Replayed.Input, "output_tokens", report.Replayed.Output)
+		"rounds", r.rounds, "matched", report.Matched, "diverged", report.Diverged, "live", report.Live, "input_tokens", report.Replayed.Input, "output_tokens", report.Replayed.Output)
 	return report, nil
 }
 
@@ -247,6 +300,11 @@ type run struct {
 	// rounds counts the replay's model calls, held to role.MaxRounds.
 	rounds int
 	gaps   []string
+	// live is the MCP servers started for the replay's first live call;
+	// started says they were asked for, live being nil when the role has
+	// none.
+	live    LiveTools
+	started bool
 }
 
 // setUp picks the org the replay runs on and the seat's role in it, with the
@@ -351,6 +409,11 @@ func (r *run) thread(ctx context.Context, index int) (Thread, error) {
 			if call.Outcome == Matched {
 				call.Approval = r.decisions[call.Recorded]
 			}
+			if call.Outcome == Diverged && r.change.LiveReadOnly {
+				if call, err = r.runLive(ctx, call, fmt.Sprintf("replay:%s:%d:%d", key, round, i)); err != nil {
+					return Thread{}, err
+				}
+			}
 			rd.Calls = append(rd.Calls, call)
 			current = append(current, crewlet.ChatMessage{Role: "tool", ToolCallID: answer.ToolCalls[i].ID, Content: call.Result, IsError: call.IsError})
 		}
@@ -413,6 +476,70 @@ func answerCall(calls []*recordedCall, c crewlet.ToolCall) Call {
 		return Call{Name: c.Name, Args: c.Args, Outcome: Matched, Recorded: rc.key, Result: rc.result.Content, IsError: rc.result.IsError}
 	}
 	return Call{Name: c.Name, Args: c.Args, Outcome: Diverged, Result: NoRecordText, IsError: true}
+}
+
+// runLive runs a diverged call for real when it is to an MCP tool that both
+// the catalog the model was offered and the server running it now mark
+// read-only; any other call stays diverged. crewlet's own tools (delegate,
+// ask, mail, memory, recall...) are ruled out first, so such a call never
+// runs and starts no server. The servers start at the first eligible call,
+// as the seat's tenure starts them; key is the call's idempotency key, one
+// no seat's call has. Nothing of the seat is written.
+func (r *run) runLive(ctx context.Context, call Call, key string) (Call, error) {
+	if firstparty.Has(call.Name) || !crewlet.ReadOnlyTool(r.catalog, call.Name) {
+		return call, nil
+	}
+	live, err := r.liveTools(ctx)
+	if err != nil || live == nil {
+		return call, err
+	}
+	offered := make([]crewlet.ToolSpec, 0, len(live.Tools()))
+	for _, t := range live.Tools() {
+		offered = append(offered, t.Spec)
+	}
+	if !crewlet.ReadOnlyTool(offered, call.Name) {
+		return call, nil
+	}
+	res, err := live.Call(ctx, call.Name, call.Args, key)
+	switch {
+	case err != nil && crewlet.ErrorCode(err) != crewlet.EINTERNAL:
+		// Refused here, before anything was sent.
+		res = tools.Refused(crewlet.ErrorMessage(err))
+	case err != nil:
+		r.log().Warn("replay_live_call_failed", "turn", r.turn.TurnID, "tool", call.Name, "key", key, "error", err)
+		res = tools.Result{Text: LiveFailedText, IsError: true}
+	}
+	call.Outcome, call.Result, call.IsError = Live, crewlet.Clean(res.Text), res.IsError
+	return call, nil
+}
+
+// liveTools starts the seat's MCP servers once per replay; nil when its
+// role has none.
+func (r *run) liveTools(ctx context.Context) (LiveTools, error) {
+	if r.started {
+		return r.live, nil
+	}
+	r.started = true
+	live, err := r.StartTools(ctx, r.turn.Seat)
+	// A session that failed to start may hold a child that would not
+	// stop: closeTools retries it.
+	r.live = live
+	if err != nil {
+		r.log().Error("replay_tools_not_started", "turn", r.turn.TurnID, "seat", r.turn.Seat, "error", err)
+		return nil, crewlet.Errorf(crewlet.EUNAVAILABLE, "the MCP servers of %s did not start on this worker node, so the replay's read-only calls cannot run live; its log says why (replay_tools_not_started); replay without live_read_only, or fix the servers", r.turn.Seat)
+	}
+	return live, nil
+}
+
+// closeTools stops the MCP servers a live replay started.
+func (r *run) closeTools() error {
+	if r.live == nil {
+		return nil
+	}
+	if err := r.live.Close(); err != nil {
+		return fmt.Errorf("stop the MCP servers a replay of %s started: %w", r.turn.TurnID, err)
+	}
+	return nil
 }
 
 // round makes one replayed model call: the context laid out as the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,13 +16,19 @@ import (
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/testenv"
+	"github.com/crewlet/crewlet/internal/tools"
+	"github.com/crewlet/crewlet/internal/tools/firstparty"
+	"github.com/crewlet/crewlet/internal/tools/toolstest"
 	"github.com/crewlet/crewlet/internal/turnrules"
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
 // org's seat s01 keeps a ledger: profile tooled asks ledger__write for what
 // it is told to record, then says what the tool answered; profile other asks
-// it with other arguments.
+// it with other arguments; profile looker asks the read-only
+// ledger__lookup, ledger__write and the first-party read-only recall, all
+// with arguments the recorded turn never used, and answers with their
+// results.
 const org = `company: { name: acme }
 profiles:
   tooled:
@@ -36,6 +43,15 @@ profiles:
       - match: '^record (.*)'
         tools: [ { name: ledger__write, args: { text: 'INV-{{index .Groups 1}}' } } ]
         reply: 'recorded: {{index .Results 0}}'
+  looker:
+    provider: scripted
+    rules:
+      - match: '^record (.*)'
+        tools:
+          - { name: ledger__lookup, args: { text: 'INV-{{index .Groups 1}}' } }
+          - { name: ledger__write, args: { text: 'INV-{{index .Groups 1}}' } }
+          - { name: recall, args: { query: 'INV-{{index .Groups 1}}' } }
+        reply: '{{index .Results 0}} | {{index .Results 1}} | {{index .Results 2}}'
 roles:
   clerk: { charter: keeps the ledger, profile: tooled, max_rounds: 4 }
 seats:
@@ -76,7 +92,10 @@ func (b bundle) record(t *testing.T, body string) wire.TurnRow {
 	}
 	trigger := crewlet.Message{EventID: "e-" + body, Conversation: "c1", Type: crewlet.MessageChat, From: "boss", To: "s01", Body: body, SentAt: time.Now()}
 	workKey := crewlet.WorkKey([]string{trigger.EventID})
-	catalog, _ := json.Marshal([]crewlet.ToolSpec{{Name: "ledger__write", Description: "writes a line"}})
+	catalog, _ := json.Marshal(append([]crewlet.ToolSpec{
+		{Name: "ledger__write", Description: "writes a line"},
+		{Name: "ledger__lookup", Description: "looks a text up", ReadOnly: true},
+	}, firstparty.Specs()...))
 	turn, err := b.store.OpenTurn(ctx, wire.TurnRow{Seat: "s01", WorkKey: workKey, TurnID: crewlet.TurnWorkflowID("s01", workKey),
 		Mail: []crewlet.Message{trigger}, Threads: []int{0}, Tools: catalog, MaxRounds: 4, Profile: "tooled"}, trigger)
 	if err != nil {
@@ -183,6 +202,82 @@ func TestReplayWithAnotherProfileDivergesOnNewArguments(t *testing.T) {
 	}
 }
 
+// liveLedger makes the engine start the MCP test server as s01's ledger
+// for a live replay, logging every call it gets to the returned file; the
+// count says how often the servers were started.
+func (b bundle) liveLedger(t *testing.T) (callsFile string, starts *int) {
+	t.Helper()
+	bin := toolstest.BuildT(t)
+	dir := t.TempDir()
+	callsFile = filepath.Join(dir, "calls")
+	starts = new(int)
+	b.engine.StartTools = func(ctx context.Context, handle string) (LiveTools, error) {
+		*starts++
+		s, err := tools.Start(ctx, []tools.ServerConfig{{Name: "ledger", Command: []string{bin},
+			Env: []string{"TESTSERVER_COUNT_FILE=" + filepath.Join(dir, "count"), "TESTSERVER_CALLS_FILE=" + callsFile}}}, b.engine.Log)
+		if s == nil {
+			return nil, err
+		}
+		return s, err
+	}
+	return callsFile, starts
+}
+
+// With live_read_only, a new call to an MCP tool its server marks
+// read-only runs for real and its result answers the model; a new write
+// and a new call of crewlet's own read-only recall stay diverged and never
+// run. Without it, nothing is started. Either way nothing of the seat's is
+// written.
+func TestLiveReplayRunsOnlyTheReadOnlyMCPCalls(t *testing.T) {
+	b := setup(t, org)
+	turn := b.record(t, "record invoice 7")
+	callsFile, starts := b.liveLedger(t)
+	before := b.counts(t)
+
+	r, err := b.engine.Replay(context.Background(), turn.TurnID, "tester", Change{Profile: "looker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *starts != 0 || r.Live != 0 || r.Diverged != 3 {
+		t.Fatalf("replay without live_read_only: servers started %d times, %d live, %d diverged; want none started, 0 live, 3 diverged", *starts, r.Live, r.Diverged)
+	}
+
+	r, err = b.engine.Replay(context.Background(), turn.TurnID, "tester", Change{Profile: "looker", LiveReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := r.Threads[0].Rounds[0].Calls
+	if len(calls) != 3 {
+		t.Fatalf("round 1 asked %d calls; want 3: %+v", len(calls), calls)
+	}
+	const found = "found: INV-invoice 7 among 0 writes"
+	for i, want := range []Call{
+		{Name: "ledger__lookup", Outcome: Live, Result: found},
+		{Name: "ledger__write", Outcome: Diverged, Result: NoRecordText, IsError: true},
+		{Name: "recall", Outcome: Diverged, Result: NoRecordText, IsError: true},
+	} {
+		if got := calls[i]; got.Name != want.Name || got.Outcome != want.Outcome || got.Result != want.Result || got.IsError != want.IsError {
+			t.Errorf("call %d: %s %s %q (error %v); want %s %s %q", i, got.Name, got.Outcome, got.Result, got.IsError, want.Name, want.Outcome, want.Result)
+		}
+	}
+	if want := found + " | " + NoRecordText + " | " + NoRecordText; r.Threads[0].Replayed != want || r.Live != 1 || r.Diverged != 2 {
+		t.Errorf("replayed %q, %d live, %d diverged; want %q, 1 live, 2 diverged", r.Threads[0].Replayed, r.Live, r.Diverged, want)
+	}
+	got := toolstest.Calls(t, callsFile)
+	if len(got) != 1 || got[0].Tool != "lookup" || string(got[0].Args) != `{"text":"INV-invoice 7"}` {
+		t.Errorf("the MCP server got %+v; want the one lookup of INV-invoice 7", got)
+	}
+	if *starts != 1 {
+		t.Errorf("servers started %d times; want once", *starts)
+	}
+	after := b.counts(t)
+	for table, n := range after {
+		if table != "eval_usage" && n != before[table] {
+			t.Errorf("%s: %d rows after the replays, %d before; want it unchanged", table, n, before[table])
+		}
+	}
+}
+
 // Each recorded call answers once: a model asking the same call twice gets
 // the record once and the no-record answer the second time.
 func TestReplayAnswersEachRecordedCallOnce(t *testing.T) {
@@ -216,7 +311,7 @@ func TestReplayRefusals(t *testing.T) {
 		change Change
 		code   string
 	}{
-		{turn.TurnID, Change{LiveReadOnly: true}, crewlet.EINVALID},
+		{turn.TurnID, Change{LiveReadOnly: true}, crewlet.EUNAVAILABLE},
 		{turn.TurnID, Change{Profile: "nope"}, crewlet.EINVALID},
 		{turn.TurnID, Change{Revision: 99}, crewlet.ENOTFOUND},
 		{"turn/s01/none", Change{}, crewlet.ENOTFOUND},

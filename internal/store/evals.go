@@ -45,6 +45,19 @@ func (s *Store) TrimEvalUsage(ctx context.Context) (int64, error) {
 	return tag.RowsAffected(), nil
 }
 
+// TrimEvalRuns deletes the eval runs that finished longer ago than keep,
+// with their results; a running run is never deleted, and datasets stay.
+// The runs' charges are not: they go with TrimEvalUsage once no budget
+// window counts them, so a short retention refunds no budget.
+func (s *Store) TrimEvalRuns(ctx context.Context, keep time.Duration) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `
+		DELETE FROM eval_runs WHERE status <> 'running' AND finished_at < now() - make_interval(secs => $1)`, keep.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("trim eval runs: %w", schemaMissing(err))
+	}
+	return tag.RowsAffected(), nil
+}
+
 // EvalUsage returns the day, week and month windows of evals.budget that
 // contain now on loc, each with the tokens replays spent in it and its
 // cap; their scope is crewlet.ScopeEvals.

@@ -142,6 +142,7 @@ func TestToolsAreNamespacedWithReadOnlyFlags(t *testing.T) {
 	b := setup(t)
 	want := map[string]bool{ // name → ReadOnly
 		"ts__fail":         false,
+		"ts__lookup":       true,
 		"ts__probe_parent": true,
 		"ts__read_counter": true,
 		"ts__read_files":   true,

@@ -1,6 +1,7 @@
 // Command testserver is a small stdio MCP server for the tools package tests.
 //
 // Tools: read_counter (read-only) returns how many writes were counted;
+// lookup {text} (read-only) answers "found: TEXT among N writes";
 // write {text} appends one JSON line {"key","text"} to TESTSERVER_COUNT_FILE,
 // key being the request's _meta "crewlet/idempotency_key"; slow_write is write
 // after sleeping TESTSERVER_SLOW (default 5s); fail returns an error result;
@@ -12,7 +13,9 @@
 // read and write files (a sandbox's view, for the tests that confine it).
 // TESTSERVER_STUBBORN=1 ignores SIGTERM and keeps running after stdin closes,
 // so a client must kill it. TESTSERVER_PID_FILE, when set, receives the
-// server's pid at start.
+// server's pid at start. TESTSERVER_CALLS_FILE, when set, receives one JSON
+// line {"tool","args","key"} for every tool call the server got, whatever
+// the tool.
 package main
 
 import (
@@ -105,6 +108,42 @@ func readFiles(in readArgs) map[string]string {
 	return out
 }
 
+// logCalls appends every tools/call request to path, so a test sees which
+// calls reached the server, read-only ones included.
+func logCalls(path string) mcp.Middleware {
+	var mu sync.Mutex
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if call, ok := req.(*mcp.CallToolRequest); ok {
+				k, _ := call.Params.GetMeta()[idempotencyKeyMeta].(string)
+				line, err := json.Marshal(map[string]any{"tool": call.Params.Name, "args": call.Params.Arguments, "key": k})
+				if err != nil {
+					return nil, err
+				}
+				mu.Lock()
+				err = appendLine(path, line)
+				mu.Unlock()
+				if err != nil {
+					return nil, err
+				}
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
+func appendLine(path string, line []byte) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 type counter struct {
 	mu   sync.Mutex
 	path string
@@ -133,15 +172,7 @@ func (c *counter) add(key, text string) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	f, err := os.OpenFile(c.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(append(line, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return appendLine(c.path, line)
 }
 
 func text(s string) *mcp.CallToolResult {
@@ -171,6 +202,9 @@ func main() {
 	c := &counter{path: os.Getenv("TESTSERVER_COUNT_FILE")}
 
 	s := mcp.NewServer(&mcp.Implementation{Name: "testserver", Version: "1"}, nil)
+	if p := os.Getenv("TESTSERVER_CALLS_FILE"); p != "" {
+		s.AddReceivingMiddleware(logCalls(p))
+	}
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "read_counter",
 		Description: "Returns how many writes were counted.",
@@ -181,6 +215,17 @@ func main() {
 			return nil, nil, err
 		}
 		return text(strconv.Itoa(n)), nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "lookup",
+		Description: "Looks the text up among the writes; changes nothing.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in writeArgs) (*mcp.CallToolResult, any, error) {
+		n, err := c.count()
+		if err != nil {
+			return nil, nil, err
+		}
+		return text(fmt.Sprintf("found: %s among %d writes", in.Text, n)), nil, nil
 	})
 	write := func(ctx context.Context, req *mcp.CallToolRequest, in writeArgs) (*mcp.CallToolResult, any, error) {
 		if err := c.add(keyOf(req), in.Text); err != nil {

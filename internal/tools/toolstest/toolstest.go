@@ -50,7 +50,13 @@ type Write struct {
 // first; none when the file does not exist yet.
 func Writes(t testing.TB, countFile string) []Write {
 	t.Helper()
-	f, err := os.Open(countFile)
+	return readLines[Write](t, countFile)
+}
+
+// readLines decodes a file of JSON lines; none when it does not exist yet.
+func readLines[T any](t testing.TB, file string) []T {
+	t.Helper()
+	f, err := os.Open(file)
 	if os.IsNotExist(err) {
 		return nil
 	}
@@ -58,17 +64,32 @@ func Writes(t testing.TB, countFile string) []Write {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var writes []Write
+	var out []T
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var w Write
-		if err := json.Unmarshal(sc.Bytes(), &w); err != nil {
-			t.Fatalf("count file line %q: %v", sc.Text(), err)
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Fatalf("%s line %q: %v", file, sc.Text(), err)
 		}
-		writes = append(writes, w)
+		out = append(out, v)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return writes
+	return out
+}
+
+// Call is one tool call the server got (TESTSERVER_CALLS_FILE): the tool,
+// its arguments and its request's idempotency key.
+type Call struct {
+	Tool string          `json:"tool"`
+	Args json.RawMessage `json:"args"`
+	Key  string          `json:"key"`
+}
+
+// Calls returns the calls logged in the server's calls file, oldest first;
+// none when the file does not exist yet.
+func Calls(t testing.TB, callsFile string) []Call {
+	t.Helper()
+	return readLines[Call](t, callsFile)
 }
