@@ -178,7 +178,6 @@ func (s *Server) getEvalRun(w http.ResponseWriter, r *http.Request) {
 		s.logError(w, r, err)
 		return
 	}
-	run.Totals.Cost = replay.NotPriced
 	if turn := r.URL.Query().Get("turn"); turn != "" {
 		var one []wire.EvalResult
 		for _, res := range run.Results {

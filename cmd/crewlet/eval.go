@@ -359,5 +359,6 @@ func printEvalRun(w io.Writer, r wire.EvalRun) {
 	fmt.Fprintf(w, "pass rate: %.1f%%\n", 100*t.PassRate)
 	fmt.Fprintf(w, "tool calls diverged: %d (never run)\n", t.Diverged)
 	fmt.Fprintf(w, "tokens in/out: %d/%d (charged to evals.budget)\n", t.InputTokens, t.OutputTokens)
-	fmt.Fprintf(w, "cost: %s\n", t.Cost)
+	fmt.Fprintf(w, "cost: %s (replays and judges, charged to evals.budget); the recorded turns cost %s%s\n",
+		usd(t.NanoUSD), usd(t.RecordedNanoUSD), unpricedNote(t.UnpricedTokens))
 }

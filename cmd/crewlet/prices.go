@@ -72,11 +72,22 @@ func printPriceQuote(w io.Writer, q api.PriceQuote) error {
 	}
 	_, err := fmt.Fprintf(w, "%s priced as %s (%s), version %s\n"+
 		"per million tokens: input %s, output %s, cached input %s\n"+
-		"a call of %d input (%d cached) and %d output tokens: $%.6f\n",
+		"a call of %d input (%d cached) and %d output tokens: %s\n",
 		name, q.Matched, q.Provider, q.Version,
 		usdPerMTok(q.Rates.Input), usdPerMTok(q.Rates.Output), cache,
-		q.Tokens.Input, q.Tokens.Cached, q.Tokens.Output, prices.USD(q.NanoUSD))
+		q.Tokens.Input, q.Tokens.Cached, q.Tokens.Output, usd(q.NanoUSD))
 	return err
+}
+
+// usd shows an amount in nano-dollars as dollars, to the micro-dollar.
+func usd(nano int64) string { return fmt.Sprintf("$%.6f", prices.USD(nano)) }
+
+// unpricedNote says how many tokens no price was found for, if any.
+func unpricedNote(tokens int64) string {
+	if tokens == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d tokens unpriced (add their model to prices:)", tokens)
 }
 
 // usdPerMTok shows a rate in nano-dollars per million tokens as dollars.

@@ -145,7 +145,8 @@ func printReplay(w io.Writer, r replay.Report) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "tokens in/out: recorded %d/%d, replayed %d/%d (charged to evals.budget)\n",
 		r.Recorded.Input, r.Recorded.Output, r.Replayed.Input, r.Replayed.Output)
-	fmt.Fprintf(w, "cost: %s\n", r.Cost)
+	fmt.Fprintf(w, "cost: recorded %s, replayed %s (at the prices now)%s\n", usd(r.Recorded.NanoUSD), usd(r.Replayed.NanoUSD),
+		unpricedNote(r.Recorded.Unpriced+r.Replayed.Unpriced))
 	for _, g := range r.NotReconstructed {
 		fmt.Fprintf(w, "not reconstructed: %s\n", g)
 	}

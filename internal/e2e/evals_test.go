@@ -149,7 +149,10 @@ func TestEvalRunSurvivesAKilledNodeAndChargesOnce(t *testing.T) {
 		t.Errorf("charged %d tokens; the turns' results sum to %d, the totals to %d; want the three equal", charged, replayed, total)
 	}
 	out, err := c.cli("eval", "show", run.ID, "--token", replayOperatorToken)
-	if err != nil || !strings.Contains(out, "pass rate: 100.0%") || !strings.Contains(out, "cost: not priced yet") {
+	if run.Totals.RecordedNanoUSD == 0 {
+		t.Errorf("the run's totals give the recorded turns no cost: %+v", run.Totals)
+	}
+	if err != nil || !strings.Contains(out, "pass rate: 100.0%") || !strings.Contains(out, "cost: $") || !strings.Contains(out, "the recorded turns cost $") {
 		t.Errorf("crewlet eval show: %v\n%s", err, out)
 	}
 	t.Logf("crewlet eval show:\n%s", out)

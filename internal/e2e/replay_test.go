@@ -25,7 +25,7 @@ import (
 )
 
 // replayOrg is toolsOrg's clerk with a three-round rule (write, read the
-// counter, answer) and three more profiles to replay it on: terse answers
+// counter, answer), priced at $3 and $15 a million tokens, and three more profiles to replay it on: terse answers
 // in other words from the same calls, other writes other arguments, looker
 // asks the read-only ledger__lookup and a write with other arguments and
 // answers with both results. Its MCP server logs every call it gets in the
@@ -45,13 +45,15 @@ func replayOrg(t testing.TB, countFile, pidFile string, extra ...string) string 
         tools: [ { name: ledger__read_counter, args: {} } ]`, args, reply)
 	}
 	org := fmt.Sprintf(`company: { name: replayco }
+prices: [ { model: clerk-model, input_mtok: 3, output_mtok: 15 } ]
 auth:
   tokens:
     - { name: opal, role: operator, token_env: CREWLET_E2E_TOKEN_OPERATOR }
     - { name: vic, role: viewer, token_env: CREWLET_E2E_TOKEN_VIEWER }
 profiles:
   tooled:
-    provider: scripted%s
+    provider: scripted
+    model: clerk-model%s
   terse:
     provider: scripted%s
   other:
@@ -252,8 +254,8 @@ func TestReplayAnswersFromTheRecordAndTouchesNothing(t *testing.T) {
 	if len(th.Rounds) != 3 || same.Matched != 2 || same.Diverged != 0 {
 		t.Fatalf("unchanged replay: %d rounds, %d matched, %d diverged; want 3, 2, 0", len(th.Rounds), same.Matched, same.Diverged)
 	}
-	if same.Recorded.Input == 0 || same.Replayed != same.Recorded || same.Cost != replay.NotPriced {
-		t.Errorf("tokens recorded %+v, replayed %+v, cost %q; want the same tokens, not priced yet", same.Recorded, same.Replayed, same.Cost)
+	if same.Recorded.Input == 0 || same.Recorded.NanoUSD == 0 || same.Replayed != same.Recorded {
+		t.Errorf("tokens and cost recorded %+v, replayed %+v; want the same tokens at the same price, priced", same.Recorded, same.Replayed)
 	}
 
 	terse := c.replay(turn, replay.Change{Profile: "terse"})

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -218,8 +219,9 @@ func (g Grader) judge(ctx context.Context, c Check, answer string, report replay
 	if err != nil {
 		return false, "", nil, crewlet.Errorf(crewlet.EUNAVAILABLE, "judge profile %s did not answer: %s", c.Profile, crewlet.ErrorMessage(err))
 	}
+	cost := replay.Cost(g.Org.Now(), profile, resp, time.Now())
 	charge := &store.EvalCharge{TurnID: report.Turn, Principal: principal, Profile: c.Profile,
-		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
+		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, NanoUSD: cost.NanoUSD, UnpricedTokens: cost.Unpriced}
 	verdict, reason, _ := strings.Cut(strings.TrimSpace(resp.Text), " ")
 	reason = strings.TrimSpace(strings.TrimLeft(reason, ":.-— "))
 	switch strings.ToUpper(strings.Trim(verdict, ":.,")) {

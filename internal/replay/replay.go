@@ -23,6 +23,7 @@ import (
 	"github.com/crewlet/crewlet/internal/budget"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/model"
+	"github.com/crewlet/crewlet/internal/prices"
 	"github.com/crewlet/crewlet/internal/revisions"
 	"github.com/crewlet/crewlet/internal/store"
 	"github.com/crewlet/crewlet/internal/tools"
@@ -70,9 +71,6 @@ const NoRecordText = "No recorded result: this is a replay of a recorded turn, a
 // was sent, as a turn's read-only call that failed is told.
 const LiveFailedText = "This read-only call failed; you may try it again."
 
-// NotPriced is the cost a report gives until prices are kept (issue 39).
-const NotPriced = "not priced yet"
-
 // Report is a replay side by side with the turn it replays.
 type Report struct {
 	Turn string `json:"turn"`
@@ -83,16 +81,15 @@ type Report struct {
 	// Revision is the config revision the replay ran on.
 	Revision int64    `json:"revision"`
 	Threads  []Thread `json:"threads"`
-	// Recorded is what the recorded turn's rounds spent (their receipts),
-	// Replayed what the replay's did, charged to evals.budget.
+	// Recorded is what the recorded turn's rounds spent (their receipts,
+	// money as it was charged), Replayed what the replay's did, charged to
+	// evals.budget, in money at the prices now.
 	Recorded Tokens `json:"recorded_tokens"`
 	Replayed Tokens `json:"replayed_tokens"`
 	Matched  int    `json:"matched"`
 	Diverged int    `json:"diverged"`
 	// Live counts the calls run for real (Change.LiveReadOnly).
 	Live int `json:"live,omitempty"`
-	// Cost is NotPriced.
-	Cost string `json:"cost"`
 	// NotReconstructed names what of the recorded context the replay could
 	// not lay out as the turn had it.
 	NotReconstructed []string `json:"not_reconstructed,omitempty"`
@@ -173,15 +170,39 @@ func clipCalls(calls []Call, most int) {
 	}
 }
 
-// Tokens are a model call's or a turn's input and output tokens.
+// Tokens are a model call's or a turn's input and output tokens, and what
+// they cost: NanoUSD in nano-dollars, and Unpriced the tokens no price was
+// found for (counted, never taken as free).
 type Tokens struct {
-	Input  int64 `json:"input"`
-	Output int64 `json:"output"`
+	Input    int64 `json:"input"`
+	Output   int64 `json:"output"`
+	NanoUSD  int64 `json:"nano_usd"`
+	Unpriced int64 `json:"unpriced_tokens,omitempty"`
 }
 
-func (t *Tokens) add(u crewlet.Usage) {
-	t.Input += u.InputTokens
-	t.Output += u.OutputTokens
+// add adds o's tokens and cost.
+func (t *Tokens) add(o Tokens) {
+	t.Input += o.Input
+	t.Output += o.Output
+	t.NanoUSD += o.NanoUSD
+	t.Unpriced += o.Unpriced
+}
+
+// Cost is a model call's tokens and what they cost at org's prices at a
+// time; a table that does not read prices nothing, and its tokens count as
+// unpriced.
+func Cost(org *config.Config, profile config.Profile, resp crewlet.ModelResponse, at time.Time) Tokens {
+	u := resp.Usage
+	t := Tokens{Input: u.InputTokens, Output: u.OutputTokens, Unpriced: u.InputTokens + u.OutputTokens}
+	table, err := org.PriceTable()
+	if err != nil {
+		return t
+	}
+	q := table.Quote(profile.PricedModel(resp.Model), profile.BaseURL, at, prices.Usage{Input: u.InputTokens, Output: u.OutputTokens, Cached: u.CachedTokens})
+	if q.Priced {
+		t.NanoUSD, t.Unpriced = q.NanoUSD, 0
+	}
+	return t
 }
 
 // Engine replays recorded turns. It reads the store and writes only
@@ -242,7 +263,7 @@ func (e *Engine) Replay(ctx context.Context, turnID, principal string, change Ch
 			err = cerr
 		}
 	}()
-	report := Report{Turn: turn.TurnID, Seat: handle, Role: r.seat.Role, Change: change, Revision: r.org.Revision, Cost: NotPriced}
+	report := Report{Turn: turn.TurnID, Seat: handle, Role: r.seat.Role, Change: change, Revision: r.org.Revision}
 	gated, err := e.Store.Approvals(ctx, store.ApprovalFilter{Handle: handle, TurnID: turn.TurnID, Limit: wire.MaxApprovals})
 	if err != nil {
 		return Report{}, err
@@ -258,12 +279,10 @@ func (e *Engine) Replay(ctx context.Context, turnID, principal string, change Ch
 		}
 		report.Threads = append(report.Threads, th)
 		for _, rr := range th.RecordedRounds {
-			report.Recorded.Input += rr.Tokens.Input
-			report.Recorded.Output += rr.Tokens.Output
+			report.Recorded.add(rr.Tokens)
 		}
 		for _, rd := range th.Rounds {
-			report.Replayed.Input += rd.Tokens.Input
-			report.Replayed.Output += rd.Tokens.Output
+			report.Replayed.add(rd.Tokens)
 			for _, c := range rd.Calls {
 				switch c.Outcome {
 				case Matched:
@@ -444,7 +463,10 @@ func (r *run) recorded(key string, msgs []wire.TurnMessage, receipts []wire.Roun
 		}
 		rr := RecordedRound{Round: m.Round, Answer: m.Message.Content}
 		if receipt, ok := receiptOf(receipts, m.Round); ok {
-			rr.Profile, rr.Tokens = receipt.Profile, Tokens{Input: receipt.InputTokens, Output: receipt.OutputTokens}
+			rr.Profile, rr.Tokens = receipt.Profile, Tokens{Input: receipt.InputTokens, Output: receipt.OutputTokens, NanoUSD: receipt.NanoUSD}
+			if !receipt.Priced {
+				rr.Tokens.Unpriced = receipt.InputTokens + receipt.OutputTokens
+			}
 		}
 		for i, c := range m.Message.ToolCalls {
 			res, ok := results[fmt.Sprintf("r%dc%d", m.Round, i)]
@@ -591,13 +613,14 @@ func (r *run) round(ctx context.Context, trigger crewlet.Message, key string, ro
 	if err != nil {
 		return rd, nil, crewlet.Errorf(crewlet.EUNAVAILABLE, "round %d of the replay: profile %s did not answer: %s", round, name, crewlet.ErrorMessage(err))
 	}
-	rd.Tokens.add(resp.Usage)
+	rd.Tokens = Cost(r.org, profile, resp, r.now())
 	charge := r.Charge
 	if charge == nil {
 		charge = r.Store.ChargeEval
 	}
 	if err := charge(ctx, store.EvalCharge{TurnID: r.turn.TurnID, Principal: r.principal, Profile: name,
-		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, RecordedAt: r.now()}); err != nil {
+		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, NanoUSD: rd.Tokens.NanoUSD, UnpricedTokens: rd.Tokens.Unpriced,
+		RecordedAt: r.now()}); err != nil {
 		return rd, nil, err
 	}
 	if resp.Text == "" && len(resp.ToolCalls) == 0 {

@@ -30,9 +30,11 @@ import (
 // with arguments the recorded turn never used, and answers with their
 // results.
 const org = `company: { name: acme }
+prices: [ { model: tooled-model, input_mtok: 2, output_mtok: 10 } ]
 profiles:
   tooled:
     provider: scripted
+    model: tooled-model
     rules:
       - match: '^record (.*)'
         tools: [ { name: ledger__write, args: { text: '{{index .Groups 1}}' } } ]
@@ -114,7 +116,8 @@ func (b bundle) record(t *testing.T, body string) wire.TurnRow {
 		if m.Message.Role == "assistant" {
 			sum := sha(system)
 			if _, _, err := b.store.RecordRoundAnswer(ctx, wire.RoundRow{Seat: "s01", WorkKey: key, Round: m.Round, Profile: "tooled",
-				SystemSHA256: sum, SystemBytes: len(system), InputTokens: 100, OutputTokens: 10, RecordedAt: time.Now()}, time.UTC, &m); err != nil {
+				SystemSHA256: sum, SystemBytes: len(system), InputTokens: 100, OutputTokens: 10, RecordedAt: time.Now(),
+				Model: "tooled-model", Priced: true, NanoUSD: 1234, PriceVersion: "test"}, time.UTC, &m); err != nil {
 				t.Fatal(err)
 			}
 			continue
@@ -164,8 +167,15 @@ func TestReplayWithNothingChangedReproducesTheRecordedAnswer(t *testing.T) {
 	if !th.Rounds[0].SystemAsRecorded || !th.Rounds[1].SystemAsRecorded {
 		t.Errorf("system prompt not as recorded: %+v", th.Rounds)
 	}
-	if r.Recorded != (Tokens{Input: 200, Output: 20}) || r.Replayed.Input == 0 || r.Cost != NotPriced {
-		t.Errorf("recorded tokens %+v, replayed %+v, cost %q", r.Recorded, r.Replayed, r.Cost)
+	// The recorded cost is the receipts' as charged; the replay's is at the
+	// org's price now ($2 and $10 a million tokens).
+	if r.Recorded != (Tokens{Input: 200, Output: 20, NanoUSD: 2468}) || r.Replayed.Input == 0 ||
+		r.Replayed.NanoUSD != r.Replayed.Input*2000+r.Replayed.Output*10_000 || r.Replayed.Unpriced != 0 {
+		t.Errorf("recorded %+v, replayed %+v; want the receipts' 2468 nano-dollars and the replay's tokens at $2/$10", r.Recorded, r.Replayed)
+	}
+	var charged int64
+	if err := b.db.QueryRow(context.Background(), `SELECT sum(nano_usd) FROM eval_usage WHERE turn_id = $1`, turn.TurnID).Scan(&charged); err != nil || charged != r.Replayed.NanoUSD {
+		t.Errorf("eval_usage holds %d nano-dollars (%v); want the replay's %d", charged, err, r.Replayed.NanoUSD)
 	}
 	after := b.counts(t)
 	for table, n := range before {

@@ -12,10 +12,13 @@ import (
 	"github.com/crewlet/crewlet/internal/budget"
 )
 
-// EvalCharge is the tokens one model call of a replay spent.
+// EvalCharge is the tokens one model call of a replay (or a judge) spent,
+// and what they cost at the prices when it ran: NanoUSD, and the tokens no
+// price was found for.
 type EvalCharge struct {
 	TurnID, Principal, Profile string
 	InputTokens, OutputTokens  int64
+	NanoUSD, UnpricedTokens    int64
 	RecordedAt                 time.Time
 }
 
@@ -23,8 +26,8 @@ type EvalCharge struct {
 // of a seat's or the company's usage counters is touched.
 func (s *Store) ChargeEval(ctx context.Context, c EvalCharge) error {
 	_, err := s.pool.Exec(ctx, `
-		INSERT INTO eval_usage (turn_id, principal, profile, input_tokens, output_tokens, recorded_at)
-		VALUES ($1, $2, $3, $4, $5, $6)`, c.TurnID, c.Principal, c.Profile, c.InputTokens, c.OutputTokens, c.RecordedAt)
+		INSERT INTO eval_usage (turn_id, principal, profile, input_tokens, output_tokens, recorded_at, nano_usd, unpriced_tokens)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, c.TurnID, c.Principal, c.Profile, c.InputTokens, c.OutputTokens, c.RecordedAt, c.NanoUSD, c.UnpricedTokens)
 	if err != nil {
 		return fmt.Errorf("charge eval usage of %s: %w", c.TurnID, schemaMissing(err))
 	}

@@ -172,7 +172,10 @@ const runColumns = `r.id, r.dataset, r.change, r.checks, r.concurrency, r.princi
 		'refused', count(*) FILTER (WHERE e.status = 'refused'),
 		'input_tokens', COALESCE(sum(e.input_tokens), 0),
 		'output_tokens', COALESCE(sum(e.output_tokens), 0),
-		'diverged', COALESCE(sum(e.diverged), 0))
+		'diverged', COALESCE(sum(e.diverged), 0),
+		'recorded_nano_usd', COALESCE(sum((e.report->'recorded_tokens'->>'nano_usd')::bigint), 0),
+		'nano_usd', (SELECT COALESCE(sum(u.nano_usd), 0) FROM eval_usage u WHERE u.run = r.id),
+		'unpriced_tokens', (SELECT COALESCE(sum(u.unpriced_tokens), 0) FROM eval_usage u WHERE u.run = r.id))
 	 FROM eval_results e WHERE e.run = r.id)`
 
 func scanRun(row pgx.Row) (wire.EvalRun, error) {
@@ -348,8 +351,9 @@ func (s *Store) RecordEvalResult(ctx context.Context, o EvalOutcome) (bool, erro
 		wrote = true
 		for _, c := range o.Charges {
 			if _, err := tx.Exec(ctx, `
-				INSERT INTO eval_usage (turn_id, principal, profile, input_tokens, output_tokens, recorded_at, run)
-				VALUES ($1, $2, $3, $4, $5, $6, $7)`, c.TurnID, c.Principal, c.Profile, c.InputTokens, c.OutputTokens, c.RecordedAt, o.Run); err != nil {
+				INSERT INTO eval_usage (turn_id, principal, profile, input_tokens, output_tokens, recorded_at, run, nano_usd, unpriced_tokens)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, c.TurnID, c.Principal, c.Profile, c.InputTokens, c.OutputTokens, c.RecordedAt, o.Run,
+				c.NanoUSD, c.UnpricedTokens); err != nil {
 				return err
 			}
 		}

@@ -96,8 +96,14 @@ type EvalTotals struct {
 	OutputTokens int64   `json:"output_tokens"`
 	// Diverged counts the replayed tool calls no recorded call matched.
 	Diverged int `json:"diverged"`
-	// Cost is "not priced yet" until prices are kept.
-	Cost string `json:"cost"`
+	// NanoUSD is what the run spent (its replays and judges, charged to
+	// evals.budget) at the prices when each call ran, in nano-dollars;
+	// UnpricedTokens are its tokens no price was found for.
+	// RecordedNanoUSD is what the recorded turns it scored cost when they
+	// ran, from their receipts.
+	NanoUSD         int64 `json:"nano_usd"`
+	UnpricedTokens  int64 `json:"unpriced_tokens"`
+	RecordedNanoUSD int64 `json:"recorded_nano_usd"`
 }
 
 // EvalResult is one turn of a run: its replay's report and each check's

@@ -42,6 +42,14 @@ function change(c) {
   return parts.length ? parts.join(', ') : h('span', { class: 'muted' }, 'nothing');
 }
 
+// money is what a run spent (its replays and judges, at the prices when
+// they ran) and what the recorded turns it replayed cost, in dollars.
+function money(t) {
+  const usd = (nano) => '$' + ((nano || 0) / 1e9).toFixed(6);
+  return usd(t.nano_usd) + ' (replays and judges); the recorded turns cost ' + usd(t.recorded_nano_usd) +
+    (t.unpriced_tokens ? '; ' + t.unpriced_tokens + ' tokens unpriced' : '');
+}
+
 function passRate(t) {
   if (!t.scored) return h('span', { class: 'muted' }, '—');
   return (t.pass_rate * 100).toFixed(1) + '% (' + t.passed + ' of ' + t.scored + ')';
@@ -71,7 +79,7 @@ async function detail(main, id, ctx) {
         h('dt', {}, 'pass rate'), h('dd', {}, passRate(t)),
         h('dt', {}, 'tool calls diverged'), h('dd', {}, String(t.diverged), ' (never run)'),
         h('dt', {}, 'tokens in/out'), h('dd', {}, t.input_tokens + '/' + t.output_tokens, ' (charged to evals.budget)'),
-        h('dt', {}, 'cost'), h('dd', {}, t.cost))),
+        h('dt', {}, 'cost'), h('dd', {}, money(t)))),
       section('Turns',
         truncated ? h('p', { class: 'muted' }, 'Shown: ', truncated, '.') : null,
         (run.results || []).length
