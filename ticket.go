@@ -77,8 +77,12 @@ type Ticket struct {
 	// Hops counts the delegations that led to it, itself included; Chain
 	// names their delegators in order, its own last (1 and [From] for a
 	// ticket opened by a person, or by a turn that serves no ticket).
-	Hops         int         `json:"hops"`
-	Chain        []string    `json:"chain"`
+	Hops  int      `json:"hops"`
+	Chain []string `json:"chain"`
+	// Parent is the ticket the delegating turn served when it opened this
+	// one; empty for a person's ticket or a turn that served none. Its cost
+	// rolls up into Parent's.
+	Parent       string      `json:"parent,omitempty"`
 	Task         string      `json:"task"`
 	Conversation string      `json:"conversation"`
 	Phase        TicketPhase `json:"phase"`
@@ -107,6 +111,46 @@ type Ticket struct {
 	CreatedAt time.Time  `json:"created_at"`
 	UpdatedAt time.Time  `json:"updated_at"`
 	SettledAt *time.Time `json:"settled_at,omitempty"`
+}
+
+// TicketCost is what model calls cost: the rounds counted, their tokens by
+// kind (input counts cached ones too), the tokens no price was found for,
+// and the amount in nano-dollars (USD the same in dollars, for reading).
+type TicketCost struct {
+	NanoUSD        int64   `json:"nano_usd"`
+	USD            float64 `json:"usd"`
+	Rounds         int64   `json:"rounds"`
+	InputTokens    int64   `json:"input_tokens"`
+	OutputTokens   int64   `json:"output_tokens"`
+	CachedTokens   int64   `json:"cached_tokens"`
+	UnpricedTokens int64   `json:"unpriced_tokens"`
+}
+
+// Add adds o's rounds, tokens and amount to c; USD is left to the reader
+// to set once the sum is done.
+func (c *TicketCost) Add(o TicketCost) {
+	c.NanoUSD += o.NanoUSD
+	c.Rounds += o.Rounds
+	c.InputTokens += o.InputTokens
+	c.OutputTokens += o.OutputTokens
+	c.CachedTokens += o.CachedTokens
+	c.UnpricedTokens += o.UnpricedTokens
+}
+
+// TicketLink is one ticket of a delegation chain, as GET /tickets/{id}
+// shows it: its place under the ticket asked about (depth 0), what the
+// thread serving it cost (Own), and that with every ticket under it
+// (Total). Remote marks a ticket to a remote A2A agent, whose model calls
+// are not crewlet's to count: its own cost is 0.
+type TicketLink struct {
+	Ticket string      `json:"ticket"`
+	Parent string      `json:"parent,omitempty"`
+	To     string      `json:"to"`
+	Depth  int         `json:"depth"`
+	Phase  TicketPhase `json:"phase"`
+	Remote bool        `json:"remote,omitempty"`
+	Own    TicketCost  `json:"own"`
+	Total  TicketCost  `json:"total"`
 }
 
 // TicketRequestEventID is the event id of a ticket's request: one per ticket,
