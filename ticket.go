@@ -113,30 +113,6 @@ type Ticket struct {
 	SettledAt *time.Time `json:"settled_at,omitempty"`
 }
 
-// TicketCost is what model calls cost: the rounds counted, their tokens by
-// kind (input counts cached ones too), the tokens no price was found for,
-// and the amount in nano-dollars (USD the same in dollars, for reading).
-type TicketCost struct {
-	NanoUSD        int64   `json:"nano_usd"`
-	USD            float64 `json:"usd"`
-	Rounds         int64   `json:"rounds"`
-	InputTokens    int64   `json:"input_tokens"`
-	OutputTokens   int64   `json:"output_tokens"`
-	CachedTokens   int64   `json:"cached_tokens"`
-	UnpricedTokens int64   `json:"unpriced_tokens"`
-}
-
-// Add adds o's rounds, tokens and amount to c; USD is left to the reader
-// to set once the sum is done.
-func (c *TicketCost) Add(o TicketCost) {
-	c.NanoUSD += o.NanoUSD
-	c.Rounds += o.Rounds
-	c.InputTokens += o.InputTokens
-	c.OutputTokens += o.OutputTokens
-	c.CachedTokens += o.CachedTokens
-	c.UnpricedTokens += o.UnpricedTokens
-}
-
 // TicketLink is one ticket of a delegation chain, as GET /tickets/{id}
 // shows it: its place under the ticket asked about (depth 0), what the
 // thread serving it cost (Own), and that with every ticket under it
@@ -149,8 +125,8 @@ type TicketLink struct {
 	Depth  int         `json:"depth"`
 	Phase  TicketPhase `json:"phase"`
 	Remote bool        `json:"remote,omitempty"`
-	Own    TicketCost  `json:"own"`
-	Total  TicketCost  `json:"total"`
+	Own    Cost        `json:"own"`
+	Total  Cost        `json:"total"`
 }
 
 // TicketRequestEventID is the event id of a ticket's request: one per ticket,

@@ -288,6 +288,13 @@ func (s *Server) routes() []route {
 				{"output_tokens", "integer", "answer tokens of the call (1000 unless given)"},
 				{"cached_tokens", "integer", "the part of input_tokens read from the provider's prompt cache"},
 			}, answer: PriceQuote{}},
+		{method: get, pattern: "/costs", action: authority.ReadFleet, handler: s.getCosts,
+			summary: "what the company's model calls cost from since to until (days on the company clock, this month so far unless given), by seat, role, model, profile or day: each row's amount, rounds and tokens by kind, the most spent first (by day: every day, oldest first), the total, and the price versions charged",
+			query: []param{
+				{"by", "string", "seat (unless given), role, model, profile or day"},
+				{"since", "string", "the first day, YYYY-MM-DD on the company clock (the 1st of this month unless given)"},
+				{"until", "string", "the last day, included (today unless given); at most 400 days after since"},
+			}, answer: Costs{}},
 		{method: post, pattern: "/models/{id}/disable", action: authority.SteerFleet, handler: s.disableModel,
 			summary: "switch a model off fleet-wide (a slash in the id is sent as %2F)", body: ModelSwitchRequest{},
 			answer: crewlet.ModelSwitch{}},

@@ -45,7 +45,7 @@ type CancelTicketRequest struct {
 // store.MaxChainTickets tickets: the cost counts only those listed.
 type TicketView struct {
 	crewlet.Ticket
-	Cost           crewlet.TicketCost   `json:"cost"`
+	Cost           crewlet.Cost         `json:"cost"`
 	CostChain      []crewlet.TicketLink `json:"cost_chain"`
 	ChainTruncated bool                 `json:"cost_chain_truncated,omitempty"`
 }
@@ -54,7 +54,7 @@ type TicketView struct {
 // sub-tickets' costs included.
 type ListedTicket struct {
 	crewlet.Ticket
-	Cost crewlet.TicketCost `json:"cost"`
+	Cost crewlet.Cost `json:"cost"`
 }
 
 // maxTicketWait bounds a POST /tickets long-poll.

@@ -40,7 +40,7 @@ var ticketTree = `
 const roundCost = `count(r.round), coalesce(sum(r.nano_usd), 0), coalesce(sum(r.input_tokens), 0), coalesce(sum(r.output_tokens), 0),
 	coalesce(sum(r.cached_tokens), 0), coalesce(sum(r.input_tokens + r.output_tokens) FILTER (WHERE NOT r.priced), 0)`
 
-func scanCost(c *crewlet.TicketCost) []any {
+func scanCost(c *crewlet.Cost) []any {
 	return []any{&c.Rounds, &c.NanoUSD, &c.InputTokens, &c.OutputTokens, &c.CachedTokens, &c.UnpricedTokens}
 }
 
@@ -115,8 +115,8 @@ func rollUp(links []crewlet.TicketLink) {
 
 // TicketCosts returns what each ticket of ids cost with every ticket under
 // it, in one query for the whole list.
-func (s *Store) TicketCosts(ctx context.Context, ids []string) (map[string]crewlet.TicketCost, error) {
-	out := make(map[string]crewlet.TicketCost, len(ids))
+func (s *Store) TicketCosts(ctx context.Context, ids []string) (map[string]crewlet.Cost, error) {
+	out := make(map[string]crewlet.Cost, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -129,7 +129,7 @@ func (s *Store) TicketCosts(ctx context.Context, ids []string) (map[string]crewl
 		return nil, fmt.Errorf("read the cost of tickets: %w", schemaMissing(err))
 	}
 	var root string
-	var c crewlet.TicketCost
+	var c crewlet.Cost
 	_, err = pgx.ForEachRow(rows, append([]any{&root}, scanCost(&c)...), func() error {
 		c.USD = prices.USD(c.NanoUSD)
 		out[root] = c
