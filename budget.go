@@ -78,3 +78,34 @@ type SeatUsage struct {
 	// Hold is the cap that holds the seat's turns now, if any.
 	Hold *BudgetHold `json:"hold,omitempty"`
 }
+
+// Cost is what model calls cost: the rounds counted, their tokens by
+// kind (input counts cached ones too), the tokens no price was found for,
+// and the amount in nano-dollars (USD the same in dollars, for reading).
+type Cost struct {
+	NanoUSD        int64   `json:"nano_usd"`
+	USD            float64 `json:"usd"`
+	Rounds         int64   `json:"rounds"`
+	InputTokens    int64   `json:"input_tokens"`
+	OutputTokens   int64   `json:"output_tokens"`
+	CachedTokens   int64   `json:"cached_tokens"`
+	UnpricedTokens int64   `json:"unpriced_tokens"`
+}
+
+// Add adds o's rounds, tokens and amount to c; USD is left to the reader
+// to set once the sum is done.
+func (c *Cost) Add(o Cost) {
+	c.NanoUSD += o.NanoUSD
+	c.Rounds += o.Rounds
+	c.InputTokens += o.InputTokens
+	c.OutputTokens += o.OutputTokens
+	c.CachedTokens += o.CachedTokens
+	c.UnpricedTokens += o.UnpricedTokens
+}
+
+// CostRow is one row of GET /costs: what the model calls of one seat,
+// role, model, profile or day cost.
+type CostRow struct {
+	Key string `json:"key"`
+	Cost
+}

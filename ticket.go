@@ -77,8 +77,12 @@ type Ticket struct {
 	// Hops counts the delegations that led to it, itself included; Chain
 	// names their delegators in order, its own last (1 and [From] for a
 	// ticket opened by a person, or by a turn that serves no ticket).
-	Hops         int         `json:"hops"`
-	Chain        []string    `json:"chain"`
+	Hops  int      `json:"hops"`
+	Chain []string `json:"chain"`
+	// Parent is the ticket the delegating turn served when it opened this
+	// one; empty for a person's ticket or a turn that served none. Its cost
+	// rolls up into Parent's.
+	Parent       string      `json:"parent,omitempty"`
 	Task         string      `json:"task"`
 	Conversation string      `json:"conversation"`
 	Phase        TicketPhase `json:"phase"`
@@ -107,6 +111,22 @@ type Ticket struct {
 	CreatedAt time.Time  `json:"created_at"`
 	UpdatedAt time.Time  `json:"updated_at"`
 	SettledAt *time.Time `json:"settled_at,omitempty"`
+}
+
+// TicketLink is one ticket of a delegation chain, as GET /tickets/{id}
+// shows it: its place under the ticket asked about (depth 0), what the
+// thread serving it cost (Own), and that with every ticket under it
+// (Total). Remote marks a ticket to a remote A2A agent, whose model calls
+// are not crewlet's to count: its own cost is 0.
+type TicketLink struct {
+	Ticket string      `json:"ticket"`
+	Parent string      `json:"parent,omitempty"`
+	To     string      `json:"to"`
+	Depth  int         `json:"depth"`
+	Phase  TicketPhase `json:"phase"`
+	Remote bool        `json:"remote,omitempty"`
+	Own    Cost        `json:"own"`
+	Total  Cost        `json:"total"`
 }
 
 // TicketRequestEventID is the event id of a ticket's request: one per ticket,

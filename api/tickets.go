@@ -39,6 +39,24 @@ type CancelTicketRequest struct {
 	By     string `json:"by"`
 }
 
+// TicketView is the answer of GET /tickets/{id}: the ticket, what it cost
+// with every ticket under it, and that chain of delegation, depth first,
+// the ticket itself first. ChainTruncated says the chain held more than
+// store.MaxChainTickets tickets: the cost counts only those listed.
+type TicketView struct {
+	crewlet.Ticket
+	Cost           crewlet.Cost         `json:"cost"`
+	CostChain      []crewlet.TicketLink `json:"cost_chain"`
+	ChainTruncated bool                 `json:"cost_chain_truncated,omitempty"`
+}
+
+// ListedTicket is a ticket of GET /tickets with what it cost, its
+// sub-tickets' costs included.
+type ListedTicket struct {
+	crewlet.Ticket
+	Cost crewlet.Cost `json:"cost"`
+}
+
 // maxTicketWait bounds a POST /tickets long-poll.
 const maxTicketWait = 10 * time.Minute
 
@@ -162,13 +180,23 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request) {
 		s.logError(w, r, err)
 		return
 	}
-	if tickets == nil {
-		tickets = []crewlet.Ticket{}
+	ids := make([]string, len(tickets))
+	for i, t := range tickets {
+		ids[i] = t.ID
+	}
+	costs, err := s.Store.TicketCosts(r.Context(), ids)
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	listed := make([]ListedTicket, len(tickets))
+	for i, t := range tickets {
+		listed[i] = ListedTicket{Ticket: t, Cost: costs[t.ID]}
 	}
 	if len(tickets) == limit {
 		w.Header().Set(NextBeforeHeader, tickets[len(tickets)-1].ID)
 	}
-	writeJSON(w, http.StatusOK, tickets)
+	writeJSON(w, http.StatusOK, listed)
 }
 
 func (s *Server) getTicket(w http.ResponseWriter, r *http.Request) {
@@ -184,7 +212,12 @@ func (s *Server) getTicket(w http.ResponseWriter, r *http.Request) {
 		s.logError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ticket)
+	chain, truncated, err := s.Store.TicketChain(r.Context(), id)
+	if err != nil {
+		s.logError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, TicketView{Ticket: ticket, Cost: chain[0].Total, CostChain: chain, ChainTruncated: truncated})
 }
 
 func (s *Server) cancelTicket(w http.ResponseWriter, r *http.Request) {

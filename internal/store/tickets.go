@@ -15,13 +15,13 @@ import (
 
 const ticketColumns = `id, from_handle, from_seat, to_handle, routed_from, task, conversation, phase, question, asked_at,
 	answer, reply, reason, request_event, created_at, updated_at, settled_at, waiter, ask_waiter, ask_key, hops, chain,
-	opened_by, answered_by, remote_task, remote_context`
+	opened_by, answered_by, remote_task, remote_context, parent`
 
 func scanTicket(r pgx.Row) (crewlet.Ticket, error) {
 	var t crewlet.Ticket
 	err := r.Scan(&t.ID, &t.From, &t.FromSeat, &t.To, &t.RoutedFrom, &t.Task, &t.Conversation, &t.Phase, &t.Question,
 		&t.AskedAt, &t.Answer, &t.Reply, &t.Reason, &t.RequestEvent, &t.CreatedAt, &t.UpdatedAt, &t.SettledAt,
-		&t.Waiter, &t.AskWaiter, &t.AskKey, &t.Hops, &t.Chain, &t.OpenedBy, &t.AnsweredBy, &t.RemoteTask, &t.RemoteContext)
+		&t.Waiter, &t.AskWaiter, &t.AskKey, &t.Hops, &t.Chain, &t.OpenedBy, &t.AnsweredBy, &t.RemoteTask, &t.RemoteContext, &t.Parent)
 	return t, err
 }
 
@@ -34,7 +34,8 @@ func TicketID(createKey string) string {
 
 // CreateTicket records a pending ticket, keyed on createKey: creating it again
 // (a tool call or a request retried) returns the ticket already there, with
-// created false. t's ID and RequestEvent are set from the key. A ticket
+// created false. t's ID and RequestEvent are set from the key, and the
+// thread serving it is keyed on its request (what its cost reads). A ticket
 // given no chain is its delegator's first hop.
 func (s *Store) CreateTicket(ctx context.Context, createKey string, t crewlet.Ticket) (crewlet.Ticket, bool, error) {
 	if len(t.Chain) == 0 {
@@ -43,11 +44,13 @@ func (s *Store) CreateTicket(ctx context.Context, createKey string, t crewlet.Ti
 	t.ID = TicketID(createKey)
 	t.RequestEvent = crewlet.TicketRequestEventID(t.ID)
 	stored, err := scanTicket(s.pool.QueryRow(ctx, `
-		INSERT INTO tickets (id, create_key, from_handle, from_seat, to_handle, routed_from, task, conversation, request_event, hops, chain, opened_by)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		INSERT INTO tickets (id, create_key, from_handle, from_seat, to_handle, routed_from, task, conversation, request_event, hops, chain, opened_by,
+			parent, serve_key)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 		ON CONFLICT (create_key) DO NOTHING
 		RETURNING `+ticketColumns,
-		t.ID, createKey, t.From, t.FromSeat, t.To, t.RoutedFrom, t.Task, t.Conversation, t.RequestEvent, t.Hops, t.Chain, t.OpenedBy))
+		t.ID, createKey, t.From, t.FromSeat, t.To, t.RoutedFrom, t.Task, t.Conversation, t.RequestEvent, t.Hops, t.Chain, t.OpenedBy,
+		t.Parent, crewlet.ThreadKey(t.RequestEvent)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		stored, err = s.Ticket(ctx, t.ID)
 		return stored, false, err

@@ -158,7 +158,7 @@ func (t *Service) opened(ctx context.Context, key string) (crewlet.Ticket, error
 // create routes a new ticket as its chain and its delegator's authority
 // allow, and records it.
 func (t *Service) create(ctx context.Context, req OpenRequest, from string, fromSeat bool, task string) (crewlet.Ticket, error) {
-	hops, chain, err := t.chain(ctx, req.Parent, from)
+	hops, chain, parent, err := t.chain(ctx, req.Parent, from)
 	if err != nil {
 		return crewlet.Ticket{}, err
 	}
@@ -180,6 +180,7 @@ func (t *Service) create(ctx context.Context, req OpenRequest, from string, from
 	}
 	ticket, created, err := t.store.CreateTicket(ctx, key, crewlet.Ticket{
 		From: from, FromSeat: fromSeat, To: to, RoutedFrom: routedFrom, Task: task, Conversation: conv, Hops: hops, Chain: chain, OpenedBy: req.OpenedBy,
+		Parent: parent,
 	})
 	if err != nil {
 		return crewlet.Ticket{}, err
@@ -192,20 +193,21 @@ func (t *Service) create(ctx context.Context, req OpenRequest, from string, from
 }
 
 // chain is where a new ticket from from stands: the hop after parent's,
-// its chain continued by from; the first hop when there is no parent (a
-// person's ticket, a turn that serves none) or it is gone.
-func (t *Service) chain(ctx context.Context, parent, from string) (int, []string, error) {
+// its chain continued by from, under parent (whose cost takes its own);
+// the first hop, under none, when there is no parent (a person's ticket, a
+// turn that serves none) or it is gone.
+func (t *Service) chain(ctx context.Context, parent, from string) (int, []string, string, error) {
 	if parent == "" {
-		return 1, []string{from}, nil
+		return 1, []string{from}, "", nil
 	}
 	p, err := t.store.Ticket(ctx, parent)
 	switch {
 	case crewlet.ErrorCode(err) == crewlet.ENOTFOUND:
-		return 1, []string{from}, nil
+		return 1, []string{from}, "", nil
 	case err != nil:
-		return 0, nil, err
+		return 0, nil, "", err
 	}
-	return p.Hops + 1, append(slices.Clip(p.Chain), from), nil
+	return p.Hops + 1, append(slices.Clip(p.Chain), from), p.ID, nil
 }
 
 // reach is whom a new ticket may go to: a seat its chain and its

@@ -17,6 +17,7 @@ const pages = [
   { path: /^approvals$/, load: () => import('./pages/approvals.js'), nav: 'Approvals', href: 'approvals' },
   { path: /^schedules(?:\/(.+))?$/, load: () => import('./pages/schedules.js'), nav: 'Schedules', href: 'schedules', fleet: true },
   { path: /^evals(?:\/(.+))?$/, load: () => import('./pages/evals.js'), nav: 'Evals', href: 'evals', fleet: true },
+  { path: /^costs(?:\?(.*))?$/, load: () => import('./pages/costs.js'), nav: 'Costs', href: 'costs', fleet: true },
   { path: /^deadletters$/, load: () => import('./pages/deadletters.js'), nav: 'Dead letters', href: 'deadletters', fleet: true },
   { path: /^audit(?:\?(.*))?$/, load: () => import('./pages/audit.js'), nav: 'Audit', href: 'audit', admin: true },
 ];

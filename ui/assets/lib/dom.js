@@ -87,3 +87,22 @@ export function table(heads, rows, empty) {
 export function errorBox(err) {
   return h('p', { class: 'error', role: 'alert' }, err && err.message ? err.message : String(err));
 }
+
+// svg makes an SVG element, as h makes an HTML one: attributes set as
+// values, children as text or nodes, never markup.
+export function svg(tag, attrs, ...children) {
+  const el = document.createElementNS('http://www.w3.org/2000/svg', tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v !== null && v !== undefined && v !== false) el.setAttribute(k, String(v));
+  }
+  append(el, children);
+  return el;
+}
+
+// usd shows an amount in nano-dollars as dollars: cents once it is worth
+// a cent, else enough digits to tell small amounts apart.
+export function usd(nano) {
+  const d = (nano || 0) / 1e9;
+  if (d === 0) return '$0';
+  return '$' + (Math.abs(d) >= 0.01 ? d.toFixed(2) : d.toPrecision(3));
+}

@@ -1,11 +1,12 @@
 // Tickets: the open ones grouped by phase (those asking a question first),
-// then the recent ones that ended, each with its chain of delegation and
-// its seats linked. Its delegator (or an admin) answers a question or
+// then the recent ones that ended, each with its chain of delegation, its
+// seats linked, and what it cost with its sub-tickets (the breakdown by
+// ticket under it on demand). Its delegator (or an admin) answers a question or
 // cancels it here; the API decides, and says why when it refuses.
 
 import { get, getPage, post, query } from '../lib/api.js';
-import { h, show, link, section, badge, when, errorBox } from '../lib/dom.js';
-import { textAction, more } from '../lib/lists.js';
+import { h, show, link, section, badge, when, usd, table, errorBox } from '../lib/dom.js';
+import { action, textAction, more } from '../lib/lists.js';
 
 // GET /tickets reads newest first, a page at a time: a full page names
 // the next in X-Next-Before, and "more" reads it.
@@ -105,6 +106,7 @@ function ticketRow(t, seats, me, redraw) {
       'opened ', when(t.created_at), t.opened_by ? [' by ', t.opened_by] : null,
       t.settled_at ? [' · ended ', when(t.settled_at)] : null,
       t.conversation ? [' · ', link('conversation', 'conversations', t.conversation)] : null),
+    costLine(t),
     h('div', { class: 'msg task' }, t.task),
     t.question ? h('div', { class: 'question' }, h('strong', {}, 'Asks: '), h('span', { class: 'msg' }, t.question),
       t.asked_at ? h('span', { class: 'muted' }, ' (', when(t.asked_at), ')') : null) : null,
@@ -120,4 +122,34 @@ function ticketRow(t, seats, me, redraw) {
         await post('/tickets/' + encodeURIComponent(t.id) + '/cancel', { reason });
         await redraw();
       }, { kind: 'secondary' })) : null);
+}
+
+// costLine is what the ticket cost, its sub-tickets' included, and a
+// button that reads the breakdown: each ticket of the chain under it with
+// its own cost and its total.
+function costLine(t) {
+  if (!t.cost) return null;
+  const c = t.cost;
+  const chain = h('div', { class: 'cost-chain' });
+  return h('div', { class: 'cost' },
+    h('span', { class: 'amount' }, 'Cost ', usd(c.nano_usd)), h('span', { class: 'muted' }, ' · ', c.rounds, ' model calls, ',
+      c.input_tokens + c.output_tokens, ' tokens'),
+    c.unpriced_tokens ? h('span', { class: 'error' }, ' · ', c.unpriced_tokens, ' unpriced tokens') : null,
+    ' ', action('Breakdown', async () => {
+      const v = await get('/tickets/' + encodeURIComponent(t.id));
+      show(chain, chainTable(v.cost_chain), v.cost_chain_truncated ? h('p', { class: 'muted' }, 'Only the first tickets of a longer chain are counted.') : null);
+    }, { class: 'link', 'data-action': 'breakdown' }),
+    chain);
+}
+
+// chainTable lists a chain depth first, each ticket indented under the one
+// it was delegated for.
+function chainTable(links) {
+  return table(['ticket', 'to', 'phase', 'own', 'total'], links.map((l) => [
+    h('span', { 'data-link': l.ticket, 'data-depth': l.depth }, '\u00a0\u00a0'.repeat(l.depth) + (l.depth ? '└ ' : ''), l.ticket),
+    l.remote ? [l.to, h('span', { class: 'muted' }, ' (remote: not counted here)')] : l.to,
+    l.phase,
+    usd(l.own.nano_usd) + ' · ' + l.own.rounds + ' calls',
+    usd(l.total.nano_usd),
+  ]));
 }
