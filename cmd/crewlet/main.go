@@ -149,7 +149,7 @@ machine); each names the route it calls.`,
 	client := []*cobra.Command{
 		c.consoleCmd(), c.seatsCmd(), c.sendCmd(), c.inboxCmd(), c.conversationCmd(), c.watchCmd(), c.turnCmd(),
 		c.replayCmd(), c.evalCmd(), c.askCmd(), c.ticketsCmd(), c.approvalsCmd(), c.poolsCmd(),
-		c.auditCmd(), c.deadLettersCmd(), c.profilesCmd(), c.pricesCmd(), c.modelsCmd(), c.nodesCmd(), c.schedulesCmd(),
+		c.auditCmd(), c.deadLettersCmd(), c.profilesCmd(), c.pricesCmd(), c.costsCmd(), c.modelsCmd(), c.nodesCmd(), c.schedulesCmd(),
 		c.signalCmd("pause"), c.signalCmd("resume"), c.signalCmd("drain"),
 	}
 	for _, cmd := range server {

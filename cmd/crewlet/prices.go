@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/prices"
 )
@@ -92,3 +95,47 @@ func unpricedNote(tokens int64) string {
 
 // usdPerMTok shows a rate in nano-dollars per million tokens as dollars.
 func usdPerMTok(nano int64) string { return fmt.Sprintf("$%g", prices.MTok(nano)) }
+
+// costsCmd prints what the company's model calls cost, grouped by a key.
+func (c *cli) costsCmd() *cobra.Command {
+	var by, since, until string
+	cmd := readCommand(c, &cobra.Command{
+		Use: "costs", Short: "what the company's model calls cost, by seat, role, model, profile or day, over a range of days (GET /costs)",
+		Example: "  crewlet costs\n  crewlet costs --by model --since 2026-11-01 --until 2026-11-30\n  crewlet costs --by day -o json | jq '.rows[] | [.key, .usd]'",
+		Args:    noArgs,
+	}, func([]string) (string, error) {
+		q := url.Values{"by": {by}}
+		if since != "" {
+			q.Set("since", since)
+		}
+		if until != "" {
+			q.Set("until", until)
+		}
+		return "/costs?" + q.Encode(), nil
+	}, printCosts)
+	cmd.Flags().StringVar(&by, "by", "seat", "group by seat, role, model, profile or day")
+	cmd.Flags().StringVar(&since, "since", "", "first day, YYYY-MM-DD on the company's clock (default: the first of this month)")
+	cmd.Flags().StringVar(&until, "until", "", "last day, YYYY-MM-DD on the company's clock, included (default: today)")
+	return cmd
+}
+
+func printCosts(w io.Writer, v api.Costs) error {
+	fmt.Fprintf(w, "costs by %s, %s to %s (%s)\n\n", v.By, v.Since, v.Until, v.Timezone)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "%s\tCOST\tCALLS\tTOKENS IN\tCACHED\tOUT\tUNPRICED\n", strings.ToUpper(v.By))
+	row := func(key string, c crewlet.Cost) {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\n", dash(key), usd(c.NanoUSD), c.Rounds, c.InputTokens, c.CachedTokens, c.OutputTokens, c.UnpricedTokens)
+	}
+	for _, r := range v.Rows {
+		row(r.Key, r.Cost)
+	}
+	row("total", v.Total)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if v.Total.UnpricedTokens > 0 {
+		fmt.Fprintf(w, "\n%d tokens have no price: add their model to prices: in the org file (crewlet costs --by model shows which)\n", v.Total.UnpricedTokens)
+	}
+	fmt.Fprintf(w, "\nprices: %s (table %s)\n", strings.Join(v.PriceVersions, ", "), v.TableVersion)
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/api"
 	"github.com/crewlet/crewlet/internal/prices"
 )
@@ -33,5 +34,38 @@ func TestPriceQuoteText(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "add {model: my-finetune, input_mtok: N, output_mtok: N} to prices:") {
 		t.Errorf("an unpriced quote does not say how to price it:\n%s", b.String())
+	}
+}
+
+// A ticket's cost prints as a tree of its chain, with the total; the
+// costs view as a table with its total and the unpriced tokens named.
+func TestCostTexts(t *testing.T) {
+	own := crewlet.Cost{NanoUSD: 1_500_000, Rounds: 2, InputTokens: 300, OutputTokens: 40}
+	all := crewlet.Cost{NanoUSD: 4_000_000, Rounds: 5, InputTokens: 900, OutputTokens: 100, UnpricedTokens: 12}
+	var b strings.Builder
+	err := printTicketCost(&b, api.TicketView{Cost: all, CostChain: []crewlet.TicketLink{
+		{Ticket: "t-root", To: "cto", Phase: crewlet.TicketDone, Own: own, Total: all},
+		{Ticket: "t-sub", Parent: "t-root", To: "eng-1", Depth: 1, Phase: crewlet.TicketDone, Own: own, Total: own},
+		{Ticket: "t-far", Parent: "t-root", To: "a2a:review", Depth: 1, Phase: crewlet.TicketDone, Remote: true},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"t-root  ", "\n  t-sub  ", "remote (not counted)", "$0.004000+unpriced", "cost: $0.004000 over 5 model calls", "12 tokens unpriced"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("ticket cost text lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	err = printCosts(&b, api.Costs{By: "model", Since: "2026-11-01", Until: "2026-11-30", Timezone: "Europe/Berlin",
+		Rows:  []crewlet.CostRow{{Key: "dear-model", Cost: own}, {Key: "homebrew", Cost: crewlet.Cost{UnpricedTokens: 12, Rounds: 1}}},
+		Total: all, PriceVersions: []string{prices.Version}, TableVersion: prices.Version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"costs by model, 2026-11-01 to 2026-11-30 (Europe/Berlin)", "MODEL ", "dear-model  $0.001500", "total", "12 tokens have no price"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("costs text lacks %q:\n%s", want, b.String())
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -55,7 +56,7 @@ func ticketPath(id string, rest string) string { return "/tickets/" + url.PathEs
 
 func (c *cli) ticketsCmd() *cobra.Command {
 	return group("tickets", "the tickets seats and people open: list, show, answer, cancel",
-		c.ticketsLsCmd(), c.ticketShowCmd(), c.ticketAnswerCmd(), c.ticketCancelCmd())
+		c.ticketsLsCmd(), c.ticketShowCmd(), c.ticketCostCmd(), c.ticketAnswerCmd(), c.ticketCancelCmd())
 }
 
 func (c *cli) ticketsLsCmd() *cobra.Command {
@@ -85,11 +86,11 @@ func (c *cli) ticketsLsCmd() *cobra.Command {
 	return cmd
 }
 
-func printTickets(w io.Writer, tickets []crewlet.Ticket) error {
+func printTickets(w io.Writer, tickets []api.ListedTicket) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tFROM\tTO\tPHASE\tOPENED\tTASK")
+	fmt.Fprintln(tw, "ID\tFROM\tTO\tPHASE\tOPENED\tCOST\tTASK")
 	for _, t := range tickets {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.From, t.To, t.Phase, t.CreatedAt.Format(time.RFC3339), crewlet.OneLine(t.Task, 59))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.From, t.To, t.Phase, t.CreatedAt.Format(time.RFC3339), costText(t.Cost), crewlet.OneLine(t.Task, 59))
 	}
 	return tw.Flush()
 }
@@ -99,7 +100,45 @@ func (c *cli) ticketShowCmd() *cobra.Command {
 		Use: "show ID", Short: "one ticket (GET /tickets/{id})",
 		Example: "  crewlet tickets show tk-0123", Args: exactArgs(1),
 	}, func(args []string) (string, error) { return ticketPath(args[0], ""), nil },
-		func(w io.Writer, t crewlet.Ticket) error { return printJSON(w, t) })
+		func(w io.Writer, t api.TicketView) error { return printJSON(w, t) })
+}
+
+// ticketCostCmd prints what a ticket cost down its chain of delegation.
+func (c *cli) ticketCostCmd() *cobra.Command {
+	return readCommand(c, &cobra.Command{
+		Use: "cost ID", Short: "what a ticket cost: its serving turns and every sub-ticket under it, as a tree (GET /tickets/{id})",
+		Example: "  crewlet tickets cost t-0123abcd4567\n  crewlet tickets cost t-0123abcd4567 -o json | jq .cost_chain", Args: exactArgs(1),
+	}, func(args []string) (string, error) { return ticketPath(args[0], ""), nil }, printTicketCost)
+}
+
+func printTicketCost(w io.Writer, v api.TicketView) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TICKET\tTO\tPHASE\tOWN\tWITH SUB-TICKETS\tROUNDS")
+	for _, l := range v.CostChain {
+		own := costText(l.Own)
+		if l.Remote {
+			own = "remote (not counted)"
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%d\n", strings.Repeat("  ", l.Depth), l.Ticket, l.To, l.Phase, own, costText(l.Total), l.Total.Rounds)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	t := v.Cost
+	fmt.Fprintf(w, "\ncost: %s over %d model calls (tokens in %d, of them cached %d; out %d)%s\n",
+		usd(t.NanoUSD), t.Rounds, t.InputTokens, t.CachedTokens, t.OutputTokens, unpricedNote(t.UnpricedTokens))
+	if v.ChainTruncated {
+		fmt.Fprintln(w, "the chain is longer than shown: the cost counts the tickets listed only")
+	}
+	return nil
+}
+
+// costText is a cost in dollars, with a mark when some of it is unpriced.
+func costText(c crewlet.Cost) string {
+	if c.UnpricedTokens > 0 {
+		return usd(c.NanoUSD) + "+unpriced"
+	}
+	return usd(c.NanoUSD)
 }
 
 func (c *cli) ticketAnswerCmd() *cobra.Command {
