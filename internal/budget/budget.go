@@ -143,7 +143,7 @@ func AskDue(w crewlet.UsageWindow, policy *crewlet.BudgetAskPolicy) bool {
 
 // AskQuestion is the question a window's ticket puts to the asked seat.
 func AskQuestion(seat string, w crewlet.UsageWindow) string {
-	whose := seat + "'s"
+	whose := "its"
 	if w.Scope == crewlet.ScopeCompany {
 		whose = "the company's"
 	}
