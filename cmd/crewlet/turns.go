@@ -40,7 +40,10 @@ func runSeatUsage(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if h := u.Hold; h != nil {
+	if h := u.Hold; h != nil && h.Unit == crewlet.UnitNanoUSD {
+		// A money hold's cap and used are nano-dollars: its reason says them.
+		fmt.Fprintf(stdout, "held: %s\n", h.Reason)
+	} else if h != nil {
 		fmt.Fprintf(stdout, "held: the %s %s cap of %d tokens is reached (%d used); turns wait until %s (%s)\n",
 			h.Scope, h.Window, h.Cap, h.Used, h.ResetsAt.Format(time.RFC3339), u.Timezone)
 	} else {

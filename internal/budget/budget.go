@@ -1,7 +1,8 @@
 // Package budget computes budget windows and decides whether a cap holds a
-// seat's turns and when a money budget asks (docs/architecture.md, "A turn",
-// "Cost"). It does no I/O: the store counts tokens and money, this package
-// says which window a count belongs to and what it means.
+// seat's turns (docs/architecture.md, "A turn") and when a money budget asks
+// (docs/architecture.md, "Cost"). It does no I/O: the store counts tokens
+// and money, this package says which window a count belongs to and what it
+// means.
 package budget
 
 import (

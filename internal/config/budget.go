@@ -21,7 +21,7 @@ func (b TokenBudget) Caps() crewlet.BudgetCaps {
 }
 
 // Budget is a seat's or the company's token and money caps per window; 0
-// means no cap (docs/architecture.md, "A turn" and "Cost").
+// means no cap (docs/operations.md, "Budgets in money").
 type Budget struct {
 	TokensPerDay   int64 `mapstructure:"tokens_per_day"`
 	TokensPerWeek  int64 `mapstructure:"tokens_per_week"`
