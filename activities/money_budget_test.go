@@ -13,15 +13,16 @@ import (
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
-// moneyBudgetOrg caps cto at $1 a day; BUDGET adds to its budget. alice is
-// the person asked. The task queue is the test's own (ticketService).
+// moneyBudgetOrg has cto's role's budget and the company's to fill in;
+// alice is the person asked. The task queue is the test's own
+// (ticketService).
 const moneyBudgetOrg = `
-company: { name: acme, timezone: Europe/Berlin }
+company: { name: acme, timezone: Europe/Berlin, budget: { %s } }
 temporal: { task_queue: %s }
 profiles:
   cheap: { provider: scripted, model: cheap-model }
 roles:
-  clerk: { charter: keeps the ledger, profile: cheap, budget: { usd_per_day: 1 %s } }
+  clerk: { charter: keeps the ledger, profile: cheap, budget: { %s } }
 seats:
   - { handle: cto, role: clerk }
   - { handle: alice, kind: human }
@@ -29,9 +30,15 @@ prices:
   - { model: cheap-model, input_mtok: 1, output_mtok: 2 }
 `
 
+// moneyBudgetEnv caps cto at $1 a day; budget adds to its role's budget.
 func moneyBudgetEnv(t *testing.T, budget string) *turnEnv {
 	t.Helper()
-	return setupTurnsOrg(t, fmt.Sprintf(moneyBudgetOrg, "crewlet-money-budget-test-"+testenv.Suffix(), budget), nil)
+	return companyBudgetEnv(t, "usd_per_day: 1"+budget, "")
+}
+
+func companyBudgetEnv(t *testing.T, seatBudget, companyBudget string) *turnEnv {
+	t.Helper()
+	return setupTurnsOrg(t, fmt.Sprintf(moneyBudgetOrg, companyBudget, "crewlet-money-budget-test-"+testenv.Suffix(), seatBudget), nil)
 }
 
 // spend records a model call of cto at e.now that cost nano nano-dollars;
@@ -230,5 +237,37 @@ func TestMoneyBudgetAsksOnceAndHoldsOnlyOnNo(t *testing.T) {
 	}
 	if got := asks(); len(got) != 2 {
 		t.Fatalf("tickets after the window turned: %+v; want still two (nothing spent in the new day)", got)
+	}
+}
+
+// The company's budget asks a person too: the question says what the
+// company spent, and a no holds the seat that found it, naming the
+// company's budget.
+func TestCompanyMoneyBudgetAsksAndNoHolds(t *testing.T) {
+	e := companyBudgetEnv(t, "", "usd_per_week: 10, on_limit: ask, ask: { to: alice }")
+	_, tk := ticketService(t, e.store, e.mb, e.turns.org.Now())
+	e.turns.tickets = tk
+	e.spend(t, "r1", 8_000_000_000, "")
+	conn, err := pgx.Connect(e.ctx, e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(e.ctx)
+	if begun := e.begin(t, "k1", e.publish(t, "m1", "hello")); begun.Hold != nil {
+		t.Fatalf("at 80%% of the company's week: held %+v; want the seat to go on while it waits", begun.Hold)
+	}
+	var id, question string
+	if err := conn.QueryRow(e.ctx, `SELECT id, question FROM tickets WHERE from_handle = 'alice' AND to_handle = 'cto'`).Scan(&id, &question); err != nil {
+		t.Fatalf("the company's question: %v; want one ticket from alice to cto", err)
+	}
+	if want := "The company has spent $8.00 of its week budget of $10.00"; !strings.Contains(question, want) {
+		t.Errorf("question %q; want it to say %q", question, want)
+	}
+	if _, err := tk.Answer(e.ctx, id, "nope", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	held := e.begin(t, "k2", e.publish(t, "m2", "hello again"))
+	if held.Hold == nil || held.Hold.Scope != crewlet.ScopeCompany || !strings.Contains(held.Hold.Reason, "alice answered no to going on past $8.00 of the company's week budget of $10.00") {
+		t.Fatalf("after the company's no: %+v; want the company's week to hold the seat", held.Hold)
 	}
 }

@@ -365,7 +365,10 @@ func (a *Turns) askBudgets(ctx context.Context, handle string, usage []crewlet.U
 func (a *Turns) askBudget(ctx context.Context, handle string, w crewlet.UsageWindow, asked string) error {
 	scope := store.CounterScope(w.Scope, handle)
 	key := fmt.Sprintf("budget-ask/%s/%s/%s", scope, w.Window, w.Start.UTC().Format(time.RFC3339))
-	task := fmt.Sprintf("Budget check-in: may %s go on to the %s budget's cap of %s?", handle, w.Window, budget.USD(w.CapNanoUSD))
+	task := fmt.Sprintf("Budget check-in: may %s go on to its %s budget's cap of %s?", handle, w.Window, budget.USD(w.CapNanoUSD))
+	if w.Scope == crewlet.ScopeCompany {
+		task = fmt.Sprintf("Budget check-in: may the seats go on to the company's %s budget's cap of %s?", w.Window, budget.USD(w.CapNanoUSD))
+	}
 	ticket, err := a.tickets.AskBudget(ctx, key, asked, handle, task, budget.AskQuestion(handle, w))
 	if err != nil {
 		return err

@@ -142,15 +142,16 @@ func AskDue(w crewlet.UsageWindow, policy *crewlet.BudgetAskPolicy) bool {
 	return float64(w.UsedNanoUSD) >= policy.At*float64(w.CapNanoUSD)
 }
 
-// AskQuestion is the question a window's ticket puts to the asked seat.
+// AskQuestion is the question a window's ticket puts to the asked seat;
+// seat is the seat whose turn found the window at its share.
 func AskQuestion(seat string, w crewlet.UsageWindow) string {
-	whose := "its"
+	who, goOn := seat, "May it go on to the cap?"
 	if w.Scope == crewlet.ScopeCompany {
-		whose = "the company's"
+		who, goOn = "The company", fmt.Sprintf("May its seats go on to the cap? (%s's turn found it there.)", seat)
 	}
-	return fmt.Sprintf("%s has spent %s of %s %s budget of %s (the window turns at %s). May it go on to the cap? "+
+	return fmt.Sprintf("%s has spent %s of its %s budget of %s (the window turns at %s). %s "+
 		"Answer yes to let it run on to %s; an answer that does not begin with yes holds its turns until the window turns.",
-		seat, USD(w.UsedNanoUSD), whose, w.Window, USD(w.CapNanoUSD), w.ResetsAt.Format("2006-01-02 15:04 MST"), USD(w.CapNanoUSD))
+		who, USD(w.UsedNanoUSD), w.Window, USD(w.CapNanoUSD), w.ResetsAt.Format("2006-01-02 15:04 MST"), goOn, USD(w.CapNanoUSD))
 }
 
 // ReadAnswer reads an answer to a budget question: yes when its first word

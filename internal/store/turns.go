@@ -593,17 +593,17 @@ func queueUsage(b *pgx.Batch, seat string, seatCaps, companyCaps crewlet.BudgetC
 		LEFT JOIN budget_asks a ON a.scope = c.s AND a.window_name = c.w AND a.window_start = c.t`,
 		scopes, windows, starts).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var i int64
+			var i, used, usedNano, unpriced int64
 			var asked bool
 			var ask crewlet.BudgetAsk
-			w := &crewlet.UsageWindow{}
-			if err := rows.Scan(&i, &w.Used, &w.UsedNanoUSD, &w.UnpricedTokens, &asked,
+			if err := rows.Scan(&i, &used, &usedNano, &unpriced, &asked,
 				&ask.Ticket, &ask.Seat, &ask.To, &ask.UsedNanoUSD, &ask.CapNanoUSD, &ask.AskedAt, &ask.Decision, &ask.Answer, &ask.AnsweredBy, &ask.AnsweredAt); err != nil {
 				return err
 			}
-			ws[i-1].Used, ws[i-1].UsedNanoUSD, ws[i-1].UnpricedTokens = w.Used, w.UsedNanoUSD, w.UnpricedTokens
+			w := &ws[i-1]
+			w.Used, w.UsedNanoUSD, w.UnpricedTokens = used, usedNano, unpriced
 			if asked {
-				ws[i-1].Ask = &ask
+				w.Ask = &ask
 			}
 		}
 		return rows.Err()

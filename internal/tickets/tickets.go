@@ -531,10 +531,10 @@ func (t *Service) settleBudget(ctx context.Context, ticket crewlet.Ticket) (crew
 	if err != nil || !ok {
 		return ticket, false, err
 	}
-	reply := fmt.Sprintf("Read as yes: %s goes on to the cap of %s.", ticket.To, budget.USD(ask.CapNanoUSD))
+	reply := fmt.Sprintf("Read as yes: it goes on to the cap of %s.", budget.USD(ask.CapNanoUSD))
 	if ask.Decision == crewlet.AskNo {
-		reply = fmt.Sprintf("Read as no (only an answer beginning with yes lets it go on): %s holds at %s of the cap of %s until the window turns.",
-			ticket.To, budget.USD(ask.UsedNanoUSD), budget.USD(ask.CapNanoUSD))
+		reply = fmt.Sprintf("Read as no (only an answer beginning with yes lets it go on): turns are held, %s spent of the cap of %s when asked, until the window turns.",
+			budget.USD(ask.UsedNanoUSD), budget.USD(ask.CapNanoUSD))
 	}
 	settled, now, err := t.store.SettleTicket(ctx, ticket.ID, reply)
 	if err != nil {
