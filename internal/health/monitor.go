@@ -187,10 +187,7 @@ func budgetHold(org *config.Config, s config.Seat, usage map[string]map[string]s
 	windows := budget.UsageWindows(org.Roles[s.Role].Budget.Caps(), org.Company.Budget.Caps(), now, org.Location())
 	for i, w := range windows {
 		u := usage[store.CounterScope(w.Scope, s.Handle)][w.Window]
-		windows[i].Used, windows[i].UsedNanoUSD, windows[i].UnpricedTokens = u.Tokens, u.NanoUSD, u.UnpricedTokens
-		if u.AskDecision != "" {
-			windows[i].Ask = &crewlet.BudgetAsk{Decision: u.AskDecision}
-		}
+		windows[i].Used, windows[i].UsedNanoUSD, windows[i].UnpricedTokens, windows[i].Ask = u.Tokens, u.NanoUSD, u.UnpricedTokens, u.Ask
 	}
 	return budget.Check(windows)
 }

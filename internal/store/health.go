@@ -48,11 +48,12 @@ type WaitFact struct {
 	Since  time.Time
 }
 
-// WindowUsage is one budget window's counters and its money question's
-// decision ("" when it asked none).
+// WindowUsage is one budget window's counters and its money question, if
+// it asked one (its ticket, decision, who answered and what was spent when
+// it asked).
 type WindowUsage struct {
 	Tokens, NanoUSD, UnpricedTokens int64
-	AskDecision                     string
+	Ask                             *crewlet.BudgetAsk
 }
 
 // HealthWindows names the usage windows HealthFacts reads the counters of.
@@ -156,7 +157,8 @@ func (s *Store) HealthFacts(ctx context.Context, handles []string, turns int, de
 		return f, fmt.Errorf("read health facts (dead letters): %w", err)
 	}
 	rows, err = s.pool.Query(ctx, `
-		SELECT u.scope, u.window_name, u.tokens, u.nano_usd, u.unpriced_tokens, COALESCE(a.decision, '')
+		SELECT u.scope, u.window_name, u.tokens, u.nano_usd, u.unpriced_tokens, a.ticket_id IS NOT NULL,
+			COALESCE(a.ticket_id, ''), COALESCE(a.decision, ''), COALESCE(a.answered_by, ''), COALESCE(a.used_nano_usd, 0)
 		FROM unnest($1::text[], $2::timestamptz[]) AS w (name, start)
 		JOIN usage_counters u ON u.window_name = w.name AND u.window_start = w.start
 		LEFT JOIN budget_asks a ON a.scope = u.scope AND a.window_name = u.window_name AND a.window_start = u.window_start`, windows.Names, windows.Starts)
@@ -166,9 +168,14 @@ func (s *Store) HealthFacts(ctx context.Context, handles []string, turns int, de
 	for rows.Next() {
 		var scope, window string
 		var u WindowUsage
-		if err := rows.Scan(&scope, &window, &u.Tokens, &u.NanoUSD, &u.UnpricedTokens, &u.AskDecision); err != nil {
+		var asked bool
+		var ask crewlet.BudgetAsk
+		if err := rows.Scan(&scope, &window, &u.Tokens, &u.NanoUSD, &u.UnpricedTokens, &asked, &ask.Ticket, &ask.Decision, &ask.AnsweredBy, &ask.UsedNanoUSD); err != nil {
 			rows.Close()
 			return f, fmt.Errorf("read health facts (usage): %w", err)
+		}
+		if asked {
+			u.Ask = &ask
 		}
 		if f.Usage[scope] == nil {
 			f.Usage[scope] = map[string]WindowUsage{}
