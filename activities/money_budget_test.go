@@ -271,3 +271,37 @@ func TestCompanyMoneyBudgetAsksAndNoHolds(t *testing.T) {
 		t.Fatalf("after the company's no: %+v; want the company's week to hold the seat", held.Hold)
 	}
 }
+
+// An answer taken while the question was not recorded yet (its run died
+// between opening the ticket and recording the question) still counts: the
+// next turn records the question with that answer, and settles the ticket.
+func TestBudgetAnswerBeforeItsQuestionWasRecordedCounts(t *testing.T) {
+	e := moneyBudgetEnv(t, ", on_limit: ask, ask: { to: alice }")
+	_, tk := ticketService(t, e.store, e.mb, e.turns.org.Now())
+	e.turns.tickets = tk
+	conn, err := pgx.Connect(e.ctx, e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(e.ctx)
+	e.spend(t, "r1", 900_000_000, "")
+	e.begin(t, "k1", e.publish(t, "m1", "hello"))
+	var id string
+	if err := conn.QueryRow(e.ctx, `DELETE FROM budget_asks RETURNING ticket_id`).Scan(&id); err != nil {
+		t.Fatalf("the question of the day: %v; want one recorded", err)
+	}
+	if _, err := tk.Answer(e.ctx, id, "no", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if begun := e.begin(t, "k2", e.publish(t, "m2", "again")); begun.Hold != nil {
+		t.Fatalf("the turn that records the answer: held %+v; want it to run (the hold was read before)", begun.Hold)
+	}
+	held := e.begin(t, "k3", e.publish(t, "m3", "and again"))
+	if held.Hold == nil || !strings.Contains(held.Hold.Reason, "alice answered no") {
+		t.Fatalf("after the late-recorded no: %+v; want the seat held, saying alice answered no", held.Hold)
+	}
+	var phase, reply string
+	if err := conn.QueryRow(e.ctx, `SELECT phase, reply FROM tickets WHERE id = $1`, id).Scan(&phase, &reply); err != nil || phase != "done" || !strings.Contains(reply, "Read as no") {
+		t.Fatalf("ticket %s: %s %q (%v); want done, read as no", id, phase, reply, err)
+	}
+}

@@ -373,17 +373,26 @@ func (a *Turns) askBudget(ctx context.Context, handle string, w crewlet.UsageWin
 	if err != nil {
 		return err
 	}
-	ask, recorded, err := a.store.RecordBudgetAsk(ctx, scope, w.Window, w.Start, crewlet.BudgetAsk{
-		Ticket: ticket.ID, Seat: handle, To: asked, UsedNanoUSD: w.UsedNanoUSD, CapNanoUSD: w.CapNanoUSD,
-	})
+	record := crewlet.BudgetAsk{Ticket: ticket.ID, Seat: handle, To: asked, UsedNanoUSD: w.UsedNanoUSD, CapNanoUSD: w.CapNanoUSD,
+		Decision: crewlet.AskWaiting}
+	answered := ticket.Phase != crewlet.TicketAsking && ticket.Answer != ""
+	if answered {
+		// Answered before its question was recorded (a run that died
+		// between the two): the answer counts.
+		record.Decision, record.Answer, record.AnsweredBy = budget.ReadAnswer(ticket.Answer), ticket.Answer, ticket.AnsweredBy
+	}
+	ask, recorded, err := a.store.RecordBudgetAsk(ctx, scope, w.Window, w.Start, record)
 	if err != nil {
 		return err
 	}
 	if recorded {
 		a.log.Info("budget_asked", "seat", handle, "scope", w.Scope, "window", w.Window, "to", asked, "ticket", ask.Ticket,
-			"used_nano_usd", w.UsedNanoUSD, "cap_nano_usd", w.CapNanoUSD)
+			"used_nano_usd", w.UsedNanoUSD, "cap_nano_usd", w.CapNanoUSD, "decision", ask.Decision)
 	}
-	return nil
+	if answered && ticket.Phase.Open() {
+		_, _, err = a.tickets.SettleBudget(ctx, ticket)
+	}
+	return err
 }
 
 // CheckBudget tells a held seat whether a budget cap still holds its turns,

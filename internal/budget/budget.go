@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/crewlet/crewlet"
+	"github.com/crewlet/crewlet/internal/prices"
 )
 
 // Names lists the budget windows, shortest first.
@@ -103,8 +104,12 @@ func windowHold(w crewlet.UsageWindow) *crewlet.BudgetHold {
 			w.Ask.AnsweredBy, USD(w.Ask.UsedNanoUSD), whose, w.Window, USD(w.CapNanoUSD), w.Ask.Ticket, until)
 		return money
 	case w.CapNanoUSD > 0 && w.UnpricedTokens > 0:
-		money.Reason = fmt.Sprintf("%s; add it to prices: in the org file. %s %s budget of %s cannot be proven kept while the window holds usage without a price: %s",
-			unpricedText(w), capitalize(whose), w.Window, USD(w.CapNanoUSD), until)
+		them := "it"
+		if len(w.UnpricedModels) > 1 {
+			them = "them"
+		}
+		money.Reason = fmt.Sprintf("%s; add %s to prices: in the org file. %s %s budget of %s cannot be proven kept while the window holds usage without a price: %s",
+			unpricedText(w), them, capitalize(whose), w.Window, USD(w.CapNanoUSD), until)
 		return money
 	}
 	return nil
@@ -126,7 +131,7 @@ func capitalize(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
 
 // USD formats nano-dollars as dollars: cents, or more digits below a cent.
 func USD(nano int64) string {
-	usd := float64(nano) / 1e9
+	usd := prices.USD(nano)
 	if nano != 0 && nano < 10_000_000 && nano > -10_000_000 {
 		return "$" + strconv.FormatFloat(usd, 'f', -1, 64)
 	}

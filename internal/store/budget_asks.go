@@ -20,15 +20,17 @@ func scanBudgetAsk(r pgx.Row) (crewlet.BudgetAsk, error) {
 }
 
 // RecordBudgetAsk records the question a seat's or the company's money
-// window (scope as CounterScope names it) asked, once: a second record of
-// the same window keeps the first and returns it, recorded false.
+// window (scope as CounterScope names it) asked, with its decision
+// (crewlet.AskWaiting until answered), once: a second record of the same
+// window keeps the first and returns it, recorded false.
 func (s *Store) RecordBudgetAsk(ctx context.Context, scope, window string, start time.Time, ask crewlet.BudgetAsk) (stored crewlet.BudgetAsk, recorded bool, err error) {
 	stored, err = scanBudgetAsk(s.pool.QueryRow(ctx, `
-		INSERT INTO budget_asks (scope, window_name, window_start, ticket_id, seat, asked_to, used_nano_usd, cap_nano_usd)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		INSERT INTO budget_asks (scope, window_name, window_start, ticket_id, seat, asked_to, used_nano_usd, cap_nano_usd,
+			decision, answer, answered_by, answered_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, CASE WHEN $9 = 'waiting' THEN NULL ELSE now() END)
 		ON CONFLICT (scope, window_name, window_start) DO NOTHING
 		RETURNING `+budgetAskColumns,
-		scope, window, start, ask.Ticket, ask.Seat, ask.To, ask.UsedNanoUSD, ask.CapNanoUSD))
+		scope, window, start, ask.Ticket, ask.Seat, ask.To, ask.UsedNanoUSD, ask.CapNanoUSD, ask.Decision, ask.Answer, ask.AnsweredBy))
 	if errors.Is(err, pgx.ErrNoRows) {
 		stored, err = scanBudgetAsk(s.pool.QueryRow(ctx, `SELECT `+budgetAskColumns+` FROM budget_asks
 			WHERE scope = $1 AND window_name = $2 AND window_start = $3`, scope, window, start))

@@ -489,7 +489,7 @@ func (t *Service) Answer(ctx context.Context, id, answer, by string) (crewlet.Ti
 		return ticket, crewlet.Errorf(crewlet.ECONFLICT, "ticket %s is %s: no question waits on it", ticket.ID, ticket.Phase)
 	}
 	t.log.InfoContext(ctx, "ticket_answered", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To, "by", by)
-	if settled, ok, err := t.settleBudget(ctx, ticket); err != nil || ok {
+	if settled, ok, err := t.SettleBudget(ctx, ticket); err != nil || ok {
 		return settled, err
 	}
 	t.signalled(ctx, ticket.AskWaiter, ticket.ID)
@@ -523,10 +523,10 @@ func (t *Service) AskBudget(ctx context.Context, key, asked, seat, task, questio
 	return ticket, err
 }
 
-// settleBudget settles a ticket whose budget question was just answered
-// with what the answer means: nobody waits on it. ok is false for a ticket
-// that asks no budget question.
-func (t *Service) settleBudget(ctx context.Context, ticket crewlet.Ticket) (crewlet.Ticket, bool, error) {
+// SettleBudget settles a ticket whose budget question was answered with
+// what the answer means: nobody waits on it. ok is false for a ticket that
+// asks no budget question (or whose question is not recorded yet).
+func (t *Service) SettleBudget(ctx context.Context, ticket crewlet.Ticket) (crewlet.Ticket, bool, error) {
 	ask, ok, err := t.store.BudgetAskOf(ctx, ticket.ID)
 	if err != nil || !ok {
 		return ticket, false, err
