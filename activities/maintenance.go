@@ -109,7 +109,7 @@ func (a *Maintenance) Maintenance(ctx context.Context) (crewlet.MaintenanceOutpu
 		a.Log.Info("retention_trimmed", "ledger_rows", out.LedgerTrimmed, "mailbox_entries", out.EntriesTrimmed,
 			"human_mailbox_entries_archived", out.HumanEntriesArchived, "dead_letters_archived", out.DeadLettersArchived,
 			"turns", turns.Turns, "turn_messages", turns.Messages, "turn_rounds", turns.Rounds,
-			"tool_calls", turns.ToolCalls, "usage_counters", turns.Counters, "spend_daily", turns.Spend, "profile_slots", turns.Slots,
+			"tool_calls", turns.ToolCalls, "usage_counters", turns.Counters, "spend_daily", turns.Spend, "budget_asks", turns.BudgetAsks, "profile_slots", turns.Slots,
 			"messages", rest.Messages, "conversations", rest.Conversations, "conversation_summaries", rest.Summaries,
 			"seat_events", rest.Events, "diary_entries", rest.Diary, "episodes", rest.Episodes,
 			"counterparty_profiles", rest.Counterparties, "node_rows", rest.Nodes, "seat_health_transitions", rest.HealthTransitions,

@@ -215,7 +215,8 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 	}
 	// The budget and the seat's tools, in one round trip.
 	org := a.org.Now()
-	usage, catalog, err := a.store.UsageAndTools(ctx, in.Handle, role.Budget.Caps(), org.Company.Budget.Caps(), a.Now(), org.Location())
+	seatCaps, companyCaps := role.Budget.Caps(), org.Company.Budget.Caps()
+	usage, catalog, err := a.store.UsageAndTools(ctx, in.Handle, seatCaps, companyCaps, a.Now(), org.Location())
 	if err != nil {
 		return out, err
 	}
@@ -223,6 +224,7 @@ func (a *Turns) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput) (out c
 		a.metrics.BudgetHeld()
 		return crewlet.BeginTurnOutput{Hold: hold}, nil
 	}
+	a.askBudgets(ctx, in.Handle, usage, seatCaps, companyCaps)
 	msgs, err := a.mailOf(ctx, in.Handle, in.Mail)
 	if err != nil {
 		return out, err
@@ -333,9 +335,64 @@ func (a *Turns) budgetHold(ctx context.Context, handle string, role config.Role)
 func (a *Turns) held(handle string, usage []crewlet.UsageWindow) *crewlet.BudgetHold {
 	hold := budget.Check(usage)
 	if hold != nil {
-		a.log.Info("turn_held", "seat", handle, "scope", hold.Scope, "window", hold.Window, "cap", hold.Cap, "used", hold.Used, "resets_at", hold.ResetsAt)
+		a.log.Info("turn_held", "seat", handle, "scope", hold.Scope, "window", hold.Window, "unit", hold.Unit, "cap", hold.Cap, "used", hold.Used,
+			"resets_at", hold.ResetsAt, "reason", hold.Reason)
 	}
 	return hold
+}
+
+// askBudgets asks, for each money window at its ask's share of the cap
+// (on_limit: ask), whether the seat may go on to the cap: one ticket per
+// window, keyed on it, so a step run twice or on another node asks once.
+// The seat goes on while it waits; a question that cannot be put now is
+// put by the next turn, so a failure is logged and never holds the turn.
+func (a *Turns) askBudgets(ctx context.Context, handle string, usage []crewlet.UsageWindow, seatCaps, companyCaps crewlet.BudgetCaps) {
+	for _, w := range usage {
+		policy := seatCaps.Ask
+		if w.Scope == crewlet.ScopeCompany {
+			policy = companyCaps.Ask
+		}
+		if !budget.AskDue(w, policy) {
+			continue
+		}
+		if err := a.askBudget(ctx, handle, w, policy.To); err != nil {
+			a.log.Warn("budget_ask_failed", "seat", handle, "scope", w.Scope, "window", w.Window, "to", policy.To, "error", err)
+		}
+	}
+}
+
+// askBudget puts one window's question to asked and records it.
+func (a *Turns) askBudget(ctx context.Context, handle string, w crewlet.UsageWindow, asked string) error {
+	scope := store.CounterScope(w.Scope, handle)
+	key := fmt.Sprintf("budget-ask/%s/%s/%s", scope, w.Window, w.Start.UTC().Format(time.RFC3339))
+	task := fmt.Sprintf("Budget check-in: may %s go on to its %s budget's cap of %s?", handle, w.Window, budget.USD(w.CapNanoUSD))
+	if w.Scope == crewlet.ScopeCompany {
+		task = fmt.Sprintf("Budget check-in: may the seats go on to the company's %s budget's cap of %s?", w.Window, budget.USD(w.CapNanoUSD))
+	}
+	ticket, err := a.tickets.AskBudget(ctx, key, asked, handle, task, budget.AskQuestion(handle, w))
+	if err != nil {
+		return err
+	}
+	record := crewlet.BudgetAsk{Ticket: ticket.ID, Seat: handle, To: asked, UsedNanoUSD: w.UsedNanoUSD, CapNanoUSD: w.CapNanoUSD,
+		Decision: crewlet.AskWaiting}
+	answered := ticket.Phase != crewlet.TicketAsking && ticket.Answer != ""
+	if answered {
+		// Answered before its question was recorded (a run that died
+		// between the two): the answer counts.
+		record.Decision, record.Answer, record.AnsweredBy = budget.ReadAnswer(ticket.Answer), ticket.Answer, ticket.AnsweredBy
+	}
+	ask, recorded, err := a.store.RecordBudgetAsk(ctx, scope, w.Window, w.Start, record)
+	if err != nil {
+		return err
+	}
+	if recorded {
+		a.log.Info("budget_asked", "seat", handle, "scope", w.Scope, "window", w.Window, "to", asked, "ticket", ask.Ticket,
+			"used_nano_usd", w.UsedNanoUSD, "cap_nano_usd", w.CapNanoUSD, "decision", ask.Decision)
+	}
+	if answered && ticket.Phase.Open() {
+		_, _, err = a.tickets.SettleBudget(ctx, ticket)
+	}
+	return err
 }
 
 // CheckBudget tells a held seat whether a budget cap still holds its turns,

@@ -125,11 +125,14 @@ func TestBudgetCapHoldsTheTurnUntilTheWindowTurns(t *testing.T) {
 
 	held := e.begin(t, "k1", ref)
 	midnight := time.Date(2026, 11, 29, 23, 0, 0, 0, time.UTC)
-	want := &crewlet.BudgetHold{Scope: crewlet.ScopeSeat, Window: crewlet.WindowDay, Cap: 100, Used: 120, ResetsAt: midnight}
+	want := &crewlet.BudgetHold{Scope: crewlet.ScopeSeat, Window: crewlet.WindowDay, Unit: crewlet.UnitTokens, Cap: 100, Used: 120, ResetsAt: midnight}
 	if held.Hold != nil && held.Hold.ResetsAt.Equal(want.ResetsAt) {
 		want.ResetsAt = held.Hold.ResetsAt
 	}
-	if held.Hold == nil || *held.Hold != *want || held.Threads != 0 {
+	if held.Hold != nil {
+		want.Reason = held.Hold.Reason
+	}
+	if held.Hold == nil || *held.Hold != *want || held.Threads != 0 || !strings.Contains(want.Reason, "day budget of 100 tokens is spent") {
 		t.Fatalf("BeginTurn over the cap: got %+v (hold %+v); want hold %+v and no thread", held, held.Hold, want)
 	}
 	if _, err := e.store.Turn(e.ctx, "cto", "k1"); crewlet.ErrorCode(err) != crewlet.ENOTFOUND {

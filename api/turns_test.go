@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -191,6 +192,64 @@ func TestSeatUsage(t *testing.T) {
 			t.Fatalf("status %d %+v; want 404 naming the seat", code, eb)
 		}
 	})
+}
+
+// GET /seats/{handle}/usage and GET /usage give each window's money, its
+// money cap and its unpriced tokens under these names (the console reads
+// them), and the hold of a money cap in nano-dollars with its reason.
+func TestUsageGivesMoney(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i, r := range []wire.RoundRow{
+		{Seat: "cto", Model: "m", Priced: true, NanoUSD: 1_500_000_000, InputTokens: 10, OutputTokens: 5},
+		{Seat: "cto", Model: "homebrew", InputTokens: 70, OutputTokens: 7},
+		{Seat: "cfo", Model: "m", Priced: true, NanoUSD: 250_000_000, InputTokens: 1, OutputTokens: 1},
+	} {
+		r.WorkKey, r.Round, r.Profile, r.Role, r.RecordedAt = fmt.Sprintf("wk-%d", i), 1, "local", "engineer", now.Add(-time.Hour)
+		if _, err := b.st.RecordRound(b.ctx, r, berlin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := b.serve(t, testOrg(config.Budget{USDPerDay: 1.5}, config.Budget{USDPerMonth: 100}))
+
+	var seat struct {
+		Windows []map[string]any   `json:"windows"`
+		Hold    crewlet.BudgetHold `json:"hold"`
+	}
+	if code, eb := get(t, base, "/seats/cto/usage", &seat); code != http.StatusOK {
+		t.Fatalf("status %d %+v; want 200", code, eb)
+	}
+	var company struct {
+		Windows []map[string]any `json:"windows"`
+	}
+	if code, eb := get(t, base, "/usage", &company); code != http.StatusOK {
+		t.Fatalf("status %d %+v; want 200", code, eb)
+	}
+	if len(seat.Windows) != 6 || len(company.Windows) != 3 {
+		t.Fatalf("windows: seat %d, company %d; want 6 and 3", len(seat.Windows), len(company.Windows))
+	}
+	for _, tt := range []struct {
+		name string
+		w    map[string]any
+		want map[string]float64
+	}{
+		{"seat day", seat.Windows[0], map[string]float64{"used_nano_usd": 1_500_000_000, "cap_nano_usd": 1_500_000_000, "unpriced_tokens": 77}},
+		{"seat week (no cap)", seat.Windows[1], map[string]float64{"used_nano_usd": 1_500_000_000, "cap_nano_usd": 0, "unpriced_tokens": 77}},
+		{"company month", company.Windows[2], map[string]float64{"used_nano_usd": 1_750_000_000, "cap_nano_usd": 100_000_000_000, "unpriced_tokens": 77}},
+	} {
+		for key, want := range tt.want {
+			if got, ok := tt.w[key].(float64); !ok || got != want {
+				t.Errorf("%s: %s = %v; want %v", tt.name, key, tt.w[key], want)
+			}
+		}
+	}
+	// The seat's day cap is reached, and the company's month holds usage
+	// without a price: the month resets last, so it is the hold.
+	h := seat.Hold
+	if h.Unit != crewlet.UnitNanoUSD || h.Scope != crewlet.ScopeCompany || h.Window != crewlet.WindowMonth || h.Cap != 100_000_000_000 ||
+		!strings.Contains(h.Reason, "77 tokens of model homebrew have no price") {
+		t.Errorf("hold %+v; want the company's month cap of $100, in nano-dollars, held by homebrew's unpriced tokens", h)
+	}
 }
 
 func TestSeatTurnsAndTurn(t *testing.T) {

@@ -1329,6 +1329,34 @@ func TestSeatBudgetHoldWaitsForTheWindowToTurn(t *testing.T) {
 	eq(t, "budget checks", h.world.checks, 1)
 }
 
+// A money cap holds the seat as a token cap does: the seat's state names
+// the unit, cap, used and why, its mail stays unacked, and the turn runs
+// once the window turns.
+func TestSeatMoneyHoldShowsInItsState(t *testing.T) {
+	t.Parallel()
+	h := newSeatHarness(t)
+	h.world.heldTurns = 1
+	h.world.holdFor = 50 * time.Minute
+	reason := "alice answered no to going on past $4.00 of the seat's day budget of $5.00 (ticket t-1); turns wait until the window turns"
+	h.world.heldBy = &crewlet.BudgetHold{Scope: crewlet.ScopeSeat, Window: crewlet.WindowDay, Unit: crewlet.UnitNanoUSD,
+		Cap: 5_000_000_000, Used: 4_000_000_000, Reason: reason}
+	h.publish(time.Second, "m1")
+	held := h.view(30 * time.Minute)
+	after := h.view(3 * time.Hour)
+	h.run(seatIn(), 4*time.Hour)
+
+	if held.state.Budget == nil {
+		t.Fatalf("state while held: no budget_hold; want the money cap that holds the seat")
+	}
+	got := *held.state.Budget
+	eq(t, "hold unit", got.Unit, crewlet.UnitNanoUSD)
+	eq(t, "hold cap and used", [2]int64{got.Cap, got.Used}, [2]int64{5_000_000_000, 4_000_000_000})
+	eq(t, "hold reason", got.Reason, reason)
+	eq(t, "acked while held", held.acked, []string(nil))
+	eq(t, "turns after the window turned", after.turns, ids("m1"))
+	eq(t, "budget_hold after", after.state.Budget, (*crewlet.BudgetHold)(nil))
+}
+
 // A hold longer than the recheck period is checked again without reading
 // the mailbox, so a month-long hold does not spend the held triggers'
 // delivery budget; the turn runs once a check finds the cap released.

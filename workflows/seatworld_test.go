@@ -109,6 +109,9 @@ type fakeSeatWorld struct {
 	holdFor    time.Duration
 	heldChecks int
 	checks     int
+	// heldBy is the hold BeginTurn answers (its ResetsAt set to holdFor
+	// from the turn's start); nil is a seat's day cap of 100 tokens.
+	heldBy *crewlet.BudgetHold
 	// profileHolds is how many turns BeginTurn finds no profile free for,
 	// when it is asked to take one: the turn asks AcquireProfile after the
 	// hold (a minute).
@@ -489,9 +492,12 @@ func (w *fakeSeatWorld) BeginTurn(ctx context.Context, in crewlet.BeginTurnInput
 	if w.heldTurns > 0 {
 		w.heldTurns--
 		w.eventf("turn %s e%d held", names(in.Mail), in.Epoch)
-		return crewlet.BeginTurnOutput{Hold: &crewlet.BudgetHold{
-			Scope: crewlet.ScopeSeat, Window: crewlet.WindowDay, Cap: 100, Used: 100, ResetsAt: w.env.Now().Add(w.holdFor),
-		}}, nil
+		hold := crewlet.BudgetHold{Scope: crewlet.ScopeSeat, Window: crewlet.WindowDay, Cap: 100, Used: 100}
+		if w.heldBy != nil {
+			hold = *w.heldBy
+		}
+		hold.ResetsAt = w.env.Now().Add(w.holdFor)
+		return crewlet.BeginTurnOutput{Hold: &hold}, nil
 	}
 	if w.running == nil {
 		w.running = map[string]crewlet.TurnInput{}

@@ -69,3 +69,23 @@ func TestCostTexts(t *testing.T) {
 		}
 	}
 }
+
+// A seat's usage shows its money beside its tokens, and the question its
+// money budget asked.
+func TestSeatUsageTextShowsMoney(t *testing.T) {
+	resets := time.Date(2026, 6, 11, 0, 0, 0, 0, time.UTC)
+	var b strings.Builder
+	err := printSeatUsage(&b, crewlet.SeatUsage{Seat: "cto", Timezone: "UTC", Windows: []crewlet.UsageWindow{
+		{Scope: "seat", Window: "day", Used: 120, ResetsAt: resets, UsedNanoUSD: 16_100_000_000, CapNanoUSD: 20_000_000_000,
+			Ask: &crewlet.BudgetAsk{Ticket: "t-1", To: "olga", UsedNanoUSD: 16_100_000_000, CapNanoUSD: 20_000_000_000, Decision: "waiting"}},
+		{Scope: "company", Window: "month", Used: 120, ResetsAt: resets, UnpricedTokens: 7},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, b.String(),
+		"SCOPE    WINDOW  USED  CAP  RESETS AT             SPENT       USD CAP     UNPRICED",
+		"seat     day     120   -    2026-06-11T00:00:00Z  $16.100000  $20.000000  0",
+		"company  month   120   -    2026-06-11T00:00:00Z  $0.000000   -           7",
+		"asked olga (ticket t-1) at $16.100000 of the seat day cap of $20.000000: waiting")
+}

@@ -28,18 +28,30 @@ func (c *cli) seatUsageCmd() *cobra.Command {
 
 func printSeatUsage(w io.Writer, u crewlet.SeatUsage) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCOPE\tWINDOW\tUSED\tCAP\tRESETS AT")
-	for _, w := range u.Windows {
-		limit := "-"
-		if w.Cap > 0 {
-			limit = fmt.Sprint(w.Cap)
+	fmt.Fprintln(tw, "SCOPE\tWINDOW\tUSED\tCAP\tRESETS AT\tSPENT\tUSD CAP\tUNPRICED")
+	for _, win := range u.Windows {
+		tokenCap, moneyCap := "-", "-"
+		if win.Cap > 0 {
+			tokenCap = fmt.Sprint(win.Cap)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", w.Scope, w.Window, w.Used, limit, w.ResetsAt.Format(time.RFC3339))
+		if win.CapNanoUSD > 0 {
+			moneyCap = usd(win.CapNanoUSD)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\n", win.Scope, win.Window, win.Used, tokenCap, win.ResetsAt.Format(time.RFC3339),
+			usd(win.UsedNanoUSD), moneyCap, win.UnpricedTokens)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if h := u.Hold; h != nil {
+	for _, win := range u.Windows {
+		if a := win.Ask; a != nil {
+			fmt.Fprintf(w, "asked %s (ticket %s) at %s of the %s %s cap of %s: %s\n", a.To, a.Ticket, usd(a.UsedNanoUSD), win.Scope, win.Window, usd(a.CapNanoUSD), a.Decision)
+		}
+	}
+	if h := u.Hold; h != nil && h.Unit == crewlet.UnitNanoUSD {
+		// A money hold's cap and used are nano-dollars: its reason says them.
+		fmt.Fprintf(w, "held: %s\n", h.Reason)
+	} else if h != nil {
 		fmt.Fprintf(w, "held: the %s %s cap of %d tokens is reached (%d used); turns wait until %s (%s)\n",
 			h.Scope, h.Window, h.Cap, h.Used, h.ResetsAt.Format(time.RFC3339), u.Timezone)
 	} else {

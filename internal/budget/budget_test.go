@@ -1,6 +1,7 @@
 package budget_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -139,30 +140,144 @@ func TestCheck(t *testing.T) {
 		{"nothing reached, uncapped usage ignored", under, nil},
 		{"no windows", nil, nil},
 		{"seat day reached exactly", with(0, 100),
-			&crewlet.BudgetHold{Scope: crewlet.ScopeSeat, Window: crewlet.WindowDay, Cap: 100, Used: 100, ResetsAt: day}},
+			&crewlet.BudgetHold{Unit: crewlet.UnitTokens, Scope: crewlet.ScopeSeat, Window: crewlet.WindowDay, Cap: 100, Used: 100, ResetsAt: day}},
 		{"company week outlasts seat day", func() []crewlet.UsageWindow {
 			ws := with(0, 150)
 			ws[4].Used = 20
 			return ws
-		}(), &crewlet.BudgetHold{Scope: crewlet.ScopeCompany, Window: crewlet.WindowWeek, Cap: 20, Used: 20, ResetsAt: week}},
+		}(), &crewlet.BudgetHold{Unit: crewlet.UnitTokens, Scope: crewlet.ScopeCompany, Window: crewlet.WindowWeek, Cap: 20, Used: 20, ResetsAt: week}},
 		{"month resetting before the week is not chosen", func() []crewlet.UsageWindow {
 			ws := with(4, 25)
 			ws[5].Used = 30
 			return ws
-		}(), &crewlet.BudgetHold{Scope: crewlet.ScopeCompany, Window: crewlet.WindowWeek, Cap: 20, Used: 25, ResetsAt: week}},
+		}(), &crewlet.BudgetHold{Unit: crewlet.UnitTokens, Scope: crewlet.ScopeCompany, Window: crewlet.WindowWeek, Cap: 20, Used: 25, ResetsAt: week}},
 		{"same reset: seat before company", []crewlet.UsageWindow{
 			w(crewlet.ScopeSeat, crewlet.WindowDay, 5, 5, day),
 			w(crewlet.ScopeCompany, crewlet.WindowDay, 9, 5, day),
-		}, &crewlet.BudgetHold{Scope: crewlet.ScopeSeat, Window: crewlet.WindowDay, Cap: 5, Used: 5, ResetsAt: day}},
+		}, &crewlet.BudgetHold{Unit: crewlet.UnitTokens, Scope: crewlet.ScopeSeat, Window: crewlet.WindowDay, Cap: 5, Used: 5, ResetsAt: day}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := budget.Check(tt.windows)
+			if got != nil && got.Reason == "" {
+				t.Errorf("hold %+v gives no reason", got)
+			}
+			if got != nil {
+				c := *got
+				c.Reason = ""
+				got = &c
+			}
 			switch {
 			case got == nil && tt.want == nil:
 			case got == nil || tt.want == nil || *got != *tt.want:
 				t.Fatalf("Check = %+v; want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// A money window holds at its cap, when its question was answered no, and
+// when it has usage without a price; each hold says why in words.
+func TestCheckMoney(t *testing.T) {
+	t.Parallel()
+	day := time.Date(2026, 3, 30, 0, 0, 0, 0, time.UTC)
+	week := time.Date(2026, 4, 6, 0, 0, 0, 0, time.UTC)
+	w := func(scope, window string, used, cap int64, resets time.Time) crewlet.UsageWindow {
+		return crewlet.UsageWindow{Scope: scope, Window: window, UsedNanoUSD: used, CapNanoUSD: cap, ResetsAt: resets}
+	}
+	answered := func(ws crewlet.UsageWindow, decision string) crewlet.UsageWindow {
+		ws.Ask = &crewlet.BudgetAsk{Ticket: "t-1", To: "olga", UsedNanoUSD: 4e9, Decision: decision, AnsweredBy: "olga"}
+		return ws
+	}
+	unpriced := func(ws crewlet.UsageWindow) crewlet.UsageWindow {
+		ws.UnpricedTokens = 1234
+		ws.UnpricedModels = []crewlet.UnpricedModel{{Model: "homebrew-7b", Tokens: 1234}}
+		return ws
+	}
+	money := func(scope, window string, used, cap int64, resets time.Time) *crewlet.BudgetHold {
+		return &crewlet.BudgetHold{Scope: scope, Window: window, Unit: crewlet.UnitNanoUSD, Cap: cap, Used: used, ResetsAt: resets}
+	}
+	tests := []struct {
+		name    string
+		windows []crewlet.UsageWindow
+		want    *crewlet.BudgetHold
+		reason  string
+	}{
+		{"under the cap", []crewlet.UsageWindow{w(crewlet.ScopeSeat, crewlet.WindowDay, 4e9, 5e9, day)}, nil, ""},
+		{"uncapped money never holds", []crewlet.UsageWindow{unpriced(w(crewlet.ScopeSeat, crewlet.WindowDay, 9e9, 0, day))}, nil, ""},
+		{"at the cap", []crewlet.UsageWindow{w(crewlet.ScopeSeat, crewlet.WindowDay, 5e9, 5e9, day)},
+			money(crewlet.ScopeSeat, crewlet.WindowDay, 5e9, 5e9, day), "the seat's day budget of $5.00 is spent ($5.00 used)"},
+		{"answered yes goes on", []crewlet.UsageWindow{answered(w(crewlet.ScopeSeat, crewlet.WindowDay, 4.5e9, 5e9, day), crewlet.AskYes)}, nil, ""},
+		{"waiting goes on", []crewlet.UsageWindow{answered(w(crewlet.ScopeSeat, crewlet.WindowDay, 4.5e9, 5e9, day), crewlet.AskWaiting)}, nil, ""},
+		{"answered no holds", []crewlet.UsageWindow{answered(w(crewlet.ScopeCompany, crewlet.WindowWeek, 4.5e9, 5e9, week), crewlet.AskNo)},
+			money(crewlet.ScopeCompany, crewlet.WindowWeek, 4.5e9, 5e9, week), "olga answered no to going on past $4.00 of the company's week budget of $5.00 (ticket t-1)"},
+		{"unpriced usage under a money cap", []crewlet.UsageWindow{unpriced(w(crewlet.ScopeSeat, crewlet.WindowDay, 1e9, 5e9, day))},
+			money(crewlet.ScopeSeat, crewlet.WindowDay, 1e9, 5e9, day), "1234 tokens of model homebrew-7b have no price; add it to prices: in the org file"},
+		{"the longer window wins", []crewlet.UsageWindow{
+			w(crewlet.ScopeSeat, crewlet.WindowDay, 5e9, 5e9, day),
+			w(crewlet.ScopeSeat, crewlet.WindowWeek, 7e9, 7e9, week),
+		}, money(crewlet.ScopeSeat, crewlet.WindowWeek, 7e9, 7e9, week), "week budget of $7.00 is spent"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := budget.Check(tt.windows)
+			if got == nil || tt.want == nil {
+				if got != tt.want {
+					t.Fatalf("Check = %+v; want %+v", got, tt.want)
+				}
+				return
+			}
+			if !strings.Contains(got.Reason, tt.reason) {
+				t.Errorf("reason %q; want it to say %q", got.Reason, tt.reason)
+			}
+			c := *got
+			c.Reason = ""
+			if c != *tt.want {
+				t.Fatalf("Check = %+v; want %+v", c, *tt.want)
+			}
+		})
+	}
+}
+
+func TestAskDue(t *testing.T) {
+	t.Parallel()
+	policy := &crewlet.BudgetAskPolicy{To: "olga", At: 0.8}
+	tests := []struct {
+		name   string
+		w      crewlet.UsageWindow
+		policy *crewlet.BudgetAskPolicy
+		want   bool
+	}{
+		{"below the share", crewlet.UsageWindow{UsedNanoUSD: 79, CapNanoUSD: 100}, policy, false},
+		{"at the share", crewlet.UsageWindow{UsedNanoUSD: 80, CapNanoUSD: 100}, policy, true},
+		{"asked already", crewlet.UsageWindow{UsedNanoUSD: 90, CapNanoUSD: 100, Ask: &crewlet.BudgetAsk{}}, policy, false},
+		{"no money cap", crewlet.UsageWindow{UsedNanoUSD: 90}, policy, false},
+		{"on_limit hold", crewlet.UsageWindow{UsedNanoUSD: 90, CapNanoUSD: 100}, nil, false},
+	}
+	for _, tt := range tests {
+		if got := budget.AskDue(tt.w, tt.policy); got != tt.want {
+			t.Errorf("%s: AskDue = %t; want %t", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestReadAnswer(t *testing.T) {
+	t.Parallel()
+	for answer, want := range map[string]string{
+		"yes":                      crewlet.AskYes,
+		"Yes, go on.":              crewlet.AskYes,
+		"OK":                       crewlet.AskYes,
+		"approved — ship it":       crewlet.AskYes,
+		"no":                       crewlet.AskNo,
+		"No.":                      crewlet.AskNo,
+		"deny":                     crewlet.AskNo,
+		"not yet":                  crewlet.AskNo,
+		"yesterday was expensive":  crewlet.AskNo,
+		"":                         crewlet.AskNo,
+		"let me think about it...": crewlet.AskNo,
+	} {
+		if got := budget.ReadAnswer(answer); got != want {
+			t.Errorf("ReadAnswer(%q) = %s; want %s", answer, got, want)
+		}
 	}
 }

@@ -109,21 +109,8 @@ type Company struct {
 	Name string `mapstructure:"name"`
 	// Timezone is an IANA zone; budget windows and schedules run on it.
 	Timezone string `mapstructure:"timezone"`
-	// Budget caps the tokens of every seat together.
+	// Budget caps the tokens and money of every seat together.
 	Budget Budget `mapstructure:"budget"`
-}
-
-// Budget is token caps per window; 0 means no cap
-// (docs/architecture.md, "A turn").
-type Budget struct {
-	TokensPerDay   int64 `mapstructure:"tokens_per_day"`
-	TokensPerWeek  int64 `mapstructure:"tokens_per_week"`
-	TokensPerMonth int64 `mapstructure:"tokens_per_month"`
-}
-
-// Caps returns the budget as the domain type.
-func (b Budget) Caps() crewlet.BudgetCaps {
-	return crewlet.BudgetCaps{TokensPerDay: b.TokensPerDay, TokensPerWeek: b.TokensPerWeek, TokensPerMonth: b.TokensPerMonth}
 }
 
 // Evals is what replays of recorded turns may spend
@@ -131,7 +118,7 @@ func (b Budget) Caps() crewlet.BudgetCaps {
 type Evals struct {
 	// Budget caps the tokens replays spend, on the company's clock, apart
 	// from every seat's and the company's budget.
-	Budget Budget `mapstructure:"budget"`
+	Budget TokenBudget `mapstructure:"budget"`
 	// Retention is how long a finished eval run and its results are kept;
 	// datasets stay until deleted. 1h to 87600h.
 	Retention time.Duration `mapstructure:"retention"`
@@ -722,7 +709,7 @@ type Role struct {
 	// MaxRounds bounds the model calls of one thread of a turn. 1 to 256;
 	// DefaultMaxRounds when the file does not say.
 	MaxRounds int `mapstructure:"max_rounds"`
-	// Budget caps the tokens of each seat of the role.
+	// Budget caps the tokens and money of each seat of the role.
 	Budget Budget `mapstructure:"budget"`
 	// MCP are the tool servers each seat of the role runs or reaches.
 	MCP []MCPServer `mapstructure:"mcp"`

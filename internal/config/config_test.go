@@ -252,6 +252,33 @@ roles: { r: { charter: works as r, profile: p, budget: { tokens_per_month: -3, t
 			},
 		},
 		{
+			name: "money budgets",
+			yaml: `company: { name: acme, budget: { usd_per_day: -1, on_limit: ask, ask: { to: eng-1, at: 1 } } }
+seats: [ { handle: alice, kind: human }, { handle: eng-1, role: r }, { handle: eng-2, role: q } ]
+profiles: { p: { provider: scripted } }
+evals: { budget: { usd_per_day: 5 } }
+roles:
+  r: { charter: works as r, profile: p, budget: { usd_per_week: 10, on_limit: ask, ask: { to: eng-1, at: 0 } } }
+  q: { charter: works as q, profile: p, budget: { usd_per_month: 10, on_limit: ask } }
+  s: { charter: works as s, profile: p, budget: { tokens_per_day: 10, on_limit: ask, ask: { to: nobody } } }
+  t: { charter: works as t, profile: p, budget: { usd_per_day: 1, on_limit: stop } }
+  u: { charter: works as u, profile: p, budget: { usd_per_day: 1, ask: { to: alice } } }`,
+			want: []string{
+				"company.budget.usd_per_day: is -1; a money cap is dollars, from 0 (no cap) to 1000000000",
+				"company.budget.on_limit: ask asks at a share of a money cap; set usd_per_day, usd_per_week or usd_per_month",
+				"company.budget.ask.at: is 1; the share of the cap at which to ask is between 0 and 1, e.g. 0.8",
+				"company.budget.ask.to: eng-1 is an agent seat; the company's budget asks a person's human seat",
+				"evals.budget.usd_per_day: unknown key; valid keys: tokens_per_day",
+				"roles.r.budget.ask.at: is 0; the share of the cap at which to ask is between 0 and 1",
+				"roles.r.budget.ask.to: eng-1 is a seat of role r; a seat is not asked about its own spending",
+				"roles.q.budget.ask.to: required with on_limit: ask",
+				"roles.s.budget.on_limit: ask asks at a share of a money cap",
+				`roles.s.budget.ask.to: no seat "nobody"`,
+				`roles.t.budget.on_limit: "stop" is not a limit policy; use hold or ask`,
+				"roles.u.budget.ask: is set but on_limit is not ask",
+			},
+		},
+		{
 			name: "worker deployment",
 			yaml: minimal + `temporal: { task_queue: crewlet.prod, deployment: { build_id: __v2, promote: sometimes } }`,
 			want: []string{
@@ -1099,7 +1126,7 @@ func TestDefaults(t *testing.T) {
 		got, want any
 	}{
 		{"company.timezone", c.Company.Timezone, "UTC"},
-		{"company.budget", c.Company.Budget, Budget{}},
+		{"company.budget", c.Company.Budget.Caps(), crewlet.BudgetCaps{}},
 		{"Location()", c.Location(), time.UTC},
 		{"temporal.address", c.Temporal.Address, "127.0.0.1:7233"},
 		{"temporal.namespace", c.Temporal.Namespace, "default"},

@@ -128,6 +128,12 @@ var defaults = map[string]any{
 	"company.budget.tokens_per_day":   0,
 	"company.budget.tokens_per_week":  0,
 	"company.budget.tokens_per_month": 0,
+	"company.budget.usd_per_day":      0.0,
+	"company.budget.usd_per_week":     0.0,
+	"company.budget.usd_per_month":    0.0,
+	"company.budget.on_limit":         "",
+	"company.budget.ask.to":           "",
+	"company.budget.ask.at":           DefaultAskAt,
 
 	"evals.budget.tokens_per_day":   DefaultEvalTokensPerDay,
 	"evals.budget.tokens_per_week":  0,

@@ -191,8 +191,8 @@ func (c *Config) problems() []*Problem {
 			add("company.timezone", "unknown time zone %q", tz)
 		}
 	}
-	checkBudget(add, "company.budget", c.Company.Budget)
-	checkBudget(add, "evals.budget", c.Evals.Budget)
+	checkBudget(add, "company.budget", c.Company.Budget, c, "")
+	checkTokenBudget(add, "evals.budget", c.Evals.Budget)
 	for _, r := range []struct{ path, val string }{
 		{"temporal.address", c.Temporal.Address},
 		{"temporal.namespace", c.Temporal.Namespace},
@@ -427,7 +427,7 @@ func (c *Config) problems() []*Problem {
 		if r.OnBusy != "" && !slices.Contains(crewlet.OnBusyPolicies, r.OnBusy) {
 			add(base+".on_busy", "%q is not a busy policy; use one of %s", r.OnBusy, strings.Join(crewlet.OnBusyPolicies, ", "))
 		}
-		checkBudget(add, base+".budget", r.Budget)
+		checkBudget(add, base+".budget", r.Budget, c, name)
 		if after := r.IdleNudge.After; after != 0 {
 			checkDuration(base+".idle_nudge.after", after, minIdleNudgeAfter, maxIdleNudgeAfter)
 		}
@@ -594,21 +594,6 @@ func checkAllow(add addFunc, allow []string) {
 			add(at, "duplicate model %q (also models.allow[%d])", m, j)
 		} else {
 			first[m] = i
-		}
-	}
-}
-
-func checkBudget(add addFunc, base string, b Budget) {
-	for _, w := range []struct {
-		key string
-		val int64
-	}{
-		{"tokens_per_day", b.TokensPerDay},
-		{"tokens_per_week", b.TokensPerWeek},
-		{"tokens_per_month", b.TokensPerMonth},
-	} {
-		if w.val < 0 {
-			add(base+"."+w.key, "%d is negative; must be 0 (no cap) or more", w.val)
 		}
 	}
 }

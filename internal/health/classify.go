@@ -103,7 +103,10 @@ func Classify(f Facts, th config.Health, now time.Time) (crewlet.SeatHealth, str
 	} else if !b.Oldest.IsZero() && now.Sub(b.Oldest) > th.OldestUnread {
 		add(crewlet.HealthBacklog, "the oldest unanswered message has waited %s (health.oldest_unread %s)", since(b.Oldest), th.OldestUnread)
 	}
-	if h := f.Budget; h != nil {
+	if h := f.Budget; h != nil && h.Unit == crewlet.UnitNanoUSD {
+		// A money hold's cap and used are nano-dollars: its reason says them.
+		add(crewlet.HealthHeld, "%s", h.Reason)
+	} else if h != nil {
 		add(crewlet.HealthHeld, "the %s %s budget is spent (%d of %d tokens) until %s", h.Scope, h.Window, h.Used, h.Cap, h.ResetsAt.UTC().Format(time.RFC3339))
 	}
 	if !f.ProfileHeldSince.IsZero() {

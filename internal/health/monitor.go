@@ -183,10 +183,11 @@ func usageWindows(org *config.Config, now time.Time) store.HealthWindows {
 
 // budgetHold is the cap that holds the seat's turns now, as the seat's own
 // check (activities.Turns.CheckBudget) would find it from the same counters.
-func budgetHold(org *config.Config, s config.Seat, usage map[string]map[string]int64, now time.Time) *crewlet.BudgetHold {
+func budgetHold(org *config.Config, s config.Seat, usage map[string]map[string]store.WindowUsage, now time.Time) *crewlet.BudgetHold {
 	windows := budget.UsageWindows(org.Roles[s.Role].Budget.Caps(), org.Company.Budget.Caps(), now, org.Location())
 	for i, w := range windows {
-		windows[i].Used = usage[store.CounterScope(w.Scope, s.Handle)][w.Window]
+		u := usage[store.CounterScope(w.Scope, s.Handle)][w.Window]
+		windows[i].Used, windows[i].UsedNanoUSD, windows[i].UnpricedTokens, windows[i].Ask = u.Tokens, u.NanoUSD, u.UnpricedTokens, u.Ask
 	}
 	return budget.Check(windows)
 }

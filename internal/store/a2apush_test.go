@@ -62,7 +62,7 @@ func TestEachPhaseChangeOwesEachPushConfigOneNotification(t *testing.T) {
 	if err != nil || len(first) != 2 {
 		t.Fatalf("claim: %d notifications, %v; want one per config", len(first), err)
 	}
-	if _, ok, err := st.AnswerTicket(ctx, tk.ID, "the blue one", "otto"); err != nil || !ok {
+	if _, ok, err := st.AnswerTicket(ctx, tk.ID, "the blue one", "otto", crewlet.AskNo); err != nil || !ok {
 		t.Fatalf("answer: %v %v", ok, err)
 	}
 	if _, ok, err := st.SettleTicket(ctx, tk.ID, "fixed the blue one"); err != nil || !ok {

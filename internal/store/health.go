@@ -21,9 +21,9 @@ type HealthFacts struct {
 	Waits map[string][]WaitFact
 	// DeadLetters counts each seat's dead-lettered triggers within the window.
 	DeadLetters map[string]int
-	// Usage is the tokens counted in the current windows, by usage scope
+	// Usage is what was counted in the current windows, by usage scope
 	// ("seat:HANDLE" or "company") and window name.
-	Usage map[string]map[string]int64
+	Usage map[string]map[string]WindowUsage
 	// ProfileHolds is, for each seat with a turn held because no profile
 	// of its pool can take it, since when its oldest such turn waits.
 	ProfileHolds map[string]time.Time
@@ -48,6 +48,14 @@ type WaitFact struct {
 	Since  time.Time
 }
 
+// WindowUsage is one budget window's counters and its money question, if
+// it asked one (its ticket, decision, who answered and what was spent when
+// it asked).
+type WindowUsage struct {
+	Tokens, NanoUSD, UnpricedTokens int64
+	Ask                             *crewlet.BudgetAsk
+}
+
 // HealthWindows names the usage windows HealthFacts reads the counters of.
 type HealthWindows struct {
 	Names  []string
@@ -59,7 +67,7 @@ type HealthWindows struct {
 // deadLetterWindow, and the usage counters of windows.
 func (s *Store) HealthFacts(ctx context.Context, handles []string, turns int, deadLetterWindow time.Duration, windows HealthWindows) (HealthFacts, error) {
 	f := HealthFacts{Turns: map[string][]TurnFact{}, Waits: map[string][]WaitFact{}, DeadLetters: map[string]int{},
-		Usage: map[string]map[string]int64{}, ProfileHolds: map[string]time.Time{}}
+		Usage: map[string]map[string]WindowUsage{}, ProfileHolds: map[string]time.Time{}}
 	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&f.Now); err != nil {
 		return f, fmt.Errorf("read health facts: %w", err)
 	}
@@ -149,23 +157,30 @@ func (s *Store) HealthFacts(ctx context.Context, handles []string, turns int, de
 		return f, fmt.Errorf("read health facts (dead letters): %w", err)
 	}
 	rows, err = s.pool.Query(ctx, `
-		SELECT u.scope, u.window_name, u.tokens
+		SELECT u.scope, u.window_name, u.tokens, u.nano_usd, u.unpriced_tokens, a.ticket_id IS NOT NULL,
+			COALESCE(a.ticket_id, ''), COALESCE(a.decision, ''), COALESCE(a.answered_by, ''), COALESCE(a.used_nano_usd, 0)
 		FROM unnest($1::text[], $2::timestamptz[]) AS w (name, start)
-		JOIN usage_counters u ON u.window_name = w.name AND u.window_start = w.start`, windows.Names, windows.Starts)
+		JOIN usage_counters u ON u.window_name = w.name AND u.window_start = w.start
+		LEFT JOIN budget_asks a ON a.scope = u.scope AND a.window_name = u.window_name AND a.window_start = u.window_start`, windows.Names, windows.Starts)
 	if err != nil {
 		return f, fmt.Errorf("read health facts (usage): %w", schemaMissing(err))
 	}
 	for rows.Next() {
 		var scope, window string
-		var tokens int64
-		if err := rows.Scan(&scope, &window, &tokens); err != nil {
+		var u WindowUsage
+		var asked bool
+		var ask crewlet.BudgetAsk
+		if err := rows.Scan(&scope, &window, &u.Tokens, &u.NanoUSD, &u.UnpricedTokens, &asked, &ask.Ticket, &ask.Decision, &ask.AnsweredBy, &ask.UsedNanoUSD); err != nil {
 			rows.Close()
 			return f, fmt.Errorf("read health facts (usage): %w", err)
 		}
-		if f.Usage[scope] == nil {
-			f.Usage[scope] = map[string]int64{}
+		if asked {
+			u.Ask = &ask
 		}
-		f.Usage[scope][window] = tokens
+		if f.Usage[scope] == nil {
+			f.Usage[scope] = map[string]WindowUsage{}
+		}
+		f.Usage[scope][window] = u
 	}
 	if err := rows.Err(); err != nil {
 		return f, fmt.Errorf("read health facts (usage): %w", err)

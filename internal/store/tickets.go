@@ -265,10 +265,18 @@ func (s *Store) AskTicket(ctx context.Context, id, question, askKey, askWaiter s
 
 // AnswerTicket records the answer to an asking ticket's question, and who
 // gave it, and returns it to pending, the one move back a phase may make.
-// answered is false when no question was waiting.
-func (s *Store) AnswerTicket(ctx context.Context, id, answer, by string) (crewlet.Ticket, bool, error) {
+// answered is false when no question was waiting. A ticket that asks a
+// money window's question (budget_asks) records the answer there too, read
+// as budgetDecision, in the same statement: an answer taken is never lost
+// to the budget.
+func (s *Store) AnswerTicket(ctx context.Context, id, answer, by, budgetDecision string) (crewlet.Ticket, bool, error) {
 	return s.updateTicket(ctx, "answer", id, `
-		UPDATE tickets SET phase = 'pending', answer = $2, answered_by = $3, updated_at = now() WHERE id = $1 AND phase = 'asking'`, answer, by)
+		WITH decided AS (
+			UPDATE budget_asks SET decision = $4, answer = $2, answered_by = $3, answered_at = now()
+			WHERE ticket_id = $1 AND decision = 'waiting' AND EXISTS (SELECT 1 FROM tickets WHERE id = $1 AND phase = 'asking')
+		)
+		UPDATE tickets SET phase = 'pending', answer = $2, answered_by = $3, updated_at = now() WHERE id = $1 AND phase = 'asking'`,
+		answer, by, budgetDecision)
 }
 
 // StopAsking ends the serving turn's wait for an answer to the question

@@ -512,11 +512,11 @@ func TestAskAnswerAndChainedQuestions(t *testing.T) {
 	if _, ok, err := st.AskTicket(ctx, tk.ID, "first?", "w:1:0", "turn/eng-1/w"); err != nil || !ok {
 		t.Fatalf("first ask: %v, %v", ok, err)
 	}
-	answered, ok, err := st.AnswerTicket(ctx, tk.ID, "yes", "ann")
+	answered, ok, err := st.AnswerTicket(ctx, tk.ID, "yes", "ann", crewlet.AskNo)
 	if err != nil || !ok || answered.Phase != crewlet.TicketPending || answered.Answer != "yes" || answered.AnsweredBy != "ann" {
 		t.Fatalf("AnswerTicket = %+v, %v, %v; want pending with the answer and its answerer", answered, ok, err)
 	}
-	if _, ok, err := st.AnswerTicket(ctx, tk.ID, "again", "ann"); err != nil || ok {
+	if _, ok, err := st.AnswerTicket(ctx, tk.ID, "again", "ann", crewlet.AskNo); err != nil || ok {
 		t.Fatalf("answering with no question waiting: %v, %v; want refused", ok, err)
 	}
 	second, ok, err := st.AskTicket(ctx, tk.ID, "second?", "w:2:0", "turn/eng-1/w")

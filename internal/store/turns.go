@@ -544,15 +544,16 @@ func scanRound(r pgx.CollectableRow) (wire.RoundRow, error) {
 }
 
 // Usage returns the seat's and the company's day, week and month windows
-// that contain now on loc (in budget.UsageWindows order), with the tokens
-// counted in each and the caps given.
+// that contain now on loc (in budget.UsageWindows order), with the tokens,
+// money and unpriced tokens counted in each (and their models where a money
+// cap is set), the question each asked, and the caps given.
 func (s *Store) Usage(ctx context.Context, seat string, seatCaps, companyCaps crewlet.BudgetCaps, now time.Time, loc *time.Location) ([]crewlet.UsageWindow, error) {
 	var b pgx.Batch
 	ws := queueUsage(&b, seat, seatCaps, companyCaps, now, loc)
 	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
 		return nil, fmt.Errorf("read usage of %s: %w", seat, schemaMissing(err))
 	}
-	return ws, nil
+	return ws, s.fillUnpricedModels(ctx, seat, ws)
 }
 
 // UsageAndTools is Usage and SeatTools in one round trip: what a turn
@@ -569,7 +570,7 @@ func (s *Store) UsageAndTools(ctx context.Context, seat string, seatCaps, compan
 	if err != nil {
 		return nil, nil, fmt.Errorf("read usage and tools of %s: %w", seat, schemaMissing(err))
 	}
-	return ws, tools, nil
+	return ws, tools, s.fillUnpricedModels(ctx, seat, ws)
 }
 
 // queueUsage queues Usage's read on b and returns the windows it fills in
@@ -584,16 +585,26 @@ func queueUsage(b *pgx.Batch, seat string, seatCaps, companyCaps crewlet.BudgetC
 		windows[i], starts[i] = w.Window, w.Start
 	}
 	b.Queue(`
-		SELECT c.i, COALESCE(u.tokens, 0)
+		SELECT c.i, COALESCE(u.tokens, 0), COALESCE(u.nano_usd, 0), COALESCE(u.unpriced_tokens, 0), a.ticket_id IS NOT NULL,
+			COALESCE(a.ticket_id, ''), COALESCE(a.seat, ''), COALESCE(a.asked_to, ''), COALESCE(a.used_nano_usd, 0), COALESCE(a.cap_nano_usd, 0),
+			COALESCE(a.asked_at, 'epoch'), COALESCE(a.decision, ''), COALESCE(a.answer, ''), COALESCE(a.answered_by, ''), a.answered_at
 		FROM unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS c (s, w, t, i)
-		LEFT JOIN usage_counters u ON u.scope = c.s AND u.window_name = c.w AND u.window_start = c.t`,
+		LEFT JOIN usage_counters u ON u.scope = c.s AND u.window_name = c.w AND u.window_start = c.t
+		LEFT JOIN budget_asks a ON a.scope = c.s AND a.window_name = c.w AND a.window_start = c.t`,
 		scopes, windows, starts).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var i, used int64
-			if err := rows.Scan(&i, &used); err != nil {
+			var i, used, usedNano, unpriced int64
+			var asked bool
+			var ask crewlet.BudgetAsk
+			if err := rows.Scan(&i, &used, &usedNano, &unpriced, &asked,
+				&ask.Ticket, &ask.Seat, &ask.To, &ask.UsedNanoUSD, &ask.CapNanoUSD, &ask.AskedAt, &ask.Decision, &ask.Answer, &ask.AnsweredBy, &ask.AnsweredAt); err != nil {
 				return err
 			}
-			ws[i-1].Used = used
+			w := &ws[i-1]
+			w.Used, w.UsedNanoUSD, w.UnpricedTokens = used, usedNano, unpriced
+			if asked {
+				w.Ask = &ask
+			}
 		}
 		return rows.Err()
 	})
@@ -624,6 +635,8 @@ const notLiveThread = `
 // TurnsTrimmed counts what one TrimTurns deleted.
 type TurnsTrimmed struct {
 	Turns, Messages, Rounds, ToolCalls, Counters, Spend int64
+	// BudgetAsks are the questions of windows trimmed with their counters.
+	BudgetAsks int64
 	// Slots are profile slots whose lease ran out: their turn vanished
 	// without giving them back, and they count no more.
 	Slots int64
@@ -651,6 +664,7 @@ func (s *Store) TrimTurns(ctx context.Context, age time.Duration) (TurnsTrimmed,
 			{&out.Rounds, `DELETE FROM turn_rounds r WHERE recorded_at < now() - make_interval(secs => $1)` + notLiveThread, age},
 			{&out.ToolCalls, `DELETE FROM tool_calls r WHERE started_at < now() - make_interval(secs => $1)` + notLiveThread, age},
 			{&out.Counters, `DELETE FROM usage_counters WHERE window_start < now() - make_interval(secs => $1)`, usageRetention},
+			{&out.BudgetAsks, `DELETE FROM budget_asks WHERE window_start < now() - make_interval(secs => $1)`, usageRetention},
 			{&out.Spend, `DELETE FROM spend_daily WHERE day < (now() - make_interval(secs => $1))::date`, usageRetention},
 			{&out.Slots, `DELETE FROM profile_slots WHERE expires_at < now() - make_interval(secs => $1)`, 0},
 		} {

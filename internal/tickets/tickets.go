@@ -21,6 +21,7 @@ import (
 	"github.com/crewlet/crewlet"
 	"github.com/crewlet/crewlet/internal/approvals"
 	"github.com/crewlet/crewlet/internal/authority"
+	"github.com/crewlet/crewlet/internal/budget"
 	"github.com/crewlet/crewlet/internal/config"
 	"github.com/crewlet/crewlet/internal/delivery"
 	"github.com/crewlet/crewlet/internal/metrics"
@@ -482,7 +483,7 @@ func (t *Service) Answer(ctx context.Context, id, answer, by string) (crewlet.Ti
 	if err := crewlet.CheckText("the answer", answer, maxTaskBytes); err != nil {
 		return crewlet.Ticket{}, err
 	}
-	ticket, answered, err := t.store.AnswerTicket(ctx, id, answer, by)
+	ticket, answered, err := t.store.AnswerTicket(ctx, id, answer, by, budget.ReadAnswer(answer))
 	if err != nil {
 		return ticket, err
 	}
@@ -490,8 +491,62 @@ func (t *Service) Answer(ctx context.Context, id, answer, by string) (crewlet.Ti
 		return ticket, crewlet.Errorf(crewlet.ECONFLICT, "ticket %s is %s: no question waits on it", ticket.ID, ticket.Phase)
 	}
 	t.log.InfoContext(ctx, "ticket_answered", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To, "by", by)
+	if settled, ok, err := t.SettleBudget(ctx, ticket); err != nil || ok {
+		return settled, err
+	}
 	t.signalled(ctx, ticket.AskWaiter, ticket.ID)
 	return ticket, nil
+}
+
+// AskBudget puts a money window's question (docs/architecture.md, "Cost")
+// to asked, the seat its budget's ask.to names, for seat, whose turn found
+// the window at its share: a ticket opened in asked's name and served by
+// seat, asking, so the question reaches asked and is answered as every
+// ticket question is (POST /tickets/{id}/answer, `crewlet tickets answer`,
+// an agent's answer tool). Its request is not mailed: the seat has nothing
+// to do for it. key names the window; asking again with it opens and asks
+// nothing more.
+func (t *Service) AskBudget(ctx context.Context, key, asked, seat, task, question string) (crewlet.Ticket, error) {
+	s, ok := t.org.Now().Seat(asked)
+	if !ok {
+		return crewlet.Ticket{}, crewlet.Errorf(crewlet.EINVALID, "budget ask.to: no seat %q; name a seat of the org in the budget's ask.to", asked)
+	}
+	ticket, created, err := t.store.CreateTicket(ctx, key, crewlet.Ticket{
+		From: asked, FromSeat: s.Kind != string(crewlet.SeatHuman), To: seat, Task: task, Conversation: "budget-" + crewlet.WorkKey([]string{key}),
+	})
+	if err != nil {
+		return crewlet.Ticket{}, err
+	}
+	if created {
+		t.metrics.TicketOpened()
+		t.log.InfoContext(ctx, "ticket_opened", "ticket", ticket.ID, "from", ticket.From, "to", ticket.To, "budget", key)
+	}
+	ticket, _, err = t.Ask(ctx, ticket.ID, question, key, "")
+	return ticket, err
+}
+
+// SettleBudget settles a ticket whose budget question was answered with
+// what the answer means: nobody waits on it. ok is false for a ticket that
+// asks no budget question (or whose question is not recorded yet).
+func (t *Service) SettleBudget(ctx context.Context, ticket crewlet.Ticket) (crewlet.Ticket, bool, error) {
+	ask, ok, err := t.store.BudgetAskOf(ctx, ticket.ID)
+	if err != nil || !ok {
+		return ticket, false, err
+	}
+	reply := fmt.Sprintf("Read as yes: it goes on to the cap of %s.", budget.USD(ask.CapNanoUSD))
+	if ask.Decision == crewlet.AskNo {
+		reply = fmt.Sprintf("Read as no (only an answer beginning with yes lets it go on): turns are held, %s spent of the cap of %s when asked, until the window turns.",
+			budget.USD(ask.UsedNanoUSD), budget.USD(ask.CapNanoUSD))
+	}
+	settled, now, err := t.store.SettleTicket(ctx, ticket.ID, reply)
+	if err != nil {
+		return ticket, true, err
+	}
+	if now {
+		t.metrics.TicketEnded(string(crewlet.TicketDone))
+		t.log.InfoContext(ctx, "budget_ask_decided", "ticket", ticket.ID, "seat", ticket.To, "by", ask.AnsweredBy, "decision", ask.Decision)
+	}
+	return settled, true, nil
 }
 
 // Note writes one note in a person's inbox about the tickets they opened
