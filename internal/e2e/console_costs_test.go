@@ -11,7 +11,7 @@ import (
 	"github.com/crewlet/crewlet/internal/wire"
 )
 
-const costsPageOrg = `company: { name: costpageco, budget: { tokens_per_day: 1000 } }
+const costsPageOrg = `company: { name: costpageco, budget: { tokens_per_day: 1000, usd_per_day: 0.00001 } }
 profiles: { local: { provider: scripted, rules: [ { match: ".", reply: "ok" } ] } }
 roles:
   lead: { charter: leads, profile: local }
@@ -24,7 +24,8 @@ seats:
 
 // The costs page draws, as SVG in the page, the spend of each day of the
 // range (a day nothing was spent on at 0), the seats and the models by
-// spend, and the company's token budget of the day used against its cap;
+// spend, and the company's token and money budgets of the day used against
+// their caps;
 // the tickets page shows what alice's ticket cost with eng-1's sub-ticket,
 // and its breakdown. The receipts are written as a model round writes
 // them: two days ago cto spent 4000 nano-dollars; today eng-1 1500 on its
@@ -72,6 +73,8 @@ func TestConsoleCostsPageChartsTheSpend(t *testing.T) {
 		{"top models", attrs("#top-models svg g.row", "data-value"), "lead-model=5000 fixer-model=1500"},
 		{"the day's token budget", attrs(`#budget-use svg g.meter[data-key="company day tokens"]`, "data-used") + " of " +
 			attrs(`#budget-use svg g.meter[data-key="company day tokens"]`, "data-cap"), "company day tokens=400 of company day tokens=1000"},
+		{"the day's money budget", attrs(`#budget-use svg g.meter[data-key="company day money"]`, "data-used") + " of " +
+			attrs(`#budget-use svg g.meter[data-key="company day money"]`, "data-cap"), "company day money=2500 of company day money=10000"},
 	} {
 		if check.got != check.want {
 			t.Errorf("%s: %s; want %s", check.what, check.got, check.want)
