@@ -42,6 +42,9 @@ func TestEverySeriesIsNamedAndExplained(t *testing.T) {
 	m.TicketEnded("expired")
 	m.EventDropped("full")
 	m.Unauthenticated("bad_token")
+	m.Spend("cto", "executive", "claude-3-5-sonnet", 2_500_000_000, true, 1000)
+	m.Spend("cto", "executive", "claude-3-5-sonnet", 1_000_000_000, true, 500)
+	m.Spend("", "engineer", "homebrew", 0, false, 700)
 	m.GaugeFunc("crewlet_test_reading", "a gauge read at each scrape", func() float64 { return 7 })
 	text := scrape(t, m)
 	problems, err := promlint.New(strings.NewReader(text)).Lint()
@@ -77,6 +80,8 @@ func TestEverySeriesIsNamedAndExplained(t *testing.T) {
 		`crewlet_mail_acked_total 2`,
 		`crewlet_tool_calls_total{outcome="unknown",server="ledger"} 1`,
 		`crewlet_budget_holds_total 1`,
+		`crewlet_spend_usd_total{model="claude-3-5-sonnet",role="executive",seat="cto"} 3.5`,
+		`crewlet_unpriced_tokens_total{model="homebrew",role="engineer",seat=""} 700`,
 		`crewlet_credential_quarantines_total{profile="paid"} 1`,
 		`crewlet_tickets_ended_total{phase="expired"} 1`,
 		`crewlet_stream_events_dropped_total{reason="full"} 1`,
