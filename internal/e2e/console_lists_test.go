@@ -203,8 +203,12 @@ func TestConsoleTicketAnsweredInThePageReachesTheDelegator(t *testing.T) {
 	viewer.signIn(listsViewerToken)
 	viewer.openPage("tickets", "tickets")
 	viewer.waitText(`#open-tickets [data-phase="asking"] `+card, "which config should I use for the <i>build</i>?")
-	if n := eval[int](viewer, `document.querySelectorAll("#open-tickets form, #open-tickets button").length`); n != 0 {
-		t.Fatalf("a viewer sees %d forms and buttons on the tickets page; want none", n)
+	// The cost breakdown only reads, which a viewer may; nothing that acts.
+	if n := eval[int](viewer, `document.querySelectorAll('#open-tickets form, #open-tickets button:not([data-action="breakdown"])').length`); n != 0 {
+		t.Fatalf("a viewer sees %d forms and buttons that act on the tickets page; want none", n)
+	}
+	if n := eval[int](viewer, `document.querySelectorAll('#open-tickets button[data-action="breakdown"]').length`); n == 0 {
+		t.Fatalf("a viewer sees no cost breakdown on the tickets page")
 	}
 
 	b := c.browser()
