@@ -200,15 +200,9 @@ same_tools, judge:PROFILE:RUBRIC; charged to evals.budget (POST /evals/runs).`,
 			Checks      []evals.Check `json:"checks,omitempty"`
 			Concurrency int           `json:"concurrency,omitempty"`
 		}{Dataset: pos[0], Change: replay.Change{Profile: profile, Model: modelName, Revision: revision, LiveReadOnly: liveReadOnly}, Concurrency: concurrency}
-		if charterFile != "" {
-			text, err := os.ReadFile(charterFile)
-			if err != nil {
-				return fmt.Errorf("read --charter: %w", err)
-			}
-			if strings.TrimSpace(string(text)) == "" {
-				return fmt.Errorf("--charter %s is blank; write the charter to try in it", charterFile)
-			}
-			req.Change.Charter = string(text)
+		var err error
+		if req.Change.Charter, err = readCharter(charterFile); err != nil {
+			return err
 		}
 		for _, f := range checkFlags {
 			c, err := parseCheck(f)

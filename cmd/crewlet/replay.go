@@ -64,15 +64,8 @@ it met when it ran; no model called, nothing written (POST /evals/policy).`,
 			return err
 		}
 		change := replay.Change{Profile: profile, Model: modelName, Revision: revision, LiveReadOnly: liveReadOnly}
-		if charterFile != "" {
-			text, err := os.ReadFile(charterFile)
-			if err != nil {
-				return fmt.Errorf("read --charter: %w", err)
-			}
-			if strings.TrimSpace(string(text)) == "" {
-				return fmt.Errorf("--charter %s is blank; write the charter to try in it", charterFile)
-			}
-			change.Charter = string(text)
+		if change.Charter, err = readCharter(charterFile); err != nil {
+			return err
 		}
 		raw, err := c.client().do(cmd.Context(), http.MethodPost, path+"/replay", change)
 		if err != nil {
@@ -256,4 +249,20 @@ func nowLine(c replay.PolicyCall) string {
 		return crewlet.OneLine(c.Reason, 100)
 	}
 	return c.Now
+}
+
+// readCharter is the text of a --charter file, "" when none is named; a
+// blank file is refused, since an empty charter is no change to try.
+func readCharter(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read --charter: %w", err)
+	}
+	if strings.TrimSpace(string(text)) == "" {
+		return "", fmt.Errorf("--charter %s is blank; write the charter to try in it", path)
+	}
+	return string(text), nil
 }
