@@ -141,6 +141,11 @@ func (g Grader) Score(ctx context.Context, checks []Check, report replay.Report,
 			out = append(out, res)
 			continue
 		}
+		if len(report.Threads) == 0 {
+			// Nothing answered, so nothing to check: a pass here would
+			// count a check that never ran.
+			res.Pass, res.Reason = false, NoAnswerToCheck
+		}
 		for _, th := range report.Threads {
 			pass, reason, charge, err := g.one(ctx, c, th, report, principal)
 			if err != nil {
@@ -162,6 +167,10 @@ func (g Grader) Score(ctx context.Context, checks []Check, report replay.Report,
 	}
 	return out, charges, nil
 }
+
+// NoAnswerToCheck is why an answer check fails on a turn that answered no
+// trigger (a notice, mail that needed no reply).
+const NoAnswerToCheck = "no answer to check: the recorded turn answered no trigger; leave such turns out of the dataset"
 
 // one runs a check on one thread's replayed answer.
 func (g Grader) one(ctx context.Context, c Check, th replay.Thread, report replay.Report, principal string) (bool, string, *store.EvalCharge, error) {

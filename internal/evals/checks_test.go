@@ -137,3 +137,32 @@ func TestAReplayWithNoAnswerFailsItsChecks(t *testing.T) {
 		t.Errorf("charges %+v; want no judge asked", charges)
 	}
 }
+
+// A turn that answered no trigger has no answer to check: its answer
+// checks fail saying so, rather than pass without running; same_tools
+// still compares its (empty) calls.
+func TestATurnWithNoAnswerFailsItsAnswerChecks(t *testing.T) {
+	t.Parallel()
+	org, err := config.Parse([]byte(judgeOrg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := report("", nil, nil)
+	r.Threads = nil
+	results, charges, err := Grader{Org: org}.Score(context.Background(),
+		[]Check{{Kind: Contains, Text: "x"}, {Kind: Regex, Pattern: "^y"}, {Kind: Judge, Profile: "judge", Rubric: "r"}, {Kind: SameTools}}, r, "opal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range results[:3] {
+		if res.Pass || res.Reason != NoAnswerToCheck {
+			t.Errorf("%+v; want a failure saying there is no answer to check", res)
+		}
+	}
+	if !results[3].Pass {
+		t.Errorf("same_tools on a turn without calls: %+v; want a pass", results[3])
+	}
+	if len(charges) != 0 {
+		t.Errorf("charges %+v; want no judge asked", charges)
+	}
+}
