@@ -5,7 +5,7 @@
 // text.
 
 import { get, getSaying } from '../lib/api.js';
-import { h, show, link, section, table, badge, when, errorBox } from '../lib/dom.js';
+import { h, show, link, section, table, badge, when, usd, errorBox } from '../lib/dom.js';
 import { action } from '../lib/lists.js';
 
 export default async function evals(main, params, ctx) {
@@ -45,7 +45,6 @@ function change(c) {
 // money is what a run spent (its replays and judges, at the prices when
 // they ran) and what the recorded turns it replayed cost, in dollars.
 function money(t) {
-  const usd = (nano) => '$' + ((nano || 0) / 1e9).toFixed(6);
   return usd(t.nano_usd) + ' (replays and judges); the recorded turns cost ' + usd(t.recorded_nano_usd) +
     (t.unpriced_tokens ? '; ' + t.unpriced_tokens + ' tokens unpriced' : '');
 }
