@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/crewlet/crewlet/internal/prices"
 )
 
 // Metrics is one process's registry and crewlet's series in it.
@@ -287,7 +289,7 @@ func (m *Metrics) Spend(seat, role, model string, nanoUSD int64, priced bool, to
 		m.unpricedTokens.WithLabelValues(seat, role, model).Add(float64(tokens))
 		return
 	}
-	m.spend.WithLabelValues(seat, role, model).Add(float64(nanoUSD) / 1e9)
+	m.spend.WithLabelValues(seat, role, model).Add(prices.USD(nanoUSD))
 }
 
 // NodeClaimed records a dead peer claimed by this node's detector.
