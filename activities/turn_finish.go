@@ -196,7 +196,7 @@ func (a *Turns) Reflect(ctx context.Context, in crewlet.ReflectInput) (err error
 		return a.modelFailure(ctx, name, in.TurnID, err)
 	}
 	a.profiles.Answered(ctx, name, resp.Model)
-	if _, err := a.recordRound(ctx, wire.RoundRow{Seat: in.Handle, WorkKey: "reflect:" + in.WorkKey, Round: 1, Profile: name,
+	if _, err := a.recordRound(ctx, wire.RoundRow{Seat: in.Handle, Role: seat.Role, WorkKey: "reflect:" + in.WorkKey, Round: 1, Profile: name,
 		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, CachedTokens: resp.Usage.CachedTokens,
 		ContextBytes: plan.Bytes, AnsweredModel: resp.Model}, ctxIn.System, nil); err != nil {
 		a.log.Warn("usage_unrecorded", "seat", in.Handle, "what", "reflection", "error", err)

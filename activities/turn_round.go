@@ -142,7 +142,7 @@ func (a *Turns) ModelRound(ctx context.Context, in crewlet.ModelRoundInput) (out
 		}
 		answer = wire.TurnMessage{Key: roundKey(in.Round), Round: in.Round, Message: m}
 	}
-	stored, err := a.recordRound(ctx, wire.RoundRow{Seat: in.Handle, WorkKey: key, Round: in.Round, Profile: name,
+	stored, err := a.recordRound(ctx, wire.RoundRow{Seat: in.Handle, Role: seat.Role, WorkKey: key, Round: in.Round, Profile: name,
 		InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens, CachedTokens: usage.CachedTokens, ContextBytes: plan.Bytes, AnsweredModel: resp.Model}, system, &answer)
 	if err != nil {
 		return out, err
@@ -261,8 +261,11 @@ func (a *Turns) recordRound(ctx context.Context, r wire.RoundRow, system string,
 func (a *Turns) price(org *config.Config, r *wire.RoundRow) {
 	p := org.Profiles[r.Profile]
 	r.Model = p.PricedModel(r.AnsweredModel)
-	if seat, ok := org.Seat(r.Seat); ok {
-		r.Role = seat.Role
+	if r.Role == "" {
+		// A compaction's caller knows the seat only by handle.
+		if seat, ok := org.Seat(r.Seat); ok {
+			r.Role = seat.Role
+		}
 	}
 	table, err := org.PriceTable()
 	if err != nil {
